@@ -1,0 +1,140 @@
+package collective
+
+import "fmt"
+
+// OpKind names an operation.
+type OpKind uint8
+
+const (
+	// OpAllGather: Src holds n bytes on every rank; Dst holds Size()*n bytes,
+	// rank r's Src at offset r*n on every rank. In place is allowed: Src may
+	// be exactly the rank's own slice of Dst.
+	OpAllGather OpKind = iota + 1
+	// OpReduceScatter: Src holds Size()*n elements of DType on every rank;
+	// Dst holds n elements and receives the reduction (Reduce) of the ranks'
+	// slices [r*n, (r+1)*n) for its own rank r. In place is allowed: Dst may
+	// be exactly the rank's own slice of Src.
+	OpReduceScatter
+	// OpAllReduce: Src and Dst hold the same number of elements; Dst receives
+	// the reduction over ranks. Dst may equal Src.
+	OpAllReduce
+	// OpBroadcast: Dst on every rank receives Dst of rank Root. Src is unused.
+	OpBroadcast
+	// OpBarrier: completes once every rank has started it.
+	OpBarrier
+)
+
+func (k OpKind) String() string {
+	switch k {
+	case OpAllGather:
+		return "all-gather"
+	case OpReduceScatter:
+		return "reduce-scatter"
+	case OpAllReduce:
+		return "all-reduce"
+	case OpBroadcast:
+		return "broadcast"
+	case OpBarrier:
+		return "barrier"
+	}
+	return fmt.Sprintf("OpKind(%d)", uint8(k))
+}
+
+// Op is one collective operation. Fields not used by Kind are ignored.
+type Op struct {
+	Kind   OpKind
+	Dst    Buffer
+	Src    Buffer
+	DType  DType    // ReduceScatter, AllReduce
+	Reduce ReduceOp // ReduceScatter, AllReduce
+	Root   int      // Broadcast
+}
+
+// Validate checks the op's shape against a communicator of size ranks and
+// memory kind mem. It returns an error wrapping ErrInvalid or ErrMemoryKind.
+func (op Op) Validate(size int, mem MemoryKind) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("collective: %s: %s: %w", op.Kind, fmt.Sprintf(format, args...), ErrInvalid)
+	}
+	checkMem := func(name string, b Buffer) error {
+		if b == nil {
+			return bad("%s buffer is nil", name)
+		}
+		if b.Memory() != mem {
+			return fmt.Errorf("collective: %s: %s buffer is %s memory, communicator takes %s: %w", op.Kind, name, b.Memory(), mem, ErrMemoryKind)
+		}
+		return nil
+	}
+	checkReduce := func() error {
+		switch op.DType {
+		case Uint8, BFloat16, Float32, Float64, Uint32, Int64:
+		default:
+			return bad("unknown dtype %d", op.DType)
+		}
+		switch op.Reduce {
+		case Sum, Max:
+		case Avg:
+			if op.DType != BFloat16 && op.DType != Float32 && op.DType != Float64 {
+				return bad("avg needs a floating point dtype, got %s", op.DType)
+			}
+		default:
+			return bad("unknown reduction %d", op.Reduce)
+		}
+		return nil
+	}
+	switch op.Kind {
+	case OpAllGather:
+		if err := checkMem("dst", op.Dst); err != nil {
+			return err
+		}
+		if err := checkMem("src", op.Src); err != nil {
+			return err
+		}
+		if op.Dst.Len() != size*op.Src.Len() {
+			return bad("dst has %d bytes, want %d ranks x %d", op.Dst.Len(), size, op.Src.Len())
+		}
+	case OpReduceScatter:
+		if err := checkMem("dst", op.Dst); err != nil {
+			return err
+		}
+		if err := checkMem("src", op.Src); err != nil {
+			return err
+		}
+		if err := checkReduce(); err != nil {
+			return err
+		}
+		if op.Src.Len() != size*op.Dst.Len() {
+			return bad("src has %d bytes, want %d ranks x %d", op.Src.Len(), size, op.Dst.Len())
+		}
+		if op.Dst.Len()%op.DType.Size() != 0 {
+			return bad("dst has %d bytes, not a multiple of %s", op.Dst.Len(), op.DType)
+		}
+	case OpAllReduce:
+		if err := checkMem("dst", op.Dst); err != nil {
+			return err
+		}
+		if err := checkMem("src", op.Src); err != nil {
+			return err
+		}
+		if err := checkReduce(); err != nil {
+			return err
+		}
+		if op.Src.Len() != op.Dst.Len() {
+			return bad("src has %d bytes, dst %d", op.Src.Len(), op.Dst.Len())
+		}
+		if op.Dst.Len()%op.DType.Size() != 0 {
+			return bad("buffer has %d bytes, not a multiple of %s", op.Dst.Len(), op.DType)
+		}
+	case OpBroadcast:
+		if err := checkMem("dst", op.Dst); err != nil {
+			return err
+		}
+		if op.Root < 0 || op.Root >= size {
+			return bad("root %d out of range [0, %d)", op.Root, size)
+		}
+	case OpBarrier:
+	default:
+		return bad("unknown op kind")
+	}
+	return nil
+}

@@ -1,0 +1,3 @@
+module github.com/distopt/distopt
+
+go 1.26
