@@ -1,0 +1,76 @@
+package fp8
+
+import "math"
+
+// CastScaled writes f.Encode(float32(src[i]*scale)) to dst[i] for every i
+// (the product is rounded to float32 before the encode; no fused
+// operation) and returns Amax(src), computed in the same pass. Large slices
+// are split across goroutines; the result does not depend on the split. It
+// panics if len(dst) < len(src) or f is invalid.
+func CastScaled(dst []byte, src []float32, scale float32, f Format) (amax float32) {
+	if len(dst) < len(src) {
+		panic("fp8: CastScaled: dst shorter than src")
+	}
+	if !f.Valid() {
+		panic(badFormat(f))
+	}
+	if len(src) < parallelMin {
+		return math.Float32frombits(castScaled(dst, src, scale, f))
+	}
+	parts := make([]uint32, chunks(len(src)))
+	parallel(len(src), func(k, lo, hi int) {
+		parts[k] = castScaled(dst[lo:hi], src[lo:hi], scale, f)
+	})
+	var m uint32
+	for _, p := range parts {
+		m = max(m, p)
+	}
+	return math.Float32frombits(m)
+}
+
+// Dequantize writes float32(f.Decode(src[i]) * scaleInv) to dst[i] for every
+// i (a float32 multiply, so NaN codes give NaN and E5M2 infinities give
+// ±Inf or NaN as IEEE says). Large slices are split across goroutines. It
+// panics if len(dst) < len(src) or f is invalid.
+func Dequantize(dst []float32, src []byte, scaleInv float32, f Format) {
+	if len(dst) < len(src) {
+		panic("fp8: Dequantize: dst shorter than src")
+	}
+	t := table(f)
+	parallel(len(src), func(_, lo, hi int) {
+		d := dst[lo:hi]
+		for i, b := range src[lo:hi] {
+			d[i] = t[b] * scaleInv
+		}
+	})
+}
+
+// table returns the decode table of f; it panics for an invalid f.
+func table(f Format) *[256]float32 {
+	switch f {
+	case E4M3:
+		return &e4m3Table
+	case E5M2:
+		return &e5m2Table
+	}
+	panic(badFormat(f))
+}
+
+// castScaled is the serial kernel of CastScaled for a valid f; it returns
+// the amax bits.
+func castScaled(dst []byte, src []float32, scale float32, f Format) uint32 {
+	dst = dst[:len(src)]
+	var m uint32
+	if f == E4M3 {
+		for i, x := range src {
+			m = max(m, math.Float32bits(x)&0x7fffffff)
+			dst[i] = encodeE4M3(float32(x * scale))
+		}
+		return m
+	}
+	for i, x := range src {
+		m = max(m, math.Float32bits(x)&0x7fffffff)
+		dst[i] = encodeE5M2(float32(x * scale))
+	}
+	return m
+}
