@@ -85,30 +85,52 @@ type intElem interface{ uint8 | uint32 | int64 }
 type floatElem interface{ float32 | float64 }
 
 func reduceInts[T intElem](dst []byte, srcs [][]byte, dt DType, op ReduceOp) {
-	size := dt.Size()
-	var accBuf, tmpBuf [reduceBlock]T
-	for lo := 0; lo < len(dst); lo += reduceBlock * size {
-		hi := min(lo+reduceBlock*size, len(dst))
-		k := (hi - lo) / size
-		acc, tmp := accBuf[:k], tmpBuf[:k]
-		decode(acc, srcs[0][lo:hi], dt)
-		for _, s := range srcs[1:] {
-			decode(tmp, s[lo:hi], dt)
-			if op == Sum {
-				for i := range acc {
-					acc[i] += tmp[i]
-				}
-			} else {
-				for i := range acc {
-					acc[i] = max(acc[i], tmp[i])
-				}
+	combine := func(acc, x []T) {
+		for i := range acc {
+			acc[i] += x[i]
+		}
+	}
+	if op == Max {
+		combine = func(acc, x []T) {
+			for i := range acc {
+				acc[i] = max(acc[i], x[i])
 			}
 		}
-		encode(dst[lo:hi], acc, dt, true)
 	}
+	reduceBlocks(dst, srcs, dt, combine, nil)
 }
 
 func reduceFloats[T floatElem](dst []byte, srcs [][]byte, dt DType, op ReduceOp) {
+	combine := func(acc, x []T) {
+		for i := range acc {
+			acc[i] += x[i]
+		}
+	}
+	var finish func([]T)
+	switch op {
+	case Max:
+		combine = func(acc, x []T) {
+			for i, v := range x {
+				a := acc[i]
+				if v > a || v != v || (v == 0 && a == 0 && math.Signbit(float64(a))) {
+					acc[i] = v
+				}
+			}
+		}
+	case Avg:
+		n := T(len(srcs))
+		finish = func(acc []T) {
+			for i := range acc {
+				acc[i] /= n
+			}
+		}
+	}
+	reduceBlocks(dst, srcs, dt, combine, finish)
+}
+
+// reduceBlocks reduces block by block: acc = srcs[0]; combine(acc, srcs[r])
+// for r = 1, 2, ...; finish(acc) if finish is not nil; dst = acc.
+func reduceBlocks[T intElem | floatElem](dst []byte, srcs [][]byte, dt DType, combine func(acc, x []T), finish func([]T)) {
 	size := dt.Size()
 	var accBuf, tmpBuf [reduceBlock]T
 	for lo := 0; lo < len(dst); lo += reduceBlock * size {
@@ -118,24 +140,10 @@ func reduceFloats[T floatElem](dst []byte, srcs [][]byte, dt DType, op ReduceOp)
 		decode(acc, srcs[0][lo:hi], dt)
 		for _, s := range srcs[1:] {
 			decode(tmp, s[lo:hi], dt)
-			if op == Max {
-				for i, x := range tmp {
-					a := acc[i]
-					if x > a || x != x || (x == 0 && a == 0 && math.Signbit(float64(a))) {
-						acc[i] = x
-					}
-				}
-			} else {
-				for i := range acc {
-					acc[i] += tmp[i]
-				}
-			}
+			combine(acc, tmp)
 		}
-		if op == Avg {
-			n := T(len(srcs))
-			for i := range acc {
-				acc[i] /= n
-			}
+		if finish != nil {
+			finish(acc)
 		}
 		encode(dst[lo:hi], acc, dt, true)
 	}
