@@ -9,16 +9,9 @@ import "math"
 // uint32 MAX. A NaN result is the NaN of largest payload in src. Amax of an
 // empty slice is 0. Large slices are split across goroutines.
 func Amax(src []float32) float32 {
-	if len(src) < parallelMin {
-		return math.Float32frombits(amaxBits(src))
-	}
-	parts := make([]uint32, chunks(len(src)))
-	parallel(len(src), func(k, lo, hi int) { parts[k] = amaxBits(src[lo:hi]) })
-	var m uint32
-	for _, p := range parts {
-		m = max(m, p)
-	}
-	return math.Float32frombits(m)
+	return math.Float32frombits(parallelMax(len(src), func(lo, hi int) uint32 {
+		return amaxBits(src[lo:hi])
+	}))
 }
 
 // MaxAmax returns the larger of two amaxes in the order of Amax: the float32

@@ -14,18 +14,9 @@ func CastScaled(dst []byte, src []float32, scale float32, f Format) (amax float3
 	if !f.Valid() {
 		panic(badFormat(f))
 	}
-	if len(src) < parallelMin {
-		return math.Float32frombits(castScaled(dst, src, scale, f))
-	}
-	parts := make([]uint32, chunks(len(src)))
-	parallel(len(src), func(k, lo, hi int) {
-		parts[k] = castScaled(dst[lo:hi], src[lo:hi], scale, f)
-	})
-	var m uint32
-	for _, p := range parts {
-		m = max(m, p)
-	}
-	return math.Float32frombits(m)
+	return math.Float32frombits(parallelMax(len(src), func(lo, hi int) uint32 {
+		return castScaled(dst[lo:hi], src[lo:hi], scale, f)
+	}))
 }
 
 // Dequantize writes float32(f.Decode(src[i]) * scaleInv) to dst[i] for every
@@ -37,7 +28,7 @@ func Dequantize(dst []float32, src []byte, scaleInv float32, f Format) {
 		panic("fp8: Dequantize: dst shorter than src")
 	}
 	t := table(f)
-	parallel(len(src), func(_, lo, hi int) {
+	parallel(len(src), 0, 1, func(_, lo, hi int) {
 		d := dst[lo:hi]
 		for i, b := range src[lo:hi] {
 			d[i] = t[b] * scaleInv
