@@ -1,0 +1,83 @@
+package optimizer
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/shard"
+)
+
+// checkAgreement exchanges the layout and configuration fields of every rank
+// through the communicator and fails with ErrMismatch, naming the first rank
+// and the fields that differ from rank 0, when they do not all agree.
+func (o *Optimizer) checkAgreement(ctx context.Context) error {
+	fields := append(o.layout.Fields(), o.cfg.fields()...)
+	mine := shard.EncodeFields(fields)
+	all, err := o.allGatherBytes(ctx, mine)
+	if err != nil {
+		return fmt.Errorf("optimizer: exchanging configuration: %w", err)
+	}
+	ref, err := shard.DecodeFields(all[0])
+	if err != nil {
+		return err
+	}
+	for r := 1; r < len(all); r++ {
+		got, err := shard.DecodeFields(all[r])
+		if err != nil {
+			return err
+		}
+		if d := shard.DiffFields(ref, got); d != "" {
+			return fmt.Errorf("optimizer: rank %d differs from rank 0 in %s: %w", r, d, ErrMismatch)
+		}
+	}
+	return nil
+}
+
+// allGatherBytes gathers a variable-length byte string from every rank.
+func (o *Optimizer) allGatherBytes(ctx context.Context, data []byte) ([][]byte, error) {
+	n := o.comm.Size()
+	gather := func(payload []byte) ([]byte, error) {
+		src, err := o.be.Alloc(len(payload))
+		if err != nil {
+			return nil, err
+		}
+		defer o.be.Free(src)
+		dst, err := o.be.Alloc(n * len(payload))
+		if err != nil {
+			return nil, err
+		}
+		defer o.be.Free(dst)
+		if err := o.be.Write(src, 0, payload); err != nil {
+			return nil, err
+		}
+		if err := collective.AllGather(ctx, o.comm, dst, src); err != nil {
+			return nil, err
+		}
+		out := make([]byte, n*len(payload))
+		return out, o.be.Read(out, dst, 0)
+	}
+	var lenBuf [8]byte
+	binary.LittleEndian.PutUint64(lenBuf[:], uint64(len(data)))
+	lens, err := gather(lenBuf[:])
+	if err != nil {
+		return nil, err
+	}
+	longest := 0
+	for r := range n {
+		longest = max(longest, int(binary.LittleEndian.Uint64(lens[8*r:])))
+	}
+	padded := make([]byte, longest)
+	copy(padded, data)
+	all, err := gather(padded)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, n)
+	for r := range n {
+		l := int(binary.LittleEndian.Uint64(lens[8*r:]))
+		out[r] = all[r*longest : r*longest+l]
+	}
+	return out, nil
+}

@@ -1,0 +1,197 @@
+package optimizer
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/shard"
+)
+
+var (
+	// ErrConfig marks an invalid configuration or parameter list.
+	ErrConfig = errors.New("optimizer: invalid configuration")
+	// ErrMismatch marks ranks that disagree on the layout or configuration.
+	ErrMismatch = errors.New("optimizer: ranks disagree")
+	// ErrBroken is returned by every call after a step failed half-way
+	// (a collective timed out, a peer was lost): the state on this rank can
+	// no longer be trusted; restore from a checkpoint.
+	ErrBroken = errors.New("optimizer: state broken by an earlier failure")
+	// ErrUnknownParam is returned for a parameter name not in the layout.
+	ErrUnknownParam = errors.New("optimizer: unknown parameter")
+)
+
+// Param is one parameter the optimizer owns.
+type Param struct {
+	Name  string
+	Shape []int
+	// HighPrecision parameters (norms, biases) are gathered as
+	// Config.HighPrecisionType instead of FP8.
+	HighPrecision bool
+	// NoDecay exempts the parameter from weight decay.
+	NoDecay bool
+	// Group indexes Config.Groups (0 when there are none).
+	Group int
+}
+
+// Group is a set of parameters sharing a learning rate and weight decay.
+type Group struct {
+	Name        string
+	LR          Schedule
+	WeightDecay float64
+}
+
+// Config configures the optimizer. Zero fields take the defaults given.
+type Config struct {
+	// Rule is RuleAdamW (default) or RuleSGD.
+	Rule Rule
+	// LR and WeightDecay apply when Groups is empty. Default LR: Constant(1e-3).
+	LR          Schedule
+	WeightDecay float64
+	Groups      []Group
+	// Beta1, Beta2, Eps of AdamW: defaults 0.9, 0.999, 1e-8.
+	Beta1, Beta2, Eps float64
+	// Momentum of SGD (0: plain SGD).
+	Momentum float64
+	// MaxGradNorm clips the global gradient norm (0: no clipping).
+	MaxGradNorm float64
+	// Recipe of the FP8 parameters: default E4M3 with per-tensor current scaling.
+	Recipe fp8.Recipe
+	// GradType of the gradient buffers: BFloat16 (default) or Float32.
+	GradType collective.DType
+	// MomentType of the Adam moments and SGD momentum: Float32 (default) or BFloat16.
+	MomentType collective.DType
+	// HighPrecisionType of gathered high-precision parameters: BFloat16
+	// (default) or Float32.
+	HighPrecisionType collective.DType
+	// Layout options of the buckets.
+	Layout shard.Options
+	// LossScaler, when set, enables dynamic loss scaling.
+	LossScaler *LossScaler
+}
+
+func (c *Config) setDefaults() {
+	if c.Rule == RuleNone {
+		c.Rule = RuleAdamW
+	}
+	if c.LR == nil {
+		c.LR = Constant(1e-3)
+	}
+	if len(c.Groups) == 0 {
+		c.Groups = []Group{{Name: "default", LR: c.LR, WeightDecay: c.WeightDecay}}
+	}
+	if c.Beta1 == 0 {
+		c.Beta1 = 0.9
+	}
+	if c.Beta2 == 0 {
+		c.Beta2 = 0.999
+	}
+	if c.Eps == 0 {
+		c.Eps = 1e-8
+	}
+	if c.Recipe.Format == 0 {
+		c.Recipe.Format = fp8.E4M3
+	}
+	if c.Recipe.Scaling == 0 {
+		c.Recipe.Scaling = fp8.TensorCurrent
+	}
+	if c.Recipe.Scaling == fp8.TensorDelayed && c.Recipe.HistoryLen == 0 {
+		c.Recipe.HistoryLen = 1024
+	}
+	if c.GradType == 0 {
+		c.GradType = collective.BFloat16
+	}
+	if c.MomentType == 0 {
+		c.MomentType = collective.Float32
+	}
+	if c.HighPrecisionType == 0 {
+		c.HighPrecisionType = collective.BFloat16
+	}
+}
+
+func (c *Config) validate(params []Param) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("optimizer: %s: %w", fmt.Sprintf(format, args...), ErrConfig)
+	}
+	if c.Rule != RuleAdamW && c.Rule != RuleSGD {
+		return bad("unknown update rule %d", c.Rule)
+	}
+	if err := c.Recipe.Validate(); err != nil {
+		return fmt.Errorf("optimizer: recipe: %v: %w", err, ErrConfig)
+	}
+	for _, t := range []struct {
+		name string
+		dt   collective.DType
+	}{{"GradType", c.GradType}, {"MomentType", c.MomentType}, {"HighPrecisionType", c.HighPrecisionType}} {
+		if t.dt != collective.BFloat16 && t.dt != collective.Float32 {
+			return bad("%s must be bfloat16 or float32, not %s", t.name, t.dt)
+		}
+	}
+	if c.Beta1 < 0 || c.Beta1 >= 1 || c.Beta2 < 0 || c.Beta2 >= 1 || c.Eps <= 0 {
+		return bad("betas must lie in [0, 1) and eps be positive (beta1 %g, beta2 %g, eps %g)", c.Beta1, c.Beta2, c.Eps)
+	}
+	if c.Momentum < 0 || c.MaxGradNorm < 0 {
+		return bad("momentum %g and max gradient norm %g must not be negative", c.Momentum, c.MaxGradNorm)
+	}
+	for i, g := range c.Groups {
+		if g.LR == nil {
+			return bad("group %d (%s) has no learning rate schedule", i, g.Name)
+		}
+		if g.WeightDecay < 0 {
+			return bad("group %d (%s) has negative weight decay %g", i, g.Name, g.WeightDecay)
+		}
+	}
+	for _, p := range params {
+		if p.Group < 0 || p.Group >= len(c.Groups) {
+			return bad("parameter %q is in group %d, but there are %d groups", p.Name, p.Group, len(c.Groups))
+		}
+	}
+	if s := c.Recipe.Scaling; s == fp8.Block1x128 || s == fp8.MXFP8 {
+		_, cols := c.Recipe.Block()
+		align := c.Layout.Align
+		if align == 0 {
+			align = shard.DefaultAlign
+		}
+		if align%cols != 0 {
+			return bad("layout alignment %d is not a multiple of the recipe's block of %d elements", align, cols)
+		}
+	}
+	if c.LossScaler != nil {
+		if err := c.LossScaler.init(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fields lists the configuration that every rank must share.
+func (c *Config) fields() []shard.Field {
+	fs := []shard.Field{
+		{Name: "update rule", Value: fmt.Sprint(c.Rule)},
+		{Name: "recipe", Value: c.Recipe.String()},
+		{Name: "gradient type", Value: c.GradType.String()},
+		{Name: "moment type", Value: c.MomentType.String()},
+		{Name: "high-precision type", Value: c.HighPrecisionType.String()},
+		{Name: "betas and eps", Value: fmt.Sprint(c.Beta1, c.Beta2, c.Eps)},
+		{Name: "momentum", Value: fmt.Sprint(c.Momentum)},
+		{Name: "max gradient norm", Value: fmt.Sprint(c.MaxGradNorm)},
+		{Name: "loss scaling", Value: fmt.Sprint(c.LossScaler != nil)},
+	}
+	for i, g := range c.Groups {
+		fs = append(fs, shard.Field{Name: fmt.Sprintf("group %d", i), Value: fmt.Sprintf("%s lr=%s wd=%g", g.Name, g.LR, g.WeightDecay)})
+	}
+	return fs
+}
+
+func (r Rule) String() string {
+	switch r {
+	case RuleNone:
+		return "none"
+	case RuleAdamW:
+		return "adamw"
+	case RuleSGD:
+		return "sgd"
+	}
+	return fmt.Sprintf("Rule(%d)", uint8(r))
+}

@@ -1,0 +1,176 @@
+package optimizer
+
+import (
+	"fmt"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/fp8"
+)
+
+// GradView is where the training framework writes one parameter's full
+// gradient (every rank writes its own; Step averages them).
+type GradView struct {
+	Name  string
+	Shape []int
+	DType collective.DType  // Config.GradType
+	Data  collective.Buffer // len = elements x DType.Size(), in the backend's memory
+}
+
+// ParamView is one parameter as the model reads it after a step: FP8 bytes
+// with their scale_inv, or the high-precision copy.
+type ParamView struct {
+	Name          string
+	Shape         []int
+	HighPrecision bool
+	// DType is Uint8 for FP8 parameters, else Config.HighPrecisionType.
+	DType  collective.DType
+	Format fp8.Format // FP8 parameters
+	Recipe fp8.Recipe // FP8 parameters
+	Data   collective.Buffer
+	// ScaleInv holds the float32 scale_inv values (one per tensor, block or
+	// tile, in the recipe's order), or for MXFP8 the E8M0 bytes. Nil for
+	// high-precision parameters.
+	ScaleInv collective.Buffer
+}
+
+func (o *Optimizer) place(name string) (int, error) {
+	i := o.layout.Index(name)
+	if i < 0 {
+		return -1, fmt.Errorf("optimizer: %q: %w", name, ErrUnknownParam)
+	}
+	return i, nil
+}
+
+// Grad returns the gradient view of the named parameter.
+func (o *Optimizer) Grad(name string) (GradView, error) {
+	i, err := o.place(name)
+	if err != nil {
+		return GradView{}, err
+	}
+	pl := o.layout.Places[i]
+	sz := o.cfg.GradType.Size()
+	bk := o.buckets[pl.Bucket]
+	return GradView{Name: name, Shape: o.params[i].Shape, DType: o.cfg.GradType, Data: o.slice(bk.grad, sz*pl.Offset, sz*(pl.Offset+pl.Len))}, nil
+}
+
+// SetGrad writes a float32 gradient (rounded to the gradient type) into the
+// named parameter's gradient view.
+func (o *Optimizer) SetGrad(name string, g []float32) error {
+	v, err := o.Grad(name)
+	if err != nil {
+		return err
+	}
+	if len(g)*v.DType.Size() != v.Data.Len() {
+		return fmt.Errorf("optimizer: gradient of %q has %d elements, want %d: %w", name, len(g), v.Data.Len()/v.DType.Size(), ErrConfig)
+	}
+	return o.be.Write(v.Data, 0, encodeElems(g, v.DType))
+}
+
+func encodeElems(x []float32, dt collective.DType) []byte {
+	if dt == collective.Float32 {
+		return float32Bytes(x)
+	}
+	b := make([]byte, 2*len(x))
+	for i, f := range x {
+		h := fp8.BF16FromFloat32(f)
+		b[2*i], b[2*i+1] = byte(h), byte(h>>8)
+	}
+	return b
+}
+
+func decodeElems(b []byte, dt collective.DType) []float32 {
+	if dt == collective.Float32 {
+		return bytesFloat32(b)
+	}
+	x := make([]float32, len(b)/2)
+	for i := range x {
+		x[i] = fp8.Float32FromBF16(uint16(b[2*i]) | uint16(b[2*i+1])<<8)
+	}
+	return x
+}
+
+// Param returns the view of the named parameter as gathered by the last
+// step (or by New, or a checkpoint load).
+func (o *Optimizer) Param(name string) (ParamView, error) {
+	if err := o.usable(); err != nil {
+		return ParamView{}, err
+	}
+	i, err := o.place(name)
+	if err != nil {
+		return ParamView{}, err
+	}
+	p := o.params[i]
+	pl := o.layout.Places[i]
+	bk := o.buckets[pl.Bucket]
+	v := ParamView{Name: name, Shape: p.Shape, HighPrecision: p.HighPrecision}
+	if p.HighPrecision {
+		sz := o.cfg.HighPrecisionType.Size()
+		v.DType = o.cfg.HighPrecisionType
+		v.Data = o.slice(bk.data, sz*pl.Offset, sz*(pl.Offset+pl.Len))
+		return v, nil
+	}
+	v.DType, v.Format, v.Recipe = collective.Uint8, o.cfg.Recipe.Format, o.cfg.Recipe
+	v.Data = o.slice(bk.data, pl.Offset, pl.Offset+pl.Len)
+	n := o.cfg.Recipe.NumScales(p.Shape)
+	if bk.blocks != nil {
+		per := bk.blocks.Len() / (bk.b.Size / bk.block)
+		first := pl.Offset / bk.block
+		v.ScaleInv = o.slice(bk.blocks, per*first, per*(first+n))
+	} else {
+		s := o.slotOf[i]
+		v.ScaleInv = o.slice(o.scaleIn, 4*s, 4*(s+n))
+	}
+	return v, nil
+}
+
+// Tensor copies the named FP8 parameter, bytes and scales, into an
+// fp8.Tensor on the host.
+func (o *Optimizer) Tensor(name string) (*fp8.Tensor, error) {
+	v, err := o.Param(name)
+	if err != nil {
+		return nil, err
+	}
+	if v.HighPrecision {
+		return nil, fmt.Errorf("optimizer: %q is a high-precision parameter, not FP8", name)
+	}
+	t := &fp8.Tensor{Data: make([]byte, v.Data.Len()), Shape: v.Shape, Format: v.Format, Recipe: v.Recipe}
+	if err := o.be.Read(t.Data, v.Data, 0); err != nil {
+		return nil, err
+	}
+	raw := make([]byte, v.ScaleInv.Len())
+	if err := o.be.Read(raw, v.ScaleInv, 0); err != nil {
+		return nil, err
+	}
+	if v.Recipe.Scaling == fp8.MXFP8 {
+		t.ScaleE8M0 = raw
+		t.ScaleInv = make([]float32, len(raw))
+		for k, e := range raw {
+			t.ScaleInv[k] = fp8.E8M0Value(e)
+		}
+	} else {
+		t.ScaleInv = bytesFloat32(raw)
+	}
+	return t, nil
+}
+
+// Weights returns the named parameter as the model sees it, in float32: the
+// FP8 bytes dequantized with their scale_inv, or the high-precision copy.
+func (o *Optimizer) Weights(name string) ([]float32, error) {
+	v, err := o.Param(name)
+	if err != nil {
+		return nil, err
+	}
+	if v.HighPrecision {
+		raw := make([]byte, v.Data.Len())
+		if err := o.be.Read(raw, v.Data, 0); err != nil {
+			return nil, err
+		}
+		return decodeElems(raw, v.DType), nil
+	}
+	t, err := o.Tensor(name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, len(t.Data))
+	return out, t.Dequantize(out)
+}
