@@ -29,7 +29,10 @@ func parallel(n, phase, align int, fn func(k, lo, hi int)) {
 		return
 	}
 	bound := func(k int) int {
-		if k == c {
+		switch k {
+		case 0:
+			return 0
+		case c:
 			return n
 		}
 		t := phase + k*(n/c)
