@@ -165,9 +165,12 @@ func sameBits(a, b []float32) int {
 	return -1
 }
 
+func testGroups() []Group {
+	return []Group{{Name: "main", LR: WarmupCosine{Peak: 1e-2, Min: 1e-3, Warmup: 2, Total: 6}, WeightDecay: 0.1}, {Name: "slow", LR: Constant(3e-3), WeightDecay: 0.01}}
+}
+
 func configs() map[string]Config {
-	groups := []Group{{Name: "main", LR: WarmupCosine{Peak: 1e-2, Min: 1e-3, Warmup: 2, Total: 6}, WeightDecay: 0.1}, {Name: "slow", LR: Constant(3e-3), WeightDecay: 0.01}}
-	base := Config{Groups: groups, MaxGradNorm: 4, Layout: shard.Options{BucketElements: 6000}}
+	base := Config{Groups: testGroups(), MaxGradNorm: 4, Layout: shard.Options{BucketElements: 6000}}
 	out := map[string]Config{}
 	for _, rc := range []fp8.Recipe{
 		{Format: fp8.E4M3, Scaling: fp8.TensorCurrent},

@@ -1,0 +1,160 @@
+package optimizer
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/shard"
+)
+
+// BufferBytes is the size of one kind of buffer a rank holds.
+type BufferBytes struct {
+	Name  string
+	Bytes int64
+	// Host is true for buffers kept in host memory whatever the backend
+	// (the amax histories).
+	Host bool
+}
+
+// MemoryReport lists every buffer one rank of the optimizer holds.
+type MemoryReport struct {
+	World   int
+	Params  int64 // parameter elements of the model (no padding)
+	Padding int64 // padding elements per bucket buffer, summed over buckets
+	Buffers []BufferBytes
+}
+
+// Total is the sum of all buffers in the backend's memory (host-only
+// buffers excluded).
+func (m MemoryReport) Total() int64 {
+	var t int64
+	for _, b := range m.Buffers {
+		if !b.Host {
+			t += b.Bytes
+		}
+	}
+	return t
+}
+
+// BytesPerParam is Total divided by the number of parameters.
+func (m MemoryReport) BytesPerParam() float64 { return float64(m.Total()) / float64(m.Params) }
+
+// Get returns the bytes of the named buffer (0 when absent).
+func (m MemoryReport) Get(name string) int64 {
+	for _, b := range m.Buffers {
+		if b.Name == name {
+			return b.Bytes
+		}
+	}
+	return 0
+}
+
+// String formats the report as a table.
+func (m MemoryReport) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-28s %14s\n", "buffer (per rank)", "bytes")
+	for _, x := range m.Buffers {
+		note := ""
+		if x.Host {
+			note = " (host)"
+		}
+		fmt.Fprintf(&b, "%-28s %14d%s\n", x.Name, x.Bytes, note)
+	}
+	fmt.Fprintf(&b, "%-28s %14d  = %.3f bytes/param over %d params (world %d, %d padding elements)\n", "total", m.Total(), m.BytesPerParam(), m.Params, m.World, m.Padding)
+	return b.String()
+}
+
+// Buffer names of a MemoryReport.
+const (
+	BufFP8Params   = "fp8 parameters"
+	BufHPParams    = "high-precision parameters"
+	BufGrads       = "gradients"
+	BufMaster      = "fp32 master shard"
+	BufMomentM     = "moment m shard"
+	BufMomentV     = "moment v shard"
+	BufBlockScales = "block scales"
+	BufScales      = "scales, amax, norm stats"
+	BufHistory     = "amax histories"
+)
+
+// PredictMemory computes the memory report of one rank of an optimizer over
+// params on world ranks with cfg, without allocating anything. It is exactly
+// what New allocates (Report of a live optimizer returns the same numbers).
+func PredictMemory(params []Param, world int, cfg Config) (MemoryReport, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(params); err != nil {
+		return MemoryReport{}, err
+	}
+	sp := make([]shard.Param, len(params))
+	for i, p := range params {
+		sp[i] = shard.Param{Name: p.Name, Shape: p.Shape, HighPrecision: p.HighPrecision}
+	}
+	l, err := shard.New(sp, world, cfg.Layout)
+	if err != nil {
+		return MemoryReport{}, fmt.Errorf("optimizer: %w: %w", ErrConfig, err)
+	}
+	return memoryOf(l, params, &cfg), nil
+}
+
+func memoryOf(l *shard.Layout, params []Param, cfg *Config) MemoryReport {
+	r := MemoryReport{World: l.World, Params: int64(l.TotalElements())}
+	var fp8b, hp, grads, master, mom, blocks int64
+	_, block := cfg.Recipe.Block()
+	perBlock := int64(4)
+	if cfg.Recipe.Scaling == fp8.MXFP8 {
+		perBlock = 1
+	}
+	blockMode := cfg.Recipe.Scaling == fp8.Block1x128 || cfg.Recipe.Scaling == fp8.MXFP8
+	for _, b := range l.Buckets {
+		size, shardSize := int64(b.Size), int64(b.ShardSize)
+		r.Padding += int64(b.Size - b.Used)
+		grads += size * int64(cfg.GradType.Size())
+		master += 4 * shardSize
+		mom += shardSize * int64(cfg.MomentType.Size())
+		if b.HighPrecision {
+			hp += size * int64(cfg.HighPrecisionType.Size())
+		} else {
+			fp8b += size
+			if blockMode {
+				blocks += perBlock * size / int64(block)
+			}
+		}
+	}
+	for _, b := range l.Buckets {
+		prev := 0
+		for _, i := range b.Params {
+			r.Padding += int64(l.Places[i].Offset - prev)
+			prev = l.Places[i].Offset + l.Places[i].Len
+		}
+	}
+	slots := 0
+	if !blockMode {
+		for _, p := range params {
+			if !p.HighPrecision {
+				slots += cfg.Recipe.NumScales(p.Shape)
+			}
+		}
+	}
+	r.Buffers = []BufferBytes{
+		{Name: BufFP8Params, Bytes: fp8b},
+		{Name: BufHPParams, Bytes: hp},
+		{Name: BufGrads, Bytes: grads},
+		{Name: BufMaster, Bytes: master},
+		{Name: BufMomentM, Bytes: mom},
+	}
+	if cfg.Rule == RuleAdamW {
+		r.Buffers = append(r.Buffers, BufferBytes{Name: BufMomentV, Bytes: mom})
+	}
+	if blockMode {
+		r.Buffers = append(r.Buffers, BufferBytes{Name: BufBlockScales, Bytes: blocks})
+	}
+	r.Buffers = append(r.Buffers, BufferBytes{Name: BufScales, Bytes: int64(12*slots + 8*StatsLen)})
+	if cfg.Recipe.Scaling == fp8.TensorDelayed {
+		r.Buffers = append(r.Buffers, BufferBytes{Name: BufHistory, Bytes: int64(4 * slots * cfg.Recipe.History()), Host: true})
+	}
+	return r
+}
+
+// Report returns the memory report of this rank.
+func (o *Optimizer) Report() MemoryReport { return memoryOf(o.layout, o.params, &o.cfg) }
