@@ -1,0 +1,287 @@
+package rendezvous
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Server serves the store of any number of runs, each in its own namespace.
+// Connect starts one on rank 0; Serve starts one on a listener of the
+// caller's choice (tests, or a store that outlives the ranks).
+type Server struct {
+	gs   *grpc.Server
+	lis  net.Listener
+	done chan struct{} // closed when gs.Serve has returned
+
+	mu     sync.Mutex
+	runs   map[string]*runState
+	closed bool
+}
+
+// runState is the store of one run.
+type runState struct {
+	worldSize int            // WORLD_SIZE of the first rank that joined
+	sizes     map[int]int    // WORLD_SIZE registered by each rank
+	nonces    map[int]uint64 // process nonce of each rank that joined
+	left      map[int]bool   // ranks that closed their store
+	values    map[string][]byte
+	conflict  string        // set once ranks are found not to form one job
+	changed   chan struct{} // closed and replaced on every change
+}
+
+// Serve serves the store on lis until Close. It takes ownership of lis.
+func Serve(lis net.Listener) *Server {
+	s := &Server{
+		gs:   grpc.NewServer(grpc.ForceServerCodecV2(jsonCodec{}), grpc.WaitForHandlers(true)),
+		lis:  lis,
+		done: make(chan struct{}),
+		runs: make(map[string]*runState),
+	}
+	s.gs.RegisterService(&serviceDesc, s)
+	go func() {
+		defer close(s.done)
+		_ = s.gs.Serve(lis) // returns once Stop was called; lis is closed by then
+	}()
+	return s
+}
+
+// listen listens on every interface at port, as rank 0 does for Connect.
+// A port taken by another process gives an error wrapping ErrPortInUse.
+func listen(port int) (net.Listener, error) {
+	addr := ":" + strconv.Itoa(port)
+	lis, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("rendezvous: rank 0 cannot serve the store on port %d (MASTER_PORT): another process listens on it: %w", port, ErrPortInUse)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rendezvous: rank 0 cannot serve the store on %s: %w", addr, err)
+	}
+	return lis, nil
+}
+
+// Addr returns the address the server listens on.
+func (s *Server) Addr() net.Addr { return s.lis.Addr() }
+
+// Close stops the server: calls in progress fail, and Close returns after
+// every handler and the serving goroutine have returned. It may be called
+// more than once.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		for _, r := range s.runs {
+			r.notify()
+		}
+	}
+	s.mu.Unlock()
+	s.gs.Stop()
+	<-s.done
+}
+
+// waitLeft waits until every rank of run has left (see methodLeave), or
+// timeout passes, or the server is closed.
+func (s *Server) waitLeft(run string, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.run(run)
+	_, _ = s.wait(ctx, r, 0, func() bool { return r.worldSize > 0 && len(r.left) >= r.worldSize })
+}
+
+// run returns the state of the run named id, creating it. s.mu must be held.
+func (s *Server) run(id string) *runState {
+	r := s.runs[id]
+	if r == nil {
+		r = &runState{
+			sizes:   make(map[int]int),
+			nonces:  make(map[int]uint64),
+			left:    make(map[int]bool),
+			values:  make(map[string][]byte),
+			changed: make(chan struct{}),
+		}
+		s.runs[id] = r
+	}
+	return r
+}
+
+// notify wakes every call waiting on r. s.mu must be held.
+func (r *runState) notify() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// handle serves one call.
+func (s *Server) handle(ctx context.Context, method string, req *request) (*response, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, status.Error(codes.Unavailable, "store is shutting down")
+	}
+	r := s.run(req.Run)
+	if r.conflict != "" {
+		return nil, status.Error(codes.FailedPrecondition, r.conflict)
+	}
+	if method != methodJoin && method != methodLeave && len(req.Keys) == 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "%s without a key", method)
+	}
+	switch method {
+	case methodJoin:
+		return s.join(ctx, r, req)
+	case methodLeave:
+		r.left[req.Rank] = true
+		r.notify()
+		return &response{}, nil
+	case methodSet:
+		r.values[req.Keys[0]] = slices.Clone(req.Value)
+		r.notify()
+		return &response{}, nil
+	case methodGet:
+		v, ok := r.values[req.Keys[0]]
+		if !ok {
+			return nil, status.Errorf(codes.NotFound, "no key %q", req.Keys[0])
+		}
+		return &response{Values: [][]byte{v}}, nil
+	case methodWait:
+		return s.waitKeys(ctx, r, req)
+	case methodAdd:
+		return add(r, req.Keys[0], req.Delta)
+	}
+	return nil, status.Errorf(codes.Unimplemented, "no method %s", method)
+}
+
+// join registers req.Rank in r and waits until every rank has joined.
+func (s *Server) join(ctx context.Context, r *runState, req *request) (*response, error) {
+	if req.WorldSize < 1 || req.Rank < 0 || req.Rank >= req.WorldSize {
+		return nil, status.Errorf(codes.InvalidArgument, "rank %d of world size %d", req.Rank, req.WorldSize)
+	}
+	if n, ok := r.nonces[req.Rank]; ok && n != req.Nonce {
+		r.conflict = fmt.Sprintf("two processes joined as rank %d (RANK=%d set twice?)", req.Rank, req.Rank)
+	}
+	if r.worldSize == 0 {
+		r.worldSize = req.WorldSize
+	}
+	r.sizes[req.Rank] = req.WorldSize
+	r.nonces[req.Rank] = req.Nonce
+	if r.conflict == "" && req.WorldSize != r.worldSize {
+		r.conflict = "WORLD_SIZE differs between ranks: " + describeSizes(r.sizes)
+	}
+	r.notify()
+	var missing []string
+	ok, err := s.wait(ctx, r, time.Duration(req.Timeout), func() bool { return len(r.nonces) >= r.worldSize })
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		for rank := range r.worldSize {
+			if _, in := r.nonces[rank]; !in {
+				missing = append(missing, strconv.Itoa(rank))
+			}
+		}
+	}
+	return &response{Missing: missing}, nil
+}
+
+// describeSizes lists the world size of each rank, by rank.
+func describeSizes(sizes map[int]int) string {
+	ranks := make([]int, 0, len(sizes))
+	for rank := range sizes {
+		ranks = append(ranks, rank)
+	}
+	slices.Sort(ranks)
+	parts := make([]string, len(ranks))
+	for i, rank := range ranks {
+		parts[i] = fmt.Sprintf("rank %d has WORLD_SIZE=%d", rank, sizes[rank])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// waitKeys waits until every key of req exists and returns their values, or
+// the keys still missing after req.Timeout.
+func (s *Server) waitKeys(ctx context.Context, r *runState, req *request) (*response, error) {
+	present := func() bool {
+		for _, k := range req.Keys {
+			if _, ok := r.values[k]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	ok, err := s.wait(ctx, r, time.Duration(req.Timeout), present)
+	if err != nil {
+		return nil, err
+	}
+	resp := &response{}
+	for _, k := range req.Keys {
+		if v, in := r.values[k]; !in {
+			resp.Missing = append(resp.Missing, k)
+		} else if ok {
+			resp.Values = append(resp.Values, v)
+		}
+	}
+	if !ok {
+		resp.Values = nil
+	}
+	return resp, nil
+}
+
+// add adds delta to the counter at key (absent counts as 0).
+func add(r *runState, key string, delta int64) (*response, error) {
+	var v int64
+	if old, ok := r.values[key]; ok {
+		var err error
+		if v, err = strconv.ParseInt(string(old), 10, 64); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "key %q holds %q, not a decimal integer", key, old)
+		}
+	}
+	v += delta
+	r.values[key] = []byte(strconv.FormatInt(v, 10))
+	r.notify()
+	return &response{Counter: v}, nil
+}
+
+// wait waits, with s.mu held (released while blocked), until done returns
+// true (true, nil), timeout passes if it is positive (false, nil), ctx ends,
+// the run turns out to have a conflict or the server closes (an error).
+func (s *Server) wait(ctx context.Context, r *runState, timeout time.Duration, done func() bool) (bool, error) {
+	var expired <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
+	}
+	for {
+		switch {
+		case r.conflict != "":
+			return false, status.Error(codes.FailedPrecondition, r.conflict)
+		case s.closed:
+			return false, status.Error(codes.Unavailable, "store is shutting down")
+		case done():
+			return true, nil
+		}
+		changed := r.changed
+		s.mu.Unlock()
+		select {
+		case <-changed:
+			s.mu.Lock()
+		case <-expired:
+			s.mu.Lock()
+			return done(), nil
+		case <-ctx.Done():
+			s.mu.Lock()
+			return false, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+}

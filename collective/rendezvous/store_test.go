@@ -1,0 +1,349 @@
+package rendezvous
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// checkLeaks fails t if, at the end of the test, more goroutines run than
+// at its start (after letting exiting ones finish).
+func checkLeaks(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			buf := make([]byte, 1<<20)
+			t.Errorf("%d goroutines left running (%d before):\n%s", n, before, buf[:runtime.Stack(buf, true)])
+		}
+	})
+}
+
+// serve starts a server on a loopback port and returns its port.
+func serve(t *testing.T) int {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Serve(lis)
+	t.Cleanup(s.Close)
+	return lis.Addr().(*net.TCPAddr).Port
+}
+
+func testConfig(rank, n, port int, run string) Config {
+	return Config{Rank: rank, WorldSize: n, LocalWorldSize: n, LocalRank: rank, MasterAddr: "127.0.0.1", MasterPort: port, RunID: run, CloseTimeout: 2 * time.Second}
+}
+
+// joinAll connects cfgs concurrently with dial (Dial or Connect) and
+// returns the stores and errors, indexed like cfgs.
+func joinAll(ctx context.Context, cfgs []Config, dial func(context.Context, Config) (*Store, error)) ([]*Store, []error) {
+	stores := make([]*Store, len(cfgs))
+	errs := make([]error, len(cfgs))
+	var wg sync.WaitGroup
+	for i, c := range cfgs {
+		wg.Go(func() { stores[i], errs[i] = dial(ctx, c) })
+	}
+	wg.Wait()
+	return stores, errs
+}
+
+// world dials n ranks of run on a fresh server; they are closed at cleanup.
+func world(t *testing.T, n int, run string) []*Store {
+	port := serve(t)
+	cfgs := make([]Config, n)
+	for r := range cfgs {
+		cfgs[r] = testConfig(r, n, port, run)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stores, errs := joinAll(ctx, cfgs, Dial)
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	t.Cleanup(func() { closeAll(stores) })
+	return stores
+}
+
+func closeAll(stores []*Store) {
+	var wg sync.WaitGroup
+	for _, s := range stores {
+		if s != nil {
+			wg.Go(func() { _ = s.Close() })
+		}
+	}
+	wg.Wait()
+}
+
+func TestSetGetWait(t *testing.T) {
+	checkLeaks(t)
+	s := world(t, 2, "sgw")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s[0].Get(ctx, "k"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get of missing key: %v", err)
+	}
+	got := make(chan [][]byte, 1)
+	go func() {
+		v, err := s[1].Wait(ctx, "k", "k2")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- v
+	}()
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case v := <-got:
+		t.Fatalf("Wait returned %q before the keys were set", v)
+	default:
+	}
+	if err := s[0].Set(ctx, "k", []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s[0].Set(ctx, "k2", nil); err != nil {
+		t.Fatal(err)
+	}
+	if v := <-got; len(v) != 2 || string(v[0]) != "v1" || len(v[1]) != 0 {
+		t.Fatalf("Wait = %q", v)
+	}
+	if err := s[1].Set(ctx, "k", []byte("v2")); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s[0].Get(ctx, "k"); err != nil || string(v) != "v2" {
+		t.Fatalf("Get after overwrite = %q, %v", v, err)
+	}
+}
+
+func TestWaitDeadlineNamesKeys(t *testing.T) {
+	checkLeaks(t)
+	s := world(t, 1, "deadline")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := s[0].Set(ctx, "here", []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err := s[0].Wait(ctx, "here", "absent")
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), `"absent"`) || strings.Contains(err.Error(), `"here"`) {
+		t.Fatalf("Wait = %v", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("Wait took %v past a 300ms deadline", d)
+	}
+}
+
+// TestAddAtomic: concurrent increments from every rank return each value of
+// 1..total exactly once.
+func TestAddAtomic(t *testing.T) {
+	checkLeaks(t)
+	const n, per = 3, 40
+	s := world(t, n, "add")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var seen []int64
+	var wg sync.WaitGroup
+	for r := range n {
+		for range 2 {
+			wg.Go(func() {
+				for range per / 2 {
+					v, err := s[r].Add(ctx, "ctr", 1)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					seen = append(seen, v)
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	slices.Sort(seen)
+	for i, v := range seen {
+		if v != int64(i+1) {
+			t.Fatalf("counter values %v are not 1..%d", seen, n*per)
+		}
+	}
+	if v, err := s[0].Add(ctx, "ctr", -5); err != nil || v != n*per-5 {
+		t.Fatalf("Add(-5) = %d, %v", v, err)
+	}
+	if v, err := s[1].Get(ctx, "ctr"); err != nil || string(v) != fmt.Sprint(n*per-5) {
+		t.Fatalf("Get counter = %q, %v", v, err)
+	}
+	if err := s[0].Set(ctx, "text", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s[0].Add(ctx, "text", 1); !errors.Is(err, ErrNotCounter) {
+		t.Fatalf("Add on text = %v", err)
+	}
+}
+
+func TestRunsDoNotMix(t *testing.T) {
+	checkLeaks(t)
+	port := serve(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a, err := Dial(ctx, testConfig(0, 1, port, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Dial(ctx, testConfig(0, 1, port, "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := a.Set(ctx, "k", []byte("from a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Get(ctx, "k"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("run b sees run a's key: %v", err)
+	}
+}
+
+func TestJoinFailures(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfgs    func(port int) []Config
+		timeout time.Duration
+		is      error
+		want    []string // in the error of every rank
+	}{
+		{
+			name: "world size differs",
+			cfgs: func(port int) []Config {
+				c := []Config{testConfig(0, 3, port, "ws"), testConfig(1, 3, port, "ws"), testConfig(2, 4, port, "ws")}
+				return c
+			},
+			timeout: 10 * time.Second, is: ErrMembership,
+			want: []string{"WORLD_SIZE differs between ranks", "rank 2 has WORLD_SIZE=4"},
+		},
+		{
+			name: "rank twice",
+			cfgs: func(port int) []Config {
+				return []Config{testConfig(0, 3, port, "dup"), testConfig(1, 3, port, "dup"), testConfig(1, 3, port, "dup")}
+			},
+			timeout: 10 * time.Second, is: ErrMembership,
+			want: []string{"two processes joined as rank 1"},
+		},
+		{
+			name: "rank never starts",
+			cfgs: func(port int) []Config {
+				return []Config{testConfig(0, 4, port, "miss"), testConfig(1, 4, port, "miss"), testConfig(3, 4, port, "miss")}
+			},
+			timeout: 500 * time.Millisecond, is: context.DeadlineExceeded,
+			want: []string{"ranks [2] of 4 never joined"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			checkLeaks(t)
+			port := serve(t)
+			ctx, cancel := context.WithTimeout(context.Background(), tc.timeout)
+			defer cancel()
+			start := time.Now()
+			stores, errs := joinAll(ctx, tc.cfgs(port), Dial)
+			defer closeAll(stores)
+			if d := time.Since(start); d > tc.timeout+time.Second {
+				t.Errorf("took %v, deadline %v", d, tc.timeout)
+			}
+			for r, err := range errs {
+				if !errors.Is(err, tc.is) {
+					t.Errorf("process %d: error %v, want %v", r, err, tc.is)
+					continue
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("process %d: error %q does not say %q", r, err, w)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestStoreUnreachable(t *testing.T) {
+	checkLeaks(t)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := lis.Addr().(*net.TCPAddr).Port
+	lis.Close() // nobody listens there now
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = Dial(ctx, testConfig(1, 2, port, "x"))
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "could not be reached") {
+		t.Fatalf("Dial = %v", err)
+	}
+}
+
+func TestConnectPortInUse(t *testing.T) {
+	checkLeaks(t)
+	lis, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	port := lis.Addr().(*net.TCPAddr).Port
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err = Connect(ctx, testConfig(0, 2, port, "p"))
+	if !errors.Is(err, ErrPortInUse) || !strings.Contains(err.Error(), fmt.Sprintf("port %d", port)) {
+		t.Fatalf("Connect = %v", err)
+	}
+}
+
+// TestConnectCloseWaits: Connect serves on rank 0, and rank 0's Close waits
+// for the other ranks to close before stopping the server.
+func TestConnectCloseWaits(t *testing.T) {
+	checkLeaks(t)
+	lis, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := lis.Addr().(*net.TCPAddr).Port
+	lis.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfgs := []Config{testConfig(0, 2, port, "cw"), testConfig(1, 2, port, "cw")}
+	cfgs[0].CloseTimeout = 10 * time.Second
+	stores, errs := joinAll(ctx, cfgs, Connect)
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatal(errs)
+	}
+	closed := make(chan struct{})
+	go func() { stores[0].Close(); close(closed) }()
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-closed:
+		t.Fatal("rank 0 closed its server while rank 1 was still connected")
+	default:
+	}
+	// Rank 1 can still use the store, then leaves.
+	if err := stores[1].Set(ctx, "late", []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	stores[1].Close()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("rank 0's Close did not return after rank 1 left")
+	}
+	if err := stores[1].Set(ctx, "after", nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Set after Close = %v", err)
+	}
+}
