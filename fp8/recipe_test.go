@@ -57,7 +57,7 @@ func TestRecipeShape(t *testing.T) {
 		{Block1x128, 1, 128, []int{3, 100}, 3},
 		{Block1x128, 1, 128, []int{0}, 0},
 		{Block128x128, 128, 128, []int{257, 129}, 6},
-		{Block128x128, 128, 128, []int{300}, 3},      // 1-D: one row
+		{Block128x128, 128, 128, []int{300}, 3},       // 1-D: one row
 		{Block128x128, 128, 128, []int{2, 3, 200}, 2}, // 6 rows of 200
 		{Block128x128, 128, 128, nil, 1},              // scalar: 1x1
 		{MXFP8, 1, 32, []int{33}, 2},
