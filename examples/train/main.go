@@ -1,0 +1,294 @@
+// Command train trains a small MLP with distopt on d in-process ranks. The
+// forward pass of every rank reads only the FP8 weights the optimizer
+// gathered (dequantized with their scale_inv); gradients go into the
+// optimizer's gradient views. The same model is also trained in plain FP32
+// without sharding, and the final losses are printed side by side with the
+// per-rank memory report.
+//
+//	go run ./examples/train -ranks 4 -steps 200
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/collective/inproc"
+	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/optimizer"
+)
+
+// The model: y = W2 relu(W1 x + b1) + b2, trained to imitate a fixed teacher.
+const (
+	in, hidden, out = 32, 64, 8
+)
+
+var params = []optimizer.Param{
+	{Name: "w1", Shape: []int{hidden, in}},
+	{Name: "b1", Shape: []int{hidden}, HighPrecision: true, NoDecay: true},
+	{Name: "w2", Shape: []int{out, hidden}},
+	{Name: "b2", Shape: []int{out}, HighPrecision: true, NoDecay: true},
+}
+
+type weights map[string][]float32
+
+func initWeights(seed uint64) weights {
+	r := rand.New(rand.NewPCG(seed, 1))
+	w := weights{}
+	for _, p := range params {
+		n := 1
+		for _, s := range p.Shape {
+			n *= s
+		}
+		v := make([]float32, n)
+		if !p.HighPrecision {
+			std := 1 / math.Sqrt(float64(p.Shape[1]))
+			for i := range v {
+				v[i] = float32(r.NormFloat64() * std)
+			}
+		}
+		w[p.Name] = v
+	}
+	return w
+}
+
+// batch returns inputs and teacher targets for a step and a rank.
+func batch(teacher weights, step, rank, size int) (x, y []float32) {
+	r := rand.New(rand.NewPCG(uint64(step), uint64(rank)))
+	x = make([]float32, size*in)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	y, _ = forward(teacher, x, size)
+	return x, y
+}
+
+// forward returns the outputs and the hidden activations.
+func forward(w weights, x []float32, n int) (y, h []float32) {
+	h = make([]float32, n*hidden)
+	y = make([]float32, n*out)
+	for b := range n {
+		for j := range hidden {
+			s := w["b1"][j]
+			for k := range in {
+				s += w["w1"][j*in+k] * x[b*in+k]
+			}
+			h[b*hidden+j] = max(s, 0)
+		}
+		for j := range out {
+			s := w["b2"][j]
+			for k := range hidden {
+				s += w["w2"][j*hidden+k] * h[b*hidden+k]
+			}
+			y[b*out+j] = s
+		}
+	}
+	return y, h
+}
+
+// lossAndGrad returns the mean squared error and its gradients.
+func lossAndGrad(w weights, x, target []float32, n int) (float64, weights) {
+	y, h := forward(w, x, n)
+	g := weights{"w1": make([]float32, hidden*in), "b1": make([]float32, hidden), "w2": make([]float32, out*hidden), "b2": make([]float32, out)}
+	loss := 0.0
+	dh := make([]float32, hidden)
+	for b := range n {
+		clear(dh)
+		for j := range out {
+			d := y[b*out+j] - target[b*out+j]
+			loss += float64(d * d)
+			dy := 2 * d / float32(n*out)
+			g["b2"][j] += dy
+			for k := range hidden {
+				g["w2"][j*hidden+k] += dy * h[b*hidden+k]
+				dh[k] += dy * w["w2"][j*hidden+k]
+			}
+		}
+		for j := range hidden {
+			if h[b*hidden+j] <= 0 {
+				continue
+			}
+			g["b1"][j] += dh[j]
+			for k := range in {
+				g["w1"][j*in+k] += dh[j] * x[b*in+k]
+			}
+		}
+	}
+	return loss / float64(n*out), g
+}
+
+func main() {
+	ranks := flag.Int("ranks", 4, "data-parallel ranks (in-process)")
+	steps := flag.Int("steps", 200, "optimizer steps")
+	bs := flag.Int("batch", 16, "examples per rank per step")
+	recipeName := flag.String("recipe", "current", "FP8 recipe: current, delayed, block, tile, mx")
+	lr := flag.Float64("lr", 3e-3, "learning rate")
+	flag.Parse()
+	recipe, ok := map[string]fp8.Recipe{
+		"current": {Format: fp8.E4M3, Scaling: fp8.TensorCurrent},
+		"delayed": {Format: fp8.E4M3, Scaling: fp8.TensorDelayed, HistoryLen: 16},
+		"block":   {Format: fp8.E4M3, Scaling: fp8.Block1x128},
+		"tile":    {Format: fp8.E4M3, Scaling: fp8.Block128x128},
+		"mx":      {Format: fp8.E4M3, Scaling: fp8.MXFP8},
+	}[*recipeName]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "unknown recipe %q\n", *recipeName)
+		os.Exit(2)
+	}
+	teacher := initWeights(99)
+	for _, p := range params {
+		if p.HighPrecision {
+			for i := range teacher[p.Name] {
+				teacher[p.Name][i] = 0.1
+			}
+		}
+	}
+	init := initWeights(1)
+	cfg := optimizer.Config{LR: optimizer.WarmupCosine{Peak: *lr, Min: *lr / 10, Warmup: *steps / 10, Total: *steps}, WeightDecay: 0.01, MaxGradNorm: 1, Recipe: recipe}
+
+	fp8Loss, reports, err := trainSharded(*ranks, *steps, *bs, teacher, init, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "train:", err)
+		os.Exit(1)
+	}
+	refLoss := trainFP32(*ranks, *steps, *bs, teacher, init, cfg)
+	fmt.Printf("\nfinal loss: distopt (%s, %d ranks) %.5f   plain FP32 unsharded %.5f   initial %.5f\n", recipe, *ranks, fp8Loss[len(fp8Loss)-1], refLoss, fp8Loss[0])
+	for r, rep := range reports {
+		if r > 0 && rep.String() == reports[0].String() {
+			fmt.Printf("rank %d memory: same as rank 0\n", r)
+			continue
+		}
+		fmt.Printf("\nrank %d memory:\n%s", r, rep)
+	}
+}
+
+// trainSharded runs the distributed optimizer; it returns the mean loss of
+// every step (averaged over ranks) and each rank's memory report.
+func trainSharded(d, steps, bs int, teacher, init weights, cfg optimizer.Config) ([]float64, []optimizer.MemoryReport, error) {
+	comms := inproc.Communicators(d)
+	losses := make([][]float64, d)
+	reports := make([]optimizer.MemoryReport, d)
+	errs := make([]error, d)
+	var wg sync.WaitGroup
+	for r := range d {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = rank(r, comms, steps, bs, teacher, init, cfg, &losses[r], &reports[r])
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	mean := make([]float64, steps)
+	for s := range steps {
+		for r := range d {
+			mean[s] += losses[r][s] / float64(d)
+		}
+		if s%max(1, steps/20) == 0 || s == steps-1 {
+			fmt.Printf("step %4d  loss %.5f\n", s, mean[s])
+		}
+	}
+	return mean, reports, nil
+}
+
+func rank(r int, comms []collective.Communicator, steps, bs int, teacher, init weights, cfg optimizer.Config, losses *[]float64, rep *optimizer.MemoryReport) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	o, err := optimizer.New(ctx, comms[r], optimizer.NewCPU(1), params, optimizer.FromMap(init), cfg)
+	if err != nil {
+		return err
+	}
+	defer o.Close()
+	if r == 0 {
+		fmt.Printf("distopt: %d ranks on %s, recipe %s\n", len(comms), o.Backend().Name(), cfg.Recipe)
+	}
+	for s := range steps {
+		// The forward pass sees only what the optimizer gathered: FP8 weights
+		// dequantized with scale_inv, and the high-precision biases.
+		w := weights{}
+		for _, p := range params {
+			if w[p.Name], err = o.Weights(p.Name); err != nil {
+				return err
+			}
+		}
+		x, y := batch(teacher, s, r, bs)
+		loss, g := lossAndGrad(w, x, y, bs)
+		*losses = append(*losses, loss)
+		for name, gv := range g {
+			if err := o.SetGrad(name, gv); err != nil {
+				return err
+			}
+		}
+		if res, err := o.Step(ctx); err != nil {
+			return err
+		} else if res.Skipped {
+			fmt.Printf("rank %d: step %d skipped: %s\n", r, s, res.Reason)
+		}
+	}
+	*rep = o.Report()
+	return nil
+}
+
+// trainFP32 trains the same model in float64-accumulated FP32 AdamW on one
+// rank with the union of all ranks' batches, and returns the final loss.
+func trainFP32(d, steps, bs int, teacher, init weights, cfg optimizer.Config) float64 {
+	w := weights{}
+	m, v := weights{}, weights{}
+	for k, x := range init {
+		w[k] = append([]float32(nil), x...)
+		m[k], v[k] = make([]float32, len(x)), make([]float32, len(x))
+	}
+	var loss float64
+	for s := range steps {
+		grads := weights{}
+		loss = 0
+		for r := range d {
+			x, y := batch(teacher, s, r, bs)
+			l, g := lossAndGrad(w, x, y, bs)
+			loss += l / float64(d)
+			for k, gv := range g {
+				if grads[k] == nil {
+					grads[k] = make([]float32, len(gv))
+				}
+				for i := range gv {
+					grads[k][i] += gv[i] / float32(d)
+				}
+			}
+		}
+		norm := 0.0
+		for _, g := range grads {
+			for _, x := range g {
+				norm += float64(x) * float64(x)
+			}
+		}
+		clip := min(1, cfg.MaxGradNorm/(math.Sqrt(norm)+1e-6))
+		t := float64(s + 1)
+		lr := cfg.LR.LR(s + 1)
+		for _, p := range params {
+			wd := cfg.WeightDecay
+			if p.NoDecay {
+				wd = 0
+			}
+			for i := range w[p.Name] {
+				g := float64(grads[p.Name][i]) * clip
+				mm := 0.9*float64(m[p.Name][i]) + 0.1*g
+				vv := 0.999*float64(v[p.Name][i]) + 0.001*g*g
+				m[p.Name][i], v[p.Name][i] = float32(mm), float32(vv)
+				pw := float64(w[p.Name][i]) * (1 - lr*wd)
+				pw -= lr * (mm / (1 - math.Pow(0.9, t))) / (math.Sqrt(vv/(1-math.Pow(0.999, t))) + 1e-8)
+				w[p.Name][i] = float32(pw)
+			}
+		}
+	}
+	return loss
+}
