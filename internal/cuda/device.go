@@ -1,0 +1,201 @@
+package cuda
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Device is one GPU with its primary context current on a dedicated OS
+// thread. Its methods are safe for concurrent use; they all run on that
+// thread (see Do).
+type Device struct {
+	info DeviceInfo
+	dev  int     // CUdevice
+	ctx  uintptr // the primary context
+
+	tid  atomic.Int64 // OS thread of the worker; 0 once it has stopped
+	work chan func()
+	done chan struct{}
+
+	mu     sync.RWMutex // guards closed against sends on work
+	closed bool
+
+	res resources
+}
+
+// Open retains the primary context of GPU ordinal and starts the worker
+// that drives it. It returns an error matching ErrNoDriver or ErrNoDevice
+// when there is no driver, no GPU, or no GPU of that ordinal. Close releases
+// the device.
+func Open(ordinal int) (*Device, error) {
+	n, err := DeviceCount()
+	if err != nil {
+		return nil, err
+	}
+	if ordinal < 0 || ordinal >= n {
+		return nil, fmt.Errorf("%w: ordinal %d, the driver sees %d devices", ErrNoDevice, ordinal, n)
+	}
+	info, err := deviceInfo(ordinal)
+	if err != nil {
+		return nil, err
+	}
+	d := &Device{
+		info: info,
+		work: make(chan func()),
+		done: make(chan struct{}),
+	}
+	d.res.init()
+	ready := make(chan error, 1)
+	go d.run(ready)
+	if err := <-ready; err != nil {
+		<-d.done
+		return nil, err
+	}
+	return d, nil
+}
+
+// run is the worker: it locks itself to its OS thread, makes the primary
+// context current there, and executes submitted functions until Close. It
+// never unlocks the thread, so the thread ends with it and no other
+// goroutine ever runs with this context current by accident.
+func (d *Device) run(ready chan<- error) {
+	defer close(d.done)
+	runtime.LockOSThread()
+	var r Result
+	d.dev, r = cuDeviceGet(d.info.Ordinal)
+	if err := check("cuDeviceGet", r); err != nil {
+		ready <- err
+		return
+	}
+	d.ctx, r = cuDevicePrimaryCtxRetain(d.dev)
+	if err := check("cuDevicePrimaryCtxRetain", r); err != nil {
+		ready <- err
+		return
+	}
+	if err := check("cuCtxSetCurrent", cuCtxSetCurrent(d.ctx)); err != nil {
+		cuDevicePrimaryCtxRelease(d.dev)
+		ready <- err
+		return
+	}
+	d.tid.Store(gettid())
+	ready <- nil
+	for f := range d.work {
+		f()
+	}
+	d.tid.Store(0)
+	cuCtxSetCurrent(0)
+	cuDevicePrimaryCtxRelease(d.dev)
+}
+
+// onWorker reports whether the caller is the device's worker goroutine. A
+// goroutine locked to a thread is the only one that runs on it, so the
+// thread id identifies the worker.
+func (d *Device) onWorker() bool {
+	tid := d.tid.Load()
+	return tid != 0 && tid == gettid()
+}
+
+// Do runs fn on the device's worker, with the device's primary context
+// current, and returns its error. Calls from inside fn (to Do or to any
+// method of the device and its objects) run directly. A panic in fn is
+// raised again in the caller. Do returns ErrClosed after Close.
+func (d *Device) Do(fn func() error) error {
+	if d.onWorker() {
+		return fn()
+	}
+	type outcome struct {
+		err      error
+		panicked bool
+		value    any
+	}
+	done := make(chan outcome, 1)
+	job := func() {
+		o := outcome{panicked: true}
+		defer func() {
+			if o.panicked {
+				o.value = recover()
+			}
+			done <- o
+		}()
+		o.err = fn()
+		o.panicked = false
+	}
+	d.mu.RLock()
+	if d.closed {
+		d.mu.RUnlock()
+		return ErrClosed
+	}
+	d.work <- job
+	d.mu.RUnlock()
+	o := <-done
+	if o.panicked {
+		panic(o.value)
+	}
+	return o.err
+}
+
+// Close stops the worker and releases the primary context. Memory, streams
+// and modules not freed before remain until the driver destroys the primary
+// context (when its last user releases it). A second Close returns ErrClosed.
+// Close must not be called from inside Do.
+func (d *Device) Close() error {
+	if d.onWorker() {
+		panic("cuda: Device.Close called from inside Device.Do")
+	}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return ErrClosed
+	}
+	d.closed = true
+	close(d.work)
+	d.mu.Unlock()
+	<-d.done
+	return nil
+}
+
+// Info describes the device.
+func (d *Device) Info() DeviceInfo { return d.info }
+
+// Ordinal returns the device's ordinal.
+func (d *Device) Ordinal() int { return d.info.Ordinal }
+
+// Context returns the raw CUcontext (the primary context), for code that
+// hands it to other CUDA libraries.
+func (d *Device) Context() uintptr { return d.ctx }
+
+// Synchronize waits until all work queued on the device has finished
+// (cuCtxSynchronize) and returns the first asynchronous error, if any.
+func (d *Device) Synchronize() error {
+	return d.Do(func() error { return check("cuCtxSynchronize", cuCtxSynchronize()) })
+}
+
+// MemInfo returns the free and total device memory in bytes, as the driver
+// sees it (other processes' allocations included).
+func (d *Device) MemInfo() (free, total uint64, err error) {
+	err = d.Do(func() error {
+		var r Result
+		free, total, r = cuMemGetInfo()
+		return check("cuMemGetInfo", r)
+	})
+	return free, total, err
+}
+
+// Usage counts what a Device has handed out and not yet released.
+type Usage struct {
+	DeviceBytes, DeviceAllocs int // from Alloc
+	HostBytes, HostAllocs     int // from AllocHost
+	Streams, Events, Modules  int
+}
+
+// Usage returns what is allocated and not yet freed through this Device.
+func (d *Device) Usage() Usage {
+	d.res.mu.Lock()
+	defer d.res.mu.Unlock()
+	u := d.res.counts
+	u.DeviceAllocs = len(d.res.dev)
+	u.HostAllocs = len(d.res.host)
+	return u
+}

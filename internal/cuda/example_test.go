@@ -1,0 +1,60 @@
+package cuda_test
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/distopt/distopt/internal/cuda"
+)
+
+// Example uploads a few numbers, doubles them on the GPU with a kernel given
+// as PTX, and reads them back. On a host without a GPU it says so and stops,
+// as a caller falling back to the CPU would.
+func Example() {
+	d, err := cuda.Open(0)
+	if errors.Is(err, cuda.ErrNoDriver) || errors.Is(err, cuda.ErrNoDevice) {
+		fmt.Println("no GPU; falling back to the CPU")
+		return
+	}
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+
+	const ptx = `.version 7.8
+.target sm_80
+.address_size 64
+.visible .entry twice(.param .u64 p, .param .u32 n) {
+	.reg .pred %q; .reg .b32 %r<4>; .reg .f32 %f; .reg .b64 %a<3>;
+	mov.u32 %r1, %tid.x; ld.param.u32 %r2, [n]; setp.ge.u32 %q, %r1, %r2; @%q ret;
+	ld.param.u64 %a1, [p]; cvta.to.global.u64 %a1, %a1; mul.wide.u32 %a2, %r1, 4; add.s64 %a1, %a1, %a2;
+	ld.global.f32 %f, [%a1]; add.f32 %f, %f, %f; st.global.f32 [%a1], %f; ret;
+}`
+	m, err := d.LoadModule([]byte(ptx))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Unload()
+	twice, _ := m.Function("twice")
+	s, _ := d.NewStream()
+	defer s.Destroy()
+
+	x := []float32{1, 2.5, -3}
+	p, _ := d.Alloc(4 * len(x))
+	defer d.Free(p)
+	s.Upload(p, cuda.Bytes(x))
+	s.Launch(twice, cuda.Dim3{X: 1}, cuda.Dim3{X: 32}, 0, new(cuda.Args).Ptr(p).U32(uint32(len(x))))
+	s.Download(cuda.Bytes(x), p)
+	fmt.Println(x)
+}
+
+// ExampleArgs packs the parameters of a kernel declared as
+// k(float *dst, const float *src, unsigned long long n, float scale).
+func ExampleArgs() {
+	var dst, src cuda.DevicePtr // from Device.Alloc
+	args := new(cuda.Args).Ptr(dst).Ptr(src).U64(1 << 20).F32(0.5)
+	fmt.Println(args.Len())
+	// Output: 4
+}
