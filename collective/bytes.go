@@ -1,6 +1,7 @@
 package collective
 
 import (
+	"encoding/binary"
 	"fmt"
 	"unsafe"
 )
@@ -50,4 +51,33 @@ func elementDType(x any) DType {
 		return Float32
 	}
 	return Float64
+}
+
+// ElementBits returns the bits of element i of b, a little-endian array of
+// dt, widened to uint64 (a BFloat16 element gives its 16 bits).
+func ElementBits(b []byte, dt DType, i int) uint64 {
+	switch dt.Size() {
+	case 1:
+		return uint64(b[i])
+	case 2:
+		return uint64(binary.LittleEndian.Uint16(b[2*i:]))
+	case 4:
+		return uint64(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return binary.LittleEndian.Uint64(b[8*i:])
+}
+
+// SetElementBits sets element i of b, a little-endian array of dt, to the
+// low dt.Size() bytes of v.
+func SetElementBits(b []byte, dt DType, i int, v uint64) {
+	switch dt.Size() {
+	case 1:
+		b[i] = byte(v)
+	case 2:
+		binary.LittleEndian.PutUint16(b[2*i:], uint16(v))
+	case 4:
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(v))
+	default:
+		binary.LittleEndian.PutUint64(b[8*i:], v)
+	}
 }

@@ -134,31 +134,6 @@ func refInt(xs []uint64, dt DType, op ReduceOp) uint64 {
 	return s & mask
 }
 
-func getElem(b []byte, dt DType, i int) uint64 {
-	switch dt.Size() {
-	case 1:
-		return uint64(b[i])
-	case 2:
-		return uint64(binary.LittleEndian.Uint16(b[2*i:]))
-	case 4:
-		return uint64(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return binary.LittleEndian.Uint64(b[8*i:])
-}
-
-func putElem(b []byte, dt DType, i int, v uint64) {
-	switch dt.Size() {
-	case 1:
-		b[i] = byte(v)
-	case 2:
-		binary.LittleEndian.PutUint16(b[2*i:], uint16(v))
-	case 4:
-		binary.LittleEndian.PutUint32(b[4*i:], uint32(v))
-	default:
-		binary.LittleEndian.PutUint64(b[8*i:], v)
-	}
-}
-
 func asFloat64(bits uint64, dt DType) float64 {
 	switch dt {
 	case BFloat16:
@@ -232,7 +207,7 @@ func TestReduceAgainstReference(t *testing.T) {
 					for r := range srcs {
 						srcs[r] = make([]byte, count*dt.Size())
 						for i := range count {
-							putElem(srcs[r], dt, i, randomBits(rng, dt))
+							SetElementBits(srcs[r], dt, i, randomBits(rng, dt))
 						}
 					}
 					dst := make([]byte, count*dt.Size())
@@ -242,17 +217,17 @@ func TestReduceAgainstReference(t *testing.T) {
 						if isFloat {
 							xs := make([]float64, n)
 							for r := range xs {
-								xs[r] = asFloat64(getElem(srcs[r], dt, i), dt)
+								xs[r] = asFloat64(ElementBits(srcs[r], dt, i), dt)
 							}
 							want = refFloat(xs, dt, op)
 						} else {
 							xs := make([]uint64, n)
 							for r := range xs {
-								xs[r] = getElem(srcs[r], dt, i)
+								xs[r] = ElementBits(srcs[r], dt, i)
 							}
 							want = refInt(xs, dt, op)
 						}
-						if got := getElem(dst, dt, i); got != want {
+						if got := ElementBits(dst, dt, i); got != want {
 							t.Fatalf("element %d: got %#x, want %#x", i, got, want)
 						}
 					}
@@ -272,19 +247,19 @@ func TestReduceBF16PairSweep(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	a := make([]byte, 2<<16)
 	for i := range 1 << 16 {
-		putElem(a, BFloat16, i, uint64(i))
+		SetElementBits(a, BFloat16, i, uint64(i))
 	}
 	b, dst := make([]byte, len(a)), make([]byte, len(a))
 	for range 8 {
 		for i := range 1 << 16 {
-			putElem(b, BFloat16, i, uint64(rng.Uint32()&0xffff))
+			SetElementBits(b, BFloat16, i, uint64(rng.Uint32()&0xffff))
 		}
 		for _, op := range []ReduceOp{Sum, Avg, Max} {
 			Reduce(dst, [][]byte{a, b}, BFloat16, op)
 			for i := range 1 << 16 {
-				xs := []float64{asFloat64(getElem(a, BFloat16, i), BFloat16), asFloat64(getElem(b, BFloat16, i), BFloat16)}
-				if got, want := getElem(dst, BFloat16, i), refFloat(xs, BFloat16, op); got != want {
-					t.Fatalf("%s(%#04x, %#04x) = %#04x, want %#04x", op, i, getElem(b, BFloat16, i), got, want)
+				xs := []float64{asFloat64(ElementBits(a, BFloat16, i), BFloat16), asFloat64(ElementBits(b, BFloat16, i), BFloat16)}
+				if got, want := ElementBits(dst, BFloat16, i), refFloat(xs, BFloat16, op); got != want {
+					t.Fatalf("%s(%#04x, %#04x) = %#04x, want %#04x", op, i, ElementBits(b, BFloat16, i), got, want)
 				}
 			}
 		}

@@ -28,7 +28,7 @@ func (e *env) inputs(name string, count int, dt collective.DType, specials bool)
 				continue
 			}
 			for i := range count {
-				putElem(out[s], dt, i, element(rng, dt, specials))
+				collective.SetElementBits(out[s], dt, i, element(rng, dt, specials))
 			}
 		}
 		return out
@@ -168,31 +168,6 @@ func mantissa(bits uint64, dt collective.DType) uint64 {
 	return bits & (1<<52 - 1)
 }
 
-func getElem(b []byte, dt collective.DType, i int) uint64 {
-	switch dt.Size() {
-	case 1:
-		return uint64(b[i])
-	case 2:
-		return uint64(binary.LittleEndian.Uint16(b[2*i:]))
-	case 4:
-		return uint64(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return binary.LittleEndian.Uint64(b[8*i:])
-}
-
-func putElem(b []byte, dt collective.DType, i int, v uint64) {
-	switch dt.Size() {
-	case 1:
-		b[i] = byte(v)
-	case 2:
-		binary.LittleEndian.PutUint16(b[2*i:], uint16(v))
-	case 4:
-		binary.LittleEndian.PutUint32(b[4*i:], uint32(v))
-	default:
-		binary.LittleEndian.PutUint64(b[8*i:], v)
-	}
-}
-
 // compare checks got against want element by element: bit for bit, except
 // that any NaN matches any NaN.
 func compare(got, want []byte, dt collective.DType) error {
@@ -204,7 +179,7 @@ func compare(got, want []byte, dt collective.DType) error {
 	}
 	bad, first := 0, ""
 	for i := range len(got) / dt.Size() {
-		g, w := getElem(got, dt, i), getElem(want, dt, i)
+		g, w := collective.ElementBits(got, dt, i), collective.ElementBits(want, dt, i)
 		if g == w || isFloat(dt) && isNaN(g, dt) && isNaN(w, dt) {
 			continue
 		}
