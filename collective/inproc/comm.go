@@ -22,7 +22,8 @@ type Comm struct {
 var _ collective.Communicator = (*Comm)(nil)
 
 // New returns the n ranks of a new in-process world; element r is rank r.
-// It panics if n < 1.
+// The world runs one executor goroutine until a rank is closed or the world
+// is aborted: close every rank when done. New panics if n < 1.
 func New(n int) []*Comm {
 	if n < 1 {
 		panic(fmt.Sprintf("inproc: world of %d ranks", n))
@@ -68,6 +69,11 @@ func (c *Comm) Start(ops ...collective.Op) collective.Work {
 	for _, op := range ops {
 		if err := op.Validate(c.w.n, collective.Host); err != nil {
 			return collective.DoneWork{Err: err}
+		}
+		for _, b := range []collective.Buffer{op.Dst, op.Src} {
+			if _, ok := b.(collective.HostBuffer); b != nil && !ok {
+				return collective.DoneWork{Err: fmt.Errorf("inproc: %s: buffer of type %T, want collective.HostBuffer: %w", op.Kind, b, collective.ErrMemoryKind)}
+			}
 		}
 	}
 	w := c.w

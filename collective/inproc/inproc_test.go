@@ -162,3 +162,19 @@ func TestNewPanics(t *testing.T) {
 	}()
 	inproc.New(0)
 }
+
+// otherHost is host memory of a type the backend cannot read.
+type otherHost struct{ n int }
+
+func (b otherHost) Len() int                      { return b.n }
+func (b otherHost) Memory() collective.MemoryKind { return collective.Host }
+
+func TestForeignHostBuffer(t *testing.T) {
+	checkLeaks(t)
+	comms := inproc.New(1)
+	defer closeAll(comms)
+	err := comms[0].Start(collective.Op{Kind: collective.OpBroadcast, Dst: otherHost{4}}).Wait(context.Background())
+	if !errors.Is(err, collective.ErrMemoryKind) {
+		t.Errorf("got %v, want ErrMemoryKind", err)
+	}
+}
