@@ -148,6 +148,29 @@ func (e elems) set(i int, x float32) {
 	e.h[i] = fp8.BF16FromFloat32(x)
 }
 
+// load returns elements [i0, i1) as float32: the array itself for float32
+// storage, a widened copy for bfloat16.
+func (e elems) load(i0, i1 int, scratch []float32) []float32 {
+	if e.f != nil {
+		return e.f[i0:i1]
+	}
+	out := scratch[:i1-i0]
+	for i, h := range e.h[i0:i1] {
+		out[i] = fp8.Float32FromBF16(h)
+	}
+	return out
+}
+
+// store writes back what load returned (a no-op for float32 storage).
+func (e elems) store(i0 int, x []float32) {
+	if e.f != nil {
+		return
+	}
+	for i, f := range x {
+		e.h[i0+i] = fp8.BF16FromFloat32(f)
+	}
+}
+
 // parallel runs fn over [0, n) in chunks of cpuChunk elements on up to
 // c.workers goroutines; fn receives the worker index.
 func (c *CPU) parallel(n int, fn func(worker, lo, hi int)) {
@@ -220,27 +243,36 @@ func (c *CPU) Update(a *UpdateArgs) error {
 		amax = u32s(a.Amax)
 	}
 	partial := make([][]uint32, c.workers)
+	scratch := make([][3][]float32, c.workers)
 	for w := range partial {
 		partial[w] = make([]uint32, len(amax))
+		if a.Rule != RuleNone {
+			for k := range scratch[w] {
+				scratch[w][k] = make([]float32, min(cpuChunk, a.N))
+			}
+		}
 	}
 	for _, s := range a.Segments {
 		seg := s
 		c.parallel(seg.Len, func(w, lo, hi int) {
 			i0, i1 := seg.Off+lo, seg.Off+hi
+			p := master[i0:i1]
 			switch a.Rule {
 			case RuleAdamW:
-				for i := i0; i < i1; i++ {
-					p, mi, vi := AdamWElem(master[i], m.get(i), v.get(i), g.get(i), &a.Hyper, seg.StepSize, seg.Decay)
-					master[i] = p
-					m.set(i, mi)
-					v.set(i, vi)
+				sc := scratch[w]
+				gs, ms, vs := g.load(i0, i1, sc[0]), m.load(i0, i1, sc[1]), v.load(i0, i1, sc[2])
+				for i := range p {
+					p[i], ms[i], vs[i] = AdamWElem(p[i], ms[i], vs[i], gs[i], &a.Hyper, seg.StepSize, seg.Decay)
 				}
+				m.store(i0, ms)
+				v.store(i0, vs)
 			case RuleSGD:
-				for i := i0; i < i1; i++ {
-					p, mi := SGDElem(master[i], m.get(i), g.get(i), &a.Hyper, seg.StepSize, seg.Decay)
-					master[i] = p
-					m.set(i, mi)
+				sc := scratch[w]
+				gs, ms := g.load(i0, i1, sc[0]), m.load(i0, i1, sc[1])
+				for i := range p {
+					p[i], ms[i] = SGDElem(p[i], ms[i], gs[i], &a.Hyper, seg.StepSize, seg.Decay)
 				}
+				m.store(i0, ms)
 			}
 			c.after(a, &seg, partial[w], master, lo, hi)
 		})
