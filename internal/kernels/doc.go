@@ -1,0 +1,32 @@
+// Package kernels provides distopt's GPU kernels: CUDA C sources in this
+// directory, the PTX generated from them (ptx/, committed and embedded), and
+// typed Go launchers that queue them on a cuda.Stream.
+//
+// # Layout
+//
+// One .cu file per concept (fp8.cu, bf16.cu, fill.cu, ...), sharing device
+// helpers through .cuh headers; one Go file of launchers per .cu file. Each
+// .cu file becomes one PTX module per Variant. To add kernels: write them
+// (extern "C" __global__) in a .cu file, run `go generate
+// ./internal/kernels`, and add launchers that call Set.function with the
+// kernel's name; TestEntries checks that every name a launcher uses exists
+// in every variant.
+//
+// # Variants
+//
+// The PTX is generated twice by nvcc 11.8 (gen.sh): for compute_80, where
+// the FP8 conversions are integer code, and for compute_90, where they are
+// the hardware instructions cvt.rn.satfinite.{e4m3,e5m2}x2.f32 and
+// cvt.rn.f16x2.{e4m3,e5m2}x2. Load picks by the device's compute capability;
+// LoadVariant loads a given one (the compute_80 PTX also runs on 9.0
+// devices, which is how the tests check the software path against the
+// hardware). The driver JIT-compiles the PTX when a Set is loaded.
+//
+// # Semantics
+//
+// Every launcher's doc states the computation exactly; the functions of the
+// fp8 package are the reference, and the GPU tests compare the kernels with
+// them bit for bit, over all 2^32 float32 inputs for the conversions.
+// Launchers only queue work: errors of the kernels themselves surface at the
+// next synchronization of the stream.
+package kernels

@@ -1,0 +1,110 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/distopt/distopt/internal/cuda"
+)
+
+// Set is every embedded module loaded on one device, in one variant. Its
+// launchers are safe for concurrent use.
+type Set struct {
+	d       *cuda.Device
+	v       Variant
+	sms     int
+	modules []*cuda.Module
+	fns     map[string]*cuda.Function
+}
+
+// Load loads every module on d in the variant VariantFor picks.
+func Load(d *cuda.Device) (*Set, error) {
+	v, err := VariantFor(d.Info())
+	if err != nil {
+		return nil, err
+	}
+	return LoadVariant(d, v)
+}
+
+// LoadVariant loads every module on d in variant v. It fails with
+// ErrUnsupported when d cannot run v, and with the JIT's log when the driver
+// rejects the PTX.
+func LoadVariant(d *cuda.Device, v Variant) (*Set, error) {
+	if !v.supports(d.Info()) {
+		return nil, fmt.Errorf("%w: variant %v on sm_%d%d", ErrUnsupported, v, d.Info().Major, d.Info().Minor)
+	}
+	k := &Set{d: d, v: v, sms: d.Info().Multiprocessors, fns: map[string]*cuda.Function{}}
+	for _, name := range Modules() {
+		ptx, err := PTX(name, v)
+		if err != nil {
+			k.Close()
+			return nil, err
+		}
+		m, err := d.LoadModule(ptx)
+		if err != nil {
+			k.Close()
+			return nil, fmt.Errorf("kernels: loading %s_%v: %w", name, v, err)
+		}
+		k.modules = append(k.modules, m)
+		for _, e := range entries(ptx) {
+			f, err := m.Function(e)
+			if err != nil {
+				k.Close()
+				return nil, fmt.Errorf("kernels: %s_%v: %w", name, v, err)
+			}
+			k.fns[e] = f
+		}
+	}
+	return k, nil
+}
+
+// Variant returns the variant loaded.
+func (k *Set) Variant() Variant { return k.v }
+
+// Device returns the device the set is loaded on.
+func (k *Set) Device() *cuda.Device { return k.d }
+
+// Close unloads the modules. The Set must not be used afterwards.
+func (k *Set) Close() error {
+	var first error
+	for _, m := range k.modules {
+		if err := m.Unload(); err != nil && first == nil {
+			first = err
+		}
+	}
+	k.modules, k.fns = nil, nil
+	return first
+}
+
+// function returns the kernel called name; a name that no module defines is
+// a programmer error and panics.
+func (k *Set) function(name string) *cuda.Function {
+	f, ok := k.fns[name]
+	if !ok {
+		panic(fmt.Sprintf("kernels: no kernel %q in variant %v", name, k.v))
+	}
+	return f
+}
+
+// blockSize is the number of threads per block of the elementwise kernels.
+const blockSize = 256
+
+// blocksPerSM bounds the grid of the grid-stride kernels: enough resident
+// threads to saturate memory, few enough that each thread loops.
+const blocksPerSM = 8
+
+// launch1D queues kernel name over n elements taken perThread at a time,
+// with the grid bounded by the device's size; args are the kernel's
+// parameters. n must be positive.
+func (k *Set) launch1D(s *cuda.Stream, name string, n, perThread int, args *cuda.Args) error {
+	units := (n + perThread - 1) / perThread
+	blocks := min((units+blockSize-1)/blockSize, blocksPerSM*max(k.sms, 1))
+	return s.Launch(k.function(name), cuda.Dim3{X: uint32(blocks)}, cuda.Dim3{X: blockSize}, 0, args)
+}
+
+// checkLen panics if n is negative, and reports whether there is work.
+func checkLen(op string, n int) bool {
+	if n < 0 {
+		panic(fmt.Sprintf("kernels: %s of %d elements", op, n))
+	}
+	return n > 0
+}

@@ -1,0 +1,69 @@
+package kernels
+
+import (
+	"testing"
+
+	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/internal/cuda"
+)
+
+// benchN is the element count of the benchmarks: 1 GiB of float32, several
+// times the L2 cache.
+const benchN = 1 << 28
+
+// benchSetup loads every variant and allocates a float32 source (filled with
+// varied values) and a destination of dstBytes bytes per element.
+func benchSetup(b *testing.B, dstBytes int) (*cuda.Stream, []*Set, cuda.DevicePtr, cuda.DevicePtr) {
+	d, sets := loadAll(b)
+	s := newStream(b, d)
+	src, dst := alloc(b, d, 4*benchN), alloc(b, d, dstBytes*benchN)
+	// Bit patterns 0x3c000000 + i*64: finite values from 2^-7 upwards.
+	must(b, sets[0].FillIota(s, src, 0x3c000000, benchN))
+	must(b, s.Synchronize())
+	return s, sets, src, dst
+}
+
+// BenchmarkCastScaled times the scaled cast with amax: 5 bytes per element
+// moved (float32 read, byte written).
+func BenchmarkCastScaled(b *testing.B) {
+	s, sets, src, dst := benchSetup(b, 1)
+	amax := alloc(b, sets[0].Device(), 4)
+	for _, k := range sets {
+		for _, f := range []fp8.Format{fp8.E4M3, fp8.E5M2} {
+			b.Run(k.v.String()+"_"+f.String(), func(b *testing.B) {
+				b.SetBytes(5 * benchN)
+				b.ReportAllocs()
+				for b.Loop() {
+					must(b, k.CastScaled(s, dst, src, benchN, 0.5, f, amax))
+					must(b, s.Synchronize())
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkEncodeFP8 times the unscaled encode: 5 bytes per element.
+func BenchmarkEncodeFP8(b *testing.B) {
+	s, sets, src, dst := benchSetup(b, 1)
+	for _, k := range sets {
+		b.Run(k.v.String(), func(b *testing.B) {
+			b.SetBytes(5 * benchN)
+			for b.Loop() {
+				must(b, k.EncodeFP8(s, dst, src, benchN, fp8.E4M3))
+				must(b, s.Synchronize())
+			}
+		})
+	}
+}
+
+// BenchmarkCopyDtoD times a device-to-device copy of the benchmark's source
+// (bytes read plus bytes written), the ceiling the kernels are measured
+// against.
+func BenchmarkCopyDtoD(b *testing.B) {
+	s, _, src, dst := benchSetup(b, 4)
+	b.SetBytes(2 * 4 * benchN)
+	for b.Loop() {
+		must(b, s.CopyDtoD(dst, src, 4*benchN))
+		must(b, s.Synchronize())
+	}
+}

@@ -1,0 +1,44 @@
+#!/bin/sh
+# build.sh (run on the build machine) compiles the GPU suite into .gpu/:
+#   - one test binary per package whose tests use internal/cuda/cudatest
+#     (found automatically: a new GPU test package needs no edit here),
+#     named after its import path: .gpu/internal_kernels.test, ...;
+#   - a race-detector build as well for the packages in $race_pkgs;
+#   - the main packages in $cmds (benchmark programs) into .gpu/bin/;
+#   - .gpu/manifest: one "binary package-directory" line per test binary,
+#     and .gpu/commit: the commit and tree state built.
+# Then carry .gpu to the GPU machine and run scripts/gpu/run.sh there.
+set -eu
+cd "$(dirname "$0")/../.."
+race_pkgs="./internal/cuda"
+cmds=""
+
+rm -rf .gpu/*.test .gpu/bin .gpu/manifest
+mkdir -p .gpu
+module=$(go list -m)
+pkgs=$(go list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... |
+	awk -v m="$module/internal/cuda/cudatest" '{ for (i = 2; i <= NF; i++) if ($i == m) { print $1; break } }')
+for p in $pkgs; do
+	rel=${p#"$module"/}
+	name=$(echo "$rel" | tr / _)
+	echo "build: $rel -> .gpu/$name.test"
+	go test -c -o ".gpu/$name.test" "./$rel"
+	echo "$name.test $rel" >>.gpu/manifest
+	for r in $race_pkgs; do
+		if [ "$r" = "./$rel" ]; then
+			echo "build: $rel -> .gpu/$name.race.test (-race)"
+			go test -race -c -o ".gpu/$name.race.test" "./$rel"
+			echo "$name.race.test $rel" >>.gpu/manifest
+		fi
+	done
+done
+for c in $cmds; do
+	mkdir -p .gpu/bin
+	go build -o .gpu/bin/ "$c"
+done
+{
+	git rev-parse HEAD
+	git status --porcelain --untracked-files=no | sed 's/^/modified: /'
+	date -u +%Y-%m-%dT%H:%M:%SZ
+} >.gpu/commit
+echo "build: done ($(wc -l <.gpu/manifest) test binaries, $(du -sh .gpu | cut -f1))"

@@ -1,0 +1,52 @@
+#!/bin/sh
+# run.sh (run on the GPU machine, from the repository root, with .gpu/ from
+# scripts/gpu/build.sh) runs the GPU suite: every test binary of
+# .gpu/manifest in its package directory with -test.v and
+# DISTOPT_REQUIRE_GPU=1 (no GPU test may skip), then its benchmarks.
+#
+# Logs go to $OUT (or .gpu/out): env.txt (machine, driver, commit),
+# tests.log, bench.log. Extra arguments are passed to every test binary
+# (e.g. -test.run Exhaustive). Environment:
+#   ONLY=substring   run only the binaries whose name contains it
+#   BENCH=0          skip the benchmarks; BENCHTIME (default 10x)
+#   TIMEOUT          per binary (default 20m)
+# The exit status is non-zero if any binary failed; all of them run.
+set -u
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+out=${OUT:-$root/.gpu/out}
+mkdir -p "$out"
+export LD_LIBRARY_PATH="/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export DISTOPT_REQUIRE_GPU=1
+
+{
+	echo "== date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	echo "== built from:"; cat .gpu/commit 2>/dev/null
+	echo "== host: $(uname -a)"
+	echo "== cpus: $(nproc)"
+	echo "== nvidia-smi"; nvidia-smi 2>&1
+	nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv 2>&1
+	echo "== libcuda: $(ls -l /usr/lib/x86_64-linux-gnu/libcuda.so.1 2>&1)"
+} >"$out/env.txt" 2>&1
+cat "$out/env.txt"
+
+status=0
+while read -r bin dir; do
+	case "$bin" in *"${ONLY:-}"*) ;; *) continue ;; esac
+	echo "=== $bin ($dir)" | tee -a "$out/tests.log"
+	start=$(date +%s)
+	(cd "$dir" && "$root/.gpu/$bin" -test.v -test.timeout "${TIMEOUT:-20m}" "$@") >>"$out/tests.log" 2>&1
+	rc=$?
+	echo "=== $bin: exit $rc after $(($(date +%s) - start)) s" | tee -a "$out/tests.log"
+	grep -E '^(--- FAIL|FAIL|panic)' "$out/tests.log" | tail -20
+	[ $rc -eq 0 ] || status=1
+	case "$bin" in *.race.test) continue ;; esac
+	if [ "${BENCH:-1}" != 0 ]; then
+		echo "=== bench $bin" >>"$out/bench.log"
+		(cd "$dir" && "$root/.gpu/$bin" -test.run '^$' -test.bench . -test.benchtime "${BENCHTIME:-10x}" \
+			-test.timeout "${TIMEOUT:-20m}") >>"$out/bench.log" 2>&1 || status=1
+	fi
+done <.gpu/manifest
+grep -E '^(ok|PASS|FAIL|--- FAIL|Benchmark)' "$out/tests.log" "$out/bench.log" 2>/dev/null | tail -60
+echo "== run.sh: $( [ $status -eq 0 ] && echo all passed || echo FAILURES )"
+exit $status
