@@ -1,0 +1,347 @@
+package grpccomm
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/collective/rendezvous"
+)
+
+// Comm is one rank's communicator. It implements collective.Communicator
+// for collective.HostBuffer buffers.
+type Comm struct {
+	rank, size int
+	cfg        Config
+	id         string // names the communicator in handshakes and store keys
+
+	server *grpc.Server       // nil when size is 1
+	ctx    context.Context    // of the outbound streams
+	cancel context.CancelFunc // cancels ctx: cuts the outbound streams
+	wg     sync.WaitGroup     // goroutines of the communicator (gRPC's handlers aside)
+
+	mu      sync.Mutex
+	cond    *sync.Cond // signalled on any change below
+	peers   []*peer    // indexed by rank; nil at this rank
+	ready   int        // outbound streams acked plus inbound streams accepted
+	groups  map[uint64]*group
+	nextSeq uint64
+	failure *failure      // why the communicator stopped; nil while usable
+	dead    chan struct{} // closed when failure is set
+	closing bool
+	torn    chan struct{} // closed once Close has released everything
+}
+
+// peer is the state of the link with one other rank.
+type peer struct {
+	rank    int
+	cc      *grpc.ClientConn  // to the peer's server
+	out     grpc.ClientStream // this rank's frames for the peer; nil until acked
+	dialErr error             // why out could not be opened
+	inbound bool              // the peer's stream to this rank is accepted
+	gone    string            // set once the peer has closed: no more frames
+	drained chan struct{}     // closed when the peer has ended out
+}
+
+// New connects this rank to the other ranks of store's job and returns its
+// communicator. Every rank serves a gRPC endpoint, publishes its address
+// through store, and opens one stream to every other rank; New returns once
+// all streams in both directions are up. With one rank, nothing is opened.
+//
+// Errors: ErrConfig for an invalid cfg; ErrHandshake when a peer belongs to
+// another communicator (see Config.Name); an error wrapping ctx.Err() that
+// names the ranks that did not connect in time.
+func New(ctx context.Context, store *rendezvous.Store, cfg Config) (*Comm, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	rc := store.Config()
+	c := &Comm{
+		rank:   store.Rank(),
+		size:   store.Size(),
+		cfg:    cfg,
+		id:     fmt.Sprintf("%s/%s/%d", rc.RunID, cfg.Name, store.Sequence("grpccomm/"+cfg.Name)),
+		peers:  make([]*peer, store.Size()),
+		groups: make(map[uint64]*group),
+		dead:   make(chan struct{}),
+		torn:   make(chan struct{}),
+	}
+	c.cond = sync.NewCond(&c.mu)
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if c.size == 1 {
+		return c, nil
+	}
+	for r := range c.peers {
+		if r != c.rank {
+			c.peers[r] = &peer{rank: r, drained: make(chan struct{})}
+		}
+	}
+	host := cfg.Host
+	if host == "" {
+		host = localHost(rc.MasterAddress())
+	}
+	lis, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return nil, fmt.Errorf("grpccomm: rank %d: listening on %s: %w", c.rank, host, err)
+	}
+	c.server = grpc.NewServer(
+		grpc.ForceServerCodecV2(frameCodec{}),
+		grpc.WaitForHandlers(true),
+		grpc.MaxRecvMsgSize(cfg.ChunkBytes+headerLen+1024),
+		grpc.InitialWindowSize(int32(cfg.StreamWindow)),
+		grpc.InitialConnWindowSize(int32(cfg.StreamWindow)),
+		grpc.ReadBufferSize(256<<10),
+		grpc.WriteBufferSize(256<<10),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
+	)
+	c.server.RegisterService(&serviceDesc, c)
+	c.wg.Go(func() { _ = c.server.Serve(lis) })
+
+	addrs, err := store.AllGatherValues(ctx, "grpccomm/"+c.id+"/addr", []byte(lis.Addr().String()))
+	if err != nil {
+		c.abandon()
+		return nil, fmt.Errorf("grpccomm: rank %d: exchanging addresses: %w", c.rank, err)
+	}
+	for _, p := range c.peers {
+		if p != nil {
+			c.wg.Go(func() { c.dial(p, string(addrs[p.rank])) })
+		}
+	}
+	if err := c.waitReady(ctx); err != nil {
+		c.abandon()
+		return nil, err
+	}
+	return c, nil
+}
+
+// localHost returns the local IP address from which this host reaches
+// master (no packet is sent), or the loopback address if there is none.
+func localHost(master string) string {
+	conn, err := net.Dial("udp", master)
+	if err != nil {
+		return "127.0.0.1"
+	}
+	defer conn.Close()
+	return conn.LocalAddr().(*net.UDPAddr).IP.String()
+}
+
+// dial opens this rank's stream to p and says hello; once acked, it starts
+// p's sender and watcher.
+func (c *Comm) dial(p *peer, addr string) {
+	cc, err := grpc.NewClient("passthrough:///"+addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(int32(c.cfg.StreamWindow)),
+		grpc.WithInitialConnWindowSize(int32(c.cfg.StreamWindow)),
+		grpc.WithReadBufferSize(256<<10),
+		grpc.WithWriteBufferSize(256<<10),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: c.cfg.KeepaliveTimeout, PermitWithoutStream: true}),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(frameCodec{})),
+	)
+	if err == nil {
+		c.mu.Lock()
+		if c.failure != nil { // teardown may have collected the connections already
+			c.mu.Unlock()
+			_ = cc.Close()
+			return
+		}
+		p.cc = cc
+		c.mu.Unlock()
+		err = c.hello(p, cc)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		p.dialErr = err
+		c.cond.Broadcast()
+		return
+	}
+	c.ready++
+	c.cond.Broadcast()
+	c.wg.Go(func() { c.sendLoop(p) })
+	c.wg.Go(func() { c.watch(p) })
+}
+
+// hello opens the stream to p and waits for p's ack.
+func (c *Comm) hello(p *peer, cc *grpc.ClientConn) error {
+	stream, err := cc.NewStream(c.ctx, &serviceDesc.Streams[0], methodName, grpc.WaitForReady(true))
+	if err != nil {
+		return err
+	}
+	h := header{typ: frameHello, index: uint32(c.rank), count: uint32(c.size), root: uint32(p.rank)}
+	if err := stream.SendMsg(newOutFrame(&h, []byte(c.id))); err != nil {
+		return fmt.Errorf("sending hello: %w", err)
+	}
+	var ack inFrame
+	if err := stream.RecvMsg(&ack); err != nil {
+		return err
+	}
+	ack.free()
+	if ack.typ != frameAck {
+		return fmt.Errorf("frame of type %d instead of an ack: %w", ack.typ, ErrHandshake)
+	}
+	c.mu.Lock()
+	p.out = stream
+	c.mu.Unlock()
+	return nil
+}
+
+// accept reads a peer's hello on a new inbound stream, checks that it
+// belongs to this communicator and acks it.
+func (c *Comm) accept(stream grpc.ServerStream) (*peer, error) {
+	var f inFrame
+	if err := stream.RecvMsg(&f); err != nil {
+		return nil, err
+	}
+	defer f.free()
+	from := int(f.index)
+	switch {
+	case f.typ != frameHello:
+		return nil, handshakeStatus("first frame has type %d, not hello", f.typ)
+	case string(f.payload) != c.id || int(f.count) != c.size || int(f.root) != c.rank:
+		return nil, handshakeStatus("rank %d of communicator %q of %d ranks reached rank %d of communicator %q of %d ranks",
+			from, f.payload, f.count, c.rank, c.id, c.size)
+	case from < 0 || from >= c.size || from == c.rank:
+		return nil, handshakeStatus("hello from rank %d, outside the communicator", from)
+	}
+	c.mu.Lock()
+	p := c.peers[from]
+	switch {
+	case c.failure != nil:
+		c.mu.Unlock()
+		return nil, c.endStatus()
+	case p.inbound:
+		c.mu.Unlock()
+		return nil, handshakeStatus("rank %d connected twice", from)
+	}
+	p.inbound = true
+	c.ready++
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	ack := header{typ: frameAck}
+	if err := stream.SendMsg(newOutFrame(&ack, nil)); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// waitReady waits until every stream is up, a handshake fails, or ctx ends.
+func (c *Comm) waitReady(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	})
+	defer stop()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		for _, p := range c.peers {
+			if p != nil && p.dialErr != nil {
+				return fmt.Errorf("grpccomm: rank %d: connecting to rank %d: %w", c.rank, p.rank, handshakeErr(p.dialErr))
+			}
+		}
+		switch {
+		case c.ready == 2*(c.size-1):
+			return nil
+		case c.failure != nil:
+			return c.groupErr(c.failure, "connect")
+		case ctx.Err() != nil:
+			var missing []string
+			for _, p := range c.peers {
+				if p != nil && (p.out == nil || !p.inbound) {
+					missing = append(missing, strconv.Itoa(p.rank))
+				}
+			}
+			return fmt.Errorf("grpccomm: rank %d: ranks [%s] did not connect: %w", c.rank, strings.Join(missing, " "), ctx.Err())
+		}
+		c.cond.Wait()
+	}
+}
+
+// Rank returns this rank.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size returns the number of ranks.
+func (c *Comm) Size() int { return c.size }
+
+// Memory returns collective.Host.
+func (c *Comm) Memory() collective.MemoryKind { return collective.Host }
+
+// Close releases the communicator. If no operation is in flight and the
+// communicator is usable, Close first lets every peer take the frames this
+// rank sent (at most Config.CloseTimeout); otherwise the operations in
+// flight fail with collective.ErrClosed and the peers see this rank lost.
+// Close returns after every goroutine, stream, connection and the server of
+// the communicator have ended. It may be called more than once.
+func (c *Comm) Close() error {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		<-c.torn
+		return nil
+	}
+	c.closing = true
+	graceful := c.failure == nil && len(c.groups) == 0
+	c.failLocked(&failure{rank: c.rank, msg: "closed its communicator", closed: true, graceful: graceful})
+	c.mu.Unlock()
+	if graceful {
+		timeout := time.NewTimer(c.cfg.CloseTimeout)
+		defer timeout.Stop()
+	drain:
+		for _, p := range c.peers {
+			if p != nil {
+				select {
+				case <-p.drained:
+				case <-timeout.C:
+					break drain
+				}
+			}
+		}
+	}
+	c.teardown()
+	close(c.torn)
+	return nil
+}
+
+// abandon tears down a communicator that New gives up on.
+func (c *Comm) abandon() {
+	c.fail(&failure{rank: c.rank, msg: "gave up connecting"})
+	c.teardown()
+}
+
+// teardown cuts every stream and connection, stops the server and waits for
+// every goroutine of the communicator. c.failure must be set.
+func (c *Comm) teardown() {
+	c.cancel()
+	c.mu.Lock()
+	var conns []*grpc.ClientConn
+	for _, p := range c.peers {
+		if p != nil && p.cc != nil {
+			conns = append(conns, p.cc)
+		}
+	}
+	c.mu.Unlock()
+	for _, cc := range conns {
+		_ = cc.Close()
+	}
+	if c.server != nil {
+		c.server.Stop()
+	}
+	c.wg.Wait()
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package grpccomm_test
+
+const raceEnabled = false
