@@ -127,7 +127,7 @@ func (m *mismatchLog) add(bits uint32, got, want uint64, width int) {
 	m.total++
 	m.byClass[c]++
 	if len(m.examples[c]) < 4 {
-		m.examples[c] = append(m.examples[c], fmt.Sprintf("in %#08x: gpu %#0*x, cpu %#0*x", bits, width+2, got, width+2, want))
+		m.examples[c] = append(m.examples[c], fmt.Sprintf("in %#08x: gpu %#0*x, cpu %#0*x", bits, width, got, width, want))
 	}
 }
 

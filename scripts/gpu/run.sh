@@ -26,7 +26,7 @@ export DISTOPT_REQUIRE_GPU=1
 	echo "== cpus: $(nproc)"
 	echo "== nvidia-smi"; nvidia-smi 2>&1
 	nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv 2>&1
-	echo "== libcuda: $(ls -l /usr/lib/x86_64-linux-gnu/libcuda.so.1 2>&1)"
+	echo "== libcuda:"; ldconfig -p 2>&1 | grep -E 'libcuda\.so|libnccl\.so'; ls -l /usr/local/nvidia/lib64/libcuda.so.1 2>&1
 } >"$out/env.txt" 2>&1
 cat "$out/env.txt"
 
