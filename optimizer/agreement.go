@@ -39,23 +39,20 @@ func (o *Optimizer) checkAgreement(ctx context.Context) error {
 func (o *Optimizer) allGatherBytes(ctx context.Context, data []byte) ([][]byte, error) {
 	n := o.comm.Size()
 	gather := func(payload []byte) ([]byte, error) {
-		src, err := o.be.Alloc(len(payload))
-		if err != nil {
-			return nil, err
-		}
-		defer o.be.Free(src)
-		dst, err := o.be.Alloc(n * len(payload))
+		k := len(payload)
+		dst, err := o.be.Alloc(n * k)
 		if err != nil {
 			return nil, err
 		}
 		defer o.be.Free(dst)
-		if err := o.be.Write(src, 0, payload); err != nil {
+		r := o.comm.Rank()
+		if err := o.be.Write(dst, r*k, payload); err != nil {
 			return nil, err
 		}
-		if err := collective.AllGather(ctx, o.comm, dst, src); err != nil {
+		if err := collective.AllGather(ctx, o.comm, dst, o.slice(dst, r*k, (r+1)*k)); err != nil {
 			return nil, err
 		}
-		out := make([]byte, n*len(payload))
+		out := make([]byte, n*k)
 		return out, o.be.Read(out, dst, 0)
 	}
 	var lenBuf [8]byte
