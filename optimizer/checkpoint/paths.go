@@ -48,8 +48,12 @@ func Latest(root string) (string, error) {
 
 // resolve turns what the caller passed to Load into a checkpoint
 // directory: the directory itself when it holds an index, else the target
-// of its "latest" pointer.
+// of its "latest" pointer. A staging directory is never a checkpoint, even
+// with its index written: the save committed nothing before the rename.
 func resolve(path string) (string, error) {
+	if m := stepDirRE.FindStringSubmatch(filepath.Base(path)); m != nil && m[2] != "" {
+		return "", fmt.Errorf("checkpoint: %s is the staging directory of a save that did not finish: %w", path, ErrIncomplete)
+	}
 	if _, err := os.Stat(filepath.Join(path, indexName)); err == nil {
 		return path, nil
 	}

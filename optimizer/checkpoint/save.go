@@ -1,0 +1,255 @@
+package checkpoint
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/optimizer"
+)
+
+// SaveOptions tune Save. The zero value takes the defaults.
+type SaveOptions struct {
+	// ChunkBytes is the size of the checksummed chunks of every shard
+	// file's data section, a positive multiple of 8 (default
+	// DefaultChunkBytes). A loader reads whole chunks, so it is also the
+	// most a rank reads beyond the elements it needs, at each end of a
+	// contiguous range.
+	ChunkBytes int
+	// Keep, when positive, removes after a successful save every complete
+	// checkpoint under root but the Keep newest, and the staging
+	// directories of earlier steps.
+	Keep int
+}
+
+// Info describes a checkpoint.
+type Info struct {
+	Dir   string // the checkpoint directory
+	Step  int    // steps the optimizer had taken when it was saved
+	World int    // the data-parallel size it was saved at
+}
+
+// Save writes the state of o to a new checkpoint directory
+// root/step-NNNNNNNN (N: o.StepCount()) and points root/latest at it. Every
+// rank of o must call it together, with comm the communicator o was made
+// with (or one of the same ranks and memory kind).
+//
+// Each rank writes its own shard file; rank 0 writes the index last. The
+// directory is built as root/step-NNNNNNNN.tmp and renamed when complete,
+// and every file is written to a temporary name, synced, renamed and its
+// directory synced, so that a save interrupted at any point (error, crash,
+// killed process) leaves the checkpoint "latest" named before intact, and
+// the new one either complete or absent (a staging directory that Load
+// refuses with ErrIncomplete and the next save of the step removes).
+//
+// Save fails on every rank, with the error of the lowest failing rank
+// (its sentinel kept, see ErrRemote), if any rank fails. It fails with
+// ErrDiverged, writing nothing, when the ranks' gathered parameters differ;
+// with ErrExists when root/latest already names this step; with ErrComm
+// when comm does not match o. A complete checkpoint of this step that
+// latest does not name (left by a save that crashed after its rename) is
+// replaced. Save does not change o.
+func Save(ctx context.Context, o *optimizer.Optimizer, comm collective.Communicator, root string, opts SaveOptions) (Info, error) {
+	g, err := newGroup(o, comm)
+	if err != nil {
+		return Info{}, err
+	}
+	if opts.ChunkBytes == 0 {
+		opts.ChunkBytes = DefaultChunkBytes
+	}
+	if opts.ChunkBytes < 0 || opts.ChunkBytes%8 != 0 {
+		panic(fmt.Sprintf("checkpoint: SaveOptions.ChunkBytes %d is not a positive multiple of 8", opts.ChunkBytes))
+	}
+	rank, world, step := comm.Rank(), comm.Size(), o.StepCount()
+	final := filepath.Join(root, stepDirName(step))
+	staging := final + stagingSuffix
+	info := Info{Dir: final, Step: step, World: world}
+
+	// 1. Read the state; check that every rank holds the same parameters.
+	pieces, err := o.ReadPieces()
+	var fp8Sum, hpSum string
+	if err == nil {
+		fp8Sum, hpSum, err = paramDigests(o)
+	}
+	sums, err := g.agree(ctx, err, fmt.Sprintf("%d %s %s", step, fp8Sum, hpSum))
+	if err != nil {
+		return info, err
+	}
+	for r, s := range sums {
+		if s != sums[0] {
+			return info, fmt.Errorf("checkpoint: rank %d holds step and parameters %q, rank 0 %q; not saving: %w", r, s, sums[0], ErrDiverged)
+		}
+	}
+
+	// 2. Rank 0 makes a fresh staging directory.
+	err = nil
+	if rank == 0 {
+		err = prepare(root, final, staging)
+	}
+	if _, err := g.agree(ctx, err, ""); err != nil {
+		return info, err
+	}
+
+	// 3. Every rank writes its shard.
+	rec, err := writeShard(staging, rank, world, step, opts.ChunkBytes, o.Config().MomentType, pieces)
+	var recJSON []byte
+	if err == nil {
+		recJSON, err = json.Marshal(rec)
+	}
+	recs, err := g.agree(ctx, err, string(recJSON))
+	if err != nil {
+		return info, err
+	}
+
+	// 4. Rank 0 writes the index, renames the directory, moves latest.
+	if rank == 0 {
+		err = finish(root, final, staging, o, recs, fp8Sum, hpSum, opts)
+	}
+	_, err = g.agree(ctx, err, "")
+	return info, err
+}
+
+// prepare checks that the save may go ahead and makes an empty staging
+// directory.
+func prepare(root, final, staging string) error {
+	if err := hook(stagePrepare, 0); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if latest, err := Latest(root); err == nil && latest == final {
+		return fmt.Errorf("checkpoint: %s is the latest checkpoint: %w", final, ErrExists)
+	}
+	if err := os.RemoveAll(staging); err != nil {
+		return fmt.Errorf("checkpoint: removing a stale staging directory: %w", err)
+	}
+	if err := os.Mkdir(staging, 0o755); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return syncDir(root)
+}
+
+// finish writes the index into the staging directory, renames it to final
+// and points latest at it; then prunes.
+func finish(root, final, staging string, o *optimizer.Optimizer, recs []string, fp8Sum, hpSum string, opts SaveOptions) error {
+	l := o.Layout()
+	idx := &index{
+		Step:                o.StepCount(),
+		World:               l.World,
+		Config:              configIndex(o.Config()),
+		Scalars:             scalarIndex(o),
+		FP8SHA256:           fp8Sum,
+		HighPrecisionSHA256: hpSum,
+	}
+	idx.Layout, idx.Params = layoutIndex(l)
+	for r, s := range recs {
+		var rec fileRecord
+		if err := json.Unmarshal([]byte(s), &rec); err != nil || rec.Rank != r {
+			return fmt.Errorf("checkpoint: rank %d reported file %q: %w", r, s, ErrCorrupt)
+		}
+		idx.Files = append(idx.Files, rec)
+	}
+	if err := idx.validate(); err != nil {
+		return fmt.Errorf("checkpoint: the index to write is inconsistent: %w", err)
+	}
+	data, err := encodeIndex(idx)
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(staging, indexName), data, stageIndexWrite, stageIndexRename, 0); err != nil {
+		return err
+	}
+	if err := hook(stageDirRename, 0); err != nil {
+		return err
+	}
+	if _, err := os.Stat(final); err == nil {
+		// A complete checkpoint of this step that latest does not name.
+		old := final + ".old"
+		if err := os.RemoveAll(old); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+		if err := os.Rename(final, old); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+		defer os.RemoveAll(old)
+	}
+	if err := os.Rename(staging, final); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := syncDir(root); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(root, latestName), []byte(filepath.Base(final)+"\n"), stageLatestWrite, stageLatestRename, 0); err != nil {
+		return err
+	}
+	if opts.Keep > 0 {
+		return prune(root, idx.Step, opts.Keep)
+	}
+	return nil
+}
+
+// scalarIndex records the scalar state of o.
+func scalarIndex(o *optimizer.Optimizer) scalarRecord {
+	s := o.Scalars()
+	rec := scalarRecord{Step: s.Step, LossScale: s.LossScale, LossScaleGood: s.LossScaleGood}
+	if len(s.AmaxHistories) == 0 {
+		return rec
+	}
+	rec.AmaxHistory, rec.CastScale = map[string][]uint32{}, map[string]uint32{}
+	for i, name := range fp8Params(o) {
+		bits := make([]uint32, len(s.AmaxHistories[i]))
+		for k, a := range s.AmaxHistories[i] {
+			bits[k] = math.Float32bits(a)
+		}
+		rec.AmaxHistory[name] = bits
+		rec.CastScale[name] = math.Float32bits(s.CastScales[i])
+	}
+	return rec
+}
+
+// fp8Params lists the FP8 parameters of o in layout order: the order of
+// ScalarState's amax histories.
+func fp8Params(o *optimizer.Optimizer) []string {
+	var out []string
+	for _, p := range o.Layout().Params {
+		if !p.HighPrecision {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// prune removes all but the keep newest complete checkpoints under root
+// (never the one of step current) and staging directories of earlier
+// steps. Failures to remove are ignored: pruning never fails a save.
+func prune(root string, current, keep int) error {
+	dirs, err := stepDirs(root)
+	if err != nil {
+		return nil
+	}
+	var complete []stepDir
+	for _, d := range dirs {
+		switch {
+		case d.staging && d.step < current:
+			os.RemoveAll(filepath.Join(root, d.name))
+		case !d.staging:
+			complete = append(complete, d)
+		}
+	}
+	slices.SortFunc(complete, func(a, b stepDir) int { return b.step - a.step })
+	kept := 0
+	for _, d := range complete {
+		if kept < keep || d.step == current {
+			kept++
+			continue
+		}
+		os.RemoveAll(filepath.Join(root, d.name))
+	}
+	return nil
+}
