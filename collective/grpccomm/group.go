@@ -385,7 +385,11 @@ func peerFailure(rank int, doing string, err error) *failure {
 		}
 		return &failure{rank: culprit, msg: fmt.Sprintf("%s (reported by rank %d)", msg, rank), errs: lost}
 	}
-	return &failure{rank: rank, msg: fmt.Sprintf("peer lost while %s: %v", doing, err), errs: lost}
+	msg := err.Error()
+	if st, ok := status.FromError(err); ok {
+		msg = st.Message()
+	}
+	return &failure{rank: rank, msg: fmt.Sprintf("peer lost (%s): %s", doing, msg), errs: lost}
 }
 
 // endStatus is what this rank's handlers return when they stop: OK after a

@@ -35,7 +35,7 @@ type runState struct {
 	worldSize int            // WORLD_SIZE of the first rank that joined
 	sizes     map[int]int    // WORLD_SIZE registered by each rank
 	nonces    map[int]uint64 // process nonce of each rank that joined
-	left      map[int]bool   // ranks that closed their store
+	left      map[int]bool   // ranks whose attendance stream has ended
 	values    map[string][]byte
 	conflict  string        // set once ranks are found not to form one job
 	changed   chan struct{} // closed and replaced on every change
@@ -86,11 +86,57 @@ func (s *Server) Close() {
 		}
 	}
 	s.mu.Unlock()
-	s.gs.Stop()
+	// Let calls that are answered already get their replies out (the
+	// handlers return at once now), but do not wait for clients.
+	stopped := make(chan struct{})
+	go func() {
+		s.gs.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(time.Second):
+		s.gs.Stop()
+		<-stopped
+	}
 	<-s.done
 }
 
-// waitLeft waits until every rank of run has left (see methodLeave), or
+// waitInformed waits, at most d, until ranks 0..n-1 of run have all tried to
+// join, n being the largest WORLD_SIZE registered: once a conflict is
+// found, that is when every rank has been told.
+func (s *Server) waitInformed(run string, d time.Duration) {
+	expired := time.After(d)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.run(run)
+	for !s.closed {
+		n := 0
+		for _, ws := range r.sizes {
+			n = max(n, ws)
+		}
+		all := true
+		for rank := range n {
+			if _, ok := r.sizes[rank]; !ok {
+				all = false
+			}
+		}
+		if all {
+			return
+		}
+		changed := r.changed
+		s.mu.Unlock()
+		select {
+		case <-changed:
+			s.mu.Lock()
+		case <-expired:
+			s.mu.Lock()
+			return
+		}
+	}
+}
+
+// waitLeft waits until every rank of run has left (see methodAttend), or
 // timeout passes, or the server is closed.
 func (s *Server) waitLeft(run string, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -134,16 +180,12 @@ func (s *Server) handle(ctx context.Context, method string, req *request) (*resp
 	if r.conflict != "" {
 		return nil, status.Error(codes.FailedPrecondition, r.conflict)
 	}
-	if method != methodJoin && method != methodLeave && len(req.Keys) == 0 {
+	if method != methodJoin && len(req.Keys) == 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "%s without a key", method)
 	}
 	switch method {
 	case methodJoin:
 		return s.join(ctx, r, req)
-	case methodLeave:
-		r.left[req.Rank] = true
-		r.notify()
-		return &response{}, nil
 	case methodSet:
 		r.values[req.Keys[0]] = slices.Clone(req.Value)
 		r.notify()
@@ -160,6 +202,26 @@ func (s *Server) handle(ctx context.Context, method string, req *request) (*resp
 		return add(r, req.Keys[0], req.Delta)
 	}
 	return nil, status.Errorf(codes.Unimplemented, "no method %s", method)
+}
+
+// attend serves methodAttend: it acks the rank's first message, waits for
+// the end of the stream and then counts the rank as gone.
+func (s *Server) attend(stream grpc.ServerStream) error {
+	req := new(request)
+	if err := stream.RecvMsg(req); err != nil {
+		return err
+	}
+	if err := stream.SendMsg(&response{}); err != nil {
+		return err
+	}
+	var more request
+	_ = stream.RecvMsg(&more) // returns when the client ends the stream or goes away
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.run(req.Run)
+	r.left[req.Rank] = true
+	r.notify()
+	return nil
 }
 
 // join registers req.Rank in r and waits until every rank has joined.

@@ -27,6 +27,8 @@ type Store struct {
 	cfg    Config
 	cc     *grpc.ClientConn
 	server *Server // the server this rank started (rank 0 under Connect)
+	// stopAttending ends the attendance stream (see methodAttend).
+	stopAttending context.CancelFunc
 
 	mu     sync.Mutex
 	seqs   map[string]int // calls made per sequence name (see Sequence)
@@ -58,6 +60,10 @@ func Connect(ctx context.Context, cfg Config) (*Store, error) {
 	s, err := dial(ctx, cfg, srv)
 	if err != nil {
 		if srv != nil {
+			if errors.Is(err, ErrMembership) {
+				// Keep serving a while so that every rank learns why.
+				srv.waitInformed(cfg.runID(), cfg.closeTimeout())
+			}
 			srv.Close()
 		}
 		return nil, err
@@ -91,7 +97,31 @@ func dial(ctx context.Context, cfg Config, srv *Server) (*Store, error) {
 		_ = cc.Close()
 		return nil, err
 	}
+	if err := s.attend(ctx); err != nil {
+		_ = cc.Close()
+		return nil, s.fail(ctx, fmt.Sprintf("rank %d opening its attendance stream", cfg.Rank), err)
+	}
 	return s, nil
+}
+
+// attend opens the stream that tells the server this rank is there.
+func (s *Store) attend(ctx context.Context) error {
+	actx, cancel := context.WithCancel(context.Background())
+	stop := context.AfterFunc(ctx, cancel) // give up with ctx until the ack
+	defer stop()
+	stream, err := s.cc.NewStream(actx, &serviceDesc.Streams[0], "/"+serviceName+"/"+methodAttend)
+	if err == nil {
+		err = stream.SendMsg(&request{Run: s.cfg.runID(), Rank: s.cfg.Rank})
+	}
+	if err == nil {
+		err = stream.RecvMsg(new(response))
+	}
+	if err != nil {
+		cancel()
+		return err
+	}
+	s.stopAttending = cancel
+	return nil
 }
 
 // join registers this rank and waits for the others.
@@ -157,7 +187,7 @@ func (s *Store) call(ctx context.Context, method string, req *request, opts ...g
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
-	if closed && method != methodLeave {
+	if closed {
 		return nil, ErrClosed
 	}
 	req.Run = s.cfg.runID()
@@ -292,8 +322,8 @@ func (s *Store) Sequence(name string) int {
 
 // Close leaves the run and closes the connection. On the rank that serves
 // the store (rank 0 under Connect), Close first waits until every rank has
-// closed its store, at most Config.CloseTimeout, and then stops the server.
-// Close may be called more than once.
+// closed its store or exited, at most Config.CloseTimeout, and then stops
+// the server. Close may be called more than once.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -302,9 +332,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.closeTimeout())
-	defer cancel()
-	_, _ = s.call(ctx, methodLeave, &request{}, grpc.WaitForReady(false))
+	s.stopAttending()
 	if s.server != nil {
 		s.server.waitLeft(s.cfg.runID(), s.cfg.closeTimeout())
 		s.server.Close()

@@ -15,12 +15,15 @@ const serviceName = "distopt.rendezvous.Store"
 
 // Method names of the service.
 const (
-	methodJoin  = "Join"  // register Rank and WorldSize; wait until all ranks joined
-	methodLeave = "Leave" // record that Rank closed its store
-	methodSet   = "Set"   // Keys[0] = Value
-	methodGet   = "Get"   // value of Keys[0], or NotFound
-	methodWait  = "Wait"  // values of Keys once all exist, or Missing after Timeout
-	methodAdd   = "Add"   // Keys[0] += Delta, returns Counter
+	methodJoin = "Join" // register Rank and WorldSize; wait until all ranks joined
+	methodSet  = "Set"  // Keys[0] = Value
+	methodGet  = "Get"  // value of Keys[0], or NotFound
+	methodWait = "Wait" // values of Keys once all exist, or Missing after Timeout
+	methodAdd  = "Add"  // Keys[0] += Delta, returns Counter
+	// methodAttend is a stream that a rank opens (the server acks its first
+	// message) and keeps open while its store is open: the server counts the
+	// rank as gone when it ends, whether by Close or because the process died.
+	methodAttend = "Attend"
 )
 
 // request is the message of every method; each uses the fields it needs.
@@ -64,6 +67,7 @@ func (jsonCodec) Name() string { return "distopt-rendezvous-json" }
 // handler is what the service desc dispatches to (implemented by *Server).
 type handler interface {
 	handle(ctx context.Context, method string, req *request) (*response, error)
+	attend(stream grpc.ServerStream) error
 }
 
 // serviceDesc describes the service to grpc.Server.RegisterService.
@@ -72,12 +76,19 @@ var serviceDesc = grpc.ServiceDesc{
 	HandlerType: (*handler)(nil),
 	Methods: []grpc.MethodDesc{
 		unaryMethod(methodJoin),
-		unaryMethod(methodLeave),
 		unaryMethod(methodSet),
 		unaryMethod(methodGet),
 		unaryMethod(methodWait),
 		unaryMethod(methodAdd),
 	},
+	Streams: []grpc.StreamDesc{{
+		StreamName:    methodAttend,
+		ClientStreams: true,
+		ServerStreams: true,
+		Handler: func(srv any, stream grpc.ServerStream) error {
+			return srv.(handler).attend(stream)
+		},
+	}},
 }
 
 // unaryMethod returns the descriptor of one method: it decodes a request and
