@@ -50,9 +50,9 @@ type LoadOptions struct {
 // and (same recipe) amax histories, and its FP8 parameters have been cast
 // from the loaded masters and all-gathered; Load then checks that every
 // rank holds the same gathered parameters (else ErrDiverged) and, when the
-// recipe and high-precision type are those of the save, that they are the
-// very bytes gathered when the checkpoint was saved (else ErrVerify). After
-// either error o must not be used.
+// parameters, recipe and high-precision type are those of the save, that
+// they are the very bytes gathered when the checkpoint was saved (else
+// ErrVerify). After either error o must not be used.
 //
 // Every problem found before the state is replaced (a missing, truncated
 // or corrupted file, a newer format, a parameter or configuration that does
@@ -103,10 +103,13 @@ func Load(ctx context.Context, o *optimizer.Optimizer, comm collective.Communica
 			return info, fmt.Errorf("checkpoint: after the load rank %d holds parameters %s, rank 0 %s: %w", r, s, held[0], ErrDiverged)
 		}
 	}
-	if !st.converted && fp8Sum != st.idx.FP8SHA256 {
+	if st.converted || st.subset {
+		return info, nil // the digests saved cover other parameters or another cast
+	}
+	if fp8Sum != st.idx.FP8SHA256 {
 		return info, fmt.Errorf("checkpoint: FP8 parameters recomputed from %s differ from those saved: %w", st.dir, ErrVerify)
 	}
-	if !st.converted && st.idx.Config.HighPrecisionType == o.Config().HighPrecisionType.String() && hpSum != st.idx.HighPrecisionSHA256 {
+	if st.idx.Config.HighPrecisionType == o.Config().HighPrecisionType.String() && hpSum != st.idx.HighPrecisionSHA256 {
 		return info, fmt.Errorf("checkpoint: high-precision parameters recomputed from %s differ from those saved: %w", st.dir, ErrVerify)
 	}
 	return info, nil
@@ -118,6 +121,7 @@ type loadState struct {
 	idx       *index
 	bodySum   string
 	converted bool // another recipe or other high-precision marks
+	subset    bool // the checkpoint holds parameters the optimizer lacks
 	scalars   optimizer.ScalarState
 	reseed    []uint32 // amax bits of each FP8 parameter's local pieces, when histories are seeded
 	pieces    map[pieceKey]*pieceValues
@@ -200,8 +204,11 @@ func (st *loadState) check(o *optimizer.Optimizer, opts LoadOptions) (map[string
 			st.converted = true
 		}
 	}
-	if used != len(idx.Params) && !opts.AllowUnused {
-		return nil, fmt.Errorf("checkpoint: %s holds %d parameters the optimizer does not have (see AllowUnused): %w", st.dir, len(idx.Params)-used, ErrParamMissing)
+	if used != len(idx.Params) {
+		if !opts.AllowUnused {
+			return nil, fmt.Errorf("checkpoint: %s holds %d parameters the optimizer does not have (see AllowUnused): %w", st.dir, len(idx.Params)-used, ErrParamMissing)
+		}
+		st.subset = true
 	}
 	if idx.Config.Recipe != cur.Recipe {
 		if !opts.ConvertRecipe {

@@ -38,14 +38,16 @@ func readRequests(s *shardFile, reqs []request) error {
 		}
 		runs = append(runs, run{first, last})
 	}
+	var buf []byte
 	j := 0
 	for _, rn := range runs {
 		for first := rn.first; first <= rn.last; first += maxRun {
 			last := min(first+maxRun-1, rn.last)
-			data, err := s.readChunks(first, last)
+			data, err := s.readChunks(first, last, buf)
 			if err != nil {
 				return err
 			}
+			buf = data
 			lo, hi := first*s.chunk, first*s.chunk+int64(len(data))
 			for j < len(reqs) && reqs[j].end <= lo {
 				j++

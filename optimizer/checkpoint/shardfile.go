@@ -196,12 +196,16 @@ func (s *shardFile) tensor(name string, dt safetensors.DType, n int) (safetensor
 	return t, nil
 }
 
-// readChunks reads chunks [first, last] of the data section and checks
-// each against its CRC-32C.
-func (s *shardFile) readChunks(first, last int64) ([]byte, error) {
+// readChunks reads chunks [first, last] of the data section into buf
+// (grown if short) and checks each against its CRC-32C. It returns the
+// bytes read, a prefix of buf.
+func (s *shardFile) readChunks(first, last int64, buf []byte) ([]byte, error) {
 	lo := first * s.chunk
 	hi := min((last+1)*s.chunk, s.h.DataLen)
-	buf := make([]byte, hi-lo)
+	if int64(cap(buf)) < hi-lo {
+		buf = make([]byte, hi-lo)
+	}
+	buf = buf[:hi-lo]
 	if _, err := s.f.ReadAt(buf, s.h.DataOffset+lo); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("checkpoint: %s: %w", s.path, ErrTruncated)
