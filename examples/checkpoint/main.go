@@ -1,4 +1,4 @@
-// Command checkpoint trains a small MLP with distopt on d in-process ranks,
+// Command checkpoint trains a small two-layer network with distopt on d in-process ranks,
 // saves a sharded checkpoint half-way, resumes it on a different number of
 // ranks, and checks that the continued run ends bit for bit where an
 // uninterrupted run ends: FP32 masters, Adam moments and the FP8 weights.
@@ -34,7 +34,7 @@ import (
 	"github.com/distopt/distopt/optimizer/checkpoint"
 )
 
-// The model: y = W2 relu(W1 x + b1) + b2, trained to imitate a fixed teacher.
+// The model: y = W2 tanh(W1 x) + b, trained to imitate a fixed teacher.
 const (
 	in, hidden, out = 16, 48, 4
 	batchSize       = 32
@@ -42,9 +42,8 @@ const (
 
 var params = []optimizer.Param{
 	{Name: "w1", Shape: []int{hidden, in}},
-	{Name: "b1", Shape: []int{hidden}, HighPrecision: true, NoDecay: true},
 	{Name: "w2", Shape: []int{out, hidden}},
-	{Name: "b2", Shape: []int{out}, HighPrecision: true, NoDecay: true},
+	{Name: "b", Shape: []int{out}, HighPrecision: true, NoDecay: true},
 }
 
 type weights map[string][]float32
@@ -78,63 +77,58 @@ func config() optimizer.Config {
 	}
 }
 
-// forward returns the outputs and the hidden activations of a batch.
-func forward(w weights, x []float32) (y, h []float32) {
-	n := len(x) / in
-	h, y = make([]float32, n*hidden), make([]float32, n*out)
-	for b := range n {
-		for j := range hidden {
-			s := w["b1"][j]
-			for k := range in {
-				s += w["w1"][j*in+k] * x[b*in+k]
-			}
-			h[b*hidden+j] = max(s, 0)
+// matVec sets dst = m v for the row-major len(dst) x len(v) matrix m.
+func matVec(dst, m, v []float32) {
+	for i := range dst {
+		var s float32
+		for j, x := range v {
+			s += m[i*len(v)+j] * x
 		}
-		for j := range out {
-			s := w["b2"][j]
-			for k := range hidden {
-				s += w["w2"][j*hidden+k] * h[b*hidden+k]
-			}
-			y[b*out+j] = s
-		}
+		dst[i] = s
 	}
-	return y, h
 }
 
 // gradients returns the mean squared error of w on the batch of step and
 // its gradient.
 func gradients(w weights, step int) (float64, weights) {
 	r := rand.New(rand.NewPCG(uint64(step), 9))
-	x := make([]float32, batchSize*in)
-	for i := range x {
-		x[i] = float32(r.NormFloat64())
-	}
-	want, _ := forward(teacher, x)
-	y, h := forward(w, x)
 	g := weights{}
 	for _, p := range params {
 		g[p.Name] = make([]float32, len(w[p.Name]))
 	}
+	x, a, h := make([]float32, in), make([]float32, hidden), make([]float32, hidden)
+	y, want, th := make([]float32, out), make([]float32, out), make([]float32, hidden)
+	dh := make([]float32, hidden)
 	loss := 0.0
-	for b := range batchSize {
-		dh := make([]float32, hidden)
-		for j := range out {
-			e := y[b*out+j] - want[b*out+j]
+	for range batchSize {
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		matVec(th, teacher["w1"], x)
+		for i := range th {
+			th[i] = float32(math.Tanh(float64(th[i])))
+		}
+		matVec(want, teacher["w2"], th)
+		matVec(a, w["w1"], x)
+		for i := range a {
+			h[i] = float32(math.Tanh(float64(a[i])))
+		}
+		matVec(y, w["w2"], h)
+		clear(dh)
+		for i := range y {
+			e := y[i] + w["b"][i] - want[i]
 			loss += float64(e * e)
 			d := 2 * e / batchSize
-			g["b2"][j] += d
-			for k := range hidden {
-				g["w2"][j*hidden+k] += d * h[b*hidden+k]
-				dh[k] += d * w["w2"][j*hidden+k]
+			g["b"][i] += d
+			for j := range h {
+				g["w2"][i*hidden+j] += d * h[j]
+				dh[j] += d * w["w2"][i*hidden+j]
 			}
 		}
-		for j := range hidden {
-			if h[b*hidden+j] <= 0 {
-				continue
-			}
-			g["b1"][j] += dh[j]
-			for k := range in {
-				g["w1"][j*in+k] += dh[j] * x[b*in+k]
+		for j := range dh {
+			d := dh[j] * (1 - h[j]*h[j])
+			for k := range x {
+				g["w1"][j*in+k] += d * x[k]
 			}
 		}
 	}
