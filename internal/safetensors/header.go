@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -280,10 +281,7 @@ func Parse(js []byte) (*Header, error) {
 		return nil, bad("%d bytes after the header object", len(rest))
 	}
 	slices.SortStableFunc(h.Tensors, func(a, b Tensor) int {
-		if a.Begin != b.Begin {
-			return cmpInt64(a.Begin, b.Begin)
-		}
-		return cmpInt64(a.End, b.End)
+		return cmp.Or(cmp.Compare(a.Begin, b.Begin), cmp.Compare(a.End, b.End))
 	})
 	for _, t := range h.Tensors {
 		if t.Begin != h.DataLen {
@@ -293,14 +291,4 @@ func Parse(js []byte) (*Header, error) {
 	}
 	h.index()
 	return h, nil
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/distopt/distopt/internal/safetensors"
@@ -22,7 +23,7 @@ type request struct {
 // at most maxRunBytes, checks each chunk's CRC-32C, and decodes the
 // requested bytes. Nothing beyond the chunks touched is read.
 func readRequests(s *shardFile, reqs []request) error {
-	slices.SortFunc(reqs, func(a, b request) int { return cmpInt64(a.begin, b.begin) })
+	slices.SortFunc(reqs, func(a, b request) int { return cmp.Compare(a.begin, b.begin) })
 	maxRun := max(1, maxRunBytes/s.chunk)
 	// Chunk runs: the merged chunk intervals of the requests, split at maxRun.
 	type run struct{ first, last int64 }
@@ -64,14 +65,4 @@ func readRequests(s *shardFile, reqs []request) error {
 		}
 	}
 	return nil
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
