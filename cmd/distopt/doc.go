@@ -1,0 +1,35 @@
+// Command distopt is the command-line tool of distopt.
+//
+// Usage:
+//
+//	distopt COMMAND [ARGUMENTS]
+//
+// Commands:
+//
+//	run    start the ranks of a job on this host, torchrun style
+//
+// # distopt run
+//
+//	distopt run --nproc-per-node N [--nnodes M --node-rank K]
+//	    [--master-addr A] [--master-port P] [--run-id ID] [--grace D] -- PROGRAM ARGS...
+//
+// run starts N copies of PROGRAM, the ranks K*N ... K*N+N-1 of a job of
+// M*N ranks, each with the environment that rendezvous.FromEnv reads:
+// RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+// and DISTOPT_RUN_ID. On one host (M = 1) the master address defaults to
+// 127.0.0.1 and the port to a free one; with several hosts, run once per
+// host with the same --nnodes, --master-addr and --master-port (rank 0's
+// host and a port free there) and --node-rank 0 .. M-1.
+//
+// Every line a rank writes is prefixed with "[rank R] " (standard output to
+// standard output, standard error to standard error). SIGINT and SIGTERM are
+// forwarded to every rank (each rank runs in its own process group; a second
+// signal kills them). When a rank exits with a non-zero status, run sends
+// SIGTERM to the other ranks, SIGKILL to those still running after the
+// grace period (--grace, default 10s), and exits with that rank's status
+// (128+N for a rank killed by signal N). When all ranks succeed it exits 0.
+//
+// Example, four ranks of the CPU example on one host:
+//
+//	distopt run --nproc-per-node 4 -- go run ./examples/cpu
+package main

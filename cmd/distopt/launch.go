@@ -1,0 +1,148 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/distopt/distopt/collective/rendezvous"
+)
+
+// launcher runs the ranks of one host and supervises them.
+type launcher struct {
+	stdout, stderr io.Writer
+	grace          time.Duration // between SIGTERM and SIGKILL
+}
+
+// rankProc is one started rank.
+type rankProc struct {
+	rank     int
+	cmd      *exec.Cmd
+	out, err *prefixer
+	exited   bool
+}
+
+// exit is the end of one rank.
+type exit struct {
+	p      *rankProc
+	status int // exit status; 128+N when killed by signal N
+	err    error
+}
+
+// run starts program once per configuration and waits for all ranks (see
+// the package documentation for the rules). It returns the exit status of
+// `distopt run`.
+func (l *launcher) run(program []string, cfgs []rendezvous.Config) int {
+	stdout, stderr := &syncWriter{w: l.stdout}, &syncWriter{w: l.stderr}
+	logf := func(format string, args ...any) {
+		stderr.write(fmt.Appendf(nil, "distopt run: "+format+"\n", args...))
+	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	exits := make(chan exit, len(cfgs))
+	var procs []*rankProc
+	signalAll := func(sig syscall.Signal) {
+		for _, p := range procs {
+			if !p.exited {
+				// The rank leads its own process group: reach its children too.
+				_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+			}
+		}
+	}
+	for _, cfg := range cfgs {
+		p, err := l.start(program, cfg, stdout, stderr)
+		if err != nil {
+			logf("starting rank %d: %v", cfg.Rank, err)
+			signalAll(syscall.SIGKILL)
+			for range procs {
+				<-exits
+			}
+			if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+				return 127
+			}
+			return 1
+		}
+		procs = append(procs, p)
+		go func() {
+			err := p.cmd.Wait()
+			p.out.flush()
+			p.err.flush()
+			exits <- exit{p: p, status: exitStatus(p.cmd.ProcessState), err: err}
+		}()
+	}
+
+	status, failed, signalled := 0, false, false
+	var kill <-chan time.Time
+	for running := len(procs); running > 0; {
+		select {
+		case e := <-exits:
+			running--
+			e.p.exited = true
+			if e.status == 0 || failed {
+				continue
+			}
+			failed, status = true, e.status
+			how := ""
+			if e.status > 128 && e.err != nil {
+				how = " (" + e.err.Error() + ")"
+			}
+			logf("rank %d exited with status %d%s; stopping the other ranks", e.p.rank, e.status, how)
+			if running > 0 {
+				signalAll(syscall.SIGTERM)
+				kill = time.After(l.grace)
+			}
+		case sig := <-sigs:
+			if signalled {
+				logf("second signal (%v): killing every rank", sig)
+				signalAll(syscall.SIGKILL)
+				continue
+			}
+			signalled = true
+			logf("forwarding %v to every rank", sig)
+			signalAll(sig.(syscall.Signal))
+		case <-kill:
+			logf("ranks still running %v after SIGTERM: killing them", l.grace)
+			signalAll(syscall.SIGKILL)
+		}
+	}
+	return status
+}
+
+// start starts the rank of cfg.
+func (l *launcher) start(program []string, cfg rendezvous.Config, stdout, stderr *syncWriter) (*rankProc, error) {
+	prefix := fmt.Sprintf("[rank %d] ", cfg.Rank)
+	p := &rankProc{rank: cfg.Rank, out: newPrefixer(stdout, prefix), err: newPrefixer(stderr, prefix)}
+	p.cmd = exec.Command(program[0], program[1:]...)
+	// Later entries win: the job's variables replace inherited ones.
+	p.cmd.Env = append(os.Environ(), cfg.Environ()...)
+	p.cmd.Stdin = nil
+	p.cmd.Stdout = p.out
+	p.cmd.Stderr = p.err
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Output still open after the rank exits (a child of the rank holding
+	// it) is not waited for long.
+	p.cmd.WaitDelay = time.Second
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// exitStatus is the status a shell would report for st: the exit code, or
+// 128+N for a process killed by signal N.
+func exitStatus(st *os.ProcessState) int {
+	if st == nil {
+		return 1
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return st.ExitCode()
+}

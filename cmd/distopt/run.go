@@ -1,0 +1,133 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/distopt/distopt/collective/rendezvous"
+)
+
+func init() {
+	commands["run"] = command{summary: "start the ranks of a job on this host (torchrun style)", run: runCommand}
+}
+
+// runOptions are the arguments of `distopt run`.
+type runOptions struct {
+	nproc, nnodes, nodeRank int
+	masterAddr              string
+	masterPort              int
+	runID                   string
+	grace                   time.Duration
+	program                 []string
+}
+
+// runCommand is `distopt run`.
+func runCommand(args []string) int {
+	o, err := parseRun(args, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "distopt run: %v\n", err)
+		return 2
+	}
+	cfgs, err := o.configs()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "distopt run: %v\n", err)
+		return 2
+	}
+	l := &launcher{stdout: os.Stdout, stderr: os.Stderr, grace: o.grace}
+	return l.run(o.program, cfgs)
+}
+
+// parseRun parses the arguments of `distopt run`.
+func parseRun(args []string, stderr io.Writer) (runOptions, error) {
+	var o runOptions
+	fs := flag.NewFlagSet("distopt run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&o.nproc, "nproc-per-node", 0, "number of ranks to start on this host (required)")
+	fs.IntVar(&o.nnodes, "nnodes", 1, "number of hosts")
+	fs.IntVar(&o.nodeRank, "node-rank", 0, "index of this host, in [0, nnodes)")
+	fs.StringVar(&o.masterAddr, "master-addr", "", "address of rank 0's host (default 127.0.0.1 on one host; required with several)")
+	fs.IntVar(&o.masterPort, "master-port", 0, "port of rank 0's store (default a free port on one host; required with several)")
+	fs.StringVar(&o.runID, "run-id", "", "name of the run (default random on one host, derived from the master address with several)")
+	fs.DurationVar(&o.grace, "grace", 10*time.Second, "how long stopped ranks get between SIGTERM and SIGKILL")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: distopt run --nproc-per-node N [--nnodes M --node-rank K] [--master-addr A] [--master-port P] -- PROGRAM ARGS...")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.program = fs.Args()
+	switch {
+	case len(o.program) == 0:
+		return o, errors.New("no program to run (distopt run [flags] -- PROGRAM ARGS...)")
+	case o.nproc < 1:
+		return o, fmt.Errorf("--nproc-per-node=%d, want >= 1", o.nproc)
+	case o.nnodes < 1:
+		return o, fmt.Errorf("--nnodes=%d, want >= 1", o.nnodes)
+	case o.nodeRank < 0 || o.nodeRank >= o.nnodes:
+		return o, fmt.Errorf("--node-rank=%d is not in [0, %d)", o.nodeRank, o.nnodes)
+	case o.nnodes > 1 && (o.masterAddr == "" || o.masterPort == 0):
+		return o, errors.New("with --nnodes > 1, --master-addr and --master-port are required (rank 0's host and a free port there)")
+	case o.grace < 0:
+		return o, fmt.Errorf("--grace=%v is negative", o.grace)
+	}
+	return o, nil
+}
+
+// configs returns the configuration of each rank of this host, picking the
+// defaults left open.
+func (o runOptions) configs() ([]rendezvous.Config, error) {
+	addr, port, runID := o.masterAddr, o.masterPort, o.runID
+	if addr == "" {
+		addr = "127.0.0.1"
+	}
+	if port == 0 {
+		var err error
+		if port, err = freePort(); err != nil {
+			return nil, fmt.Errorf("finding a free port: %w", err)
+		}
+	}
+	if runID == "" {
+		if o.nnodes > 1 {
+			// Every host must derive the same id.
+			runID = "distopt-" + net.JoinHostPort(addr, strconv.Itoa(port))
+		} else {
+			var b [8]byte
+			_, _ = rand.Read(b[:])
+			runID = "distopt-" + hex.EncodeToString(b[:])
+		}
+	}
+	cfgs := make([]rendezvous.Config, o.nproc)
+	for i := range cfgs {
+		cfgs[i] = rendezvous.Config{
+			Rank: o.nodeRank*o.nproc + i, WorldSize: o.nnodes * o.nproc,
+			LocalRank: i, LocalWorldSize: o.nproc,
+			MasterAddr: addr, MasterPort: port, RunID: runID,
+		}
+		if err := cfgs[i].Validate(); err != nil {
+			return nil, err
+		}
+	}
+	return cfgs, nil
+}
+
+// freePort returns a TCP port that no process listened on a moment ago.
+func freePort() (int, error) {
+	lis, err := net.Listen("tcp", ":0")
+	if err != nil {
+		return 0, err
+	}
+	defer lis.Close()
+	return lis.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,393 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/distopt/distopt/collective/collectivetest"
+	"github.com/distopt/distopt/collective/grpccomm"
+	"github.com/distopt/distopt/collective/rendezvous"
+)
+
+// The tests run this test binary as the launcher (testMainEnv set: it runs
+// main's dispatch) and as the program it launches (first argument "child":
+// see child).
+const testMainEnv = "DISTOPT_TEST_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(testMainEnv) == "1" {
+		if len(os.Args) > 1 && os.Args[1] == "child" {
+			os.Exit(child(os.Args[2:]))
+		}
+		os.Exit(dispatch(os.Args[1:], os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// child is a launched rank. Behaviours (args[0]):
+//
+//	env           print the job's variables, a line on stderr, a partial line
+//	exit R C      rank R exits with status C after 100 ms (C < 0: kills itself
+//	              with signal -C); the others wait
+//	stubborn R C  as exit, but the others ignore SIGTERM
+//	wait          print "ready", exit 143 on SIGTERM or 130 on SIGINT
+//	collective    run the collectivetest suite over grpccomm
+func child(args []string) int {
+	rank, _ := strconv.Atoi(os.Getenv("RANK"))
+	fmt.Printf("pid %d\n", os.Getpid())
+	switch args[0] {
+	case "env":
+		for _, k := range []string{"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "DISTOPT_RUN_ID"} {
+			fmt.Printf("%s=%s\n", k, os.Getenv(k))
+		}
+		fmt.Fprintln(os.Stderr, "to stderr")
+		fmt.Print("no newline")
+		return 0
+	case "exit", "stubborn":
+		r, _ := strconv.Atoi(args[1])
+		code, _ := strconv.Atoi(args[2])
+		if rank == r {
+			time.Sleep(100 * time.Millisecond)
+			if code < 0 {
+				_ = syscall.Kill(os.Getpid(), syscall.Signal(-code))
+				time.Sleep(time.Minute)
+			}
+			return code
+		}
+		if args[0] == "stubborn" {
+			signal.Ignore(syscall.SIGTERM)
+		}
+		fmt.Println("waiting")
+		time.Sleep(time.Minute)
+		return 0
+	case "wait":
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+		fmt.Println("ready")
+		select {
+		case sig := <-sigs:
+			fmt.Printf("got %v\n", sig)
+			return 128 + int(sig.(syscall.Signal))
+		case <-time.After(time.Minute):
+			return 0
+		}
+	case "collective":
+		cfg, err := rendezvous.FromEnv()
+		if err != nil {
+			fmt.Println(err)
+			return 3
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		store, err := rendezvous.Connect(ctx, cfg)
+		if err != nil {
+			fmt.Println(err)
+			return 4
+		}
+		defer store.Close()
+		c, err := grpccomm.New(ctx, store, grpccomm.Config{})
+		if err != nil {
+			fmt.Println(err)
+			return 5
+		}
+		defer c.Close()
+		if err := collectivetest.RunRank(ctx, c, 11, collectivetest.Options{LargeBytes: 128 << 10}); err != nil {
+			fmt.Println(err)
+			return 6
+		}
+		fmt.Println("suite passed")
+		return 0
+	}
+	return 2
+}
+
+// launched is a `distopt run` started by a test.
+type launched struct {
+	cmd            *exec.Cmd
+	stdout, stderr *lineBuffer
+	done           chan struct{}
+}
+
+// launch starts `distopt run ARGS -- <this binary> child CHILD...`.
+func launch(t *testing.T, args []string, childArgs ...string) *launched {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := append(append(append([]string{"run"}, args...), "--", exe, "child"), childArgs...)
+	l := &launched{cmd: exec.Command(exe, full...), stdout: newLineBuffer(), stderr: newLineBuffer(), done: make(chan struct{})}
+	l.cmd.Env = append(os.Environ(), testMainEnv+"=1")
+	l.cmd.Stdout, l.cmd.Stderr = l.stdout, l.stderr
+	if err := l.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_ = l.cmd.Wait()
+		close(l.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-l.done:
+		default:
+			_ = l.cmd.Process.Kill()
+			<-l.done
+		}
+	})
+	return l
+}
+
+// wait waits for the launcher to exit and returns its status.
+func (l *launched) wait(t *testing.T, d time.Duration) int {
+	t.Helper()
+	select {
+	case <-l.done:
+	case <-time.After(d):
+		_ = l.cmd.Process.Kill()
+		<-l.done
+		t.Fatalf("distopt run did not exit within %v\nstdout:\n%s\nstderr:\n%s", d, l.stdout, l.stderr)
+	}
+	return l.cmd.ProcessState.ExitCode()
+}
+
+// pids returns the pids that the ranks printed.
+func (l *launched) pids() []int {
+	var pids []int
+	for _, line := range l.stdout.lines() {
+		var rank, pid int
+		if n, _ := fmt.Sscanf(line, "[rank %d] pid %d", &rank, &pid); n == 2 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// checkGone fails t if one of pids still exists.
+func checkGone(t *testing.T, pids []int) {
+	t.Helper()
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
+			t.Errorf("rank process %d still exists (kill 0: %v)", pid, err)
+		}
+	}
+}
+
+func TestRunEnvironmentAndPrefixes(t *testing.T) {
+	l := launch(t, []string{"--nproc-per-node", "3"}, "env")
+	if status := l.wait(t, 30*time.Second); status != 0 {
+		t.Fatalf("status %d\nstderr:\n%s", status, l.stderr)
+	}
+	out := l.stdout.lines()
+	var port, run string
+	for r := range 3 {
+		p := fmt.Sprintf("[rank %d] ", r)
+		want := []string{p + "RANK=" + strconv.Itoa(r), p + "WORLD_SIZE=3", p + "LOCAL_RANK=" + strconv.Itoa(r),
+			p + "LOCAL_WORLD_SIZE=3", p + "MASTER_ADDR=127.0.0.1", p + "no newline"}
+		for _, w := range want {
+			if !slices.Contains(out, w) {
+				t.Errorf("no line %q in stdout:\n%s", w, l.stdout)
+			}
+		}
+		for _, line := range out {
+			if v, ok := strings.CutPrefix(line, p+"MASTER_PORT="); ok {
+				if port != "" && v != port {
+					t.Errorf("ranks got ports %s and %s", port, v)
+				}
+				if n, err := strconv.Atoi(v); err != nil || n < 1 || n > 65535 {
+					t.Errorf("MASTER_PORT=%q", v)
+				}
+				port = v
+			}
+			if v, ok := strings.CutPrefix(line, p+"DISTOPT_RUN_ID="); ok {
+				if run != "" && v != run || v == "" {
+					t.Errorf("ranks got run ids %q and %q", run, v)
+				}
+				run = v
+			}
+		}
+		if !slices.Contains(l.stderr.lines(), p+"to stderr") {
+			t.Errorf("no %q in stderr:\n%s", p+"to stderr", l.stderr)
+		}
+	}
+	prefixed := regexp.MustCompile(`^\[rank [0-2]\] `)
+	for _, line := range out {
+		if !prefixed.MatchString(line) {
+			t.Errorf("stdout line without a rank prefix: %q", line)
+		}
+	}
+	checkGone(t, l.pids())
+}
+
+func TestRunMultiNodeEnvironment(t *testing.T) {
+	l := launch(t, []string{"--nproc-per-node", "2", "--nnodes", "3", "--node-rank", "1", "--master-addr", "10.1.2.3", "--master-port", "4567"}, "env")
+	if status := l.wait(t, 30*time.Second); status != 0 {
+		t.Fatalf("status %d\nstderr:\n%s", status, l.stderr)
+	}
+	for i, r := range []int{2, 3} {
+		p := fmt.Sprintf("[rank %d] ", r)
+		for _, w := range []string{p + "WORLD_SIZE=6", p + "LOCAL_RANK=" + strconv.Itoa(i), p + "LOCAL_WORLD_SIZE=2",
+			p + "MASTER_ADDR=10.1.2.3", p + "MASTER_PORT=4567", p + "DISTOPT_RUN_ID=distopt-10.1.2.3:4567"} {
+			if !slices.Contains(l.stdout.lines(), w) {
+				t.Errorf("no line %q in stdout:\n%s", w, l.stdout)
+			}
+		}
+	}
+}
+
+func TestRunFailureStopsOthers(t *testing.T) {
+	tests := []struct {
+		name   string
+		child  []string
+		status int
+		log    string // in the launcher's stderr
+		within time.Duration
+	}{
+		{"exit status", []string{"exit", "1", "3"}, 3, "rank 1 exited with status 3; stopping the other ranks", 10 * time.Second},
+		{"killed by signal", []string{"exit", "2", "-9"}, 137, "rank 2 exited with status 137 (signal: killed)", 10 * time.Second},
+		{"others ignore SIGTERM", []string{"stubborn", "0", "5"}, 5, "ranks still running 500ms after SIGTERM: killing them", 10 * time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			l := launch(t, []string{"--nproc-per-node", "3", "--grace", "500ms"}, tc.child...)
+			status := l.wait(t, 30*time.Second)
+			if status != tc.status {
+				t.Errorf("status %d, want %d\nstderr:\n%s", status, tc.status, l.stderr)
+			}
+			if !strings.Contains(l.stderr.String(), tc.log) {
+				t.Errorf("stderr lacks %q:\n%s", tc.log, l.stderr)
+			}
+			if took := time.Since(start); took > tc.within {
+				t.Errorf("took %v (the others sleep a minute)", took)
+			}
+			if pids := l.pids(); len(pids) != 3 {
+				t.Errorf("got pids %v of 3 ranks\n%s", pids, l.stdout)
+			} else {
+				checkGone(t, pids)
+			}
+		})
+	}
+}
+
+func TestRunForwardsSignals(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			l := launch(t, []string{"--nproc-per-node", "2"}, "wait")
+			deadline := time.Now().Add(30 * time.Second)
+			for strings.Count(l.stdout.String(), "] ready") < 2 {
+				if time.Now().After(deadline) {
+					t.Fatalf("ranks not ready:\n%s", l.stdout)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if err := l.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			status := l.wait(t, 30*time.Second)
+			if want := 128 + int(sig); status != want {
+				t.Errorf("status %d, want %d\nstderr:\n%s", status, want, l.stderr)
+			}
+			for r := range 2 {
+				if w := fmt.Sprintf("[rank %d] got %v", r, sig); !slices.Contains(l.stdout.lines(), w) {
+					t.Errorf("no %q in stdout:\n%s", w, l.stdout)
+				}
+			}
+			checkGone(t, l.pids())
+		})
+	}
+}
+
+func TestRunCollectiveSuite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the collective suite in 3 processes")
+	}
+	l := launch(t, []string{"--nproc-per-node", "3"}, "collective")
+	if status := l.wait(t, 90*time.Second); status != 0 {
+		t.Fatalf("status %d\nstdout:\n%s\nstderr:\n%s", status, l.stdout, l.stderr)
+	}
+	for r := range 3 {
+		if w := fmt.Sprintf("[rank %d] suite passed", r); !slices.Contains(l.stdout.lines(), w) {
+			t.Errorf("no %q in stdout:\n%s", w, l.stdout)
+		}
+	}
+}
+
+func TestRunUsageErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--", "true"}, "--nproc-per-node=0, want >= 1"},
+		{[]string{"--nproc-per-node", "2"}, "no program to run"},
+		{[]string{"--nproc-per-node", "2", "--nnodes", "2", "--", "true"}, "--master-addr and --master-port are required"},
+		{[]string{"--nproc-per-node", "2", "--nnodes", "2", "--node-rank", "2", "--master-addr", "h", "--master-port", "1", "--", "true"}, "--node-rank=2 is not in [0, 2)"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, err := parseRun(tc.args, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("parseRun: %v, want %q", err, tc.want)
+			}
+		})
+	}
+	var stderr bytes.Buffer
+	if status := dispatch([]string{"nosuch"}, &stderr); status != 2 || !strings.Contains(stderr.String(), `unknown command "nosuch"`) || !strings.Contains(stderr.String(), "run ") {
+		t.Errorf("dispatch(nosuch) = %d, %q", status, stderr.String())
+	}
+}
+
+func TestRunProgramNotFound(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "run", "--nproc-per-node", "2", "--", "/nonexistent/program")
+	cmd.Env = append(os.Environ(), testMainEnv+"=1")
+	out, _ := cmd.CombinedOutput()
+	if cmd.ProcessState.ExitCode() != 127 || !strings.Contains(string(out), "starting rank 0") {
+		t.Errorf("status %d, output %q", cmd.ProcessState.ExitCode(), out)
+	}
+}
+
+// lineBuffer collects output; safe for concurrent use.
+type lineBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func newLineBuffer() *lineBuffer { return &lineBuffer{} }
+
+func (b *lineBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lineBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *lineBuffer) lines() []string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(b.String()))
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	return out
+}
