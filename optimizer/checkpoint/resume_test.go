@@ -50,3 +50,25 @@ func TestResume(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyShards saves a model so small that most of 8 ranks own no piece
+// (their files hold no tensor) and loads it at 2 and back at 8.
+func TestEmptyShards(t *testing.T) {
+	params := []optimizer.Param{{Name: "a", Shape: []int{3}}, {Name: "b", Shape: []int{2}, HighPrecision: true}}
+	cfg := testConfigs()["E4M3 delayed"]
+	src := newCluster(t, 8, params, cfg, optimizer.FromMap(weights(params, 1)))
+	src.train(0, 2)
+	saved := src.snapshot()
+	root := t.TempDir()
+	src.save(root, SaveOptions{})
+	if _, err := Verify(root); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []int{2, 8} {
+		dst := newCluster(t, d, params, cfg, optimizer.FromMap(weights(params, 2)))
+		dst.must(dst.load(root, LoadOptions{}))
+		if diff := diffState(saved, dst.snapshot()); diff != "" {
+			t.Fatalf("d=%d: %s", d, diff)
+		}
+	}
+}

@@ -13,6 +13,12 @@ import (
 	"github.com/distopt/distopt/optimizer"
 )
 
+// saveCheck is what ranks compare before a save.
+type saveCheck struct {
+	State string `json:"state"` // step and parameter digests
+	Masks []byte `json:"masks"` // per FP8 parameter, the cast-scale candidates this rank confirms
+}
+
 // SaveOptions tune Save. The zero value takes the defaults.
 type SaveOptions struct {
 	// ChunkBytes is the size of the checksummed chunks of every shard
@@ -70,21 +76,36 @@ func Save(ctx context.Context, o *optimizer.Optimizer, comm collective.Communica
 	staging := final + stagingSuffix
 	info := Info{Dir: final, Step: step, World: world}
 
-	// 1. Read the state; check that every rank holds the same parameters.
+	// 1. Read the state; check that every rank holds the same parameters;
+	// find the exact cast scales of delayed scaling (see castscale.go).
 	pieces, err := o.ReadPieces()
 	var fp8Sum, hpSum string
+	var cands [][]float32
+	var check saveCheck
 	if err == nil {
 		fp8Sum, hpSum, err = paramDigests(o)
 	}
-	sums, err := g.agree(ctx, err, fmt.Sprintf("%d %s %s", step, fp8Sum, hpSum))
+	if err == nil {
+		cands, check.Masks, err = castScaleMasks(o, pieces)
+	}
+	check.State = fmt.Sprintf("%d %s %s", step, fp8Sum, hpSum)
+	mine, _ := json.Marshal(check) // strings and bytes always marshal
+	checks, err := g.agree(ctx, err, string(mine))
 	if err != nil {
 		return info, err
 	}
-	for r, s := range sums {
-		if s != sums[0] {
-			return info, fmt.Errorf("checkpoint: rank %d holds step and parameters %q, rank 0 %q; not saving: %w", r, s, sums[0], ErrDiverged)
+	masks := make([][]byte, len(checks))
+	for r, s := range checks {
+		var c saveCheck
+		if err := json.Unmarshal([]byte(s), &c); err != nil || len(c.Masks) != len(cands) {
+			return info, fmt.Errorf("checkpoint: rank %d sent %q: %w", r, s, ErrRemote)
 		}
+		if c.State != check.State {
+			return info, fmt.Errorf("checkpoint: rank %d holds step and parameters %q, this rank %q; not saving: %w", r, c.State, check.State, ErrDiverged)
+		}
+		masks[r] = c.Masks
 	}
+	castScales := exactCastScales(o.Scalars().CastScales, cands, masks)
 
 	// 2. Rank 0 makes a fresh staging directory.
 	err = nil
@@ -108,7 +129,7 @@ func Save(ctx context.Context, o *optimizer.Optimizer, comm collective.Communica
 
 	// 4. Rank 0 writes the index, renames the directory, moves latest.
 	if rank == 0 {
-		err = finish(root, final, staging, o, recs, fp8Sum, hpSum, opts)
+		err = finish(root, final, staging, o, recs, castScales, fp8Sum, hpSum, opts)
 	}
 	_, err = g.agree(ctx, err, "")
 	return info, err
@@ -137,13 +158,13 @@ func prepare(root, final, staging string) error {
 
 // finish writes the index into the staging directory, renames it to final
 // and points latest at it; then prunes.
-func finish(root, final, staging string, o *optimizer.Optimizer, recs []string, fp8Sum, hpSum string, opts SaveOptions) error {
+func finish(root, final, staging string, o *optimizer.Optimizer, recs []string, castScales []float32, fp8Sum, hpSum string, opts SaveOptions) error {
 	l := o.Layout()
 	idx := &index{
 		Step:                o.StepCount(),
 		World:               l.World,
 		Config:              configIndex(o.Config()),
-		Scalars:             scalarIndex(o),
+		Scalars:             scalarIndex(o, castScales),
 		FP8SHA256:           fp8Sum,
 		HighPrecisionSHA256: hpSum,
 	}
@@ -194,8 +215,8 @@ func finish(root, final, staging string, o *optimizer.Optimizer, recs []string, 
 	return nil
 }
 
-// scalarIndex records the scalar state of o.
-func scalarIndex(o *optimizer.Optimizer) scalarRecord {
+// scalarIndex records the scalar state of o, with the given cast scales.
+func scalarIndex(o *optimizer.Optimizer, castScales []float32) scalarRecord {
 	s := o.Scalars()
 	rec := scalarRecord{Step: s.Step, LossScale: s.LossScale, LossScaleGood: s.LossScaleGood}
 	if len(s.AmaxHistories) == 0 {
@@ -208,7 +229,7 @@ func scalarIndex(o *optimizer.Optimizer) scalarRecord {
 			bits[k] = math.Float32bits(a)
 		}
 		rec.AmaxHistory[name] = bits
-		rec.CastScale[name] = math.Float32bits(s.CastScales[i])
+		rec.CastScale[name] = math.Float32bits(castScales[i])
 	}
 	return rec
 }
