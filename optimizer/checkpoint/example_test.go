@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/distopt/distopt/collective"
@@ -79,6 +80,16 @@ func Example() {
 		return nil
 	})
 
+	latest, err := checkpoint.Latest(root)
+	if err != nil {
+		log.Fatal(err)
+	}
+	info, err := checkpoint.Verify(latest) // every byte, offline
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("latest is %s, verified: step %d, %d shard files\n", filepath.Base(latest), info.Step, info.World)
+
 	onRanks(3, func(ctx context.Context, comm collective.Communicator) error {
 		zeros := optimizer.FromMap(map[string][]float32{"w": make([]float32, 64*48), "b": make([]float32, 48)})
 		o, err := optimizer.New(ctx, comm, optimizer.NewCPU(1), params, zeros, optimizer.Config{})
@@ -97,5 +108,6 @@ func Example() {
 	})
 	// Output:
 	// saved step 3 from 2 ranks
+	// latest is step-00000003, verified: step 3, 2 shard files
 	// rank 2 of 3 resumed at step 3, FP8 weights as saved: true
 }
