@@ -1,0 +1,338 @@
+package nccl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/nccl"
+)
+
+// Comm is one rank's NCCL communicator. It implements
+// collective.Communicator for device buffers of its GPU.
+type Comm struct {
+	rank, size int
+	cfg        Config
+	dev        *cuda.Device
+	lib        *nccl.Library
+	stream     *cuda.Stream // the communication stream
+	kern       *kernels
+	pl         planner
+	prefix     string // of this communicator's keys in the store
+	barrier    cuda.DevicePtr
+	release    func() error // closes what Join opened; nil for New
+
+	// Touched only on the device's worker thread (inside dev.Do).
+	nc         *nccl.Comm // nil once aborted or destroyed
+	scratch    cuda.DevicePtr
+	scratchLen int
+	retired    []cuda.DevicePtr
+
+	mu      sync.Mutex
+	failure *failure // the first failure; nil while healthy
+	closed  bool
+	queue   []*Work            // started, not yet handed to NCCL
+	live    map[*Work]struct{} // started, not yet finished by Wait
+	pool    []*cuda.Event      // events free for reuse
+	events  []*cuda.Event      // every event created
+
+	kick    chan struct{} // wakes the issuer
+	failedc chan struct{} // closed at the first failure
+	stopc   chan struct{} // closed by Close
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+var _ collective.Communicator = (*Comm)(nil)
+
+// New creates this rank's communicator: rank cfg.Store.Rank() of
+// cfg.Store.Size(), on cfg.Device. Every rank calls it at about the same
+// time, and creates its communicators in the same order. Rank 0 creates the
+// NCCL unique id and stores it; the others wait for it. NCCL is opened with
+// nccl.Default (libnccl.so.2 or $NCCL_LIBRARY) and initialized
+// non-blocking: when ctx ends first, the half-built communicator is aborted
+// and the error wraps ctx.Err().
+//
+// Errors wrap nccl.ErrNoLibrary or nccl.ErrTooOld when NCCL is missing or
+// too old, cuda errors for the device, and the store's errors.
+func New(ctx context.Context, cfg Config) (*Comm, error) {
+	if cfg.Store == nil || cfg.Device == nil {
+		panic("collective/nccl: New needs a Store and a Device")
+	}
+	cfg = cfg.withDefaults()
+	lib, err := nccl.Default()
+	if err != nil {
+		return nil, fmt.Errorf("collective/nccl: %w", err)
+	}
+	c := &Comm{
+		rank:    cfg.Store.Rank(),
+		size:    cfg.Store.Size(),
+		cfg:     cfg,
+		dev:     cfg.Device,
+		lib:     lib,
+		live:    make(map[*Work]struct{}),
+		kick:    make(chan struct{}, 1),
+		failedc: make(chan struct{}),
+		stopc:   make(chan struct{}),
+	}
+	c.prefix = fmt.Sprintf("collective/nccl/%d/", cfg.Store.Sequence("collective/nccl"))
+	if err := c.setUp(ctx); err != nil {
+		c.dev.Do(c.destroyNCCL)
+		c.tearDown()
+		return nil, fmt.Errorf("collective/nccl: rank %d of %d: %w", c.rank, c.size, err)
+	}
+	monCtx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	c.wg.Add(3)
+	go c.issuer()
+	go c.watch(monCtx)
+	go c.heartbeat(monCtx)
+	return c, nil
+}
+
+// setUp allocates the communicator's device resources and builds the NCCL
+// communicator.
+func (c *Comm) setUp(ctx context.Context) error {
+	var err error
+	if c.stream, err = c.dev.NewStream(); err != nil {
+		return err
+	}
+	if c.kern, err = loadKernels(c.dev); err != nil {
+		return err
+	}
+	if c.barrier, err = c.dev.Alloc(scratchAlign); err != nil {
+		return err
+	}
+	c.pl = planner{rank: c.rank, size: c.size, exactAvg: c.cfg.ExactAvg, barrier: uintptr(c.barrier)}
+	id, err := c.uniqueID(ctx)
+	if err != nil {
+		return err
+	}
+	return c.initNCCL(ctx, id)
+}
+
+// uniqueID creates (rank 0) or fetches (the others) the NCCL unique id.
+func (c *Comm) uniqueID(ctx context.Context) (nccl.UniqueID, error) {
+	var id nccl.UniqueID
+	key := c.prefix + "id"
+	if c.rank == 0 {
+		err := c.dev.Do(func() error {
+			var err error
+			id, err = c.lib.UniqueID()
+			return err
+		})
+		if err != nil {
+			return id, err
+		}
+		return id, c.cfg.Store.Set(ctx, key, id[:])
+	}
+	vals, err := c.cfg.Store.Wait(ctx, key)
+	if err != nil {
+		return id, err
+	}
+	if len(vals[0]) != len(id) {
+		return id, fmt.Errorf("the unique id in the store has %d bytes, want %d", len(vals[0]), len(id))
+	}
+	copy(id[:], vals[0])
+	return id, nil
+}
+
+// initNCCL creates the non-blocking NCCL communicator and polls it until it
+// is ready, aborting it when ctx ends first.
+func (c *Comm) initNCCL(ctx context.Context, id nccl.UniqueID) error {
+	var nc *nccl.Comm
+	err := c.dev.Do(func() error {
+		var err error
+		nc, err = c.lib.InitRank(c.size, id, c.rank, nccl.Config{})
+		return err
+	})
+	if err != nil && !errors.Is(err, nccl.ErrInProgress) {
+		return err
+	}
+	for errors.Is(err, nccl.ErrInProgress) {
+		select {
+		case <-ctx.Done():
+			c.dev.Do(nc.Abort)
+			return fmt.Errorf("NCCL initialization: %w", ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+		err = c.dev.Do(nc.AsyncError)
+	}
+	if err != nil {
+		c.dev.Do(nc.Abort)
+		return err
+	}
+	c.nc = nc
+	return c.dev.Do(func() error {
+		for _, q := range []struct {
+			name string
+			get  func() (int, error)
+			want int
+		}{{"ncclCommCount", nc.Count, c.size}, {"ncclCommUserRank", nc.UserRank, c.rank}, {"ncclCommCuDevice", nc.CuDevice, c.dev.Ordinal()}} {
+			if got, err := q.get(); err != nil || got != q.want {
+				return fmt.Errorf("%s = %d, %v; want %d", q.name, got, err, q.want)
+			}
+		}
+		return nil
+	})
+}
+
+// Rank returns this rank.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size returns the number of ranks.
+func (c *Comm) Size() int { return c.size }
+
+// Memory returns collective.Device.
+func (c *Comm) Memory() collective.MemoryKind { return collective.Device }
+
+// Device returns the communicator's GPU.
+func (c *Comm) Device() *cuda.Device { return c.dev }
+
+// Stream returns the communication stream, on which every group runs.
+func (c *Comm) Stream() *cuda.Stream { return c.stream }
+
+// Library returns the NCCL library in use (its version, its path).
+func (c *Comm) Library() *nccl.Library { return c.lib }
+
+// Start enqueues ops as one group; see collective.Communicator. It returns
+// a *Work. Buffers must be collective.DeviceBuffer values of the
+// communicator's GPU (collective.ErrMemoryKind for other kinds,
+// collective.ErrInvalid for another GPU). Start does not wait for the GPU
+// or for the other ranks: the group is handed to NCCL by a goroutine of the
+// communicator, in the order of the Start calls.
+func (c *Comm) Start(ops ...collective.Op) collective.Work {
+	w := &Work{c: c, name: groupName(ops)}
+	for _, op := range ops {
+		if err := op.Validate(c.size, collective.Device); err != nil {
+			w.err = err
+			return w
+		}
+		if err := c.onDevice(op); err != nil {
+			w.err = err
+			return w
+		}
+	}
+	if err := c.startErr(w.name); err != nil {
+		w.err = err
+		return w
+	}
+	w.plan = c.pl.plan(ops)
+	if w.plan.empty() {
+		return w // nothing to do: Wait returns nil at once
+	}
+	var err error
+	if c.cfg.Compute != nil {
+		if w.computed, err = c.event(); err == nil {
+			err = w.computed.Record(c.cfg.Compute)
+		}
+	}
+	if err == nil {
+		w.done, err = c.event()
+	}
+	if err != nil {
+		w.err = &collective.RankError{Rank: c.rank, Op: w.name, Err: err}
+		return w
+	}
+	w.issued = make(chan struct{})
+	c.mu.Lock()
+	if c.closed || c.failure != nil {
+		c.mu.Unlock()
+		w.err = c.startErr(w.name)
+		return w
+	}
+	c.queue = append(c.queue, w)
+	c.live[w] = struct{}{}
+	c.mu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+	return w
+}
+
+// startErr returns the error of a group started now, or nil.
+func (c *Comm) startErr(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.closed:
+		return &collective.RankError{Rank: c.rank, Op: name, Err: collective.ErrClosed}
+	case c.failure != nil:
+		return c.failure.errFor(c.rank, name)
+	}
+	return nil
+}
+
+// onDevice checks that the buffers of a valid op are on the communicator's
+// GPU.
+func (c *Comm) onDevice(op collective.Op) error {
+	bufs := []collective.Buffer{op.Dst, op.Src}
+	switch op.Kind {
+	case collective.OpBarrier:
+		bufs = nil
+	case collective.OpBroadcast:
+		bufs = bufs[:1]
+	}
+	for _, b := range bufs {
+		db, ok := b.(collective.DeviceBuffer)
+		if !ok {
+			return fmt.Errorf("collective/nccl: %s: %T is not a collective.DeviceBuffer: %w", op.Kind, b, collective.ErrMemoryKind)
+		}
+		if db.Device != c.dev.Ordinal() {
+			return fmt.Errorf("collective/nccl: %s: buffer on GPU %d, communicator on GPU %d: %w", op.Kind, db.Device, c.dev.Ordinal(), collective.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// failureNow returns the first failure, or nil.
+func (c *Comm) failureNow() *failure {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failure
+}
+
+// event returns an event from the pool, or a new one.
+func (c *Comm) event() (*cuda.Event, error) {
+	c.mu.Lock()
+	if n := len(c.pool); n > 0 {
+		e := c.pool[n-1]
+		c.pool = c.pool[:n-1]
+		c.mu.Unlock()
+		return e, nil
+	}
+	c.mu.Unlock()
+	e, err := c.dev.NewEvent(false)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.events = append(c.events, e)
+	c.mu.Unlock()
+	return e, nil
+}
+
+// recycle returns e to the pool.
+func (c *Comm) recycle(e *cuda.Event) {
+	if e == nil {
+		return
+	}
+	c.mu.Lock()
+	c.pool = append(c.pool, e)
+	c.mu.Unlock()
+}
+
+func groupName(ops []collective.Op) string {
+	switch len(ops) {
+	case 0:
+		return "empty group"
+	case 1:
+		return ops[0].Kind.String()
+	}
+	return fmt.Sprintf("group of %d ops", len(ops))
+}

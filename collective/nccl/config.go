@@ -1,0 +1,62 @@
+package nccl
+
+import (
+	"time"
+
+	"github.com/distopt/distopt/collective/rendezvous"
+	"github.com/distopt/distopt/internal/cuda"
+)
+
+// Defaults of Config.
+const (
+	// DefaultHeartbeat is the period of the heartbeats through the store.
+	DefaultHeartbeat = time.Second
+	// DefaultPeerTimeout is how long a peer's heartbeat may stall before
+	// the peer counts as lost.
+	DefaultPeerTimeout = 15 * time.Second
+)
+
+// peerGrace is how long groups already running may still complete after a
+// peer reported a failure, before the communicator is aborted under them:
+// a peer that closed after its last group leaves ours a moment to finish.
+const peerGrace = 500 * time.Millisecond
+
+// Config describes one rank's communicator.
+type Config struct {
+	// Store is the job's rendezvous store; it gives the rank and the number
+	// of ranks, carries the NCCL unique id from rank 0 to the others, and
+	// the failure reports and heartbeats. The caller keeps it open until
+	// Close has returned, and closes it.
+	Store *rendezvous.Store
+	// Device is this rank's GPU (by convention the one of LOCAL_RANK).
+	Device *cuda.Device
+	// Compute is the stream on which the caller produces and consumes the
+	// buffers, or nil. When set, every group waits on the communication
+	// stream for the work queued on Compute before its Start, without
+	// blocking the host. When nil, buffers must be ready when Start is
+	// called (for example after a synchronous upload or a Synchronize).
+	Compute *cuda.Stream
+	// ExactAvg makes Avg on floating point types give collective.Reduce's
+	// result (sum in float32, or float64, then divide by n): float32 and
+	// float64 are summed by NCCL and divided by a kernel, bfloat16 is
+	// widened to float32 first, which doubles the bytes sent. Without it,
+	// Avg is NCCL's own (see the package documentation).
+	ExactAvg bool
+	// Heartbeat is the period of the heartbeats (0: DefaultHeartbeat). A
+	// negative value turns heartbeats off: a vanished peer is then found
+	// only by the deadlines of Wait.
+	Heartbeat time.Duration
+	// PeerTimeout is how long a peer's heartbeat may stall, or the store be
+	// unreachable, before the peer counts as lost (0: DefaultPeerTimeout).
+	PeerTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Heartbeat == 0 {
+		c.Heartbeat = DefaultHeartbeat
+	}
+	if c.PeerTimeout <= 0 {
+		c.PeerTimeout = DefaultPeerTimeout
+	}
+	return c
+}

@@ -1,0 +1,207 @@
+package nccl
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/internal/nccl"
+)
+
+// errGone means the NCCL communicator has been aborted or destroyed.
+var errGone = errors.New("collective/nccl: NCCL communicator gone")
+
+// issuer hands the started groups to NCCL, one after the other, in the
+// order of Start. NCCL's non-blocking mode wants each group's launch to be
+// finished (ncclCommGetAsyncError no longer ncclInProgress) before the next
+// call; doing this here keeps Start from ever waiting for the other ranks.
+func (c *Comm) issuer() {
+	defer c.wg.Done()
+	for {
+		w := c.next()
+		if w == nil {
+			return
+		}
+		c.issue(w)
+	}
+}
+
+// next returns the oldest group not yet issued, waiting for one; nil once
+// Close has begun.
+func (c *Comm) next() *Work {
+	for {
+		c.mu.Lock()
+		if len(c.queue) > 0 {
+			w := c.queue[0]
+			c.queue = c.queue[1:]
+			c.mu.Unlock()
+			return w
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.kick:
+		case <-c.stopc:
+			return nil
+		}
+	}
+}
+
+// issue runs w's plan on the communication stream: wait for the compute
+// stream, pre kernels, the NCCL group, post kernels, and the done event.
+func (c *Comm) issue(w *Work) {
+	if f := c.failureNow(); f != nil {
+		w.settle(f.errFor(c.rank, w.name))
+		return
+	}
+	inProgress := false
+	err := c.dev.Do(func() error {
+		if c.nc == nil {
+			return errGone
+		}
+		if w.computed != nil {
+			if err := c.stream.Wait(w.computed); err != nil {
+				return err
+			}
+		}
+		base, err := c.ensureScratch(w.plan.scratch)
+		if err != nil {
+			return err
+		}
+		for _, l := range w.plan.pre {
+			if err := c.kern.launch(c.stream, l, base); err != nil {
+				return err
+			}
+		}
+		if len(w.plan.calls) == 0 {
+			return nil
+		}
+		if err := c.lib.GroupStart(); err != nil {
+			return err
+		}
+		var callErr error
+		for _, cl := range w.plan.calls {
+			if callErr = c.call(cl, base); callErr != nil {
+				break
+			}
+		}
+		err = c.lib.GroupEnd()
+		if errors.Is(err, nccl.ErrInProgress) {
+			inProgress, err = true, nil
+		}
+		return errors.Join(callErr, err)
+	})
+	c.recycle(w.computed)
+	w.computed = nil
+	if err == nil && inProgress {
+		err = c.awaitLaunch()
+	}
+	if err == nil {
+		err = c.dev.Do(func() error {
+			if c.nc == nil {
+				return errGone
+			}
+			base := uintptr(c.scratch)
+			for _, l := range w.plan.post {
+				if err := c.kern.launch(c.stream, l, base); err != nil {
+					return err
+				}
+			}
+			if err := w.done.Record(c.stream); err != nil {
+				return err
+			}
+			w.recorded = true
+			return nil
+		})
+	}
+	if err != nil {
+		if f := c.failureNow(); f != nil {
+			w.settle(f.errFor(c.rank, w.name))
+			return
+		}
+		f := newFailure(failAborted, c.rank, err.Error(), true)
+		f.cause = fmt.Errorf("%w: %w", collective.ErrAborted, err)
+		c.fail(f, true)
+		w.settle(c.failureNow().errFor(c.rank, w.name))
+		return
+	}
+	w.settle(nil)
+}
+
+// call issues one NCCL collective; base is the scratch area.
+func (c *Comm) call(cl call, base uintptr) error {
+	send, recv, s := cl.send.resolve(base), cl.recv.resolve(base), c.stream.Handle()
+	switch cl.kind {
+	case collAllGather:
+		return c.nc.AllGather(send, recv, cl.count, cl.dt, s)
+	case collReduceScatter:
+		return c.nc.ReduceScatter(send, recv, cl.count, cl.dt, cl.op, s)
+	case collAllReduce:
+		return c.nc.AllReduce(send, recv, cl.count, cl.dt, cl.op, s)
+	default:
+		return c.nc.Broadcast(send, recv, cl.count, cl.dt, cl.root, s)
+	}
+}
+
+// ensureScratch returns a scratch area of at least n bytes. A smaller area
+// is retired, not freed, since groups still queued on the stream may use
+// it; Close frees them all. It runs on the device's worker.
+func (c *Comm) ensureScratch(n int) (uintptr, error) {
+	if n <= c.scratchLen {
+		return uintptr(c.scratch), nil
+	}
+	size := max(n, c.scratchLen+c.scratchLen/2)
+	p, err := c.dev.Alloc(size)
+	if err != nil {
+		return 0, err
+	}
+	if c.scratchLen > 0 {
+		c.retired = append(c.retired, c.scratch)
+	}
+	c.scratch, c.scratchLen = p, size
+	return uintptr(p), nil
+}
+
+// Polling intervals: waits start at pollMin and double up to pollMax.
+const (
+	pollMin = 10 * time.Microsecond
+	pollMax = 500 * time.Microsecond
+)
+
+// awaitLaunch polls the communicator until NCCL has finished launching the
+// last group in the background; it gives up when the communicator is
+// aborted or Close begins.
+func (c *Comm) awaitLaunch() error {
+	for d := pollMin; ; d = min(2*d, pollMax) {
+		var state error
+		err := c.dev.Do(func() error {
+			if c.nc == nil {
+				return errGone
+			}
+			state = c.nc.AsyncError()
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if !errors.Is(state, nccl.ErrInProgress) {
+			return state
+		}
+		select {
+		case <-c.stopc:
+			return errStopped
+		case <-time.After(d):
+		}
+	}
+}
+
+// liveWorks returns the groups started and not yet finished by Wait.
+func (c *Comm) liveWorks() []*Work {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ws := make([]*Work, 0, len(c.live))
+	for w := range c.live {
+		ws = append(ws, w)
+	}
+	return ws
+}

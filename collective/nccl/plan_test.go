@@ -1,0 +1,123 @@
+package nccl
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/internal/nccl"
+)
+
+func dbuf(p uintptr, n int) collective.DeviceBuffer {
+	return collective.DeviceBuffer{Ptr: p, Size: n, Device: 0}
+}
+
+func scratchAt(off int) addr { return addr{p: uintptr(off), scratch: true} }
+
+// TestPlan checks what each kind of op becomes, for rank 1 of 3, against
+// plans written out by hand.
+func TestPlan(t *testing.T) {
+	const src, dst, bar = 0x10000, 0x90000, 0x500
+	u := userAddr
+	tests := []struct {
+		name  string
+		exact bool
+		ops   []collective.Op
+		want  plan
+	}{
+		{"all-gather", false,
+			[]collective.Op{{Kind: collective.OpAllGather, Dst: dbuf(dst, 33), Src: dbuf(src, 11)}},
+			plan{calls: []call{{kind: collAllGather, send: u(src), recv: u(dst), count: 11, dt: nccl.Uint8}}}},
+		{"all-gather in place, empty ops skipped", false,
+			[]collective.Op{
+				{Kind: collective.OpAllGather, Dst: dbuf(dst, 0), Src: dbuf(dst, 0)},
+				{Kind: collective.OpAllGather, Dst: dbuf(dst, 30), Src: dbuf(dst+10, 10)},
+				{Kind: collective.OpReduceScatter, Dst: dbuf(dst, 0), Src: dbuf(src, 0), DType: collective.Float32, Reduce: collective.Max},
+				{Kind: collective.OpBroadcast, Dst: dbuf(dst, 0), Root: 2},
+			},
+			plan{calls: []call{{kind: collAllGather, send: u(dst + 10), recv: u(dst), count: 10, dt: nccl.Uint8}}}},
+		{"broadcast and barriers collapse", false,
+			[]collective.Op{{Kind: collective.OpBarrier}, {Kind: collective.OpBroadcast, Dst: dbuf(dst, 7), Root: 2}, {Kind: collective.OpBarrier}},
+			plan{calls: []call{
+				{kind: collBroadcast, send: u(dst), recv: u(dst), count: 7, dt: nccl.Uint8, root: 2},
+				{kind: collAllReduce, send: u(bar), recv: u(bar), count: 1, dt: nccl.Uint32, op: nccl.Sum},
+			}}},
+		{"integer max and float sum are direct", false,
+			[]collective.Op{
+				{Kind: collective.OpReduceScatter, Dst: dbuf(dst, 40), Src: dbuf(src, 120), DType: collective.Int64, Reduce: collective.Max},
+				{Kind: collective.OpAllReduce, Dst: dbuf(dst, 6), Src: dbuf(src, 6), DType: collective.BFloat16, Reduce: collective.Sum},
+				{Kind: collective.OpAllReduce, Dst: dbuf(dst, 5), Src: dbuf(dst, 5), DType: collective.Uint8, Reduce: collective.Sum},
+			},
+			plan{calls: []call{
+				{kind: collReduceScatter, send: u(src), recv: u(dst), count: 5, dt: nccl.Int64, op: nccl.Max},
+				{kind: collAllReduce, send: u(src), recv: u(dst), count: 3, dt: nccl.BFloat16, op: nccl.Sum},
+				{kind: collAllReduce, send: u(dst), recv: u(dst), count: 5, dt: nccl.Uint8, op: nccl.Sum},
+			}}},
+		{"native avg", false,
+			[]collective.Op{{Kind: collective.OpReduceScatter, Dst: dbuf(dst, 8), Src: dbuf(src, 24), DType: collective.BFloat16, Reduce: collective.Avg}},
+			plan{calls: []call{{kind: collReduceScatter, send: u(src), recv: u(dst), count: 4, dt: nccl.BFloat16, op: nccl.Avg}}}},
+		{"float max through keys", true,
+			[]collective.Op{
+				{Kind: collective.OpReduceScatter, Dst: dbuf(dst, 10), Src: dbuf(src, 30), DType: collective.BFloat16, Reduce: collective.Max},
+				{Kind: collective.OpAllReduce, Dst: dbuf(dst, 16), Src: dbuf(dst, 16), DType: collective.Float64, Reduce: collective.Max},
+			},
+			plan{
+				pre: []launch{
+					{k: kKeyBF16, dst: scratchAt(0), src: u(src), n: 15},
+					{k: kKeyF64, dst: scratchAt(256), src: u(dst), n: 2},
+				},
+				calls: []call{
+					{kind: collReduceScatter, send: scratchAt(0), recv: scratchAt(20), count: 5, dt: nccl.Uint32, op: nccl.Max},
+					{kind: collAllReduce, send: scratchAt(256), recv: scratchAt(256), count: 2, dt: nccl.Uint64, op: nccl.Max},
+				},
+				post: []launch{
+					{k: kUnkeyBF16, dst: u(dst), src: scratchAt(20), n: 5},
+					{k: kUnkeyF64, dst: u(dst), src: scratchAt(256), n: 2},
+				},
+				scratch: 512,
+			}},
+		{"exact avg", true,
+			[]collective.Op{
+				{Kind: collective.OpReduceScatter, Dst: dbuf(src+600, 200), Src: dbuf(src, 600), DType: collective.BFloat16, Reduce: collective.Avg},
+				{Kind: collective.OpAllReduce, Dst: dbuf(dst, 12), Src: dbuf(src, 12), DType: collective.Float32, Reduce: collective.Avg},
+				{Kind: collective.OpReduceScatter, Dst: dbuf(dst, 8), Src: dbuf(src, 24), DType: collective.Float64, Reduce: collective.Avg},
+			},
+			plan{
+				pre: []launch{{k: kWidenBF16, dst: scratchAt(0), src: u(src), n: 300}},
+				calls: []call{
+					{kind: collReduceScatter, send: scratchAt(0), recv: scratchAt(400), count: 100, dt: nccl.Float32, op: nccl.Sum},
+					{kind: collAllReduce, send: u(src), recv: u(dst), count: 3, dt: nccl.Float32, op: nccl.Sum},
+					{kind: collReduceScatter, send: u(src), recv: u(dst), count: 1, dt: nccl.Float64, op: nccl.Sum},
+				},
+				post: []launch{
+					{k: kDivBF16, dst: u(src + 600), src: scratchAt(400), n: 100, divisor: 3},
+					{k: kDivF32, dst: u(dst), n: 3, divisor: 3},
+					{k: kDivF64, dst: u(dst), n: 1, divisor: 3},
+				},
+				scratch: 1280,
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, op := range tt.ops {
+				if err := op.Validate(3, collective.Device); err != nil {
+					t.Fatalf("test op invalid: %v", err)
+				}
+			}
+			pl := planner{rank: 1, size: 3, exactAvg: tt.exact, barrier: bar}
+			got := pl.plan(tt.ops)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("plan:\n got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestAddrResolve(t *testing.T) {
+	if got := userAddr(0x1000).add(8).resolve(0x9000); got != 0x1008 {
+		t.Errorf("user address resolved to %#x", got)
+	}
+	if got := scratchAt(256).add(8).resolve(0x9000); got != 0x9108 {
+		t.Errorf("scratch address resolved to %#x", got)
+	}
+}

@@ -1,0 +1,176 @@
+package nccl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/nccl"
+)
+
+// Work is a group started by Comm.Start.
+type Work struct {
+	c    *Comm
+	name string
+	plan plan
+	err  error // the error of a group that failed in Start (issued is nil)
+
+	computed *cuda.Event // recorded on Config.Compute at Start
+	done     *cuda.Event // recorded on the stream after the group
+
+	issued   chan struct{} // closed by settle
+	issueErr error         // written by settle before it closes issued
+	settled  sync.Once
+
+	// Touched only on the device's worker.
+	recorded  bool // done has been recorded on the stream
+	completed bool // done was seen complete before any abort
+
+	waitMu   sync.Mutex
+	finished bool
+	result   error
+}
+
+// settle marks w as handed to NCCL (err nil) or failed before that.
+func (w *Work) settle(err error) {
+	w.settled.Do(func() {
+		w.issueErr = err
+		close(w.issued)
+	})
+}
+
+// Wait blocks until the group completes on the GPU, fails, or ctx ends; see
+// collective.Work. It polls the group's completion event and NCCL's
+// asynchronous error. When ctx ends first, or NCCL reports an error, the
+// communicator is aborted (ncclCommAbort, which stops kernels waiting for
+// peers) before Wait returns, so that the buffers are free again; the error
+// is a *collective.RankError matching collective.ErrAborted (and ctx.Err()).
+// When a peer fails, groups not complete by then fail with a
+// *collective.RankError naming it. Wait may be called again and returns the
+// same result.
+func (w *Work) Wait(ctx context.Context) error {
+	if w.issued == nil {
+		return w.err
+	}
+	w.waitMu.Lock()
+	defer w.waitMu.Unlock()
+	if w.finished {
+		return w.result
+	}
+	w.result = w.wait(ctx)
+	w.finished = true
+	w.c.finish(w, w.result == nil)
+	return w.result
+}
+
+// StreamWait makes the work queued on s after this call wait for the
+// group's completion on the GPU, without blocking the host beyond the
+// moment the group is handed to NCCL. It returns the group's error if it
+// failed before that.
+func (w *Work) StreamWait(s *cuda.Stream) error {
+	if w.issued == nil {
+		return w.err
+	}
+	<-w.issued
+	if w.issueErr != nil {
+		return w.issueErr
+	}
+	return s.Wait(w.done)
+}
+
+// pollState is what one look at a group found.
+type pollState int
+
+const (
+	pollRunning pollState = iota
+	pollDone
+	pollGone   // the NCCL communicator was aborted or destroyed first
+	pollFailed // NCCL or CUDA reported an error
+)
+
+func (w *Work) wait(ctx context.Context) error {
+	c := w.c
+	select {
+	case <-w.issued:
+	case <-ctx.Done():
+		return c.giveUp(w, ctx)
+	}
+	if w.issueErr != nil {
+		return w.issueErr
+	}
+	t := time.NewTimer(pollMin)
+	defer t.Stop()
+	for d := pollMin; ; d = min(2*d, pollMax) {
+		st, err := c.poll(w)
+		switch st {
+		case pollDone:
+			return nil
+		case pollGone:
+			return c.failureNow().errFor(c.rank, w.name)
+		case pollFailed:
+			f := newFailure(failAborted, c.rank, err.Error(), true)
+			f.cause = fmt.Errorf("%w: %w", collective.ErrAborted, err)
+			c.fail(f, true)
+			return c.failureNow().errFor(c.rank, w.name)
+		}
+		t.Reset(d)
+		select {
+		case <-ctx.Done():
+			return c.giveUp(w, ctx)
+		case <-t.C:
+		}
+	}
+}
+
+// poll looks once at w's completion and at the communicator's state.
+func (c *Comm) poll(w *Work) (pollState, error) {
+	st := pollRunning
+	var failed error
+	err := c.dev.Do(func() error {
+		switch {
+		case w.completed:
+			st = pollDone
+		case c.nc == nil:
+			st = pollGone
+		default:
+			done, err := w.done.Query()
+			if err != nil {
+				return err
+			}
+			if done {
+				w.completed, st = true, pollDone
+			} else if e := c.nc.AsyncError(); e != nil && !errors.Is(e, nccl.ErrInProgress) {
+				st, failed = pollFailed, e
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return pollFailed, err
+	}
+	return st, failed
+}
+
+// giveUp aborts the communicator because ctx ended while waiting for w.
+func (c *Comm) giveUp(w *Work, ctx context.Context) error {
+	f := newFailure(failAborted, c.rank, fmt.Sprintf("stopped waiting for %s: %v", w.name, ctx.Err()), true)
+	f.cause = fmt.Errorf("%w: rank %d stopped waiting for %s: %w", collective.ErrAborted, c.rank, w.name, ctx.Err())
+	c.fail(f, true)
+	c.abortNCCL() // also when another failure came first and is in its grace
+	return &collective.RankError{Rank: c.rank, Op: w.name, Err: fmt.Errorf("%w: %w", collective.ErrAborted, ctx.Err())}
+}
+
+// finish forgets a waited-for group and recycles its done event when it
+// completed.
+func (c *Comm) finish(w *Work, ok bool) {
+	c.mu.Lock()
+	delete(c.live, w)
+	c.mu.Unlock()
+	if ok {
+		c.recycle(w.done)
+	}
+}
