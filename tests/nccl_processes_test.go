@@ -272,7 +272,6 @@ func workerLoop(ctx context.Context, t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Free(p)
 	buf := collective.DeviceBuffer{Ptr: uintptr(p), Size: n, Device: d.Ordinal()}
 	last := time.Now()
 	for i := 0; ; i++ {
@@ -291,6 +290,7 @@ func workerLoop(ctx context.Context, t *testing.T) {
 			case errors.Is(err, collective.ErrPeerLost) && re.Rank != 1-c.Rank():
 				t.Errorf("the error names rank %d, want %d", re.Rank, 1-c.Rank())
 			}
+			d.Free(p) // before Close, which closes the device Join opened
 			start := time.Now()
 			if err := c.Close(); err != nil {
 				t.Logf("Close: %v", err)

@@ -35,7 +35,7 @@ run() {
 	out=${OUT:-$root/$bin/out}
 	mkdir -p "$out"
 	export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-	export DISTOPT_REQUIRE_GPU=1
+	export DISTOPT_REQUIRE_GPU=1 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 	export LD_LIBRARY_PATH="/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 	{
 		echo "== date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
