@@ -4,15 +4,9 @@
 // hardware instruction cvt.rn.bf16.f32 (compute capability 8.0 and up):
 // overflow rounds to +-Inf as IEEE says, every NaN gives 0x7fff. This is
 // fp8.BF16FromFloat32.
-#include "common.cuh"
+#include "bf16.cuh"
 
 using namespace distopt;
-
-__device__ __forceinline__ u32 bf16_rn(float x) {
-    u16 r;
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(x));
-    return r;
-}
 
 extern "C" __global__ void bf16_from_f32(u16 *dst, const float *src, u64 n) {
     const u64 t = thread_index(), stride = grid_stride();

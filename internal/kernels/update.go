@@ -1,0 +1,134 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/internal/cuda"
+)
+
+// Rule is the update rule of Update.
+type Rule uint8
+
+// Rules, the values of optimizer.Rule.
+const (
+	RuleNone Rule = iota
+	RuleAdamW
+	RuleSGD
+)
+
+// Hyper is optimizer.Hyper: the per-step scalars of the rules.
+type Hyper struct {
+	GradScale, Beta1, Beta2, OneMinusBeta1, OneMinusBeta2, Eps, RBC2, Momentum float32
+}
+
+// UpdateLaunch is one fused update (see update.cu): the rule over every
+// segment of Table (uploaded at TablePtr) and, in the same pass, what each
+// segment's mode does with the new master. Buffers hold the shard's N
+// elements from their first byte; pointers a launch does not use may be 0.
+type UpdateLaunch struct {
+	Rule                 Rule
+	Hyper                Hyper
+	MomentBF16, GradBF16 bool // element types of M, V and Grad (else float32)
+	Master, M, V, Grad   cuda.DevicePtr
+	Table                Table
+	TablePtr             cuda.DevicePtr
+	Format               fp8.Format // of FP8 (E4M3 when the shard has none)
+	FP8                  cuda.DevicePtr
+	BlockScales          cuda.DevicePtr // float32 scale_inv (1x128) or E8M0 bytes (MX)
+	MX                   bool           // ModeBlock segments are MXFP8 (else 1x128)
+	Margin               int
+	PowerOf2             bool
+	Amax                 cuda.DevicePtr // uint32 keys per slot
+	Scale                cuda.DevicePtr // float32 per slot (ModeTensorDelayed)
+	HP                   cuda.DevicePtr
+	HPBF16               bool // HP holds bfloat16 (else float32)
+}
+
+func typeName(bf16 bool) string {
+	if bf16 {
+		return "bf16"
+	}
+	return "f32"
+}
+
+func formatName(f fp8.Format) string {
+	if f == fp8.E5M2 {
+		return "e5m2"
+	}
+	return "e4m3"
+}
+
+// updateKernel returns the name of the kernel of a launch.
+func (a *UpdateLaunch) updateKernel() string {
+	switch a.Rule {
+	case RuleNone:
+		return "update_none_" + formatName(a.Format)
+	case RuleAdamW, RuleSGD:
+		r := map[Rule]string{RuleAdamW: "adamw", RuleSGD: "sgd"}[a.Rule]
+		return fmt.Sprintf("update_%s_m%s_g%s_%s", r, typeName(a.MomentBF16), typeName(a.GradBF16), formatName(a.Format))
+	}
+	panic(fmt.Sprintf("kernels: update rule %d", a.Rule))
+}
+
+// Update queues the fused update a on s. It does nothing when the table
+// has no chunk. The arithmetic is optimizer.AdamWElem / SGDElem; the modes
+// follow optimizer.CPU's Update bit for bit (NaN payloads aside: the GPU
+// returns its canonical NaN where the CPU may keep an input's payload).
+func (k *Set) Update(s *cuda.Stream, a *UpdateLaunch) error {
+	if a.Table.Chunks == 0 {
+		return nil
+	}
+	f := a.Format
+	if !f.Valid() {
+		f = fp8.E4M3
+	}
+	b := a.Table.Chunks
+	h := a.Hyper
+	args := new(cuda.Args).Ptr(a.Master).Ptr(a.M).Ptr(a.V).Ptr(a.Grad).Ptr(a.TablePtr).
+		U32(uint32(a.Table.Segs)).U64(uint64(a.Table.Chunks))
+	for _, x := range []float32{h.GradScale, h.Beta1, h.Beta2, h.OneMinusBeta1, h.OneMinusBeta2, h.Eps, h.RBC2, h.Momentum} {
+		args.F32(x)
+	}
+	args.Ptr(a.FP8).Ptr(a.BlockScales).Ptr(a.Amax).Ptr(a.Scale).Ptr(a.HP).U32(b2u(a.HPBF16)).U32(b2u(a.MX)).
+		F32(f.Max()).F32(float32(math.Ldexp(1, -a.Margin))).U32(b2u(a.PowerOf2))
+	a2 := *a
+	a2.Format = f
+	return s.Launch(k.function(a2.updateKernel()), cuda.Dim3{X: uint32(min(b, maxChunkBlocks))}, cuda.Dim3{X: blockSize}, 0, args)
+}
+
+// maxChunkBlocks bounds the grid of the chunked kernels (they loop over
+// chunks beyond it).
+const maxChunkBlocks = 1 << 20
+
+func b2u(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// CastSegments queues on s the cast of the segments of table (uploaded at
+// tablePtr), which must all be of ModeTensorCurrent or ModeTile:
+// dst[i] = f.Encode(float32(master[i] * scale[slot])), the slot of a tile
+// segment being Slot + fp8.TileIndex(ParamOffset + i - Off, Cols, 128).
+func (k *Set) CastSegments(s *cuda.Stream, dst, master cuda.DevicePtr, table Table, tablePtr cuda.DevicePtr, scale cuda.DevicePtr, f fp8.Format) error {
+	if table.Chunks == 0 {
+		return nil
+	}
+	args := new(cuda.Args).Ptr(dst).Ptr(master).Ptr(tablePtr).U32(uint32(table.Segs)).U64(uint64(table.Chunks)).Ptr(scale)
+	return s.Launch(k.function("segcast_"+formatName(f)), cuda.Dim3{X: uint32(min(table.Chunks, maxChunkBlocks))}, cuda.Dim3{X: blockSize}, 0, args)
+}
+
+// GradStats queues on s the addition of the statistics of optimizer.AddSquare
+// over the n elements of grad (bfloat16 when bf16, else float32) into the
+// ten int64 of stats, followed by optimizer.Normalize of stats.
+func (k *Set) GradStats(s *cuda.Stream, stats, grad cuda.DevicePtr, n int, bf16 bool) error {
+	if checkLen("GradStats", n) {
+		if err := k.launch1D(s, "grad_stats_"+typeName(bf16), n, 4, new(cuda.Args).Ptr(stats).Ptr(grad).U64(uint64(n))); err != nil {
+			return err
+		}
+	}
+	return s.Launch(k.function("grad_stats_normalize"), cuda.Dim3{X: 1}, cuda.Dim3{X: 1}, 0, new(cuda.Args).Ptr(stats))
+}

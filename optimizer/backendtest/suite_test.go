@@ -1,0 +1,13 @@
+package backendtest
+
+import (
+	"testing"
+
+	"github.com/distopt/distopt/optimizer"
+)
+
+// TestCPU runs the suite against a CPU backend with another number of
+// goroutines than the reference: trivially equal, it exercises the suite.
+func TestCPU(t *testing.T) {
+	Run(t, optimizer.NewCPU(1))
+}

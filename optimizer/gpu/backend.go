@@ -1,0 +1,300 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/kernels"
+	"github.com/distopt/distopt/optimizer"
+)
+
+// Backend is the CUDA backend on one GPU. Its methods are safe for
+// concurrent use; work is queued in call order on one stream.
+type Backend struct {
+	dev *cuda.Device
+	ks  *kernels.Set
+	s   *cuda.Stream
+
+	mu     sync.Mutex
+	tables map[string]cuda.DevicePtr // segment tables by content
+	closed bool
+}
+
+// maxTables bounds the cache of segment tables; when it is full the cache
+// is emptied (after a synchronization).
+const maxTables = 64
+
+// New opens GPU ordinal, loads the kernels in the variant its compute
+// capability takes (kernels.VariantFor) and creates the compute stream.
+// Without a driver or device the error matches ErrUnavailable and
+// ErrNoDriver or ErrNoDevice.
+func New(ordinal int) (*Backend, error) {
+	dev, err := cuda.Open(ordinal)
+	if err != nil {
+		if errors.Is(err, cuda.ErrNoDriver) || errors.Is(err, cuda.ErrNoDevice) {
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return nil, fmt.Errorf("gpu: opening device %d: %w", ordinal, err)
+	}
+	ks, err := kernels.Load(dev)
+	if err != nil {
+		dev.Close()
+		return nil, fmt.Errorf("gpu: %w", err)
+	}
+	s, err := dev.NewStream()
+	if err != nil {
+		ks.Close()
+		dev.Close()
+		return nil, fmt.Errorf("gpu: %w", err)
+	}
+	return &Backend{dev: dev, ks: ks, s: s, tables: map[string]cuda.DevicePtr{}}, nil
+}
+
+// Name implements optimizer.Backend: "cuda:0 NVIDIA H200 (sm_90, PTX sm90)".
+func (b *Backend) Name() string {
+	i := b.dev.Info()
+	return fmt.Sprintf("cuda:%d %s (sm_%d%d, PTX %v)", i.Ordinal, i.Name, i.Major, i.Minor, b.ks.Variant())
+}
+
+// Memory implements optimizer.Backend: collective.Device.
+func (b *Backend) Memory() collective.MemoryKind { return collective.Device }
+
+// Device returns the CUDA device (for communicators that share it).
+func (b *Backend) Device() *cuda.Device { return b.dev }
+
+// Stream returns the compute stream all the backend's work runs on.
+func (b *Backend) Stream() *cuda.Stream { return b.s }
+
+// Ordinal returns the GPU's ordinal.
+func (b *Backend) Ordinal() int { return b.dev.Ordinal() }
+
+// dbuf returns b as a buffer of this backend's device; anything else is a
+// programmer error.
+func (b *Backend) dbuf(x collective.Buffer) collective.DeviceBuffer {
+	d, ok := x.(collective.DeviceBuffer)
+	if !ok {
+		panic(fmt.Sprintf("gpu: backend given a %T", x))
+	}
+	if d.Size > 0 && d.Device != b.dev.Ordinal() {
+		panic(fmt.Sprintf("gpu: backend of device %d given a buffer of device %d", b.dev.Ordinal(), d.Device))
+	}
+	return d
+}
+
+// ptr returns the device address of x (0 for nil or an empty buffer).
+func (b *Backend) ptr(x collective.Buffer) cuda.DevicePtr {
+	if x == nil {
+		return 0
+	}
+	return cuda.DevicePtr(b.dbuf(x).Ptr)
+}
+
+// Alloc implements optimizer.Backend: n zeroed bytes of device memory
+// (the zeroing is complete when Alloc returns). Zero bytes give an empty
+// buffer with a nil address.
+func (b *Backend) Alloc(n int) (collective.Buffer, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("gpu: alloc of %d bytes", n)
+	}
+	if n == 0 {
+		return collective.DeviceBuffer{Device: b.dev.Ordinal()}, nil
+	}
+	p, err := b.dev.Alloc(n)
+	if err != nil {
+		return nil, fmt.Errorf("gpu: %w", err)
+	}
+	err = b.s.Memset8(p, 0, n)
+	if err == nil {
+		err = b.s.Synchronize()
+	}
+	if err != nil {
+		b.dev.Free(p)
+		return nil, fmt.Errorf("gpu: %w", err)
+	}
+	return collective.DeviceBuffer{Ptr: uintptr(p), Size: n, Device: b.dev.Ordinal()}, nil
+}
+
+// Free implements optimizer.Backend. It waits for the stream first, so
+// that no queued work still uses the memory.
+func (b *Backend) Free(x collective.Buffer) {
+	d := b.dbuf(x)
+	if d.Ptr == 0 {
+		return
+	}
+	b.s.Synchronize()
+	b.dev.Free(cuda.DevicePtr(d.Ptr))
+}
+
+// Write implements optimizer.Backend; it returns when the copy is done.
+func (b *Backend) Write(dst collective.Buffer, off int, src []byte) error {
+	d := b.dbuf(dst)
+	checkRange("Write", d, off, len(src))
+	return b.s.Upload(cuda.DevicePtr(d.Ptr).Add(off), src)
+}
+
+// Read implements optimizer.Backend; it waits for all earlier work.
+func (b *Backend) Read(dst []byte, src collective.Buffer, off int) error {
+	d := b.dbuf(src)
+	checkRange("Read", d, off, len(dst))
+	return b.s.Download(dst, cuda.DevicePtr(d.Ptr).Add(off))
+}
+
+// Zero implements optimizer.Backend (queued).
+func (b *Backend) Zero(x collective.Buffer, off, n int) error {
+	d := b.dbuf(x)
+	checkRange("Zero", d, off, n)
+	return b.s.Memset8(cuda.DevicePtr(d.Ptr).Add(off), 0, n)
+}
+
+func checkRange(op string, d collective.DeviceBuffer, off, n int) {
+	if off < 0 || n < 0 || off+n > d.Size {
+		panic(fmt.Sprintf("gpu: %s of [%d, %d) of a %d-byte buffer", op, off, off+n, d.Size))
+	}
+}
+
+// Sync implements optimizer.Backend.
+func (b *Backend) Sync() error { return b.s.Synchronize() }
+
+// GradStats implements optimizer.Backend (two launches: the sums, then the
+// normalisation of stats).
+func (b *Backend) GradStats(stats, grad collective.Buffer, gt collective.DType, n int) error {
+	return b.ks.GradStats(b.s, b.ptr(stats), b.ptr(grad), n, isBF16(gt))
+}
+
+func isBF16(dt collective.DType) bool {
+	switch dt {
+	case collective.BFloat16:
+		return true
+	case collective.Float32:
+		return false
+	}
+	panic(fmt.Sprintf("gpu: element type %v", dt))
+}
+
+// Update implements optimizer.Backend: one launch over all segments.
+func (b *Backend) Update(a *optimizer.UpdateArgs) error {
+	segs := make([]kernels.Segment, len(a.Segments))
+	for i, s := range a.Segments {
+		segs[i] = kernelSegment(s)
+	}
+	t := kernels.PackSegments(segs)
+	tp, err := b.table(t)
+	if err != nil {
+		return err
+	}
+	h := a.Hyper
+	l := kernels.UpdateLaunch{
+		Rule: kernels.Rule(a.Rule),
+		Hyper: kernels.Hyper{GradScale: h.GradScale, Beta1: h.Beta1, Beta2: h.Beta2, OneMinusBeta1: h.OneMinusBeta1,
+			OneMinusBeta2: h.OneMinusBeta2, Eps: h.Eps, RBC2: h.RBC2, Momentum: h.Momentum},
+		Master: b.ptr(a.Master), Table: t, TablePtr: tp,
+		Format: a.Recipe.Format, FP8: b.ptr(a.FP8), BlockScales: b.ptr(a.BlockScales),
+		MX: a.Recipe.Scaling == fp8.MXFP8, Margin: a.Recipe.Margin, PowerOf2: a.Recipe.PowerOf2,
+		Amax: b.ptr(a.Amax), Scale: b.ptr(a.Scale), HP: b.ptr(a.HP),
+	}
+	if a.Rule != optimizer.RuleNone {
+		l.M, l.V, l.Grad = b.ptr(a.M), b.ptr(a.V), b.ptr(a.Grad)
+		l.MomentBF16, l.GradBF16 = isBF16(a.MomentType), isBF16(a.GradType)
+	}
+	if a.HP != nil && a.HPType != 0 {
+		l.HPBF16 = isBF16(a.HPType)
+	}
+	return b.ks.Update(b.s, &l)
+}
+
+// Cast implements optimizer.Backend: one launch over the segments of modes
+// ModeTensorCurrent and ModeTile.
+func (b *Backend) Cast(a *optimizer.CastArgs) error {
+	var segs []kernels.Segment
+	for _, s := range a.Segments {
+		if s.Mode == optimizer.ModeTensorCurrent || s.Mode == optimizer.ModeTile {
+			segs = append(segs, kernelSegment(s))
+		}
+	}
+	t := kernels.PackSegments(segs)
+	tp, err := b.table(t)
+	if err != nil {
+		return err
+	}
+	return b.ks.CastSegments(b.s, b.ptr(a.FP8), b.ptr(a.Master), t, tp, b.ptr(a.Scale), a.Format)
+}
+
+func kernelSegment(s optimizer.Segment) kernels.Segment {
+	return kernels.Segment{Off: s.Off, Len: s.Len, Mode: uint32(s.Mode), Slot: uint32(s.Slot),
+		StepSize: s.StepSize, Decay: s.Decay, ParamOffset: s.ParamOffset, Cols: s.Cols}
+}
+
+// table returns the device copy of t, uploading it unless the cache holds
+// one with the same bytes.
+func (b *Backend) table(t kernels.Table) (cuda.DevicePtr, error) {
+	if t.Chunks == 0 {
+		return 0, nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, cuda.ErrClosed
+	}
+	key := string(t.Bytes)
+	if p, ok := b.tables[key]; ok {
+		return p, nil
+	}
+	if len(b.tables) >= maxTables {
+		if err := b.dropTables(); err != nil {
+			return 0, err
+		}
+	}
+	p, err := b.dev.Alloc(len(t.Bytes))
+	if err != nil {
+		return 0, fmt.Errorf("gpu: segment table: %w", err)
+	}
+	if err := b.s.Upload(p, t.Bytes); err != nil {
+		b.dev.Free(p)
+		return 0, err
+	}
+	b.tables[key] = p
+	return p, nil
+}
+
+// dropTables waits for the stream and frees every cached table (b.mu held).
+func (b *Backend) dropTables() error {
+	err := b.s.Synchronize()
+	for k, p := range b.tables {
+		if e := b.dev.Free(p); e != nil && err == nil {
+			err = e
+		}
+		delete(b.tables, k)
+	}
+	return err
+}
+
+// Close implements optimizer.Backend: it waits for the stream, frees the
+// cached tables, unloads the kernels and closes the device. Buffers not
+// freed before are released with the device's primary context.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	err := b.dropTables()
+	if e := b.s.Destroy(); e != nil && err == nil {
+		err = e
+	}
+	if e := b.ks.Close(); e != nil && err == nil {
+		err = e
+	}
+	if e := b.dev.Close(); e != nil && err == nil {
+		err = e
+	}
+	return err
+}
+
+var _ optimizer.Backend = (*Backend)(nil)
+
+func ptrOf(d collective.DeviceBuffer) cuda.DevicePtr { return cuda.DevicePtr(d.Ptr) }

@@ -1,0 +1,33 @@
+// Package gpu provides the CUDA backend of the optimizer: an
+// optimizer.Backend whose buffers are device memory
+// (collective.DeviceBuffer) and whose arithmetic runs in the PTX kernels of
+// internal/kernels, bit for bit the CPU backend's (optimizer.NewCPU).
+//
+// # Work and ordering
+//
+// Every method queues its work on one compute stream (Backend.Stream): the
+// gradient statistics (two launches), the fused update of a bucket shard
+// (one launch over all its segments: the rule, then the amax, delayed cast,
+// block casts or tile amaxes of its segments' modes, in the same pass), and
+// the cast of current-scaling and tile segments (one launch). Read and Sync
+// wait for everything issued before them; Write waits for its own copy. A
+// communicator that works on another stream (NCCL) must order itself
+// against Stream with events.
+//
+// Segment tables are uploaded to device memory and cached by content, so a
+// step that repeats the previous step's segments and factors uploads
+// nothing; a table that changes (a learning-rate schedule changes the step
+// sizes) costs one synchronous upload of its few bytes.
+//
+// # Choosing a backend
+//
+// Choose("cpu" | "gpu" | "auto") returns the backend asked for. "gpu" never
+// falls back: without a driver or device it returns an error matching
+// ErrUnavailable (and cuda's ErrNoDriver or ErrNoDevice). "auto" takes GPU 0
+// when it can and the CPU backend when no GPU is present; Name says which.
+//
+// NaN payloads are the one thing the backends do not share: where the CPU
+// keeps the payload of a NaN input the GPU returns its canonical NaN
+// (0x7fffffff). Steps with non-finite gradients are skipped before the
+// update, so a training run never meets the difference.
+package gpu
