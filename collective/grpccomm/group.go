@@ -360,20 +360,20 @@ func (c *Comm) peerGone(p *peer, why string) {
 
 // peerLost fails the communicator because the link with p broke with err,
 // unless p had closed on purpose or the communicator failed already.
-func (c *Comm) peerLost(p *peer, doing string, err error) {
+func (c *Comm) peerLost(p *peer, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if p.gone != "" || c.failure != nil {
 		return
 	}
-	c.failLocked(peerFailure(p.rank, doing, err))
+	c.failLocked(peerFailure(p.rank, err))
 }
 
 // peerFailure describes the end of the link with rank when err ended it.
 // A peer that aborted says so in an Aborted status, naming the rank it
 // blames (see endStatus): the failure names that rank, so that every
 // survivor names the same culprit.
-func peerFailure(rank int, doing string, err error) *failure {
+func peerFailure(rank int, err error) *failure {
 	lost := []error{collective.ErrPeerLost}
 	if st, ok := status.FromError(err); ok && st.Code() == codes.Aborted {
 		culprit, msg, ok := parseBlame(st.Message())
@@ -389,7 +389,7 @@ func peerFailure(rank int, doing string, err error) *failure {
 	if st, ok := status.FromError(err); ok {
 		msg = st.Message()
 	}
-	return &failure{rank: rank, msg: fmt.Sprintf("peer lost (%s): %s", doing, msg), errs: lost}
+	return &failure{rank: rank, msg: "peer lost: " + msg, errs: lost}
 }
 
 // endStatus is what this rank's handlers return when they stop: OK after a

@@ -45,15 +45,19 @@ type rankResult struct {
 	Rank     int    `json:"rank"`
 	Stage    string `json:"stage"` // where it stopped: config, connect, new, run, close, done
 	Err      string `json:"err,omitempty"`
-	Steps    int    `json:"steps"`              // steps completed (role "steps")
-	Blamed   int    `json:"blamed"`             // rank named by a *collective.RankError, else -1
-	PeerLost bool   `json:"peer_lost"`          // the error matches collective.ErrPeerLost
-	Deadline bool   `json:"deadline"`           // the error matches context.DeadlineExceeded
-	Member   bool   `json:"membership"`         // the error matches rendezvous.ErrMembership
-	PortUsed bool   `json:"port_in_use"`        // the error matches rendezvous.ErrPortInUse
-	Leaked   string `json:"leaked,omitempty"`   // goroutines left after Close
-	Checksum uint64 `json:"checksum,omitempty"` // of the last step's result (role "steps")
+	Steps    int    `json:"steps"`               // steps completed (role "steps")
+	Blamed   int    `json:"blamed"`              // rank named by a *collective.RankError, else -1
+	PeerLost bool   `json:"peer_lost"`           // the error matches collective.ErrPeerLost
+	Deadline bool   `json:"deadline"`            // the error matches context.DeadlineExceeded
+	Member   bool   `json:"membership"`          // the error matches rendezvous.ErrMembership
+	PortUsed bool   `json:"port_in_use"`         // the error matches rendezvous.ErrPortInUse
+	Leaked   string `json:"leaked,omitempty"`    // goroutines left after Close
+	Checksum uint64 `json:"checksum,omitempty"`  // of the last step's result (role "steps")
+	FailedAt int64  `json:"failed_at,omitempty"` // when the steps failed, Unix milliseconds
 }
+
+// failedAt returns when the steps of res failed.
+func (res rankResult) failedAt() time.Time { return time.UnixMilli(res.FailedAt) }
 
 // runRole is the main of a rank process. Roles:
 //
@@ -140,6 +144,9 @@ func runRole(role string) int {
 		}
 		steps, _ := strconv.Atoi(os.Getenv("GRPCCOMM_TEST_STEPS"))
 		res.Steps, res.Checksum, err = runSteps(ctx, c, steps)
+		if err != nil {
+			res.FailedAt = time.Now().UnixMilli()
+		}
 	default:
 		err = fmt.Errorf("unknown role %q", role)
 	}
@@ -413,12 +420,12 @@ func TestProcessKilled(t *testing.T) {
 					continue
 				}
 				res := p.wait(t, 20*time.Second)
-				took := time.Since(killed)
+				took := res.failedAt().Sub(killed)
 				t.Logf("rank %d after %v: %s", p.rank, took.Round(time.Millisecond), res.Err)
 				if res.Stage != "run" || res.Blamed != tc.victim || !res.PeerLost {
 					t.Errorf("rank %d: stage %s, blamed %d, peer lost %v: %s", p.rank, res.Stage, res.Blamed, res.PeerLost, res.Err)
 				}
-				if took > 10*time.Second {
+				if took > 5*time.Second {
 					t.Errorf("rank %d failed %v after the kill", p.rank, took)
 				}
 			}

@@ -86,7 +86,7 @@ func (c *Comm) sendLoop(p *peer) {
 				if endErr != "" {
 					c.fail(&failure{rank: p.rank, msg: endErr, errs: []error{collective.ErrPeerLost}})
 				} else {
-					c.peerLost(p, "sending to it", err)
+					c.peerLost(p, err)
 				}
 			}
 			break
@@ -173,7 +173,7 @@ func (c *Comm) watch(p *peer) {
 	if err == io.EOF {
 		c.peerGone(p, "closed its communicator")
 	} else {
-		c.peerLost(p, "its stream from this rank", err)
+		c.peerLost(p, err)
 	}
 	close(p.drained)
 }
@@ -225,7 +225,7 @@ func (c *Comm) read(p *peer, stream grpc.ServerStream, frames chan<- *inFrame) {
 			case <-t.C:
 			}
 			t.Stop()
-			c.peerLost(p, "its stream to this rank", err)
+			c.peerLost(p, err)
 			return
 		}
 		select {
