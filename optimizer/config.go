@@ -18,6 +18,9 @@ var (
 	// (a collective timed out, a peer was lost): the state on this rank can
 	// no longer be trusted; restore from a checkpoint.
 	ErrBroken = errors.New("optimizer: state broken by an earlier failure")
+	// ErrRemote reports that another rank failed at a point where all ranks
+	// must agree (initial values, a checkpoint load).
+	ErrRemote = errors.New("optimizer: another rank failed")
 	// ErrUnknownParam is returned for a parameter name not in the layout.
 	ErrUnknownParam = errors.New("optimizer: unknown parameter")
 )

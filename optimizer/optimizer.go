@@ -3,6 +3,7 @@ package optimizer
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -14,13 +15,21 @@ import (
 
 // InitFunc fills dst with the elements [offset, offset+len(dst)) of the
 // named parameter's initial value, flattened row-major. Every rank must give
-// the same values.
-type InitFunc func(name string, offset int, dst []float32)
+// the same values. An error on any rank makes New fail on every rank.
+type InitFunc func(name string, offset int, dst []float32) error
 
 // FromMap is an InitFunc reading full initial tensors from a map.
 func FromMap(m map[string][]float32) InitFunc {
-	return func(name string, offset int, dst []float32) {
-		copy(dst, m[name][offset:offset+len(dst)])
+	return func(name string, offset int, dst []float32) error {
+		v, ok := m[name]
+		if !ok {
+			return fmt.Errorf("optimizer: no initial value for %q: %w", name, ErrUnknownParam)
+		}
+		if offset+len(dst) > len(v) {
+			return fmt.Errorf("optimizer: initial value of %q has %d elements, want at least %d: %w", name, len(v), offset+len(dst), ErrConfig)
+		}
+		copy(dst, v[offset:offset+len(dst)])
+		return nil
 	}
 }
 
@@ -45,8 +54,9 @@ type Optimizer struct {
 	scaleIn collective.Buffer // float32 x nSlots: scale_inv of the bytes held now
 	stats   collective.Buffer // int64 x StatsLen
 	history []*fp8.AmaxHistory
-	hScale  []float32 // host copies
-	hInv    []float32
+	hScale  []float32 // host copies: the scale of the next cast,
+	hInv    []float32 // the scale_inv of the bytes held now,
+	hCast   []float32 // and the scale those bytes were cast with
 
 	step    int
 	broken  error
@@ -96,7 +106,7 @@ func New(ctx context.Context, comm collective.Communicator, be Backend, params [
 		o.Close()
 		return nil, err
 	}
-	if err := o.loadMasters(init); err != nil {
+	if err := o.agree(ctx, o.loadMasters(init)); err != nil {
 		o.Close()
 		return nil, err
 	}
@@ -168,6 +178,7 @@ func (o *Optimizer) allocate() error {
 		}
 		o.hScale = make([]float32, o.nSlots)
 		o.hInv = make([]float32, o.nSlots)
+		o.hCast = make([]float32, o.nSlots)
 		if mode == ModeTensorDelayed {
 			o.history = make([]*fp8.AmaxHistory, o.nSlots)
 			for i := range o.history {
@@ -239,7 +250,9 @@ func (o *Optimizer) loadMasters(init InitFunc) error {
 	for _, bk := range o.buckets {
 		for _, pc := range bk.pieces {
 			vals := make([]float32, pc.Len)
-			init(o.params[pc.Param].Name, pc.ParamOffset, vals)
+			if err := init(o.params[pc.Param].Name, pc.ParamOffset, vals); err != nil {
+				return fmt.Errorf("optimizer: initial value of %q: %w", o.params[pc.Param].Name, err)
+			}
 			if err := o.be.Write(bk.master, 4*pc.ShardOffset, float32Bytes(vals)); err != nil {
 				return err
 			}
@@ -262,6 +275,49 @@ func bytesFloat32(b []byte) []float32 {
 		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 	}
 	return v
+}
+
+// agree combines a local outcome with every other rank's: it returns err
+// when this rank failed, an error naming a failed rank when another did, and
+// nil when all succeeded. Every rank must call it at the same point, so a
+// local failure never leaves the others waiting in a later collective.
+func (o *Optimizer) agree(ctx context.Context, err error) error {
+	var flag int64
+	if err != nil {
+		flag = int64(o.rank) + 1
+	}
+	buf, aerr := o.be.Alloc(8)
+	if aerr != nil {
+		return errors.Join(err, aerr)
+	}
+	defer o.be.Free(buf)
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(flag))
+	if werr := o.be.Write(buf, 0, b[:]); werr != nil {
+		return errors.Join(err, werr)
+	}
+	if rerr := collective.AllReduce(ctx, o.comm, buf, buf, collective.Int64, collective.Max); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	if rerr := o.be.Read(b[:], buf, 0); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	if err != nil {
+		return err
+	}
+	if r := int64(binary.LittleEndian.Uint64(b[:])); r != 0 {
+		return fmt.Errorf("optimizer: rank %d failed: %w", r-1, ErrRemote)
+	}
+	return nil
+}
+
+// Invalidate marks the optimizer broken by err: every later call returns
+// ErrBroken. Use it when state loaded from outside cannot be trusted.
+func (o *Optimizer) Invalidate(err error) {
+	if err == nil {
+		err = errors.New("invalidated")
+	}
+	o.fail(err)
 }
 
 // fail marks the optimizer broken by err and returns err.
@@ -495,7 +551,7 @@ func (o *Optimizer) castAndGather(ctx context.Context, a *UpdateArgs, ph phase, 
 				// The bytes were cast with hScale; the next cast uses the
 				// history including this step's amax (a reload restores the
 				// history as saved and pushes nothing).
-				o.hInv[s] = 1 / o.hScale[s]
+				o.hCast[s], o.hInv[s] = o.hScale[s], 1/o.hScale[s]
 				if ph == phaseStep {
 					o.history[s].Push(am)
 				}
@@ -506,6 +562,7 @@ func (o *Optimizer) castAndGather(ctx context.Context, a *UpdateArgs, ph phase, 
 					o.history[s].Push(am)
 					o.hScale[s], o.hInv[s] = o.history[s].Scale(r.Format, r.Margin, r.PowerOf2)
 				}
+				o.hCast[s] = o.hScale[s]
 			}
 		}
 		if err := o.be.Write(o.scale, 0, float32Bytes(o.hScale)); err != nil {

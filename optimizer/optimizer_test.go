@@ -243,7 +243,7 @@ func TestMemoryReport(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				var err error
-				opts[r], err = New(context.Background(), comms[r], NewCPU(1), params, func(string, int, []float32) {}, Config{})
+				opts[r], err = New(context.Background(), comms[r], NewCPU(1), params, func(string, int, []float32) error { return nil }, Config{})
 				if err != nil {
 					t.Error(err)
 				}

@@ -60,12 +60,21 @@ type PieceSetter func(name string, offset int, master, m, v []float32) error
 
 // LoadPieces replaces this rank's masters and moments with what set gives,
 // then recomputes and gathers the parameters (as New does) before it
-// returns, so the optimizer is never left half-loaded: on any error it is
-// marked broken. All ranks must call it together.
+// returns, so the optimizer is never left half-loaded: on any error, on
+// this rank or another, every rank returns an error and is marked broken.
+// All ranks must call it together.
 func (o *Optimizer) LoadPieces(ctx context.Context, set PieceSetter) error {
 	if err := o.usable(); err != nil {
 		return err
 	}
+	if err := o.agree(ctx, o.setPieces(set)); err != nil {
+		return o.fail(err)
+	}
+	return o.refreshState(ctx)
+}
+
+// setPieces writes what set gives into this rank's masters and moments.
+func (o *Optimizer) setPieces(set PieceSetter) error {
 	msz := o.cfg.MomentType.Size()
 	for _, bk := range o.buckets {
 		for _, pc := range bk.pieces {
@@ -76,22 +85,22 @@ func (o *Optimizer) LoadPieces(ctx context.Context, set PieceSetter) error {
 				v = make([]float32, pc.Len)
 			}
 			if err := set(o.params[pc.Param].Name, pc.ParamOffset, master, m, v); err != nil {
-				return o.fail(fmt.Errorf("optimizer: loading %q: %w", o.params[pc.Param].Name, err))
+				return fmt.Errorf("optimizer: loading %q: %w", o.params[pc.Param].Name, err)
 			}
 			if err := o.be.Write(bk.master, 4*pc.ShardOffset, float32Bytes(master)); err != nil {
-				return o.fail(err)
+				return err
 			}
 			if err := o.be.Write(bk.m, msz*pc.ShardOffset, encodeElems(m, o.cfg.MomentType)); err != nil {
-				return o.fail(err)
+				return err
 			}
 			if v != nil {
 				if err := o.be.Write(bk.v, msz*pc.ShardOffset, encodeElems(v, o.cfg.MomentType)); err != nil {
-					return o.fail(err)
+					return err
 				}
 			}
 		}
 	}
-	return o.refreshState(ctx)
+	return nil
 }
 
 // ScalarState is the small state every rank holds in full: the step count,
@@ -114,7 +123,7 @@ func (o *Optimizer) Scalars() ScalarState {
 	}
 	for i, h := range o.history {
 		s.AmaxHistories = append(s.AmaxHistories, h.Values())
-		s.CastScales = append(s.CastScales, 1/o.hInv[i])
+		s.CastScales = append(s.CastScales, o.hCast[i])
 	}
 	return s
 }

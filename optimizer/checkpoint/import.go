@@ -78,12 +78,12 @@ func (im *Importer) check(params []optimizer.Param) error {
 }
 
 // Init fills dst with elements [offset, offset+len(dst)) of the named
-// tensor, converted to float32. InitFunc has no error result: on a failed
-// read (or a name OpenImport did not check) Init zeroes dst and records
-// the first error, which Err and Close return. Check one of them before
-// using an optimizer made with Init.
-func (im *Importer) Init(name string, offset int, dst []float32) {
-	if err := im.read(name, offset, dst); err != nil {
+// tensor, converted to float32. On a failed read (or a name OpenImport did
+// not check) Init zeroes dst, returns the error (which makes optimizer.New
+// fail on every rank) and records the first one, which Err and Close return.
+func (im *Importer) Init(name string, offset int, dst []float32) error {
+	err := im.read(name, offset, dst)
+	if err != nil {
 		clear(dst)
 		im.mu.Lock()
 		if im.err == nil {
@@ -91,6 +91,7 @@ func (im *Importer) Init(name string, offset int, dst []float32) {
 		}
 		im.mu.Unlock()
 	}
+	return err
 }
 
 func (im *Importer) read(name string, offset int, dst []float32) error {

@@ -16,7 +16,6 @@ import (
 // saveCheck is what ranks compare before a save.
 type saveCheck struct {
 	State string `json:"state"` // step and parameter digests
-	Masks []byte `json:"masks"` // per FP8 parameter, the cast-scale candidates this rank confirms
 }
 
 // SaveOptions tune Save. The zero value takes the defaults.
@@ -76,17 +75,12 @@ func Save(ctx context.Context, o *optimizer.Optimizer, comm collective.Communica
 	staging := final + stagingSuffix
 	info := Info{Dir: final, Step: step, World: world}
 
-	// 1. Read the state; check that every rank holds the same parameters;
-	// find the exact cast scales of delayed scaling (see castscale.go).
+	// 1. Read the state; check that every rank holds the same parameters.
 	pieces, err := o.ReadPieces()
 	var fp8Sum, hpSum string
-	var cands [][]float32
 	var check saveCheck
 	if err == nil {
 		fp8Sum, hpSum, err = paramDigests(o)
-	}
-	if err == nil {
-		cands, check.Masks, err = castScaleMasks(o, pieces)
 	}
 	check.State = fmt.Sprintf("%d %s %s", step, fp8Sum, hpSum)
 	mine, _ := json.Marshal(check) // strings and bytes always marshal
@@ -94,18 +88,16 @@ func Save(ctx context.Context, o *optimizer.Optimizer, comm collective.Communica
 	if err != nil {
 		return info, err
 	}
-	masks := make([][]byte, len(checks))
 	for r, s := range checks {
 		var c saveCheck
-		if err := json.Unmarshal([]byte(s), &c); err != nil || len(c.Masks) != len(cands) {
+		if err := json.Unmarshal([]byte(s), &c); err != nil {
 			return info, fmt.Errorf("checkpoint: rank %d sent %q: %w", r, s, ErrRemote)
 		}
 		if c.State != check.State {
 			return info, fmt.Errorf("checkpoint: rank %d holds step and parameters %q, this rank %q; not saving: %w", r, c.State, check.State, ErrDiverged)
 		}
-		masks[r] = c.Masks
 	}
-	castScales := exactCastScales(o.Scalars().CastScales, cands, masks)
+	castScales := o.Scalars().CastScales
 
 	// 2. Rank 0 makes a fresh staging directory.
 	err = nil
