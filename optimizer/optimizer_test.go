@@ -277,3 +277,34 @@ func TestMemoryReport(t *testing.T) {
 		}
 	}
 }
+
+// TestInitFailureOnOneRank: an initial value missing on one rank makes New
+// fail on every rank (none waits for the others at a deadline).
+func TestInitFailureOnOneRank(t *testing.T) {
+	params := awkwardParams()
+	comms := inproc.Communicators(3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for r := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			w := initWeights(params, 1)
+			if r == 1 {
+				delete(w, "big")
+			}
+			_, errs[r] = New(ctx, comms[r], NewCPU(1), params, FromMap(w), Config{Groups: testGroups()})
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		switch {
+		case r == 1 && !errors.Is(err, ErrUnknownParam):
+			t.Fatalf("rank 1: %v, want ErrUnknownParam", err)
+		case r != 1 && (!errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), "rank 1")):
+			t.Fatalf("rank %d: %v, want ErrRemote naming rank 1", r, err)
+		}
+	}
+}
