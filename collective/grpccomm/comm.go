@@ -11,8 +11,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/rendezvous"
@@ -224,7 +226,10 @@ func (c *Comm) accept(stream grpc.ServerStream) (*peer, error) {
 	switch {
 	case c.failure != nil:
 		c.mu.Unlock()
-		return nil, c.endStatus()
+		if err := c.endStatus(); err != nil {
+			return nil, err
+		}
+		return nil, status.Error(codes.Unavailable, "communicator closed")
 	case p.inbound:
 		c.mu.Unlock()
 		return nil, handshakeStatus("rank %d connected twice", from)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -366,35 +367,42 @@ func (c *Comm) peerLost(p *peer, err error) {
 	if p.gone != "" || c.failure != nil {
 		return
 	}
-	c.failLocked(peerFailure(p.rank, err))
+	c.failLocked(c.peerFailure(p.rank, err))
 }
 
-// peerFailure describes the end of the link with rank when err ended it.
-// A peer that aborted says so in an Aborted status, naming the rank it
-// blames (see endStatus): the failure names that rank, so that every
-// survivor names the same culprit.
-func peerFailure(rank int, err error) *failure {
-	lost := []error{collective.ErrPeerLost}
-	if st, ok := status.FromError(err); ok && st.Code() == codes.Aborted {
-		culprit, msg, ok := parseBlame(st.Message())
-		if !ok {
-			return &failure{rank: rank, msg: "aborted: " + st.Message(), errs: lost}
-		}
-		if culprit == rank {
-			return &failure{rank: rank, msg: msg, errs: lost}
-		}
-		return &failure{rank: culprit, msg: fmt.Sprintf("%s (reported by rank %d)", msg, rank), errs: lost}
+// peerFailure describes, for this rank, the end of the link with rank when
+// err ended it. A peer that aborted says so in its status (see endStatus),
+// naming the rank it blames: the failure names that rank, so that every
+// survivor names the same culprit, unless it is this rank, and then the
+// reporting peer is named. A peer that found mismatched ops says so with
+// InvalidArgument, and the failure matches collective.ErrInvalid.
+func (c *Comm) peerFailure(rank int, err error) *failure {
+	st, ok := status.FromError(err)
+	if !ok {
+		return &failure{rank: rank, msg: "peer lost: " + err.Error(), errs: []error{collective.ErrPeerLost}}
 	}
-	msg := err.Error()
-	if st, ok := status.FromError(err); ok {
-		msg = st.Message()
+	errs := []error{collective.ErrPeerLost}
+	switch st.Code() {
+	case codes.InvalidArgument:
+		errs = []error{collective.ErrInvalid}
+	case codes.Aborted:
+	default:
+		return &failure{rank: rank, msg: "peer lost: " + st.Message(), errs: errs}
 	}
-	return &failure{rank: rank, msg: "peer lost: " + msg, errs: lost}
+	culprit, msg, ok := parseBlame(st.Message())
+	switch {
+	case !ok:
+		return &failure{rank: rank, msg: "aborted: " + st.Message(), errs: errs}
+	case culprit == rank || culprit == c.rank:
+		return &failure{rank: rank, msg: msg, errs: errs}
+	}
+	return &failure{rank: culprit, msg: fmt.Sprintf("%s (reported by rank %d)", msg, rank), errs: errs}
 }
 
 // endStatus is what this rank's handlers return when they stop: OK after a
-// graceful Close or once the peer has gone, else an Aborted status that
-// blames the failure's rank ("rank R: why").
+// graceful Close or once the peer has gone, else a status that blames the
+// failure's rank ("rank R: why"): InvalidArgument for mismatched ops,
+// Aborted for anything else.
 func (c *Comm) endStatus() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -402,7 +410,11 @@ func (c *Comm) endStatus() error {
 	if f == nil || f.graceful {
 		return nil
 	}
-	return status.Error(codes.Aborted, "rank "+strconv.Itoa(f.rank)+": "+f.msg)
+	code := codes.Aborted
+	if slices.Contains(f.errs, collective.ErrInvalid) {
+		code = codes.InvalidArgument
+	}
+	return status.Error(code, "rank "+strconv.Itoa(f.rank)+": "+f.msg)
 }
 
 // parseBlame splits an Aborted status message of endStatus.
