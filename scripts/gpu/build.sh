@@ -11,7 +11,7 @@
 set -eu
 cd "$(dirname "$0")/../.."
 race_pkgs="./internal/cuda"
-cmds=""
+cmds="./cmd/distopt-bench-update"
 
 rm -rf .gpu/*.test .gpu/bin .gpu/manifest
 mkdir -p .gpu

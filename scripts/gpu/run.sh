@@ -47,6 +47,17 @@ while read -r bin dir; do
 			-test.timeout "${TIMEOUT:-20m}") >>"$out/bench.log" 2>&1 || status=1
 	fi
 done <.gpu/manifest
+# The fused update benchmark and its PyTorch baseline, in the same call.
+if [ "${BENCH:-1}" != 0 ] && [ -x .gpu/bin/distopt-bench-update ]; then
+	.gpu/bin/distopt-bench-update >"$out/bench-update.md" 2>&1 || status=1
+	cat "$out/bench-update.md"
+	py=python3
+	for p in python3 /opt/venv/bin/python /usr/local/bin/python3; do
+		if "$p" -c 'import torch' 2>/dev/null; then py=$p; break; fi
+	done
+	"$py" scripts/bench/torch_adamw.py >"$out/bench-torch.md" 2>&1 || status=1
+	cat "$out/bench-torch.md"
+fi
 grep -E '^(ok|PASS|FAIL|--- FAIL|Benchmark)' "$out/tests.log" "$out/bench.log" 2>/dev/null | tail -60
 echo "== run.sh: $( [ $status -eq 0 ] && echo all passed || echo FAILURES )"
 exit $status

@@ -1,0 +1,260 @@
+// Command distopt-bench-update times the fused optimizer update and FP8
+// cast of the CUDA backend (optimizer/gpu) on one shard, for each recipe,
+// and compares it with the device-to-device copy bandwidth measured in the
+// same run.
+//
+// For each recipe it reports the time per step (CUDA events around
+// -iters iterations, after -warmup), the minimum bytes moved (every
+// operand read once and written once: AdamW with float32 master and
+// moments and bfloat16 gradients is 8+8+8+2 bytes per element, plus 1 for
+// the FP8 byte and the block scales), the bytes actually moved (current
+// scaling and 128x128 tiles read the master a second time for the cast:
+// +4), the bandwidth of each and its ratio to the copy bandwidth.
+//
+// Usage:
+//
+//	distopt-bench-update [-n 268435456] [-segments 64] [-iters 20] [-warmup 3]
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"time"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/gpu"
+)
+
+func main() {
+	n := flag.Int("n", 1<<28, "elements in the shard")
+	nseg := flag.Int("segments", 64, "segments (tensors) in the shard")
+	iters := flag.Int("iters", 20, "timed iterations")
+	warmup := flag.Int("warmup", 3, "untimed iterations first")
+	flag.Parse()
+	if err := run(*n, *nseg, *iters, *warmup); err != nil {
+		fmt.Fprintln(os.Stderr, "distopt-bench-update:", err)
+		os.Exit(1)
+	}
+}
+
+// bench is the state of one run.
+type bench struct {
+	b      *gpu.Backend
+	n      int
+	iters  int
+	warmup int
+	start  *cuda.Event
+	end    *cuda.Event
+}
+
+// timeIt returns the mean time of fn over the timed iterations.
+func (x *bench) timeIt(fn func() error) (time.Duration, error) {
+	for range x.warmup {
+		if err := fn(); err != nil {
+			return 0, err
+		}
+	}
+	s := x.b.Stream()
+	if err := x.start.Record(s); err != nil {
+		return 0, err
+	}
+	for range x.iters {
+		if err := fn(); err != nil {
+			return 0, err
+		}
+	}
+	if err := x.end.Record(s); err != nil {
+		return 0, err
+	}
+	if err := x.end.Synchronize(); err != nil {
+		return 0, err
+	}
+	d, err := cuda.Elapsed(x.start, x.end)
+	return d / time.Duration(x.iters), err
+}
+
+func run(n, nseg, iters, warmup int) error {
+	b, err := gpu.New(0)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	x := &bench{b: b, n: n, iters: iters, warmup: warmup}
+	if x.start, err = b.Device().NewEvent(true); err != nil {
+		return err
+	}
+	defer x.start.Destroy()
+	if x.end, err = b.Device().NewEvent(true); err != nil {
+		return err
+	}
+	defer x.end.Destroy()
+
+	alloc := func(size int) collective.Buffer {
+		if err != nil {
+			return nil
+		}
+		var buf collective.Buffer
+		buf, err = b.Alloc(size)
+		return buf
+	}
+	master, m, v := alloc(4*n), alloc(4*n), alloc(4*n)
+	grad, out := alloc(2*n), alloc(n)
+	blocks := alloc(4 * (n/32 + 1))
+	if err != nil {
+		return err
+	}
+	if err := fillPattern(b, master, grad, n); err != nil {
+		return err
+	}
+	// The copy bandwidth: master to m (1 byte read + 1 written per byte).
+	copyT, err := x.timeIt(func() error {
+		return b.Stream().CopyDtoD(cuda.DevicePtr(m.(collective.DeviceBuffer).Ptr), cuda.DevicePtr(master.(collective.DeviceBuffer).Ptr), 4*n)
+	})
+	if err != nil {
+		return err
+	}
+	if err := b.Zero(m, 0, 4*n); err != nil {
+		return err
+	}
+	copyBW := float64(8*n) / copyT.Seconds() / 1e9
+	fmt.Printf("# distopt-bench-update: %s, n = %d, %d segments, %d iterations\n\n", b.Name(), n, nseg, iters)
+	fmt.Printf("device-to-device copy of %d bytes: %.3f ms, %.0f GB/s (read + write)\n\n", 4*n, ms(copyT), copyBW)
+	fmt.Println("| recipe | time | min bytes/elem | GB/s on min | of copy | bytes moved/elem | GB/s moved | of copy |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
+
+	type recipe struct {
+		name   string
+		r      fp8.Recipe
+		mode   optimizer.Mode
+		scales float64 // block-scale bytes per element
+	}
+	recipes := []recipe{
+		{"TensorCurrent E4M3 (update+amax, then cast)", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, optimizer.ModeTensorCurrent, 0},
+		{"TensorDelayed E4M3 (one pass)", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorDelayed}, optimizer.ModeTensorDelayed, 0},
+		{"Block1x128 E4M3 (one pass)", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block1x128}, optimizer.ModeBlock, 4.0 / 128},
+		{"MXFP8 E4M3 (one pass)", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.MXFP8}, optimizer.ModeBlock, 1.0 / 32},
+		{"Block128x128 E4M3 (update+tile amax, then cast)", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block128x128}, optimizer.ModeTile, 0},
+	}
+	for _, rc := range recipes {
+		segs, slots := layout(n, nseg, rc.mode)
+		amax, scale := alloc(4*slots), alloc(4*slots)
+		if err != nil {
+			return err
+		}
+		ones := make([]float32, slots)
+		for i := range ones {
+			ones[i] = 1
+		}
+		if err := b.Write(scale, 0, f32bytes(ones)); err != nil {
+			return err
+		}
+		a := &optimizer.UpdateArgs{Rule: optimizer.RuleAdamW, N: n, Master: master, M: m, V: v, MomentType: collective.Float32,
+			Grad: grad, GradType: collective.BFloat16, Segments: segs, Recipe: rc.r, FP8: out, BlockScales: blocks,
+			Amax: amax, Scale: scale,
+			Hyper: optimizer.Hyper{GradScale: 1, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: float32(1 - 0.9),
+				OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8, RBC2: float32(1 / math.Sqrt(1-0.999))}}
+		c := &optimizer.CastArgs{N: n, Master: master, Segments: segs, Format: rc.r.Format, FP8: out, Scale: scale}
+		twoPass := rc.mode == optimizer.ModeTensorCurrent || rc.mode == optimizer.ModeTile
+		t, err := x.timeIt(func() error {
+			if err := b.Zero(amax, 0, 4*slots); err != nil {
+				return err
+			}
+			if err := b.Update(a); err != nil {
+				return err
+			}
+			if twoPass {
+				return b.Cast(c)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", rc.name, err)
+		}
+		minB := 27 + rc.scales
+		moved := minB
+		if twoPass {
+			moved += 4
+		}
+		bwMin := minB * float64(n) / t.Seconds() / 1e9
+		bwMoved := moved * float64(n) / t.Seconds() / 1e9
+		fmt.Printf("| %s | %.3f ms | %.2f | %.0f | %.0f%% | %.2f | %.0f | %.0f%% |\n", rc.name, ms(t), minB, bwMin, 100*bwMin/copyBW, moved, bwMoved, 100*bwMoved/copyBW)
+		if twoPass {
+			tu, err := x.timeIt(func() error { return b.Update(a) })
+			if err != nil {
+				return err
+			}
+			tc, err := x.timeIt(func() error { return b.Cast(c) })
+			if err != nil {
+				return err
+			}
+			fmt.Printf("|   of which update+amax / cast | %.3f / %.3f ms | 27 / 5 | %.0f / %.0f | | | | |\n", ms(tu), ms(tc),
+				27*float64(n)/tu.Seconds()/1e9, 5*float64(n)/tc.Seconds()/1e9)
+		}
+		b.Free(amax)
+		b.Free(scale)
+	}
+	return nil
+}
+
+// layout cuts n elements into nseg segments of mode; tile segments are
+// matrices of 4096 columns. It returns the segments and the slots they use.
+func layout(n, nseg int, mode optimizer.Mode) ([]optimizer.Segment, int) {
+	segs := make([]optimizer.Segment, nseg)
+	slots := 0
+	for i := range segs {
+		lo, hi := n*i/nseg/128*128, n*(i+1)/nseg/128*128
+		if i == nseg-1 {
+			hi = n
+		}
+		s := optimizer.Segment{Off: lo, Len: hi - lo, Mode: mode, StepSize: 1e-3, Decay: 1 - 1e-4, Slot: slots}
+		switch mode {
+		case optimizer.ModeTensorCurrent, optimizer.ModeTensorDelayed:
+			slots++
+		case optimizer.ModeTile:
+			s.Cols = 4096
+			slots += fp8.TileIndex(s.Len-1, s.Cols, 128) + (s.Cols+127)/128
+		}
+		segs[i] = s
+	}
+	return segs, max(slots, 1)
+}
+
+// fillPattern writes small normal-like values to the master and bfloat16
+// gradients, a megabyte-sized pattern repeated.
+func fillPattern(b *gpu.Backend, master, grad collective.Buffer, n int) error {
+	const k = 1 << 20
+	p := make([]float32, k)
+	g := make([]byte, 2*k)
+	for i := range p {
+		p[i] = float32(math.Sin(float64(i))) * 0.05
+		h := fp8.BF16FromFloat32(float32(math.Cos(float64(i))) * 0.01)
+		g[2*i], g[2*i+1] = byte(h), byte(h>>8)
+	}
+	pb := f32bytes(p)
+	for off := 0; off < n; off += k {
+		c := min(k, n-off)
+		if err := b.Write(master, 4*off, pb[:4*c]); err != nil {
+			return err
+		}
+		if err := b.Write(grad, 2*off, g[:2*c]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func f32bytes(x []float32) []byte {
+	b := make([]byte, 4*len(x))
+	for i, v := range x {
+		u := math.Float32bits(v)
+		b[4*i], b[4*i+1], b[4*i+2], b[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
+	}
+	return b
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
