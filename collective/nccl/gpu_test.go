@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -109,11 +110,11 @@ func TestNativeAvg(t *testing.T) {
 						want := make([]byte, hi-lo)
 						if safe {
 							collective.Reduce(want, [][]byte{in[0][lo:hi], in[1][lo:hi]}, dt, collective.Avg)
+							if bad, first := diff(got, want, dt); bad > 0 {
+								t.Errorf("rank %d: %d of %d elements differ from collective.Reduce; first: %s", r, bad, len(got)/dt.Size(), first)
+							}
 						} else {
-							premulAvg2(want, in[0][lo:hi], in[1][lo:hi], dt)
-						}
-						if bad, first := diff(got, want, dt); bad > 0 {
-							t.Errorf("rank %d: %d of %d elements differ from the model; first: %s", r, bad, len(got)/dt.Size(), first)
+							checkPremul(t, r, got, in[0][lo:hi], in[1][lo:hi], dt)
 						}
 						if !safe {
 							ref := make([]byte, hi-lo)
@@ -234,17 +235,58 @@ func putFloat(b []byte, dt collective.DType, i int, x float64) {
 	}
 }
 
-// premulAvg2 is NCCL's average of two ranks: each value times 1/2, rounded
-// to dt, then the sum rounded to dt (bfloat16 through float32, which
-// rounds a sum of two bfloat16 values the same way as one rounding).
-func premulAvg2(dst, a, b []byte, dt collective.DType) {
+// checkPremul compares got, NCCL's average of a and b, with the model of
+// ncclAvg for two ranks: each value times 1/2, then one addition rounded to
+// dt. The products are rounded to dt in the model (premulAvg2 with
+// roundProducts); for bfloat16 NCCL 2.28 on an H200 was seen to keep them
+// unrounded where they fall below the smallest normal number, so there
+// either is accepted, and the elements that only one matches are counted.
+func checkPremul(t *testing.T, r int, got, a, b []byte, dt collective.DType) {
+	t.Helper()
+	rounded, exact := make([]byte, len(got)), make([]byte, len(got))
+	premulAvg2(rounded, a, b, dt, true)
+	premulAvg2(exact, a, b, dt, false)
+	size := dt.Size()
+	onlyRounded, onlyExact, bad := 0, 0, 0
+	first := ""
+	for i := 0; i < len(got); i += size {
+		g := got[i : i+size]
+		br, _ := diff(g, rounded[i:i+size], dt)
+		be, _ := diff(g, exact[i:i+size], dt)
+		switch {
+		case br == 0 && be == 0:
+		case br == 0:
+			onlyRounded++
+		case be == 0 && dt == collective.BFloat16:
+			onlyExact++
+		default:
+			if bad == 0 {
+				_, first = diff(g, rounded[i:i+size], dt)
+				first = fmt.Sprintf("element %d (%s)", i/size, first)
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Errorf("rank %d: %d of %d elements differ from the model of ncclAvg; first: %s", r, bad, len(got)/size, first)
+	}
+	t.Logf("rank %d: %d elements match only the model with rounded products, %d only the one with exact products", r, onlyRounded, onlyExact)
+}
+
+// premulAvg2 is NCCL's average of two ranks: each value times 1/2 (rounded
+// to dt with roundProducts, else kept exact), then the sum rounded to dt
+// (bfloat16 through float32, which rounds a sum of two bfloat16 halves the
+// same way as one rounding).
+func premulAvg2(dst, a, b []byte, dt collective.DType, roundProducts bool) {
 	for i := range len(dst) / dt.Size() {
 		switch dt {
 		case collective.BFloat16:
 			x := fp8.Float32FromBF16(binary.LittleEndian.Uint16(a[2*i:]))
 			y := fp8.Float32FromBF16(binary.LittleEndian.Uint16(b[2*i:]))
-			hx := fp8.RoundBF16(float32(x * 0.5))
-			hy := fp8.RoundBF16(float32(y * 0.5))
+			hx, hy := float32(x*0.5), float32(y*0.5)
+			if roundProducts {
+				hx, hy = fp8.RoundBF16(hx), fp8.RoundBF16(hy)
+			}
 			binary.LittleEndian.PutUint16(dst[2*i:], fp8.BF16FromFloat32(float32(hx+hy)))
 		case collective.Float32:
 			x := math.Float32frombits(binary.LittleEndian.Uint32(a[4*i:]))
@@ -286,7 +328,7 @@ func diff(got, want []byte, dt collective.DType) (bad int, first string) {
 }
 
 func fmtElem(i int, gb, wb uint64, g, w float64) string {
-	return "element " + itoa(i) + ": got " + hex(gb) + " (" + ftoa(g) + "), want " + hex(wb) + " (" + ftoa(w) + ")"
+	return fmt.Sprintf("element %d: got %#x (%g), want %#x (%g)", i, gb, g, wb, w)
 }
 
 // TestComputeStream checks the ordering against Config.Compute: a group
@@ -398,7 +440,7 @@ func orderingOnRank(c *nccl.Comm, compute *cuda.Stream, words int) error {
 	want := float32(c.Size())
 	for i, v := range got {
 		if v != want {
-			return errors.New("rank " + itoa(c.Rank()) + ": element " + itoa(i) + " is " + ftoa(float64(v)) + ", want " + ftoa(float64(want)))
+			return fmt.Errorf("rank %d: element %d is %v, want %v", c.Rank(), i, v, want)
 		}
 	}
 	return nil
