@@ -155,8 +155,8 @@ func (c Config) MasterAddress() string {
 }
 
 // Environ returns c as "NAME=value" environment entries, the ones FromEnv
-// reads: FromEnv in a process started with them returns c (less
-// CloseTimeout, which has no variable).
+// reads: FromEnv in a process started with them returns c, with RunID
+// DefaultRunID if it was empty and without CloseTimeout (no variable).
 func (c Config) Environ() []string {
 	return []string{
 		EnvRank + "=" + strconv.Itoa(c.Rank),

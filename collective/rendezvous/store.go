@@ -139,6 +139,10 @@ func (s *Store) join(ctx context.Context) error {
 		case err == nil:
 			reached = true
 			missing = resp.Missing
+		case reached && status.Code(err) == codes.Unavailable && !ended(ctx, err):
+			// Rank 0 gave up (its deadline came first) and stopped serving.
+			return fmt.Errorf("rendezvous: %s: rank 0's store stopped while ranks [%s] of %d had not joined: %w",
+				what, strings.Join(missing, " "), s.cfg.WorldSize, err)
 		case !ended(ctx, err):
 			return s.fail(ctx, what, err)
 		}
