@@ -34,8 +34,14 @@ __device__ void segcast_kernel(u8 *__restrict__ fp8, const float *__restrict__ m
             if (tile) {
                 u32 t[4];
                 tiles4(s.param_off + rel, s.cols, per_row, t);
+                if (cnt == 4 && t[0] == t[3] && t[1] == t[0] && t[2] == t[0]) { // one tile: one scale
+                    const float st = scale[s.slot + t[0]];
 #pragma unroll
-                for (int j = 0; j < 4; j++) y[j] = j < cnt ? __fmul_rn(p[j], scale[s.slot + t[j]]) : 0.0f;
+                    for (int j = 0; j < 4; j++) y[j] = __fmul_rn(p[j], st);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 4; j++) y[j] = j < cnt ? __fmul_rn(p[j], scale[s.slot + t[j]]) : 0.0f;
+                }
             } else {
 #pragma unroll
                 for (int j = 0; j < 4; j++) y[j] = __fmul_rn(p[j], sc);

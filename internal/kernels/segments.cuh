@@ -171,7 +171,13 @@ template <Fp8 F> __device__ __forceinline__ u32 mx_scale(u32 a, float &mul) {
 // tiles4 writes the tile (128x128, numbered as fp8.TileIndex) of the four
 // flat indices idx .. idx+3 of a row-major matrix of cols columns.
 __device__ __forceinline__ void tiles4(u64 idx, u64 cols, u64 per_row, u32 t[4]) {
-    u64 row = idx / cols, col = idx - row * cols;
+    u64 row, col;
+    if ((idx | cols) >> 32 == 0) { // 32-bit division is several times cheaper
+        const u32 r = (u32)idx / (u32)cols;
+        row = r, col = (u32)idx - r * (u32)cols;
+    } else {
+        row = idx / cols, col = idx - row * cols;
+    }
 #pragma unroll
     for (int j = 0; j < 4; j++) {
         t[j] = (u32)((row >> 7) * per_row + (col >> 7));
