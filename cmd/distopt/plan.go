@@ -1,0 +1,322 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/shard"
+)
+
+func init() {
+	commands["plan"] = command{summary: "predict the memory of each buffer per rank, and compare configurations", run: planCommand}
+}
+
+// defaultDs are the data-parallel sizes of `distopt plan` without -d.
+var defaultDs = []int{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
+
+// planOptions are the arguments of `distopt plan`.
+type planOptions struct {
+	gpt      optimizer.GPTConfig
+	params   int64 // > 0: a model of one FP8 tensor of this many elements instead of gpt
+	ds       []int
+	cfg      optimizer.Config
+	exactAvg bool // the NCCL communicator's Config.ExactAvg
+	bytes    bool // exact bytes instead of GiB
+}
+
+// planCommand is `distopt plan`.
+func planCommand(args []string) int { return runPlan(args, os.Stdout, os.Stderr) }
+
+// runPlan parses args, prints the plan to stdout and returns the exit
+// status: 0, or 2 for invalid arguments (explained on stderr).
+func runPlan(args []string, stdout, stderr io.Writer) int {
+	o, err := parsePlan(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err == nil {
+		var p *memoryPlan
+		if p, err = makePlan(o); err == nil {
+			p.write(stdout, o.bytes)
+			return 0
+		}
+	}
+	fmt.Fprintf(stderr, "distopt plan: %v\n", err)
+	return 2
+}
+
+// parsePlan parses the arguments of `distopt plan`.
+func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
+	o := planOptions{gpt: optimizer.GPT13B}
+	fs := flag.NewFlagSet("distopt plan", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&o.gpt.Layers, "layers", o.gpt.Layers, "transformer blocks of the GPT-like model")
+	fs.IntVar(&o.gpt.Hidden, "hidden", o.gpt.Hidden, "hidden size")
+	fs.IntVar(&o.gpt.FFN, "ffn", o.gpt.FFN, "FFN (MLP) size")
+	fs.IntVar(&o.gpt.Vocab, "vocab", o.gpt.Vocab, "vocabulary size")
+	fs.IntVar(&o.gpt.Positions, "positions", o.gpt.Positions, "positions (context length)")
+	fs.Int64Var(&o.params, "params", 0, "plan for a model of this many parameters, one FP8 tensor, instead of the GPT-like model")
+	ds := fs.String("d", "", "data-parallel sizes, comma-separated (default 1,2,4,...,1024)")
+	moments := fs.String("moments", "fp32", "Adam moments: fp32 or bf16")
+	grads := fs.String("grads", "bf16", "gradients: bf16 or fp32")
+	hp := fs.String("hp", "bf16", "gathered copies of high-precision parameters (norms, biases): bf16 or fp32")
+	recipe := fs.String("recipe", "tensor", "FP8 scaling: tensor (current), delayed, block (1x128), tile (128x128) or mx (MXFP8)")
+	format := fs.String("format", "e4m3", "FP8 format: e4m3 or e5m2")
+	fs.IntVar(&o.cfg.Recipe.HistoryLen, "history", 0, "amax history length of -recipe delayed (0: 1024)")
+	fs.IntVar(&o.cfg.Layout.BucketElements, "bucket", 0, fmt.Sprintf("bucket size in elements (0: %d)", shard.DefaultBucketElements))
+	sgd := fs.Bool("sgd", false, "SGD with momentum instead of AdamW (one moment)")
+	fs.BoolVar(&o.exactAvg, "exact-avg", false, "the NCCL communicator's ExactAvg: bfloat16 gradients are averaged in float32 scratch")
+	fs.BoolVar(&o.bytes, "bytes", false, "print bytes instead of GiB")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: distopt plan [-layers L -hidden H -ffn F -vocab V -positions P | -params N] [-d 1,2,...] [options]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var err error
+	if o.ds, err = parseDs(*ds); err != nil {
+		return o, err
+	}
+	dtype := func(flagName, v string) (collective.DType, error) {
+		switch v {
+		case "bf16", "bfloat16":
+			return collective.BFloat16, nil
+		case "fp32", "float32":
+			return collective.Float32, nil
+		}
+		return 0, fmt.Errorf("-%s=%q: want bf16 or fp32", flagName, v)
+	}
+	if o.cfg.MomentType, err = dtype("moments", *moments); err != nil {
+		return o, err
+	}
+	if o.cfg.GradType, err = dtype("grads", *grads); err != nil {
+		return o, err
+	}
+	if o.cfg.HighPrecisionType, err = dtype("hp", *hp); err != nil {
+		return o, err
+	}
+	scalings := map[string]fp8.Scaling{"tensor": fp8.TensorCurrent, "delayed": fp8.TensorDelayed, "block": fp8.Block1x128, "tile": fp8.Block128x128, "mx": fp8.MXFP8}
+	var ok bool
+	if o.cfg.Recipe.Scaling, ok = scalings[*recipe]; !ok {
+		return o, fmt.Errorf("-recipe=%q: want tensor, delayed, block, tile or mx", *recipe)
+	}
+	switch *format {
+	case "e4m3":
+		o.cfg.Recipe.Format = fp8.E4M3
+	case "e5m2":
+		o.cfg.Recipe.Format = fp8.E5M2
+	default:
+		return o, fmt.Errorf("-format=%q: want e4m3 or e5m2", *format)
+	}
+	if *sgd {
+		o.cfg.Rule = optimizer.RuleSGD
+		o.cfg.Momentum = 0.9
+	}
+	if o.params < 0 {
+		return o, fmt.Errorf("-params=%d: want a positive number", o.params)
+	}
+	return o, nil
+}
+
+// parseDs parses a comma-separated list of data-parallel sizes ("" gives
+// defaultDs).
+func parseDs(s string) ([]int, error) {
+	if s == "" {
+		return defaultDs, nil
+	}
+	var ds []int
+	for f := range strings.SplitSeq(s, ",") {
+		d, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || d < 1 {
+			return nil, fmt.Errorf("-d=%q: %q is not a positive integer", s, f)
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
+}
+
+// model returns the parameters and a one-line description of the model.
+func (o planOptions) model() ([]optimizer.Param, string) {
+	if o.params > 0 {
+		return []optimizer.Param{{Name: "params", Shape: []int{int(o.params)}}}, fmt.Sprintf("one FP8 tensor of %d elements", o.params)
+	}
+	g := o.gpt
+	return g.Params(), fmt.Sprintf("GPT-like, %d layers, hidden %d, FFN %d, vocabulary %d, %d positions", g.Layers, g.Hidden, g.FFN, g.Vocab, g.Positions)
+}
+
+// memoryPlan is the prediction for every data-parallel size.
+type memoryPlan struct {
+	model, config string
+	n, nFP8       int64 // parameters, and those gathered in FP8
+	ds            []int
+	reports       []optimizer.MemoryReport // one per d
+	scratch       []int64                  // NCCL scratch per d
+	closedForm    func(d int) float64      // bytes per parameter without scales or padding
+	formula       string
+}
+
+// makePlan predicts the memory of every d of o.
+func makePlan(o planOptions) (*memoryPlan, error) {
+	params, desc := o.model()
+	p := &memoryPlan{model: desc, ds: o.ds}
+	var nHP int64
+	for _, q := range params {
+		k := int64(1)
+		for _, s := range q.Shape {
+			k *= int64(s)
+		}
+		p.n += k
+		if q.HighPrecision {
+			nHP += k
+		}
+	}
+	p.nFP8 = p.n - nHP
+	if p.n == 0 {
+		return nil, errors.New("the model has no parameters")
+	}
+	for _, d := range o.ds {
+		r, err := optimizer.PredictMemory(params, d, o.cfg)
+		if err != nil {
+			return nil, fmt.Errorf("d=%d: %w", d, err)
+		}
+		p.reports = append(p.reports, r)
+		s, err := commScratch(params, d, o)
+		if err != nil {
+			return nil, fmt.Errorf("d=%d: %w", d, err)
+		}
+		p.scratch = append(p.scratch, s)
+	}
+	cfg := o.cfg
+	if cfg.Rule == optimizer.RuleNone {
+		cfg.Rule = optimizer.RuleAdamW
+	}
+	g, m, hp := float64(cfg.GradType.Size()), float64(cfg.MomentType.Size()), float64(cfg.HighPrecisionType.Size())
+	moments := 2.0
+	if cfg.Rule == optimizer.RuleSGD {
+		moments = 1
+	}
+	weights := (float64(p.nFP8) + hp*float64(nHP)) / float64(p.n)
+	p.closedForm = func(d int) float64 { return weights + g + (4+moments*m)/float64(d) }
+	p.formula = fmt.Sprintf("%s + %g + %g/d", strconv.FormatFloat(weights, 'g', 4, 64), g, 4+moments*m)
+	rule := "AdamW"
+	if cfg.Rule == optimizer.RuleSGD {
+		rule = "SGD with momentum"
+	}
+	avg := "NCCL's Avg, no scratch"
+	if o.exactAvg && cfg.GradType == collective.BFloat16 {
+		avg = "exact Avg, gradients widened to float32 in NCCL scratch"
+	}
+	recipe := cfg.Recipe
+	if recipe.Scaling == fp8.TensorDelayed && recipe.HistoryLen == 0 {
+		recipe.HistoryLen = fp8.DefaultHistoryLen
+	}
+	p.config = fmt.Sprintf("%s, %v, gradients %v, moments %v, high-precision copies %v, %s",
+		rule, recipe, cfg.GradType, cfg.MomentType, cfg.HighPrecisionType, avg)
+	return p, nil
+}
+
+// commScratch is the scratch memory the NCCL communicator
+// (collective/nccl) allocates for the step's collectives on d ranks: the
+// gradient reduce-scatter of all buckets in one group needs, with ExactAvg
+// and bfloat16 gradients, each bucket widened to float32 (each region
+// aligned to 256 bytes); every other collective of the step (Avg without
+// ExactAvg, integer Max and Sum, byte gathers) runs in place with none.
+func commScratch(params []optimizer.Param, d int, o planOptions) (int64, error) {
+	if !o.exactAvg || (o.cfg.GradType != 0 && o.cfg.GradType != collective.BFloat16) {
+		return 0, nil
+	}
+	sp := make([]shard.Param, len(params))
+	for i, p := range params {
+		sp[i] = shard.Param{Name: p.Name, Shape: p.Shape, HighPrecision: p.HighPrecision}
+	}
+	l, err := shard.New(sp, d, o.cfg.Layout)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, b := range l.Buckets {
+		n += (4*int64(b.Size) + 255) / 256 * 256
+	}
+	return n, nil
+}
+
+// write prints the per-buffer table and the comparison table.
+func (p *memoryPlan) write(w io.Writer, bytes bool) {
+	unit := "GiB (2^30 bytes)"
+	if bytes {
+		unit = "bytes"
+	}
+	fmt.Fprintf(w, "model:     %s\n", p.model)
+	fmt.Fprintf(w, "           %d parameters: %d gathered in FP8, %d in high precision\n", p.n, p.nFP8, p.n-p.nFP8)
+	fmt.Fprintf(w, "optimizer: %s\n\n", p.config)
+	fmt.Fprintf(w, "distopt, memory per rank in %s\n", unit)
+	cell := func(v float64) string {
+		if bytes {
+			return strconv.FormatFloat(v, 'f', 0, 64)
+		}
+		return strconv.FormatFloat(v/(1<<30), 'f', 3, 64)
+	}
+	width := 9
+	if bytes {
+		width = 14
+	}
+	row := func(name string, f func(i int) string) {
+		fmt.Fprintf(w, "%-34s", name)
+		for i := range p.ds {
+			fmt.Fprintf(w, " %*s", width, f(i))
+		}
+		fmt.Fprintln(w)
+	}
+	row("buffer", func(i int) string { return fmt.Sprintf("d=%d", p.ds[i]) })
+	var host []string
+	for _, b := range p.reports[0].Buffers {
+		if b.Host {
+			host = append(host, b.Name)
+			continue
+		}
+		row(b.Name, func(i int) string { return cell(float64(p.reports[i].Get(b.Name))) })
+	}
+	row("nccl scratch", func(i int) string { return cell(float64(p.scratch[i])) })
+	row("total (device)", func(i int) string { return cell(float64(p.total(i))) })
+	row("  of which padding", func(i int) string { return cell(float64(p.padding(i))) })
+	for _, name := range host {
+		row(name+" (host)", func(i int) string { return cell(float64(p.reports[i].Get(name))) })
+	}
+	row("bytes per parameter", func(i int) string { return fmt.Sprintf("%.3f", float64(p.total(i))/float64(p.n)) })
+	row("closed form "+p.formula, func(i int) string { return fmt.Sprintf("%.3f", p.closedForm(p.ds[i])) })
+
+	fmt.Fprintf(w, "\ncomparison, memory per rank in GiB, from each configuration's bytes per parameter\n")
+	fmt.Fprint(w, optimizer.ComparisonTable(p.n, p.ds))
+	fmt.Fprintf(w, "%-38s %-14s", "distopt, this configuration (exact)", "as above")
+	for i := range p.ds {
+		fmt.Fprintf(w, " %9.2f", float64(p.total(i))/(1<<30))
+	}
+	fmt.Fprintln(w)
+}
+
+// total is the device memory of d = ds[i]: the optimizer's buffers and the
+// NCCL scratch.
+func (p *memoryPlan) total(i int) int64 { return p.reports[i].Total() + p.scratch[i] }
+
+// padding is the optimizer's device memory beyond the closed form over the
+// unpadded parameters and beyond the scales: the padding of buckets and
+// shards (rounded to whole bytes; it can come out a byte below 0 when the
+// closed form's n/d is fractional).
+func (p *memoryPlan) padding(i int) int64 {
+	r := p.reports[i]
+	scales := r.Get(optimizer.BufScales) + r.Get(optimizer.BufBlockScales)
+	exact := p.closedForm(p.ds[i]) * float64(p.n)
+	return r.Total() - scales - int64(exact+0.5)
+}
