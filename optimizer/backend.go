@@ -84,8 +84,9 @@ const (
 	// ModeBlock casts each 1-D block of Block elements of the new master
 	// with the scale of its own amax (fp8.CastBlocks1D; fp8.CastMX when MX)
 	// and writes the block's scale_inv (float32) or E8M0 byte into
-	// BlockScales at index (segment start + k*Block)/Block. Segments start
-	// on block boundaries.
+	// BlockScales at index (segment start + k*Block)/Block. Segments of this
+	// mode start at a multiple of Block (the layout's alignment guarantees
+	// it); their last block may be partial.
 	ModeBlock
 	// ModeTile folds the amax of each 128x128 tile of the new master into
 	// Amax[Slot + tile], tiles numbered as fp8.TileAmax does for a matrix

@@ -13,6 +13,12 @@ import (
 // the explicit float32 conversions below keep the Go compiler from fusing.
 // The CUDA kernels use __fmul_rn, __fadd_rn, __fdiv_rn and __fsqrt_rn in the
 // same order.
+//
+// NaN payloads of float32 results are unspecified (the CPU keeps an input's
+// payload, the GPU returns its canonical NaN); whether a result is NaN is
+// specified. Steps never update with non-finite gradients, so masters only
+// hold NaN when their initial values did. FP8, BF16 and E8M0 encodings of
+// NaN are exact (fp8.E4M3NaN, fp8.E5M2NaN, fp8.BF16NaN, fp8.E8M0NaN).
 
 // AdamWElem updates one element with AdamW (decoupled weight decay):
 //
