@@ -53,7 +53,12 @@
 //     every partial sum is exact; with 2 ranks the last condition reduces
 //     to: x0 + x1 does not overflow float32 (float64 for Float64), where
 //     Reduce gives ±Inf and NCCL a finite value. Gradients that are sums of
-//     small dyadic fractions meet all of these. With Config.ExactAvg, Avg
+//     small dyadic fractions meet all of these. Measured with NCCL 2.28.3
+//     on two H200s (TestNativeAvg): float32 and float64 follow this model
+//     bit for bit, subnormals included; bfloat16 too, except that products
+//     below the smallest normal number are sometimes left unrounded (the
+//     result then matches the model with exact products). With
+//     Config.ExactAvg, Avg
 //     is collective.Reduce's for any values with 2 ranks, and whenever the
 //     float32 (float64) sum is exact with more: Float32 and Float64 are
 //     summed with ncclSum and divided by n on the GPU; BFloat16 is widened
