@@ -147,7 +147,7 @@ func (pl planner) reduction(p *plan, op collective.Op) {
 		return
 	}
 	total := op.Src.Len() / size // elements of src
-	offset := 0                  // byte offset, in units of the element, of this rank's block
+	offset := 0                  // index of the first element of this rank's block
 	kind := collAllReduce
 	if op.Kind == collective.OpReduceScatter {
 		kind = collReduceScatter
