@@ -6,20 +6,29 @@
 // per-rank memory report.
 //
 //	go run ./examples/train -ranks 4 -steps 200
+//
+// Under the launcher each rank is a process and the ranks talk over gRPC:
+//
+//	go build -o bin/ ./cmd/distopt ./examples/train
+//	bin/distopt run --nproc-per-node 4 -- bin/train
 package main
 
 import (
 	"context"
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/collective/grpccomm"
 	"github.com/distopt/distopt/collective/inproc"
+	"github.com/distopt/distopt/collective/rendezvous"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
 )
@@ -152,13 +161,29 @@ func main() {
 	init := initWeights(1)
 	cfg := optimizer.Config{LR: optimizer.WarmupCosine{Peak: *lr, Min: *lr / 10, Warmup: *steps / 10, Total: *steps}, WeightDecay: 0.01, MaxGradNorm: 1, Recipe: recipe}
 
-	fp8Loss, reports, err := trainSharded(*ranks, *steps, *bs, teacher, init, cfg)
+	d := *ranks
+	var fp8Loss []float64
+	var reports []optimizer.MemoryReport
+	var err error
+	if os.Getenv("RANK") != "" {
+		// One process per rank under `distopt run`.
+		var rep optimizer.MemoryReport
+		var r int
+		fp8Loss, rep, r, err = processRank(*steps, *bs, teacher, init, cfg)
+		if err == nil && r != 0 {
+			return
+		}
+		d, _ = strconv.Atoi(os.Getenv("WORLD_SIZE"))
+		reports = []optimizer.MemoryReport{rep}
+	} else {
+		fp8Loss, reports, err = trainSharded(d, *steps, *bs, teacher, init, cfg)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "train:", err)
 		os.Exit(1)
 	}
-	refLoss := trainFP32(*ranks, *steps, *bs, teacher, init, cfg)
-	fmt.Printf("\nfinal loss: distopt (%s, %d ranks) %.5f   plain FP32 unsharded %.5f   initial %.5f\n", recipe, *ranks, fp8Loss[len(fp8Loss)-1], refLoss, fp8Loss[0])
+	refLoss := trainFP32(d, *steps, *bs, teacher, init, cfg)
+	fmt.Printf("\nfinal loss: distopt (%s, %d ranks) %.5f   plain FP32 unsharded %.5f   initial %.5f\n", recipe, d, fp8Loss[len(fp8Loss)-1], refLoss, fp8Loss[0])
 	for r, rep := range reports {
 		if r > 0 && rep.String() == reports[0].String() {
 			fmt.Printf("rank %d memory: same as rank 0\n", r)
@@ -168,8 +193,8 @@ func main() {
 	}
 }
 
-// trainSharded runs the distributed optimizer; it returns the mean loss of
-// every step (averaged over ranks) and each rank's memory report.
+// trainSharded runs the distributed optimizer on d in-process ranks; it
+// returns the mean loss of every step and each rank's memory report.
 func trainSharded(d, steps, bs int, teacher, init weights, cfg optimizer.Config) ([]float64, []optimizer.MemoryReport, error) {
 	comms := inproc.Communicators(d)
 	losses := make([][]float64, d)
@@ -180,7 +205,7 @@ func trainSharded(d, steps, bs int, teacher, init weights, cfg optimizer.Config)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[r] = rank(r, comms, steps, bs, teacher, init, cfg, &losses[r], &reports[r])
+			losses[r], reports[r], errs[r] = rank(comms[r], steps, bs, teacher, init, cfg)
 		}()
 	}
 	wg.Wait()
@@ -189,54 +214,84 @@ func trainSharded(d, steps, bs int, teacher, init weights, cfg optimizer.Config)
 			return nil, nil, err
 		}
 	}
-	mean := make([]float64, steps)
-	for s := range steps {
-		for r := range d {
-			mean[s] += losses[r][s] / float64(d)
-		}
-		if s%max(1, steps/20) == 0 || s == steps-1 {
-			fmt.Printf("step %4d  loss %.5f\n", s, mean[s])
-		}
-	}
-	return mean, reports, nil
+	return losses[0], reports, nil
 }
 
-func rank(r int, comms []collective.Communicator, steps, bs int, teacher, init weights, cfg optimizer.Config, losses *[]float64, rep *optimizer.MemoryReport) error {
+// rank trains one rank; every rank returns the loss of each step averaged
+// over all ranks, and rank 0 prints the progress.
+func rank(comm collective.Communicator, steps, bs int, teacher, init weights, cfg optimizer.Config) ([]float64, optimizer.MemoryReport, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	o, err := optimizer.New(ctx, comms[r], optimizer.NewCPU(1), params, optimizer.FromMap(init), cfg)
+	r := comm.Rank()
+	o, err := optimizer.New(ctx, comm, optimizer.NewCPU(1), params, optimizer.FromMap(init), cfg)
 	if err != nil {
-		return err
+		return nil, optimizer.MemoryReport{}, err
 	}
 	defer o.Close()
 	if r == 0 {
-		fmt.Printf("distopt: %d ranks on %s, recipe %s\n", len(comms), o.Backend().Name(), cfg.Recipe)
+		fmt.Printf("distopt: %d ranks on %s, recipe %s\n", comm.Size(), o.Backend().Name(), cfg.Recipe)
 	}
+	var losses []float64
+	lossBuf := make(collective.HostBuffer, 8)
 	for s := range steps {
 		// The forward pass sees only what the optimizer gathered: FP8 weights
 		// dequantized with scale_inv, and the high-precision biases.
 		w := weights{}
 		for _, p := range params {
 			if w[p.Name], err = o.Weights(p.Name); err != nil {
-				return err
+				return nil, optimizer.MemoryReport{}, err
 			}
 		}
 		x, y := batch(teacher, s, r, bs)
 		loss, g := lossAndGrad(w, x, y, bs)
-		*losses = append(*losses, loss)
 		for name, gv := range g {
 			if err := o.SetGrad(name, gv); err != nil {
-				return err
+				return nil, optimizer.MemoryReport{}, err
 			}
 		}
-		if res, err := o.Step(ctx); err != nil {
-			return err
-		} else if res.Skipped {
-			fmt.Printf("rank %d: step %d skipped: %s\n", r, s, res.Reason)
+		res, err := o.Step(ctx)
+		if err != nil {
+			return nil, optimizer.MemoryReport{}, err
+		}
+		if res.Skipped && r == 0 {
+			fmt.Printf("step %d skipped: %s\n", s, res.Reason)
+		}
+		binary.LittleEndian.PutUint64(lossBuf, math.Float64bits(loss))
+		if err := collective.AllReduce(ctx, comm, lossBuf, lossBuf, collective.Float64, collective.Avg); err != nil {
+			return nil, optimizer.MemoryReport{}, err
+		}
+		losses = append(losses, math.Float64frombits(binary.LittleEndian.Uint64(lossBuf)))
+		if r == 0 && (s%max(1, steps/20) == 0 || s == steps-1) {
+			fmt.Printf("step %4d  loss %.5f  grad norm %.4f  lr %.2e\n", s, losses[s], res.GradNorm, cfg.LR.LR(res.Step))
 		}
 	}
-	*rep = o.Report()
-	return nil
+	return losses, o.Report(), nil
+}
+
+// processRank trains one rank of a job started by `distopt run`: the
+// rendezvous comes from the environment, the ranks talk over gRPC.
+func processRank(steps, bs int, teacher, init weights, cfg optimizer.Config) ([]float64, optimizer.MemoryReport, int, error) {
+	rc, err := rendezvous.FromEnv()
+	if err != nil {
+		return nil, optimizer.MemoryReport{}, 0, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	store, err := rendezvous.Connect(ctx, rc)
+	if err != nil {
+		return nil, optimizer.MemoryReport{}, 0, err
+	}
+	defer store.Close()
+	comm, err := grpccomm.New(ctx, store, grpccomm.Config{})
+	if err != nil {
+		return nil, optimizer.MemoryReport{}, 0, err
+	}
+	defer comm.Close()
+	losses, rep, err := rank(comm, steps, bs, teacher, init, cfg)
+	if err == nil {
+		err = collective.Barrier(ctx, comm)
+	}
+	return losses, rep, rc.Rank, err
 }
 
 // trainFP32 trains the same model in float64-accumulated FP32 AdamW on one
