@@ -31,5 +31,6 @@
 //
 // Example, four ranks of the CPU example on one host:
 //
-//	distopt run --nproc-per-node 4 -- go run ./examples/cpu
+//	go build -o bin/ ./cmd/distopt ./examples/train
+//	bin/distopt run --nproc-per-node 4 -- bin/train
 package main
