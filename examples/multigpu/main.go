@@ -1,0 +1,328 @@
+// Command multigpu steps distopt on a GPT-like parameter set (about 1.4
+// billion parameters by default: optimizer.GPT13B, the GPT-3 XL shape with
+// an untied head) on every GPU of a host, one process per GPU under the
+// distopt launcher, with NCCL between them:
+//
+//	go build -o bin/ ./cmd/distopt ./examples/multigpu
+//	bin/distopt run --nproc-per-node 2 -- bin/multigpu -steps 20 -out results
+//
+// Each rank prints a line per step: the time of each phase (gradient
+// reduce-scatter, norm, update, amax all-reduce, cast, all-gather), the
+// global gradient norm, and the GPU memory that NVML measures for the
+// process next to the library's own prediction (optimizer.PredictMemory)
+// plus the CUDA context and NCCL's buffers, measured apart while setting
+// up. Rank 0 then prints the summary of all ranks, compares it with the
+// PyTorch ZeRO-1 baseline when -baseline names the JSON that
+// scripts/bench/torch_zero1.py wrote, and with -out writes summary.json
+// and three PNG charts: memory_plan.png (the planner's bytes per rank of
+// each configuration users weigh, at this d), memory_measured.png (per
+// rank: predicted buffers, other allocations, context, NCCL, from NVML)
+// and step_phases.png (median time of each phase).
+//
+// The gradients are synthetic, shaped and scaled like a backward pass's
+// (see gradModel): a pool of -pool gradient sets per rank is made on the
+// host before the run and one is uploaded into the optimizer's gradient
+// views before each step (the upload is timed apart, not in the step).
+//
+// Steps: -warmup steps first (not counted), then -steps with each phase's
+// GPU work waited for (phaseSync), then -plain-steps without those waits,
+// whose wall time is the step time reported.
+//
+// Without a GPU: -backend cpu runs the same program on the CPU backend, under
+// the launcher (gRPC between the processes) or, without it, as -ranks
+// in-process ranks; a small model suits it:
+//
+//	go run ./examples/multigpu -backend cpu -ranks 2 -layers 2 -hidden 128 -ffn 512 -vocab 1000 -positions 64 -steps 3
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/optimizer"
+)
+
+// options are the flags.
+type options struct {
+	gpt                       optimizer.GPTConfig
+	backend                   string
+	ranks                     int
+	warmup, steps, plainSteps int
+	pool                      int
+	moments                   collective.DType
+	lr                        float64
+	grads                     gradModel
+	seed                      uint64
+	workers                   int
+	out, baseline             string
+	timeout                   time.Duration
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	o := options{gpt: optimizer.GPT13B}
+	fs := flag.NewFlagSet("multigpu", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&o.gpt.Layers, "layers", o.gpt.Layers, "transformer blocks")
+	fs.IntVar(&o.gpt.Hidden, "hidden", o.gpt.Hidden, "hidden size")
+	fs.IntVar(&o.gpt.FFN, "ffn", o.gpt.FFN, "FFN size")
+	fs.IntVar(&o.gpt.Vocab, "vocab", o.gpt.Vocab, "vocabulary size")
+	fs.IntVar(&o.gpt.Positions, "positions", o.gpt.Positions, "positions")
+	fs.StringVar(&o.backend, "backend", "gpu", "gpu (NCCL, under the launcher) or cpu")
+	fs.IntVar(&o.ranks, "ranks", 2, "in-process ranks when not started by the launcher (CPU backend)")
+	fs.IntVar(&o.warmup, "warmup", 2, "steps before the timed ones")
+	fs.IntVar(&o.steps, "steps", 20, "timed steps, each phase waited for")
+	fs.IntVar(&o.plainSteps, "plain-steps", 10, "timed steps without waits between phases (the step time)")
+	fs.IntVar(&o.pool, "pool", 2, "gradient sets made per rank and cycled through")
+	moments := fs.String("moments", "fp32", "Adam moments: fp32 or bf16")
+	fs.Float64Var(&o.lr, "lr", 1e-4, "learning rate (AdamW, weight decay 0.1)")
+	fs.Float64Var(&o.grads.Scale, "grad-scale", 1e-3, "gradient scale (see gradModel)")
+	fs.Float64Var(&o.grads.Decay, "grad-decay", 0.97, "gradient decay per block going back from the head")
+	fs.IntVar(&o.grads.Tokens, "tokens", 16384, "tokens per rank's micro-batch (rows of the token embedding's gradient)")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the synthetic gradients")
+	fs.IntVar(&o.workers, "workers", 0, "host goroutines per rank for the gradients and the CPU backend (0: CPUs / ranks on the host)")
+	fs.StringVar(&o.out, "out", "", "directory for summary.json and the PNG charts (rank 0; none if empty)")
+	fs.StringVar(&o.baseline, "baseline", "", "JSON of scripts/bench/torch_zero1.py to compare with")
+	fs.DurationVar(&o.timeout, "timeout", 20*time.Minute, "deadline of the whole run")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch *moments {
+	case "fp32":
+		o.moments = collective.Float32
+	case "bf16":
+		o.moments = collective.BFloat16
+	default:
+		return o, fmt.Errorf("-moments=%q: want fp32 or bf16", *moments)
+	}
+	o.grads.GPT, o.grads.DType = o.gpt, collective.BFloat16
+	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	case o.backend != "gpu" && o.backend != "cpu":
+		return o, fmt.Errorf("-backend=%q: want gpu or cpu", o.backend)
+	case o.steps < 1 || o.warmup < 0 || o.plainSteps < 0 || o.pool < 1 || o.ranks < 1:
+		return o, errors.New("-steps and -pool and -ranks must be at least 1, -warmup and -plain-steps at least 0")
+	case o.gpt.Layers < 0 || o.gpt.Hidden < 1 || o.gpt.FFN < 1 || o.gpt.Vocab < 2 || o.gpt.Positions < 1:
+		return o, fmt.Errorf("model %+v: sizes must be positive (vocabulary at least 2)", o.gpt)
+	}
+	return o, nil
+}
+
+// config is the optimizer configuration of the run.
+func (o options) config() optimizer.Config {
+	return optimizer.Config{LR: optimizer.Constant(o.lr), WeightDecay: 0.1, MomentType: o.moments}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is the program; it returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "multigpu: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	if _, launched := os.LookupEnv("RANK"); launched {
+		err = runLaunched(ctx, o, stdout, stderr)
+	} else {
+		err = runInProcess(ctx, o, stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "multigpu: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// runLaunched runs this process's rank; rank 0 reports for all.
+func runLaunched(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
+	workers := o.workers
+	localSize := 1
+	if s, ok := os.LookupEnv("LOCAL_WORLD_SIZE"); ok {
+		fmt.Sscan(s, &localSize)
+	}
+	if workers < 1 {
+		workers = max(1, runtime.NumCPU()/max(1, localSize))
+	}
+	j, err := launchedJob(ctx, o.backend, workers, stderr)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, j.close()) }()
+	s, err := runRank(ctx, j, o, workers, stdout)
+	if err != nil {
+		return err
+	}
+	all, err := gatherSummaries(ctx, j.store, s)
+	if err != nil || j.rank != 0 {
+		return err
+	}
+	return report(o, all, stdout)
+}
+
+// runInProcess runs -ranks in-process ranks on the CPU backend.
+func runInProcess(ctx context.Context, o options, stdout io.Writer) error {
+	if o.backend != "cpu" {
+		return errors.New("-backend gpu runs one process per GPU: start it with 'distopt run --nproc-per-node N -- multigpu ...' (or use -backend cpu)")
+	}
+	workers := o.workers
+	if workers < 1 {
+		workers = max(1, runtime.NumCPU()/o.ranks)
+	}
+	jobs := inprocJobs(o.ranks, workers)
+	sums := make([]*rankSummary, len(jobs))
+	errs := make([]error, len(jobs))
+	var mu sync.Mutex // one rank prints at a time
+	var wg sync.WaitGroup
+	for r, j := range jobs {
+		wg.Go(func() {
+			w := &lockedWriter{mu: &mu, w: stdout, prefix: fmt.Sprintf("[rank %d] ", r)}
+			sums[r], errs[r] = runRank(ctx, j, o, workers, w)
+			errs[r] = errors.Join(errs[r], j.close())
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return report(o, sums, stdout)
+}
+
+// lockedWriter writes whole lines with a prefix, one writer at a time.
+type lockedWriter struct {
+	mu     *sync.Mutex
+	w      io.Writer
+	prefix string
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, err := io.WriteString(l.w, l.prefix); err != nil {
+		return 0, err
+	}
+	return l.w.Write(p)
+}
+
+// runRank makes the gradients, the optimizer, and takes the steps.
+func runRank(ctx context.Context, j *job, o options, workers int, out io.Writer) (*rankSummary, error) {
+	params := o.gpt.Params()
+	cfg := o.config()
+	pred, err := optimizer.PredictMemory(params, j.size, cfg)
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	pool := make([][][]byte, o.pool)
+	for k := range pool {
+		pool[k] = o.grads.generate(params, gradSeed(o.seed, j.rank, k), workers)
+	}
+	fmt.Fprintf(out, "%d parameters, %d ranks, %s; %d gradient sets made in %.1fs\n",
+		o.gpt.NumParams(), j.size, j.be.Name(), o.pool, time.Since(t0).Seconds())
+
+	sync := &phaseSync{Backend: j.be, On: true}
+	opt, err := optimizer.New(ctx, j.comm, sync, params, initValues(o.gpt.Layers), cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer opt.Close()
+	if got := opt.Report().Total(); got != pred.Total() {
+		return nil, fmt.Errorf("the optimizer reports %d bytes, PredictMemory %d", got, pred.Total())
+	}
+	s := &rankSummary{Rank: j.rank, World: j.size, Backend: j.be.Name(), Params: o.gpt.NumParams(), Predicted: pred.Total(), Buffers: pred.Buffers,
+		ExpectedGradNorm: expectedNorm(o.grads, params, j.size)}
+	mem := newMemRecord(j)
+	mem.afterOptimizer = j.sample()
+	names := make([]string, len(params))
+	for i, p := range params {
+		names[i] = p.Name
+	}
+	var timed [][]float64
+	var plain []float64
+	total := o.warmup + o.steps + o.plainSteps
+	for step := range total {
+		sync.On = step < o.warmup+o.steps
+		tu := time.Now()
+		if err := upload(opt, names, pool[step%len(pool)]); err != nil {
+			return nil, err
+		}
+		uploadTime := time.Since(tu)
+		ts := time.Now()
+		res, err := opt.Step(ctx)
+		if err != nil {
+			return nil, err
+		}
+		wall := float64(time.Since(ts)) / float64(time.Millisecond)
+		if res.Skipped {
+			return nil, fmt.Errorf("step %d skipped: %s", step+1, res.Reason)
+		}
+		ph := phases(res.Timings)
+		kind := "warm-up"
+		switch {
+		case step >= o.warmup+o.steps:
+			kind = "plain"
+			plain = append(plain, wall)
+		case step >= o.warmup:
+			kind = "timed"
+			timed = append(timed, ph)
+		}
+		used := mem.step(j)
+		s.GradNorm = res.GradNorm
+		fmt.Fprintf(out, "step %3d/%d %-7s rs %6.2f  norm %5.2f  update %6.2f  amax %5.2f  cast %5.2f  ag %6.2f = %7.2f ms (wall %7.2f) | grad norm %.4g | upload %4.0f ms%s\n",
+			step+1, total, kind, ph[0], ph[1], ph[2], ph[3], ph[4], ph[5], sum(ph), wall, res.GradNorm,
+			float64(uploadTime)/float64(time.Millisecond), mem.line(used, pred.Total()))
+	}
+	s.PhaseMs = make([]float64, len(phaseNames))
+	var sums []float64
+	for i := range phaseNames {
+		col := make([]float64, len(timed))
+		for k, ph := range timed {
+			col[k] = ph[i]
+		}
+		s.PhaseMs[i] = median(col)
+	}
+	for _, ph := range timed {
+		sums = append(sums, sum(ph))
+	}
+	s.StepMs, s.PlainStepMs = median(sums), median(plain)
+	s.Memory = mem.summary(j)
+	return s, nil
+}
+
+// gradSeed derives the seed of one rank's gradient set.
+func gradSeed(seed uint64, rank, set int) uint64 {
+	return splitMix64(seed ^ splitMix64(uint64(rank)<<32|uint64(set)))
+}
+
+// upload writes one gradient set into the optimizer's gradient views.
+func upload(opt *optimizer.Optimizer, names []string, grads [][]byte) error {
+	for i, name := range names {
+		v, err := opt.Grad(name)
+		if err != nil {
+			return err
+		}
+		if err := opt.Backend().Write(v.Data, 0, grads[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
