@@ -16,7 +16,8 @@
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0 and friends).
 #
 # Environment: NPROCS, MODEL_FLAGS (flags of both programs' model, default
-# the GPT13B shape), STEPS (default 20), PLAIN_STEPS (default 10).
+# the GPT13B shape), STEPS (default 20), PLAIN_STEPS (default 10), SMOKE
+# (default 1: first a few steps of a small model, to the log only).
 set -u
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -53,6 +54,12 @@ run() {
 	nvidia-smi --query-gpu=index,name,driver_version,memory.total,memory.used,pci.bus_id --format=csv
 	nvidia-smi topo -m
 	status=0
+
+	if [ "${SMOKE:-1}" = 1 ]; then
+		echo "== 0. smoke: a small model on $n GPUs"
+		timeout 60 $bin/distopt run --nproc-per-node "$n" -- $bin/multigpu -layers 2 -hidden 256 -ffn 1024 -vocab 1000 \
+			-positions 128 -warmup 1 -steps 2 -plain-steps 1 -timeout 50s || status=1
+	fi
 
 	echo "== 1. PyTorch ZeRO-1 baseline on $n GPUs"
 	# shellcheck disable=SC2086 # MODEL_FLAGS holds several flags
