@@ -14,6 +14,25 @@ import (
 // and the fields that differ from rank 0, when they do not all agree.
 func (o *Optimizer) checkAgreement(ctx context.Context) error {
 	fields := append(o.layout.Fields(), o.cfg.fields()...)
+	var storeErr error
+	if o.cfg.Store != nil {
+		storeErr = o.cfg.Store.CheckAgreement(ctx, "distopt/optimizer/fingerprint", shard.FingerprintFields(fields))
+		if storeErr != nil && ctx.Err() != nil {
+			return fmt.Errorf("optimizer: comparing fingerprints through the store: %w", storeErr)
+		}
+	}
+	if err := o.exchangeFields(ctx, fields); err != nil {
+		return err
+	}
+	if storeErr != nil {
+		return fmt.Errorf("optimizer: fingerprints differ through the store: %w: %w", storeErr, ErrMismatch)
+	}
+	return nil
+}
+
+// exchangeFields compares every rank's fields with rank 0's through the
+// communicator.
+func (o *Optimizer) exchangeFields(ctx context.Context, fields []shard.Field) error {
 	mine := shard.EncodeFields(fields)
 	all, err := o.allGatherBytes(ctx, mine)
 	if err != nil {

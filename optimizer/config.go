@@ -1,6 +1,7 @@
 package optimizer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -72,6 +73,18 @@ type Config struct {
 	Layout shard.Options
 	// LossScaler, when set, enables dynamic loss scaling.
 	LossScaler *LossScaler
+	// Store, when set (a *rendezvous.Store is one), is where ranks first
+	// compare the fingerprint of their layout and configuration at start-up,
+	// before any collective runs. Whether or not it is set, New then
+	// exchanges the fields through the communicator, so that a mismatch
+	// names the rank and the fields that differ.
+	Store Agreer
+}
+
+// Agreer checks that every rank holds the same value under key, returning
+// an error naming the ranks that differ.
+type Agreer interface {
+	CheckAgreement(ctx context.Context, key, value string) error
 }
 
 func (c *Config) setDefaults() {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,13 +26,14 @@ const (
 	envRankMain = "DISTOPT_TEST_OPTIMIZER_RANK"
 	envConfig   = "DISTOPT_TEST_OPTIMIZER_CONFIG"
 	envOut      = "DISTOPT_TEST_OPTIMIZER_OUT"
+	envSkew     = "DISTOPT_TEST_OPTIMIZER_SKEW" // this rank gets another shape
 	mpSteps     = 4
 )
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envRankMain) == "1" {
 		if err := rankMain(); err != nil {
-			fmt.Fprintln(os.Stderr, "rank:", err)
+			os.WriteFile(filepath.Join(os.Getenv(envOut), "rank-"+os.Getenv("RANK")+".err"), []byte(err.Error()), 0o644)
 			os.Exit(1)
 		}
 		os.Exit(0)
@@ -65,7 +67,11 @@ func rankMain() error {
 	}
 	defer comm.Close()
 	params := awkwardParams()
+	if os.Getenv(envSkew) == strconv.Itoa(rc.Rank) {
+		params[3].Shape = []int{8192}
+	}
 	cfg := configs()[os.Getenv(envConfig)]
+	cfg.Store = store
 	o, err := New(ctx, comm, NewCPU(1), params, FromMap(initWeights(params, 1)), cfg)
 	if err != nil {
 		return err
@@ -118,6 +124,49 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// startRanks runs world rank processes and returns their exit errors.
+func startRanks(t *testing.T, world int, config, out string, env ...string) []error {
+	port := freePort(t)
+	procs := make([]*exec.Cmd, world)
+	for r := range world {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), envRankMain+"=1", envConfig+"="+config, envOut+"="+out,
+			"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(world), "LOCAL_RANK="+strconv.Itoa(r),
+			"LOCAL_WORLD_SIZE="+strconv.Itoa(world), "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port),
+			"DISTOPT_RUN_ID="+t.Name())
+		cmd.Env = append(cmd.Env, env...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs[r] = cmd
+	}
+	errs := make([]error, world)
+	for r, p := range procs {
+		errs[r] = p.Wait()
+	}
+	return errs
+}
+
+// TestMultiProcessMismatch gives rank 1 of 3 processes another parameter
+// shape: every rank refuses to start, and names what differs.
+func TestMultiProcessMismatch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	out := t.TempDir()
+	errs := startRanks(t, 3, "E4M3 TensorCurrent(margin=0, pow2=false)", out, envSkew+"=1")
+	for r, err := range errs {
+		if err == nil {
+			t.Fatalf("rank %d started despite the mismatch", r)
+		}
+		msg, _ := os.ReadFile(filepath.Join(out, fmt.Sprintf("rank-%d.err", r)))
+		if !strings.Contains(string(msg), "parameter shapes") || !strings.Contains(string(msg), "rank 1") || !strings.Contains(string(msg), "ranks disagree") {
+			t.Fatalf("rank %d: %q, want a mismatch naming rank 1 and the parameter shapes", r, msg)
+		}
+	}
+}
+
 // TestMultiProcess runs the optimizer in 2, 3 and 4 processes joined by the
 // gRPC backend over loopback: every rank's state must be bit-identical to a
 // single-rank run fed the averaged gradients.
@@ -142,22 +191,8 @@ func TestMultiProcess(t *testing.T) {
 				t.Fatalf("no config %q", c.config)
 			}
 			out := t.TempDir()
-			port := freePort(t)
-			procs := make([]*exec.Cmd, c.world)
-			for r := range c.world {
-				cmd := exec.Command(os.Args[0], "-test.run=^$")
-				cmd.Env = append(os.Environ(), envRankMain+"=1", envConfig+"="+c.config, envOut+"="+out,
-					"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(c.world), "LOCAL_RANK="+strconv.Itoa(r),
-					"LOCAL_WORLD_SIZE="+strconv.Itoa(c.world), "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port),
-					"DISTOPT_RUN_ID="+t.Name())
-				cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				procs[r] = cmd
-			}
-			for r, p := range procs {
-				if err := p.Wait(); err != nil {
+			for r, err := range startRanks(t, c.world, c.config, out) {
+				if err != nil {
 					t.Fatalf("rank %d: %v", r, err)
 				}
 			}

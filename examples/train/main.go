@@ -287,6 +287,7 @@ func processRank(steps, bs int, teacher, init weights, cfg optimizer.Config) ([]
 		return nil, optimizer.MemoryReport{}, 0, err
 	}
 	defer comm.Close()
+	cfg.Store = store // ranks compare their configuration's fingerprint here first
 	losses, rep, err := rank(comm, steps, bs, teacher, init, cfg)
 	if err == nil {
 		err = collective.Barrier(ctx, comm)
