@@ -25,8 +25,9 @@
 // views before each step (the upload is timed apart, not in the step).
 //
 // Steps: -warmup steps first (not counted), then -steps with each phase's
-// GPU work waited for (phaseSync), then -plain-steps without those waits,
-// whose wall time is the step time reported.
+// GPU work waited for on every rank (phaseSync), then -plain-steps without
+// those waits, whose wall time is the step time reported. Every step
+// starts with a barrier after the gradients' upload.
 //
 // Without a GPU: -backend cpu runs the same program on the CPU backend, under
 // the launcher (gRPC between the processes) or, without it, as -ranks
@@ -239,7 +240,7 @@ func runRank(ctx context.Context, j *job, o options, workers int, out io.Writer)
 	fmt.Fprintf(out, "%d parameters, %d ranks, %s; %d gradient sets made in %.1fs\n",
 		o.gpt.NumParams(), j.size, j.be.Name(), o.pool, time.Since(t0).Seconds())
 
-	sync := &phaseSync{Backend: j.be, On: true}
+	sync := &phaseSync{Backend: j.be, Comm: j.comm, Ctx: ctx, On: true}
 	opt, err := optimizer.New(ctx, j.comm, sync, params, initValues(o.gpt.Layers), cfg)
 	if err != nil {
 		return nil, err
@@ -266,6 +267,11 @@ func runRank(ctx context.Context, j *job, o options, workers int, out io.Writer)
 			return nil, err
 		}
 		uploadTime := time.Since(tu)
+		// Every rank starts the step together: the uploads take unequal
+		// times, and the first collective would count the difference.
+		if err := collective.Barrier(ctx, j.comm); err != nil {
+			return nil, err
+		}
 		ts := time.Now()
 		res, err := opt.Step(ctx)
 		if err != nil {

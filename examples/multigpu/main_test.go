@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"errors"
 	"encoding/json"
 	"image/png"
 	"math"
@@ -11,8 +13,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
 )
@@ -345,6 +349,27 @@ func TestPhaseSync(t *testing.T) {
 	p.Cast(&optimizer.CastArgs{})
 	if c.syncs != 2 {
 		t.Errorf("%d syncs with On set, want 2", c.syncs)
+	}
+	// With a communicator, every wait ends in a barrier of all ranks.
+	comms := inproc.New(2)
+	errs := make(chan error, 2)
+	for r := range 2 {
+		go func() {
+			p := &phaseSync{Backend: optimizer.NewCPU(1), Comm: comms[r], Ctx: context.Background(), On: true}
+			errs <- errors.Join(p.Update(a), p.Cast(&optimizer.CastArgs{}))
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	one := &phaseSync{Backend: optimizer.NewCPU(1), Comm: comms[0], Ctx: context.Background(), On: true}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	one.Ctx = ctx
+	if err := one.Update(a); err == nil {
+		t.Error("a barrier that one rank entered alone returned no error")
 	}
 }
 

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"slices"
 	"time"
 
+	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/optimizer"
 )
 
@@ -11,12 +13,19 @@ import (
 // GPU work of each phase. The optimizer times its phases on the host; on a
 // GPU the update and cast kernels are only queued there, so their time
 // would show up in the next phase that waits (the amax all-reduce, the
-// all-gather). With On set, Update and Cast wait for their kernels.
-// The waits add a few microseconds per bucket; steps timed with On unset
-// give the step time without them.
+// all-gather). And a rank whose kernels finish first waits for the others
+// in the next collective, which would then count the difference. With On
+// set, Update and Cast wait for their kernels and then for every rank
+// (a barrier on Comm), so that each collective phase times the collective
+// alone. The waits add some tens of microseconds per bucket to the update
+// and cast phases; steps timed with On unset give the step time without
+// them. Comm must be the optimizer's communicator: the optimizer calls
+// Update and Cast with no collective in flight, every rank as often.
 type phaseSync struct {
 	optimizer.Backend
-	On bool
+	Comm collective.Communicator
+	Ctx  context.Context
+	On   bool
 }
 
 // Update implements optimizer.Backend.
@@ -24,7 +33,7 @@ func (p *phaseSync) Update(a *optimizer.UpdateArgs) error {
 	if err := p.Backend.Update(a); err != nil || !p.On {
 		return err
 	}
-	return p.Backend.Sync()
+	return p.wait()
 }
 
 // Cast implements optimizer.Backend.
@@ -32,7 +41,15 @@ func (p *phaseSync) Cast(a *optimizer.CastArgs) error {
 	if err := p.Backend.Cast(a); err != nil || !p.On {
 		return err
 	}
-	return p.Backend.Sync()
+	return p.wait()
+}
+
+// wait waits for the backend's work, then for every rank.
+func (p *phaseSync) wait() error {
+	if err := p.Backend.Sync(); err != nil || p.Comm == nil {
+		return err
+	}
+	return collective.Barrier(p.Ctx, p.Comm)
 }
 
 // Phase names, in step order, as the JSON and the charts call them.

@@ -18,7 +18,7 @@ import (
 // stack of one segment per series, the first series at the bottom.
 type Bars struct {
 	Title    string // drawn large at the top
-	Subtitle string // one line under the title (optional)
+	Subtitle string // under the title, wrapped at spaces to the width (optional)
 	Unit     string // caption of the value axis, e.g. "GiB per rank"
 	// Series names the segments of every stack, bottom first. With one
 	// series the legend is left out.
@@ -126,8 +126,10 @@ func (c *Bars) Draw() (*image.RGBA, error) {
 		y += textHeight(titleScale) + gap
 	}
 	subY := y
+	var sub []string
 	if c.Subtitle != "" {
-		y += line
+		sub = wrap(c.Subtitle, max(1, (w-2*margin+textScale)/(advance*textScale)))
+		y += len(sub) * line
 	}
 	unitY := y + gap
 	y = unitY + line + th/2 // room for the unit caption and the top tick label
@@ -153,7 +155,7 @@ func (c *Bars) Draw() (*image.RGBA, error) {
 	if plotRight > plotLeft {
 		slot = (plotRight - plotLeft) / len(c.Bars)
 	}
-	perLine := max(1, (slot-gap/2+textScale)/(advance*textScale)) // n glyphs take n*advance-1 font pixels
+	perLine := max(1, (slot-2*gap+textScale)/(advance*textScale)) // n glyphs take n*advance-1 font pixels
 	wrapped := make([][]string, len(c.Bars))
 	maxLines := 1
 	for i, b := range c.Bars {
@@ -170,8 +172,8 @@ func (c *Bars) Draw() (*image.RGBA, error) {
 	if c.Title != "" {
 		drawText(img, margin, titleY, c.Title, titleScale, ink)
 	}
-	if c.Subtitle != "" {
-		drawText(img, margin, subY, c.Subtitle, textScale, ink)
+	for i, l := range sub {
+		drawText(img, margin, subY+i*line, l, textScale, ink)
 	}
 	if c.Unit != "" {
 		drawText(img, margin, unitY, c.Unit, textScale, ink)

@@ -217,3 +217,40 @@ func TestSavePNG(t *testing.T) {
 		t.Error("no error for a missing directory")
 	}
 }
+
+// TestSubtitleWraps checks that a long subtitle stays inside the margins
+// (it wraps) instead of running off the image.
+func TestSubtitleWraps(t *testing.T) {
+	c := Bars{Title: "t", Subtitle: strings.Repeat("word ", 60), Series: []string{"x"}, Bars: []Bar{{Label: "a", Values: []float64{1}}}, Width: 500, Height: 400}
+	img, err := c.Draw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for y := range img.Rect.Dy() {
+		for x := img.Rect.Dx() - margin + 1; x < img.Rect.Dx(); x++ {
+			if img.RGBAAt(x, y) == ink {
+				t.Fatalf("ink at (%d,%d), inside the right margin", x, y)
+			}
+		}
+	}
+	short := c
+	short.Subtitle = "word"
+	a, _ := short.Draw()
+	if plotRows(a) <= plotRows(img) {
+		t.Errorf("a wrapped subtitle did not take room from the plot")
+	}
+}
+
+// plotRows counts the rows of the first bar's colour in the image.
+func plotRows(img *image.RGBA) int {
+	n := 0
+	for y := range img.Rect.Dy() {
+		for x := range img.Rect.Dx() {
+			if img.RGBAAt(x, y) == Palette[0] {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}

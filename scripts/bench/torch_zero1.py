@@ -36,10 +36,11 @@ examples/multigpu's gradient model (fan-in scaling, per-block decay, norms
 a tenth of biases); the token embedding is dense here (its sparsity does
 not change the work of any phase).
 
-Timing as examples/multigpu: --warmup steps, then --steps with
-torch.cuda.synchronize() after each phase (median per phase, slowest rank
-in phase_ms), then --plain-steps without those waits (median wall time:
-plain_step_ms). Memory per rank: torch.cuda.max_memory_allocated and
+Timing as examples/multigpu: every step starts with a barrier after the
+gradients are written; --warmup steps, then --steps with
+torch.cuda.synchronize() after each phase and a barrier after the update
+and the cast (median per phase, slowest rank in phase_ms), then
+--plain-steps without those waits (median wall time: plain_step_ms). Memory per rank: torch.cuda.max_memory_allocated and
 max_memory_reserved, and NVML (pynvml) for this process: after CUDA
 initialisation (context), after the process group and a warm-up of each
 collective (NCCL), and the peak over the steps. NVML measures the process's
@@ -210,9 +211,11 @@ def main():
     def step(sync):
         marks = [time.perf_counter()]
 
-        def mark():
+        def mark(barrier=False):
             if sync:
                 torch.cuda.synchronize()
+                if barrier:  # as examples/multigpu's phaseSync after its kernels
+                    dist.barrier()
             marks.append(time.perf_counter())
 
         dist.reduce_scatter_tensor(gshard, flat_grad, op=dist.ReduceOp.AVG)
@@ -225,9 +228,9 @@ def main():
             raise RuntimeError("non-finite gradients")
         mark()
         opt.step()
-        mark()
+        mark(barrier=True)
         pshard.copy_(master)
-        mark()
+        mark(barrier=True)
         dist.all_gather_into_tensor(flat_param, pshard)
         torch.cuda.synchronize()
         marks.append(time.perf_counter())
