@@ -25,9 +25,10 @@
 // views before each step (the upload is timed apart, not in the step).
 //
 // Steps: -warmup steps first (not counted), then -steps with each phase's
-// GPU work waited for on every rank (phaseSync), then -plain-steps without
-// those waits, whose wall time is the step time reported. Every step
-// starts with a barrier after the gradients' upload.
+// GPU work waited for on every rank (phaseSync: the update and cast phases
+// include one barrier each, whose median time is reported), then
+// -plain-steps without those waits, whose wall time is the step time
+// reported. Every step starts with a barrier after the gradients' upload.
 //
 // Without a GPU: -backend cpu runs the same program on the CPU backend, under
 // the launcher (gRPC between the processes) or, without it, as -ranks
@@ -240,12 +241,18 @@ func runRank(ctx context.Context, j *job, o options, workers int, out io.Writer)
 	fmt.Fprintf(out, "%d parameters, %d ranks, %s; %d gradient sets made in %.1fs\n",
 		o.gpt.NumParams(), j.size, j.be.Name(), o.pool, time.Since(t0).Seconds())
 
-	sync := &phaseSync{Backend: j.be, Comm: j.comm, Ctx: ctx, On: true}
+	sync := &phaseSync{Backend: j.be, Comm: j.comm, Ctx: ctx}
 	opt, err := optimizer.New(ctx, j.comm, sync, params, initValues(o.gpt.Layers), cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer opt.Close()
+	for _, b := range opt.Layout().Buckets {
+		sync.Updates++
+		if !b.HighPrecision {
+			sync.Casts++ // current scaling: one cast per FP8 bucket
+		}
+	}
 	if got := opt.Report().Total(); got != pred.Total() {
 		return nil, fmt.Errorf("the optimizer reports %d bytes, PredictMemory %d", got, pred.Total())
 	}
@@ -253,6 +260,9 @@ func runRank(ctx context.Context, j *job, o options, workers int, out io.Writer)
 		ExpectedGradNorm: expectedNorm(o.grads, params, j.size)}
 	mem := newMemRecord(j)
 	mem.afterOptimizer = j.sample()
+	if s.BarrierMs, err = timeBarrier(ctx, j.comm, 20); err != nil {
+		return nil, err
+	}
 	names := make([]string, len(params))
 	for i, p := range params {
 		names[i] = p.Name

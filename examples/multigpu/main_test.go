@@ -333,12 +333,9 @@ func (s *syncCounter) Sync() error { s.syncs++; return s.Backend.Sync() }
 
 func TestPhaseSync(t *testing.T) {
 	c := &syncCounter{Backend: optimizer.NewCPU(1)}
-	p := &phaseSync{Backend: c}
+	p := &phaseSync{Backend: c, Updates: 3, Casts: 2}
 	a := &optimizer.UpdateArgs{Rule: optimizer.RuleNone}
-	if err := p.Update(a); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Cast(&optimizer.CastArgs{}); err != nil {
+	if err := errors.Join(p.Update(a), p.Cast(&optimizer.CastArgs{})); err != nil {
 		t.Fatal(err)
 	}
 	if c.syncs != 0 {
@@ -350,13 +347,24 @@ func TestPhaseSync(t *testing.T) {
 	if c.syncs != 2 {
 		t.Errorf("%d syncs with On set, want 2", c.syncs)
 	}
-	// With a communicator, every wait ends in a barrier of all ranks.
+	// With a communicator, the last Update and the last Cast of a step end
+	// in a barrier of all ranks, and only those: a rank that makes one
+	// call more than its peer blocks in the barrier alone.
 	comms := inproc.New(2)
 	errs := make(chan error, 2)
 	for r := range 2 {
 		go func() {
-			p := &phaseSync{Backend: optimizer.NewCPU(1), Comm: comms[r], Ctx: context.Background(), On: true}
-			errs <- errors.Join(p.Update(a), p.Cast(&optimizer.CastArgs{}))
+			p := &phaseSync{Backend: optimizer.NewCPU(1), Comm: comms[r], Ctx: context.Background(), On: true, Updates: 3, Casts: 2}
+			var err error
+			for range 2 { // two steps
+				for range 3 {
+					err = errors.Join(err, p.Update(a))
+				}
+				for range 2 {
+					err = errors.Join(err, p.Cast(&optimizer.CastArgs{}))
+				}
+			}
+			errs <- err
 		}()
 	}
 	for range 2 {
@@ -364,12 +372,17 @@ func TestPhaseSync(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	one := &phaseSync{Backend: optimizer.NewCPU(1), Comm: comms[0], Ctx: context.Background(), On: true}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	one.Ctx = ctx
+	one := &phaseSync{Backend: optimizer.NewCPU(1), Comm: comms[0], Ctx: ctx, On: true, Updates: 2, Casts: 1}
+	if err := one.Update(a); err != nil {
+		t.Fatalf("first of two updates: %v (no barrier expected)", err)
+	}
 	if err := one.Update(a); err == nil {
 		t.Error("a barrier that one rank entered alone returned no error")
+	}
+	if ms, err := timeBarrier(context.Background(), inproc.New(1)[0], 5); err != nil || ms < 0 {
+		t.Errorf("timeBarrier: %v ms, %v", ms, err)
 	}
 }
 

@@ -24,6 +24,7 @@ type rankSummary struct {
 	PhaseMs          []float64               `json:"phase_ms"`      // medians over the timed steps, in phaseNames order
 	StepMs           float64                 `json:"step_ms"`       // median sum of the phases, timed steps
 	PlainStepMs      float64                 `json:"plain_step_ms"` // median wall time of Step without waits
+	BarrierMs        float64                 `json:"barrier_ms"`    // median barrier, included once in update and in cast
 	GradNorm         float64                 `json:"grad_norm"`     // of the last step
 	ExpectedGradNorm float64                 `json:"expected_grad_norm"`
 	Predicted        int64                   `json:"predicted_bytes"` // optimizer.PredictMemory's Total
@@ -60,6 +61,7 @@ type baseline struct {
 	StepMs         float64            `json:"step_ms"`
 	PlainStepMs    float64            `json:"plain_step_ms"`
 	PredictedBytes int64              `json:"predicted_bytes"` // 2 + 2 + 16/d bytes per padded parameter
+	BarrierMs      float64            `json:"barrier_ms"`      // median dist.barrier, included once in update and in cast
 	Torch          string             `json:"torch"`
 	NCCL           string             `json:"nccl"`
 	Ranks          []baselineRank     `json:"ranks"`
@@ -179,6 +181,10 @@ func writePhases(w io.Writer, o options, s *summary) {
 		fmt.Fprintf(w, " %10.3f %10.3f\n", sum(ph), step)
 	}
 	row("distopt (FP8 gather)", s.PhaseMs, s.PlainMs)
+	barrier := 0.0
+	for _, r := range s.Ranks {
+		barrier = max(barrier, r.BarrierMs)
+	}
 	if bl := s.Baseline; bl != nil {
 		bp := baselinePhases(bl)
 		row("PyTorch ZeRO-1 (BF16)", bp, bl.PlainStepMs)
@@ -187,6 +193,9 @@ func writePhases(w io.Writer, o options, s *summary) {
 			fmt.Fprintf(w, " %14s", ratio(s.PhaseMs[i], bp[i]))
 		}
 		fmt.Fprintf(w, " %10s %10s\n", ratio(sum(s.PhaseMs), sum(bp)), ratio(s.PlainMs, bl.PlainStepMs))
+		fmt.Fprintf(w, "update and cast include one barrier each: distopt %.3f ms, PyTorch %.3f ms (medians)\n", barrier, bl.BarrierMs)
+	} else {
+		fmt.Fprintf(w, "update and cast include one barrier each: %.3f ms (median)\n", barrier)
 	}
 }
 

@@ -15,17 +15,21 @@ import (
 // would show up in the next phase that waits (the amax all-reduce, the
 // all-gather). And a rank whose kernels finish first waits for the others
 // in the next collective, which would then count the difference. With On
-// set, Update and Cast wait for their kernels and then for every rank
-// (a barrier on Comm), so that each collective phase times the collective
-// alone. The waits add some tens of microseconds per bucket to the update
-// and cast phases; steps timed with On unset give the step time without
-// them. Comm must be the optimizer's communicator: the optimizer calls
-// Update and Cast with no collective in flight, every rank as often.
+// set, every Update and Cast waits for its kernel, and the last Update and
+// the last Cast of a step (Updates and Casts calls per step) end with a
+// barrier on Comm, so that each collective phase times the collective
+// alone. The update and cast phases then include one barrier each (see
+// timeBarrier); steps timed with On unset give the step time without any
+// of these waits. Comm must be the optimizer's communicator: the optimizer
+// calls Update and Cast with no collective in flight, every rank as often.
 type phaseSync struct {
 	optimizer.Backend
-	Comm collective.Communicator
-	Ctx  context.Context
-	On   bool
+	Comm           collective.Communicator
+	Ctx            context.Context
+	On             bool
+	Updates, Casts int // calls per step: buckets, and buckets cast in FP8
+
+	updates, casts int // calls so far in this step
 }
 
 // Update implements optimizer.Backend.
@@ -33,7 +37,7 @@ func (p *phaseSync) Update(a *optimizer.UpdateArgs) error {
 	if err := p.Backend.Update(a); err != nil || !p.On {
 		return err
 	}
-	return p.wait()
+	return p.wait(&p.updates, p.Updates)
 }
 
 // Cast implements optimizer.Backend.
@@ -41,15 +45,33 @@ func (p *phaseSync) Cast(a *optimizer.CastArgs) error {
 	if err := p.Backend.Cast(a); err != nil || !p.On {
 		return err
 	}
-	return p.wait()
+	return p.wait(&p.casts, p.Casts)
 }
 
-// wait waits for the backend's work, then for every rank.
-func (p *phaseSync) wait() error {
-	if err := p.Backend.Sync(); err != nil || p.Comm == nil {
+// wait waits for the backend's work, and at the last call of a phase
+// (*n reaching per) for every rank.
+func (p *phaseSync) wait(n *int, per int) error {
+	if err := p.Backend.Sync(); err != nil {
 		return err
 	}
+	if *n++; *n < per || p.Comm == nil {
+		return nil
+	}
+	*n = 0
 	return collective.Barrier(p.Ctx, p.Comm)
+}
+
+// timeBarrier returns the median time of n barriers on c, in milliseconds.
+func timeBarrier(ctx context.Context, c collective.Communicator, n int) (float64, error) {
+	ms := make([]float64, n)
+	for i := range ms {
+		t := time.Now()
+		if err := collective.Barrier(ctx, c); err != nil {
+			return 0, err
+		}
+		ms[i] = float64(time.Since(t)) / float64(time.Millisecond)
+	}
+	return median(ms), nil
 }
 
 // Phase names, in step order, as the JSON and the charts call them.

@@ -238,6 +238,12 @@ def main():
             marks = [marks[0], marks[-1]]
         return [(marks[i + 1] - marks[i]) * 1e3 for i in range(len(marks) - 1)], math.sqrt(norm2)
 
+    barrier_ms = []
+    for _ in range(20):
+        t = time.perf_counter()
+        dist.barrier()
+        barrier_ms.append((time.perf_counter() - t) * 1e3)
+
     timed, plain, peak = [], [], 0
     total = a.warmup + a.steps + a.plain_steps
     for s in range(total):
@@ -277,6 +283,7 @@ def main():
             "step_ms": max(r["step_ms"] for r in ranks),
             "plain_step_ms": max(r["plain_step_ms"] for r in ranks),
             "predicted_bytes": 2 * npad + 2 * npad + 16 * shard,
+            "barrier_ms": statistics.median(barrier_ms),
             "torch": torch.__version__,
             "nccl": ".".join(map(str, torch.cuda.nccl.version())),
             "gpu": torch.cuda.get_device_name(dev),
