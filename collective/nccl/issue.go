@@ -162,17 +162,31 @@ func (c *Comm) ensureScratch(n int) (uintptr, error) {
 	return uintptr(p), nil
 }
 
-// Polling intervals: waits start at pollMin and double up to pollMax.
+// Polling intervals: waits start at pollMin and double up to pollFast
+// during the first pollFastFor of a wait (collectives of a step take
+// microseconds to milliseconds, and a late look adds directly to the step),
+// then up to pollMax.
 const (
-	pollMin = 10 * time.Microsecond
-	pollMax = 500 * time.Microsecond
+	pollMin     = 10 * time.Microsecond
+	pollFast    = 40 * time.Microsecond
+	pollFastFor = 20 * time.Millisecond
+	pollMax     = 500 * time.Microsecond
 )
+
+// nextPoll is the interval after d, a wait having lasted elapsed.
+func nextPoll(d, elapsed time.Duration) time.Duration {
+	if elapsed < pollFastFor {
+		return min(2*d, pollFast)
+	}
+	return min(2*d, pollMax)
+}
 
 // awaitLaunch polls the communicator until NCCL has finished launching the
 // last group in the background; it gives up when the communicator is
 // aborted or Close begins.
 func (c *Comm) awaitLaunch() error {
-	for d := pollMin; ; d = min(2*d, pollMax) {
+	start := time.Now()
+	for d := pollMin; ; d = nextPoll(d, time.Since(start)) {
 		var state error
 		err := c.dev.Do(func() error {
 			if c.nc == nil {

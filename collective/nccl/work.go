@@ -104,7 +104,8 @@ func (w *Work) wait(ctx context.Context) error {
 	}
 	t := time.NewTimer(pollMin)
 	defer t.Stop()
-	for d := pollMin; ; d = min(2*d, pollMax) {
+	start := time.Now()
+	for d := pollMin; ; d = nextPoll(d, time.Since(start)) {
 		st, err := c.poll(w)
 		switch st {
 		case pollDone:
