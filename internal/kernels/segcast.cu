@@ -11,6 +11,58 @@
 
 using namespace distopt;
 
+// cast_chunk casts the elements of chunk rel0 of segment s (MODE_TILE when
+// TILE, else MODE_CURRENT with scale sc). A full chunk of a vector-aligned
+// segment issues the loads of all its passes before the first store; other
+// chunks mask the elements past the segment's end. For tiles, each thread
+// divides once for the position of its first element and moves it forward
+// pass by pass, and reads one scale per pass when its four elements share a
+// tile (always, for matrices whose columns and offsets are multiples of 4).
+template <Fp8 F, bool TILE>
+__device__ __forceinline__ void cast_chunk(u8 *__restrict__ fp8, const float *__restrict__ master, const Seg &s,
+                                           u64 rel0, bool seg_vec, const float *__restrict__ scale, float sc) {
+    const u64 base = rel0 + 4 * threadIdx.x; // rel of this thread's first element of pass 0
+    const bool full = seg_vec && rel0 + CHUNK <= s.len;
+    float p[UNROLL][4];
+    if (full) {
+#pragma unroll
+        for (u32 u = 0; u < UNROLL; u++) ld4(master, s.off + base + (u64)u * THREADS * 4, p[u]);
+    } else {
+#pragma unroll
+        for (u32 u = 0; u < UNROLL; u++) {
+            const u64 rel = base + (u64)u * THREADS * 4;
+            const int cnt = rel < s.len ? (int)min(s.len - rel, (u64)4) : 0;
+            load(master, s.off + rel, cnt, seg_vec && cnt == 4, p[u]);
+        }
+    }
+    const u64 per_row = TILE ? (s.cols + 127) / 128 : 0;
+    TilePos q{0, 0};
+    if (TILE) q = tile_pos(s.param_off + base, s.cols);
+#pragma unroll
+    for (u32 u = 0; u < UNROLL; u++) {
+        const u64 rel = base + (u64)u * THREADS * 4;
+        const int cnt = full ? 4 : rel < s.len ? (int)min(s.len - rel, (u64)4) : 0;
+        if (cnt == 0) break; // and so for every later pass
+        float y[4];
+        if (TILE) {
+            u32 t[4];
+            if (tiles4_at(q, s.cols, per_row, t)) {
+                const float st = scale[s.slot + t[0]];
+#pragma unroll
+                for (int j = 0; j < 4; j++) y[j] = __fmul_rn(p[u][j], st);
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; j++) y[j] = j < cnt ? __fmul_rn(p[u][j], scale[s.slot + t[j]]) : 0.0f;
+            }
+            advance(q, s.cols, (u64)THREADS * 4);
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; j++) y[j] = __fmul_rn(p[u][j], sc);
+        }
+        cast_store<F>(fp8, s.off + rel, cnt, seg_vec && cnt == 4, y);
+    }
+}
+
 template <Fp8 F>
 __device__ void segcast_kernel(u8 *__restrict__ fp8, const float *__restrict__ master, const Seg *__restrict__ segs,
                                u32 nseg, u64 nchunks, const float *__restrict__ scale) {
@@ -19,35 +71,8 @@ __device__ void segcast_kernel(u8 *__restrict__ fp8, const float *__restrict__ m
         const Seg s = segs[find_seg(segs, nseg, c)];
         const u64 rel0 = (c - s.chunk0) * CHUNK;
         const bool seg_vec = base_vec && s.off % 4 == 0;
-        const bool tile = s.mode == MODE_TILE;
-        const u64 per_row = tile ? (s.cols + 127) / 128 : 0;
-        const float sc = tile ? 1.0f : scale[s.slot];
-#pragma unroll
-        for (u32 u = 0; u < UNROLL; u++) {
-            const u64 rel = rel0 + (u64)u * THREADS * 4 + 4 * threadIdx.x;
-            const int cnt = rel < s.len ? (int)min(s.len - rel, (u64)4) : 0;
-            if (cnt == 0) continue;
-            const u64 i = s.off + rel;
-            const bool vec = seg_vec && cnt == 4;
-            float p[4], y[4];
-            load(master, i, cnt, vec, p);
-            if (tile) {
-                u32 t[4];
-                tiles4(s.param_off + rel, s.cols, per_row, t);
-                if (cnt == 4 && t[0] == t[3] && t[1] == t[0] && t[2] == t[0]) { // one tile: one scale
-                    const float st = scale[s.slot + t[0]];
-#pragma unroll
-                    for (int j = 0; j < 4; j++) y[j] = __fmul_rn(p[j], st);
-                } else {
-#pragma unroll
-                    for (int j = 0; j < 4; j++) y[j] = j < cnt ? __fmul_rn(p[j], scale[s.slot + t[j]]) : 0.0f;
-                }
-            } else {
-#pragma unroll
-                for (int j = 0; j < 4; j++) y[j] = __fmul_rn(p[j], sc);
-            }
-            cast_store<F>(fp8, i, cnt, vec, y);
-        }
+        if (s.mode == MODE_TILE) cast_chunk<F, true>(fp8, master, s, rel0, seg_vec, scale, 1.0f);
+        else cast_chunk<F, false>(fp8, master, s, rel0, seg_vec, scale, scale[s.slot]);
     }
 }
 

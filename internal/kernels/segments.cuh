@@ -168,8 +168,27 @@ template <Fp8 F> __device__ __forceinline__ u32 mx_scale(u32 a, float &mul) {
     return (u32)(x + 127);
 }
 
+// TilePos is the position of one flat index idx of a row-major matrix of
+// cols columns: row = idx / cols, col = idx % cols. Kernels divide once per
+// chunk and then move the position forward with advance.
+struct TilePos {
+    u64 row, col;
+};
+
+// tile_pos returns the position of idx in a matrix of cols columns.
+__device__ __forceinline__ TilePos tile_pos(u64 idx, u64 cols) {
+    if ((idx | cols) >> 32 == 0) { // 32-bit division is several times cheaper
+        const u32 r = (u32)idx / (u32)cols;
+        return TilePos{r, (u32)idx - r * (u32)cols};
+    }
+    const u64 r = idx / cols;
+    return TilePos{r, idx - r * cols};
+}
+
 // tiles4 writes the tile (128x128, numbered as fp8.TileIndex) of the four
-// flat indices idx .. idx+3 of a row-major matrix of cols columns.
+// flat indices idx .. idx+3 of a row-major matrix of cols columns (update.cu;
+// it divides as tile_pos does, kept apart so that the update's code stays
+// the measured one).
 __device__ __forceinline__ void tiles4(u64 idx, u64 cols, u64 per_row, u32 t[4]) {
     u64 row, col;
     if ((idx | cols) >> 32 == 0) { // 32-bit division is several times cheaper
@@ -209,6 +228,41 @@ __device__ __forceinline__ void fold_tiles(u32 *amax, const u32 t[4], const u32 
         cm = max(cm, k[j]);
     }
     if (cnt > 0) fold_max(amax + ct, cm);
+}
+
+// advance moves q forward by n elements: one comparison when n is less than
+// cols (the wide matrices the tile recipe is for), a division otherwise.
+__device__ __forceinline__ void advance(TilePos &q, u64 cols, u64 n) {
+    q.col += n;
+    if (q.col < cols) return;
+    if (q.col - cols < cols) {
+        q.col -= cols, q.row++;
+        return;
+    }
+    const TilePos d = tile_pos(q.col, cols);
+    q.row += d.row, q.col = d.col;
+}
+
+// tile_of is fp8.TileIndex(idx, cols, 128) for the idx at q, per_row being
+// the tiles per row of tiles, ceil(cols/128). Tile numbers fit 32 bits (they
+// are slots of a 32-bit table).
+__device__ __forceinline__ u32 tile_of(TilePos q, u64 per_row) {
+    return (u32)(q.row >> 7) * (u32)per_row + (u32)(q.col >> 7);
+}
+
+// tiles4_at writes the tiles of the four flat indices from the one at q
+// onwards, and reports whether they are all the same tile.
+__device__ __forceinline__ bool tiles4_at(TilePos q, u64 cols, u64 per_row, u32 t[4]) {
+    if ((q.col & 127) <= 124 && q.col + 4 <= cols) { // one row, one tile
+        t[0] = t[1] = t[2] = t[3] = tile_of(q, per_row);
+        return true;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        t[j] = tile_of(q, per_row);
+        if (++q.col == cols) q.col = 0, q.row++;
+    }
+    return false;
 }
 
 } // namespace distopt
