@@ -17,21 +17,23 @@ using namespace distopt;
 
 static const int LIMBS = 9;
 
+// add_square keeps acc in registers: the limb an element goes to is chosen
+// by predicated adds over the unrolled limbs, never by a computed index
+// (which would put acc in local memory).
 __device__ __forceinline__ void add_square(u64 acc[LIMBS + 1], float x) {
     const u32 b = __float_as_uint(__fmul_rn(x, x));
-    if ((b & 0x7f800000u) == 0x7f800000u) {
-        acc[LIMBS]++;
-        return;
-    }
-    if (b == 0) return;
+    const bool bad = (b & 0x7f800000u) == 0x7f800000u;
     u32 e = b >> 23;
     u64 m = b & 0x7fffffu;
     if (e > 0) m |= 0x800000u;
     else e = 1;
     const u32 pos = e - 1;
-    const u64 w = m << (pos % 32);
-    acc[pos / 32] += w & 0xffffffffu;
-    acc[pos / 32 + 1] += w >> 32;
+    const u64 w = bad ? 0ull : m << (pos % 32);
+    const u32 li = pos / 32;
+    const u64 lo = w & 0xffffffffu, hi = w >> 32;
+#pragma unroll
+    for (int k = 0; k < LIMBS; k++) acc[k] += (k == (int)li ? lo : 0ull) + (k == (int)li + 1 ? hi : 0ull);
+    acc[LIMBS] += bad ? 1ull : 0ull;
 }
 
 __device__ __forceinline__ float ld_grad(const float *g, u64 i) { return g[i]; }
@@ -40,15 +42,18 @@ __device__ __forceinline__ float ld_grad(const u16 *g, u64 i) { return bf16_to_f
 template <typename GT> __device__ void grad_stats_kernel(long long *stats, const GT *__restrict__ g, u64 n) {
     __shared__ unsigned long long sh[LIMBS + 1];
     u64 acc[LIMBS + 1];
+#pragma unroll
     for (int k = 0; k <= LIMBS; k++) acc[k] = 0;
     if (threadIdx.x <= LIMBS) sh[threadIdx.x] = 0;
     const u64 t = thread_index(), stride = grid_stride();
     for (u64 i = t; i < n; i += stride) add_square(acc, ld_grad(g, i));
+#pragma unroll
     for (int k = 0; k < LIMBS - 1; k++) {
         acc[k + 1] += acc[k] >> 32;
         acc[k] &= 0xffffffffu;
     }
     __syncthreads();
+#pragma unroll
     for (int k = 0; k <= LIMBS; k++)
         if (acc[k]) atomicAdd(&sh[k], (unsigned long long)acc[k]);
     __syncthreads();

@@ -68,3 +68,14 @@ func PackSegments(segs []Segment) Table {
 	}
 	return t
 }
+
+// StaticPart returns a copy of packed table bytes with the per-step factors
+// (StepSize and Decay) of every segment zeroed: what stays the same from one
+// step to the next.
+func StaticPart(table []byte) []byte {
+	out := append([]byte(nil), table...)
+	for i := 0; i+segmentBytes <= len(out); i += segmentBytes {
+		clear(out[i+48 : i+56])
+	}
+	return out
+}

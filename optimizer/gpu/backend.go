@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"sync"
@@ -20,8 +21,20 @@ type Backend struct {
 	s   *cuda.Stream
 
 	mu     sync.Mutex
-	tables map[string]cuda.DevicePtr // segment tables by content
+	tables map[string]*table // segment tables by their static content
 	closed bool
+}
+
+// table is the device copy of a segment table whose static part (offsets,
+// modes, slots) is fixed while its per-step factors (StepSize, Decay) change
+// with the learning-rate schedule: new factors are copied into the same
+// device buffer asynchronously, from pinned staging memory, in stream order,
+// so a step allocates nothing and never waits for the GPU to upload them.
+type table struct {
+	dev     cuda.DevicePtr
+	staging *cuda.HostBuffer
+	copied  *cuda.Event // recorded after the last copy out of staging
+	last    []byte      // the bytes on the device
 }
 
 // maxTables bounds the cache of segment tables; when it is full the cache
@@ -51,7 +64,7 @@ func New(ordinal int) (*Backend, error) {
 		dev.Close()
 		return nil, fmt.Errorf("gpu: %w", err)
 	}
-	return &Backend{dev: dev, ks: ks, s: s, tables: map[string]cuda.DevicePtr{}}, nil
+	return &Backend{dev: dev, ks: ks, s: s, tables: map[string]*table{}}, nil
 }
 
 // Name implements optimizer.Backend: "cuda:0 NVIDIA H200 (sm_90, PTX sm90)".
@@ -182,7 +195,7 @@ func (b *Backend) Update(a *optimizer.UpdateArgs) error {
 		segs[i] = kernelSegment(s)
 	}
 	t := kernels.PackSegments(segs)
-	tp, err := b.table(t)
+	tp, err := b.table('u', t)
 	if err != nil {
 		return err
 	}
@@ -216,7 +229,7 @@ func (b *Backend) Cast(a *optimizer.CastArgs) error {
 		}
 	}
 	t := kernels.PackSegments(segs)
-	tp, err := b.table(t)
+	tp, err := b.table('c', t)
 	if err != nil {
 		return err
 	}
@@ -228,9 +241,11 @@ func kernelSegment(s optimizer.Segment) kernels.Segment {
 		StepSize: s.StepSize, Decay: s.Decay, ParamOffset: s.ParamOffset, Cols: s.Cols}
 }
 
-// table returns the device copy of t, uploading it unless the cache holds
-// one with the same bytes.
-func (b *Backend) table(t kernels.Table) (cuda.DevicePtr, error) {
+// table returns the device copy of t. Tables are cached by their static
+// part; a table whose factors differ from the device copy's is copied again
+// into the same buffer, after the previous copy out of the staging memory
+// has completed.
+func (b *Backend) table(kind byte, t kernels.Table) (cuda.DevicePtr, error) {
 	if t.Chunks == 0 {
 		return 0, nil
 	}
@@ -239,34 +254,55 @@ func (b *Backend) table(t kernels.Table) (cuda.DevicePtr, error) {
 	if b.closed {
 		return 0, cuda.ErrClosed
 	}
-	key := string(t.Bytes)
-	if p, ok := b.tables[key]; ok {
-		return p, nil
+	key := string(kind) + string(kernels.StaticPart(t.Bytes))
+	e, ok := b.tables[key]
+	if !ok {
+		if len(b.tables) >= maxTables {
+			if err := b.dropTables(); err != nil {
+				return 0, err
+			}
+		}
+		var err error
+		e = &table{}
+		if e.dev, err = b.dev.Alloc(len(t.Bytes)); err != nil {
+			return 0, fmt.Errorf("gpu: segment table: %w", err)
+		}
+		if e.staging, err = b.dev.AllocHost(len(t.Bytes)); err != nil {
+			b.dev.Free(e.dev)
+			return 0, fmt.Errorf("gpu: segment table staging: %w", err)
+		}
+		if e.copied, err = b.dev.NewEvent(false); err != nil {
+			e.staging.Free()
+			b.dev.Free(e.dev)
+			return 0, err
+		}
+		b.tables[key] = e
 	}
-	if len(b.tables) >= maxTables {
-		if err := b.dropTables(); err != nil {
+	if bytes.Equal(e.last, t.Bytes) {
+		return e.dev, nil
+	}
+	if e.last != nil {
+		if err := e.copied.Synchronize(); err != nil {
 			return 0, err
 		}
 	}
-	p, err := b.dev.Alloc(len(t.Bytes))
-	if err != nil {
-		return 0, fmt.Errorf("gpu: segment table: %w", err)
-	}
-	if err := b.s.Upload(p, t.Bytes); err != nil {
-		b.dev.Free(p)
+	stage := e.staging.Bytes()[:len(t.Bytes)]
+	copy(stage, t.Bytes)
+	if err := b.s.CopyHtoD(e.dev, stage); err != nil {
 		return 0, err
 	}
-	b.tables[key] = p
-	return p, nil
+	if err := e.copied.Record(b.s); err != nil {
+		return 0, err
+	}
+	e.last = append(e.last[:0], t.Bytes...)
+	return e.dev, nil
 }
 
 // dropTables waits for the stream and frees every cached table (b.mu held).
 func (b *Backend) dropTables() error {
 	err := b.s.Synchronize()
-	for k, p := range b.tables {
-		if e := b.dev.Free(p); e != nil && err == nil {
-			err = e
-		}
+	for k, e := range b.tables {
+		err = errors.Join(err, e.copied.Destroy(), e.staging.Free(), b.dev.Free(e.dev))
 		delete(b.tables, k)
 	}
 	return err
