@@ -10,7 +10,7 @@
 # Then carry .gpu to the GPU machine and run scripts/gpu/run.sh there.
 set -eu
 cd "$(dirname "$0")/../.."
-race_pkgs="./internal/cuda"
+race_pkgs=${RACE_PKGS-./internal/cuda}
 cmds="./cmd/distopt-bench-update"
 
 rm -rf .gpu/*.test .gpu/bin .gpu/manifest
@@ -22,7 +22,7 @@ for p in $pkgs; do
 	rel=${p#"$module"/}
 	name=$(echo "$rel" | tr / _)
 	echo "build: $rel -> .gpu/$name.test"
-	go test -c -o ".gpu/$name.test" "./$rel"
+	go test -c -ldflags="-s -w" -o ".gpu/$name.test" "./$rel"
 	echo "$name.test $rel" >>.gpu/manifest
 	for r in $race_pkgs; do
 		if [ "$r" = "./$rel" ]; then
