@@ -17,23 +17,16 @@ using namespace distopt;
 
 static const int LIMBS = 9;
 
-// add_square keeps acc in registers: the limb an element goes to is chosen
-// by predicated adds over the unrolled limbs, never by a computed index
-// (which would put acc in local memory).
-__device__ __forceinline__ void add_square(u64 acc[LIMBS + 1], float x) {
-    const u32 b = __float_as_uint(__fmul_rn(x, x));
-    const bool bad = (b & 0x7f800000u) == 0x7f800000u;
-    u32 e = b >> 23;
-    u64 m = b & 0x7fffffu;
-    if (e > 0) m |= 0x800000u;
-    else e = 1;
-    const u32 pos = e - 1;
-    const u64 w = bad ? 0ull : m << (pos % 32);
-    const u32 li = pos / 32;
-    const u64 lo = w & 0xffffffffu, hi = w >> 32;
+// Each thread adds its squares into a window of three limbs L, L+1, L+2
+// kept in registers (an element's 56-bit term spans limbs li and li+1); an
+// element outside the window flushes it into acc, by predicated adds over
+// the unrolled limbs (never a computed index, which would put acc in local
+// memory), and moves the window to its own limb. Gradients of similar
+// magnitude, the common case, stay in the window.
+__device__ __forceinline__ void flush(u64 acc[LIMBS + 1], int L, u64 w0, u64 w1, u64 w2) {
 #pragma unroll
-    for (int k = 0; k < LIMBS; k++) acc[k] += (k == (int)li ? lo : 0ull) + (k == (int)li + 1 ? hi : 0ull);
-    acc[LIMBS] += bad ? 1ull : 0ull;
+    for (int k = 0; k < LIMBS; k++)
+        acc[k] += (k == L ? w0 : 0ull) + (k == L + 1 ? w1 : 0ull) + (k == L + 2 ? w2 : 0ull);
 }
 
 __device__ __forceinline__ float ld_grad(const float *g, u64 i) { return g[i]; }
@@ -45,8 +38,41 @@ template <typename GT> __device__ void grad_stats_kernel(long long *stats, const
 #pragma unroll
     for (int k = 0; k <= LIMBS; k++) acc[k] = 0;
     if (threadIdx.x <= LIMBS) sh[threadIdx.x] = 0;
+    u64 w0 = 0, w1 = 0, w2 = 0, bad = 0;
+    int L = 0;
     const u64 t = thread_index(), stride = grid_stride();
-    for (u64 i = t; i < n; i += stride) add_square(acc, ld_grad(g, i));
+    for (u64 i = t; i < n; i += stride) {
+        const float x = ld_grad(g, i);
+        const u32 b = __float_as_uint(__fmul_rn(x, x));
+        if ((b & 0x7f800000u) == 0x7f800000u) {
+            bad++;
+            continue;
+        }
+        if (b == 0) continue;
+        u32 e = b >> 23;
+        u64 m = b & 0x7fffffu;
+        if (e > 0) m |= 0x800000u;
+        else e = 1;
+        const u32 pos = e - 1;
+        const u64 v = m << (pos % 32);
+        const int li = (int)(pos / 32);
+        const u64 lo = v & 0xffffffffu, hi = v >> 32;
+        if (li == L) {
+            w0 += lo;
+            w1 += hi;
+        } else if (li == L + 1) {
+            w1 += lo;
+            w2 += hi;
+        } else {
+            flush(acc, L, w0, w1, w2);
+            L = li;
+            w0 = lo;
+            w1 = hi;
+            w2 = 0;
+        }
+    }
+    flush(acc, L, w0, w1, w2);
+    acc[LIMBS] = bad;
 #pragma unroll
     for (int k = 0; k < LIMBS - 1; k++) {
         acc[k + 1] += acc[k] >> 32;
