@@ -381,29 +381,26 @@ func (o *Optimizer) Step(ctx context.Context) (StepResult, error) {
 	}
 	res := StepResult{LossScale: o.LossScale(), ClipCoef: 1}
 	t0 := time.Now()
-	// 1. Reduce-scatter (average) every bucket, in place, one operation per
-	// bucket, so that each bucket's gradient statistics (step 2) run while
-	// the later buckets are still being reduced.
+	// 1. Reduce-scatter (average) every bucket, in place, as one group.
+	ops := make([]collective.Op, len(o.buckets))
 	gsz := o.cfg.GradType.Size()
-	works := make([]collective.Work, len(o.buckets))
 	for i, bk := range o.buckets {
-		works[i] = o.comm.Start(collective.Op{Kind: collective.OpReduceScatter, Src: bk.grad, Dst: o.slice(bk.grad, gsz*bk.lo, gsz*bk.hi), DType: o.cfg.GradType, Reduce: collective.Avg})
+		ops[i] = collective.Op{Kind: collective.OpReduceScatter, Src: bk.grad, Dst: o.slice(bk.grad, gsz*bk.lo, gsz*bk.hi), DType: o.cfg.GradType, Reduce: collective.Avg}
 	}
-	// 2. Non-finite check and global norm: exact per-bucket sums (their
-	// order does not matter), then ONE small all-reduce.
+	if err := o.comm.Start(ops...).Wait(ctx); err != nil {
+		return res, o.fail(fmt.Errorf("optimizer: gradient reduce-scatter: %w", err))
+	}
+	t1 := time.Now()
+	res.Timings.ReduceScatter = t1.Sub(t0)
+	// 2. Non-finite check and global norm: ONE small all-reduce.
 	if err := o.be.Zero(o.stats, 0, 8*StatsLen); err != nil {
 		return res, o.fail(err)
 	}
-	for i, bk := range o.buckets {
-		if err := works[i].Wait(ctx); err != nil {
-			return res, o.fail(fmt.Errorf("optimizer: gradient reduce-scatter of bucket %d: %w", i, err))
-		}
+	for _, bk := range o.buckets {
 		if err := o.be.GradStats(o.stats, o.slice(bk.grad, gsz*bk.lo, gsz*bk.hi), o.cfg.GradType, bk.b.ShardSize); err != nil {
 			return res, o.fail(err)
 		}
 	}
-	t1 := time.Now()
-	res.Timings.ReduceScatter = t1.Sub(t0)
 	if err := collective.AllReduce(ctx, o.comm, o.stats, o.stats, collective.Int64, collective.Sum); err != nil {
 		return res, o.fail(fmt.Errorf("optimizer: gradient norm all-reduce: %w", err))
 	}
@@ -506,7 +503,6 @@ func (o *Optimizer) castAndGather(ctx context.Context, a *UpdateArgs, ph phase, 
 		}
 	}
 	gsz := o.cfg.GradType.Size()
-	var gathers []collective.Work
 	for _, bk := range o.buckets {
 		u := *a
 		u.N = bk.b.ShardSize
@@ -534,10 +530,6 @@ func (o *Optimizer) castAndGather(ctx context.Context, a *UpdateArgs, ph phase, 
 		}
 		if err := o.be.Update(&u); err != nil {
 			return o.fail(fmt.Errorf("optimizer: update of bucket %d: %w", bk.idx, err))
-		}
-		if !o.needsCast(bk, castMode) {
-			// Final already: gather it while the next buckets update.
-			gathers = append(gathers, o.comm.Start(o.gatherOps(bk)...))
 		}
 	}
 	t1 := time.Now()
@@ -582,60 +574,49 @@ func (o *Optimizer) castAndGather(ctx context.Context, a *UpdateArgs, ph phase, 
 	}
 	t2 := time.Now()
 	t.AmaxReduce = t2.Sub(t1)
-	for _, bk := range o.buckets {
-		if !o.needsCast(bk, castMode) {
-			continue
-		}
-		c := CastArgs{N: bk.b.ShardSize, Master: bk.master, Segments: bk.segs, Format: o.cfg.Recipe.Format, FP8: o.slice(bk.data, bk.lo, bk.hi), Scale: o.scale}
-		if initial && mode == ModeTensorDelayed {
-			c.Segments = make([]Segment, len(bk.segs))
-			copy(c.Segments, bk.segs)
-			for i := range c.Segments {
-				if c.Segments[i].Mode == ModeTensorDelayed {
-					c.Segments[i].Mode = ModeTensorCurrent
+	if castMode == ModeTensorCurrent || castMode == ModeTile {
+		for _, bk := range o.buckets {
+			if bk.b.HighPrecision {
+				continue
+			}
+			c := CastArgs{N: bk.b.ShardSize, Master: bk.master, Segments: bk.segs, Format: o.cfg.Recipe.Format, FP8: o.slice(bk.data, bk.lo, bk.hi), Scale: o.scale}
+			if initial && mode == ModeTensorDelayed {
+				c.Segments = make([]Segment, len(bk.segs))
+				copy(c.Segments, bk.segs)
+				for i := range c.Segments {
+					if c.Segments[i].Mode == ModeTensorDelayed {
+						c.Segments[i].Mode = ModeTensorCurrent
+					}
 				}
 			}
+			if err := o.be.Cast(&c); err != nil {
+				return o.fail(fmt.Errorf("optimizer: cast of bucket %d: %w", bk.idx, err))
+			}
 		}
-		if err := o.be.Cast(&c); err != nil {
-			return o.fail(fmt.Errorf("optimizer: cast of bucket %d: %w", bk.idx, err))
-		}
-		// Gather it while the next buckets cast.
-		gathers = append(gathers, o.comm.Start(o.gatherOps(bk)...))
 	}
 	t3 := time.Now()
 	t.Cast = t3.Sub(t2)
-	for i, w := range gathers {
-		if err := w.Wait(ctx); err != nil {
-			return o.fail(fmt.Errorf("optimizer: parameter all-gather (%d of %d): %w", i+1, len(gathers), err))
+	// All-gather every bucket in place (and its block scales), as one group.
+	var ops []collective.Op
+	for _, bk := range o.buckets {
+		esz := 1
+		if bk.b.HighPrecision {
+			esz = o.cfg.HighPrecisionType.Size()
 		}
+		ops = append(ops, collective.Op{Kind: collective.OpAllGather, Dst: bk.data, Src: o.slice(bk.data, esz*bk.lo, esz*bk.hi)})
+		if bk.blocks != nil {
+			per := bk.blocks.Len() / (bk.b.Size / bk.block)
+			ops = append(ops, collective.Op{Kind: collective.OpAllGather, Dst: bk.blocks, Src: o.slice(bk.blocks, per*bk.lo/bk.block, per*bk.hi/bk.block)})
+		}
+	}
+	if err := o.comm.Start(ops...).Wait(ctx); err != nil {
+		return o.fail(fmt.Errorf("optimizer: parameter all-gather: %w", err))
 	}
 	if err := o.be.Sync(); err != nil {
 		return o.fail(err)
 	}
 	t.AllGather = time.Since(t3)
 	return nil
-}
-
-// needsCast says whether bucket bk is cast in a pass of its own after the
-// amax all-reduce (FP8 buckets of current and tile scaling), rather than
-// final after its update.
-func (o *Optimizer) needsCast(bk *bucket, castMode Mode) bool {
-	return !bk.b.HighPrecision && (castMode == ModeTensorCurrent || castMode == ModeTile)
-}
-
-// gatherOps are the all-gathers of bucket bk, in place: its parameters and,
-// for block recipes, its block scales.
-func (o *Optimizer) gatherOps(bk *bucket) []collective.Op {
-	esz := 1
-	if bk.b.HighPrecision {
-		esz = o.cfg.HighPrecisionType.Size()
-	}
-	ops := []collective.Op{{Kind: collective.OpAllGather, Dst: bk.data, Src: o.slice(bk.data, esz*bk.lo, esz*bk.hi)}}
-	if bk.blocks != nil {
-		per := bk.blocks.Len() / (bk.b.Size / bk.block)
-		ops = append(ops, collective.Op{Kind: collective.OpAllGather, Dst: bk.blocks, Src: o.slice(bk.blocks, per*bk.lo/bk.block, per*bk.hi/bk.block)})
-	}
-	return ops
 }
 
 // slice returns bytes [lo, hi) of a backend buffer.
