@@ -438,7 +438,6 @@ func (o *Optimizer) Step(ctx context.Context) (StepResult, error) {
 	if err := o.castAndGather(ctx, a, phaseStep, &res.Timings); err != nil {
 		return res, err
 	}
-	res.Timings.Norm += 0 // measured above
 	return res, nil
 }
 
