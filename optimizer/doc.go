@@ -1,0 +1,51 @@
+// Package optimizer provides distopt's distributed optimizer: a ZeRO-1
+// style optimizer whose parameters are gathered in FP8. Each data-parallel
+// rank keeps the FP32 master weights and the moments of its own shard; after
+// every step the shard is cast to FP8 and all-gathered, so that every rank
+// holds the whole model in FP8 (and the parameters marked high-precision in
+// BF16 or FP32), never a full BF16 or FP32 copy.
+//
+// # One step
+//
+// Step runs, on every rank together:
+//
+//  1. a reduce-scatter (average) of every bucket of gradients, in place;
+//  2. the non-finite check and the global gradient norm: an exact
+//     fixed-point sum of squares per rank (AddSquare), then ONE small
+//     all-reduce; a step with a non-finite gradient is skipped on every
+//     rank alike and reported; clipping follows PyTorch's
+//     clip_grad_norm_ (coefficient max_norm/(norm+1e-6), at most 1);
+//  3. AdamW (or SGD with momentum) on the shard, fused with what the FP8
+//     recipe needs: the amax of the new master, or the cast itself where
+//     the scale is already known (delayed scaling, 1x128 and MXFP8 blocks);
+//  4. ONE packed all-reduce (MAX) of every amax of the step; every rank then
+//     derives the same scales, so scale_inv is never communicated;
+//  5. the cast of the master shard into this rank's slice of the FP8 buffer;
+//  6. an all-gather of every bucket, in place.
+//
+// # Exactness
+//
+// The per-element arithmetic is specified in rules.go: every operation is a
+// separately rounded float32 operation in a fixed order, and the norm is an
+// exact integer sum. A run on d ranks therefore leaves masters, moments and
+// FP8 bytes bit-identical to a single-rank run fed the averaged gradients,
+// whatever d, and every Backend (the CPU reference here, the CUDA backend of
+// optimizer/gpu) gives the same bits for the same inputs.
+//
+// # Using it
+//
+// New takes a collective.Communicator, a Backend of the same memory kind,
+// the parameter list, their initial FP32 values and a Config. The framework
+// writes each step's gradients into the views Grad returns (or calls
+// SetGrad), calls Step, and reads the parameters through Param (FP8 bytes
+// and scale_inv, in the backend's memory), Tensor or Weights. Report and
+// PredictMemory give the memory of every buffer; ReadPieces, LoadPieces,
+// Scalars and SetScalars serve optimizer/checkpoint.
+//
+// Errors: ErrConfig for a bad configuration, ErrMismatch when ranks
+// disagree on the layout or configuration (naming what differs),
+// ErrUnknownParam, ErrRemote when another rank failed, and ErrBroken for
+// every call after a step failed half-way (a timed-out collective, a lost
+// peer): the state can no longer be trusted and must be restored from a
+// checkpoint.
+package optimizer
