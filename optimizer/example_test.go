@@ -1,0 +1,57 @@
+package optimizer_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/distopt/distopt/collective/inproc"
+	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/optimizer"
+)
+
+// Two in-process ranks share one matrix (gathered in FP8) and one bias
+// (gathered in BF16); each writes its own gradient, and a step averages
+// them, updates each rank's shard with AdamW and gathers the result.
+func Example() {
+	params := []optimizer.Param{
+		{Name: "w", Shape: []int{2, 3}},
+		{Name: "b", Shape: []int{3}, HighPrecision: true, NoDecay: true},
+	}
+	init := optimizer.FromMap(map[string][]float32{
+		"w": {0.5, -0.25, 1, 2, -1, 0.125},
+		"b": {0, 0, 0},
+	})
+	cfg := optimizer.Config{LR: optimizer.Constant(0.1), Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}}
+	comms := inproc.Communicators(2)
+	out := make([]string, 2)
+	var wg sync.WaitGroup
+	for r := range 2 {
+		wg.Go(func() {
+			ctx := context.Background()
+			o, err := optimizer.New(ctx, comms[r], optimizer.NewCPU(1), params, init, cfg)
+			if err != nil {
+				out[r] = err.Error()
+				return
+			}
+			defer o.Close()
+			sign := float32(1 - 2*r) // the ranks' gradients differ; their mean is 1, or 0 where they cancel
+			o.SetGrad("w", []float32{1, 1 * sign, 1, 1, 1 * sign, 1})
+			o.SetGrad("b", []float32{-1, -1, -1})
+			res, err := o.Step(ctx)
+			if err != nil {
+				out[r] = err.Error()
+				return
+			}
+			w, _ := o.Weights("w")
+			b, _ := o.Weights("b")
+			out[r] = fmt.Sprintf("rank %d after step %d: w %v b %v", r, res.Step, w, b)
+		})
+	}
+	wg.Wait()
+	fmt.Println(out[0])
+	fmt.Println(out[1])
+	// Output:
+	// rank 0 after step 1: w [0.40714288 -0.2544643 0.8821429 1.9000001 -1.0178572 0.02544643] b [0.100097656 0.100097656 0.100097656]
+	// rank 1 after step 1: w [0.40714288 -0.2544643 0.8821429 1.9000001 -1.0178572 0.02544643] b [0.100097656 0.100097656 0.100097656]
+}
