@@ -7,6 +7,7 @@
 // Usage:
 //
 //	distopt-ncclbench [-nproc 2] [-elements 1073741824] [-iters 20] [-trials 3] [-json file]
+//	distopt-ncclbench -latency [-ops 200] [-nproc 2] [-json file]
 //
 // Started without RANK in the environment it starts -nproc copies of
 // itself as the ranks of a local job (the variables torchrun sets, and
@@ -17,6 +18,18 @@
 // the larger buffer / time) and the bus bandwidth (algorithm bandwidth ×
 // (n-1)/n), in GB/s of 10^9 bytes, as nccl-tests counts them.
 // scripts/bench/torch_collectives.py measures PyTorch the same way.
+//
+// With -latency it measures instead the latency of collectives too small
+// to cost transfer time, each waited before the next is started: -ops
+// barriers and 4-byte all-reduces through collective/nccl, with the median
+// of each phase of a group (nccl.Phases: taken by the issuer, ncclGroupEnd
+// returned, launch finished, event recorded, completion seen, Wait
+// returned); the same all-reduce through the NCCL binding alone, on a
+// non-blocking and on a blocking communicator (synchronized in one hop to
+// the device's thread, or its event polled with runtime.Gosched or a 10 µs
+// time.Sleep between looks); and, on the host alone, a 10 µs time.Sleep,
+// runtime.Gosched and a round trip to the device's thread (cuda.Device.Do).
+// Rank 0 prints the median and 90th percentile of each, in µs.
 package main
 
 import (
@@ -25,6 +38,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -58,6 +72,8 @@ func main() {
 	warmup := flag.Int("warmup", 5, "operations before the trials")
 	trials := flag.Int("trials", 3, "trials per measurement (the median is reported)")
 	jsonPath := flag.String("json", "", "file for rank 0's results (JSON lines)")
+	lat := flag.Bool("latency", false, "measure the latency of small waited collectives instead")
+	ops := flag.Int("ops", 200, "operations per measurement of -latency")
 	flag.Parse()
 	if os.Getenv(rendezvous.EnvRank) == "" {
 		if err := spawn(*nproc); err != nil {
@@ -66,7 +82,11 @@ func main() {
 		}
 		return
 	}
-	if err := run(*elements, *iters, *warmup, *trials, *jsonPath); err != nil {
+	latOps := 0
+	if *lat {
+		latOps = *ops
+	}
+	if err := run(*elements, *iters, *warmup, *trials, latOps, *jsonPath); err != nil {
 		fmt.Fprintln(os.Stderr, "distopt-ncclbench:", err)
 		os.Exit(1)
 	}
@@ -111,7 +131,9 @@ type bench struct {
 	trials       int
 }
 
-func run(elements, iters, warmup, trials int, jsonPath string) error {
+// run is one rank: the bandwidth benchmarks, or with latOps > 0 the
+// latency ones.
+func run(elements, iters, warmup, trials, latOps int, jsonPath string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	rc, err := rendezvous.FromEnv()
@@ -133,6 +155,9 @@ func run(elements, iters, warmup, trials int, jsonPath string) error {
 		return err
 	}
 	defer b.plain.Close()
+	if latOps > 0 {
+		return runLatency(ctx, b, store, latOps, jsonPath)
+	}
 	if b.exact, err = nccl.New(ctx, nccl.Config{Store: store, Device: dev, ExactAvg: true}); err != nil {
 		return err
 	}
@@ -259,6 +284,36 @@ func (b *bench) repeat(ctx context.Context, c *nccl.Comm, op collective.Op, k in
 		if err := w.Wait(ctx); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// runLatency runs -latency on rank's communicator and writes rank 0's
+// results to jsonPath.
+func runLatency(ctx context.Context, b *bench, store *rendezvous.Store, ops int, jsonPath string) error {
+	if store.Rank() == 0 {
+		fmt.Printf("# distopt-ncclbench -latency: %d ranks, %v, GPU %s\n", store.Size(), b.plain.Library(), b.dev.Info().Name)
+	}
+	var f *os.File
+	if store.Rank() == 0 && jsonPath != "" {
+		var err error
+		if f, err = os.Create(jsonPath); err != nil {
+			return err
+		}
+		defer f.Close()
+	}
+	var w io.Writer
+	if f != nil {
+		w = f
+	}
+	if err := latency(ctx, b.dev, store, b.plain, ops, w); err != nil {
+		return err
+	}
+	if err := collective.Barrier(ctx, b.plain); err != nil {
+		return err
+	}
+	if f != nil {
+		return f.Close()
 	}
 	return nil
 }

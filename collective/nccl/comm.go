@@ -206,7 +206,7 @@ func (c *Comm) Library() *nccl.Library { return c.lib }
 // or for the other ranks: the group is handed to NCCL by a goroutine of the
 // communicator, in the order of the Start calls.
 func (c *Comm) Start(ops ...collective.Op) collective.Work {
-	w := &Work{c: c, name: groupName(ops)}
+	w := &Work{c: c, name: groupName(ops), trace: trace{start: time.Now()}}
 	for _, op := range ops {
 		if err := op.Validate(c.size, collective.Device); err != nil {
 			w.err = err

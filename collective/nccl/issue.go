@@ -50,6 +50,7 @@ func (c *Comm) next() *Work {
 // issue runs w's plan on the communication stream: wait for the compute
 // stream, pre kernels, the NCCL group, post kernels, and the done event.
 func (c *Comm) issue(w *Work) {
+	w.trace.picked = time.Now()
 	if f := c.failureNow(); f != nil {
 		w.settle(f.errFor(c.rank, w.name))
 		return
@@ -91,11 +92,13 @@ func (c *Comm) issue(w *Work) {
 		}
 		return errors.Join(callErr, err)
 	})
+	w.trace.enqueued = time.Now()
 	c.recycle(w.computed)
 	w.computed = nil
 	if err == nil && inProgress {
-		err = c.awaitLaunch()
+		w.trace.launchPolls, err = c.awaitLaunch()
 	}
+	w.trace.launched = time.Now()
 	if err == nil {
 		err = c.dev.Do(func() error {
 			if c.nc == nil {
@@ -125,6 +128,7 @@ func (c *Comm) issue(w *Work) {
 		w.settle(c.failureNow().errFor(c.rank, w.name))
 		return
 	}
+	w.trace.issued = time.Now()
 	w.settle(nil)
 }
 
@@ -182,11 +186,11 @@ func nextPoll(d, elapsed time.Duration) time.Duration {
 }
 
 // awaitLaunch polls the communicator until NCCL has finished launching the
-// last group in the background; it gives up when the communicator is
-// aborted or Close begins.
-func (c *Comm) awaitLaunch() error {
+// last group in the background, and returns the number of looks; it gives
+// up when the communicator is aborted or Close begins.
+func (c *Comm) awaitLaunch() (int, error) {
 	start := time.Now()
-	for d := pollMin; ; d = nextPoll(d, time.Since(start)) {
+	for n, d := 1, pollMin; ; n, d = n+1, nextPoll(d, time.Since(start)) {
 		var state error
 		err := c.dev.Do(func() error {
 			if c.nc == nil {
@@ -196,14 +200,14 @@ func (c *Comm) awaitLaunch() error {
 			return nil
 		})
 		if err != nil {
-			return err
+			return n, err
 		}
 		if !errors.Is(state, nccl.ErrInProgress) {
-			return state
+			return n, state
 		}
 		select {
 		case <-c.stopc:
-			return errStopped
+			return n, errStopped
 		case <-time.After(d):
 		}
 	}

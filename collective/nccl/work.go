@@ -33,6 +33,8 @@ type Work struct {
 	waitMu   sync.Mutex
 	finished bool
 	result   error
+
+	trace trace
 }
 
 // settle marks w as handed to NCCL (err nil) or failed before that.
@@ -61,7 +63,9 @@ func (w *Work) Wait(ctx context.Context) error {
 	if w.finished {
 		return w.result
 	}
+	w.trace.waitCalled = time.Now()
 	w.result = w.wait(ctx)
+	w.trace.returned = time.Now()
 	w.finished = true
 	w.c.finish(w, w.result == nil)
 	return w.result
@@ -107,8 +111,10 @@ func (w *Work) wait(ctx context.Context) error {
 	start := time.Now()
 	for d := pollMin; ; d = nextPoll(d, time.Since(start)) {
 		st, err := c.poll(w)
+		w.trace.waitPolls++
 		switch st {
 		case pollDone:
+			w.trace.completed = time.Now()
 			return nil
 		case pollGone:
 			return c.failureNow().errFor(c.rank, w.name)
