@@ -19,7 +19,10 @@
 // first waits, on the GPU, for the work queued on that stream before its
 // Start; Work.StreamWait makes another stream wait for a group's end. The
 // host only blocks in Work.Wait, which polls the group's completion event
-// and ncclCommGetAsyncError. The ops of one Start are one NCCL group
+// and ncclCommGetAsyncError: without sleeping (yielding the processor
+// between looks) during its first 20 ms, since Go cannot sleep much less
+// than a millisecond, and every millisecond past 20 ms. Work.Phases tells
+// where a group's time went. The ops of one Start are one NCCL group
 // (ncclGroupStart/End), so that several buckets travel together.
 //
 // # Mapping onto NCCL

@@ -166,31 +166,14 @@ func (c *Comm) ensureScratch(n int) (uintptr, error) {
 	return uintptr(p), nil
 }
 
-// Polling intervals: waits start at pollMin and double up to pollFast
-// during the first pollFastFor of a wait (collectives of a step take
-// microseconds to milliseconds, and a late look adds directly to the step),
-// then up to pollMax.
-const (
-	pollMin     = 10 * time.Microsecond
-	pollFast    = 40 * time.Microsecond
-	pollFastFor = 20 * time.Millisecond
-	pollMax     = 500 * time.Microsecond
-)
-
-// nextPoll is the interval after d, a wait having lasted elapsed.
-func nextPoll(d, elapsed time.Duration) time.Duration {
-	if elapsed < pollFastFor {
-		return min(2*d, pollFast)
-	}
-	return min(2*d, pollMax)
-}
-
-// awaitLaunch polls the communicator until NCCL has finished launching the
-// last group in the background, and returns the number of looks; it gives
-// up when the communicator is aborted or Close begins.
+// awaitLaunch polls the communicator, paced by a poller, until NCCL has
+// finished launching the last group in the background, and returns the
+// number of looks; it gives up when the communicator is aborted or Close
+// begins.
 func (c *Comm) awaitLaunch() (int, error) {
-	start := time.Now()
-	for n, d := 1, pollMin; ; n, d = n+1, nextPoll(d, time.Since(start)) {
+	p := newPoller()
+	defer p.release()
+	for n := 1; ; n++ {
 		var state error
 		err := c.dev.Do(func() error {
 			if c.nc == nil {
@@ -205,10 +188,8 @@ func (c *Comm) awaitLaunch() (int, error) {
 		if !errors.Is(state, nccl.ErrInProgress) {
 			return n, state
 		}
-		select {
-		case <-c.stopc:
+		if !p.pause(c.stopc) {
 			return n, errStopped
-		case <-time.After(d):
 		}
 	}
 }

@@ -106,10 +106,9 @@ func (w *Work) wait(ctx context.Context) error {
 	if w.issueErr != nil {
 		return w.issueErr
 	}
-	t := time.NewTimer(pollMin)
-	defer t.Stop()
-	start := time.Now()
-	for d := pollMin; ; d = nextPoll(d, time.Since(start)) {
+	p := newPoller()
+	defer p.release()
+	for {
 		st, err := c.poll(w)
 		w.trace.waitPolls++
 		switch st {
@@ -124,11 +123,8 @@ func (w *Work) wait(ctx context.Context) error {
 			c.fail(f, true)
 			return c.failureNow().errFor(c.rank, w.name)
 		}
-		t.Reset(d)
-		select {
-		case <-ctx.Done():
+		if !p.pause(ctx.Done()) {
 			return c.giveUp(w, ctx)
-		case <-t.C:
 		}
 	}
 }
