@@ -7,6 +7,7 @@
 // Commands:
 //
 //	run    start the ranks of a job on this host, torchrun style
+//	plan   the memory of every buffer per rank, and the comparison with other configurations
 //
 // # distopt run
 //
@@ -33,4 +34,17 @@
 //
 //	go build -o bin/ ./cmd/distopt ./examples/train
 //	bin/distopt run --nproc-per-node 4 -- bin/train
+//
+// # distopt plan
+//
+//	distopt plan [-layers L -hidden H -ffn F -vocab V -positions P | -params N] [-d 1,2,...]
+//	    [-moments fp32|bf16] [-grads bf16|fp32] [-recipe ...] [-bytes]
+//
+// plan prints, for a GPT-like model (default the 1.3B shape) or N parameters
+// and each data-parallel size, the bytes per rank of every buffer the
+// optimizer allocates (optimizer.PredictMemory: FP8 parameters, gradients,
+// master, moments, scales, padding) plus NCCL scratch, and the comparison
+// table of optimizer.Baselines (FP32 Adam, BF16 with an FP32 master clone,
+// Megatron's distributed optimizer, distopt with FP32 and BF16 moments).
+// Run `distopt plan -h` for every flag.
 package main
