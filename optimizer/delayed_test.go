@@ -1,4 +1,4 @@
-package optimizer
+package optimizer_test
 
 import (
 	"bytes"
@@ -7,18 +7,20 @@ import (
 
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/optimizertest"
 )
 
 // TestDelayedScaling follows the amax history by hand: the initial cast
 // seeds each history with the master's amax; step k casts with the scale of
 // the history before its own amax is pushed.
 func TestDelayedScaling(t *testing.T) {
-	params := []Param{{Name: "w", Shape: []int{40, 30}}, {Name: "v", Shape: []int{77}}}
+	params := []optimizer.Param{{Name: "w", Shape: []int{40, 30}}, {Name: "v", Shape: []int{77}}}
 	for _, reduce := range []fp8.HistoryReduce{fp8.HistoryMax, fp8.HistoryMostRecent} {
 		rc := fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorDelayed, HistoryLen: 3, HistoryReduce: reduce, Margin: 1}
-		cfg := Config{Recipe: rc, LR: Constant(0.05)}
-		init := initWeights(params, 3)
-		o, err := New(context.Background(), inproc.Communicators(1)[0], NewCPU(1), params, FromMap(init), cfg)
+		cfg := optimizer.Config{Recipe: rc, LR: optimizer.Constant(0.05)}
+		init := optimizertest.InitWeights(params, 3)
+		o, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], optimizer.NewCPU(1), params, optimizer.FromMap(init), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,7 +32,7 @@ func TestDelayedScaling(t *testing.T) {
 		for step := range 6 {
 			if step > 0 {
 				for _, p := range params {
-					g := rankGrad(p, step, 0)
+					g := optimizertest.RankGrad(p, step, 0)
 					for i := range g {
 						g[i] *= float32(step * step) // growing gradients move the amax
 					}

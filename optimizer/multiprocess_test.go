@@ -1,22 +1,19 @@
-package optimizer
+package optimizer_test
 
 import (
 	"context"
-	"encoding/gob"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/grpccomm"
 	"github.com/distopt/distopt/collective/rendezvous"
-	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/optimizertest"
 )
 
 // The multi-process test re-executes this test binary once per rank with
@@ -41,14 +38,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// processResult is what a rank process reports back.
-type processResult struct {
-	Pieces  []PieceState
-	Tensors map[string]*fp8.Tensor
-	Weights map[string][]float32
-	Results []StepResult
-}
-
+// rankMain trains one rank over the gRPC backend and writes its result,
+// without timings, to the directory in envOut.
 func rankMain() error {
 	rc, err := rendezvous.FromEnv()
 	if err != nil {
@@ -66,86 +57,27 @@ func rankMain() error {
 		return err
 	}
 	defer comm.Close()
-	params := awkwardParams()
+	params := optimizertest.AwkwardParams()
 	if os.Getenv(envSkew) == strconv.Itoa(rc.Rank) {
 		params[3].Shape = []int{8192}
 	}
-	cfg := configs()[os.Getenv(envConfig)]
+	cfg := optimizertest.Configs()[os.Getenv(envConfig)]
 	cfg.Store = store
-	o, err := New(ctx, comm, NewCPU(1), params, FromMap(initWeights(params, 1)), cfg)
+	res, err := optimizertest.Train(ctx, comm, optimizer.NewCPU(1), params, cfg, mpSteps, optimizertest.RankGrad)
 	if err != nil {
 		return err
 	}
-	defer o.Close()
-	res := processResult{Tensors: map[string]*fp8.Tensor{}, Weights: map[string][]float32{}}
-	for s := range mpSteps {
-		for _, p := range params {
-			if err := o.SetGrad(p.Name, rankGrad(p, s, rc.Rank)); err != nil {
-				return err
-			}
-		}
-		sr, err := o.Step(ctx)
-		if err != nil {
-			return err
-		}
-		sr.Timings = Timings{}
-		res.Results = append(res.Results, sr)
+	for i := range res.Results {
+		res.Results[i].Timings = optimizer.Timings{}
 	}
-	if res.Pieces, err = o.ReadPieces(); err != nil {
-		return err
-	}
-	for _, p := range params {
-		if p.HighPrecision {
-			res.Weights[p.Name], err = o.Weights(p.Name)
-		} else {
-			res.Tensors[p.Name], err = o.Tensor(p.Name)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	f, err := os.Create(filepath.Join(os.Getenv(envOut), fmt.Sprintf("rank-%d.gob", rc.Rank)))
-	if err != nil {
-		return err
-	}
-	if err := gob.NewEncoder(f).Encode(&res); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return optimizertest.WriteResult(os.Getenv(envOut), rc.Rank, res)
 }
 
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// startRanks runs world rank processes and returns their exit errors.
+// startRanks runs world rank processes training with the named
+// configuration and returns their exit errors.
 func startRanks(t *testing.T, world int, config, out string, env ...string) []error {
-	port := freePort(t)
-	procs := make([]*exec.Cmd, world)
-	for r := range world {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), envRankMain+"=1", envConfig+"="+config, envOut+"="+out,
-			"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(world), "LOCAL_RANK="+strconv.Itoa(r),
-			"LOCAL_WORLD_SIZE="+strconv.Itoa(world), "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port),
-			"DISTOPT_RUN_ID="+t.Name())
-		cmd.Env = append(cmd.Env, env...)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		procs[r] = cmd
-	}
-	errs := make([]error, world)
-	for r, p := range procs {
-		errs[r] = p.Wait()
-	}
-	return errs
+	return optimizertest.StartRanks(t, world, append([]string{envRankMain + "=1", envConfig + "=" + config, envOut + "=" + out,
+		"DISTOPT_RUN_ID=" + t.Name()}, env...)...)
 }
 
 // TestMultiProcessMismatch gives rank 1 of 3 processes another parameter
@@ -186,7 +118,7 @@ func TestMultiProcess(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("d=%d/%s", c.world, c.config), func(t *testing.T) {
-			cfg, ok := configs()[c.config]
+			cfg, ok := optimizertest.Configs()[c.config]
 			if !ok {
 				t.Fatalf("no config %q", c.config)
 			}
@@ -196,26 +128,18 @@ func TestMultiProcess(t *testing.T) {
 					t.Fatalf("rank %d: %v", r, err)
 				}
 			}
-			gt := cfg.GradType
-			if gt == 0 {
-				gt = collective.BFloat16
-			}
-			ref := run(t, 1, mpSteps, awkwardParams(), cfg, func(p Param, s, _ int) []float32 { return meanGrad(p, s, c.world, gt) })[0]
-			got := make([]rankResult, c.world)
+			gt := optimizertest.GradType(cfg)
+			ref := optimizertest.Run(t, 1, mpSteps, optimizertest.AwkwardParams(), cfg, func(p optimizer.Param, s, _ int) []float32 {
+				return optimizertest.MeanGrad(p, s, c.world, gt)
+			})[0]
+			got := make([]optimizertest.Result, c.world)
 			for r := range c.world {
-				f, err := os.Open(filepath.Join(out, fmt.Sprintf("rank-%d.gob", r)))
-				if err != nil {
+				var err error
+				if got[r], err = optimizertest.ReadResult(out, r); err != nil {
 					t.Fatal(err)
 				}
-				var pr processResult
-				err = gob.NewDecoder(f).Decode(&pr)
-				f.Close()
-				if err != nil {
-					t.Fatal(err)
-				}
-				got[r] = rankResult{pieces: pr.Pieces, tensors: pr.Tensors, weights: pr.Weights, results: pr.Results}
 			}
-			compare(t, c.world, awkwardParams(), ref, got)
+			compare(t, c.world, ref, got)
 		})
 	}
 }

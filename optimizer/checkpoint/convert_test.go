@@ -9,6 +9,7 @@ import (
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/optimizertest"
 )
 
 // savedRun trains 2 ranks 2 steps under cfg, saves under a new root and
@@ -113,10 +114,10 @@ func TestConvert(t *testing.T) {
 			dst.must(dst.load(root, LoadOptions{ConvertRecipe: true, WidenMoments: true}))
 			got := dst.snapshot()
 			for _, p := range params {
-				if i := sameBits(got.master[p.Name], saved.master[p.Name]); i >= 0 {
+				if i := optimizertest.FirstDiff(got.master[p.Name], saved.master[p.Name]); i >= 0 {
 					t.Fatalf("master of %s differs at %d", p.Name, i)
 				}
-				if sameBits(got.m[p.Name], saved.m[p.Name]) >= 0 || sameBits(got.v[p.Name], saved.v[p.Name]) >= 0 {
+				if optimizertest.FirstDiff(got.m[p.Name], saved.m[p.Name]) >= 0 || optimizertest.FirstDiff(got.v[p.Name], saved.v[p.Name]) >= 0 {
 					t.Fatalf("moments of %s differ", p.Name)
 				}
 			}

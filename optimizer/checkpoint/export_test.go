@@ -12,6 +12,7 @@ import (
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/internal/safetensors"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/optimizertest"
 )
 
 func (c *cluster) export(path string) []error {
@@ -74,7 +75,7 @@ func TestExportImport(t *testing.T) {
 	}
 	got := dst.snapshot()
 	for _, p := range params {
-		if i := sameBits(got.master[p.Name], want.master[p.Name]); i >= 0 {
+		if i := optimizertest.FirstDiff(got.master[p.Name], want.master[p.Name]); i >= 0 {
 			t.Fatalf("imported master of %s differs at %d", p.Name, i)
 		}
 	}
@@ -164,7 +165,7 @@ func TestImportTypes(t *testing.T) {
 	for name, w := range want {
 		got := make([]float32, 4)
 		im.Init(name, 2, got)
-		if i := sameBits(got, w[2:]); i >= 0 {
+		if i := optimizertest.FirstDiff(got, w[2:]); i >= 0 {
 			t.Fatalf("%s[%d] = %g, want %g", name, 2+i, got[i], w[2+i])
 		}
 	}

@@ -14,36 +14,23 @@ import (
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/optimizertest"
 	"github.com/distopt/distopt/shard"
 )
 
-// testParams has a matrix taller than a 128x128 tile, a parameter larger
-// than a bucket, primes, one element, a scalar, and high-precision
-// parameters smaller than a shard.
+// testParams is optimizertest.AwkwardParams with "prime" (1031) and "big"
+// (131x150) smaller: it has a matrix taller than a 128x128 tile, a
+// parameter larger than a bucket, primes, one element, a scalar, and
+// high-precision parameters smaller than a shard.
 func testParams() []optimizer.Param {
-	return []optimizer.Param{
-		{Name: "w1", Shape: []int{37, 129}},
-		{Name: "b1", Shape: []int{129}, HighPrecision: true, NoDecay: true},
-		{Name: "one", Shape: []int{1}},
-		{Name: "prime", Shape: []int{1031}, Group: 1},
-		{Name: "big", Shape: []int{131, 150}, Group: 1},
-		{Name: "tiny", Shape: []int{2}, HighPrecision: true, NoDecay: true},
-		{Name: "scalar", Shape: []int{}, NoDecay: true},
-		{Name: "w2", Shape: []int{3, 5}},
-	}
+	params := optimizertest.AwkwardParams()
+	params[3].Shape, params[4].Shape = []int{1031}, []int{131, 150}
+	return params
 }
 
+// weights returns initial values drawn from rand.NewPCG(seed, 11).
 func weights(params []optimizer.Param, seed uint64) map[string][]float32 {
-	r := rand.New(rand.NewPCG(seed, 11))
-	m := map[string][]float32{}
-	for _, p := range params {
-		v := make([]float32, numElements(p.Shape))
-		for i := range v {
-			v[i] = float32(r.NormFloat64() * 0.05)
-		}
-		m[p.Name] = v
-	}
-	return m
+	return optimizertest.NormalWeights(params, rand.New(rand.NewPCG(seed, 11)))
 }
 
 // grad is every rank's gradient of p at step s: the same on every rank, so
@@ -62,11 +49,7 @@ func grad(p optimizer.Param, s int, inf bool) []float32 {
 }
 
 func testConfigs() map[string]optimizer.Config {
-	groups := []optimizer.Group{
-		{Name: "main", LR: optimizer.WarmupCosine{Peak: 1e-2, Min: 1e-3, Warmup: 2, Total: 6}, WeightDecay: 0.1},
-		{Name: "slow", LR: optimizer.Constant(3e-3), WeightDecay: 0.01},
-	}
-	base := optimizer.Config{Groups: groups, MaxGradNorm: 4, Layout: shard.Options{BucketElements: 6000}}
+	base := optimizer.Config{Groups: optimizertest.Groups(), MaxGradNorm: 4, Layout: shard.Options{BucketElements: 6000}}
 	with := func(f func(c *optimizer.Config)) optimizer.Config {
 		c := base
 		f(&c)
@@ -214,26 +197,16 @@ func (c *cluster) snapshot() state {
 		st.master[p.Name], st.m[p.Name], st.v[p.Name] = make([]float32, n), make([]float32, n), make([]float32, n)
 	}
 	for r, o := range c.opts {
-		pieces, err := o.ReadPieces()
+		res, err := optimizertest.Collect(o, c.params)
 		if err != nil {
 			c.t.Fatalf("rank %d: %v", r, err)
 		}
-		for _, pc := range pieces {
+		for _, pc := range res.Pieces {
 			copy(st.master[pc.Param][pc.Offset:], pc.Master)
 			copy(st.m[pc.Param][pc.Offset:], pc.M)
 			copy(st.v[pc.Param][pc.Offset:], pc.V)
 		}
-		held := state{fp8: map[string]*fp8.Tensor{}, hp: map[string][]float32{}, scalars: o.Scalars()}
-		for _, p := range c.params {
-			if p.HighPrecision {
-				held.hp[p.Name], err = o.Weights(p.Name)
-			} else {
-				held.fp8[p.Name], err = o.Tensor(p.Name)
-			}
-			if err != nil {
-				c.t.Fatalf("rank %d: %v", r, err)
-			}
-		}
+		held := state{fp8: res.Tensors, hp: res.Weights, scalars: o.Scalars()}
 		if r == 0 {
 			st.fp8, st.hp, st.scalars = held.fp8, held.hp, held.scalars
 			continue
@@ -245,29 +218,17 @@ func (c *cluster) snapshot() state {
 	return st
 }
 
-func sameBits(a, b []float32) int {
-	if len(a) != len(b) {
-		return 0
-	}
-	for i := range a {
-		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
-			return i
-		}
-	}
-	return -1
-}
-
 // diffHeld compares what every rank holds in full: gathered parameters and
 // scalars.
 func diffHeld(a, b state) string {
 	for name, x := range a.fp8 {
 		y := b.fp8[name]
-		if y == nil || !bytes.Equal(x.Data, y.Data) || sameBits(x.ScaleInv, y.ScaleInv) >= 0 || !bytes.Equal(x.ScaleE8M0, y.ScaleE8M0) {
+		if y == nil || !bytes.Equal(x.Data, y.Data) || optimizertest.FirstDiff(x.ScaleInv, y.ScaleInv) >= 0 || !bytes.Equal(x.ScaleE8M0, y.ScaleE8M0) {
 			return fmt.Sprintf("FP8 bytes or scales of %s", name)
 		}
 	}
 	for name, x := range a.hp {
-		if i := sameBits(x, b.hp[name]); i >= 0 {
+		if i := optimizertest.FirstDiff(x, b.hp[name]); i >= 0 {
 			return fmt.Sprintf("high-precision %s at %d", name, i)
 		}
 	}
@@ -276,7 +237,7 @@ func diffHeld(a, b state) string {
 		return fmt.Sprintf("scalars %+v vs %+v", sa, sb)
 	}
 	for i := range sa.AmaxHistories {
-		if sameBits(sa.AmaxHistories[i], sb.AmaxHistories[i]) >= 0 || sameBits(sa.CastScales[i:i+1], sb.CastScales[i:i+1]) >= 0 {
+		if optimizertest.FirstDiff(sa.AmaxHistories[i], sb.AmaxHistories[i]) >= 0 || optimizertest.FirstDiff(sa.CastScales[i:i+1], sb.CastScales[i:i+1]) >= 0 {
 			return fmt.Sprintf("amax history or cast scale %d: %v %v vs %v %v", i, sa.AmaxHistories[i], sa.CastScales[i], sb.AmaxHistories[i], sb.CastScales[i])
 		}
 	}
@@ -286,13 +247,13 @@ func diffHeld(a, b state) string {
 // diffState compares two states bit for bit ("" when equal).
 func diffState(a, b state) string {
 	for name, x := range a.master {
-		if i := sameBits(x, b.master[name]); i >= 0 {
+		if i := optimizertest.FirstDiff(x, b.master[name]); i >= 0 {
 			return fmt.Sprintf("master of %s at %d", name, i)
 		}
-		if i := sameBits(a.m[name], b.m[name]); i >= 0 {
+		if i := optimizertest.FirstDiff(a.m[name], b.m[name]); i >= 0 {
 			return fmt.Sprintf("moment m of %s at %d", name, i)
 		}
-		if i := sameBits(a.v[name], b.v[name]); i >= 0 {
+		if i := optimizertest.FirstDiff(a.v[name], b.v[name]); i >= 0 {
 			return fmt.Sprintf("moment v of %s at %d", name, i)
 		}
 	}

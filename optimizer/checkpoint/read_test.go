@@ -9,6 +9,7 @@ import (
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/internal/safetensors"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/optimizertest"
 )
 
 // TestReadRequests reads element ranges of a shard file: the values equal
@@ -58,10 +59,10 @@ func TestReadRequests(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if i := sameBits(master, pieces[0].Master[c.from:c.from+c.count]); i >= 0 {
+		if i := optimizertest.FirstDiff(master, pieces[0].Master[c.from:c.from+c.count]); i >= 0 {
 			t.Fatalf("master [%d, +%d) differs at %d", c.from, c.count, i)
 		}
-		if i := sameBits(v, pieces[0].V[c.from:c.from+c.count]); i >= 0 {
+		if i := optimizertest.FirstDiff(v, pieces[0].V[c.from:c.from+c.count]); i >= 0 {
 			t.Fatalf("v [%d, +%d) differs at %d", c.from, c.count, i)
 		}
 	}

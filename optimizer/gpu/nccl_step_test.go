@@ -1,19 +1,12 @@
 package gpu
 
 import (
-	"bytes"
 	"context"
-	"encoding/gob"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"reflect"
-	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -21,10 +14,10 @@ import (
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/rendezvous"
 	"github.com/distopt/distopt/collective/single"
-	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/optimizertest"
 )
 
 // The NCCL step test re-executes this test binary once per GPU, each
@@ -59,15 +52,6 @@ func rankGrad(p optimizer.Param, step, rank int) []float32 {
 	return g
 }
 
-// ncclOutcome is what a rank process reports back.
-type ncclOutcome struct {
-	Pieces  []optimizer.PieceState
-	Tensors map[string]*fp8.Tensor
-	Weights map[string][]float32
-	Skipped []bool
-	Backend string
-}
-
 func ncclRankMain() error {
 	rc, err := rendezvous.FromEnv()
 	if err != nil {
@@ -90,38 +74,10 @@ func ncclRankMain() error {
 		return err
 	}
 	cfg := stepConfigs()[os.Getenv(envNCCLConfig)]
-	params := stepParams()
-	o, err := optimizer.New(ctx, comm, be, params, optimizer.FromMap(initValues(params)), cfg)
+	out, err := optimizertest.Train(ctx, comm, be, optimizertest.AwkwardParams(), cfg, ncclSteps, rankGrad)
 	if err != nil {
 		return err
 	}
-	out := ncclOutcome{Tensors: map[string]*fp8.Tensor{}, Weights: map[string][]float32{}, Backend: be.Name()}
-	for s := range ncclSteps {
-		for _, p := range params {
-			if err := o.SetGrad(p.Name, rankGrad(p, s, rc.Rank)); err != nil {
-				return err
-			}
-		}
-		res, err := o.Step(ctx)
-		if err != nil {
-			return fmt.Errorf("step %d: %w", s, err)
-		}
-		out.Skipped = append(out.Skipped, res.Skipped)
-	}
-	if out.Pieces, err = o.ReadPieces(); err != nil {
-		return err
-	}
-	for _, p := range params {
-		if p.HighPrecision {
-			out.Weights[p.Name], err = o.Weights(p.Name)
-		} else {
-			out.Tensors[p.Name], err = o.Tensor(p.Name)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	o.Close()
 	// Every rank is done before any closes (a Close aborts the peers).
 	if err := collective.Barrier(ctx, comm); err != nil {
 		return err
@@ -129,56 +85,13 @@ func ncclRankMain() error {
 	if err := comm.Close(); err != nil {
 		return err
 	}
-	f, err := os.Create(filepath.Join(os.Getenv(envNCCLOut), fmt.Sprintf("rank-%d.gob", rc.Rank)))
-	if err != nil {
-		return err
-	}
-	if err := gob.NewEncoder(f).Encode(&out); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func initValues(params []optimizer.Param) map[string][]float32 {
-	init := map[string][]float32{}
-	r := rand.New(rand.NewPCG(1, 7))
-	for _, p := range params {
-		v := make([]float32, numel(p.Shape))
-		for i := range v {
-			v[i] = float32(r.NormFloat64() * 0.05)
-		}
-		init[p.Name] = v
-	}
-	return init
+	return optimizertest.WriteResult(os.Getenv(envNCCLOut), rc.Rank, out)
 }
 
 // meanGrad is the reference average of the two ranks' gradients.
 func meanGrad(p optimizer.Param, step int, dt collective.DType) []float32 {
-	enc := func(g []float32) []byte {
-		if dt == collective.Float32 {
-			return collective.ToBytes(g)
-		}
-		h := make([]uint16, len(g))
-		for i, x := range g {
-			h[i] = fp8.BF16FromFloat32(x)
-		}
-		return collective.ToBytes(h)
-	}
-	srcs := [][]byte{enc(rankGrad(p, step, 0)), enc(rankGrad(p, step, 1))}
-	dst := make([]byte, len(srcs[0]))
-	collective.Reduce(dst, srcs, dt, collective.Avg)
-	if dt == collective.Float32 {
-		return collective.FromBytes[float32](dst)
-	}
-	out := make([]float32, len(g0(dst)))
-	for i, h := range g0(dst) {
-		out[i] = fp8.Float32FromBF16(h)
-	}
-	return out
+	return optimizertest.Mean(dt, rankGrad(p, step, 0), rankGrad(p, step, 1))
 }
-
-func g0(b []byte) []uint16 { return collective.FromBytes[uint16](b) }
 
 // TestNCCLStep runs the optimizer in two processes, one per GPU, with the
 // CUDA backend and the NCCL communicator, for every recipe, and compares
@@ -193,125 +106,32 @@ func TestNCCLStep(t *testing.T) {
 	for name, cfg := range stepConfigs() {
 		t.Run(name, func(t *testing.T) {
 			out := t.TempDir()
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			port := l.Addr().(*net.TCPAddr).Port
-			l.Close()
-			procs := make([]*exec.Cmd, 2)
-			for r := range 2 {
-				cmd := exec.Command(os.Args[0], "-test.run=^$")
-				cmd.Env = append(os.Environ(), envNCCLRank+"=1", envNCCLConfig+"="+name, envNCCLOut+"="+out,
-					"RANK="+strconv.Itoa(r), "WORLD_SIZE=2", "LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE=2",
-					"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port), "DISTOPT_RUN_ID=nccl-step", "NCCL_NVLS_ENABLE=0")
-				cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				procs[r] = cmd
-			}
-			for r, p := range procs {
-				if err := p.Wait(); err != nil {
+			errs := optimizertest.StartRanks(t, 2, envNCCLRank+"=1", envNCCLConfig+"="+name, envNCCLOut+"="+out,
+				"DISTOPT_RUN_ID=nccl-step", "NCCL_NVLS_ENABLE=0")
+			for r, err := range errs {
+				if err != nil {
 					t.Fatalf("rank %d: %v", r, err)
 				}
 			}
-			gt := cfg.GradType
-			if gt == 0 {
-				gt = collective.BFloat16
-			}
-			ref := trainWith(t, cfg, func(p optimizer.Param, s int) []float32 { return meanGrad(p, s, gt) })
-			full := map[string]optimizer.PieceState{}
-			for _, ps := range ref.pieces {
-				full[ps.Param] = ps
-			}
+			gt := optimizertest.GradType(cfg)
+			ref := train(t, single.New(collective.Host, nil), optimizer.NewCPU(2), cfg, ncclSteps, func(p optimizer.Param, s, _ int) []float32 {
+				return meanGrad(p, s, gt)
+			})
 			for r := range 2 {
-				f, err := os.Open(filepath.Join(out, fmt.Sprintf("rank-%d.gob", r)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				var got ncclOutcome
-				err = gob.NewDecoder(f).Decode(&got)
-				f.Close()
+				got, err := optimizertest.ReadResult(out, r)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if r == 0 {
 					t.Logf("rank 0 ran on %s", got.Backend)
 				}
-				if !reflect.DeepEqual(got.Skipped, ref.skipped) {
-					t.Errorf("rank %d skipped %v, reference %v", r, got.Skipped, ref.skipped)
+				if !reflect.DeepEqual(got.Skipped(), ref.Skipped()) {
+					t.Errorf("rank %d skipped %v, reference %v", r, got.Skipped(), ref.Skipped())
 				}
-				for _, ps := range got.Pieces {
-					w := full[ps.Param]
-					n := len(ps.Master)
-					for _, c := range []struct {
-						what      string
-						got, want []float32
-					}{{"master", ps.Master, w.Master}, {"m", ps.M, w.M}, {"v", ps.V, w.V}} {
-						if c.want == nil {
-							continue
-						}
-						if k := firstDiff(c.got, c.want[ps.Offset:ps.Offset+n]); k >= 0 {
-							t.Errorf("rank %d %s@%d %s[%d] differs from the CPU reference", r, ps.Param, ps.Offset, c.what, k)
-						}
-					}
-				}
-				for n, w := range ref.tensors {
-					// Field by field: gob turns an empty shape into nil.
-					g := got.Tensors[n]
-					if g == nil || !bytes.Equal(g.Data, w.Data) || firstDiff(g.ScaleInv, w.ScaleInv) >= 0 || !bytes.Equal(g.ScaleE8M0, w.ScaleE8M0) ||
-						!slices.Equal(g.Shape, w.Shape) || g.Format != w.Format || g.Recipe != w.Recipe {
-						t.Errorf("rank %d: FP8 tensor %s differs from the CPU reference", r, n)
-					}
-				}
-				for n, w := range ref.weights {
-					if k := firstDiff(got.Weights[n], w); k >= 0 {
-						t.Errorf("rank %d: weights %s[%d] differ from the CPU reference", r, n, k)
-					}
+				for _, d := range optimizertest.Diff(ref, got) {
+					t.Errorf("rank %d against the CPU reference: %s", r, d)
 				}
 			}
 		})
 	}
-}
-
-// trainWith is train on one CPU rank with the given gradients.
-func trainWith(t *testing.T, cfg optimizer.Config, grad func(p optimizer.Param, step int) []float32) outcome {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	params := stepParams()
-	o, err := optimizer.New(ctx, single.New(collective.Host, nil), optimizer.NewCPU(2), params, optimizer.FromMap(initValues(params)), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Close()
-	var out outcome
-	for s := range ncclSteps {
-		for _, p := range params {
-			if err := o.SetGrad(p.Name, grad(p, s)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		res, err := o.Step(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out.skipped = append(out.skipped, res.Skipped)
-	}
-	if out.pieces, err = o.ReadPieces(); err != nil {
-		t.Fatal(err)
-	}
-	out.tensors, out.weights = map[string]*fp8.Tensor{}, map[string][]float32{}
-	for _, p := range params {
-		if p.HighPrecision {
-			out.weights[p.Name], err = o.Weights(p.Name)
-		} else {
-			out.tensors[p.Name], err = o.Tensor(p.Name)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
 }

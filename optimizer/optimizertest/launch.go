@@ -1,0 +1,87 @@
+package optimizertest
+
+import (
+	"encoding/gob"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+// StartRanks re-executes the running test binary world times, running no
+// test (-test.run=^$), as ranks 0 to world-1 of one job on this host: each
+// process gets the environment of the test plus what a launcher sets (RANK,
+// WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a free
+// MASTER_PORT) plus env, whose entries come last and so win. The test's
+// TestMain recognises a rank process by a variable in env and runs it. The
+// processes write to the test's standard error. StartRanks waits for all of
+// them and returns their exit errors by rank (nil for a clean exit); it
+// fails t when a process cannot start.
+func StartRanks(t testing.TB, world int, env ...string) []error {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	procs := make([]*exec.Cmd, world)
+	for r := range world {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(),
+			"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(world), "LOCAL_RANK="+strconv.Itoa(r),
+			"LOCAL_WORLD_SIZE="+strconv.Itoa(world), "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port))
+		cmd.Env = append(cmd.Env, env...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Start(); err != nil {
+			for _, p := range procs[:r] {
+				p.Process.Kill()
+				p.Wait()
+			}
+			t.Fatal(err)
+		}
+		procs[r] = cmd
+	}
+	errs := make([]error, world)
+	for r, p := range procs {
+		errs[r] = p.Wait()
+	}
+	return errs
+}
+
+// resultPath is where rank's result lies in dir.
+func resultPath(dir string, rank int) string {
+	return filepath.Join(dir, fmt.Sprintf("rank-%d.gob", rank))
+}
+
+// WriteResult writes rank's result to the file rank-<rank>.gob in dir, gob
+// encoded, for ReadResult in the test that started the rank.
+func WriteResult(dir string, rank int, res Result) error {
+	f, err := os.Create(resultPath(dir, rank))
+	if err != nil {
+		return err
+	}
+	if err := gob.NewEncoder(f).Encode(&res); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// ReadResult reads the result that WriteResult wrote for rank in dir.
+// encoding/gob turns empty slices, such as a scalar's shape, into nil.
+func ReadResult(dir string, rank int) (Result, error) {
+	f, err := os.Open(resultPath(dir, rank))
+	if err != nil {
+		return Result{}, err
+	}
+	defer f.Close()
+	var res Result
+	if err := gob.NewDecoder(f).Decode(&res); err != nil {
+		return Result{}, fmt.Errorf("optimizertest: result of rank %d: %w", rank, err)
+	}
+	return res, nil
+}
