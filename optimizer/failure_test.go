@@ -15,28 +15,42 @@ import (
 	"github.com/distopt/distopt/optimizer/optimizertest"
 )
 
+// newRanks calls optimizer.New on 3 in-process ranks at once, each on
+// optimizer.NewCPU(1) with the parameters, initial values and configuration
+// rank returns for it, under a deadline when timeout is positive, and
+// returns the optimizers and errors by rank.
+func newRanks(timeout time.Duration, rank func(r int) ([]optimizer.Param, map[string][]float32, optimizer.Config)) ([]*optimizer.Optimizer, []error) {
+	comms := inproc.Communicators(3)
+	opts, errs := make([]*optimizer.Optimizer, 3), make([]error, 3)
+	var wg sync.WaitGroup
+	for r := range 3 {
+		wg.Go(func() {
+			ctx := context.Background()
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			params, init, cfg := rank(r)
+			opts[r], errs[r] = optimizer.New(ctx, comms[r], optimizer.NewCPU(1), params, optimizer.FromMap(init), cfg)
+		})
+	}
+	wg.Wait()
+	return opts, errs
+}
+
 // TestMismatchNamed gives one rank a different parameter shape: every rank
 // fails to start with ErrMismatch naming the difference.
 func TestMismatchNamed(t *testing.T) {
-	comms := inproc.Communicators(3)
-	errs := make([]error, 3)
-	var wg sync.WaitGroup
-	for r := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			params := optimizertest.AwkwardParams()
-			cfg := optimizer.Config{Groups: optimizertest.Groups()}
-			if r == 2 {
-				params[3].Shape = []int{8192}
-				cfg.Recipe = fp8.Recipe{Format: fp8.E5M2, Scaling: fp8.TensorCurrent}
-			}
-			_, errs[r] = optimizer.New(ctx, comms[r], optimizer.NewCPU(1), params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
-		}()
-	}
-	wg.Wait()
+	_, errs := newRanks(10*time.Second, func(r int) ([]optimizer.Param, map[string][]float32, optimizer.Config) {
+		params := optimizertest.AwkwardParams()
+		cfg := optimizer.Config{Groups: optimizertest.Groups()}
+		if r == 2 {
+			params[3].Shape = []int{8192}
+			cfg.Recipe = fp8.Recipe{Format: fp8.E5M2, Scaling: fp8.TensorCurrent}
+		}
+		return params, optimizertest.InitWeights(params, 1), cfg
+	})
 	for r, err := range errs {
 		if !errors.Is(err, optimizer.ErrMismatch) || !strings.Contains(err.Error(), "rank 2") || !strings.Contains(err.Error(), "parameter shapes") || !strings.Contains(err.Error(), "recipe") {
 			t.Fatalf("rank %d: %v", r, err)
@@ -48,25 +62,19 @@ func TestMismatchNamed(t *testing.T) {
 // deadline, and the optimizer refuses further use.
 func TestAbsentRank(t *testing.T) {
 	params := optimizertest.AwkwardParams()
-	comms := inproc.Communicators(3)
-	opts := make([]*optimizer.Optimizer, 3)
-	var wg sync.WaitGroup
-	for r := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var err error
-			opts[r], err = optimizer.New(context.Background(), comms[r], optimizer.NewCPU(1), params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), optimizer.Config{Groups: optimizertest.Groups()})
-			if err != nil {
-				t.Error(err)
-			}
-		}()
+	opts, errs := newRanks(0, func(int) ([]optimizer.Param, map[string][]float32, optimizer.Config) {
+		return params, optimizertest.InitWeights(params, 1), optimizer.Config{Groups: optimizertest.Groups()}
+	})
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
 	}
-	wg.Wait()
 	if t.Failed() {
 		t.FailNow()
 	}
-	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	errs = make([]error, 2)
 	for r := range 2 {
 		wg.Add(1)
 		go func() {
@@ -98,23 +106,13 @@ func TestAbsentRank(t *testing.T) {
 // fail on every rank (none waits for the others at a deadline).
 func TestInitFailureOnOneRank(t *testing.T) {
 	params := optimizertest.AwkwardParams()
-	comms := inproc.Communicators(3)
-	errs := make([]error, 3)
-	var wg sync.WaitGroup
-	for r := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			w := optimizertest.InitWeights(params, 1)
-			if r == 1 {
-				delete(w, "big")
-			}
-			_, errs[r] = optimizer.New(ctx, comms[r], optimizer.NewCPU(1), params, optimizer.FromMap(w), optimizer.Config{Groups: optimizertest.Groups()})
-		}()
-	}
-	wg.Wait()
+	_, errs := newRanks(20*time.Second, func(r int) ([]optimizer.Param, map[string][]float32, optimizer.Config) {
+		w := optimizertest.InitWeights(params, 1)
+		if r == 1 {
+			delete(w, "big")
+		}
+		return params, w, optimizer.Config{Groups: optimizertest.Groups()}
+	})
 	for r, err := range errs {
 		switch {
 		case r == 1 && !errors.Is(err, optimizer.ErrUnknownParam):

@@ -1,0 +1,28 @@
+package optimizertest_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/collective/single"
+	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/optimizertest"
+)
+
+// Two single-rank runs of the same configuration on the CPU backend, with
+// different numbers of goroutines, hold bit-identical state.
+func ExampleTrain() {
+	params := optimizertest.AwkwardParams()
+	cfg := optimizertest.Configs()["sgd"]
+	train := func(goroutines int) optimizertest.Result {
+		res, err := optimizertest.Train(context.Background(), single.New(collective.Host, nil), optimizer.NewCPU(goroutines), params, cfg, 3, optimizertest.RankGrad)
+		if err != nil {
+			panic(err)
+		}
+		return res
+	}
+	a, b := train(1), train(4)
+	fmt.Println(a.Skipped(), optimizertest.Diff(a, b))
+	// Output: [false false false] []
+}
