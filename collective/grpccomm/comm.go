@@ -346,7 +346,27 @@ func (c *Comm) teardown() {
 		_ = cc.Close()
 	}
 	if c.server != nil {
-		c.server.Stop()
+		// Let the handlers return their status first: after a failure it
+		// names the rank this one blames, which is how every survivor names
+		// the same culprit. They return at once (c.failure is set); Stop
+		// cuts whatever is left after stopGrace.
+		stopped := make(chan struct{})
+		go func() {
+			c.server.GracefulStop()
+			close(stopped)
+		}()
+		t := time.NewTimer(stopGrace)
+		select {
+		case <-stopped:
+		case <-t.C:
+			c.server.Stop()
+			<-stopped
+		}
+		t.Stop()
 	}
 	c.wg.Wait()
 }
+
+// stopGrace bounds how long teardown waits for the server's handlers to
+// send their final status.
+const stopGrace = time.Second
