@@ -2,6 +2,8 @@ package collectivetest
 
 import (
 	"fmt"
+	"runtime"
+	"testing"
 	"time"
 
 	"github.com/distopt/distopt/collective"
@@ -94,4 +96,23 @@ func (o Options) withDefaults() Options {
 		}
 	}
 	return o
+}
+
+// CheckGoroutines fails tb at its cleanup if goroutines started during the
+// test are still running five seconds after it, printing every stack.
+// Tests of a backend call it first, so that Close is checked to end what the
+// communicator started.
+func CheckGoroutines(tb testing.TB) {
+	before := runtime.NumGoroutine()
+	tb.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before {
+			if time.Now().After(deadline) {
+				buf := make([]byte, 1<<20)
+				tb.Errorf("goroutines leaked: %d before, %d after\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -16,22 +15,8 @@ import (
 	"github.com/distopt/distopt/collective/rendezvous"
 )
 
-// checkLeaks fails t if goroutines started during the test are still
-// running a while after it.
-func checkLeaks(t *testing.T) {
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				t.Errorf("goroutines leaked: %d before, %d after\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	})
-}
+// checkLeaks: see collectivetest.CheckGoroutines.
+func checkLeaks(t *testing.T) { collectivetest.CheckGoroutines(t) }
 
 // inProcess connects n ranks of one process (goroutines) through a store
 // served on loopback; everything is closed at the end of t.

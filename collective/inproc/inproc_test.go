@@ -3,7 +3,6 @@ package inproc_test
 import (
 	"context"
 	"errors"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -13,22 +12,8 @@ import (
 	"github.com/distopt/distopt/collective/inproc"
 )
 
-// checkLeaks fails t if goroutines started during the test are still
-// running a while after it.
-func checkLeaks(t *testing.T) {
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				t.Errorf("goroutines leaked: %d before, %d after\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	})
-}
+// checkLeaks: see collectivetest.CheckGoroutines.
+func checkLeaks(t *testing.T) { collectivetest.CheckGoroutines(t) }
 
 func TestConformance(t *testing.T) {
 	checkLeaks(t)

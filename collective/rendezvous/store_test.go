@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/distopt/distopt/collective/collectivetest"
 	"net"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -13,21 +13,8 @@ import (
 	"time"
 )
 
-// checkLeaks fails t if, at the end of the test, more goroutines run than
-// at its start (after letting exiting ones finish).
-func checkLeaks(t *testing.T) {
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if n := runtime.NumGoroutine(); n > before {
-			buf := make([]byte, 1<<20)
-			t.Errorf("%d goroutines left running (%d before):\n%s", n, before, buf[:runtime.Stack(buf, true)])
-		}
-	})
-}
+// checkLeaks: see collectivetest.CheckGoroutines.
+func checkLeaks(t *testing.T) { collectivetest.CheckGoroutines(t) }
 
 // serve starts a server on a loopback port and returns its port.
 func serve(t *testing.T) int {
