@@ -1,6 +1,9 @@
 package optimizer
 
-import "fmt"
+import (
+	"flag"
+	"fmt"
+)
 
 // GPTConfig describes a GPT-like transformer for memory planning and
 // benchmarks: Layers blocks of attention (QKV and output projections) and an
@@ -58,4 +61,14 @@ func (c GPTConfig) NumParams() int64 {
 		n += k
 	}
 	return n
+}
+
+// RegisterFlags defines -layers, -hidden, -ffn, -vocab and -positions on fs,
+// setting c's fields, with c's current values as defaults.
+func (c *GPTConfig) RegisterFlags(fs *flag.FlagSet) {
+	fs.IntVar(&c.Layers, "layers", c.Layers, "transformer blocks of the GPT-like model")
+	fs.IntVar(&c.Hidden, "hidden", c.Hidden, "hidden size")
+	fs.IntVar(&c.FFN, "ffn", c.FFN, "FFN (MLP) size")
+	fs.IntVar(&c.Vocab, "vocab", c.Vocab, "vocabulary size")
+	fs.IntVar(&c.Positions, "positions", c.Positions, "positions (context length)")
 }

@@ -58,11 +58,7 @@ func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
 	o := planOptions{gpt: optimizer.GPT13B}
 	fs := flag.NewFlagSet("distopt plan", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.IntVar(&o.gpt.Layers, "layers", o.gpt.Layers, "transformer blocks of the GPT-like model")
-	fs.IntVar(&o.gpt.Hidden, "hidden", o.gpt.Hidden, "hidden size")
-	fs.IntVar(&o.gpt.FFN, "ffn", o.gpt.FFN, "FFN (MLP) size")
-	fs.IntVar(&o.gpt.Vocab, "vocab", o.gpt.Vocab, "vocabulary size")
-	fs.IntVar(&o.gpt.Positions, "positions", o.gpt.Positions, "positions (context length)")
+	o.gpt.RegisterFlags(fs)
 	fs.Int64Var(&o.params, "params", 0, "plan for a model of this many parameters, one FP8 tensor, instead of the GPT-like model")
 	ds := fs.String("d", "", "data-parallel sizes, comma-separated (default 1,2,4,...,1024)")
 	moments := fs.String("moments", "fp32", "Adam moments: fp32 or bf16")

@@ -74,11 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o := options{gpt: optimizer.GPT13B}
 	fs := flag.NewFlagSet("multigpu", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.IntVar(&o.gpt.Layers, "layers", o.gpt.Layers, "transformer blocks")
-	fs.IntVar(&o.gpt.Hidden, "hidden", o.gpt.Hidden, "hidden size")
-	fs.IntVar(&o.gpt.FFN, "ffn", o.gpt.FFN, "FFN size")
-	fs.IntVar(&o.gpt.Vocab, "vocab", o.gpt.Vocab, "vocabulary size")
-	fs.IntVar(&o.gpt.Positions, "positions", o.gpt.Positions, "positions")
+	o.gpt.RegisterFlags(fs)
 	fs.StringVar(&o.backend, "backend", "gpu", "gpu (NCCL, under the launcher) or cpu")
 	fs.IntVar(&o.ranks, "ranks", 2, "in-process ranks when not started by the launcher (CPU backend)")
 	fs.IntVar(&o.warmup, "warmup", 2, "steps before the timed ones")
