@@ -1,14 +1,19 @@
 package optimizertest
 
 import (
+	"bytes"
 	"encoding/gob"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
+
+	"github.com/distopt/distopt/collective/rendezvous"
 )
 
 // StartRanks re-executes the running test binary world times, running no
@@ -20,7 +25,27 @@ import (
 // processes write to the test's standard error. StartRanks waits for all of
 // them and returns their exit errors by rank (nil for a clean exit); it
 // fails t when a process cannot start.
+//
+// The port was free when StartRanks chose it, but another process (an
+// outgoing connection's ephemeral port, another test) may take it before
+// rank 0 listens. When a rank reports rendezvous.ErrPortInUse, StartRanks
+// stops every rank at once, rather than letting the others wait out their
+// deadline for a store that will never come, and starts them again on
+// another port (three attempts in all).
 func StartRanks(t testing.TB, world int, env ...string) []error {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		errs, portTaken := startRanks(t, world, env)
+		if !portTaken || attempt == 3 {
+			return errs
+		}
+		t.Logf("optimizertest: the store's port was taken (attempt %d); starting the ranks again on another port", attempt)
+	}
+}
+
+// startRanks is one attempt of StartRanks; portTaken reports that a rank
+// printed rendezvous.ErrPortInUse, and then every rank was killed.
+func startRanks(t testing.TB, world int, env []string) (errs []error, portTaken bool) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -28,6 +53,8 @@ func StartRanks(t testing.TB, world int, env ...string) []error {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
+	taken := make(chan struct{})
+	var once sync.Once
 	procs := make([]*exec.Cmd, world)
 	for r := range world {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -35,7 +62,8 @@ func StartRanks(t testing.TB, world int, env ...string) []error {
 			"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(world), "LOCAL_RANK="+strconv.Itoa(r),
 			"LOCAL_WORLD_SIZE="+strconv.Itoa(world), "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port))
 		cmd.Env = append(cmd.Env, env...)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		w := &watchWriter{w: os.Stderr, needle: []byte(rendezvous.ErrPortInUse.Error()), found: func() { once.Do(func() { close(taken) }) }}
+		cmd.Stdout, cmd.Stderr = w, w
 		if err := cmd.Start(); err != nil {
 			for _, p := range procs[:r] {
 				p.Process.Kill()
@@ -45,11 +73,50 @@ func StartRanks(t testing.TB, world int, env ...string) []error {
 		}
 		procs[r] = cmd
 	}
-	errs := make([]error, world)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-taken:
+			for _, p := range procs {
+				p.Process.Kill()
+			}
+		case <-done:
+		}
+	}()
+	errs = make([]error, world)
 	for r, p := range procs {
 		errs[r] = p.Wait()
 	}
-	return errs
+	close(done)
+	select {
+	case <-taken:
+		return errs, true
+	default:
+		return errs, false
+	}
+}
+
+// watchWriter passes what is written to w and calls found once the output
+// contains needle (a needle cut by two writes is found too: the writer
+// keeps the tail of the previous write).
+type watchWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	needle []byte
+	tail   []byte
+	found  func()
+}
+
+func (x *watchWriter) Write(p []byte) (int, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	buf := append(x.tail, p...)
+	if bytes.Contains(buf, x.needle) {
+		x.found()
+	}
+	keep := min(len(buf), len(x.needle)-1)
+	x.tail = append(x.tail[:0:0], buf[len(buf)-keep:]...)
+	return x.w.Write(p)
 }
 
 // resultPath is where rank's result lies in dir.
