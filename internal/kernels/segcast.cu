@@ -6,7 +6,9 @@
 //
 // with the tiles of fp8.CastTiles (128x128, the segment's first element at
 // flat index param_off of a matrix of cols columns). The launcher passes
-// only segments of those two modes; other bytes are not touched.
+// only segments of those two modes; other bytes are not touched. Chunks
+// past a segment's end (a tile segment's table counts the chunks of
+// update.cu's bands, a few more) do nothing.
 #include "segments.cuh"
 
 using namespace distopt;
@@ -14,10 +16,11 @@ using namespace distopt;
 // cast_chunk casts the elements of chunk rel0 of segment s (MODE_TILE when
 // TILE, else MODE_CURRENT with scale sc). A full chunk of a vector-aligned
 // segment issues the loads of all its passes before the first store; other
-// chunks mask the elements past the segment's end. For tiles, each thread
-// divides once for the position of its first element and moves it forward
-// pass by pass, and reads one scale per pass when its four elements share a
-// tile (always, for matrices whose columns and offsets are multiples of 4).
+// chunks mask the elements past the segment's end. For tiles, the position
+// of each warp's first element (WarpPos) is divided once per chunk and moved
+// forward pass by pass, and the scales of all passes are read before the
+// first is used: one per lane and pass when the pass's 128 elements lie in
+// one row (in_row), else one per element.
 template <Fp8 F, bool TILE>
 __device__ __forceinline__ void cast_chunk(u8 *__restrict__ fp8, const float *__restrict__ master, const Seg &s,
                                            u64 rel0, bool seg_vec, const float *__restrict__ scale, float sc) {
@@ -35,29 +38,37 @@ __device__ __forceinline__ void cast_chunk(u8 *__restrict__ fp8, const float *__
             load(master, s.off + rel, cnt, seg_vec && cnt == 4, p[u]);
         }
     }
+    float st[UNROLL]; // TILE: the scale of each in_row pass
+    bool row[UNROLL];
     const u64 per_row = TILE ? (s.cols + 127) / 128 : 0;
-    TilePos q{0, 0};
-    if (TILE) q = tile_pos(s.param_off + base, s.cols);
+    if (TILE) {
+        const bool wp = warp_pos_ok(s.param_off, s.len, s.cols);
+        WarpPos q{0, 0};
+        if (wp) q = warp_pos(s.param_off + rel0 + 128 * (threadIdx.x >> 5), (u32)s.cols);
+#pragma unroll
+        for (u32 u = 0; u < UNROLL; u++) {
+            row[u] = wp && in_row(q, (u32)s.cols);
+            st[u] = row[u] && base + (u64)u * THREADS * 4 < s.len
+                        ? scale[s.slot + lane_tile(q, (u32)per_row, threadIdx.x & 31)]
+                        : 1.0f;
+            if (wp) next_pass(q, (u32)s.cols);
+        }
+    }
 #pragma unroll
     for (u32 u = 0; u < UNROLL; u++) {
         const u64 rel = base + (u64)u * THREADS * 4;
         const int cnt = full ? 4 : rel < s.len ? (int)min(s.len - rel, (u64)4) : 0;
         if (cnt == 0) break; // and so for every later pass
         float y[4];
-        if (TILE) {
+        if (TILE && !row[u]) {
             u32 t[4];
-            if (tiles4_at(q, s.cols, per_row, t)) {
-                const float st = scale[s.slot + t[0]];
+            tiles4(s.param_off + rel, s.cols, per_row, t);
 #pragma unroll
-                for (int j = 0; j < 4; j++) y[j] = __fmul_rn(p[u][j], st);
-            } else {
-#pragma unroll
-                for (int j = 0; j < 4; j++) y[j] = j < cnt ? __fmul_rn(p[u][j], scale[s.slot + t[j]]) : 0.0f;
-            }
-            advance(q, s.cols, (u64)THREADS * 4);
+            for (int j = 0; j < 4; j++) y[j] = j < cnt ? __fmul_rn(p[u][j], scale[s.slot + t[j]]) : 0.0f;
         } else {
+            const float m = TILE ? st[u] : sc;
 #pragma unroll
-            for (int j = 0; j < 4; j++) y[j] = __fmul_rn(p[u][j], sc);
+            for (int j = 0; j < 4; j++) y[j] = __fmul_rn(p[u][j], m);
         }
         cast_store<F>(fp8, s.off + rel, cnt, seg_vec && cnt == 4, y);
     }

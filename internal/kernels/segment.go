@@ -40,6 +40,7 @@ type Table struct {
 	Bytes  []byte
 	Segs   int
 	Chunks int
+	Tiles  bool // some segment is of ModeTile (Update then launches its _tiles kernel)
 }
 
 // PackSegments packs the non-empty segments of segs, in order, with the
@@ -64,9 +65,43 @@ func PackSegments(segs []Segment) Table {
 		le.PutUint32(b[52:], math.Float32bits(s.Decay))
 		t.Bytes = append(t.Bytes, b[:]...)
 		t.Segs++
-		t.Chunks += (s.Len + ChunkElements - 1) / ChunkElements
+		t.Chunks += segmentChunks(s)
+		t.Tiles = t.Tiles || s.Mode == ModeTile
 	}
 	return t
+}
+
+// bandRows is BAND_ROWS of segments.cuh: the rows of a band, the unit in
+// which Update takes the whole rows of a ModeTile segment (ChunkElements/128
+// rows of 128 columns per chunk, so that a chunk lies in one tile).
+const bandRows = ChunkElements / 128
+
+// bandSplit is band_split of segments.cuh: the elements of s before its
+// first band (head), in its bands and after them (tail). A segment without
+// bands (not ModeTile; columns not a multiple of 128; Off and ParamOffset
+// not alike modulo 4; no whole band) is all head.
+func bandSplit(s Segment) (head, bands, tail int) {
+	if s.Mode != ModeTile || s.Cols%128 != 0 || (s.Off-s.ParamOffset)%4 != 0 {
+		return s.Len, 0, 0
+	}
+	band := bandRows * s.Cols
+	b0 := (s.ParamOffset + band - 1) / band * band
+	b1 := (s.ParamOffset + s.Len) / band * band
+	if b1 <= b0 {
+		return s.Len, 0, 0
+	}
+	head, bands = b0-s.ParamOffset, b1-b0
+	return head, bands, s.Len - head - bands
+}
+
+// segmentChunks is the number of chunks of s: those of its head and tail
+// (ChunkElements each, the last one partial) and of its bands (whole).
+// CastSegments takes every segment as a head; chunks past its end do
+// nothing there.
+func segmentChunks(s Segment) int {
+	head, bands, tail := bandSplit(s)
+	ceil := func(n int) int { return (n + ChunkElements - 1) / ChunkElements }
+	return ceil(head) + bands/ChunkElements + ceil(tail)
 }
 
 // StaticPart returns a copy of packed table bytes with the per-step factors

@@ -168,23 +168,6 @@ template <Fp8 F> __device__ __forceinline__ u32 mx_scale(u32 a, float &mul) {
     return (u32)(x + 127);
 }
 
-// TilePos is the position of one flat index idx of a row-major matrix of
-// cols columns: row = idx / cols, col = idx % cols. Kernels divide once per
-// chunk and then move the position forward with advance.
-struct TilePos {
-    u64 row, col;
-};
-
-// tile_pos returns the position of idx in a matrix of cols columns.
-__device__ __forceinline__ TilePos tile_pos(u64 idx, u64 cols) {
-    if ((idx | cols) >> 32 == 0) { // 32-bit division is several times cheaper
-        const u32 r = (u32)idx / (u32)cols;
-        return TilePos{r, (u32)idx - r * (u32)cols};
-    }
-    const u64 r = idx / cols;
-    return TilePos{r, idx - r * cols};
-}
-
 // tiles4 writes the tile (128x128, numbered as fp8.TileIndex) of the four
 // flat indices idx .. idx+3 of a row-major matrix of cols columns (update.cu;
 // it divides as tile_pos does, kept apart so that the update's code stays
@@ -230,39 +213,79 @@ __device__ __forceinline__ void fold_tiles(u32 *amax, const u32 t[4], const u32 
     if (cnt > 0) fold_max(amax + ct, cm);
 }
 
-// advance moves q forward by n elements: one comparison when n is less than
-// cols (the wide matrices the tile recipe is for), a division otherwise.
-__device__ __forceinline__ void advance(TilePos &q, u64 cols, u64 n) {
-    q.col += n;
-    if (q.col < cols) return;
-    if (q.col - cols < cols) {
-        q.col -= cols, q.row++;
-        return;
-    }
-    const TilePos d = tile_pos(q.col, cols);
-    q.row += d.row, q.col = d.col;
+// WarpPos is the row and column, in a matrix of cols columns, of a warp's
+// first element in a pass of a tile segment (the lanes hold the 128
+// elements from there on, four each), in 32-bit arithmetic: only for
+// segments whose flat indices fit 32 bits (warp_pos_ok). segcast.cu divides
+// once per chunk and then moves it forward pass by pass; when a pass's 128
+// elements lie in one row from a column that is a multiple of 4 (in_row),
+// lane l's four elements lie in the tile of column col + 4l.
+struct WarpPos {
+    u32 row, col;
+};
+
+// warp_pos_ok reports whether WarpPos covers the segment: flat indices
+// below 2^32 and rows at least as long as a warp's 128 elements.
+__device__ __forceinline__ bool warp_pos_ok(u64 param_off, u64 len, u64 cols) {
+    return (param_off + len) >> 32 == 0 && cols >= 128;
 }
 
-// tile_of is fp8.TileIndex(idx, cols, 128) for the idx at q, per_row being
-// the tiles per row of tiles, ceil(cols/128). Tile numbers fit 32 bits (they
-// are slots of a 32-bit table).
-__device__ __forceinline__ u32 tile_of(TilePos q, u64 per_row) {
-    return (u32)(q.row >> 7) * (u32)per_row + (u32)(q.col >> 7);
+// warp_pos returns the WarpPos of flat index idx (warp_pos_ok).
+__device__ __forceinline__ WarpPos warp_pos(u64 idx, u32 cols) {
+    const u32 r = (u32)idx / cols;
+    return WarpPos{r, (u32)idx - r * cols};
 }
 
-// tiles4_at writes the tiles of the four flat indices from the one at q
-// onwards, and reports whether they are all the same tile.
-__device__ __forceinline__ bool tiles4_at(TilePos q, u64 cols, u64 per_row, u32 t[4]) {
-    if ((q.col & 127) <= 124 && q.col + 4 <= cols) { // one row, one tile
-        t[0] = t[1] = t[2] = t[3] = tile_of(q, per_row);
-        return true;
-    }
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        t[j] = tile_of(q, per_row);
-        if (++q.col == cols) q.col = 0, q.row++;
-    }
-    return false;
+// next_pass moves q forward by one pass (THREADS * 4 elements).
+__device__ __forceinline__ void next_pass(WarpPos &q, u32 cols) {
+    q.col += THREADS * 4;
+    while (q.col >= cols) q.col -= cols, q.row++; // once at most when cols >= 1024
+}
+
+// in_row reports whether the warp's 128 elements from q lie in one row from
+// a column that is a multiple of 4.
+__device__ __forceinline__ bool in_row(WarpPos q, u32 cols) { return (q.col & 3) == 0 && q.col + 128 <= cols; }
+
+// lane_tile is the tile of lane's four elements of an in_row pass from q.
+__device__ __forceinline__ u32 lane_tile(WarpPos q, u32 per_row, u32 lane) {
+    return (q.row >> 7) * per_row + ((q.col + 4 * lane) >> 7);
+}
+
+// Bands. Folding a tile amax per warp and pass (fold_tiles) costs the
+// update kernel as much as the rest of its tile work: a chunk of a matrix
+// of 4096 columns is one row, 32 tiles, and the chunks in flight at once are
+// the rows below it, whose folds all go to the same few slots. So update.cu
+// takes the rows of a tile segment in bands of BAND_ROWS rows, aligned on
+// the matrix's rows, each cut into chunks of BAND_ROWS x 128 elements: one
+// tile per chunk, one fold per chunk. A segment has bands when its matrix
+// has a multiple of 128 columns, its elements are 4-aligned in the shard
+// the same way as in the matrix (so that loads stay vectors), and it holds
+// at least one whole band; the elements before the first band (head) and
+// after the last (tail) are chunked as usual. kernels.PackSegments counts
+// the chunks the same way (segment.go, bandSplit).
+static const u64 BAND_ROWS = CHUNK / 128; // 32
+
+// BandSplit is a segment's cut into head, bands and tail (all in elements,
+// relative to the segment's first element), and the chunks of each part.
+struct BandSplit {
+    u64 head, band_elems, tail;
+    u64 head_chunks, band_chunks;
+};
+
+// band_split returns the BandSplit of a MODE_TILE segment; band_chunks is 0
+// when it has no bands (then the head is the whole segment).
+__device__ __forceinline__ BandSplit band_split(const Seg &s) {
+    BandSplit b{s.len, 0, 0, (s.len + CHUNK - 1) / CHUNK, 0};
+    if (s.cols % 128 != 0 || (s.off - s.param_off) % 4 != 0) return b;
+    const u64 band = BAND_ROWS * s.cols;
+    const u64 b0 = (s.param_off + band - 1) / band * band, b1 = (s.param_off + s.len) / band * band;
+    if (b1 <= b0) return b;
+    b.head = b0 - s.param_off;
+    b.band_elems = b1 - b0;
+    b.tail = s.len - b.head - b.band_elems;
+    b.head_chunks = (b.head + CHUNK - 1) / CHUNK;
+    b.band_chunks = b.band_elems / CHUNK;
+    return b;
 }
 
 } // namespace distopt

@@ -119,3 +119,67 @@ func tileSlots(cols, paramOff, n int) int {
 	perRow := (cols + 127) / 128
 	return (fp8.TileIndex(paramOff+n-1, cols, 128)/perRow + 1) * perRow
 }
+
+// TestTileSegmentsManyChunks checks the tile amax of Update on a table of
+// several matrices with thousands of chunks (the kernels take the chunks in
+// the order of chunk_order, not one after the other): rows of one chunk
+// (4096 columns), part of one (8192), two chunks (2048), tiles cut between
+// the lanes of a warp (the offset 64) and a matrix that does not start on
+// a row. Each matrix's slots start where the previous one's end.
+func TestTileSegmentsManyChunks(t *testing.T) {
+	d, sets := loadAll(t)
+	s := newStream(t, d)
+	mats := []struct{ cols, paramOff, n int }{
+		{4096, 0, 10 << 20},
+		{8192, 8192 * 100, 3<<20 + 12},
+		{2048, 64, 3 << 20},
+		{4096, 4096*128 - 4, 1<<20 + 3},
+	}
+	var segs []Segment
+	var xs [][]float32
+	off, slots := 0, 0
+	for i, m := range mats {
+		x := testValues(m.n, uint64(100+i))
+		for j := range x {
+			if math.IsNaN(float64(x[j])) || math.IsInf(float64(x[j]), 0) {
+				x[j] = float32(j%1000) * 0.25
+			}
+		}
+		xs = append(xs, x)
+		segs = append(segs, Segment{Off: off, Len: m.n, Mode: ModeTile, Slot: uint32(slots), ParamOffset: m.paramOff, Cols: m.cols})
+		off += m.n
+		slots += tileSlots(m.cols, m.paramOff, m.n)
+	}
+	all := make([]float32, 0, off)
+	for _, x := range xs {
+		all = append(all, x...)
+	}
+	table := PackSegments(segs)
+	if table.Chunks < 64*64 {
+		t.Fatalf("%d chunks, want at least 4096", table.Chunks)
+	}
+	for _, k := range sets {
+		t.Run(k.v.String(), func(t *testing.T) {
+			master := alloc(t, d, 4*off)
+			must(t, s.Upload(master, cuda.Bytes(all)))
+			amax := alloc(t, d, 4*slots)
+			must(t, s.Upload(amax, cuda.Bytes(make([]uint32, slots))))
+			tp := alloc(t, d, len(table.Bytes))
+			must(t, s.Upload(tp, table.Bytes))
+			must(t, k.Update(s, &UpdateLaunch{Rule: RuleNone, Master: master, Table: table, TablePtr: tp, Format: fp8.E4M3, Amax: amax}))
+			got := make([]uint32, slots)
+			must(t, s.Download(cuda.Bytes(got), amax))
+			bad := 0
+			for i, m := range mats {
+				want := make([]float32, tileSlots(m.cols, m.paramOff, m.n))
+				fp8.TileAmax(want, xs[i], m.paramOff, m.cols, 128)
+				for j, w := range want {
+					if g := got[int(segs[i].Slot)+j]; g != math.Float32bits(w) && bad < 10 {
+						bad++
+						t.Errorf("matrix %d (cols %d), tile %d: gpu %#08x, cpu %#08x", i, m.cols, j, g, math.Float32bits(w))
+					}
+				}
+			}
+		})
+	}
+}

@@ -10,7 +10,10 @@
 //                 block_scales[i/128]; MX (fp8.CastMX): per block of 32, the
 //                 E8M0 code written to block_scales[i/32], cast with 2^-X or
 //                 every byte the NaN code for an Inf/NaN amax
-//   MODE_TILE     amax[slot + tile] = max(.., key), tiles of fp8.TileAmax
+//   MODE_TILE     amax[slot + tile] = max(.., key), tiles of fp8.TileAmax;
+//                 only in the _tiles kernels, which the launcher picks for
+//                 tables with tile segments (the others are built without
+//                 that code); whole rows are taken in bands (segments.cuh)
 //
 // The arithmetic is optimizer.AdamWElem and optimizer.SGDElem, every
 // operation a separately rounded float32 operation in the same order
@@ -29,7 +32,7 @@ struct Hyper {
     float gs, b1, b2, omb1, omb2, eps, rbc2, mom;
 };
 
-template <int R, typename MT, typename GT, Fp8 F>
+template <int R, typename MT, typename GT, Fp8 F, bool TILES>
 __device__ void update_kernel(float *__restrict__ master, MT *__restrict__ mom1, MT *__restrict__ mom2,
                               const GT *__restrict__ grad, const Seg *__restrict__ segs, u32 nseg, u64 nchunks,
                               Hyper h, u8 *__restrict__ fp8, void *__restrict__ block_scales, u32 *__restrict__ amax,
@@ -41,15 +44,38 @@ __device__ void update_kernel(float *__restrict__ master, MT *__restrict__ mom1,
     const u32 lane = threadIdx.x & 31;
     for (u64 c = blockIdx.x; c < nchunks; c += gridDim.x) {
         const Seg s = segs[find_seg(segs, nseg, c)];
-        const u64 rel0 = (c - s.chunk0) * CHUNK;
+        const bool tile = TILES && s.mode == MODE_TILE;
+        const u64 per_row = tile ? (s.cols + 127) / 128 : 0;
+        // The chunk's elements: from rel0 on up to lim, or (band) the
+        // BAND_ROWS x 128 elements from rel0 with rows s.cols apart, all in
+        // the tile band_tile.
+        u64 rel0 = (c - s.chunk0) * CHUNK, lim = s.len;
+        bool band = false;
+        u32 band_tile = 0;
+        if (tile) {
+            const BandSplit b = band_split(s);
+            const u64 k = c - s.chunk0;
+            if (k < b.head_chunks) {
+                lim = b.head;
+            } else if (k < b.head_chunks + b.band_chunks) {
+                const u64 j = k - b.head_chunks, strips = s.cols / 128;
+                const u64 bi = j / strips, strip = j - bi * strips;
+                const u64 row = (s.param_off + b.head) / s.cols + bi * BAND_ROWS; // of the matrix
+                band = true;
+                rel0 = b.head + bi * BAND_ROWS * s.cols + strip * 128;
+                band_tile = (u32)((row >> 7) * per_row + strip);
+            } else {
+                rel0 = b.head + b.band_elems + (k - b.head_chunks - b.band_chunks) * CHUNK;
+            }
+        }
         const bool seg_vec = base_vec && s.off % 4 == 0;
         const float dscale = s.mode == MODE_DELAYED ? scale[s.slot] : 1.0f;
-        const u64 per_row = s.mode == MODE_TILE ? (s.cols + 127) / 128 : 0;
-        u32 run = 0; // amax key of the chunk (tensor modes)
+        u32 run = 0; // amax key of the chunk (tensor modes, bands)
 #pragma unroll
         for (u32 u = 0; u < UNROLL; u++) {
-            const u64 rel = rel0 + (u64)u * THREADS * 4 + 4 * threadIdx.x;
-            const int cnt = rel < s.len ? (int)min(s.len - rel, (u64)4) : 0;
+            const u64 rel = band ? rel0 + (u64)(u * (THREADS / 32) + (threadIdx.x >> 5)) * s.cols + 4 * lane
+                                 : rel0 + (u64)u * THREADS * 4 + 4 * threadIdx.x;
+            const int cnt = rel < lim ? (int)min(lim - rel, (u64)4) : 0;
             const u64 i = s.off + rel;
             const bool vec = seg_vec && cnt == 4;
             float p[4];
@@ -130,17 +156,22 @@ __device__ void update_kernel(float *__restrict__ master, MT *__restrict__ mom1,
                 }
                 break;
             }
-            case MODE_TILE: {
-                u32 t[4], k[4];
-                tiles4(s.param_off + rel, s.cols, per_row, t);
+            case MODE_TILE: // only in the _tiles kernels (the launcher's choice)
+                if (!TILES) break;
+                if (band) {
+                    run = max(run, keys4(p, cnt));
+                } else {
+                    u32 t[4], k[4];
+                    tiles4(s.param_off + rel, s.cols, per_row, t);
 #pragma unroll
-                for (int j = 0; j < 4; j++) k[j] = amax_bits(p[j]);
-                fold_tiles(amax + s.slot, t, k, cnt);
+                    for (int j = 0; j < 4; j++) k[j] = amax_bits(p[j]);
+                    fold_tiles(amax + s.slot, t, k, cnt);
+                }
                 break;
-            }
             }
         }
         if (s.mode == MODE_CURRENT || s.mode == MODE_DELAYED) block_fold(amax + s.slot, run, sh);
+        else if (band) block_fold(amax + s.slot + band_tile, run, sh);
     }
 }
 
@@ -153,9 +184,14 @@ __device__ void update_kernel(float *__restrict__ master, MT *__restrict__ mom1,
     master, (MT *)mom1, (MT *)mom2, (const GT *)grad, segs, nseg, nchunks, Hyper{gs, b1, b2, omb1, omb2, eps, rbc2, mom}, fp8, block_scales, amax, scale, \
         hp, hp_bf16, mx, fmax, mfac, pow2
 
+// UPDATE defines the kernel NAME and NAME_tiles, the one that also takes
+// MODE_TILE segments.
 #define UPDATE(NAME, R, MT, GT, F)                                                                                \
     extern "C" __global__ void __launch_bounds__(256) NAME(UPDATE_PARAMS) {                                   \
-        update_kernel<R, MT, GT, F>(UPDATE_ARGS(MT, GT));                                                         \
+        update_kernel<R, MT, GT, F, false>(UPDATE_ARGS(MT, GT));                                             \
+    }                                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256) NAME##_tiles(UPDATE_PARAMS) {                           \
+        update_kernel<R, MT, GT, F, true>(UPDATE_ARGS(MT, GT));                                              \
     }
 
 UPDATE(update_none_e4m3, RULE_NONE, float, float, E4M3)

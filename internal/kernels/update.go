@@ -60,14 +60,20 @@ func formatName(f fp8.Format) string {
 	return "e4m3"
 }
 
-// updateKernel returns the name of the kernel of a launch.
+// updateKernel returns the name of the kernel of a launch: the _tiles
+// variant when the table has ModeTile segments (only it handles them; the
+// others are built without that code).
 func (a *UpdateLaunch) updateKernel() string {
+	suffix := ""
+	if a.Table.Tiles {
+		suffix = "_tiles"
+	}
 	switch a.Rule {
 	case RuleNone:
-		return "update_none_" + formatName(a.Format)
+		return "update_none_" + formatName(a.Format) + suffix
 	case RuleAdamW, RuleSGD:
 		r := map[Rule]string{RuleAdamW: "adamw", RuleSGD: "sgd"}[a.Rule]
-		return fmt.Sprintf("update_%s_m%s_g%s_%s", r, typeName(a.MomentBF16), typeName(a.GradBF16), formatName(a.Format))
+		return fmt.Sprintf("update_%s_m%s_g%s_%s%s", r, typeName(a.MomentBF16), typeName(a.GradBF16), formatName(a.Format), suffix)
 	}
 	panic(fmt.Sprintf("kernels: update rule %d", a.Rule))
 }
