@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sync"
+	"unsafe"
 
 	"github.com/distopt/distopt/fp8"
 )
@@ -17,8 +19,14 @@ const (
 	CanonicalNaN64 uint64 = 0x7ff8000000000000
 )
 
-// reduceBlock is the number of elements Reduce combines at a time.
-const reduceBlock = 256
+// reduceBlock is the number of elements Reduce combines at a time when it
+// needs an accumulator (three sources or more) or copies of the operands.
+const reduceBlock = 1024
+
+// littleEndian reports whether this machine stores integers and floats
+// little-endian, as the byte slices of Reduce hold them; encoding/binary
+// picks NativeEndian from the GOARCH of the build.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // Reduce is the reference reduction of every backend: element i of dst
 // becomes the reduction op of element i of srcs[0], srcs[1], ...,
@@ -66,17 +74,29 @@ func Reduce(dst []byte, srcs [][]byte, dt DType, op ReduceOp) {
 	default:
 		panic(fmt.Sprintf("collective: Reduce with unknown reduction %d", op))
 	}
+	reduce(dst, srcs, dt, op, littleEndian)
+}
+
+// reduce is Reduce on validated arguments. When native (the machine is
+// little-endian) and every slice starts aligned for the element type, the
+// slices are read and written in place as Go slices of it. Otherwise the
+// operands of each block are staged in aligned scratch memory: their bytes
+// copied with native, else decoded and encoded with encoding/binary (the
+// path of big-endian machines, which tests also take on little-endian ones).
+func reduce(dst []byte, srcs [][]byte, dt DType, op ReduceOp, native bool) {
 	switch dt {
 	case Uint8:
-		reduceInts[uint8](dst, srcs, dt, op)
+		reduceWith(dst, srcs, &uint8Kernels[op], 0, native)
 	case Uint32:
-		reduceInts[uint32](dst, srcs, dt, op)
+		reduceWith(dst, srcs, &uint32Kernels[op], 0, native)
 	case Int64:
-		reduceInts[int64](dst, srcs, dt, op)
-	case BFloat16, Float32:
-		reduceFloats[float32](dst, srcs, dt, op)
+		reduceWith(dst, srcs, &int64Kernels[op], 0, native)
+	case BFloat16:
+		reduceWith(dst, srcs, &bf16Kernels[op], float32(len(srcs)), native)
+	case Float32:
+		reduceWith(dst, srcs, &float32Kernels[op], float32(len(srcs)), native)
 	case Float64:
-		reduceFloats[float64](dst, srcs, dt, op)
+		reduceWith(dst, srcs, &float64Kernels[op], float64(len(srcs)), native)
 	}
 }
 
@@ -84,68 +104,117 @@ type intElem interface{ uint8 | uint32 | int64 }
 
 type floatElem interface{ float32 | float64 }
 
-func reduceInts[T intElem](dst []byte, srcs [][]byte, dt DType, op ReduceOp) {
-	combine := func(acc, x []T) {
-		for i := range acc {
-			acc[i] += x[i]
-		}
-	}
-	if op == Max {
-		combine = func(acc, x []T) {
-			for i := range acc {
-				acc[i] = max(acc[i], x[i])
-			}
-		}
-	}
-	reduceBlocks(dst, srcs, dt, combine, nil)
-}
+// reduceScratch is the working memory of a blocked reduction: the
+// accumulators of one block and three staged operands (dst and two
+// sources), for elements of up to 8 bytes.
+type reduceScratch [4][reduceBlock]uint64
 
-func reduceFloats[T floatElem](dst []byte, srcs [][]byte, dt DType, op ReduceOp) {
-	combine := func(acc, x []T) {
-		for i := range acc {
-			acc[i] += x[i]
-		}
-	}
-	var finish func([]T)
-	switch op {
-	case Max:
-		combine = func(acc, x []T) {
-			for i, v := range x {
-				a := acc[i]
-				if v > a || v != v || (v == 0 && a == 0 && math.Signbit(float64(a))) {
-					acc[i] = v
-				}
-			}
-		}
-	case Avg:
-		n := T(len(srcs))
-		finish = func(acc []T) {
-			for i := range acc {
-				acc[i] /= n
-			}
-		}
-	}
-	reduceBlocks(dst, srcs, dt, combine, finish)
-}
+var scratchPool = sync.Pool{New: func() any { return new(reduceScratch) }}
 
-// reduceBlocks reduces block by block: acc = srcs[0]; combine(acc, srcs[r])
-// for r = 1, 2, ...; finish(acc) if finish is not nil; dst = acc.
-func reduceBlocks[T intElem | floatElem](dst []byte, srcs [][]byte, dt DType, combine func(acc, x []T), finish func([]T)) {
-	size := dt.Size()
-	var accBuf, tmpBuf [reduceBlock]T
+// reduceWith runs the loops of k over dst and srcs (see kernels), divisor
+// div for Avg. When every slice can be viewed in place it takes two sources
+// or fewer in one pass over the whole length, and more sources block by
+// block, so that the accumulators stay in cache. Otherwise every operand of
+// a block is first staged, and the result written to dst only after all
+// operands of the block have been read, which keeps in place reductions
+// right.
+func reduceWith[E Element, A any](dst []byte, srcs [][]byte, k *kernels[E, A], div A, native bool) {
+	direct := native && viewable[E](dst)
+	for _, s := range srcs {
+		direct = direct && viewable[E](s)
+	}
+	n := len(srcs)
+	switch {
+	case direct && n == 1:
+		k.one(view[E](dst), view[E](srcs[0]))
+		return
+	case direct && n == 2:
+		k.pair(view[E](dst), view[E](srcs[0]), view[E](srcs[1]), div)
+		return
+	}
+	scratch := scratchPool.Get().(*reduceScratch)
+	defer scratchPool.Put(scratch)
+	acc := words[A](&scratch[0])
+	var zero E
+	size := int(unsafe.Sizeof(zero))
 	for lo := 0; lo < len(dst); lo += reduceBlock * size {
 		hi := min(lo+reduceBlock*size, len(dst))
-		k := (hi - lo) / size
-		acc, tmp := accBuf[:k], tmpBuf[:k]
-		decode(acc, srcs[0][lo:hi], dt)
-		for _, s := range srcs[1:] {
-			decode(tmp, s[lo:hi], dt)
-			combine(acc, tmp)
+		m := (hi - lo) / size
+		// in returns the elements of source r in the block, staged in
+		// scratch[slot] unless direct.
+		in := func(r, slot int) []E {
+			if direct {
+				return view[E](srcs[r][lo:hi])
+			}
+			return load(words[E](&scratch[slot])[:m], srcs[r][lo:hi], native)
 		}
-		if finish != nil {
-			finish(acc)
+		out := words[E](&scratch[1])[:m]
+		if direct {
+			out = view[E](dst[lo:hi])
 		}
-		encode(dst[lo:hi], acc, dt, true)
+		switch n {
+		case 1:
+			k.one(out, in(0, 2))
+		case 2:
+			k.pair(out, in(0, 2), in(1, 3), div)
+		default:
+			a := acc[:m]
+			r := 1 // sources before r are in a
+			if n%2 == 0 {
+				k.load(a, in(0, 2))
+			} else {
+				k.first(a, in(0, 2), in(1, 3))
+				r = 2
+			}
+			for ; r < n-1; r += 2 {
+				k.next(a, in(r, 2), in(r+1, 3))
+			}
+			k.last(out, a, in(n-1, 2), div)
+		}
+		if !direct {
+			store(dst[lo:hi], out, native)
+		}
+	}
+}
+
+// words returns the memory of w as reduceBlock elements of T (at most 8
+// bytes each).
+func words[T any](w *[reduceBlock]uint64) []T {
+	return unsafe.Slice((*T)(unsafe.Pointer(w)), reduceBlock)
+}
+
+// viewable reports whether b can be read as a []E in place: its start is
+// aligned for E (the byte order is the caller's concern).
+func viewable[E Element](b []byte) bool {
+	var zero E
+	return uintptr(unsafe.Pointer(unsafe.SliceData(b)))%unsafe.Alignof(zero) == 0
+}
+
+// view returns b, aligned for E and in the machine's byte order, as a []E.
+func view[E Element](b []byte) []E {
+	var zero E
+	return unsafe.Slice((*E)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(zero)))
+}
+
+// load sets x to the little-endian elements in b and returns x: a copy of
+// the bytes with native, else decoded.
+func load[E Element](x []E, b []byte, native bool) []E {
+	var zero E
+	if native {
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), len(b)), b)
+	} else {
+		decode(x, b, elementDType(zero))
+	}
+	return x
+}
+
+// store writes x to b as little-endian elements, every bit kept.
+func store[E Element](b []byte, x []E, native bool) {
+	var zero E
+	if native {
+		copy(b, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), len(b)))
+	} else {
+		encode(b, x, elementDType(zero), false)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 )
 
 // The references below compute every result a second way: float32 steps in
@@ -348,4 +349,156 @@ func TestBytesRoundTrip(t *testing.T) {
 	if i[0] != -1 || i[1] != math.MinInt64 {
 		t.Errorf("int64 round trip: %d", i)
 	}
+}
+
+// edgeBits are bfloat16 and float32 values whose sums round across a
+// boundary: the largest finite bfloat16 plus half its ulp ties and rounds
+// to Inf (to even), one step less stays finite; the same for float32; and
+// subnormals whose sum is normal.
+var edgeBits = map[DType][]uint64{
+	BFloat16: {0x7f7f, 0x7b00, 0x7aff, 0xff7f, 0xfb00, 0xfaff, 0x7f7e, 0x0040, 0x003f, 0x8001, 0x7f80, 0x7fc1, 0xffff},
+	Float32:  {0x7f7fffff, 0x73000000, 0x72ffffff, 0xff7fffff, 0xf3000000, 0x00400000, 0x003fffff, 0x80000001, 0x7f800001, 0xffc00000},
+}
+
+// layoutBits is randomBits with, one time in eight, a value of edgeBits.
+func layoutBits(rng *rand.Rand, dt DType) uint64 {
+	if e := edgeBits[dt]; len(e) > 0 && rng.IntN(8) == 0 {
+		return e[rng.IntN(len(e))]
+	}
+	return randomBits(rng, dt)
+}
+
+// placed returns a slice of count elements of dt with element i set to
+// bits[i], starting offset bytes past an 8-byte aligned start, inside a
+// buffer whose other bytes (a guard band on both sides) are 0xa5; check
+// reports whether the guard bands are intact.
+func placed(bits []uint64, dt DType, offset int) (b []byte, check func() bool) {
+	const guard = 16
+	words := make([]uint64, (2*guard+offset+len(bits)*dt.Size())/8+1)
+	all := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), 8*len(words))
+	for i := range all {
+		all[i] = 0xa5
+	}
+	lo, hi := guard+offset, guard+offset+len(bits)*dt.Size()
+	b = all[lo:hi:hi]
+	for i, v := range bits {
+		SetElementBits(b, dt, i, v)
+	}
+	return b, func() bool {
+		for _, c := range append(all[:lo:lo], all[hi:]...) {
+			if c != 0xa5 {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// TestReduceLayouts checks Reduce against the references on operands at
+// every alignment, in place on each kind of source, with the machine's byte
+// order and with the portable path that decodes every element.
+func TestReduceLayouts(t *testing.T) {
+	const count = 2*reduceBlock + 37 // two whole blocks and a partial one
+	rng := rand.New(rand.NewPCG(5, 6))
+	type layout struct {
+		name    string
+		offsets func(r int) int // byte offset of source r, r = -1 for dst
+		inPlace int             // dst is srcs[inPlace], or -1
+	}
+	layouts := []layout{
+		{"aligned", func(int) int { return 0 }, -1},
+		{"offset-dst", func(r int) int { return min(0, r) * -3 }, -1},
+		{"offset-srcs", func(r int) int { return max(0, r%3+1) }, -1},
+		{"offset-all", func(r int) int { return (r+5)%3 + 1 }, -1},
+		{"in-place-first", func(int) int { return 0 }, 0},
+		{"in-place-last", func(int) int { return 0 }, -2},
+		{"in-place-middle-offset", func(r int) int { return (r + 2) % 4 }, 1},
+	}
+	for _, dt := range []DType{Uint8, BFloat16, Float32, Float64, Uint32, Int64} {
+		isFloat := dt == BFloat16 || dt == Float32 || dt == Float64
+		for _, op := range []ReduceOp{Sum, Avg, Max} {
+			if op == Avg && !isFloat {
+				continue
+			}
+			for _, n := range []int{1, 2, 3, 5, 8} {
+				in := make([][]uint64, n)
+				for r := range in {
+					in[r] = make([]uint64, count)
+					for i := range in[r] {
+						in[r][i] = layoutBits(rng, dt)
+					}
+				}
+				want := make([]uint64, count)
+				for i := range want {
+					xs, fs := make([]uint64, n), make([]float64, n)
+					for r := range n {
+						xs[r], fs[r] = in[r][i], asFloat64(in[r][i], dt)
+					}
+					if isFloat {
+						want[i] = refFloat(fs, dt, op)
+					} else {
+						want[i] = refInt(xs, dt, op)
+					}
+				}
+				for _, l := range layouts {
+					for _, native := range []bool{true, false} {
+						if native && !littleEndian {
+							continue
+						}
+						name := fmt.Sprintf("%s/%s/n=%d/%s/native=%v", dt, op, n, l.name, native)
+						t.Run(name, func(t *testing.T) {
+							srcs := make([][]byte, n)
+							checks := make([]func() bool, n+1)
+							for r := range srcs {
+								srcs[r], checks[r] = placed(in[r], dt, l.offsets(r))
+							}
+							var dst []byte
+							switch {
+							case l.inPlace == -2:
+								dst, checks[n] = srcs[n-1], checks[n-1]
+							case l.inPlace >= 0 && l.inPlace < n:
+								dst, checks[n] = srcs[l.inPlace], checks[l.inPlace]
+							default:
+								dst, checks[n] = placed(make([]uint64, count), dt, l.offsets(-1))
+							}
+							if native {
+								Reduce(dst, srcs, dt, op)
+							} else {
+								reduce(dst, srcs, dt, op, false)
+							}
+							for i, w := range want {
+								if got := ElementBits(dst, dt, i); got != w {
+									t.Fatalf("element %d of %v: got %#x, want %#x", i, column(in, i), got, w)
+								}
+							}
+							for r, s := range srcs {
+								if len(dst) > 0 && &s[0] == &dst[0] {
+									continue
+								}
+								for i, v := range in[r] {
+									if ElementBits(s, dt, i) != v {
+										t.Fatalf("source %d element %d changed", r, i)
+									}
+								}
+							}
+							for r, ok := range checks {
+								if !ok() {
+									t.Fatalf("bytes written outside operand %d", r)
+								}
+							}
+						})
+					}
+				}
+			}
+		}
+	}
+}
+
+// column returns element i of every source, for messages.
+func column(in [][]uint64, i int) []string {
+	out := make([]string, len(in))
+	for r := range in {
+		out[r] = fmt.Sprintf("%#x", in[r][i])
+	}
+	return out
 }
