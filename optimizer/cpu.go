@@ -2,7 +2,6 @@ package optimizer
 
 import (
 	"fmt"
-	"math"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -11,9 +10,10 @@ import (
 	"github.com/distopt/distopt/fp8"
 )
 
-// cpuChunk is the number of elements one goroutine of the CPU backend takes
-// at a time: a multiple of every block size, and small enough that a chunk's
-// squares cannot overflow the unnormalised limbs.
+// cpuChunk is the number of elements one goroutine of GradStats and Cast
+// takes at a time: a multiple of every block size, and small enough that a
+// chunk's squares cannot overflow the unnormalised limbs. (Update takes
+// chunks of updateChunk.)
 const cpuChunk = 1 << 16
 
 // CPU is the reference backend: host memory, pure Go, split over goroutines
@@ -117,60 +117,6 @@ func i64s(b collective.Buffer) []int64 {
 	return unsafe.Slice((*int64)(unsafe.Pointer(&h[0])), len(h)/8)
 }
 
-// elems reads and writes a float32 or bfloat16 array as float32.
-type elems struct {
-	f []float32
-	h []uint16
-}
-
-func elemsOf(b collective.Buffer, dt collective.DType) elems {
-	switch dt {
-	case collective.Float32:
-		return elems{f: f32s(b)}
-	case collective.BFloat16:
-		return elems{h: u16s(b)}
-	}
-	panic(fmt.Sprintf("optimizer: element type %s", dt))
-}
-
-func (e elems) get(i int) float32 {
-	if e.f != nil {
-		return e.f[i]
-	}
-	return fp8.Float32FromBF16(e.h[i])
-}
-
-func (e elems) set(i int, x float32) {
-	if e.f != nil {
-		e.f[i] = x
-		return
-	}
-	e.h[i] = fp8.BF16FromFloat32(x)
-}
-
-// load returns elements [i0, i1) as float32: the array itself for float32
-// storage, a widened copy for bfloat16.
-func (e elems) load(i0, i1 int, scratch []float32) []float32 {
-	if e.f != nil {
-		return e.f[i0:i1]
-	}
-	out := scratch[:i1-i0]
-	for i, h := range e.h[i0:i1] {
-		out[i] = fp8.Float32FromBF16(h)
-	}
-	return out
-}
-
-// store writes back what load returned (a no-op for float32 storage).
-func (e elems) store(i0 int, x []float32) {
-	if e.f != nil {
-		return
-	}
-	for i, f := range x {
-		e.h[i0+i] = fp8.BF16FromFloat32(f)
-	}
-}
-
 // parallel runs fn over [0, n) in chunks of cpuChunk elements on up to
 // c.workers goroutines; fn receives the worker index.
 func (c *CPU) parallel(n int, fn func(worker, lo, hi int)) {
@@ -202,13 +148,21 @@ func (c *CPU) parallel(n int, fn func(worker, lo, hi int)) {
 
 // GradStats implements Backend.
 func (c *CPU) GradStats(stats, grad collective.Buffer, gt collective.DType, n int) error {
-	g := elemsOf(grad, gt)
+	var add func(s *[StatsLen]int64, lo, hi int)
+	switch gt {
+	case collective.Float32:
+		g := f32s(grad)
+		add = func(s *[StatsLen]int64, lo, hi int) { addSquares(s, g[lo:hi]) }
+	case collective.BFloat16:
+		g := u16s(grad)
+		add = func(s *[StatsLen]int64, lo, hi int) { addSquares(s, g[lo:hi]) }
+	default:
+		panic(badElem(gt))
+	}
 	partial := make([][StatsLen]int64, c.workers)
 	c.parallel(n, func(w, lo, hi int) {
 		var s [StatsLen]int64
-		for i := lo; i < hi; i++ {
-			AddSquare(&s, g.get(i))
-		}
+		add(&s, lo, hi)
 		Normalize(&s)
 		for k := range s {
 			partial[w][k] += s[k]
@@ -227,103 +181,11 @@ func (c *CPU) GradStats(stats, grad collective.Buffer, gt collective.DType, n in
 	return nil
 }
 
-// Update implements Backend.
-func (c *CPU) Update(a *UpdateArgs) error {
-	master := f32s(a.Master)
-	var m, v, g elems
-	if a.Rule != RuleNone {
-		m = elemsOf(a.M, a.MomentType)
-		if a.Rule == RuleAdamW {
-			v = elemsOf(a.V, a.MomentType)
-		}
-		g = elemsOf(a.Grad, a.GradType)
+// addSquares is AddSquare over the widened elements of g.
+func addSquares[G elem](s *[StatsLen]int64, g []G) {
+	for _, x := range g {
+		AddSquare(s, widen(x))
 	}
-	var amax []uint32
-	if a.Amax != nil {
-		amax = u32s(a.Amax)
-	}
-	partial := make([][]uint32, c.workers)
-	scratch := make([][3][]float32, c.workers)
-	for w := range partial {
-		partial[w] = make([]uint32, len(amax))
-		if a.Rule != RuleNone {
-			for k := range scratch[w] {
-				scratch[w][k] = make([]float32, min(cpuChunk, a.N))
-			}
-		}
-	}
-	for _, s := range a.Segments {
-		seg := s
-		c.parallel(seg.Len, func(w, lo, hi int) {
-			i0, i1 := seg.Off+lo, seg.Off+hi
-			p := master[i0:i1]
-			switch a.Rule {
-			case RuleAdamW:
-				sc := scratch[w]
-				gs, ms, vs := g.load(i0, i1, sc[0]), m.load(i0, i1, sc[1]), v.load(i0, i1, sc[2])
-				for i := range p {
-					p[i], ms[i], vs[i] = AdamWElem(p[i], ms[i], vs[i], gs[i], &a.Hyper, seg.StepSize, seg.Decay)
-				}
-				m.store(i0, ms)
-				v.store(i0, vs)
-			case RuleSGD:
-				sc := scratch[w]
-				gs, ms := g.load(i0, i1, sc[0]), m.load(i0, i1, sc[1])
-				for i := range p {
-					p[i], ms[i] = SGDElem(p[i], ms[i], gs[i], &a.Hyper, seg.StepSize, seg.Decay)
-				}
-				m.store(i0, ms)
-			}
-			c.after(a, &seg, partial[w], master, lo, hi)
-		})
-	}
-	for _, p := range partial {
-		for k, x := range p {
-			amax[k] = max(amax[k], x)
-		}
-	}
-	return nil
-}
-
-// after does what follows the update of elements [lo, hi) of segment s.
-func (c *CPU) after(a *UpdateArgs, s *Segment, amax []uint32, master []float32, lo, hi int) {
-	src := master[s.Off+lo : s.Off+hi]
-	switch s.Mode {
-	case ModeHighPrecision:
-		out := elemsOf(a.HP, a.HPType)
-		for i, x := range src {
-			out.set(s.Off+lo+i, x)
-		}
-	case ModeTensorCurrent:
-		amax[s.Slot] = max(amax[s.Slot], math.Float32bits(fp8.Amax(src)))
-	case ModeTensorDelayed:
-		scale := f32s(a.Scale)[s.Slot]
-		dst := hostBuf(a.FP8)[s.Off+lo : s.Off+hi]
-		am := fp8.CastScaled(dst, src, scale, a.Recipe.Format)
-		amax[s.Slot] = max(amax[s.Slot], math.Float32bits(am))
-	case ModeBlock:
-		_, block := a.Recipe.Block()
-		dst := hostBuf(a.FP8)[s.Off+lo : s.Off+hi]
-		first := (s.Off + lo) / block
-		nb := (hi - lo + block - 1) / block
-		if a.Recipe.Scaling == fp8.MXFP8 {
-			fp8.CastMX(dst, hostBuf(a.BlockScales)[first:first+nb], src, a.Recipe.Format)
-		} else {
-			fp8.CastBlocks1D(dst, f32s(a.BlockScales)[first:first+nb], src, block, a.Recipe.Format, a.Recipe.Margin, a.Recipe.PowerOf2)
-		}
-	case ModeTile:
-		tiles := amaxFloats(amax[s.Slot:])
-		fp8.TileAmax(tiles, src, s.ParamOffset+lo, s.Cols, 128)
-	}
-}
-
-// amaxFloats views amax keys as the float32 values fp8.TileAmax folds into
-// (for non-negative floats the key is the value's own bit pattern).
-func amaxFloats(keys []uint32) []float32 {
-	if len(keys) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*float32)(unsafe.Pointer(&keys[0])), len(keys))
 }
 
 // Cast implements Backend.

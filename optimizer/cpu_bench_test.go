@@ -1,42 +1,113 @@
 package optimizer
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 )
 
-// benchUpdateArgs builds one shard of n elements holding a single FP8
-// parameter with per-tensor current scaling.
-func benchUpdateArgs(be *CPU, n int) *UpdateArgs {
-	alloc := func(bytes int) collective.Buffer { b, _ := be.Alloc(bytes); return b }
-	a := &UpdateArgs{Rule: RuleAdamW, N: n, MomentType: collective.Float32, GradType: collective.BFloat16,
-		Master: alloc(4 * n), M: alloc(4 * n), V: alloc(4 * n), Grad: alloc(2 * n), FP8: alloc(n),
-		Amax: alloc(4), Scale: alloc(4), Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent},
-		Segments: []Segment{{Off: 0, Len: n, Mode: ModeTensorCurrent, StepSize: 1e-3, Decay: 0.9999}}}
-	a.Hyper = Hyper{GradScale: 1, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: 0.1, OneMinusBeta2: 0.001, Eps: 1e-8, RBC2: 1}
-	g := u16s(a.Grad)
-	for i := range g {
-		g[i] = fp8.BF16FromFloat32(float32(i%1000-500) * 1e-4)
+// benchCase is one configuration of the update benchmarks: a shard holding
+// a single parameter of one mode.
+type benchCase struct {
+	name   string
+	rule   Rule
+	mt, gt collective.DType
+	mode   Mode
+	hp     collective.DType // ModeHighPrecision
+}
+
+// bytes is the minimum number of bytes an update of n elements moves:
+// master read and written, each moment read and written, the gradient read,
+// and the mode's output written (FP8 bytes, or the HP copy).
+func (bc benchCase) bytes(n int) int64 {
+	per := 8 + bc.gt.Size()
+	switch bc.rule {
+	case RuleAdamW:
+		per += 4 * bc.mt.Size()
+	case RuleSGD:
+		per += 2 * bc.mt.Size()
 	}
+	switch bc.mode {
+	case ModeTensorDelayed, ModeBlock:
+		per++
+	case ModeHighPrecision:
+		per += bc.hp.Size()
+	}
+	return int64(per) * int64(n)
+}
+
+// args builds the case's arguments over n elements for be.
+func (bc benchCase) args(be *CPU, n int) *UpdateArgs {
+	alloc := func(bytes int) collective.Buffer { b, _ := be.Alloc(bytes); return b }
+	seg := Segment{Off: 0, Len: n, Mode: bc.mode, StepSize: 1e-3, Decay: 0.9999, Cols: 1024}
+	a := &UpdateArgs{Rule: bc.rule, N: n, MomentType: bc.mt, GradType: bc.gt,
+		Master: alloc(4 * n), M: alloc(bc.mt.Size() * n), Grad: alloc(bc.gt.Size() * n),
+		FP8: alloc(n), Amax: alloc(4 * (n/(128*128) + 8)), Scale: alloc(4),
+		Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, Segments: []Segment{seg}}
+	if bc.rule == RuleAdamW {
+		a.V = alloc(bc.mt.Size() * n)
+	}
+	switch bc.mode {
+	case ModeTensorDelayed:
+		a.Recipe.Scaling = fp8.TensorDelayed
+	case ModeBlock:
+		a.Recipe.Scaling = fp8.Block1x128
+		a.BlockScales = alloc(4 * (n/128 + 1))
+	case ModeTile:
+		a.Recipe.Scaling = fp8.Block128x128
+	case ModeHighPrecision:
+		a.HP, a.HPType = alloc(bc.hp.Size()*n), bc.hp
+	}
+	a.Hyper = Hyper{GradScale: 1, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: 0.1, OneMinusBeta2: 0.001, Eps: 1e-8, RBC2: 1, Momentum: 0.9}
+	if bc.rule == RuleSGD {
+		a.Segments[0].Decay = 1e-4
+	}
+	g := hostBuf(a.Grad)
+	for i := range n {
+		x := float32(i%1000-500) * 1e-4
+		if bc.gt == collective.BFloat16 {
+			binary.LittleEndian.PutUint16(g[2*i:], fp8.BF16FromFloat32(x))
+		} else {
+			binary.LittleEndian.PutUint32(g[4*i:], math.Float32bits(x))
+		}
+	}
+	f32s(a.Scale)[0] = 1
 	return a
+}
+
+// benchUpdateArgs builds one shard of n elements holding a single FP8
+// parameter with per-tensor current scaling, AdamW, FP32 moments and BF16
+// gradients.
+func benchUpdateArgs(be *CPU, n int) *UpdateArgs {
+	return benchCase{rule: RuleAdamW, mt: collective.Float32, gt: collective.BFloat16, mode: ModeTensorCurrent}.args(be, n)
+}
+
+// benchWorkers is the goroutine counts the benchmarks run with.
+func benchWorkers() []int {
+	if p := runtime.GOMAXPROCS(0); p > 1 {
+		return []int{1, p}
+	}
+	return []int{1}
 }
 
 // BenchmarkUpdate times the fused AdamW update + amax and then the cast of a
 // 2^22-element shard, with 1 goroutine and with every core. Bytes are the
 // minimum moved: master, m, v read and written (24), BF16 gradient read (2),
-// master read again and FP8 written by the cast (5).
+// master read again and FP8 written by the cast (5). BenchmarkCopy/31B is
+// the memmove of as many bytes.
 func BenchmarkUpdate(b *testing.B) {
 	const n = 1 << 22
-	for _, w := range []int{1, runtime.GOMAXPROCS(0)} {
+	for _, w := range benchWorkers() {
 		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) {
 			be := NewCPU(w)
 			a := benchUpdateArgs(be, n)
 			c := &CastArgs{N: n, Master: a.Master, Segments: a.Segments, Format: fp8.E4M3, FP8: a.FP8, Scale: a.Scale}
-			f32s(a.Scale)[0] = 1
 			b.SetBytes(31 * n)
 			b.ReportAllocs()
 			for b.Loop() {
@@ -48,6 +119,72 @@ func BenchmarkUpdate(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkUpdateCases times Update alone (no cast) over 2^22 elements for
+// the common rules, moment and gradient types and modes. Bytes are those of
+// benchCase.bytes; BenchmarkCopy is the floor for the same byte rate.
+func BenchmarkUpdateCases(b *testing.B) {
+	const n = 1 << 22
+	f32, bf16 := collective.Float32, collective.BFloat16
+	cases := []benchCase{
+		{"adamw/m=f32/g=bf16/current", RuleAdamW, f32, bf16, ModeTensorCurrent, 0},
+		{"adamw/m=f32/g=f32/current", RuleAdamW, f32, f32, ModeTensorCurrent, 0},
+		{"adamw/m=bf16/g=bf16/current", RuleAdamW, bf16, bf16, ModeTensorCurrent, 0},
+		{"adamw/m=bf16/g=f32/current", RuleAdamW, bf16, f32, ModeTensorCurrent, 0},
+		{"adamw/m=f32/g=bf16/delayed", RuleAdamW, f32, bf16, ModeTensorDelayed, 0},
+		{"adamw/m=f32/g=bf16/hp=bf16", RuleAdamW, f32, bf16, ModeHighPrecision, bf16},
+		{"adamw/m=f32/g=bf16/block1x128", RuleAdamW, f32, bf16, ModeBlock, 0},
+		{"adamw/m=f32/g=bf16/tile", RuleAdamW, f32, bf16, ModeTile, 0},
+		{"sgd/m=f32/g=bf16/current", RuleSGD, f32, bf16, ModeTensorCurrent, 0},
+		{"sgd/m=bf16/g=f32/delayed", RuleSGD, bf16, f32, ModeTensorDelayed, 0},
+	}
+	for _, bc := range cases {
+		for _, w := range benchWorkers() {
+			b.Run(fmt.Sprintf("%s/workers=%d", bc.name, w), func(b *testing.B) {
+				be := NewCPU(w)
+				a := bc.args(be, n)
+				b.SetBytes(bc.bytes(n))
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := be.Update(a); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkCopy is the hardware floor of the update benchmarks: a memmove
+// moving as many bytes (half read, half written) per element as
+// BenchmarkUpdate (31) and the AdamW FP32-moment current-scaling case of
+// BenchmarkUpdateCases (26), over 2^22 elements, split in contiguous halves
+// when there are two goroutines.
+func BenchmarkCopy(b *testing.B) {
+	const n = 1 << 22
+	for _, per := range []int{31, 26} {
+		for _, w := range benchWorkers() {
+			b.Run(fmt.Sprintf("%dB/workers=%d", per, w), func(b *testing.B) {
+				half := per * n / 2
+				src, dst := make([]byte, half), make([]byte, half)
+				for i := range src {
+					src[i] = byte(i)
+				}
+				copy(dst, src) // fault the pages in before timing
+				b.SetBytes(int64(2 * half))
+				b.ReportAllocs()
+				for b.Loop() {
+					var wg sync.WaitGroup
+					for k := range w {
+						lo, hi := k*half/w, (k+1)*half/w
+						wg.Go(func() { copy(dst[lo:hi], src[lo:hi]) })
+					}
+					wg.Wait()
+				}
+			})
+		}
 	}
 }
 
