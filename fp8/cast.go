@@ -48,20 +48,15 @@ func table(f Format) *[256]float32 {
 }
 
 // castScaled is the serial kernel of CastScaled for a valid f; it returns
-// the amax bits.
+// the amax bits. It encodes with the code table of f, which gives the codes
+// of Encode without its arithmetic.
 func castScaled(dst []byte, src []float32, scale float32, f Format) uint32 {
 	dst = dst[:len(src)]
+	t := codeTables[f]()
 	var m uint32
-	if f == E4M3 {
-		for i, x := range src {
-			m = max(m, math.Float32bits(x)&0x7fffffff)
-			dst[i] = encodeE4M3(float32(x * scale))
-		}
-		return m
-	}
 	for i, x := range src {
 		m = max(m, math.Float32bits(x)&0x7fffffff)
-		dst[i] = encodeE5M2(float32(x * scale))
+		dst[i] = t.code(float32(x * scale))
 	}
 	return m
 }

@@ -36,11 +36,14 @@ func checkGuards(t *testing.T, all []byte, n int) {
 func refProduct(x, scale float32) float32 { return float32(float64(x) * float64(scale)) }
 
 // specialSlice returns n values mixing random ones with zeros, -0, ±Inf,
-// NaN, values near Max and subnormals.
+// NaN, values near Max and subnormals, and ties of the subnormal ranges
+// (half the smallest subnormal, 1.5 and 2.5 of it, the tie below the
+// smallest normal of E4M3).
 func specialSlice(r *rand.Rand, n int) []float32 {
 	s := randomSlice(r, n)
 	specials := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)),
-		float32(math.NaN()), 448, -464, 57344, 61440, 0x1p-9, 0x1p-149, math.MaxFloat32}
+		float32(math.NaN()), 448, -464, 57344, 61440, 0x1p-9, 0x1p-149, math.MaxFloat32,
+		0x1p-10, -0x1p-17, 0x1.8p-9, -0x1.4p-15, 0x1.ep-7, 480, -0x1.0001p-10}
 	for i := range s {
 		if r.IntN(16) == 0 {
 			s[i] = specials[r.IntN(len(specials))]

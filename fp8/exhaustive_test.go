@@ -115,14 +115,16 @@ func sameValue(got float32, want float64) bool {
 }
 
 // TestExhaustive checks Encode (both formats) and BF16FromFloat32 against
-// the float64 reference on every one of the 2^32 float32 bit patterns. Since
-// Decode is injective apart from NaN codes (checked by TestDecodeClosedForm),
-// comparing the decoded value with its sign pins the code; NaN inputs must
-// give exactly the format's NaN code (BF16NaN for bfloat16). With -short or
-// the race detector only the patterns of shortLow are checked.
+// the float64 reference on every one of the 2^32 float32 bit patterns, and
+// the code tables of CastScaled against Encode. Since Decode is injective
+// apart from NaN codes (checked by TestDecodeClosedForm), comparing the
+// decoded value with its sign pins the code; NaN inputs must give exactly
+// the format's NaN code (BF16NaN for bfloat16). With -short or the race
+// detector only the patterns of shortLow are checked.
 func TestExhaustive(t *testing.T) {
 	short := testing.Short() || raceEnabled
 	start := time.Now()
+	tables := [...]*codeTable{E4M3: codeTables[E4M3](), E5M2: codeTables[E5M2]()}
 	sweep(t, short, func(b uint32) string {
 		x := math.Float32frombits(b)
 		v := float64(x)
@@ -134,6 +136,9 @@ func TestExhaustive(t *testing.T) {
 			maxv    float64
 		}{{E4M3, 3, 7, 448}, {E5M2, 2, 15, 57344}} {
 			code := c.f.Encode(x)
+			if tc := tables[c.f].code(x); tc != code {
+				return fmt.Sprintf("%v code table(%#08x) = %#02x, Encode gives %#02x", c.f, b, tc, code)
+			}
 			if isNaN {
 				if code != c.f.NaN() {
 					return fmt.Sprintf("%v.Encode(%#08x NaN) = %#02x, want %#02x", c.f, b, code, c.f.NaN())

@@ -116,61 +116,6 @@ func (f Format) Decode(b uint8) float32 {
 
 func badFormat(f Format) string { return fmt.Sprintf("fp8: invalid format %d", uint8(f)) }
 
-// encodeE4M3 is Encode for E4M3.
-func encodeE4M3(x float32) uint8 {
-	b := math.Float32bits(x)
-	sign := uint8(b>>24) & 0x80
-	a := b & 0x7fffffff
-	switch {
-	case a > 0x7f800000:
-		return E4M3NaN
-	case a > e4m3MaxBits: // above 448, including +Inf
-		return sign | e4m3MaxCode
-	case a >= (127-6)<<23: // at least 2^-6: normal (a carry may reach the next binade)
-		return sign | uint8(shiftRNE(a, 23-3)-(127-7)<<3)
-	}
-	return sign | subnormal(a, 14)
-}
-
-// encodeE5M2 is Encode for E5M2.
-func encodeE5M2(x float32) uint8 {
-	b := math.Float32bits(x)
-	sign := uint8(b>>24) & 0x80
-	a := b & 0x7fffffff
-	switch {
-	case a > 0x7f800000:
-		return E5M2NaN
-	case a > e5m2MaxBits: // above 57344, including +Inf
-		return sign | e5m2MaxCode
-	case a >= (127-14)<<23: // at least 2^-14: normal
-		return sign | uint8(shiftRNE(a, 23-2)-(127-15)<<2)
-	}
-	return sign | subnormal(a, 7)
-}
-
-// shiftRNE returns v / 2^s rounded to nearest, ties to even (1 <= s <= 31,
-// v + 2^(s-1) must not overflow).
-func shiftRNE(v uint32, s uint) uint32 {
-	return (v + (1 << (s - 1)) - 1 + (v>>s)&1) >> s
-}
-
-// subnormal returns a, the bits of a non-negative float32 below the format's
-// smallest normal, in units of the format's smallest subnormal, rounded to
-// nearest even. The result is the code (8 for E4M3, 4 for E5M2 when rounding
-// reaches the smallest normal). k = 23 + 1 - bias - mantissa bits, so the
-// shift is k - e for an unbiased float32 exponent e.
-func subnormal(a uint32, k int) uint8 {
-	e := int(a>>23) - 127
-	if e < -126 { // zero or float32 subnormal: far below half the smallest subnormal
-		return 0
-	}
-	s := k - e
-	if s > 25 { // below half the smallest subnormal
-		return 0
-	}
-	return uint8(shiftRNE(a&0x7fffff|0x800000, uint(s)))
-}
-
 var e4m3Table, e5m2Table [256]float32
 
 func init() {
