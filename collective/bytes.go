@@ -18,7 +18,7 @@ func ToBytes[T Element](x []T) HostBuffer {
 	var zero T
 	size := int(unsafe.Sizeof(zero))
 	b := make(HostBuffer, len(x)*size)
-	encode(b, x, elementDType(zero), false)
+	encode(b, x)
 	return b
 }
 
@@ -31,26 +31,8 @@ func FromBytes[T Element](b []byte) []T {
 		panic(fmt.Sprintf("collective: FromBytes of %d bytes, not a multiple of %d", len(b), size))
 	}
 	x := make([]T, len(b)/size)
-	decode(x, b, elementDType(zero))
+	decode(x, b)
 	return x
-}
-
-// elementDType is the DType whose bytes hold exactly the values of T
-// (uint16 is moved as raw bits).
-func elementDType(x any) DType {
-	switch x.(type) {
-	case uint8:
-		return Uint8
-	case uint16:
-		return BFloat16
-	case uint32:
-		return Uint32
-	case int64:
-		return Int64
-	case float32:
-		return Float32
-	}
-	return Float64
 }
 
 // ElementBits returns the bits of element i of b, a little-endian array of

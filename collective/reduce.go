@@ -6,8 +6,6 @@ import (
 	"math"
 	"sync"
 	"unsafe"
-
-	"github.com/distopt/distopt/fp8"
 )
 
 // Canonical NaN patterns written by Reduce whenever a floating point result
@@ -199,27 +197,26 @@ func view[E Element](b []byte) []E {
 // load sets x to the little-endian elements in b and returns x: a copy of
 // the bytes with native, else decoded.
 func load[E Element](x []E, b []byte, native bool) []E {
-	var zero E
 	if native {
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), len(b)), b)
 	} else {
-		decode(x, b, elementDType(zero))
+		decode(x, b)
 	}
 	return x
 }
 
 // store writes x to b as little-endian elements, every bit kept.
 func store[E Element](b []byte, x []E, native bool) {
-	var zero E
 	if native {
 		copy(b, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), len(b)))
 	} else {
-		encode(b, x, elementDType(zero), false)
+		encode(b, x)
 	}
 }
 
-// decode reads len(dst) elements of dt from b.
-func decode[T Element](dst []T, b []byte, dt DType) {
+// decode reads len(dst) little-endian elements from b, every bit kept
+// (a uint16 holds the bits of a BFloat16).
+func decode[T Element](dst []T, b []byte) {
 	switch d := any(dst).(type) {
 	case []uint8:
 		copy(d, b)
@@ -236,12 +233,6 @@ func decode[T Element](dst []T, b []byte, dt DType) {
 			d[i] = int64(binary.LittleEndian.Uint64(b[8*i:]))
 		}
 	case []float32:
-		if dt == BFloat16 {
-			for i := range d {
-				d[i] = fp8.Float32FromBF16(binary.LittleEndian.Uint16(b[2*i:]))
-			}
-			return
-		}
 		for i := range d {
 			d[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 		}
@@ -252,10 +243,8 @@ func decode[T Element](dst []T, b []byte, dt DType) {
 	}
 }
 
-// encode writes src to b as elements of dt, rounding float32 to bfloat16
-// for BFloat16. With canon, a float32 or float64 NaN is written as the
-// canonical NaN; without, its bits are kept.
-func encode[T Element](b []byte, src []T, dt DType, canon bool) {
+// encode writes src to b as little-endian elements, every bit kept.
+func encode[T Element](b []byte, src []T) {
 	switch s := any(src).(type) {
 	case []uint8:
 		copy(b, s)
@@ -272,26 +261,12 @@ func encode[T Element](b []byte, src []T, dt DType, canon bool) {
 			binary.LittleEndian.PutUint64(b[8*i:], uint64(v))
 		}
 	case []float32:
-		if dt == BFloat16 {
-			for i, v := range s {
-				binary.LittleEndian.PutUint16(b[2*i:], fp8.BF16FromFloat32(v))
-			}
-			return
-		}
 		for i, v := range s {
-			bits := math.Float32bits(v)
-			if canon && v != v {
-				bits = CanonicalNaN32
-			}
-			binary.LittleEndian.PutUint32(b[4*i:], bits)
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
 		}
 	case []float64:
 		for i, v := range s {
-			bits := math.Float64bits(v)
-			if canon && v != v {
-				bits = CanonicalNaN64
-			}
-			binary.LittleEndian.PutUint64(b[8*i:], bits)
+			binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v))
 		}
 	}
 }
