@@ -44,7 +44,7 @@
 // and each data-parallel size, the bytes per rank of every buffer the
 // optimizer allocates (optimizer.PredictMemory: FP8 parameters, gradients,
 // master, moments, scales, padding) plus NCCL scratch, and the comparison
-// table of optimizer.Baselines (FP32 Adam, BF16 with an FP32 master clone,
+// table of plan.Baselines (FP32 Adam, BF16 with an FP32 master clone,
 // Megatron's distributed optimizer, distopt with FP32 and BF16 moments).
 // Run `distopt plan -h` for every flag.
 package main

@@ -11,6 +11,7 @@ import (
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/shard"
 )
@@ -24,7 +25,7 @@ var defaultDs = []int{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
 
 // planOptions are the arguments of `distopt plan`.
 type planOptions struct {
-	gpt      optimizer.GPTConfig
+	gpt      plan.GPTConfig
 	params   int64 // > 0: a model of one FP8 tensor of this many elements instead of gpt
 	ds       []int
 	cfg      optimizer.Config
@@ -55,7 +56,7 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 
 // parsePlan parses the arguments of `distopt plan`.
 func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
-	o := planOptions{gpt: optimizer.GPT13B}
+	o := planOptions{gpt: plan.GPT13B}
 	fs := flag.NewFlagSet("distopt plan", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o.gpt.RegisterFlags(fs)
@@ -294,7 +295,7 @@ func (p *memoryPlan) write(w io.Writer, bytes bool) {
 	row("closed form "+p.formula, func(i int) string { return fmt.Sprintf("%.3f", p.closedForm(p.ds[i])) })
 
 	fmt.Fprintf(w, "\ncomparison, memory per rank in GiB, from each configuration's bytes per parameter\n")
-	fmt.Fprint(w, optimizer.ComparisonTable(p.n, p.ds))
+	fmt.Fprint(w, plan.ComparisonTable(p.n, p.ds, 0))
 	fmt.Fprintf(w, "%-38s %-14s", "distopt, this configuration (exact)", "as above")
 	for i := range p.ds {
 		fmt.Fprintf(w, " %9.2f", float64(p.total(i))/(1<<30))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/shard"
 )
@@ -81,9 +82,9 @@ func dsFlag(ds []int) string {
 // against optimizer.PredictMemory called directly with the configuration
 // the flags describe.
 func TestPlanMatchesPredictMemory(t *testing.T) {
-	gpt := optimizer.GPT13B.Params()
+	gpt := plan.GPT13B.Params()
 	flat := []optimizer.Param{{Name: "params", Shape: []int{1000003}}}
-	small := optimizer.GPTConfig{Layers: 2, Hidden: 256, FFN: 1024, Vocab: 1000, Positions: 128}
+	small := plan.GPTConfig{Layers: 2, Hidden: 256, FFN: 1024, Vocab: 1000, Positions: 128}
 	for _, tc := range []struct {
 		name   string
 		args   []string
@@ -143,7 +144,7 @@ func TestPlanMatchesPredictMemory(t *testing.T) {
 // the BF16 norms and biases add less than 0.001 byte per parameter).
 func TestPlanPublishedFormulas(t *testing.T) {
 	ds := []int{1, 2, 3, 4, 8, 64, 1000, 1024}
-	n := float64(optimizer.GPT13B.NumParams())
+	n := float64(plan.GPT13B.NumParams())
 	formulas := map[string]func(d float64) float64{
 		"FP32 Adam, unsharded":                func(float64) float64 { return 16 },
 		"BF16 + FP32 master clone":            func(float64) float64 { return 16 },

@@ -3,43 +3,33 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/internal/chart"
+	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
 )
 
-// planConfig is one bar of memory_plan.png: bytes per parameter per rank
-// at d of weights, gradients and optimizer state (master, moments and any
-// sharded gradient copy).
-type planConfig struct {
-	name                    string
-	weights, grads, sharded float64 // sharded: bytes per parameter before dividing by d
-	unsharded               float64 // optimizer state that is not sharded
-}
-
-// planConfigs are the configurations users weigh, split into parts; their
-// sums are optimizer.Baselines' formulas (and zero1PerParam).
-var planConfigs = []planConfig{
-	{name: "FP32 Adam, unsharded", weights: 4, grads: 4, unsharded: 8},
-	{name: "BF16 + FP32 master clone", weights: 2, grads: 2, unsharded: 12},
-	{name: "Megatron BF16 distributed optimizer", weights: 2, grads: 4, sharded: 12},
-	{name: "PyTorch ZeRO-1 BF16 (torch_zero1.py)", weights: 2, grads: 2, sharded: 16},
-}
+// zero1 is the PyTorch ZeRO-1 baseline of scripts/bench/torch_zero1.py:
+// BF16 weights and gradients on every rank, the FP32 master and moments
+// and an FP32 copy of the gradient shard sharded (zero1PerParam).
+var zero1 = plan.Baseline{Name: "PyTorch ZeRO-1 BF16 (torch_zero1.py)", Weights: 2, Grads: 2, Sharded: 16}
 
 // planBars returns memory_plan.png's bars in GiB per rank for params on d
-// ranks: the configurations of planConfigs from their formulas, and
-// distopt with FP32 and with BF16 moments from optimizer.PredictMemory
-// (scales apart; padding is inside the buffers).
+// ranks: the configurations of plan.Baselines other than distopt's and
+// zero1 from their formulas, and distopt with FP32 and with BF16 moments
+// from optimizer.PredictMemory (scales apart; padding is inside the
+// buffers). Each bar has four values: weights, gradients, master +
+// moments (and any other optimizer state), scales.
 func planBars(params []optimizer.Param, d int, cfg optimizer.Config) ([]chart.Bar, error) {
-	var n int64
-	for _, p := range params {
-		n += int64(numElements(p.Shape))
-	}
+	f := float64(plan.NumParams(params)) / (1 << 30)
 	var bars []chart.Bar
-	for _, c := range planConfigs {
-		f := float64(n) / (1 << 30)
-		bars = append(bars, chart.Bar{Label: c.name, Values: []float64{c.weights * f, c.grads * f, (c.unsharded + c.sharded/float64(d)) * f, 0}})
+	for _, c := range append(slices.Clone(plan.Baselines), zero1) {
+		if c.Distopt {
+			continue
+		}
+		bars = append(bars, chart.Bar{Label: c.Name, Values: []float64{c.Weights * f, c.Grads * f, (c.State + c.Sharded/float64(d)) * f, 0}})
 	}
 	for _, m := range []struct {
 		name string

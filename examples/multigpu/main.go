@@ -1,5 +1,5 @@
 // Command multigpu steps distopt on a GPT-like parameter set (about 1.4
-// billion parameters by default: optimizer.GPT13B, the GPT-3 XL shape with
+// billion parameters by default: plan.GPT13B, the GPT-3 XL shape with
 // an untied head) on every GPU of a host, one process per GPU under the
 // distopt launcher, with NCCL between them:
 //
@@ -51,12 +51,13 @@ import (
 	"time"
 
 	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
 )
 
 // options are the flags.
 type options struct {
-	gpt                       optimizer.GPTConfig
+	gpt                       plan.GPTConfig
 	backend                   string
 	ranks                     int
 	warmup, steps, plainSteps int
@@ -71,7 +72,7 @@ type options struct {
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
-	o := options{gpt: optimizer.GPT13B}
+	o := options{gpt: plan.GPT13B}
 	fs := flag.NewFlagSet("multigpu", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o.gpt.RegisterFlags(fs)

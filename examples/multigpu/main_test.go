@@ -18,10 +18,11 @@ import (
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
 )
 
-var smallGPT = optimizer.GPTConfig{Layers: 2, Hidden: 128, FFN: 512, Vocab: 1000, Positions: 64}
+var smallGPT = plan.GPTConfig{Layers: 2, Hidden: 128, FFN: 512, Vocab: 1000, Positions: 64}
 
 var smallFlags = []string{"-backend", "cpu", "-layers", "2", "-hidden", "128", "-ffn", "512", "-vocab", "1000", "-positions", "64"}
 
@@ -206,19 +207,21 @@ func TestInitValues(t *testing.T) {
 }
 
 // TestPlanBars checks the configurations of memory_plan.png against the
-// published formulas (optimizer.Baselines, and 4 + 16/d for the ZeRO-1
+// published formulas (plan.Baselines, and 4 + 16/d for the ZeRO-1
 // baseline), and distopt's bars against PredictMemory.
 func TestPlanBars(t *testing.T) {
-	params := optimizer.GPT13B.Params()
-	n := float64(optimizer.GPT13B.NumParams())
+	params := plan.GPT13B.Params()
+	n := float64(plan.GPT13B.NumParams())
 	for _, d := range []int{1, 2, 8, 64} {
 		bars, err := planBars(params, d, optimizer.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := map[string]float64{"PyTorch ZeRO-1 BF16 (torch_zero1.py)": zero1PerParam(d)}
-		for _, b := range optimizer.Baselines {
-			want[b.Name] = b.BytesPerParam(d)
+		for _, b := range plan.Baselines {
+			if !b.Distopt {
+				want[b.Name] = b.BytesPerParam(d)
+			}
 		}
 		for _, m := range []collective.DType{collective.Float32, collective.BFloat16} {
 			r, _ := optimizer.PredictMemory(params, d, optimizer.Config{MomentType: m})

@@ -13,10 +13,11 @@ import (
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
 )
 
-// The model is optimizer.GPTConfig's parameter set: token and position
+// The model is plan.GPTConfig's parameter set: token and position
 // embeddings, Layers blocks of (LayerNorm, QKV, attention output,
 // LayerNorm, MLP up and down, with biases), a final LayerNorm and an untied
 // head. Norms and biases are high-precision parameters.
@@ -114,7 +115,7 @@ func splitMix64(x uint64) uint64 {
 // slot), so the averaged gradient is smaller than one rank's, as in data
 // parallel training.
 type gradModel struct {
-	GPT    optimizer.GPTConfig
+	GPT    plan.GPTConfig
 	Scale  float64
 	Decay  float64
 	Tokens int

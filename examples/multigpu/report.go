@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/distopt/distopt/collective/rendezvous"
+	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
 )
 
@@ -103,16 +104,16 @@ type target struct {
 
 // summary is summary.json.
 type summary struct {
-	Model    optimizer.GPTConfig `json:"model"`
-	Params   int64               `json:"params"`
-	World    int                 `json:"world"`
-	Phases   []string            `json:"phases"`
-	PhaseMs  []float64           `json:"phase_ms"` // slowest rank's median of each phase
-	StepMs   float64             `json:"step_ms"`
-	PlainMs  float64             `json:"plain_step_ms"`
-	Ranks    []*rankSummary      `json:"ranks"`
-	Baseline *baseline           `json:"baseline,omitempty"`
-	Targets  []target            `json:"targets,omitempty"`
+	Model    plan.GPTConfig `json:"model"`
+	Params   int64          `json:"params"`
+	World    int            `json:"world"`
+	Phases   []string       `json:"phases"`
+	PhaseMs  []float64      `json:"phase_ms"` // slowest rank's median of each phase
+	StepMs   float64        `json:"step_ms"`
+	PlainMs  float64        `json:"plain_step_ms"`
+	Ranks    []*rankSummary `json:"ranks"`
+	Baseline *baseline      `json:"baseline,omitempty"`
+	Targets  []target       `json:"targets,omitempty"`
 }
 
 // report prints the run's summary and writes the files of -out.

@@ -1,0 +1,37 @@
+package plan_test
+
+import (
+	"fmt"
+
+	"github.com/distopt/distopt/internal/plan"
+)
+
+// Example looks up a preset and a GPU and prints the bytes per rank of
+// Megatron's distributed optimizer with FP8 parameters at 8 ranks.
+func Example() {
+	p, err := plan.LookupPreset("Llama-3-8B")
+	if err != nil {
+		panic(err)
+	}
+	gpu, _ := plan.LookupGPU("h100")
+	n := p.Model.NumParams()
+	b := plan.Baselines[4]
+	fmt.Println(p.Model.Describe())
+	fmt.Printf("%d parameters; %s: %s bytes each, %.1f GiB per rank at d=8 of the %s's %.1f GiB\n",
+		n, b.Name, b.Formula(), b.BytesPerParam(8)*float64(n)/(1<<30), gpu.Name, float64(gpu.Bytes)/(1<<30))
+	// Output:
+	// Llama-style, 32 layers, hidden 4096, SwiGLU FFN 14336, grouped-query attention, 32 heads, 8 KV heads, vocabulary 128256, untied head
+	// 8030261248 parameters; Megatron --fp8-param-gather: 1 + 4 + 12/d bytes each, 48.6 GiB per rank at d=8 of the h100-80gb's 79.6 GiB
+}
+
+func ExampleParseCount() {
+	for _, s := range []string{"70B", "70e9", "1.3B", "350M"} {
+		n, _ := plan.ParseCount(s)
+		fmt.Println(s, n)
+	}
+	// Output:
+	// 70B 70000000000
+	// 70e9 70000000000
+	// 1.3B 1300000000
+	// 350M 350000000
+}
