@@ -37,14 +37,20 @@
 //
 // # distopt plan
 //
-//	distopt plan [-layers L -hidden H -ffn F -vocab V -positions P | -params N] [-d 1,2,...]
-//	    [-moments fp32|bf16] [-grads bf16|fp32] [-recipe ...] [-bytes]
+//	distopt plan [-model NAME | -layers L -hidden H -ffn F -vocab V -positions P [-tied] | -params N]
+//	    [-d 1,2,...] [-gpu NAME] [-moments fp32|bf16] [-grads bf16|fp32] [-recipe ...] [-bytes]
 //
-// plan prints, for a GPT-like model (default the 1.3B shape) or N parameters
-// and each data-parallel size, the bytes per rank of every buffer the
-// optimizer allocates (optimizer.PredictMemory: FP8 parameters, gradients,
-// master, moments, scales, padding) plus NCCL scratch, and the comparison
-// table of plan.Baselines (FP32 Adam, BF16 with an FP32 master clone,
-// Megatron's distributed optimizer, distopt with FP32 and BF16 moments).
-// Run `distopt plan -h` for every flag.
+// plan prints, for a model and each data-parallel size, the bytes per rank
+// of every buffer the optimizer allocates (optimizer.PredictMemory: FP8
+// parameters, gradients, master, moments, scales, padding) plus NCCL
+// scratch, and the comparison table of the configurations users run today
+// (FP32 Adam, BF16 with an FP32 master clone, Megatron's distributed
+// optimizer with BF16 or FP8 parameters (--fp8-param-gather) and FP32 or
+// BF16 moments (--exp-avg-dtype bf16), distopt with FP32 and BF16
+// moments). The model is a preset (-model list shows them: GPT-2 sizes,
+// the 1.3B GPT-3 XL shape, the default, Llama 2 and 3 with grouped-query
+// attention and SwiGLU), a GPT-like shape, or -params N parameters
+// written as 70B, 70e9 or 70000000000. With -gpu (h100-80gb, h200, b200,
+// a100-80gb, ...) it marks what does not fit that GPU's memory and warns
+// on stderr. Run `distopt plan -h` for every flag.
 package main

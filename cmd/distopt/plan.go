@@ -25,12 +25,14 @@ var defaultDs = []int{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
 
 // planOptions are the arguments of `distopt plan`.
 type planOptions struct {
-	gpt      plan.GPTConfig
-	params   int64 // > 0: a model of one FP8 tensor of this many elements instead of gpt
+	model    plan.Model // a preset of -model, or the GPT shape of the flags
+	params   int64      // > 0: a model of one FP8 tensor of this many elements instead of model
 	ds       []int
 	cfg      optimizer.Config
-	exactAvg bool // the NCCL communicator's Config.ExactAvg
-	bytes    bool // exact bytes instead of GiB
+	exactAvg bool     // the NCCL communicator's Config.ExactAvg
+	bytes    bool     // exact bytes instead of GiB
+	gpu      plan.GPU // Bytes > 0: warn where a configuration does not fit
+	list     bool     // -model list: print the presets
 }
 
 // planCommand is `distopt plan`.
@@ -43,10 +45,15 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
+	if err == nil && o.list {
+		writePresets(stdout)
+		return 0
+	}
 	if err == nil {
 		var p *memoryPlan
 		if p, err = makePlan(o); err == nil {
 			p.write(stdout, o.bytes)
+			p.warn(stderr)
 			return 0
 		}
 	}
@@ -56,11 +63,15 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 
 // parsePlan parses the arguments of `distopt plan`.
 func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
-	o := planOptions{gpt: plan.GPT13B}
+	var o planOptions
+	gpt := plan.GPT13B
 	fs := flag.NewFlagSet("distopt plan", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	o.gpt.RegisterFlags(fs)
-	fs.Int64Var(&o.params, "params", 0, "plan for a model of this many parameters, one FP8 tensor, instead of the GPT-like model")
+	gpt.RegisterFlags(fs)
+	fs.BoolVar(&gpt.Tied, "tied", false, "tie the GPT-like model's head to its token embedding")
+	model := fs.String("model", "", "a model preset (-model list shows them): gpt2, gpt2-medium, ..., llama-3-70b")
+	params := fs.String("params", "", "plan for a model of this many parameters (70B, 70e9, 1.3B, 350M), one FP8 tensor, instead of a model shape")
+	gpu := fs.String("gpu", "", "warn where a configuration does not fit this GPU's memory: "+gpuNames())
 	ds := fs.String("d", "", "data-parallel sizes, comma-separated (default 1,2,4,...,1024)")
 	moments := fs.String("moments", "fp32", "Adam moments: fp32 or bf16")
 	grads := fs.String("grads", "bf16", "gradients: bf16 or fp32")
@@ -73,7 +84,7 @@ func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
 	fs.BoolVar(&o.exactAvg, "exact-avg", false, "the NCCL communicator's ExactAvg: bfloat16 gradients are averaged in float32 scratch")
 	fs.BoolVar(&o.bytes, "bytes", false, "print bytes instead of GiB")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: distopt plan [-layers L -hidden H -ffn F -vocab V -positions P | -params N] [-d 1,2,...] [options]")
+		fmt.Fprintln(stderr, "usage: distopt plan [-model NAME | -layers L -hidden H -ffn F -vocab V -positions P [-tied] | -params N] [-d 1,2,...] [-gpu NAME] [options]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -82,7 +93,10 @@ func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	var err error
+	err := o.setModel(fs, gpt, *model, *params, *gpu)
+	if err != nil || o.list {
+		return o, err
+	}
 	if o.ds, err = parseDs(*ds); err != nil {
 		return o, err
 	}
@@ -121,10 +135,70 @@ func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
 		o.cfg.Rule = optimizer.RuleSGD
 		o.cfg.Momentum = 0.9
 	}
-	if o.params < 0 {
-		return o, fmt.Errorf("-params=%d: want a positive number", o.params)
-	}
 	return o, nil
+}
+
+// setModel sets o's model from the flags: a preset, a count of
+// parameters, or the GPT shape (the default), at most one of them; and
+// the GPU of -gpu.
+func (o *planOptions) setModel(fs *flag.FlagSet, gpt plan.GPTConfig, model, params, gpu string) error {
+	var shape []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "layers", "hidden", "ffn", "vocab", "positions", "tied":
+			shape = append(shape, "-"+f.Name)
+		}
+	})
+	switch {
+	case model != "" && params != "":
+		return errors.New("-model and -params: give one of them")
+	case (model != "" || params != "") && len(shape) > 0:
+		return fmt.Errorf("%s set a GPT-like shape: give it, -model or -params, not several", strings.Join(shape, " "))
+	case model == "list":
+		o.list = true
+		return nil
+	case model != "":
+		p, err := plan.LookupPreset(model)
+		if err != nil {
+			return fmt.Errorf("-model: %w", err)
+		}
+		o.model = p.Model
+	case params != "":
+		n, err := plan.ParseCount(params)
+		if err != nil {
+			return fmt.Errorf("-params: %w", err)
+		}
+		o.params = n
+	default:
+		if err := gpt.Validate(); err != nil {
+			return err
+		}
+		o.model = gpt
+	}
+	if gpu != "" {
+		g, err := plan.LookupGPU(gpu)
+		if err != nil {
+			return fmt.Errorf("-gpu: %w", err)
+		}
+		o.gpu = g
+	}
+	return nil
+}
+
+// gpuNames lists the names -gpu accepts.
+func gpuNames() string {
+	names := make([]string, len(plan.GPUs))
+	for i, g := range plan.GPUs {
+		names[i] = g.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// writePresets prints the presets of -model, with their sizes.
+func writePresets(w io.Writer) {
+	for _, p := range plan.Presets {
+		fmt.Fprintf(w, "%-14s %6.2fB  %s\n", p.Name, float64(p.Model.NumParams())/1e9, p.Model.Describe())
+	}
 }
 
 // parseDs parses a comma-separated list of data-parallel sizes ("" gives
@@ -144,13 +218,13 @@ func parseDs(s string) ([]int, error) {
 	return ds, nil
 }
 
-// model returns the parameters and a one-line description of the model.
-func (o planOptions) model() ([]optimizer.Param, string) {
+// modelParams returns the parameters and a one-line description of the
+// model.
+func (o planOptions) modelParams() ([]optimizer.Param, string) {
 	if o.params > 0 {
 		return []optimizer.Param{{Name: "params", Shape: []int{int(o.params)}}}, fmt.Sprintf("one FP8 tensor of %d elements", o.params)
 	}
-	g := o.gpt
-	return g.Params(), fmt.Sprintf("GPT-like, %d layers, hidden %d, FFN %d, vocabulary %d, %d positions", g.Layers, g.Hidden, g.FFN, g.Vocab, g.Positions)
+	return o.model.Params(), o.model.Describe()
 }
 
 // memoryPlan is the prediction for every data-parallel size.
@@ -162,12 +236,13 @@ type memoryPlan struct {
 	scratch       []int64                  // NCCL scratch per d
 	closedForm    func(d int) float64      // bytes per parameter without scales or padding
 	formula       string
+	gpu           plan.GPU // Bytes 0: no GPU chosen
 }
 
 // makePlan predicts the memory of every d of o.
 func makePlan(o planOptions) (*memoryPlan, error) {
-	params, desc := o.model()
-	p := &memoryPlan{model: desc, ds: o.ds}
+	params, desc := o.modelParams()
+	p := &memoryPlan{model: desc, ds: o.ds, gpu: o.gpu}
 	var nHP int64
 	for _, q := range params {
 		k := int64(1)
@@ -288,6 +363,14 @@ func (p *memoryPlan) write(w io.Writer, bytes bool) {
 	row("nccl scratch", func(i int) string { return cell(float64(p.scratch[i])) })
 	row("total (device)", func(i int) string { return cell(float64(p.total(i))) })
 	row("  of which padding", func(i int) string { return cell(float64(p.padding(i))) })
+	if p.gpu.Bytes > 0 {
+		row(fmt.Sprintf("fits %s (%.2f GiB)", p.gpu.Name, float64(p.gpu.Bytes)/(1<<30)), func(i int) string {
+			if p.fits(i) {
+				return "yes"
+			}
+			return "NO"
+		})
+	}
 	for _, name := range host {
 		row(name+" (host)", func(i int) string { return cell(float64(p.reports[i].Get(name))) })
 	}
@@ -295,12 +378,36 @@ func (p *memoryPlan) write(w io.Writer, bytes bool) {
 	row("closed form "+p.formula, func(i int) string { return fmt.Sprintf("%.3f", p.closedForm(p.ds[i])) })
 
 	fmt.Fprintf(w, "\ncomparison, memory per rank in GiB, from each configuration's bytes per parameter\n")
-	fmt.Fprint(w, plan.ComparisonTable(p.n, p.ds, 0))
-	fmt.Fprintf(w, "%-38s %-14s", "distopt, this configuration (exact)", "as above")
+	fmt.Fprint(w, plan.ComparisonTable(p.n, p.ds, p.gpu.Bytes))
+	fmt.Fprintf(w, plan.RowFormat(), "distopt, this configuration (exact)", "as above")
 	for i := range p.ds {
-		fmt.Fprintf(w, " %9.2f", float64(p.total(i))/(1<<30))
+		fmt.Fprint(w, " "+plan.Cell(float64(p.total(i)), p.gpu.Bytes))
 	}
 	fmt.Fprintln(w)
+	if p.gpu.Bytes > 0 {
+		fmt.Fprintf(w, "* more than the %.2f GiB of %s, before activations, the CUDA context and the framework's caches\n", float64(p.gpu.Bytes)/(1<<30), p.gpu.Name)
+	}
+}
+
+// fits reports whether the device memory of d = ds[i] fits the GPU.
+func (p *memoryPlan) fits(i int) bool { return p.total(i) <= p.gpu.Bytes }
+
+// warn writes a warning naming every d whose device memory does not fit
+// the GPU (nothing without a GPU, or when every d fits).
+func (p *memoryPlan) warn(w io.Writer) {
+	if p.gpu.Bytes == 0 {
+		return
+	}
+	var over []string
+	for i, d := range p.ds {
+		if !p.fits(i) {
+			over = append(over, fmt.Sprintf("d=%d (%.2f GiB)", d, float64(p.total(i))/(1<<30)))
+		}
+	}
+	if len(over) > 0 {
+		fmt.Fprintf(w, "distopt plan: warning: this configuration does not fit the %.2f GiB of %s at %s per rank, before activations\n",
+			float64(p.gpu.Bytes)/(1<<30), p.gpu.Name, strings.Join(over, ", "))
+	}
 }
 
 // total is the device memory of d = ds[i]: the optimizer's buffers and the

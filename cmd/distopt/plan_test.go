@@ -255,6 +255,12 @@ func TestPlanUsageErrors(t *testing.T) {
 		{"recipe", []string{"-recipe", "fancy"}, "want tensor, delayed"},
 		{"format", []string{"-format", "e3m4"}, "want e4m3 or e5m2"},
 		{"negative params", []string{"-params", "-5"}, "positive"},
+		{"params not a count", []string{"-params", "70X"}, "70B"},
+		{"unknown model", []string{"-model", "gpt-5"}, "llama-3-8b"},
+		{"model and shape", []string{"-model", "gpt2", "-layers", "3"}, "-layers"},
+		{"model and params", []string{"-model", "gpt2", "-params", "7B"}, "one of them"},
+		{"unknown gpu", []string{"-gpu", "v100"}, "h100-80gb"},
+		{"bad shape", []string{"-hidden", "0"}, "positive"},
 		{"extra argument", []string{"-d", "2", "more"}, "unexpected arguments"},
 		{"history without delayed scaling", []string{"-history", "8"}, "history"},
 		{"unknown flag", []string{"-nope"}, "not defined"},
@@ -283,5 +289,108 @@ func TestPlanRegistered(t *testing.T) {
 	usage(&b)
 	if !strings.Contains(b.String(), "plan") {
 		t.Errorf("usage does not list plan:\n%s", b.String())
+	}
+}
+
+// TestPlanPresets checks every preset's buffer rows against
+// optimizer.PredictMemory of the preset's parameters, and its model line.
+func TestPlanPresets(t *testing.T) {
+	ds := []int{1, 8}
+	for _, p := range plan.Presets {
+		t.Run(p.Name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := runPlan([]string{"-model", strings.ToUpper(p.Name), "-bytes", "-d", "1,8"}, &out, &errb); code != 0 {
+				t.Fatalf("exit %d: %s", code, errb.String())
+			}
+			if !strings.Contains(out.String(), p.Model.Describe()) || !strings.Contains(out.String(), fmt.Sprintf("%d parameters", p.Model.NumParams())) {
+				t.Errorf("model lines do not describe %s:\n%s", p.Name, out.String())
+			}
+			buffers, _ := planOutput(t, ds, "-model", p.Name, "-bytes", "-d", "1,8")
+			for i, d := range ds {
+				want, err := optimizer.PredictMemory(p.Model.Params(), d, optimizer.Config{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := atoi64(t, buffers["total (device)"][i]); got != want.Total() {
+					t.Errorf("d=%d: total %d, PredictMemory says %d", d, got, want.Total())
+				}
+			}
+		})
+	}
+}
+
+// TestPlanParamCounts checks that the spellings of one count give the
+// same plan, and -tied removes exactly the head.
+func TestPlanParamCounts(t *testing.T) {
+	run := func(args ...string) string {
+		var out, errb bytes.Buffer
+		if code := runPlan(args, &out, &errb); code != 0 {
+			t.Fatalf("%q: exit %d: %s", args, code, errb.String())
+		}
+		return out.String()
+	}
+	want := run("-params", "70000000000", "-d", "8,64")
+	if !strings.Contains(want, "one FP8 tensor of 70000000000 elements") {
+		t.Fatalf("plan of 70e9:\n%s", want)
+	}
+	for _, s := range []string{"70e9", "70B", "70b", "0.07T", "70000M"} {
+		if got := run("-params", s, "-d", "8,64"); got != want {
+			t.Errorf("-params %s differs from -params 70000000000:\n%s", s, got)
+		}
+	}
+	small := []string{"-layers", "2", "-hidden", "256", "-ffn", "1024", "-vocab", "1000", "-positions", "128"}
+	untied, tied := run(small...), run(append(small, "-tied")...)
+	g := plan.GPTConfig{Layers: 2, Hidden: 256, FFN: 1024, Vocab: 1000, Positions: 128}
+	if !strings.Contains(untied, fmt.Sprintf("%d parameters", g.NumParams())) || !strings.Contains(tied, fmt.Sprintf("%d parameters", g.NumParams()-1000*256)) {
+		t.Errorf("tied and untied counts:\n%s\n%s", untied, tied)
+	}
+}
+
+// TestPlanGPU checks the fit row, the marks of the comparison table and
+// the warning against the totals and the GPU's memory.
+func TestPlanGPU(t *testing.T) {
+	ds := []int{1, 2, 8, 64}
+	gpu, _ := plan.LookupGPU("h100-80gb")
+	for _, model := range []string{"llama-3-8b", "gpt2"} {
+		var out, errb bytes.Buffer
+		args := []string{"-model", model, "-gpu", "H100", "-d", dsFlag(ds)}
+		if code := runPlan(args, &out, &errb); code != 0 {
+			t.Fatalf("exit %d: %s", code, errb.String())
+		}
+		bytesRows, _ := planOutput(t, ds, append(args, "-bytes")...)
+		buffers, comparison := planOutput(t, ds, args...)
+		fit := buffers["fits h100-80gb (79.65 GiB)"]
+		if fit == nil {
+			t.Fatalf("no fit row in %v", buffers)
+		}
+		anyOver := false
+		for i, d := range ds {
+			over := atoi64(t, bytesRows["total (device)"][i]) > gpu.Bytes
+			anyOver = anyOver || over
+			if (fit[i] == "NO") != over {
+				t.Errorf("%s d=%d: fits %q, over %v", model, d, fit[i], over)
+			}
+			if got := strings.HasSuffix(comparison["distopt, this configuration (exact) as above"][i], "*"); got != over {
+				t.Errorf("%s d=%d: exact row marked %v, over %v", model, d, got, over)
+			}
+			if over && !strings.Contains(errb.String(), fmt.Sprintf("d=%d ", d)) {
+				t.Errorf("%s d=%d: no warning in %q", model, d, errb.String())
+			}
+		}
+		if anyOver != strings.Contains(errb.String(), "warning") {
+			t.Errorf("%s: over %v, stderr %q", model, anyOver, errb.String())
+		}
+	}
+}
+
+func TestPlanList(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := runPlan([]string{"-model", "list"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, p := range plan.Presets {
+		if !strings.Contains(out.String(), p.Name+" ") {
+			t.Errorf("list lacks %s:\n%s", p.Name, out.String())
+		}
 	}
 }
