@@ -37,6 +37,9 @@ type LoadOptions struct {
 	// does not have, ignoring them. Parameters of the optimizer missing
 	// from the checkpoint are always an error (ErrParamMissing).
 	AllowUnused bool
+	// Progress, if not nil, receives the bytes this rank reads of the
+	// parameters' state as they are read (see TerminalProgress).
+	Progress Progress
 }
 
 // Load replaces the state of o with the checkpoint at path: a checkpoint
@@ -162,7 +165,7 @@ func prepareLoad(o *optimizer.Optimizer, rank int, path string, opts LoadOptions
 	if err != nil {
 		return nil, err
 	}
-	if err := st.read(o, rank, saved); err != nil {
+	if err := st.read(o, rank, saved, opts.Progress); err != nil {
 		return nil, err
 	}
 	return st, st.scalarState(o)
@@ -233,7 +236,7 @@ func sameShape(a, b []int) bool {
 
 // read reads the state of every piece rank owns in o's layout from the
 // pieces that hold it in the checkpoint.
-func (st *loadState) read(o *optimizer.Optimizer, rank int, saved map[string]*paramRec) error {
+func (st *loadState) read(o *optimizer.Optimizer, rank int, saved map[string]*paramRec, progress Progress) error {
 	l := o.Layout()
 	cfg := o.Config()
 	mdt := safetensors.DType(safetensors.F32)
@@ -275,11 +278,18 @@ func (st *loadState) read(o *optimizer.Optimizer, rank int, saved map[string]*pa
 			}
 		}
 	}
+	m := &meter{p: progress}
+	for _, ws := range perFile {
+		for _, w := range ws {
+			m.total += int64(w.n * w.dt.Size())
+		}
+	}
 	for r, ws := range perFile {
 		s, err := openShard(st.dir, st.idx.Files[r])
 		if err != nil {
 			return err
 		}
+		s.read = m
 		for _, w := range ws {
 			t, err := s.tensor(w.tensor+w.suffix, w.dt, w.len)
 			if err != nil {

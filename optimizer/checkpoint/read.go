@@ -61,6 +61,7 @@ func readRequests(s *shardFile, reqs []request) error {
 				}
 				esz := int64(r.dt.Size())
 				decodeValues(r.dst[(a-r.begin)/esz:(b-r.begin)/esz], data[a-lo:b-lo], r.dt)
+				s.read.add(b - a)
 			}
 		}
 	}

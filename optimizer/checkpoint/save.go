@@ -30,6 +30,9 @@ type SaveOptions struct {
 	// checkpoint under root but the Keep newest, and the staging
 	// directories of earlier steps.
 	Keep int
+	// Progress, if not nil, receives the bytes of this rank's shard file
+	// as they are written (see TerminalProgress).
+	Progress Progress
 }
 
 // Info describes a checkpoint.
@@ -109,7 +112,7 @@ func Save(ctx context.Context, o *optimizer.Optimizer, comm collective.Communica
 	}
 
 	// 3. Every rank writes its shard.
-	rec, err := writeShard(staging, rank, world, step, opts.ChunkBytes, o.Config().MomentType, pieces)
+	rec, err := writeShard(staging, rank, world, step, opts.ChunkBytes, o.Config().MomentType, pieces, opts.Progress)
 	var recJSON []byte
 	if err == nil {
 		recJSON, err = json.Marshal(rec)

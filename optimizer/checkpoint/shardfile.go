@@ -46,7 +46,7 @@ func shardTensors(pieces []optimizer.PieceState, moment collective.DType) []shar
 
 // writeShard writes rank's shard file into dir atomically and returns its
 // record for the index.
-func writeShard(dir string, rank, world, step, chunk int, moment collective.DType, pieces []optimizer.PieceState) (fileRecord, error) {
+func writeShard(dir string, rank, world, step, chunk int, moment collective.DType, pieces []optimizer.PieceState, progress Progress) (fileRecord, error) {
 	tensors := shardTensors(pieces, moment)
 	buf := make([]byte, 64<<10)
 	sums := &chunkSums{size: chunk}
@@ -91,6 +91,7 @@ func writeShard(dir string, rank, world, step, chunk int, moment collective.DTyp
 				return err
 			}
 			written += int64(len(t.vals) * t.dtype.Size())
+			progress.report(written, h.DataLen)
 			if !halfDone && 2*written >= h.DataLen {
 				halfDone = true
 				if err := w.Flush(); err != nil {
@@ -127,6 +128,7 @@ type shardFile struct {
 	h     *safetensors.Header
 	chunk int64
 	sums  []uint32
+	read  *meter // counts the bytes readRequests decodes; nil: none
 }
 
 // openShard opens the file rec of a checkpoint directory and checks its
