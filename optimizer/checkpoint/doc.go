@@ -4,7 +4,9 @@
 //
 // Save writes, Load reads, Verify checks every byte offline, Latest names
 // the newest checkpoint under a root, Export and OpenImport move weights in
-// and out. Save, Load and Export are collective: every rank calls them
+// and out. ExportHF writes a checkpoint's model, offline, as Hugging
+// Face style safetensors files with an index, in BF16 or in FP8 with the
+// scale tensors inference engines read (see ExportHF). Save, Load and Export are collective: every rank calls them
 // together, with the optimizer's communicator; ranks must share the file
 // system.
 //
