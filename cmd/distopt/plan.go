@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/plan"
+	"github.com/distopt/distopt/internal/progress"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/shard"
 )
@@ -33,6 +35,8 @@ type planOptions struct {
 	bytes    bool     // exact bytes instead of GiB
 	gpu      plan.GPU // Bytes > 0: warn where a configuration does not fit
 	list     bool     // -model list: print the presets
+	chart    string   // a .png or .svg file to draw the comparison into
+	progress progress.Func
 }
 
 // planCommand is `distopt plan`.
@@ -49,12 +53,23 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 		writePresets(stdout)
 		return 0
 	}
+	if f, ok := stderr.(*os.File); ok {
+		o.progress = progress.Terminal(f, "planning", false)
+	}
 	if err == nil {
 		var p *memoryPlan
 		if p, err = makePlan(o); err == nil {
 			p.write(stdout, o.bytes)
 			p.warn(stderr)
-			return 0
+			if o.chart == "" {
+				return 0
+			}
+			if err = p.writeChart(o.chart); err == nil {
+				fmt.Fprintf(stdout, "wrote %s\n", o.chart)
+				return 0
+			}
+			fmt.Fprintf(stderr, "distopt plan: %v\n", err)
+			return 1
 		}
 	}
 	fmt.Fprintf(stderr, "distopt plan: %v\n", err)
@@ -83,6 +98,7 @@ func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
 	sgd := fs.Bool("sgd", false, "SGD with momentum instead of AdamW (one moment)")
 	fs.BoolVar(&o.exactAvg, "exact-avg", false, "the NCCL communicator's ExactAvg: bfloat16 gradients are averaged in float32 scratch")
 	fs.BoolVar(&o.bytes, "bytes", false, "print bytes instead of GiB")
+	fs.StringVar(&o.chart, "chart", "", "draw the comparison into this .png or .svg file (GiB per rank against d)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: distopt plan [-model NAME | -layers L -hidden H -ffn F -vocab V -positions P [-tied] | -params N] [-d 1,2,...] [-gpu NAME] [options]")
 		fs.PrintDefaults()
@@ -96,6 +112,9 @@ func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
 	err := o.setModel(fs, gpt, *model, *params, *gpu)
 	if err != nil || o.list {
 		return o, err
+	}
+	if ext := strings.ToLower(filepath.Ext(o.chart)); o.chart != "" && ext != ".png" && ext != ".svg" {
+		return o, fmt.Errorf("-chart=%q: want a .png or .svg file", o.chart)
 	}
 	if o.ds, err = parseDs(*ds); err != nil {
 		return o, err
@@ -258,7 +277,8 @@ func makePlan(o planOptions) (*memoryPlan, error) {
 	if p.n == 0 {
 		return nil, errors.New("the model has no parameters")
 	}
-	for _, d := range o.ds {
+	for i, d := range o.ds {
+		o.progress.Report(int64(i), int64(len(o.ds)))
 		r, err := optimizer.PredictMemory(params, d, o.cfg)
 		if err != nil {
 			return nil, fmt.Errorf("d=%d: %w", d, err)
@@ -270,6 +290,7 @@ func makePlan(o planOptions) (*memoryPlan, error) {
 		}
 		p.scratch = append(p.scratch, s)
 	}
+	o.progress.Report(int64(len(o.ds)), int64(len(o.ds)))
 	cfg := o.cfg
 	if cfg.Rule == optimizer.RuleNone {
 		cfg.Rule = optimizer.RuleAdamW

@@ -3,7 +3,11 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"image/png"
+	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -392,5 +396,65 @@ func TestPlanList(t *testing.T) {
 		if !strings.Contains(out.String(), p.Name+" ") {
 			t.Errorf("list lacks %s:\n%s", p.Name, out.String())
 		}
+	}
+}
+
+// TestPlanChart draws the comparison as PNG and SVG (lines for several d,
+// bars for one), checks the files decode, and the chart's lines against
+// the baselines' formulas and the exact totals.
+func TestPlanChart(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		file string
+		ds   string
+	}{{"lines.png", "1,8,64"}, {"lines.svg", "64,1,8"}, {"bars.png", "8"}} {
+		path := filepath.Join(dir, tc.file)
+		var out, errb bytes.Buffer
+		if code := runPlan([]string{"-model", "gpt2", "-gpu", "a100-40gb", "-d", tc.ds, "-chart", path}, &out, &errb); code != 0 {
+			t.Fatalf("%s: exit %d: %s", tc.file, code, errb.String())
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(tc.file, ".png") {
+			if _, err := png.Decode(bytes.NewReader(b)); err != nil {
+				t.Errorf("%s: %v", tc.file, err)
+			}
+		} else if !bytes.Contains(b, []byte("<svg")) || !bytes.Contains(b, []byte("data-parallel size d")) {
+			t.Errorf("%s is not the chart's SVG", tc.file)
+		}
+	}
+	o, err := parsePlan([]string{"-d", "1,4,32"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := makePlan(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := p.chartLines()
+	var others []plan.Baseline
+	for _, b := range plan.Baselines {
+		if !b.Distopt {
+			others = append(others, b)
+		}
+	}
+	if len(lines) != len(others)+1 {
+		t.Fatalf("%d lines for %d baselines", len(lines), len(others))
+	}
+	for i, d := range p.ds {
+		for j, b := range others {
+			if want := b.BytesPerParam(d) * float64(p.n) / (1 << 30); lines[j].gib[i] != want {
+				t.Errorf("%s at d=%d: %g GiB, want %g", lines[j].name, d, lines[j].gib[i], want)
+			}
+		}
+		if got, want := lines[len(others)].gib[i], float64(p.total(i))/(1<<30); got != want {
+			t.Errorf("distopt at d=%d: %g GiB, want %g", d, got, want)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := runPlan([]string{"-chart", filepath.Join(dir, "x.gif")}, &out, &errb); code != 2 || !strings.Contains(errb.String(), ".png or .svg") {
+		t.Errorf("-chart x.gif: exit %d, %q", code, errb.String())
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/distopt/distopt/collective"
-	"github.com/distopt/distopt/internal/chart"
+	"github.com/distopt/distopt/internal/barplot"
 	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
 )
@@ -22,14 +22,14 @@ var zero1 = plan.Baseline{Name: "PyTorch ZeRO-1 BF16 (torch_zero1.py)", Weights:
 // from optimizer.PredictMemory (scales apart; padding is inside the
 // buffers). Each bar has four values: weights, gradients, master +
 // moments (and any other optimizer state), scales.
-func planBars(params []optimizer.Param, d int, cfg optimizer.Config) ([]chart.Bar, error) {
+func planBars(params []optimizer.Param, d int, cfg optimizer.Config) ([]barplot.Bar, error) {
 	f := float64(plan.NumParams(params)) / (1 << 30)
-	var bars []chart.Bar
+	var bars []barplot.Bar
 	for _, c := range append(slices.Clone(plan.Baselines), zero1) {
 		if c.Distopt {
 			continue
 		}
-		bars = append(bars, chart.Bar{Label: c.Name, Values: []float64{c.Weights * f, c.Grads * f, (c.State + c.Sharded/float64(d)) * f, 0}})
+		bars = append(bars, barplot.Bar{Label: c.Name, Values: []float64{c.Weights * f, c.Grads * f, (c.State + c.Sharded/float64(d)) * f, 0}})
 	}
 	for _, m := range []struct {
 		name string
@@ -48,7 +48,7 @@ func planBars(params []optimizer.Param, d int, cfg optimizer.Config) ([]chart.Ba
 			}
 			return gib(t)
 		}
-		bars = append(bars, chart.Bar{Label: m.name, Values: []float64{
+		bars = append(bars, barplot.Bar{Label: m.name, Values: []float64{
 			b(optimizer.BufFP8Params, optimizer.BufHPParams),
 			b(optimizer.BufGrads),
 			b(optimizer.BufMaster, optimizer.BufMomentM, optimizer.BufMomentV),
@@ -61,17 +61,17 @@ func planBars(params []optimizer.Param, d int, cfg optimizer.Config) ([]chart.Ba
 // writeCharts writes the PNGs of the run into o.out and returns their paths.
 func writeCharts(o options, s *summary) ([]string, error) {
 	var files []string
-	save := func(name string, c *chart.Bars) error {
+	save := func(name string, c *barplot.Chart) error {
 		path := filepath.Join(o.out, name)
 		files = append(files, path)
-		return c.SavePNG(path)
+		return c.Save(path)
 	}
 	desc := fmt.Sprintf("GPT-like, %d layers, hidden %d, %.2fB parameters", o.gpt.Layers, o.gpt.Hidden, float64(s.Params)/1e9)
 	bars, err := planBars(o.gpt.Params(), s.World, o.config())
 	if err != nil {
 		return nil, err
 	}
-	if err := save("memory_plan.png", &chart.Bars{
+	if err := save("memory_plan.png", &barplot.Chart{
 		Title:    fmt.Sprintf("Predicted memory per rank, d = %d", s.World),
 		Subtitle: desc + "; bytes per parameter from each configuration's formula, distopt from PredictMemory",
 		Unit:     "GiB per rank",
@@ -81,36 +81,35 @@ func writeCharts(o options, s *summary) ([]string, error) {
 	}); err != nil {
 		return nil, err
 	}
-	phaseBars := []chart.Bar{{Label: fmt.Sprintf("distopt, FP8 all-gather (step %.1f ms)", s.PlainMs), Values: s.PhaseMs}}
+	phaseBars := []barplot.Bar{{Label: fmt.Sprintf("distopt, FP8 all-gather (step %.1f ms)", s.PlainMs), Values: s.PhaseMs}}
 	if bl := s.Baseline; bl != nil && bl.World == s.World {
-		phaseBars = append(phaseBars, chart.Bar{Label: fmt.Sprintf("PyTorch ZeRO-1, BF16 all-gather (step %.1f ms)", bl.PlainStepMs), Values: baselinePhases(bl)})
+		phaseBars = append(phaseBars, barplot.Bar{Label: fmt.Sprintf("PyTorch ZeRO-1, BF16 all-gather (step %.1f ms)", bl.PlainStepMs), Values: baselinePhases(bl)})
 	}
-	if err := save("step_phases.png", &chart.Bars{
+	if err := save("step_phases.png", &barplot.Chart{
 		Title:    fmt.Sprintf("Step time by phase, d = %d", s.World),
 		Subtitle: desc + "; medians of the slowest rank, each phase waited for",
 		Unit:     "ms",
 		Series:   phaseNames,
 		Bars:     phaseBars,
-		Width:    900,
 		Format:   func(v float64) string { return fmt.Sprintf("%.2f ms", v) },
 	}); err != nil {
 		return nil, err
 	}
-	var mem []chart.Bar
+	var mem []barplot.Bar
 	for _, r := range s.Ranks {
 		if m := r.Memory; m != nil {
-			mem = append(mem, chart.Bar{Label: fmt.Sprintf("distopt rank %d", r.Rank),
+			mem = append(mem, barplot.Bar{Label: fmt.Sprintf("distopt rank %d", r.Rank),
 				Values: []float64{gib(r.Predicted), gib(max(0, m.Peak-m.Context-m.NCCL-r.Predicted)), gib(m.Context), gib(m.NCCL)}})
 		}
 	}
 	if bl := s.Baseline; bl != nil && bl.World == s.World {
 		for _, r := range bl.Ranks {
-			mem = append(mem, chart.Bar{Label: fmt.Sprintf("PyTorch rank %d", r.Rank),
+			mem = append(mem, barplot.Bar{Label: fmt.Sprintf("PyTorch rank %d", r.Rank),
 				Values: []float64{gib(r.MaxAllocated), gib(max(0, r.NVMLPeak-r.NVMLContext-r.NVMLNCCL-r.MaxAllocated)), gib(r.NVMLContext), gib(r.NVMLNCCL)}})
 		}
 	}
 	if len(mem) > 0 {
-		if err := save("memory_measured.png", &chart.Bars{
+		if err := save("memory_measured.png", &barplot.Chart{
 			Title:    fmt.Sprintf("GPU memory per rank measured by NVML, d = %d", s.World),
 			Subtitle: desc + "; buffers: distopt's prediction, PyTorch's max allocated",
 			Unit:     "GiB",

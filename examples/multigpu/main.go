@@ -17,7 +17,9 @@
 // and three PNG charts: memory_plan.png (the planner's bytes per rank of
 // each configuration users weigh, at this d), memory_measured.png (per
 // rank: predicted buffers, other allocations, context, NCCL, from NVML)
-// and step_phases.png (median time of each phase).
+// and step_phases.png (median time of each phase), drawn with gonum/plot.
+// -replot SUMMARY.json redraws the charts of an earlier run without
+// running anything.
 //
 // The gradients are synthetic, shaped and scaled like a backward pass's
 // (see gradModel): a pool of -pool gradient sets per rank is made on the
@@ -68,6 +70,7 @@ type options struct {
 	seed                      uint64
 	workers                   int
 	out, baseline             string
+	replot                    string // summary.json to draw the charts of, without running
 	timeout                   time.Duration
 }
 
@@ -91,6 +94,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.workers, "workers", 0, "host goroutines per rank for the gradients and the CPU backend (0: CPUs / ranks on the host)")
 	fs.StringVar(&o.out, "out", "", "directory for summary.json and the PNG charts (rank 0; none if empty)")
 	fs.StringVar(&o.baseline, "baseline", "", "JSON of scripts/bench/torch_zero1.py to compare with")
+	fs.StringVar(&o.replot, "replot", "", "draw the charts of this summary.json into -out (default: its directory) without running")
 	fs.DurationVar(&o.timeout, "timeout", 20*time.Minute, "deadline of the whole run")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -140,7 +144,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	if _, launched := os.LookupEnv("RANK"); launched {
+	if _, launched := os.LookupEnv("RANK"); o.replot != "" {
+		err = replot(o, stdout)
+	} else if launched {
 		err = runLaunched(ctx, o, stdout, stderr)
 	} else {
 		err = runInProcess(ctx, o, stdout)

@@ -311,6 +311,35 @@ func TestTargetsAndCharts(t *testing.T) {
 	}
 }
 
+// TestReplot draws the charts of a summary.json written by the report and
+// checks that -replot writes the same three charts, as decodable PNGs, and
+// refuses a file that holds no run.
+func TestReplot(t *testing.T) {
+	dir := t.TempDir()
+	s := summary{Model: smallGPT, World: 2, Params: 1000, Phases: phaseNames, PhaseMs: []float64{4, 0.3, 2, 0.1, 0.9, 2}, PlainMs: 9,
+		Ranks: []*rankSummary{{Rank: 0, World: 2, Params: 1000, Predicted: 1 << 30, PhaseMs: []float64{4, 0.3, 2, 0.1, 0.9, 2},
+			Memory: &memSummary{Measure: "process", Context: 1 << 29, NCCL: 1 << 28, Optimizer: 1 << 30, Peak: 2 << 30}}}}
+	b, _ := json.Marshal(&s)
+	path := filepath.Join(dir, "summary.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"-replot", path}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, name := range []string{"memory_plan.png", "step_phases.png", "memory_measured.png"} {
+		if !strings.Contains(out.String(), name) {
+			t.Errorf("output %q does not name %s", out.String(), name)
+		}
+		checkPNG(t, filepath.Join(dir, name))
+	}
+	os.WriteFile(path, []byte("{}"), 0o644)
+	if code := run([]string{"-replot", path}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "no run") {
+		t.Errorf("empty summary: exit %d, stderr %q", code, errb.String())
+	}
+}
+
 func TestMedian(t *testing.T) {
 	for _, tc := range []struct {
 		xs   []float64
