@@ -91,8 +91,8 @@ func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
 	moments := fs.String("moments", "fp32", "Adam moments: fp32 or bf16")
 	grads := fs.String("grads", "bf16", "gradients: bf16 or fp32")
 	hp := fs.String("hp", "bf16", "gathered copies of high-precision parameters (norms, biases): bf16 or fp32")
-	recipe := fs.String("recipe", "tensor", "FP8 scaling: tensor (current), delayed, block (1x128), tile (128x128) or mx (MXFP8)")
-	format := fs.String("format", "e4m3", "FP8 format: e4m3 or e5m2")
+	recipe := fs.String("recipe", "current", "FP8 scaling, as every distopt tool names it: current, delayed, block (1x128), tile (128x128) or mx (MXFP8), case-insensitive, or a Transformer Engine or Megatron name (Float8CurrentScaling, blockwise, ...); NAME:E5M2 picks the format")
+	format := fs.String("format", "", "FP8 format: e4m3 or e5m2 (default: the recipe's, E4M3)")
 	fs.IntVar(&o.cfg.Recipe.HistoryLen, "history", 0, "amax history length of -recipe delayed (0: 1024)")
 	fs.IntVar(&o.cfg.Layout.BucketElements, "bucket", 0, fmt.Sprintf("bucket size in elements (0: %d)", shard.DefaultBucketElements))
 	sgd := fs.Bool("sgd", false, "SGD with momentum instead of AdamW (one moment)")
@@ -137,12 +137,14 @@ func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
 	if o.cfg.HighPrecisionType, err = dtype("hp", *hp); err != nil {
 		return o, err
 	}
-	scalings := map[string]fp8.Scaling{"tensor": fp8.TensorCurrent, "delayed": fp8.TensorDelayed, "block": fp8.Block1x128, "tile": fp8.Block128x128, "mx": fp8.MXFP8}
-	var ok bool
-	if o.cfg.Recipe.Scaling, ok = scalings[*recipe]; !ok {
-		return o, fmt.Errorf("-recipe=%q: want tensor, delayed, block, tile or mx", *recipe)
+	r, err := fp8.ParseRecipe(*recipe)
+	if err != nil {
+		return o, fmt.Errorf("-recipe: %w", err)
 	}
-	switch *format {
+	r.HistoryLen = o.cfg.Recipe.HistoryLen
+	o.cfg.Recipe = r
+	switch strings.ToLower(*format) {
+	case "":
 	case "e4m3":
 		o.cfg.Recipe.Format = fp8.E4M3
 	case "e5m2":

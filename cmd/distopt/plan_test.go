@@ -256,7 +256,7 @@ func TestPlanUsageErrors(t *testing.T) {
 		{"d empty element", []string{"-d", "1,,2"}, "not a positive integer"},
 		{"moments", []string{"-moments", "fp16"}, "want bf16 or fp32"},
 		{"grads", []string{"-grads", "int8"}, "want bf16 or fp32"},
-		{"recipe", []string{"-recipe", "fancy"}, "want tensor, delayed"},
+		{"recipe", []string{"-recipe", "fancy"}, "want current, delayed"},
 		{"format", []string{"-format", "e3m4"}, "want e4m3 or e5m2"},
 		{"negative params", []string{"-params", "-5"}, "positive"},
 		{"params not a count", []string{"-params", "70X"}, "70B"},
@@ -456,5 +456,30 @@ func TestPlanChart(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := runPlan([]string{"-chart", filepath.Join(dir, "x.gif")}, &out, &errb); code != 2 || !strings.Contains(errb.String(), ".png or .svg") {
 		t.Errorf("-chart x.gif: exit %d, %q", code, errb.String())
+	}
+}
+
+// TestPlanRecipeNames checks that the names every distopt tool accepts
+// (fp8.ParseRecipe: canonical, Transformer Engine and Megatron aliases,
+// any case, NAME:FORMAT) give the same plan as the canonical spelling.
+func TestPlanRecipeNames(t *testing.T) {
+	run := func(args ...string) string {
+		var out, errb bytes.Buffer
+		if code := runPlan(append(args, "-d", "1,8", "-bytes"), &out, &errb); code != 0 {
+			t.Fatalf("%q: exit %d: %s", args, code, errb.String())
+		}
+		return out.String()
+	}
+	for canonical, aliases := range map[string][][]string{
+		"current": {{"-recipe", "tensor"}, {"-recipe", "Float8CurrentScaling"}, {"-recipe", "TENSORWISE"}, nil},
+		"tile":    {{"-recipe", "blockwise"}, {"-recipe", "Float8BlockScaling"}, {"-recipe", "128x128"}},
+		"mx:e5m2": {{"-recipe", "MXFP8BlockScaling:E5M2"}, {"-recipe", "mx", "-format", "e5m2"}},
+	} {
+		want := run("-recipe", canonical)
+		for _, a := range aliases {
+			if got := run(a...); got != want {
+				t.Errorf("%q differs from -recipe %s", a, canonical)
+			}
+		}
 	}
 }
