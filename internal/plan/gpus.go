@@ -1,11 +1,5 @@
 package plan
 
-import (
-	"fmt"
-	"slices"
-	"strings"
-)
-
 // GPU is an accelerator model and its memory.
 type GPU struct {
 	Name string
@@ -36,18 +30,8 @@ var gpuAliases = map[string]string{
 }
 
 // LookupGPU returns the GPU of the given name, compared
-// case-insensitively, "_" and "-" alike.
+// case-insensitively, "_" and "-" alike. An unknown name gives an error
+// listing the known ones.
 func LookupGPU(name string) (GPU, error) {
-	key := strings.ReplaceAll(strings.ToLower(strings.TrimSpace(name)), "_", "-")
-	if a, ok := gpuAliases[key]; ok {
-		key = a
-	}
-	if i := slices.IndexFunc(GPUs, func(g GPU) bool { return g.Name == key }); i >= 0 {
-		return GPUs[i], nil
-	}
-	names := make([]string, len(GPUs))
-	for i, g := range GPUs {
-		names[i] = g.Name
-	}
-	return GPU{}, fmt.Errorf("plan: unknown GPU %q: want one of %s", name, strings.Join(names, ", "))
+	return lookup("GPU", name, GPUs, func(g GPU) string { return g.Name }, gpuAliases)
 }

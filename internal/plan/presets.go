@@ -61,14 +61,26 @@ var presetAliases = map[string]string{
 // case-insensitively, "_" and "-" alike. An unknown name gives an error
 // listing the known ones.
 func LookupPreset(name string) (Preset, error) {
+	return lookup("model", name, Presets, func(p Preset) string { return p.Name }, presetAliases)
+}
+
+// lookup finds the item named name (or an alias of it) in items, names
+// compared case-insensitively with "_" and "-" alike; an unknown name
+// gives an error naming the kind of item and listing the known names.
+func lookup[T any](kind, name string, items []T, nameOf func(T) string, aliases map[string]string) (T, error) {
 	key := strings.ReplaceAll(strings.ToLower(strings.TrimSpace(name)), "_", "-")
-	if a, ok := presetAliases[key]; ok {
+	if a, ok := aliases[key]; ok {
 		key = a
 	}
-	if i := slices.IndexFunc(Presets, func(p Preset) bool { return p.Name == key }); i >= 0 {
-		return Presets[i], nil
+	if i := slices.IndexFunc(items, func(it T) bool { return nameOf(it) == key }); i >= 0 {
+		return items[i], nil
 	}
-	return Preset{}, fmt.Errorf("plan: unknown model %q: want one of %s", name, strings.Join(PresetNames(), ", "))
+	names := make([]string, len(items))
+	for i, it := range items {
+		names[i] = nameOf(it)
+	}
+	var zero T
+	return zero, fmt.Errorf("plan: unknown %s %q: want one of %s", kind, name, strings.Join(names, ", "))
 }
 
 // PresetNames lists the names of Presets in order.
