@@ -53,4 +53,15 @@
 // written as 70B, 70e9 or 70000000000. With -gpu (h100-80gb, h200, b200,
 // a100-80gb, ...) it marks what does not fit that GPU's memory and warns
 // on stderr. Run `distopt plan -h` for every flag.
+//
+// # distopt export
+//
+//	distopt export [-dtype bf16|fp8|f32] [-format e4m3|e5m2] [-per-tensor] [-shard-size 5GB] CHECKPOINT OUTDIR
+//
+// export writes a checkpoint's model as Hugging Face style safetensors
+// (model-00001-of-0000N.safetensors and model.safetensors.index.json) for
+// other tools; with -dtype fp8 the linear layers' weights are FP8 with
+// "weight_scale_inv" per 128x128 block (DeepSeek-V3's convention) or one
+// "weight_scale" (-per-tensor, vLLM's), and quantization_config.json holds
+// the object for the model's config.json (see checkpoint.ExportHF).
 package main

@@ -119,6 +119,20 @@ func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
 	if o.ds, err = parseDs(*ds); err != nil {
 		return o, err
 	}
+	if err := o.setNumerics(*moments, *grads, *hp, *recipe, *format); err != nil {
+		return o, err
+	}
+	if *sgd {
+		o.cfg.Rule = optimizer.RuleSGD
+		o.cfg.Momentum = 0.9
+	}
+	return o, nil
+}
+
+// setNumerics sets the number formats of o's configuration from the
+// flags -moments, -grads, -hp, -recipe and -format.
+func (o *planOptions) setNumerics(moments, grads, hp, recipe, format string) error {
+	var err error
 	dtype := func(flagName, v string) (collective.DType, error) {
 		switch v {
 		case "bf16", "bfloat16":
@@ -128,35 +142,31 @@ func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
 		}
 		return 0, fmt.Errorf("-%s=%q: want bf16 or fp32", flagName, v)
 	}
-	if o.cfg.MomentType, err = dtype("moments", *moments); err != nil {
-		return o, err
+	if o.cfg.MomentType, err = dtype("moments", moments); err != nil {
+		return err
 	}
-	if o.cfg.GradType, err = dtype("grads", *grads); err != nil {
-		return o, err
+	if o.cfg.GradType, err = dtype("grads", grads); err != nil {
+		return err
 	}
-	if o.cfg.HighPrecisionType, err = dtype("hp", *hp); err != nil {
-		return o, err
+	if o.cfg.HighPrecisionType, err = dtype("hp", hp); err != nil {
+		return err
 	}
-	r, err := fp8.ParseRecipe(*recipe)
+	r, err := fp8.ParseRecipe(recipe)
 	if err != nil {
-		return o, fmt.Errorf("-recipe: %w", err)
+		return fmt.Errorf("-recipe: %w", err)
 	}
 	r.HistoryLen = o.cfg.Recipe.HistoryLen
 	o.cfg.Recipe = r
-	switch strings.ToLower(*format) {
+	switch strings.ToLower(format) {
 	case "":
 	case "e4m3":
 		o.cfg.Recipe.Format = fp8.E4M3
 	case "e5m2":
 		o.cfg.Recipe.Format = fp8.E5M2
 	default:
-		return o, fmt.Errorf("-format=%q: want e4m3 or e5m2", *format)
+		return fmt.Errorf("-format=%q: want e4m3 or e5m2", format)
 	}
-	if *sgd {
-		o.cfg.Rule = optimizer.RuleSGD
-		o.cfg.Momentum = 0.9
-	}
-	return o, nil
+	return nil
 }
 
 // setModel sets o's model from the flags: a preset, a count of
