@@ -63,5 +63,5 @@ func usage(w io.Writer) {
 	for _, name := range names {
 		fmt.Fprintf(w, "  %-8s %s\n", name, commands[name].summary)
 	}
-	fmt.Fprintln(w, "\nRun 'distopt COMMAND -h' for the arguments of a command.")
+	fmt.Fprintln(w, "\nRun 'distopt help COMMAND' (or 'distopt COMMAND --help') for the arguments of a command.")
 }
