@@ -43,6 +43,10 @@
 //     pieces, ScaleFromAmax per tile, then CastTiles.
 //   - MXFP8: CastMX with 32-element runs and E8M0 scales (OCP MX v1.0).
 //
+// ParseRecipe reads a recipe from the name every distopt tool takes
+// (current, delayed, block, tile, mx, optionally :E5M2), case-insensitively,
+// with Transformer Engine's and Megatron-LM's names as aliases.
+//
 // Recipe.NumScales gives the number of scales, which is also the number of
 // amaxes a recipe may need to reduce. The block functions take a piece of a
 // tensor (what a rank owns): 1-D blocks must start at a block boundary of

@@ -18,15 +18,17 @@ import (
 // the same values. An error on any rank makes New fail on every rank.
 type InitFunc func(name string, offset int, dst []float32) error
 
-// FromMap is an InitFunc reading full initial tensors from a map.
+// FromMap is an InitFunc reading full initial tensors from a map. A name
+// missing from the map, or a tensor too short, is an error wrapping
+// ErrConfig (New adds the parameter's name).
 func FromMap(m map[string][]float32) InitFunc {
 	return func(name string, offset int, dst []float32) error {
 		v, ok := m[name]
 		if !ok {
-			return fmt.Errorf("optimizer: no initial value for %q: %w", name, ErrUnknownParam)
+			return fmt.Errorf("not in the map: %w", ErrConfig)
 		}
 		if offset+len(dst) > len(v) {
-			return fmt.Errorf("optimizer: initial value of %q has %d elements, want at least %d: %w", name, len(v), offset+len(dst), ErrConfig)
+			return fmt.Errorf("%d elements, want at least %d: %w", len(v), offset+len(dst), ErrConfig)
 		}
 		copy(dst, v[offset:offset+len(dst)])
 		return nil

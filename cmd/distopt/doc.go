@@ -6,8 +6,12 @@
 //
 // Commands:
 //
-//	run    start the ranks of a job on this host, torchrun style
-//	plan   the memory of every buffer per rank, and the comparison with other configurations
+//	run      start the ranks of a job on this host, torchrun style
+//	plan     the memory of every buffer per rank, and the comparison with other configurations
+//	version  the version of distopt and how it was built
+//
+// "distopt help", "--help" and "-h" print the commands and exit 0; "distopt
+// help COMMAND" prints the flags of COMMAND.
 //
 // # distopt run
 //
@@ -17,10 +21,21 @@
 // run starts N copies of PROGRAM, the ranks K*N ... K*N+N-1 of a job of
 // M*N ranks, each with the environment that rendezvous.FromEnv reads:
 // RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT
-// and DISTOPT_RUN_ID. On one host (M = 1) the master address defaults to
-// 127.0.0.1 and the port to a free one; with several hosts, run once per
-// host with the same --nnodes, --master-addr and --master-port (rank 0's
-// host and a port free there) and --node-rank 0 .. M-1.
+// and DISTOPT_RUN_ID, and the other variables of torchrun: GROUP_RANK (K),
+// GROUP_WORLD_SIZE (M), ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME and
+// TORCHELASTIC_RUN_ID. As torchrun does, with N > 1 it sets OMP_NUM_THREADS
+// to 1 unless it is set, and prints torchrun's notice. On one host (M = 1)
+// the master address defaults to 127.0.0.1 and the port to a free one; with
+// several hosts, run once per host with the same --nnodes, --master-addr and
+// --master-port (rank 0's host and a port free there) and --node-rank 0 ..
+// M-1.
+//
+// torchrun's command lines work: every flag may be spelled with '_' for '-'
+// (--nproc_per_node), N may be gpu, cpu or auto, --nnodes takes M:M,
+// --standalone is the one-host default, --rdzv-endpoint HOST[:PORT] stands
+// for --master-addr and --master-port (port 29400 when left out),
+// --rdzv-id for --run-id, and --rdzv-backend accepts c10d and static (rank
+// 0 always serves the store).
 //
 // Every line a rank writes is prefixed with "[rank R] " (standard output to
 // standard output, standard error to standard error). SIGINT and SIGTERM are
@@ -34,6 +49,7 @@
 //
 //	go build -o bin/ ./cmd/distopt ./examples/train
 //	bin/distopt run --nproc-per-node 4 -- bin/train
+//	bin/distopt run --nproc_per_node 2 --standalone -- bin/train   # as for torchrun
 //
 // # distopt plan
 //

@@ -21,11 +21,28 @@ func main() {
 	os.Exit(dispatch(os.Args[1:], os.Stderr))
 }
 
-// dispatch runs the subcommand named by args[0].
+// stdout receives what the user asked to see (help, the version); a
+// variable for the tests.
+var stdout io.Writer = os.Stdout
+
+// dispatch runs the subcommand named by args[0]. Asking for help ("help",
+// "-h", "--help") prints the usage to stdout and returns 0; "help COMMAND"
+// runs COMMAND -h. No command, or an unknown one, prints it to stderr and
+// returns 2. "--version" is "version".
 func dispatch(args []string, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(stderr)
 		return 2
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 && args[0] == "help" {
+			return dispatch([]string{args[1], "-h"}, stderr)
+		}
+		usage(stdout)
+		return 0
+	case "-version", "--version":
+		args[0] = "version"
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
@@ -46,5 +63,5 @@ func usage(w io.Writer) {
 	for _, name := range names {
 		fmt.Fprintf(w, "  %-8s %s\n", name, commands[name].summary)
 	}
-	fmt.Fprintln(w, "\nRun 'distopt COMMAND -h' for the arguments of a command.")
+	fmt.Fprintln(w, "\nRun 'distopt help COMMAND' (or 'distopt COMMAND --help') for the arguments of a command.")
 }

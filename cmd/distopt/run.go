@@ -27,6 +27,9 @@ type runOptions struct {
 	runID                   string
 	grace                   time.Duration
 	program                 []string
+	// torchrun's rendezvous flags, folded into the above by applyTorchrun.
+	standalone                bool
+	rdzvEndpoint, rdzvBackend string
 }
 
 // runCommand is `distopt run`.
@@ -40,6 +43,9 @@ func runCommand(args []string) int {
 		return 2
 	}
 	cfgs, err := o.configs()
+	if err == nil {
+		err = limitOMPThreads(o.nproc, os.Stderr)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "distopt run: %v\n", err)
 		return 2
@@ -48,23 +54,37 @@ func runCommand(args []string) int {
 	return l.run(o.program, cfgs)
 }
 
-// parseRun parses the arguments of `distopt run`.
+// runUsage is the first line of `distopt run -h`.
+const runUsage = "usage: distopt run --nproc-per-node N [--nnodes M --node-rank K] [--master-addr A] [--master-port P] -- PROGRAM ARGS..."
+
+// parseRun parses the arguments of `distopt run`. Every flag may be spelled
+// with '_' for '-', as torchrun allows.
 func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	var o runOptions
+	nproc, nnodes := nprocValue{}, nnodesValue(1)
 	fs := flag.NewFlagSet("distopt run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.IntVar(&o.nproc, "nproc-per-node", 0, "number of ranks to start on this host (required)")
-	fs.IntVar(&o.nnodes, "nnodes", 1, "number of hosts")
-	fs.IntVar(&o.nodeRank, "node-rank", 0, "index of this host, in [0, nnodes)")
-	fs.StringVar(&o.masterAddr, "master-addr", "", "address of rank 0's host (default 127.0.0.1 on one host; required with several)")
-	fs.IntVar(&o.masterPort, "master-port", 0, "port of rank 0's store (default a free port on one host; required with several)")
-	fs.StringVar(&o.runID, "run-id", "", "name of the run (default random on one host, derived from the master address with several)")
+	fs.Var(&nproc, "nproc-per-node", "`N` ranks to start on this host (required): a number, or gpu (one per GPU), cpu (one per CPU) or auto (gpu if there are GPUs, else cpu)")
+	fs.Var(&nnodes, "nnodes", "`M` hosts (torchrun's MIN:MAX only as M:M)")
+	fs.IntVar(&o.nodeRank, "node-rank", 0, "index `K` of this host, in [0, nnodes)")
+	fs.StringVar(&o.masterAddr, "master-addr", "", "`address` of rank 0's host (default 127.0.0.1 on one host; required with several)")
+	fs.IntVar(&o.masterPort, "master-port", 0, "`port` of rank 0's store (default a free port on one host; required with several)")
+	fs.StringVar(&o.rdzvEndpoint, "rdzv-endpoint", "", "`HOST[:PORT]` of rank 0's store, as torchrun's (port default 29400): the same as --master-addr HOST --master-port PORT")
+	fs.StringVar(&o.rdzvBackend, "rdzv-backend", "", "torchrun's rendezvous `backend`: c10d or static both mean rank 0's store at the endpoint")
+	fs.BoolVar(&o.standalone, "standalone", false, "one host, rank 0's store on a free local port (the default on one host)")
+	fs.StringVar(&o.runID, "run-id", "", "`name` of the run (default random on one host, derived from the master address with several)")
+	fs.StringVar(&o.runID, "rdzv-id", "", "the same as --run-id (torchrun's `name`)")
 	fs.DurationVar(&o.grace, "grace", 10*time.Second, "how long stopped ranks get between SIGTERM and SIGKILL")
+	aliases := underscoreAliases(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: distopt run --nproc-per-node N [--nnodes M --node-rank K] [--master-addr A] [--master-port P] -- PROGRAM ARGS...")
-		fs.PrintDefaults()
+		fmt.Fprintln(stderr, runUsage)
+		printFlags(stderr, fs, aliases)
 	}
 	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.nproc, o.nnodes = nproc.n, int(nnodes)
+	if err := o.applyTorchrun(); err != nil {
 		return o, err
 	}
 	o.program = fs.Args()

@@ -125,6 +125,9 @@ type launched struct {
 // launch starts `distopt run ARGS -- <this binary> child CHILD...`.
 func launch(t *testing.T, args []string, childArgs ...string) *launched {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -351,6 +354,9 @@ func TestRunUsageErrors(t *testing.T) {
 }
 
 func TestRunProgramNotFound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -157,8 +157,10 @@ func (c Config) MasterAddress() string {
 // Environ returns c as "NAME=value" environment entries, the ones FromEnv
 // reads: FromEnv in a process started with them returns c, with RunID
 // DefaultRunID if it was empty and without CloseTimeout (no variable).
+// The other variables torchrun sets follow (GROUP_RANK, GROUP_WORLD_SIZE,
+// ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, TORCHELASTIC_RUN_ID).
 func (c Config) Environ() []string {
-	return []string{
+	return append([]string{
 		EnvRank + "=" + strconv.Itoa(c.Rank),
 		EnvWorldSize + "=" + strconv.Itoa(c.WorldSize),
 		EnvLocalRank + "=" + strconv.Itoa(c.LocalRank),
@@ -166,7 +168,7 @@ func (c Config) Environ() []string {
 		EnvMasterAddr + "=" + c.MasterAddr,
 		EnvMasterPort + "=" + strconv.Itoa(c.MasterPort),
 		EnvRunID + "=" + c.runID(),
-	}
+	}, c.torchrunEnviron()...)
 }
 
 // runID returns c.RunID, or DefaultRunID when it is empty.

@@ -48,11 +48,13 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
 )
@@ -65,6 +67,7 @@ type options struct {
 	warmup, steps, plainSteps int
 	pool                      int
 	moments                   collective.DType
+	recipe                    fp8.Recipe
 	lr                        float64
 	grads                     gradModel
 	seed                      uint64
@@ -86,6 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.plainSteps, "plain-steps", 10, "timed steps without waits between phases (the step time)")
 	fs.IntVar(&o.pool, "pool", 2, "gradient sets made per rank and cycled through")
 	moments := fs.String("moments", "fp32", "Adam moments: fp32 or bf16")
+	recipe := fs.String("recipe", "current", "FP8 recipe of the gathered weights: "+strings.Join(fp8.RecipeNames(), ", ")+" (see fp8.ParseRecipe)")
 	fs.Float64Var(&o.lr, "lr", 1e-4, "learning rate (AdamW, weight decay 0.1)")
 	fs.Float64Var(&o.grads.Scale, "grad-scale", 1e-3, "gradient scale (see gradModel)")
 	fs.Float64Var(&o.grads.Decay, "grad-decay", 0.97, "gradient decay per block going back from the head")
@@ -107,6 +111,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	default:
 		return o, fmt.Errorf("-moments=%q: want fp32 or bf16", *moments)
 	}
+	var err error
+	if o.recipe, err = fp8.ParseRecipe(*recipe); err != nil {
+		return o, fmt.Errorf("-recipe: %w", err)
+	}
 	o.grads.GPT, o.grads.DType = o.gpt, collective.BFloat16
 	switch {
 	case fs.NArg() > 0:
@@ -123,7 +131,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 
 // config is the optimizer configuration of the run.
 func (o options) config() optimizer.Config {
-	return optimizer.Config{LR: optimizer.Constant(o.lr), WeightDecay: 0.1, MomentType: o.moments}
+	return optimizer.Config{LR: optimizer.Constant(o.lr), WeightDecay: 0.1, MomentType: o.moments, Recipe: o.recipe}
 }
 
 func main() {

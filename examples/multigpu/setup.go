@@ -59,13 +59,14 @@ func (j *job) sample() int64 {
 // with the CUDA backend and an NCCL communicator that orders itself after
 // the backend's stream, or the CPU backend with the gRPC communicator.
 // log receives notes (NVML missing).
-func launchedJob(ctx context.Context, backend string, workers int, log io.Writer) (j *job, err error) {
+func launchedJob(ctx context.Context, backend string, workers int, log io.Writer) (_ *job, err error) {
 	rc, err := rendezvous.FromEnv()
 	if err != nil {
 		return nil, err
 	}
-	j = &job{rank: rc.Rank, size: rc.WorldSize, localSize: max(1, rc.LocalWorldSize)}
+	j := &job{rank: rc.Rank, size: rc.WorldSize, localSize: max(1, rc.LocalWorldSize)}
 	defer func() {
+		// j, not the result: a failed return sets the result to nil.
 		if err != nil {
 			err = errors.Join(err, j.close())
 		}
@@ -111,6 +112,9 @@ func launchedJob(ctx context.Context, backend string, workers int, log io.Writer
 // GPU ordinal.
 func (j *job) openGPU(ordinal int, log io.Writer) error {
 	infos, err := cuda.Devices()
+	if errors.Is(err, cuda.ErrNoDriver) || errors.Is(err, cuda.ErrNoDevice) {
+		return fmt.Errorf("%w: %w (-backend cpu runs without one)", gpu.ErrUnavailable, err)
+	}
 	if err != nil {
 		return err
 	}

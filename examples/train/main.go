@@ -18,10 +18,13 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
+	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -136,19 +139,16 @@ func main() {
 	ranks := flag.Int("ranks", 4, "data-parallel ranks (in-process)")
 	steps := flag.Int("steps", 200, "optimizer steps")
 	bs := flag.Int("batch", 16, "examples per rank per step")
-	recipeName := flag.String("recipe", "current", "FP8 recipe: current, delayed, block, tile, mx")
+	recipeName := flag.String("recipe", "current", "FP8 recipe: "+strings.Join(fp8.RecipeNames(), ", ")+" (any case; Transformer Engine's names too; :E5M2 for E5M2)")
 	lr := flag.Float64("lr", 3e-3, "learning rate")
 	flag.Parse()
-	recipe, ok := map[string]fp8.Recipe{
-		"current": {Format: fp8.E4M3, Scaling: fp8.TensorCurrent},
-		"delayed": {Format: fp8.E4M3, Scaling: fp8.TensorDelayed, HistoryLen: 16},
-		"block":   {Format: fp8.E4M3, Scaling: fp8.Block1x128},
-		"tile":    {Format: fp8.E4M3, Scaling: fp8.Block128x128},
-		"mx":      {Format: fp8.E4M3, Scaling: fp8.MXFP8},
-	}[*recipeName]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "unknown recipe %q\n", *recipeName)
+	recipe, err := fp8.ParseRecipe(*recipeName)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "train: -recipe:", err)
 		os.Exit(2)
+	}
+	if recipe.Scaling == fp8.TensorDelayed {
+		recipe.HistoryLen = 16 // a short run: a history that forgets big early amaxes
 	}
 	teacher := initWeights(99)
 	for _, p := range params {
@@ -164,19 +164,18 @@ func main() {
 	d := *ranks
 	var fp8Loss []float64
 	var reports []optimizer.MemoryReport
-	var err error
 	if os.Getenv("RANK") != "" {
 		// One process per rank under `distopt run`.
 		var rep optimizer.MemoryReport
 		var r int
-		fp8Loss, rep, r, err = processRank(*steps, *bs, teacher, init, cfg)
+		fp8Loss, rep, r, err = processRank(os.Stdout, *steps, *bs, teacher, init, cfg)
 		if err == nil && r != 0 {
 			return
 		}
 		d, _ = strconv.Atoi(os.Getenv("WORLD_SIZE"))
 		reports = []optimizer.MemoryReport{rep}
 	} else {
-		fp8Loss, reports, err = trainSharded(d, *steps, *bs, teacher, init, cfg)
+		fp8Loss, reports, err = trainSharded(os.Stdout, d, *steps, *bs, teacher, init, cfg)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "train:", err)
@@ -194,8 +193,9 @@ func main() {
 }
 
 // trainSharded runs the distributed optimizer on d in-process ranks; it
-// returns the mean loss of every step and each rank's memory report.
-func trainSharded(d, steps, bs int, teacher, init weights, cfg optimizer.Config) ([]float64, []optimizer.MemoryReport, error) {
+// returns the mean loss of every step and each rank's memory report. Rank
+// 0 prints its progress to out.
+func trainSharded(out io.Writer, d, steps, bs int, teacher, init weights, cfg optimizer.Config) ([]float64, []optimizer.MemoryReport, error) {
 	comms := inproc.Communicators(d)
 	losses := make([][]float64, d)
 	reports := make([]optimizer.MemoryReport, d)
@@ -205,7 +205,7 @@ func trainSharded(d, steps, bs int, teacher, init weights, cfg optimizer.Config)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			losses[r], reports[r], errs[r] = rank(comms[r], steps, bs, teacher, init, cfg)
+			losses[r], reports[r], errs[r] = rank(out, "in-process communicator (goroutines of this process)", comms[r], steps, bs, teacher, init, cfg)
 		}()
 	}
 	wg.Wait()
@@ -218,8 +218,9 @@ func trainSharded(d, steps, bs int, teacher, init weights, cfg optimizer.Config)
 }
 
 // rank trains one rank; every rank returns the loss of each step averaged
-// over all ranks, and rank 0 prints the progress.
-func rank(comm collective.Communicator, steps, bs int, teacher, init weights, cfg optimizer.Config) ([]float64, optimizer.MemoryReport, error) {
+// over all ranks, and rank 0 prints the progress to out, starting with a
+// banner that names the communicator (via) and the backend.
+func rank(out io.Writer, via string, comm collective.Communicator, steps, bs int, teacher, init weights, cfg optimizer.Config) ([]float64, optimizer.MemoryReport, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	r := comm.Rank()
@@ -229,7 +230,7 @@ func rank(comm collective.Communicator, steps, bs int, teacher, init weights, cf
 	}
 	defer o.Close()
 	if r == 0 {
-		fmt.Printf("distopt: %d ranks on %s, recipe %s\n", comm.Size(), o.Backend().Name(), cfg.Recipe)
+		fmt.Fprintf(out, "distopt: %d ranks, %s, backend %s, recipe %s\n", comm.Size(), via, o.Backend().Name(), cfg.Recipe)
 	}
 	var losses []float64
 	lossBuf := make(collective.HostBuffer, 8)
@@ -254,7 +255,7 @@ func rank(comm collective.Communicator, steps, bs int, teacher, init weights, cf
 			return nil, optimizer.MemoryReport{}, err
 		}
 		if res.Skipped && r == 0 {
-			fmt.Printf("step %d skipped: %s\n", s, res.Reason)
+			fmt.Fprintf(out, "step %d skipped: %s\n", s, res.Reason)
 		}
 		binary.LittleEndian.PutUint64(lossBuf, math.Float64bits(loss))
 		if err := collective.AllReduce(ctx, comm, lossBuf, lossBuf, collective.Float64, collective.Avg); err != nil {
@@ -262,7 +263,7 @@ func rank(comm collective.Communicator, steps, bs int, teacher, init weights, cf
 		}
 		losses = append(losses, math.Float64frombits(binary.LittleEndian.Uint64(lossBuf)))
 		if r == 0 && (s%max(1, steps/20) == 0 || s == steps-1) {
-			fmt.Printf("step %4d  loss %.5f  grad norm %.4f  lr %.2e\n", s, losses[s], res.GradNorm, cfg.LR.LR(res.Step))
+			fmt.Fprintf(out, "step %4d  loss %.5f  grad norm %.4f  lr %.2e\n", s, losses[s], res.GradNorm, cfg.LR.LR(res.Step))
 		}
 	}
 	return losses, o.Report(), nil
@@ -270,7 +271,7 @@ func rank(comm collective.Communicator, steps, bs int, teacher, init weights, cf
 
 // processRank trains one rank of a job started by `distopt run`: the
 // rendezvous comes from the environment, the ranks talk over gRPC.
-func processRank(steps, bs int, teacher, init weights, cfg optimizer.Config) ([]float64, optimizer.MemoryReport, int, error) {
+func processRank(out io.Writer, steps, bs int, teacher, init weights, cfg optimizer.Config) ([]float64, optimizer.MemoryReport, int, error) {
 	rc, err := rendezvous.FromEnv()
 	if err != nil {
 		return nil, optimizer.MemoryReport{}, 0, err
@@ -288,7 +289,8 @@ func processRank(steps, bs int, teacher, init weights, cfg optimizer.Config) ([]
 	}
 	defer comm.Close()
 	cfg.Store = store // ranks compare their configuration's fingerprint here first
-	losses, rep, err := rank(comm, steps, bs, teacher, init, cfg)
+	via := fmt.Sprintf("gRPC communicator over TCP (one process per rank, rendezvous at %s)", net.JoinHostPort(rc.MasterAddr, strconv.Itoa(rc.MasterPort)))
+	losses, rep, err := rank(out, via, comm, steps, bs, teacher, init, cfg)
 	if err == nil {
 		err = collective.Barrier(ctx, comm)
 	}

@@ -1,0 +1,55 @@
+package tests
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// readmeRegions returns the lines between "// README:begin" and
+// "// README:end" in src, each region without the indentation of its
+// first line and without trailing blank lines, the regions joined by a
+// blank line.
+func readmeRegions(src string) string {
+	var regions []string
+	for {
+		_, rest, ok := strings.Cut(src, "// README:begin\n")
+		if !ok {
+			return strings.Join(regions, "\n")
+		}
+		body, after, _ := strings.Cut(rest, "// README:end\n")
+		indent := body[:len(body)-len(strings.TrimLeft(body, "\t"))]
+		var lines []string
+		for _, line := range strings.SplitAfter(body, "\n") {
+			lines = append(lines, strings.TrimPrefix(line, indent))
+		}
+		regions = append(regions, strings.TrimRight(strings.Join(lines, ""), "\t\n")+"\n")
+		src = after
+	}
+}
+
+// TestReadmeSnippet: the README's "Using it" code is the compiled and
+// tested code of Example_readme, character for character.
+func TestReadmeSnippet(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("readme_example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Using it\n")
+	if !ok {
+		t.Fatal(`README has no "## Using it" section`)
+	}
+	_, block, ok := strings.Cut(section, "```go\n")
+	if !ok {
+		t.Fatal(`no Go code block in "Using it"`)
+	}
+	block, _, _ = strings.Cut(block, "```\n")
+	want := readmeRegions(string(src))
+	if block != want {
+		t.Errorf("the README's \"Using it\" block differs from the README regions of tests/readme_example_test.go; replace it with:\n%s", want)
+	}
+}
