@@ -130,3 +130,28 @@ func equal(a, b []float32) bool {
 	}
 	return true
 }
+
+// TestHugeShapes: shapes whose element count overflows, or whose buffers
+// exceed any host's memory, are errors (before: a 0-element parameter that
+// "trains", a request for -9.2e18 bytes, and "fatal error: out of memory").
+func TestHugeShapes(t *testing.T) {
+	for _, tc := range []struct {
+		shape []int
+		is    error
+	}{
+		{[]int{1 << 32, 1 << 32}, optimizer.ErrConfig},
+		{[]int{3037000500, 3037000500}, optimizer.ErrConfig},
+		{[]int{1 << 40}, optimizer.ErrOutOfMemory},
+	} {
+		params := []optimizer.Param{{Name: "w", Shape: tc.shape}}
+		init := func(string, int, []float32) error { return nil }
+		o, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], optimizer.NewCPU(1), params, init, optimizer.Config{})
+		if err == nil {
+			o.Close()
+		}
+		if !errors.Is(err, tc.is) {
+			t.Errorf("shape %v: New = %v, want %v", tc.shape, err, tc.is)
+		}
+		t.Logf("shape %v: %v", tc.shape, err)
+	}
+}
