@@ -30,6 +30,7 @@ type Server struct {
 	storedBytes int64 // keys and values of every run (see put)
 	storedKeys  int
 	maxBytes    int64 // bound of storedBytes: maxStoredBytes (tests lower it)
+	waiting     int   // calls blocked in wait (tests wait for them)
 	closed      bool
 }
 
@@ -402,15 +403,22 @@ func (s *Server) wait(ctx context.Context, r *runState, timeout time.Duration, d
 			return false, nil
 		}
 		changed := r.changed
+		s.waiting++
 		s.mu.Unlock()
+		var timedOut, ended bool
 		select {
 		case <-changed:
-			s.mu.Lock()
 		case <-expired:
-			s.mu.Lock()
-			return done(), nil
+			timedOut = true
 		case <-ctx.Done():
-			s.mu.Lock()
+			ended = true
+		}
+		s.mu.Lock()
+		s.waiting--
+		switch {
+		case timedOut:
+			return done(), nil
+		case ended:
 			return false, status.FromContextError(ctx.Err()).Err()
 		}
 	}

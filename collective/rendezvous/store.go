@@ -333,6 +333,17 @@ func (s *Store) wait(ctx context.Context, keys []string) (values [][]byte, missi
 		}
 		missing = resp.Missing
 	}
+	// Whether the reply of the last call came before ctx ended is a matter
+	// of timing: ask once more, without waiting, under a context of its own.
+	dctx, cancel := context.WithTimeout(context.Background(), diagnoseTimeout)
+	defer cancel()
+	resp, err := s.call(dctx, methodWait, &request{Keys: keys, Timeout: -1}, grpc.WaitForReady(false))
+	switch {
+	case err == nil && len(resp.Missing) == 0:
+		return resp.Values, nil, nil // every key arrived as ctx ended
+	case err == nil:
+		missing = resp.Missing
+	}
 	return nil, missing, nil
 }
 
