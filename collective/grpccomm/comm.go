@@ -95,7 +95,9 @@ func New(ctx context.Context, store *rendezvous.Store, cfg Config) (*Comm, error
 	}
 	host := cfg.Host
 	if host == "" {
-		host = localHost(rc.MasterAddress())
+		if host, err = localHost(rc.MasterAddress()); err != nil {
+			return nil, fmt.Errorf("grpccomm: rank %d: %w (set Config.Host to the address to listen on)", c.rank, err)
+		}
 	}
 	lis, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
@@ -135,14 +137,17 @@ func New(ctx context.Context, store *rendezvous.Store, cfg Config) (*Comm, error
 }
 
 // localHost returns the local IP address from which this host reaches
-// master (no packet is sent), or the loopback address if there is none.
-func localHost(master string) string {
+// master (no packet is sent): loopback for a job on one host, the
+// interface towards rank 0's host otherwise, and nowhere else. A master
+// that cannot be resolved or routed to is an error, not a silent fallback
+// to loopback that peers on other hosts could not reach.
+func localHost(master string) (string, error) {
 	conn, err := net.Dial("udp", master)
 	if err != nil {
-		return "127.0.0.1"
+		return "", fmt.Errorf("no local address reaches MASTER_ADDR %s (DNS or routing): %v: %w", master, err, ErrConfig)
 	}
 	defer conn.Close()
-	return conn.LocalAddr().(*net.UDPAddr).IP.String()
+	return conn.LocalAddr().(*net.UDPAddr).IP.String(), nil
 }
 
 // dial opens this rank's stream to p and says hello; once acked, it starts

@@ -3,6 +3,7 @@ package grpccomm
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"math"
 	"net"
 	"strings"
@@ -161,5 +162,20 @@ func TestLossMsg(t *testing.T) {
 	}
 	if got := lossMsg(&peer{}, context.Canceled, time.Second); !strings.Contains(got, "nothing received from it yet") {
 		t.Errorf("never heard: %q", got)
+	}
+}
+
+// TestLocalHost: the endpoint listens on loopback for a master on loopback,
+// and an unresolvable master is an error naming DNS (before: loopback, where
+// peers on other hosts could not connect).
+func TestLocalHost(t *testing.T) {
+	for _, master := range []string{"127.0.0.1:29500", "localhost:29500"} {
+		host, err := localHost(master)
+		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+			t.Errorf("localHost(%s) = %q, %v; want a loopback address", master, host, err)
+		}
+	}
+	if host, err := localHost("no-such-host.invalid:29500"); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "DNS") {
+		t.Errorf("unresolvable master: %q, %v", host, err)
 	}
 }
