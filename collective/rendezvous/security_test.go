@@ -36,27 +36,6 @@ func invoke(ctx context.Context, cc *grpc.ClientConn, method string, req *reques
 	return cc.Invoke(ctx, "/"+serviceName+"/"+method, req, new(response))
 }
 
-// securedWorld dials n ranks of run, with secret, on a fresh server that
-// requires it.
-func securedWorld(t *testing.T, n int, run, secret string) (*Server, int, []*Store) {
-	srv, port := serveWith(t, WithSecret(secret))
-	cfgs := make([]Config, n)
-	for r := range cfgs {
-		cfgs[r] = testConfig(r, n, port, run)
-		cfgs[r].Secret = secret
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	stores, errs := joinAll(ctx, cfgs, Dial)
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
-	t.Cleanup(func() { closeAll(stores) })
-	return srv, port, stores
-}
-
 // holding is what a server holds: bytes and keys stored, runs.
 type holding struct {
 	bytes int64

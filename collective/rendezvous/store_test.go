@@ -69,12 +69,21 @@ func world(t *testing.T, n int, run string) []*Store {
 
 // worldOn is world that also returns the server.
 func worldOn(t *testing.T, n int, run string) (*Server, []*Store) {
-	srv, port := serveWith(t)
+	srv, _, stores := securedWorld(t, n, run, "")
+	return srv, stores
+}
+
+// securedWorld dials n ranks of run, with secret, on a fresh server that
+// requires it (none if empty); it returns the server, its port and the
+// stores, which are closed at cleanup.
+func securedWorld(t *testing.T, n int, run, secret string) (*Server, int, []*Store) {
+	srv, port := serveWith(t, WithSecret(secret))
 	cfgs := make([]Config, n)
 	for r := range cfgs {
 		cfgs[r] = testConfig(r, n, port, run)
+		cfgs[r].Secret = secret
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	stores, errs := joinAll(ctx, cfgs, Dial)
 	for r, err := range errs {
@@ -83,7 +92,7 @@ func worldOn(t *testing.T, n int, run string) (*Server, []*Store) {
 		}
 	}
 	t.Cleanup(func() { closeAll(stores) })
-	return srv, stores
+	return srv, port, stores
 }
 
 // cancelWhenWaiting cancels ctx (through cancel) once n calls are blocked
