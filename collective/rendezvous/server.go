@@ -43,6 +43,7 @@ type runState struct {
 	values    map[string][]byte
 	conflict  string        // set once ranks are found not to form one job
 	complete  bool          // every rank has joined: membership is fixed
+	diagnosed map[int]bool  // ranks that asked who is missing after giving up
 	changed   chan struct{} // closed and replaced on every change
 }
 
@@ -173,6 +174,25 @@ func (s *Server) waitInformed(run string, d time.Duration) {
 	}
 }
 
+// waitDiagnosed waits, at most d, until every rank of run that joined, but
+// rank 0, has asked who is missing after giving up (see Store.joinEnded):
+// rank 0, which serves the store, gives them that long before it stops.
+func (s *Server) waitDiagnosed(run string, d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.run(run)
+	_, _ = s.wait(ctx, r, 0, func() bool {
+		for rank := range r.nonces {
+			if rank != 0 && !r.diagnosed[rank] {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // waitLeft waits until every rank of run has left (see methodAttend), or
 // timeout passes, or the server is closed.
 func (s *Server) waitLeft(run string, timeout time.Duration) {
@@ -189,11 +209,12 @@ func (s *Server) run(id string) *runState {
 	r := s.runs[id]
 	if r == nil {
 		r = &runState{
-			sizes:   make(map[int]int),
-			nonces:  make(map[int]uint64),
-			left:    make(map[int]bool),
-			values:  make(map[string][]byte),
-			changed: make(chan struct{}),
+			sizes:     make(map[int]int),
+			nonces:    make(map[int]uint64),
+			left:      make(map[int]bool),
+			diagnosed: make(map[int]bool),
+			values:    make(map[string][]byte),
+			changed:   make(chan struct{}),
 		}
 		s.runs[id] = r
 	}
@@ -284,6 +305,9 @@ func (s *Server) attend(stream grpc.ServerStream) error {
 func (s *Server) join(ctx context.Context, r *runState, req *request) (*response, error) {
 	if req.WorldSize < 1 || req.WorldSize > MaxWorldSize || req.Rank < 0 || req.Rank >= req.WorldSize {
 		return nil, status.Errorf(codes.InvalidArgument, "rank %d of world size %d (at most %d)", req.Rank, req.WorldSize, MaxWorldSize)
+	}
+	if req.Timeout < 0 && r.nonces[req.Rank] == req.Nonce {
+		r.diagnosed[req.Rank] = true
 	}
 	if r.complete {
 		if n, ok := r.nonces[req.Rank]; !ok || n != req.Nonce || req.WorldSize != r.worldSize {

@@ -59,13 +59,21 @@ func Connect(ctx context.Context, cfg Config) (*Store, error) {
 			return nil, err
 		}
 		srv = Serve(lis, WithSecret(cfg.Secret))
+		if serveHook != nil {
+			serveHook(srv)
+		}
 	}
 	s, err := dial(ctx, cfg, srv)
 	if err != nil {
 		if srv != nil {
-			if errors.Is(err, ErrMembership) {
+			switch {
+			case errors.Is(err, ErrMembership):
 				// Keep serving a while so that every rank learns why.
 				srv.waitInformed(cfg.runID(), cfg.closeTimeout())
+			case ctx.Err() != nil:
+				// The others' deadlines end about now: let them ask
+				// which ranks are missing.
+				srv.waitDiagnosed(cfg.runID(), diagnoseTimeout)
 			}
 			srv.Close()
 		}
@@ -73,6 +81,10 @@ func Connect(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	return s, nil
 }
+
+// serveHook, set by tests, is called with the server Connect starts on
+// rank 0.
+var serveHook func(*Server)
 
 // Dial is Connect without a server on rank 0: every rank, rank 0 too,
 // connects to a store already served (by Serve) at cfg.MasterAddress.

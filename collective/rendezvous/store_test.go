@@ -319,6 +319,67 @@ func TestJoinFailures(t *testing.T) {
 	}
 }
 
+// TestConnectRankNeverStarts is rank_never_starts through Connect, where
+// rank 0 serves the store itself, and its deadline comes first, as in a
+// real job: rank 0 gives up and must keep serving until the others, whose
+// deadlines come once it has, have asked who is missing. Before, rank 0
+// stopped at once and the others said the store could not be reached.
+func TestConnectRankNeverStarts(t *testing.T) {
+	checkLeaks(t)
+	port := freeTCPPort(t)
+	served := make(chan *Server, 1)
+	serveHook = func(s *Server) { served <- s }
+	defer func() { serveHook = nil }()
+	ctx0, cancel0 := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel0()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	go func() {
+		defer cancel()
+		var srv *Server
+		select {
+		case srv = <-served:
+		case <-ctx.Done():
+			return
+		}
+		for srv.joined("miss") < 3 && ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel0()
+		for !srv.diagnosedBy("miss", 0) && ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	cfgs := []Config{testConfig(0, 4, port, "miss"), testConfig(1, 4, port, "miss"), testConfig(3, 4, port, "miss")}
+	stores := make([]*Store, len(cfgs))
+	errs := make([]error, len(cfgs))
+	var wg sync.WaitGroup
+	for i, c := range cfgs {
+		wg.Go(func() {
+			if c.Rank == 0 {
+				stores[i], errs[i] = Connect(ctx0, c)
+			} else {
+				stores[i], errs[i] = Connect(ctx, c)
+			}
+		})
+	}
+	wg.Wait()
+	defer closeAll(stores)
+	for r, err := range errs {
+		if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "ranks [2] of 4 never joined") {
+			t.Errorf("process %d: %v", r, err)
+		}
+	}
+}
+
+// diagnosedBy reports whether rank of run has asked who is missing.
+func (s *Server) diagnosedBy(run string, rank int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.runs[run]
+	return r != nil && r.diagnosed[rank]
+}
+
 func TestStoreUnreachable(t *testing.T) {
 	checkLeaks(t)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
