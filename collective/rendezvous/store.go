@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -194,7 +195,13 @@ func (s *Store) joinEnded(ctx context.Context, req *request, what string, reache
 		return s.fail(dctx, what, err)
 	}
 	if !reached {
-		return fmt.Errorf("rendezvous: %s: rank 0's store could not be reached (is rank 0 running, and are MASTER_ADDR and MASTER_PORT right?): %w", what, ctx.Err())
+		why := "is rank 0 running, and are MASTER_ADDR and MASTER_PORT right?"
+		if conn, err := net.DialTimeout("tcp", s.cfg.MasterAddress(), diagnoseTimeout); err != nil {
+			why = err.Error() + "; " + why
+		} else {
+			conn.Close()
+		}
+		return fmt.Errorf("rendezvous: %s: rank 0's store could not be reached (%s): %w", what, why, ctx.Err())
 	}
 	return fmt.Errorf("rendezvous: %s: ranks [%s] of %d never joined: %w", what, strings.Join(missing, " "), s.cfg.WorldSize, ctx.Err())
 }

@@ -391,7 +391,8 @@ func TestStoreUnreachable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	_, err = Dial(ctx, testConfig(1, 2, port, "x"))
-	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "could not be reached") {
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "could not be reached (dial tcp") ||
+		!strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("Dial = %v", err)
 	}
 }
