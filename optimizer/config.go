@@ -147,6 +147,9 @@ func (c *Config) validate(params []Param) error {
 	if c.Beta1 < 0 || c.Beta1 >= 1 || c.Beta2 < 0 || c.Beta2 >= 1 || c.Eps <= 0 {
 		return bad("betas must lie in [0, 1) and eps be positive (beta1 %g, beta2 %g, eps %g)", c.Beta1, c.Beta2, c.Eps)
 	}
+	if err := c.checkHyper(); err != nil {
+		return err
+	}
 	if c.Momentum < 0 || c.MaxGradNorm < 0 {
 		return bad("momentum %g and max gradient norm %g must not be negative", c.Momentum, c.MaxGradNorm)
 	}

@@ -50,6 +50,9 @@ func (c *CPU) Alloc(n int) (collective.Buffer, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("optimizer: cpu alloc of %d bytes", n)
 	}
+	if err := checkHostAlloc(n); err != nil {
+		return nil, err
+	}
 	raw := make([]byte, n+64)
 	off := 0
 	if n > 0 {

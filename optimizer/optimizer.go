@@ -255,6 +255,9 @@ func (o *Optimizer) loadMasters(init InitFunc) error {
 			if err := init(o.params[pc.Param].Name, pc.ParamOffset, vals); err != nil {
 				return fmt.Errorf("optimizer: initial value of %q: %w", o.params[pc.Param].Name, err)
 			}
+			if err := checkInitial(o.params[pc.Param].Name, pc.ParamOffset, vals); err != nil {
+				return err
+			}
 			if err := o.be.Write(bk.master, 4*pc.ShardOffset, float32Bytes(vals)); err != nil {
 				return err
 			}
@@ -379,6 +382,9 @@ type StepResult struct {
 // call ZeroGrad) before the next step.
 func (o *Optimizer) Step(ctx context.Context) (StepResult, error) {
 	if err := o.usable(); err != nil {
+		return StepResult{}, err
+	}
+	if err := o.cfg.checkLRs(o.step + 1); err != nil { // before anything moves
 		return StepResult{}, err
 	}
 	res := StepResult{LossScale: o.LossScale(), ClipCoef: 1}

@@ -32,3 +32,15 @@ func Example() {
 	// rank 2 of bucket 0: [{Param:0 ParamOffset:256 BucketOffset:256 ShardOffset:0 Len:44}]
 	// rank 3 of bucket 0: []
 }
+
+// Element counts are checked: a shape whose product overflows an int (or
+// passes MaxElements) is an error, not a parameter of a wrapped size.
+func ExampleParam_Elements() {
+	for _, shape := range [][]int{{4096, 4096}, {1 << 32, 1 << 32}} {
+		n, err := shard.Param{Name: "w", Shape: shape}.Elements()
+		fmt.Println(n, err)
+	}
+	// Output:
+	// 16777216 <nil>
+	// 0 shard: parameter "w" has shape [4294967296 4294967296]: more than 70368744177664 elements (MaxElements): shard: invalid layout request
+}

@@ -19,6 +19,11 @@ const (
 	HighPrecisionAlign = 16
 	// MaxWorld is the largest data-parallel size a layout is made for.
 	MaxWorld = 1 << 16
+	// MaxElements bounds the elements of one parameter and of a whole
+	// layout (2^46, 70 trillion: hundreds of TiB of optimizer state). Below
+	// it, every offset, rounding and byte count of the layout and of the
+	// optimizer's buffers fits an int.
+	MaxElements = 1 << 46
 )
 
 // Param describes one parameter tensor.
@@ -30,7 +35,9 @@ type Param struct {
 	HighPrecision bool
 }
 
-// NumElements is the product of the shape (1 for a scalar).
+// NumElements is the product of the shape (1 for a scalar). It does not
+// check for overflow: New refuses a shape whose product exceeds
+// MaxElements (see Elements).
 func (p Param) NumElements() int {
 	n := 1
 	for _, s := range p.Shape {
@@ -102,6 +109,7 @@ func New(params []Param, world int, opts Options) (*Layout, error) {
 		return nil, fmt.Errorf("shard: no parameters: %w", ErrInvalid)
 	}
 	seen := make(map[string]int, len(params))
+	total := 0
 	l := &Layout{World: world, Options: opts, Params: make([]Param, len(params)), Places: make([]Place, len(params))}
 	for i, p := range params {
 		if p.Name == "" {
@@ -111,10 +119,12 @@ func New(params []Param, world int, opts Options) (*Layout, error) {
 			return nil, fmt.Errorf("shard: parameters %d and %d are both named %q: %w", j, i, p.Name, ErrInvalid)
 		}
 		seen[p.Name] = i
-		for _, s := range p.Shape {
-			if s < 1 {
-				return nil, fmt.Errorf("shard: parameter %q has shape %v: every dimension must be positive: %w", p.Name, p.Shape, ErrInvalid)
-			}
+		n, err := p.Elements()
+		if err != nil {
+			return nil, err
+		}
+		if total += n; total > MaxElements {
+			return nil, fmt.Errorf("shard: parameters up to %q hold %d elements, more than %d (MaxElements): %w", p.Name, total, MaxElements, ErrInvalid)
 		}
 		l.Params[i] = Param{Name: p.Name, Shape: append([]int(nil), p.Shape...), HighPrecision: p.HighPrecision}
 	}
@@ -152,6 +162,24 @@ func New(params []Param, world int, opts Options) (*Layout, error) {
 }
 
 func roundUp(x, m int) int { return (x + m - 1) / m * m }
+
+// Elements is NumElements checked: an error wrapping ErrInvalid when a
+// dimension is not positive or the product exceeds MaxElements (an int
+// product would overflow: {2^32, 2^32} gives 0, {3037000500, 3037000500} a
+// negative number).
+func (p Param) Elements() (int, error) {
+	n := 1
+	for _, s := range p.Shape {
+		if s < 1 {
+			return 0, fmt.Errorf("shard: parameter %q has shape %v: every dimension must be positive: %w", p.Name, p.Shape, ErrInvalid)
+		}
+		if n > MaxElements/s {
+			return 0, fmt.Errorf("shard: parameter %q has shape %v: more than %d elements (MaxElements): %w", p.Name, p.Shape, MaxElements, ErrInvalid)
+		}
+		n *= s
+	}
+	return n, nil
+}
 
 // ShardRange returns the elements [lo, hi) of bucket b that rank owns.
 func (l *Layout) ShardRange(b, rank int) (lo, hi int) {

@@ -3,6 +3,7 @@ package shard
 import (
 	"errors"
 	"fmt"
+	"math/big"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -167,6 +168,11 @@ func TestLayoutErrors(t *testing.T) {
 		{"zero dimension", []Param{{Name: "a", Shape: []int{3, 0}}}, 1, `"a" has shape [3 0]`},
 		{"duplicate", []Param{{Name: "a", Shape: []int{1}}, {Name: "a", Shape: []int{2}}}, 1, `both named "a"`},
 		{"no name", []Param{{Shape: []int{1}}}, 1, "has no name"},
+		// Issue 21: products that overflow an int, or come close.
+		{"2^32 x 2^32", []Param{{Name: "a", Shape: []int{1 << 32, 1 << 32}}}, 1, "more than 70368744177664 elements"},
+		{"3037000500^2", []Param{{Name: "a", Shape: []int{3037000500, 3037000500}}}, 1, "more than 70368744177664 elements"},
+		{"2^47", []Param{{Name: "a", Shape: []int{1 << 47}}}, 1, "more than 70368744177664 elements"},
+		{"sum past the bound", []Param{{Name: "a", Shape: []int{1<<45 + 1}}, {Name: "b", Shape: []int{1 << 45}}}, 1, `parameters up to "b" hold 70368744177665 elements`},
 	}
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
@@ -175,6 +181,28 @@ func TestLayoutErrors(t *testing.T) {
 				t.Fatalf("got %v, want ErrInvalid mentioning %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestElementsAgainstBig: Elements is the exact product (math/big) when it
+// is at most MaxElements, and an error otherwise, for shapes near the
+// bound and past the overflow of an int.
+func TestElementsAgainstBig(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 1))
+	limit := big.NewInt(MaxElements)
+	for range 20000 {
+		shape := make([]int, r.IntN(4)+1)
+		for i := range shape {
+			shape[i] = 1 + int(r.Int64N(1<<uint(r.IntN(40)+1)))
+		}
+		exact := big.NewInt(1)
+		for _, d := range shape {
+			exact.Mul(exact, big.NewInt(int64(d)))
+		}
+		n, err := Param{Name: "p", Shape: shape}.Elements()
+		if fits := exact.Cmp(limit) <= 0; fits != (err == nil) || fits && int64(n) != exact.Int64() {
+			t.Fatalf("shape %v: Elements = %d, %v; exact %v", shape, n, err, exact)
+		}
 	}
 }
 

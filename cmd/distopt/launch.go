@@ -38,13 +38,22 @@ type exit struct {
 // the package documentation for the rules). It returns the exit status of
 // `distopt run`.
 func (l *launcher) run(program []string, cfgs []rendezvous.Config) int {
-	stdout, stderr := &syncWriter{w: l.stdout}, &syncWriter{w: l.stderr}
+	stderr := &syncWriter{w: &dropper{w: l.stderr}}
 	logf := func(format string, args ...any) {
 		stderr.write(fmt.Appendf(nil, "distopt run: "+format+"\n", args...))
 	}
+	stdout := &syncWriter{w: &dropper{w: l.stdout, failed: func(err error) {
+		logf("standard output failed (%v): dropping the ranks' output to it; the job goes on", err)
+	}}}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	// A write to a closed stdout (`distopt run ... | head -1`) must fail
+	// with EPIPE, which dropper handles, rather than kill the launcher:
+	// Notify, not Ignore, so that the ranks keep the default action.
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
 
 	exits := make(chan exit, len(cfgs))
 	var procs []*rankProc
@@ -125,7 +134,10 @@ func (l *launcher) start(program []string, cfg rendezvous.Config, stdout, stderr
 	p.cmd.Stdin = nil
 	p.cmd.Stdout = p.out
 	p.cmd.Stderr = p.err
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Each rank leads its own process group (signalAll reaches its
+	// children), and the kernel kills it when the launcher dies, however it
+	// dies (SIGKILL included): no rank outlives its launcher.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// Output still open after the rank exits (a child of the rank holding
 	// it) is not waited for long.
 	p.cmd.WaitDelay = time.Second
@@ -133,6 +145,28 @@ func (l *launcher) start(program []string, cfg rendezvous.Config, stdout, stderr
 		return nil, err
 	}
 	return p, nil
+}
+
+// dropper passes writes to w until one fails (a closed pipe), calls failed
+// (if set) with that error, and then drops every later write: output that
+// nobody reads must not stop the job. Calls are serialized by syncWriter.
+type dropper struct {
+	w      io.Writer
+	failed func(error)
+	broken bool
+}
+
+func (d *dropper) Write(b []byte) (int, error) {
+	if d.broken {
+		return len(b), nil
+	}
+	if _, err := d.w.Write(b); err != nil {
+		d.broken = true
+		if d.failed != nil {
+			d.failed(err)
+		}
+	}
+	return len(b), nil
 }
 
 // exitStatus is the status a shell would report for st: the exit code, or

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -106,9 +107,16 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 }
 
 // configs returns the configuration of each rank of this host, picking the
-// defaults left open.
+// defaults left open. The job's secret (rendezvous.EnvSecret) comes from
+// the launcher's environment; on one host, when it is unset, a random one
+// is created for the job. Several hosts must share one, so there it is
+// required.
 func (o runOptions) configs() ([]rendezvous.Config, error) {
 	addr, port, runID := o.masterAddr, o.masterPort, o.runID
+	secret, err := jobSecret(o.nnodes)
+	if err != nil {
+		return nil, err
+	}
 	if addr == "" {
 		addr = "127.0.0.1"
 	}
@@ -120,8 +128,10 @@ func (o runOptions) configs() ([]rendezvous.Config, error) {
 	}
 	if runID == "" {
 		if o.nnodes > 1 {
-			// Every host must derive the same id.
-			runID = "distopt-" + net.JoinHostPort(addr, strconv.Itoa(port))
+			// Every host must derive the same id; outsiders, who do not
+			// know the secret, cannot.
+			sum := sha256.Sum256([]byte(secret + "\x00" + net.JoinHostPort(addr, strconv.Itoa(port))))
+			runID = "distopt-" + hex.EncodeToString(sum[:8])
 		} else {
 			var b [8]byte
 			_, _ = rand.Read(b[:])
@@ -133,13 +143,30 @@ func (o runOptions) configs() ([]rendezvous.Config, error) {
 		cfgs[i] = rendezvous.Config{
 			Rank: o.nodeRank*o.nproc + i, WorldSize: o.nnodes * o.nproc,
 			LocalRank: i, LocalWorldSize: o.nproc,
-			MasterAddr: addr, MasterPort: port, RunID: runID,
+			MasterAddr: addr, MasterPort: port, RunID: runID, Secret: secret,
 		}
 		if err := cfgs[i].Validate(); err != nil {
 			return nil, err
 		}
 	}
 	return cfgs, nil
+}
+
+// jobSecret returns the job's secret: $DISTOPT_JOB_SECRET, or on one host
+// (nnodes 1) a new random one when it is unset.
+func jobSecret(nnodes int) (string, error) {
+	if s := os.Getenv(rendezvous.EnvSecret); s != "" {
+		return s, nil
+	}
+	if nnodes > 1 {
+		return "", fmt.Errorf("with --nnodes > 1, set %s to the same secret on every host, e.g. export %s=$(openssl rand -hex 16)",
+			rendezvous.EnvSecret, rendezvous.EnvSecret)
+	}
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("creating the job's secret: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
 }
 
 // freePort returns a TCP port that no process listened on a moment ago.

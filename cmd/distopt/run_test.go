@@ -45,13 +45,15 @@ func TestMain(m *testing.M) {
 //	              with signal -C); the others wait
 //	stubborn R C  as exit, but the others ignore SIGTERM
 //	wait          print "ready", exit 143 on SIGTERM or 130 on SIGINT
+//	chatty        print "ready"; rank 0 then prints a line every 10 ms for
+//	              a second, the others print nothing; all exit 0 after 1.5 s
 //	collective    run the collectivetest suite over grpccomm
 func child(args []string) int {
 	rank, _ := strconv.Atoi(os.Getenv("RANK"))
 	fmt.Printf("pid %d\n", os.Getpid())
 	switch args[0] {
 	case "env":
-		for _, k := range []string{"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "DISTOPT_RUN_ID"} {
+		for _, k := range []string{"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "DISTOPT_RUN_ID", "DISTOPT_JOB_SECRET"} {
 			fmt.Printf("%s=%s\n", k, os.Getenv(k))
 		}
 		fmt.Fprintln(os.Stderr, "to stderr")
@@ -85,6 +87,15 @@ func child(args []string) int {
 		case <-time.After(time.Minute):
 			return 0
 		}
+	case "chatty":
+		fmt.Println("ready")
+		start := time.Now()
+		for rank == 0 && time.Since(start) < time.Second {
+			fmt.Println("tick")
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(time.Until(start.Add(1500 * time.Millisecond)))
+		return 0
 	case "collective":
 		cfg, err := rendezvous.FromEnv()
 		if err != nil {
@@ -195,7 +206,7 @@ func TestRunEnvironmentAndPrefixes(t *testing.T) {
 		t.Fatalf("status %d\nstderr:\n%s", status, l.stderr)
 	}
 	out := l.stdout.lines()
-	var port, run string
+	var port, run, secret string
 	for r := range 3 {
 		p := fmt.Sprintf("[rank %d] ", r)
 		want := []string{p + "RANK=" + strconv.Itoa(r), p + "WORLD_SIZE=3", p + "LOCAL_RANK=" + strconv.Itoa(r),
@@ -221,6 +232,12 @@ func TestRunEnvironmentAndPrefixes(t *testing.T) {
 				}
 				run = v
 			}
+			if v, ok := strings.CutPrefix(line, p+"DISTOPT_JOB_SECRET="); ok {
+				if secret != "" && v != secret || len(v) != 32 {
+					t.Errorf("ranks got secrets %q and %q, want one of 32 hex digits", secret, v)
+				}
+				secret = v
+			}
 		}
 		if !slices.Contains(l.stderr.lines(), p+"to stderr") {
 			t.Errorf("no %q in stderr:\n%s", p+"to stderr", l.stderr)
@@ -235,20 +252,140 @@ func TestRunEnvironmentAndPrefixes(t *testing.T) {
 	checkGone(t, l.pids())
 }
 
+// TestRunMultiNodeEnvironment: with several hosts the launcher passes the
+// secret it was given, and derives from it a run id that every host agrees
+// on and that outsiders cannot guess (it changes with the secret). Without
+// a secret it refuses to start.
 func TestRunMultiNodeEnvironment(t *testing.T) {
-	l := launch(t, []string{"--nproc-per-node", "2", "--nnodes", "3", "--node-rank", "1", "--master-addr", "10.1.2.3", "--master-port", "4567"}, "env")
-	if status := l.wait(t, 30*time.Second); status != 0 {
-		t.Fatalf("status %d\nstderr:\n%s", status, l.stderr)
-	}
-	for i, r := range []int{2, 3} {
-		p := fmt.Sprintf("[rank %d] ", r)
-		for _, w := range []string{p + "WORLD_SIZE=6", p + "LOCAL_RANK=" + strconv.Itoa(i), p + "LOCAL_WORLD_SIZE=2",
-			p + "MASTER_ADDR=10.1.2.3", p + "MASTER_PORT=4567", p + "DISTOPT_RUN_ID=distopt-10.1.2.3:4567"} {
-			if !slices.Contains(l.stdout.lines(), w) {
-				t.Errorf("no line %q in stdout:\n%s", w, l.stdout)
+	args := []string{"--nproc-per-node", "2", "--nnodes", "3", "--node-rank", "1", "--master-addr", "10.1.2.3", "--master-port", "4567"}
+	runIDs := map[string]string{}
+	for _, secret := range []string{"s1", "s2", "s1"} {
+		t.Setenv(rendezvous.EnvSecret, secret)
+		l := launch(t, args, "env")
+		if status := l.wait(t, 30*time.Second); status != 0 {
+			t.Fatalf("status %d\nstderr:\n%s", status, l.stderr)
+		}
+		var run string
+		for i, r := range []int{2, 3} {
+			p := fmt.Sprintf("[rank %d] ", r)
+			for _, w := range []string{p + "WORLD_SIZE=6", p + "LOCAL_RANK=" + strconv.Itoa(i), p + "LOCAL_WORLD_SIZE=2",
+				p + "MASTER_ADDR=10.1.2.3", p + "MASTER_PORT=4567", p + "DISTOPT_JOB_SECRET=" + secret} {
+				if !slices.Contains(l.stdout.lines(), w) {
+					t.Errorf("no line %q in stdout:\n%s", w, l.stdout)
+				}
+			}
+			for _, line := range l.stdout.lines() {
+				if v, ok := strings.CutPrefix(line, p+"DISTOPT_RUN_ID="); ok {
+					if strings.Contains(v, "10.1.2.3") || run != "" && v != run {
+						t.Errorf("run id %q (rank 2: %q)", v, run)
+					}
+					run = v
+				}
 			}
 		}
+		if old, ok := runIDs[secret]; ok && old != run {
+			t.Errorf("secret %s: run ids %q and %q", secret, old, run)
+		}
+		runIDs[secret] = run
 	}
+	if runIDs["s1"] == runIDs["s2"] {
+		t.Errorf("run id %q does not depend on the secret", runIDs["s1"])
+	}
+	t.Setenv(rendezvous.EnvSecret, "")
+	l := launch(t, args, "env")
+	if status := l.wait(t, 30*time.Second); status != 2 || !strings.Contains(l.stderr.String(), "set DISTOPT_JOB_SECRET to the same secret on every host") {
+		t.Fatalf("without a secret: status %d\nstderr:\n%s", status, l.stderr)
+	}
+}
+
+// waitGone waits until none of pids exists (a zombie counts as gone: its
+// parent may be a PID 1 that does not reap), at most d.
+func waitGone(t *testing.T, pids []int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for _, pid := range pids {
+		for syscall.Kill(pid, 0) != syscall.ESRCH && !zombie(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("rank process %d still runs %v after its launcher died", pid, d)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// zombie reports whether process pid has exited but is not reaped.
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	_, after, ok := bytes.Cut(b, []byte(") "))
+	return ok && len(after) > 0 && after[0] == 'Z'
+}
+
+// waitReady waits until n ranks of l printed "ready".
+func waitReady(t *testing.T, l *launched, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Count(l.stdout.String(), "] ready") < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("ranks not ready:\n%s", l.stdout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRunLauncherKilled: SIGKILL of the launcher, which can forward
+// nothing, still ends its ranks (they would otherwise wait a minute).
+func TestRunLauncherKilled(t *testing.T) {
+	l := launch(t, []string{"--nproc-per-node", "2"}, "wait")
+	waitReady(t, l, 2)
+	pids := l.pids()
+	if len(pids) != 2 {
+		t.Fatalf("pids %v", pids)
+	}
+	if err := l.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-l.done
+	waitGone(t, pids, 20*time.Second)
+}
+
+// TestRunClosedStdout: `distopt run ... | head -1`. The launcher survives
+// the end of its stdout, says so on stderr, lets the ranks finish (a silent
+// rank as well as one that keeps printing) and exits with their status.
+func TestRunClosedStdout(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "run", "--nproc-per-node", "2", "--", exe, "child", "chatty")
+	cmd.Env = append(os.Environ(), testMainEnv+"=1")
+	stderr := newLineBuffer()
+	cmd.Stdout, cmd.Stderr = w, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	var pids []int
+	sc := bufio.NewScanner(r)
+	for len(pids) < 2 && sc.Scan() {
+		var rank, pid int
+		if n, _ := fmt.Sscanf(sc.Text(), "[rank %d] pid %d", &rank, &pid); n == 2 {
+			pids = append(pids, pid)
+		}
+	}
+	r.Close() // as head does once it has its lines
+	err = cmd.Wait()
+	if len(pids) != 2 || err != nil || !strings.Contains(stderr.String(), "standard output failed") {
+		t.Fatalf("pids %v, launcher: %v\nstderr:\n%s", pids, err, stderr)
+	}
+	checkGone(t, pids)
 }
 
 func TestRunFailureStopsOthers(t *testing.T) {
@@ -290,13 +427,7 @@ func TestRunForwardsSignals(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
 			l := launch(t, []string{"--nproc-per-node", "2"}, "wait")
-			deadline := time.Now().Add(30 * time.Second)
-			for strings.Count(l.stdout.String(), "] ready") < 2 {
-				if time.Now().After(deadline) {
-					t.Fatalf("ranks not ready:\n%s", l.stdout)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			waitReady(t, l, 2)
 			if err := l.cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -26,6 +27,7 @@ type Comm struct {
 	rank, size int
 	cfg        Config
 	id         string // names the communicator in handshakes and store keys
+	secret     string // the job's secret (rendezvous.Config.Secret)
 
 	server *grpc.Server       // nil when size is 1
 	ctx    context.Context    // of the outbound streams
@@ -53,6 +55,7 @@ type peer struct {
 	inbound bool              // the peer's stream to this rank is accepted
 	gone    string            // set once the peer has closed: no more frames
 	drained chan struct{}     // closed when the peer has ended out
+	heard   atomic.Int64      // when the last frame from the peer arrived (Unix ns; 0: never)
 }
 
 // New connects this rank to the other ranks of store's job and returns its
@@ -74,6 +77,7 @@ func New(ctx context.Context, store *rendezvous.Store, cfg Config) (*Comm, error
 		size:   store.Size(),
 		cfg:    cfg,
 		id:     fmt.Sprintf("%s/%s/%d", rc.RunID, cfg.Name, store.Sequence("grpccomm/"+cfg.Name)),
+		secret: rc.Secret,
 		peers:  make([]*peer, store.Size()),
 		groups: make(map[uint64]*group),
 		dead:   make(chan struct{}),
@@ -91,7 +95,9 @@ func New(ctx context.Context, store *rendezvous.Store, cfg Config) (*Comm, error
 	}
 	host := cfg.Host
 	if host == "" {
-		host = localHost(rc.MasterAddress())
+		if host, err = localHost(rc.MasterAddress()); err != nil {
+			return nil, fmt.Errorf("grpccomm: rank %d: %w (set Config.Host to the address to listen on)", c.rank, err)
+		}
 	}
 	lis, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
@@ -100,6 +106,8 @@ func New(ctx context.Context, store *rendezvous.Store, cfg Config) (*Comm, error
 	c.server = grpc.NewServer(
 		grpc.ForceServerCodecV2(frameCodec{}),
 		grpc.WaitForHandlers(true),
+		rendezvous.AuthServerOption(c.secret), // callers without the job's secret are refused
+		grpc.MaxConcurrentStreams(uint32(2*c.size)),
 		grpc.MaxRecvMsgSize(cfg.ChunkBytes+headerLen+1024),
 		grpc.InitialWindowSize(int32(cfg.StreamWindow)),
 		grpc.InitialConnWindowSize(int32(cfg.StreamWindow)),
@@ -129,14 +137,17 @@ func New(ctx context.Context, store *rendezvous.Store, cfg Config) (*Comm, error
 }
 
 // localHost returns the local IP address from which this host reaches
-// master (no packet is sent), or the loopback address if there is none.
-func localHost(master string) string {
+// master (no packet is sent): loopback for a job on one host, the
+// interface towards rank 0's host otherwise, and nowhere else. A master
+// that cannot be resolved or routed to is an error, not a silent fallback
+// to loopback that peers on other hosts could not reach.
+func localHost(master string) (string, error) {
 	conn, err := net.Dial("udp", master)
 	if err != nil {
-		return "127.0.0.1"
+		return "", fmt.Errorf("no local address reaches MASTER_ADDR %s (DNS or routing): %v: %w", master, err, ErrConfig)
 	}
 	defer conn.Close()
-	return conn.LocalAddr().(*net.UDPAddr).IP.String()
+	return conn.LocalAddr().(*net.UDPAddr).IP.String(), nil
 }
 
 // dial opens this rank's stream to p and says hello; once acked, it starts
@@ -144,6 +155,7 @@ func localHost(master string) string {
 func (c *Comm) dial(p *peer, addr string) {
 	cc, err := grpc.NewClient("passthrough:///"+addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		rendezvous.AuthDialOption(c.secret),
 		grpc.WithInitialWindowSize(int32(c.cfg.StreamWindow)),
 		grpc.WithInitialConnWindowSize(int32(c.cfg.StreamWindow)),
 		grpc.WithReadBufferSize(256<<10),
@@ -212,12 +224,14 @@ func (c *Comm) accept(stream grpc.ServerStream) (*peer, error) {
 	}
 	defer f.free()
 	from := int(f.index)
+	// The refusals describe the caller's hello, never this communicator's
+	// id: a caller learns nothing it did not send.
 	switch {
 	case f.typ != frameHello:
 		return nil, handshakeStatus("first frame has type %d, not hello", f.typ)
 	case string(f.payload) != c.id || int(f.count) != c.size || int(f.root) != c.rank:
-		return nil, handshakeStatus("rank %d of communicator %q of %d ranks reached rank %d of communicator %q of %d ranks",
-			from, f.payload, f.count, c.rank, c.id, c.size)
+		return nil, handshakeStatus("the hello of rank %d of %d ranks for communicator %q, addressed to rank %d, does not match the communicator it reached (Config.Name, the order of New calls or the world size differ)",
+			from, f.count, f.payload, f.root)
 	case from < 0 || from >= c.size || from == c.rank:
 		return nil, handshakeStatus("hello from rank %d, outside the communicator", from)
 	}
@@ -235,6 +249,7 @@ func (c *Comm) accept(stream grpc.ServerStream) (*peer, error) {
 		return nil, handshakeStatus("rank %d connected twice", from)
 	}
 	p.inbound = true
+	p.heard.Store(time.Now().UnixNano())
 	c.ready++
 	c.cond.Broadcast()
 	c.mu.Unlock()

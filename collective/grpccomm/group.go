@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"google.golang.org/grpc/codes"
@@ -367,27 +368,26 @@ func (c *Comm) peerLost(p *peer, err error) {
 	if p.gone != "" || c.failure != nil {
 		return
 	}
-	c.failLocked(c.peerFailure(p.rank, err))
+	c.failLocked(c.peerFailure(p, err))
 }
 
-// peerFailure describes, for this rank, the end of the link with rank when
+// peerFailure describes, for this rank, the end of the link with p when
 // err ended it. A peer that aborted says so in its status (see endStatus),
 // naming the rank it blames: the failure names that rank, so that every
 // survivor names the same culprit, unless it is this rank, and then the
 // reporting peer is named. A peer that found mismatched ops says so with
 // InvalidArgument, and the failure matches collective.ErrInvalid.
-func (c *Comm) peerFailure(rank int, err error) *failure {
+func (c *Comm) peerFailure(p *peer, err error) *failure {
+	rank := p.rank
 	st, ok := status.FromError(err)
-	if !ok {
-		return &failure{rank: rank, msg: "peer lost: " + err.Error(), errs: []error{collective.ErrPeerLost}}
-	}
 	errs := []error{collective.ErrPeerLost}
-	switch st.Code() {
-	case codes.InvalidArgument:
+	switch {
+	case !ok:
+		return &failure{rank: rank, msg: lossMsg(p, err, c.cfg.KeepaliveTime+c.cfg.KeepaliveTimeout), errs: errs}
+	case st.Code() == codes.InvalidArgument:
 		errs = []error{collective.ErrInvalid}
-	case codes.Aborted:
-	default:
-		return &failure{rank: rank, msg: "peer lost: " + st.Message(), errs: errs}
+	case st.Code() != codes.Aborted:
+		return &failure{rank: rank, msg: lossMsg(p, err, c.cfg.KeepaliveTime+c.cfg.KeepaliveTimeout), errs: errs}
 	}
 	culprit, msg, ok := parseBlame(st.Message())
 	switch {
@@ -397,6 +397,28 @@ func (c *Comm) peerFailure(rank int, err error) *failure {
 		return &failure{rank: rank, msg: msg, errs: errs}
 	}
 	return &failure{rank: culprit, msg: fmt.Sprintf("%s (reported by rank %d)", msg, rank), errs: errs}
+}
+
+// lossMsg says how the link with p broke with err, and since when nothing
+// came from p. A link that ended without a word from the peer (the stream
+// canceled under this rank, or keepalive pings unanswered) means the peer
+// stopped responding (hung, stopped, or cut off); silence is the longest
+// keepalive lets pass.
+func lossMsg(p *peer, err error, silence time.Duration) string {
+	cause := err.Error()
+	if st, ok := status.FromError(err); ok {
+		cause = st.Message()
+	}
+	last := "nothing received from it yet"
+	if ns := p.heard.Load(); ns != 0 {
+		at := time.Unix(0, ns)
+		last = fmt.Sprintf("nothing received from it since %s (%v ago)", at.Format("15:04:05.000"), time.Since(at).Round(time.Millisecond))
+	}
+	code := status.Code(err)
+	if errors.Is(err, context.Canceled) || code == codes.Canceled || code == codes.DeadlineExceeded || strings.Contains(cause, "keepalive") {
+		return fmt.Sprintf("peer lost: stopped responding: %s; its connection was closed (%s; keepalive gives up after about %v of silence)", last, cause, silence)
+	}
+	return fmt.Sprintf("peer lost: %s; %s", cause, last)
 }
 
 // endStatus is what this rank's handlers return when they stop: OK after a

@@ -75,7 +75,7 @@ func ipCmd(args ...string) error {
 
 // spawnIn starts rank r of 2 in namespace i, the master being namespace 0.
 func (n *netnsPair) spawnIn(t *testing.T, r int, port int, extra ...string) *proc {
-	cfg := rendezvous.Config{Rank: r, WorldSize: 2, LocalRank: 0, LocalWorldSize: 1, MasterAddr: n.addrs[0], MasterPort: port, RunID: t.Name()}
+	cfg := rendezvous.Config{Rank: r, WorldSize: 2, LocalRank: 0, LocalWorldSize: 1, MasterAddr: n.addrs[0], MasterPort: port, RunID: t.Name(), Secret: "netns"}
 	return spawn(t, r, append(cfg.Environ(), extra...), "ip", "netns", "exec", n.names[r])
 }
 

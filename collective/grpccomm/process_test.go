@@ -371,7 +371,7 @@ func freePort(t *testing.T) int {
 
 // rankEnv is the environment of rank r of n, as `distopt run` sets it.
 func rankEnv(t *testing.T, r, n, port int, extra ...string) []string {
-	cfg := rendezvous.Config{Rank: r, WorldSize: n, LocalRank: r, LocalWorldSize: n, MasterAddr: "127.0.0.1", MasterPort: port, RunID: t.Name()}
+	cfg := rendezvous.Config{Rank: r, WorldSize: n, LocalRank: r, LocalWorldSize: n, MasterAddr: "127.0.0.1", MasterPort: port, RunID: t.Name(), Secret: "process-test"}
 	return append(cfg.Environ(), extra...)
 }
 
@@ -430,6 +430,36 @@ func TestProcessKilled(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestProcessHung stops one rank with SIGSTOP in the middle of its steps:
+// its connections stay open but nothing comes from it. The survivors must
+// fail naming it, and say that it stopped responding and since when (not
+// "peer lost: context canceled").
+func TestProcessHung(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	const n, victim = 3, 2
+	port := freePort(t)
+	procs := make([]*proc, n)
+	for r := range n {
+		procs[r] = spawn(t, r, rankEnv(t, r, n, port, roleEnv+"=steps"))
+	}
+	procs[victim].waitLine(t, "step 3", 60*time.Second)
+	if err := procs[victim].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer procs[victim].cmd.Process.Signal(syscall.SIGCONT)
+	defer procs[victim].cmd.Process.Signal(syscall.SIGKILL)
+	for _, p := range procs[:victim] {
+		res := p.wait(t, 60*time.Second)
+		t.Logf("rank %d: %s", p.rank, res.Err)
+		if res.Stage != "run" || res.Blamed != victim || !res.PeerLost ||
+			!strings.Contains(res.Err, "stopped responding") || !strings.Contains(res.Err, "nothing received from it since") {
+			t.Errorf("rank %d: stage %s, blamed %d, peer lost %v: %s", p.rank, res.Stage, res.Blamed, res.PeerLost, res.Err)
+		}
 	}
 }
 

@@ -228,6 +228,7 @@ func (c *Comm) read(p *peer, stream grpc.ServerStream, frames chan<- *inFrame) {
 			c.peerLost(p, err)
 			return
 		}
+		p.heard.Store(time.Now().UnixNano())
 		select {
 		case frames <- f:
 		case <-c.dead:

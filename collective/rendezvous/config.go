@@ -25,6 +25,9 @@ const (
 	envTorchRunID = "TORCHELASTIC_RUN_ID"
 )
 
+// MaxWorldSize is the largest WorldSize a Config or the store accepts.
+const MaxWorldSize = 1 << 16
+
 // DefaultRunID is the run id of a Config whose RunID is empty.
 const DefaultRunID = "default"
 
@@ -43,6 +46,11 @@ type Config struct {
 	// RunID names the run: keys of different runs never mix. Empty means
 	// DefaultRunID.
 	RunID string
+	// Secret is the job's shared secret (EnvSecret): the store and the peer
+	// endpoints refuse every call that does not prove it knows it. Empty
+	// means no authentication, which Validate allows only when MasterAddr
+	// is a loopback address (a job on one host).
+	Secret string
 	// CloseTimeout bounds how long rank 0's Store.Close waits for the other
 	// ranks to close their stores before it stops the server. Zero means
 	// DefaultCloseTimeout.
@@ -86,6 +94,9 @@ func fromLookup(lookup func(string) (string, bool)) (Config, error) {
 	} else {
 		errs = append(errs, fmt.Errorf("rendezvous: environment variable %s is not set: %w", EnvMasterAddr, ErrConfig))
 	}
+	if s, ok := lookup(EnvSecret); ok {
+		c.Secret = s
+	}
 	if s, ok := lookup(EnvRunID); ok && s != "" {
 		c.RunID = s
 	} else if s, ok := lookup(envTorchRunID); ok && s != "" {
@@ -119,8 +130,8 @@ func (c Config) check(env bool) error {
 	}
 	rank, ws := name(EnvRank, "Rank"), name(EnvWorldSize, "WorldSize")
 	lrank, lws := name(EnvLocalRank, "LocalRank"), name(EnvLocalWorldSize, "LocalWorldSize")
-	if c.WorldSize < 1 {
-		bad("%s=%d, want >= 1", ws, c.WorldSize)
+	if c.WorldSize < 1 || c.WorldSize > MaxWorldSize {
+		bad("%s=%d is not in [1, %d]", ws, c.WorldSize, MaxWorldSize)
 	}
 	if c.Rank < 0 {
 		bad("%s=%d, want >= 0", rank, c.Rank)
@@ -139,6 +150,9 @@ func (c Config) check(env bool) error {
 	}
 	if c.MasterAddr == "" {
 		bad("%s is empty", name(EnvMasterAddr, "MasterAddr"))
+	} else if c.Secret == "" && !isLoopback(c.MasterAddr) {
+		bad("%s=%s is not a loopback address and %s is empty: a job on several hosts needs a shared secret (the same random value in %s on every host)",
+			name(EnvMasterAddr, "MasterAddr"), c.MasterAddr, name(EnvSecret, "Secret"), EnvSecret)
 	}
 	if c.MasterPort < 1 || c.MasterPort > 65535 {
 		bad("%s=%d is not a TCP port in [1, 65535]", name(EnvMasterPort, "MasterPort"), c.MasterPort)
@@ -155,10 +169,11 @@ func (c Config) MasterAddress() string {
 }
 
 // Environ returns c as "NAME=value" environment entries, the ones FromEnv
-// reads: FromEnv in a process started with them returns c, with RunID
-// DefaultRunID if it was empty and without CloseTimeout (no variable).
-// The other variables torchrun sets follow (GROUP_RANK, GROUP_WORLD_SIZE,
-// ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, TORCHELASTIC_RUN_ID).
+// reads, the secret included: FromEnv in a process started with them
+// returns c, with RunID DefaultRunID if it was empty and without
+// CloseTimeout (no variable). The other variables torchrun sets follow
+// (GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME,
+// TORCHELASTIC_RUN_ID).
 func (c Config) Environ() []string {
 	return append([]string{
 		EnvRank + "=" + strconv.Itoa(c.Rank),
@@ -168,7 +183,17 @@ func (c Config) Environ() []string {
 		EnvMasterAddr + "=" + c.MasterAddr,
 		EnvMasterPort + "=" + strconv.Itoa(c.MasterPort),
 		EnvRunID + "=" + c.runID(),
+		EnvSecret + "=" + c.Secret,
 	}, c.torchrunEnviron()...)
+}
+
+// isLoopback reports whether host is "localhost" or a loopback IP address.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // runID returns c.RunID, or DefaultRunID when it is empty.

@@ -10,7 +10,7 @@ import (
 func goodEnv() map[string]string {
 	return map[string]string{
 		EnvRank: "2", EnvWorldSize: "4", EnvLocalRank: "0", EnvLocalWorldSize: "2",
-		EnvMasterAddr: "10.0.0.1", EnvMasterPort: "29500",
+		EnvMasterAddr: "10.0.0.1", EnvMasterPort: "29500", EnvSecret: "s3cret",
 	}
 }
 
@@ -35,7 +35,9 @@ func TestFromEnv(t *testing.T) {
 		{name: "not a number", change: map[string]string{EnvWorldSize: "four"}, want: []string{`WORLD_SIZE="four" is not an integer`}},
 		{name: "rank too large", change: map[string]string{EnvRank: "4"}, want: []string{"RANK=4 is not below WORLD_SIZE=4"}},
 		{name: "negative rank", change: map[string]string{EnvRank: "-1"}, want: []string{"RANK=-1, want >= 0"}},
-		{name: "zero world", change: map[string]string{EnvWorldSize: "0", EnvLocalWorldSize: "1"}, want: []string{"WORLD_SIZE=0, want >= 1"}},
+		{name: "zero world", change: map[string]string{EnvWorldSize: "0", EnvLocalWorldSize: "1"}, want: []string{"WORLD_SIZE=0 is not in [1, 65536]"}},
+		{name: "huge world", change: map[string]string{EnvWorldSize: "10000000"}, want: []string{"WORLD_SIZE=10000000 is not in [1, 65536]"}},
+		{name: "no secret off loopback", change: map[string]string{EnvSecret: ""}, want: []string{"MASTER_ADDR=10.0.0.1 is not a loopback address and DISTOPT_JOB_SECRET is empty"}},
 		{name: "local rank too large", change: map[string]string{EnvLocalRank: "2"}, want: []string{"LOCAL_RANK=2 is not below LOCAL_WORLD_SIZE=2"}},
 		{name: "local world too large", change: map[string]string{EnvLocalWorldSize: "5"}, want: []string{"LOCAL_WORLD_SIZE=5 exceeds WORLD_SIZE=4"}},
 		{name: "bad port", change: map[string]string{EnvMasterPort: "70000"}, want: []string{"MASTER_PORT=70000 is not a TCP port"}},
@@ -55,7 +57,7 @@ func TestFromEnv(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want := Config{Rank: 2, WorldSize: 4, LocalRank: 0, LocalWorldSize: 2, MasterAddr: "10.0.0.1", MasterPort: 29500, RunID: tc.runID}
+				want := Config{Rank: 2, WorldSize: 4, LocalRank: 0, LocalWorldSize: 2, MasterAddr: "10.0.0.1", MasterPort: 29500, RunID: tc.runID, Secret: "s3cret"}
 				if tc.runID == DefaultRunID {
 					want.RunID = ""
 				}
@@ -93,8 +95,25 @@ func TestValidateNamesFields(t *testing.T) {
 	}
 }
 
+// TestSecretNeededOffLoopback: a Config without a secret is valid only for
+// a loopback MasterAddr.
+func TestSecretNeededOffLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		addr, secret string
+		ok           bool
+	}{
+		{"127.0.0.1", "", true}, {"::1", "", true}, {"localhost", "", true},
+		{"10.1.2.3", "", false}, {"node7", "", false}, {"10.1.2.3", "x", true}, {"node7", "x", true},
+	} {
+		err := Config{WorldSize: 1, LocalWorldSize: 1, MasterAddr: tc.addr, MasterPort: 1, Secret: tc.secret}.Validate()
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "needs a shared secret")) {
+			t.Errorf("MasterAddr %q, secret %q: Validate = %v", tc.addr, tc.secret, err)
+		}
+	}
+}
+
 func TestEnvironRoundTrip(t *testing.T) {
-	c := Config{Rank: 5, WorldSize: 8, LocalRank: 1, LocalWorldSize: 4, MasterAddr: "::1", MasterPort: 1234, RunID: "r"}
+	c := Config{Rank: 5, WorldSize: 8, LocalRank: 1, LocalWorldSize: 4, MasterAddr: "::1", MasterPort: 1234, RunID: "r", Secret: "k"}
 	env := make(map[string]string)
 	for _, kv := range c.Environ() {
 		k, v, _ := strings.Cut(kv, "=")

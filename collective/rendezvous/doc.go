@@ -27,4 +27,24 @@
 // names exists. AllGatherValues, Barrier and CheckAgreement are built on
 // them; they number their calls per key, so the same key can be used again
 // as long as every rank makes the same calls in the same order.
+//
+// # Security
+//
+// Rank 0 listens on MASTER_ADDR's address only: on loopback for a job on
+// one host, so that nothing outside the host can reach the store at all.
+// Every call carries a token derived from the job's secret (Config.Secret,
+// the environment variable DISTOPT_JOB_SECRET; `distopt run` creates a
+// random one per job), and the server refuses, before reading its request,
+// any call without it, with the status Unauthenticated and the message
+// "unauthenticated" and nothing more. The secret itself is never sent. A
+// Config without a secret is valid only on loopback (torchrun sets no
+// secret: export DISTOPT_JOB_SECRET yourself for a job on several hosts).
+// The token is not encrypted: it keeps out whoever can reach the port, not
+// an eavesdropper on the job's network.
+//
+// Requests are bounded (a value of 1 MiB, a key of 4 KiB, WORLD_SIZE of
+// MaxWorldSize, 256 MiB and 2^20 keys held per server): a call past a bound
+// fails with ErrLimit and changes nothing. Once every rank of a run has
+// joined, its membership is fixed: another Join is refused to its caller
+// alone and the run goes on.
 package rendezvous

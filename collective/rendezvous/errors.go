@@ -20,6 +20,12 @@ var (
 	// ErrDisagree marks ranks that hold different values where all must hold
 	// the same one (see CheckAgreement and DisagreementError).
 	ErrDisagree = errors.New("rendezvous: ranks disagree")
+	// ErrAuth marks a store that refused this rank's secret: its
+	// DISTOPT_JOB_SECRET differs from rank 0's.
+	ErrAuth = errors.New("rendezvous: store refused this rank's secret")
+	// ErrLimit marks a call past one of the store's bounds (size of a key or
+	// value, number of keys, bytes held, WORLD_SIZE).
+	ErrLimit = errors.New("rendezvous: store limit exceeded")
 	// ErrClosed is returned by operations on a closed Store or Server.
 	ErrClosed = errors.New("rendezvous: closed")
 )

@@ -2,6 +2,7 @@ package rendezvous_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -61,4 +62,27 @@ func ExampleFromEnv() {
 		return
 	}
 	fmt.Println(cfg.Rank, cfg.WorldSize, cfg.MasterAddress())
+}
+
+// A store that only the job's ranks can use: Connect serves with
+// Config.Secret on rank 0; here the server is started by hand. A client
+// with another secret is refused, and learns nothing about the job.
+func ExampleWithSecret() {
+	lis, _ := net.Listen("tcp", "127.0.0.1:0")
+	srv := rendezvous.Serve(lis, rendezvous.WithSecret("s3cret"))
+	defer srv.Close()
+	port := lis.Addr().(*net.TCPAddr).Port
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg := rendezvous.Config{WorldSize: 1, LocalWorldSize: 1, MasterAddr: "127.0.0.1", MasterPort: port, Secret: "guess"}
+	_, err := rendezvous.Dial(ctx, cfg)
+	fmt.Println(errors.Is(err, rendezvous.ErrAuth))
+	cfg.Secret = "s3cret"
+	store, err := rendezvous.Dial(ctx, cfg)
+	fmt.Println(err)
+	store.Close()
+	// Output:
+	// true
+	// <nil>
 }

@@ -25,9 +25,13 @@ type Server struct {
 	lis  net.Listener
 	done chan struct{} // closed when gs.Serve has returned
 
-	mu     sync.Mutex
-	runs   map[string]*runState
-	closed bool
+	mu          sync.Mutex
+	runs        map[string]*runState
+	storedBytes int64 // keys and values of every run (see put)
+	storedKeys  int
+	maxBytes    int64 // bound of storedBytes: maxStoredBytes (tests lower it)
+	waiting     int   // calls blocked in wait (tests wait for them)
+	closed      bool
 }
 
 // runState is the store of one run.
@@ -38,16 +42,41 @@ type runState struct {
 	left      map[int]bool   // ranks whose attendance stream has ended
 	values    map[string][]byte
 	conflict  string        // set once ranks are found not to form one job
+	complete  bool          // every rank has joined: membership is fixed
+	diagnosed map[int]bool  // ranks that asked who is missing after giving up
 	changed   chan struct{} // closed and replaced on every change
 }
 
+// ServeOption configures Serve.
+type ServeOption func(*serveOptions)
+
+type serveOptions struct{ secret string }
+
+// WithSecret makes the server refuse every call that does not carry the
+// token of secret (see AuthServerOption); Connect passes Config.Secret.
+func WithSecret(secret string) ServeOption {
+	return func(o *serveOptions) { o.secret = secret }
+}
+
 // Serve serves the store on lis until Close. It takes ownership of lis.
-func Serve(lis net.Listener) *Server {
+// Without WithSecret (or with an empty secret) it accepts every caller.
+func Serve(lis net.Listener, opts ...ServeOption) *Server {
+	var o serveOptions
+	for _, f := range opts {
+		f(&o)
+	}
 	s := &Server{
-		gs:   grpc.NewServer(grpc.ForceServerCodecV2(jsonCodec{}), grpc.WaitForHandlers(true)),
-		lis:  lis,
-		done: make(chan struct{}),
-		runs: make(map[string]*runState),
+		gs: grpc.NewServer(
+			grpc.ForceServerCodecV2(jsonCodec{}),
+			grpc.WaitForHandlers(true),
+			AuthServerOption(o.secret),
+			grpc.MaxRecvMsgSize(maxMessageBytes),
+			grpc.MaxConcurrentStreams(maxStreams),
+		),
+		lis:      lis,
+		done:     make(chan struct{}),
+		runs:     make(map[string]*runState),
+		maxBytes: maxStoredBytes,
 	}
 	s.gs.RegisterService(&serviceDesc, s)
 	go func() {
@@ -57,15 +86,24 @@ func Serve(lis net.Listener) *Server {
 	return s
 }
 
-// listen listens on every interface at port, as rank 0 does for Connect.
-// A port taken by another process gives an error wrapping ErrPortInUse.
-func listen(port int) (net.Listener, error) {
-	addr := ":" + strconv.Itoa(port)
-	lis, err := net.Listen("tcp", addr)
-	if errors.Is(err, syscall.EADDRINUSE) {
-		return nil, fmt.Errorf("rendezvous: rank 0 cannot serve the store on port %d (MASTER_PORT): another process listens on it: %w", port, ErrPortInUse)
-	}
+// listen listens where rank 0 serves the store for Connect: on
+// cfg.MasterAddr (its first address if it is a name), at cfg.MasterPort, and
+// nowhere else: a loopback MASTER_ADDR keeps the store off the network. A
+// port taken by another process gives an error wrapping ErrPortInUse.
+func listen(ctx context.Context, cfg Config) (net.Listener, error) {
+	ips, err := resolve(ctx, cfg.MasterAddr)
 	if err != nil {
+		return nil, err
+	}
+	addr := net.JoinHostPort(ips[0], strconv.Itoa(cfg.MasterPort))
+	lis, err := net.Listen("tcp", addr)
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return nil, fmt.Errorf("rendezvous: rank 0 cannot serve the store on port %d (MASTER_PORT): another process listens on it: %w", cfg.MasterPort, ErrPortInUse)
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		return nil, fmt.Errorf("rendezvous: rank 0 cannot serve the store on %s: MASTER_ADDR=%s is not an address of this host (rank 0 must run on the host MASTER_ADDR names): %w",
+			addr, cfg.MasterAddr, ErrConfig)
+	case err != nil:
 		return nil, fmt.Errorf("rendezvous: rank 0 cannot serve the store on %s: %w", addr, err)
 	}
 	return lis, nil
@@ -136,6 +174,25 @@ func (s *Server) waitInformed(run string, d time.Duration) {
 	}
 }
 
+// waitDiagnosed waits, at most d, until every rank of run that joined, but
+// rank 0, has asked who is missing after giving up (see Store.joinEnded):
+// rank 0, which serves the store, gives them that long before it stops.
+func (s *Server) waitDiagnosed(run string, d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.run(run)
+	_, _ = s.wait(ctx, r, 0, func() bool {
+		for rank := range r.nonces {
+			if rank != 0 && !r.diagnosed[rank] {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // waitLeft waits until every rank of run has left (see methodAttend), or
 // timeout passes, or the server is closed.
 func (s *Server) waitLeft(run string, timeout time.Duration) {
@@ -152,11 +209,12 @@ func (s *Server) run(id string) *runState {
 	r := s.runs[id]
 	if r == nil {
 		r = &runState{
-			sizes:   make(map[int]int),
-			nonces:  make(map[int]uint64),
-			left:    make(map[int]bool),
-			values:  make(map[string][]byte),
-			changed: make(chan struct{}),
+			sizes:     make(map[int]int),
+			nonces:    make(map[int]uint64),
+			left:      make(map[int]bool),
+			diagnosed: make(map[int]bool),
+			values:    make(map[string][]byte),
+			changed:   make(chan struct{}),
 		}
 		s.runs[id] = r
 	}
@@ -176,6 +234,12 @@ func (s *Server) handle(ctx context.Context, method string, req *request) (*resp
 	if s.closed {
 		return nil, status.Error(codes.Unavailable, "store is shutting down")
 	}
+	if err := checkRequest(req); err != nil {
+		return nil, err
+	}
+	if _, ok := s.runs[req.Run]; !ok && len(s.runs) >= maxRuns {
+		return nil, status.Errorf(codes.ResourceExhausted, "store full: %d runs", len(s.runs))
+	}
 	r := s.run(req.Run)
 	if r.conflict != "" {
 		return nil, status.Error(codes.FailedPrecondition, r.conflict)
@@ -187,8 +251,9 @@ func (s *Server) handle(ctx context.Context, method string, req *request) (*resp
 	case methodJoin:
 		return s.join(ctx, r, req)
 	case methodSet:
-		r.values[req.Keys[0]] = slices.Clone(req.Value)
-		r.notify()
+		if err := s.put(r, req.Keys[0], slices.Clone(req.Value)); err != nil {
+			return nil, err
+		}
 		return &response{}, nil
 	case methodGet:
 		v, ok := r.values[req.Keys[0]]
@@ -199,7 +264,7 @@ func (s *Server) handle(ctx context.Context, method string, req *request) (*resp
 	case methodWait:
 		return s.waitKeys(ctx, r, req)
 	case methodAdd:
-		return add(r, req.Keys[0], req.Delta)
+		return s.add(r, req.Keys[0], req.Delta)
 	}
 	return nil, status.Errorf(codes.Unimplemented, "no method %s", method)
 }
@@ -214,20 +279,41 @@ func (s *Server) attend(stream grpc.ServerStream) error {
 	if err := stream.SendMsg(&response{}); err != nil {
 		return err
 	}
+	if err := checkRequest(req); err != nil {
+		return err
+	}
 	var more request
 	_ = stream.RecvMsg(&more) // returns when the client ends the stream or goes away
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.run(req.Run)
+	r := s.runs[req.Run]
+	if r == nil {
+		return nil // a run nobody joined: nothing to record
+	}
+	if _, joined := r.nonces[req.Rank]; !joined {
+		return nil
+	}
 	r.left[req.Rank] = true
 	r.notify()
 	return nil
 }
 
-// join registers req.Rank in r and waits until every rank has joined.
+// join registers req.Rank in r and waits until every rank has joined (with
+// a negative req.Timeout, it only registers and says who is missing). Once
+// every rank has joined, the membership is fixed: a join that does not
+// repeat a member's is refused, and only its caller learns it.
 func (s *Server) join(ctx context.Context, r *runState, req *request) (*response, error) {
-	if req.WorldSize < 1 || req.Rank < 0 || req.Rank >= req.WorldSize {
-		return nil, status.Errorf(codes.InvalidArgument, "rank %d of world size %d", req.Rank, req.WorldSize)
+	if req.WorldSize < 1 || req.WorldSize > MaxWorldSize || req.Rank < 0 || req.Rank >= req.WorldSize {
+		return nil, status.Errorf(codes.InvalidArgument, "rank %d of world size %d (at most %d)", req.Rank, req.WorldSize, MaxWorldSize)
+	}
+	if req.Timeout < 0 && r.nonces[req.Rank] == req.Nonce {
+		r.diagnosed[req.Rank] = true
+	}
+	if r.complete {
+		if n, ok := r.nonces[req.Rank]; !ok || n != req.Nonce || req.WorldSize != r.worldSize {
+			return nil, status.Errorf(codes.FailedPrecondition, "rank %d of %d cannot join: every rank of the run has joined already", req.Rank, req.WorldSize)
+		}
+		return &response{}, nil
 	}
 	if n, ok := r.nonces[req.Rank]; ok && n != req.Nonce {
 		r.conflict = fmt.Sprintf("two processes joined as rank %d (RANK=%d set twice?)", req.Rank, req.Rank)
@@ -240,9 +326,12 @@ func (s *Server) join(ctx context.Context, r *runState, req *request) (*response
 	if r.conflict == "" && req.WorldSize != r.worldSize {
 		r.conflict = "WORLD_SIZE differs between ranks: " + describeSizes(r.sizes)
 	}
+	if r.conflict == "" && len(r.nonces) >= r.worldSize {
+		r.complete = true
+	}
 	r.notify()
 	var missing []string
-	ok, err := s.wait(ctx, r, time.Duration(req.Timeout), func() bool { return len(r.nonces) >= r.worldSize })
+	ok, err := s.wait(ctx, r, time.Duration(req.Timeout), func() bool { return r.complete })
 	if err != nil {
 		return nil, err
 	}
@@ -300,7 +389,7 @@ func (s *Server) waitKeys(ctx context.Context, r *runState, req *request) (*resp
 }
 
 // add adds delta to the counter at key (absent counts as 0).
-func add(r *runState, key string, delta int64) (*response, error) {
+func (s *Server) add(r *runState, key string, delta int64) (*response, error) {
 	var v int64
 	if old, ok := r.values[key]; ok {
 		var err error
@@ -309,13 +398,15 @@ func add(r *runState, key string, delta int64) (*response, error) {
 		}
 	}
 	v += delta
-	r.values[key] = []byte(strconv.FormatInt(v, 10))
-	r.notify()
+	if err := s.put(r, key, []byte(strconv.FormatInt(v, 10))); err != nil {
+		return nil, err
+	}
 	return &response{Counter: v}, nil
 }
 
 // wait waits, with s.mu held (released while blocked), until done returns
-// true (true, nil), timeout passes if it is positive (false, nil), ctx ends,
+// true (true, nil), timeout passes if it is positive (false, nil; at once if
+// it is negative), ctx ends,
 // the run turns out to have a conflict or the server closes (an error).
 func (s *Server) wait(ctx context.Context, r *runState, timeout time.Duration, done func() bool) (bool, error) {
 	var expired <-chan time.Time
@@ -332,17 +423,26 @@ func (s *Server) wait(ctx context.Context, r *runState, timeout time.Duration, d
 			return false, status.Error(codes.Unavailable, "store is shutting down")
 		case done():
 			return true, nil
+		case timeout < 0:
+			return false, nil
 		}
 		changed := r.changed
+		s.waiting++
 		s.mu.Unlock()
+		var timedOut, ended bool
 		select {
 		case <-changed:
-			s.mu.Lock()
 		case <-expired:
-			s.mu.Lock()
-			return done(), nil
+			timedOut = true
 		case <-ctx.Done():
-			s.mu.Lock()
+			ended = true
+		}
+		s.mu.Lock()
+		s.waiting--
+		switch {
+		case timedOut:
+			return done(), nil
+		case ended:
 			return false, status.FromContextError(ctx.Err()).Err()
 		}
 	}

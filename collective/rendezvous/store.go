@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,12 +37,15 @@ type Store struct {
 }
 
 // Connect joins the run described by cfg. On rank 0 it first serves the
-// store on every interface at cfg.MasterPort (an error wrapping ErrPortInUse
-// if that port is taken). On every rank it then connects to
+// store at cfg.MasterAddress, on that address only (an error wrapping
+// ErrPortInUse if the port is taken), accepting only callers that know
+// cfg.Secret. On every rank it then connects to
 // cfg.MasterAddress, retrying until ctx ends, registers cfg.Rank and
 // cfg.WorldSize, and waits until all cfg.WorldSize ranks have joined.
 //
-// Errors: ErrConfig for an invalid cfg; ErrMembership (on every rank) when
+// Errors: ErrConfig for an invalid cfg or a MasterAddr that DNS cannot
+// resolve (at once); ErrAuth when the store refuses cfg.Secret;
+// ErrMembership (on every rank) when
 // ranks disagree on WORLD_SIZE or two processes have the same rank; an error
 // wrapping ctx.Err() when ctx ends first, naming the ranks that have not
 // joined or saying that rank 0's store could not be reached.
@@ -51,18 +55,26 @@ func Connect(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	var srv *Server
 	if cfg.Rank == 0 {
-		lis, err := listen(cfg.MasterPort)
+		lis, err := listen(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}
-		srv = Serve(lis)
+		srv = Serve(lis, WithSecret(cfg.Secret))
+		if serveHook != nil {
+			serveHook(srv)
+		}
 	}
 	s, err := dial(ctx, cfg, srv)
 	if err != nil {
 		if srv != nil {
-			if errors.Is(err, ErrMembership) {
+			switch {
+			case errors.Is(err, ErrMembership):
 				// Keep serving a while so that every rank learns why.
 				srv.waitInformed(cfg.runID(), cfg.closeTimeout())
+			case ctx.Err() != nil:
+				// The others' deadlines end about now: let them ask
+				// which ranks are missing.
+				srv.waitDiagnosed(cfg.runID(), diagnoseTimeout)
 			}
 			srv.Close()
 		}
@@ -70,6 +82,10 @@ func Connect(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	return s, nil
 }
+
+// serveHook, set by tests, is called with the server Connect starts on
+// rank 0.
+var serveHook func(*Server)
 
 // Dial is Connect without a server on rank 0: every rank, rank 0 too,
 // connects to a store already served (by Serve) at cfg.MasterAddress.
@@ -81,8 +97,12 @@ func Dial(ctx context.Context, cfg Config) (*Store, error) {
 }
 
 func dial(ctx context.Context, cfg Config, srv *Server) (*Store, error) {
+	if _, err := resolve(ctx, cfg.MasterAddr); err != nil {
+		return nil, err
+	}
 	cc, err := grpc.NewClient("passthrough:///"+cfg.MasterAddress(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		AuthDialOption(cfg.Secret),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 			MinConnectTimeout: 5 * time.Second,
@@ -147,12 +167,43 @@ func (s *Store) join(ctx context.Context) error {
 			return s.fail(ctx, what, err)
 		}
 		if ctx.Err() != nil {
-			if !reached {
-				return fmt.Errorf("rendezvous: %s: rank 0's store could not be reached: %w", what, ctx.Err())
-			}
-			return fmt.Errorf("rendezvous: %s: ranks [%s] of %d never joined: %w", what, strings.Join(missing, " "), s.cfg.WorldSize, ctx.Err())
+			return s.joinEnded(ctx, req, what, reached, missing)
 		}
 	}
+}
+
+// diagnoseTimeout bounds the call joinEnded makes after the caller's
+// context has ended.
+const diagnoseTimeout = 2 * time.Second
+
+// joinEnded is the error of a join whose context ended. Whether the reply
+// of the last call came before the end is a matter of timing, so it asks the
+// store once more, without waiting and under a context of its own, which
+// ranks are missing; only if that fails too does it fall back to what it
+// knew (missing, if the store was reached at all).
+func (s *Store) joinEnded(ctx context.Context, req *request, what string, reached bool, missing []string) error {
+	dctx, cancel := context.WithTimeout(context.Background(), diagnoseTimeout)
+	defer cancel()
+	req.Timeout = -1
+	resp, err := s.call(dctx, methodJoin, req, grpc.WaitForReady(false))
+	switch {
+	case err == nil && len(resp.Missing) == 0:
+		return fmt.Errorf("rendezvous: %s: every rank joined only as the wait ended: %w", what, ctx.Err())
+	case err == nil:
+		reached, missing = true, resp.Missing
+	case status.Code(err) == codes.FailedPrecondition:
+		return s.fail(dctx, what, err)
+	}
+	if !reached {
+		why := "is rank 0 running, and are MASTER_ADDR and MASTER_PORT right?"
+		if conn, err := net.DialTimeout("tcp", s.cfg.MasterAddress(), diagnoseTimeout); err != nil {
+			why = err.Error() + "; " + why
+		} else {
+			conn.Close()
+		}
+		return fmt.Errorf("rendezvous: %s: rank 0's store could not be reached (%s): %w", what, why, ctx.Err())
+	}
+	return fmt.Errorf("rendezvous: %s: ranks [%s] of %d never joined: %w", what, strings.Join(missing, " "), s.cfg.WorldSize, ctx.Err())
 }
 
 // pollTimeout is how long the server should wait in one blocking call: a
@@ -212,6 +263,10 @@ func (s *Store) fail(ctx context.Context, what string, err error) error {
 	switch st.Code() {
 	case codes.NotFound:
 		return fmt.Errorf("rendezvous: %s: %w", what, ErrNotFound)
+	case codes.Unauthenticated:
+		return fmt.Errorf("rendezvous: %s: store at %s refused this rank's %s: %w", what, s.cfg.MasterAddress(), EnvSecret, ErrAuth)
+	case codes.ResourceExhausted:
+		return fmt.Errorf("rendezvous: %s: %s: %w", what, st.Message(), ErrLimit)
 	case codes.FailedPrecondition:
 		return fmt.Errorf("rendezvous: %s: %s: %w", what, st.Message(), ErrMembership)
 	case codes.InvalidArgument:
@@ -295,6 +350,17 @@ func (s *Store) wait(ctx context.Context, keys []string) (values [][]byte, missi
 		if len(resp.Missing) == 0 {
 			return resp.Values, nil, nil
 		}
+		missing = resp.Missing
+	}
+	// Whether the reply of the last call came before ctx ended is a matter
+	// of timing: ask once more, without waiting, under a context of its own.
+	dctx, cancel := context.WithTimeout(context.Background(), diagnoseTimeout)
+	defer cancel()
+	resp, err := s.call(dctx, methodWait, &request{Keys: keys, Timeout: -1}, grpc.WaitForReady(false))
+	switch {
+	case err == nil && len(resp.Missing) == 0:
+		return resp.Values, nil, nil // every key arrived as ctx ended
+	case err == nil:
 		missing = resp.Missing
 	}
 	return nil, missing, nil

@@ -11,6 +11,14 @@
 //
 //	go build -o bin/ ./cmd/distopt ./examples/train
 //	bin/distopt run --nproc-per-node 4 -- bin/train
+//
+// Deadlines bound each operation, never the whole run: -setup-timeout the
+// rendezvous and the set-up of the communicator and optimizer, and
+// -step-timeout each training step (forward, backward, optimizer step and
+// loss all-reduce) and the final barrier. A run of any length finishes as
+// long as each step does. -step-delay adds a pause to every step, as a
+// slower model would (tests use it to make a run much longer than every
+// deadline).
 package main
 
 import (
@@ -141,6 +149,10 @@ func main() {
 	bs := flag.Int("batch", 16, "examples per rank per step")
 	recipeName := flag.String("recipe", "current", "FP8 recipe: "+strings.Join(fp8.RecipeNames(), ", ")+" (any case; Transformer Engine's names too; :E5M2 for E5M2)")
 	lr := flag.Float64("lr", 3e-3, "learning rate")
+	var dl deadlines
+	flag.DurationVar(&dl.setup, "setup-timeout", 2*time.Minute, "deadline of the rendezvous and of the set-up of the communicator and optimizer")
+	flag.DurationVar(&dl.step, "step-timeout", time.Minute, "deadline of each training step, and of the final barrier")
+	flag.DurationVar(&dl.delay, "step-delay", 0, "pause added to every step (a slower model)")
 	flag.Parse()
 	recipe, err := fp8.ParseRecipe(*recipeName)
 	if err != nil {
@@ -168,14 +180,14 @@ func main() {
 		// One process per rank under `distopt run`.
 		var rep optimizer.MemoryReport
 		var r int
-		fp8Loss, rep, r, err = processRank(os.Stdout, *steps, *bs, teacher, init, cfg)
+		fp8Loss, rep, r, err = processRank(os.Stdout, *steps, *bs, teacher, init, cfg, dl)
 		if err == nil && r != 0 {
 			return
 		}
 		d, _ = strconv.Atoi(os.Getenv("WORLD_SIZE"))
 		reports = []optimizer.MemoryReport{rep}
 	} else {
-		fp8Loss, reports, err = trainSharded(os.Stdout, d, *steps, *bs, teacher, init, cfg)
+		fp8Loss, reports, err = trainSharded(os.Stdout, d, *steps, *bs, teacher, init, cfg, dl)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "train:", err)
@@ -195,7 +207,7 @@ func main() {
 // trainSharded runs the distributed optimizer on d in-process ranks; it
 // returns the mean loss of every step and each rank's memory report. Rank
 // 0 prints its progress to out.
-func trainSharded(out io.Writer, d, steps, bs int, teacher, init weights, cfg optimizer.Config) ([]float64, []optimizer.MemoryReport, error) {
+func trainSharded(out io.Writer, d, steps, bs int, teacher, init weights, cfg optimizer.Config, dl deadlines) ([]float64, []optimizer.MemoryReport, error) {
 	comms := inproc.Communicators(d)
 	losses := make([][]float64, d)
 	reports := make([]optimizer.MemoryReport, d)
@@ -205,7 +217,7 @@ func trainSharded(out io.Writer, d, steps, bs int, teacher, init weights, cfg op
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			losses[r], reports[r], errs[r] = rank(out, "in-process communicator (goroutines of this process)", comms[r], steps, bs, teacher, init, cfg)
+			losses[r], reports[r], errs[r] = rank(out, "in-process communicator (goroutines of this process)", comms[r], steps, bs, teacher, init, cfg, dl)
 		}()
 	}
 	wg.Wait()
@@ -217,11 +229,17 @@ func trainSharded(out io.Writer, d, steps, bs int, teacher, init weights, cfg op
 	return losses[0], reports, nil
 }
 
+// deadlines bound the operations of a run (see the command's doc).
+type deadlines struct {
+	setup, step time.Duration
+	delay       time.Duration // added to every step
+}
+
 // rank trains one rank; every rank returns the loss of each step averaged
 // over all ranks, and rank 0 prints the progress to out, starting with a
 // banner that names the communicator (via) and the backend.
-func rank(out io.Writer, via string, comm collective.Communicator, steps, bs int, teacher, init weights, cfg optimizer.Config) ([]float64, optimizer.MemoryReport, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+func rank(out io.Writer, via string, comm collective.Communicator, steps, bs int, teacher, init weights, cfg optimizer.Config, dl deadlines) ([]float64, optimizer.MemoryReport, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), dl.setup)
 	defer cancel()
 	r := comm.Rank()
 	o, err := optimizer.New(ctx, comm, optimizer.NewCPU(1), params, optimizer.FromMap(init), cfg)
@@ -233,35 +251,15 @@ func rank(out io.Writer, via string, comm collective.Communicator, steps, bs int
 		fmt.Fprintf(out, "distopt: %d ranks, %s, backend %s, recipe %s\n", comm.Size(), via, o.Backend().Name(), cfg.Recipe)
 	}
 	var losses []float64
-	lossBuf := make(collective.HostBuffer, 8)
 	for s := range steps {
-		// The forward pass sees only what the optimizer gathered: FP8 weights
-		// dequantized with scale_inv, and the high-precision biases.
-		w := weights{}
-		for _, p := range params {
-			if w[p.Name], err = o.Weights(p.Name); err != nil {
-				return nil, optimizer.MemoryReport{}, err
-			}
-		}
-		x, y := batch(teacher, s, r, bs)
-		loss, g := lossAndGrad(w, x, y, bs)
-		for name, gv := range g {
-			if err := o.SetGrad(name, gv); err != nil {
-				return nil, optimizer.MemoryReport{}, err
-			}
-		}
-		res, err := o.Step(ctx)
+		loss, res, err := step(o, comm, s, bs, teacher, dl)
 		if err != nil {
-			return nil, optimizer.MemoryReport{}, err
+			return nil, optimizer.MemoryReport{}, fmt.Errorf("step %d: %w", s, err)
 		}
 		if res.Skipped && r == 0 {
 			fmt.Fprintf(out, "step %d skipped: %s\n", s, res.Reason)
 		}
-		binary.LittleEndian.PutUint64(lossBuf, math.Float64bits(loss))
-		if err := collective.AllReduce(ctx, comm, lossBuf, lossBuf, collective.Float64, collective.Avg); err != nil {
-			return nil, optimizer.MemoryReport{}, err
-		}
-		losses = append(losses, math.Float64frombits(binary.LittleEndian.Uint64(lossBuf)))
+		losses = append(losses, loss)
 		if r == 0 && (s%max(1, steps/20) == 0 || s == steps-1) {
 			fmt.Fprintf(out, "step %4d  loss %.5f  grad norm %.4f  lr %.2e\n", s, losses[s], res.GradNorm, cfg.LR.LR(res.Step))
 		}
@@ -269,14 +267,48 @@ func rank(out io.Writer, via string, comm collective.Communicator, steps, bs int
 	return losses, o.Report(), nil
 }
 
+// step runs training step s of this rank under a deadline of its own
+// (dl.step) and returns the loss averaged over all ranks.
+func step(o *optimizer.Optimizer, comm collective.Communicator, s, bs int, teacher weights, dl deadlines) (float64, optimizer.StepResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), dl.step)
+	defer cancel()
+	// The forward pass sees only what the optimizer gathered: FP8 weights
+	// dequantized with scale_inv, and the high-precision biases.
+	w := weights{}
+	for _, p := range params {
+		var err error
+		if w[p.Name], err = o.Weights(p.Name); err != nil {
+			return 0, optimizer.StepResult{}, err
+		}
+	}
+	x, y := batch(teacher, s, comm.Rank(), bs)
+	loss, g := lossAndGrad(w, x, y, bs)
+	time.Sleep(dl.delay)
+	for name, gv := range g {
+		if err := o.SetGrad(name, gv); err != nil {
+			return 0, optimizer.StepResult{}, err
+		}
+	}
+	res, err := o.Step(ctx)
+	if err != nil {
+		return 0, res, err
+	}
+	lossBuf := make(collective.HostBuffer, 8)
+	binary.LittleEndian.PutUint64(lossBuf, math.Float64bits(loss))
+	if err := collective.AllReduce(ctx, comm, lossBuf, lossBuf, collective.Float64, collective.Avg); err != nil {
+		return 0, res, err
+	}
+	return math.Float64frombits(binary.LittleEndian.Uint64(lossBuf)), res, nil
+}
+
 // processRank trains one rank of a job started by `distopt run`: the
 // rendezvous comes from the environment, the ranks talk over gRPC.
-func processRank(out io.Writer, steps, bs int, teacher, init weights, cfg optimizer.Config) ([]float64, optimizer.MemoryReport, int, error) {
+func processRank(out io.Writer, steps, bs int, teacher, init weights, cfg optimizer.Config, dl deadlines) ([]float64, optimizer.MemoryReport, int, error) {
 	rc, err := rendezvous.FromEnv()
 	if err != nil {
 		return nil, optimizer.MemoryReport{}, 0, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), dl.setup) // the set-up alone
 	defer cancel()
 	store, err := rendezvous.Connect(ctx, rc)
 	if err != nil {
@@ -290,9 +322,11 @@ func processRank(out io.Writer, steps, bs int, teacher, init weights, cfg optimi
 	defer comm.Close()
 	cfg.Store = store // ranks compare their configuration's fingerprint here first
 	via := fmt.Sprintf("gRPC communicator over TCP (one process per rank, rendezvous at %s)", net.JoinHostPort(rc.MasterAddr, strconv.Itoa(rc.MasterPort)))
-	losses, rep, err := rank(out, via, comm, steps, bs, teacher, init, cfg)
+	losses, rep, err := rank(out, via, comm, steps, bs, teacher, init, cfg, dl)
 	if err == nil {
-		err = collective.Barrier(ctx, comm)
+		bctx, cancel := context.WithTimeout(context.Background(), dl.step)
+		defer cancel()
+		err = collective.Barrier(bctx, comm)
 	}
 	return losses, rep, rc.Rank, err
 }

@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/distopt/distopt/optimizer"
 )
@@ -18,7 +22,7 @@ func TestBannerNamesTheCommunicator(t *testing.T) {
 	teacher, init := initWeights(99), initWeights(1)
 
 	var inproc bytes.Buffer
-	if _, _, err := trainSharded(&inproc, 2, 1, 2, teacher, init, cfg); err != nil {
+	if _, _, err := trainSharded(&inproc, 2, 1, 2, teacher, init, cfg, testDeadlines); err != nil {
 		t.Fatal(err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -32,7 +36,7 @@ func TestBannerNamesTheCommunicator(t *testing.T) {
 		t.Setenv(k, v)
 	}
 	var launched bytes.Buffer
-	if _, _, _, err := processRank(&launched, 1, 2, teacher, init, cfg); err != nil {
+	if _, _, _, err := processRank(&launched, 1, 2, teacher, init, cfg, testDeadlines); err != nil {
 		t.Fatal(err)
 	}
 	first := func(b *bytes.Buffer) string { line, _, _ := strings.Cut(b.String(), "\n"); return line }
@@ -49,4 +53,43 @@ func TestBannerNamesTheCommunicator(t *testing.T) {
 			}
 		}
 	}
+}
+
+// testDeadlines are generous deadlines for the in-test runs.
+var testDeadlines = deadlines{setup: time.Minute, step: time.Minute}
+
+// TestLongRunUnderLauncher runs the README's multi-process example on a
+// shortened clock: every deadline is 4 s and the run, slowed by 250 ms per
+// step, lasts more than twice as long, as a 30-minute run outlasts the
+// default deadlines. Before, the example bounded the whole run (5 minutes
+// in-process) and ended it with a barrier under the 60 s deadline of its
+// rendezvous, so that any run longer than that failed.
+func TestLongRunUnderLauncher(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the launcher and two ranks for 10 s")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build the binaries")
+	}
+	bin := t.TempDir()
+	build := exec.Command(goTool, "build", "-o", bin+string(filepath.Separator), "../../cmd/distopt", ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	const deadline, steps, delay = 4 * time.Second, 40, 250 * time.Millisecond
+	cmd := exec.Command(filepath.Join(bin, "distopt"), "run", "--nproc-per-node", "2", "--",
+		filepath.Join(bin, "train"), "-steps", "40", "-step-delay", delay.String(),
+		"-step-timeout", deadline.String(), "-setup-timeout", deadline.String())
+	cmd.Env = os.Environ()
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	took := time.Since(start)
+	if err != nil || !strings.Contains(string(out), "final loss") {
+		t.Fatalf("after %v: %v\n%s", took, err, out)
+	}
+	if took < steps*delay || steps*delay < 2*deadline {
+		t.Fatalf("the run took %v: not longer than twice the %v deadlines, the test shows nothing", took, deadline)
+	}
+	t.Logf("a run of %v with deadlines of %v succeeded", took.Round(time.Millisecond), deadline)
 }

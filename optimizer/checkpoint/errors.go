@@ -48,6 +48,9 @@ var (
 	// ErrExists marks a save of the step that the "latest" pointer already
 	// names: the newest complete checkpoint is never overwritten.
 	ErrExists = errors.New("checkpoint: the latest checkpoint has this step")
+	// ErrRewind marks a save of a step below the one root's "latest"
+	// names, without SaveOptions.Rewind.
+	ErrRewind = errors.New("checkpoint: the save would move latest backwards")
 	// ErrDiverged marks ranks that hold different gathered parameters (or
 	// read different indexes): before a save the state is not saved; after
 	// a load the optimizer must not be used.
@@ -70,5 +73,5 @@ var codes = []error{
 	ErrNotFound, ErrIncomplete, ErrMissingFile, ErrTruncated, ErrChecksum,
 	ErrCorrupt, ErrVersion, ErrParamMissing, ErrShape, ErrRecipe,
 	ErrMomentType, ErrRule, ErrExists, ErrDiverged, ErrVerify, ErrComm,
-	optimizer.ErrBroken, context.Canceled, context.DeadlineExceeded,
+	optimizer.ErrBroken, context.Canceled, context.DeadlineExceeded, ErrRewind,
 }

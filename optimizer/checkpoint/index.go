@@ -182,6 +182,9 @@ func readIndex(dir string) (*index, string, error) {
 	if err := idx.validate(); err != nil {
 		return nil, "", fmt.Errorf("checkpoint: %s: %w", path, err)
 	}
+	if err := idx.checkDerived(dir); err != nil {
+		return nil, "", fmt.Errorf("checkpoint: %s: %w", path, err)
+	}
 	return idx, sum, nil
 }
 

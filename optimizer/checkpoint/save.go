@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/optimizer"
@@ -28,11 +29,18 @@ type SaveOptions struct {
 	ChunkBytes int
 	// Keep, when positive, removes after a successful save every complete
 	// checkpoint under root but the Keep newest, and the staging
-	// directories of earlier steps.
+	// directories of earlier steps. Newest means: the checkpoint just saved,
+	// then the others of lower steps, highest first, and only then those of
+	// higher steps (left by another run before a Rewind), so that pruning
+	// never removes the current run's checkpoints to keep an older run's.
 	Keep int
 	// Progress, if not nil, receives the bytes of this rank's shard file
 	// as they are written (see TerminalProgress).
 	Progress Progress
+	// Rewind allows a save of a step below the one root's "latest" names
+	// (a fresh run saving into an old run's root): latest then moves back
+	// to it. Without it such a save fails with ErrRewind and writes nothing.
+	Rewind bool
 }
 
 // Info describes a checkpoint.
@@ -105,7 +113,7 @@ func Save(ctx context.Context, o *optimizer.Optimizer, comm collective.Communica
 	// 2. Rank 0 makes a fresh staging directory.
 	err = nil
 	if rank == 0 {
-		err = prepare(root, final, staging)
+		err = prepare(root, final, staging, step, opts.Rewind)
 	}
 	if _, err := g.agree(ctx, err, ""); err != nil {
 		return info, err
@@ -130,17 +138,24 @@ func Save(ctx context.Context, o *optimizer.Optimizer, comm collective.Communica
 	return info, err
 }
 
-// prepare checks that the save may go ahead and makes an empty staging
-// directory.
-func prepare(root, final, staging string) error {
+// prepare checks that the save of step may go ahead (latest names an older
+// step, or rewind is set) and makes an empty staging directory.
+func prepare(root, final, staging string, step int, rewind bool) error {
 	if err := hook(stagePrepare, 0); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	if latest, err := Latest(root); err == nil && latest == final {
-		return fmt.Errorf("checkpoint: %s is the latest checkpoint: %w", final, ErrExists)
+	if latest, err := Latest(root); err == nil {
+		if latest == final {
+			return fmt.Errorf("checkpoint: %s is the latest checkpoint: %w", final, ErrExists)
+		}
+		m := stepDirRE.FindStringSubmatch(filepath.Base(latest))
+		if n, _ := strconv.Atoi(m[1]); n > step && !rewind {
+			return fmt.Errorf("checkpoint: %s/latest names step %d; saving step %d would move it backwards (another run's root? use a new root, or SaveOptions.Rewind): %w",
+				root, n, step, ErrRewind)
+		}
 	}
 	if err := os.RemoveAll(staging); err != nil {
 		return fmt.Errorf("checkpoint: removing a stale staging directory: %w", err)
@@ -242,8 +257,9 @@ func fp8Params(o *optimizer.Optimizer) []string {
 }
 
 // prune removes all but the keep newest complete checkpoints under root
-// (never the one of step current) and staging directories of earlier
-// steps. Failures to remove are ignored: pruning never fails a save.
+// (never the one of step current; see SaveOptions.Keep for the order) and
+// staging directories of earlier steps. Failures to remove are ignored:
+// pruning never fails a save.
 func prune(root string, current, keep int) error {
 	dirs, err := stepDirs(root)
 	if err != nil {
@@ -258,7 +274,17 @@ func prune(root string, current, keep int) error {
 			complete = append(complete, d)
 		}
 	}
-	slices.SortFunc(complete, func(a, b stepDir) int { return b.step - a.step })
+	// Steps up to current first, then those past it (another run's, left
+	// before a rewind); highest first within each.
+	slices.SortFunc(complete, func(a, b stepDir) int {
+		if pa, pb := a.step > current, b.step > current; pa != pb {
+			if pa {
+				return 1
+			}
+			return -1
+		}
+		return b.step - a.step
+	})
 	kept := 0
 	for _, d := range complete {
 		if kept < keep || d.step == current {

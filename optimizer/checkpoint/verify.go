@@ -9,8 +9,11 @@ import (
 )
 
 // Verify checks a whole checkpoint (a directory, or a root with a "latest"
-// pointer) without loading it: the index, and every byte of every shard
-// file against the file's SHA-256 and its chunks' CRC-32C. Load checks
+// pointer) without loading it: the index (with everything Load checks of
+// it: its step against its scalars and directory, its layout and pieces
+// against its parameters), that every shard file holds the tensors the
+// index places in it, and every byte of every shard file against the
+// file's SHA-256 and its chunks' CRC-32C. Load checks
 // only what it reads; Verify is the offline check of everything, for
 // example before deleting older checkpoints. Errors are those of Load
 // (ErrNotFound, ErrIncomplete, ErrVersion, ErrMissingFile, ErrTruncated,
@@ -26,19 +29,22 @@ func Verify(path string) (Info, error) {
 	}
 	info := Info{Dir: dir, Step: idx.Step, World: idx.World}
 	for _, rec := range idx.Files {
-		if err := verifyFile(dir, rec); err != nil {
+		if err := verifyFile(dir, idx, rec); err != nil {
 			return info, err
 		}
 	}
 	return info, nil
 }
 
-func verifyFile(dir string, rec fileRecord) error {
+func verifyFile(dir string, idx *index, rec fileRecord) error {
 	s, err := openShard(dir, rec)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	if err := idx.verifyTensors(s, rec.Rank); err != nil {
+		return err
+	}
 	whole := sha256.New()
 	data := &chunkSums{size: int(s.chunk)}
 	_, err = io.Copy(whole, io.NewSectionReader(s.f, 0, s.h.DataOffset))

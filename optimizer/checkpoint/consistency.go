@@ -1,0 +1,79 @@
+package checkpoint
+
+import (
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"strconv"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/internal/safetensors"
+	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/shard"
+)
+
+// checkDerived checks what the index records twice: the step (in Step, in
+// the scalars, and in the directory's name when it is a step directory),
+// and the layout record and pieces, which must be exactly those that
+// shard.New makes of the recorded parameters, world and options. An index
+// edited by hand (a shape, a name, a step) and re-hashed fails here, in
+// Verify as in Load.
+func (idx *index) checkDerived(dir string) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), ErrCorrupt)
+	}
+	if idx.Scalars.Step != idx.Step {
+		return bad("step %d, but the scalar state is of step %d", idx.Step, idx.Scalars.Step)
+	}
+	if m := stepDirRE.FindStringSubmatch(filepath.Base(dir)); m != nil {
+		if n, err := strconv.Atoi(m[1]); err == nil && n != idx.Step {
+			return bad("step %d in directory %s", idx.Step, filepath.Base(dir))
+		}
+	}
+	sp := make([]shard.Param, len(idx.Params))
+	for i, p := range idx.Params {
+		sp[i] = shard.Param{Name: p.Name, Shape: p.Shape, HighPrecision: p.HighPrecision}
+	}
+	l, err := shard.New(sp, idx.World, shard.Options{BucketElements: idx.Layout.BucketElements, Align: idx.Layout.Align})
+	if err != nil {
+		return bad("the recorded parameters make no layout: %v", err)
+	}
+	lr, params := layoutIndex(l)
+	if !reflect.DeepEqual(lr, idx.Layout) {
+		return bad("the layout record (fingerprint %s) is not the layout of the recorded parameters (fingerprint %s)", idx.Layout.Fingerprint, lr.Fingerprint)
+	}
+	for i := range params {
+		if !reflect.DeepEqual(params[i], idx.Params[i]) {
+			return bad("parameter %q: the recorded pieces are not those of its shape %v in the layout", idx.Params[i].Name, idx.Params[i].Shape)
+		}
+	}
+	return nil
+}
+
+// verifyTensors checks that the shard file s of rank holds every tensor
+// the index places there, with the type and length Load will ask for.
+func (idx *index) verifyTensors(s *shardFile, rank int) error {
+	mdt := safetensors.DType(safetensors.F32)
+	if idx.Config.MomentType == collective.BFloat16.String() {
+		mdt = safetensors.BF16
+	}
+	for _, p := range idx.Params {
+		for _, pc := range p.Pieces {
+			if pc.Rank != rank {
+				continue
+			}
+			if _, err := s.tensor(pc.Tensor+"/master", safetensors.F32, pc.Len); err != nil {
+				return err
+			}
+			if _, err := s.tensor(pc.Tensor+"/m", mdt, pc.Len); err != nil {
+				return err
+			}
+			if idx.Config.Rule == optimizer.RuleAdamW.String() {
+				if _, err := s.tensor(pc.Tensor+"/v", mdt, pc.Len); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
