@@ -7,7 +7,7 @@
 using namespace distopt;
 
 // Scale kinds of dequant_bf16 (how element i finds its scale_inv).
-enum ScaleKind { SK_TENSOR = 0, SK_BLOCKS = 1, SK_E8M0 = 2, SK_TILES = 3 };
+enum ScaleKind { SK_TENSOR = 0, SK_BLOCKS = 1, SK_E8M0 = 2, SK_TILES = 3, SK_ROWS128 = 4 };
 
 // e8m0_value is fp8.E8M0Value: 2^(e-127), NaN for 0xff.
 __device__ __forceinline__ float e8m0_value(u32 e) {
@@ -20,7 +20,8 @@ __device__ __forceinline__ float e8m0_value(u32 e) {
 // n, the product a float32 multiply (fp8.Tensor.Dequantize, then
 // fp8.BF16FromFloat32). scale_inv(i) by kind: scales[0]; scales[i/block]
 // (float32); E8M0 byte i/block; tile of the row-major matrix with cols
-// columns, fp8.TileIndex(i, cols, 128).
+// columns, fp8.TileIndex(i, cols, 128); 1x128 row blocks in cuBLASLt's
+// layout, scales[(i % cols)/128 * block + i / cols] (block = the pitch).
 template <Fp8 F>
 __device__ void dequant_kernel(u16 *dst, const u8 *src, u64 n, const void *scales, u32 kind, u64 block, u64 cols) {
     const u64 per_row = (cols + 127) / 128;
@@ -30,6 +31,7 @@ __device__ void dequant_kernel(u16 *dst, const u8 *src, u64 n, const void *scale
         case SK_TENSOR: inv = ((const float *)scales)[0]; break;
         case SK_BLOCKS: inv = ((const float *)scales)[i / block]; break;
         case SK_E8M0: inv = e8m0_value(((const u8 *)scales)[i / block]); break;
+        case SK_ROWS128: inv = ((const float *)scales)[i % cols / 128 * block + i / cols]; break;
         default: inv = ((const float *)scales)[i / cols / 128 * per_row + i % cols / 128]; break;
         }
         dst[i] = (u16)bf16_rn(__fmul_rn(decode<F>(src[i]), inv));

@@ -21,17 +21,22 @@ const (
 	// ScaleTiles: one float32 per 128x128 tile of the row-major matrix with
 	// cols columns, in fp8.TileIndex order (fp8.Block128x128).
 	ScaleTiles ScaleKind = 3
+	// ScaleRows128: one float32 per run of 128 elements along a row of the
+	// row-major matrix with cols columns, the scale of block j of row r at
+	// scales[j*block + r] (block is the pitch, at least the row count).
+	ScaleRows128 ScaleKind = 4
 )
 
 // DequantBF16 queues on s, for i < n: dst[i] = fp8.BF16FromFloat32(
 // f.Decode(src[i]) * scaleInv(i)), the product a float32 multiply, with
 // scaleInv(i) found by kind (block is the run length of ScaleBlocks and
-// ScaleE8M0, cols the matrix width of ScaleTiles). It is
+// ScaleE8M0 and the pitch of ScaleRows128, cols the matrix width of
+// ScaleTiles and ScaleRows128). It is
 // fp8.Tensor.Dequantize rounded to bfloat16. It panics for a bad format or
 // a negative n.
 func (k *Set) DequantBF16(s *cuda.Stream, dst, src cuda.DevicePtr, n int, f fp8.Format, scales cuda.DevicePtr, kind ScaleKind, block, cols int) error {
 	name := "dequant_bf16_" + fmtName(f)
-	if kind > ScaleTiles || (kind == ScaleBlocks || kind == ScaleE8M0) && block < 1 || kind == ScaleTiles && cols < 1 {
+	if kind > ScaleRows128 || kind != ScaleTensor && kind != ScaleTiles && block < 1 || (kind == ScaleTiles || kind == ScaleRows128) && cols < 1 {
 		panic(fmt.Sprintf("kernels: DequantBF16: kind %d, block %d, cols %d", kind, block, cols))
 	}
 	if !checkLen(name, n) {
