@@ -153,7 +153,7 @@ func (e *Engine) plan(spec cublaslt.Spec) (*cublaslt.Plan, error) {
 	if p, ok := e.plans[spec]; ok {
 		return p, nil
 	}
-	p, err := e.lt.NewPlan(spec, WorkspaceBytes)
+	p, err := e.lt.NewPlan(spec, WorkspaceBytes, e.aux)
 	if err != nil {
 		return nil, err
 	}

@@ -113,7 +113,9 @@ func weight(t testing.TB, v []float32, rows, cols int, r fp8.Recipe) hostOperand
 func (h hostOperand) decode(bf16 bool) []float64 {
 	o := h.o
 	sr, sc := o.stored()
-	f32 := func(k int) float32 { return math.Float32frombits(uint32(h.scales[4*k]) | uint32(h.scales[4*k+1])<<8 | uint32(h.scales[4*k+2])<<16 | uint32(h.scales[4*k+3])<<24) }
+	f32 := func(k int) float32 {
+		return math.Float32frombits(uint32(h.scales[4*k]) | uint32(h.scales[4*k+1])<<8 | uint32(h.scales[4*k+2])<<16 | uint32(h.scales[4*k+3])<<24)
+	}
 	out := make([]float64, sr*sc)
 	for i := range sr {
 		for j := range sc {

@@ -92,15 +92,16 @@ func transposeF32(v []float32, rows, cols int) []float32 {
 // computed from the decoded FP8 operands (code times scale_inv; for the
 // fallback, those values rounded to bfloat16, which is what it multiplies).
 //
-// Tolerance, per element: |got - ref| <= 2^-8 |ref| + 2^-12 sum_k |a_k b_k|.
-// The products of two FP8 values are exact in float32; the accumulation
-// over K in FP32 (Hopper's FP8 tensor cores keep fewer bits inside one
-// MMA, about 2^-13 relative to the partial sums, before cuBLASLt promotes
-// into FP32 registers) contributes at most about 2^-13 of the sum of
-// magnitudes, the second term with a factor 2 of margin; the rounding of
-// the output to bfloat16 contributes 2^-9 |ref|, the first term with a
-// factor 2 of margin (it also covers the rounding of an accumulated
-// bfloat16 gradient).
+// Tolerance, per element: |got - ref| <= 2^-8 |ref| + 2^-10 sum_k |a_k b_k|,
+// plus 2^-8 |product| for an accumulated bfloat16 gradient. The products
+// of two FP8 values are exact in float32; their accumulation is not: Hopper's
+// FP8 tensor cores add inside one MMA with fewer bits than FP32 (about 14,
+// as DeepSeek-V3's report measured) before cuBLASLt promotes the partial
+// sums into FP32. The first GPU run (2026-12-01) saw errors up to 2^-11.4
+// of sum |a b| on these shapes; the second term allows 2^-10. The rounding
+// of the output to bfloat16 is 2^-9 |ref|, the first term with a factor 2
+// of margin. Accumulating into bfloat16 (beta = 1) was seen to round twice,
+// the product to bfloat16 before the sum, hence the third term.
 func TestProducts(t *testing.T) {
 	e := newEngine(t)
 	for _, c := range recipeCases {
@@ -128,14 +129,14 @@ func checkLayer(t *testing.T, e *Engine, c recipeCase, T, in, out int) {
 	must(t, err)
 	checkPath(t, "forward", res, c.path)
 	ref, mag := reference(T, out, in, func(p, k int) float64 { return X[p*in+k] }, func(q, k int) float64 { return W[q*in+k] })
-	compare(t, "forward", readBF16(t, e, y, T*out), ref, mag, nil)
+	compare(t, "forward", readBF16(t, e, y, T*out), ref, mag, nil, false)
 
 	dx := devAlloc(t, e.d, 2*T*in)
 	res, err = e.DGrad(BF16(dx), dy, w)
 	must(t, err)
 	checkPath(t, "dgrad", res, c.path)
 	ref, mag = reference(T, in, out, func(p, k int) float64 { return DY[p*out+k] }, func(q, k int) float64 { return W[k*in+q] })
-	compare(t, "dgrad", readBF16(t, e, dx, T*in), ref, mag, nil)
+	compare(t, "dgrad", readBF16(t, e, dx, T*in), ref, mag, nil, false)
 
 	// The weight gradient reads T-contiguous inputs: 1x128 activations are
 	// quantized again down their columns; the others are transposed
@@ -155,7 +156,7 @@ func checkLayer(t *testing.T, e *Engine, c recipeCase, T, in, out int) {
 		checkPath(t, "wgrad", res, c.path)
 		raw := make([]byte, gt.Size()*out*in)
 		must(t, e.s.Download(raw, dw))
-		compare(t, "wgrad "+gt.String(), decodeOut(raw, gt), ref, mag, priorOf(prior, gt))
+		compare(t, "wgrad "+gt.String(), decodeOut(raw, gt), ref, mag, priorOf(prior, gt), gt == collective.BFloat16)
 	}
 }
 
@@ -185,7 +186,7 @@ func reference(P, Q, K int, l, r func(i, k int) float64) (ref, mag []float64) {
 
 // compare checks got against ref (+ prior, the accumulated gradient) with
 // the tolerance of TestProducts.
-func compare(t *testing.T, what string, got []float32, ref, mag, prior []float64) {
+func compare(t *testing.T, what string, got []float32, ref, mag, prior []float64, twice bool) {
 	t.Helper()
 	bad := 0
 	for i, g := range got {
@@ -193,7 +194,10 @@ func compare(t *testing.T, what string, got []float32, ref, mag, prior []float64
 		if prior != nil {
 			want += prior[i]
 		}
-		tol := math.Ldexp(math.Abs(want), -8) + math.Ldexp(mag[i], -12)
+		tol := math.Ldexp(math.Abs(want), -8) + math.Ldexp(mag[i], -10)
+		if twice {
+			tol += math.Ldexp(math.Abs(ref[i]), -8)
+		}
 		if d := math.Abs(float64(g) - want); !(d <= tol) {
 			bad++
 			if bad <= 3 {

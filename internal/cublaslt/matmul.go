@@ -86,13 +86,15 @@ type Plan struct {
 }
 
 // NewPlan creates the descriptors of spec and asks the heuristic for the
-// best algorithm whose workspace fits maxWorkspace bytes. A combination the
-// library has no kernel for gives an error matching ErrNotSupported that
-// names the spec.
-func (h *Handle) NewPlan(spec Spec, maxWorkspace int) (*Plan, error) {
+// best algorithm whose workspace fits maxWorkspace bytes. For FP8 specs,
+// scaleHint is a device address set as both scale pointers while the
+// heuristic runs (it refuses block scale modes without one; Run sets the
+// real ones). A combination the library has no kernel for gives an error
+// matching ErrNotSupported or ErrInvalid that names the spec.
+func (h *Handle) NewPlan(spec Spec, maxWorkspace int, scaleHint cuda.DevicePtr) (*Plan, error) {
 	p := &Plan{h: h, spec: spec, fp8: isFP8(spec.A.Type) || isFP8(spec.B.Type)}
 	err := h.d.Do(func() error {
-		if err := p.create(maxWorkspace); err != nil {
+		if err := p.create(maxWorkspace, scaleHint); err != nil {
 			p.release()
 			return err
 		}
@@ -107,7 +109,7 @@ func (h *Handle) NewPlan(spec Spec, maxWorkspace int) (*Plan, error) {
 func isFP8(t DataType) bool { return t == R8FE4M3 || t == R8FE5M2 }
 
 // create builds the descriptors and picks the algorithm; on the worker.
-func (p *Plan) create(maxWorkspace int) error {
+func (p *Plan) create(maxWorkspace int, scaleHint cuda.DevicePtr) error {
 	f, s := p.h.l.fns, p.spec
 	var st Status
 	if p.desc, st = f.descCreate(Compute32F, R32F); st != StatusSuccess {
@@ -129,6 +131,13 @@ func (p *Plan) create(maxWorkspace int) error {
 	for _, a := range sets {
 		if err := check("cublasLtMatmulDescSetAttribute", f.descSetI32(p.desc, a.a, a.v)); err != nil {
 			return fmt.Errorf("%w: attribute %d = %d", err, a.a, a.v)
+		}
+	}
+	if p.fp8 {
+		for _, a := range []descAttr{descAScalePtr, descBScalePtr} {
+			if err := check("cublasLtMatmulDescSetAttribute", f.descSetPtr(p.desc, a, uint64(scaleHint))); err != nil {
+				return err
+			}
 		}
 	}
 	if s.FastAccum {
