@@ -83,7 +83,7 @@ func (e *Engine) product(out Output, lo Operand, lCols bool, ro Operand, rCols b
 	if err := checkFP8(out, lo, lCols, ro, rCols); err != nil {
 		return Result{}, err
 	}
-	need := sideNeed(lo, lCols) + sideNeed(ro, rCols)
+	need := scratchNeed(lo, lCols, ro, rCols)
 	if err := e.reserve(need); err != nil {
 		return Result{}, err
 	}
