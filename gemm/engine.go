@@ -32,6 +32,8 @@ type Engine struct {
 	size    int // bytes of scratch
 	peak    int // the largest scratch a product asked for
 	plans   map[cublaslt.Spec]*cublaslt.Plan
+	tune    int                    // candidates timed per new plan (SetAutotune)
+	tuned   map[cublaslt.Spec]bool // plans whose candidates were timed
 }
 
 // New starts an engine on d whose work is queued on s. Without a GPU or
@@ -48,7 +50,7 @@ func New(d *cuda.Device, s *cuda.Stream) (*Engine, error) {
 	if !d.Info().AtLeast(8, 9) {
 		return nil, fmt.Errorf("%w: %s (sm_%d%d) has no FP8 tensor cores", ErrUnavailable, d.Info().Name, d.Info().Major, d.Info().Minor)
 	}
-	e := &Engine{d: d, s: s, plans: map[cublaslt.Spec]*cublaslt.Plan{}}
+	e := &Engine{d: d, s: s, plans: map[cublaslt.Spec]*cublaslt.Plan{}, tuned: map[cublaslt.Spec]bool{}}
 	if e.k, err = kernels.Load(d); err != nil {
 		return nil, err
 	}
@@ -153,7 +155,7 @@ func (e *Engine) plan(spec cublaslt.Spec) (*cublaslt.Plan, error) {
 	if p, ok := e.plans[spec]; ok {
 		return p, nil
 	}
-	p, err := e.lt.NewPlan(spec, WorkspaceBytes, e.aux)
+	p, err := e.lt.NewPlan(spec, WorkspaceBytes, e.aux, e.tune)
 	if err != nil {
 		return nil, err
 	}

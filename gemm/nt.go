@@ -60,8 +60,15 @@ func (e *Engine) nt(out Output, l, r side) error {
 	if out.Accumulate {
 		beta = 1
 	}
-	return pl.Run(e.s, &cublaslt.Args{A: r.data, B: l.data, C: out.Data, D: out.Data, AScale: r.scale,
-		BScale: l.scale, Alpha: 1, Beta: beta, Workspace: e.ws, WorkspaceSize: WorkspaceBytes})
+	args := &cublaslt.Args{A: r.data, B: l.data, C: out.Data, D: out.Data, AScale: r.scale,
+		BScale: l.scale, Alpha: 1, Beta: beta, Workspace: e.ws, WorkspaceSize: WorkspaceBytes}
+	if e.tune > 1 && !out.Accumulate && !e.tuned[spec] {
+		e.tuned[spec] = true
+		if err := e.autotune(pl, args); err != nil {
+			return err
+		}
+	}
+	return pl.Run(e.s, args)
 }
 
 // pairOK reports whether cuBLASLt's Hopper kernels take the two scale

@@ -99,7 +99,7 @@ func (b *bench) timeit(fn func() error) (float64, error) {
 
 // operands are the buffers of one layer's products.
 type operands struct {
-	w, x, dy, xT, dyT gemm.Operand
+	w, wT, x, dy, xT, dyT gemm.Operand
 	y, dx, dw         cuda.DevicePtr
 	free              []func() error
 }
@@ -133,7 +133,8 @@ func (b *bench) alloc(sh shape, r recipe) (*operands, error) {
 		return b.s.Memset8(p, 0, n)
 	}
 	T, in, out := sh.tokens, sh.in, sh.out
-	err := errors.Join(mk(&o.w, out, in, r.wFmt, r.weight, false), mk(&o.x, T, in, r.xFmt, r.act, false),
+	err := errors.Join(mk(&o.w, out, in, r.wFmt, r.weight, false), mk(&o.wT, out, in, r.wFmt, r.weight, true),
+		mk(&o.x, T, in, r.xFmt, r.act, false),
 		mk(&o.dy, T, out, r.dy, r.act, false), mk(&o.xT, T, in, r.xFmt, r.act, true),
 		mk(&o.dyT, T, out, r.dy, r.act, true), buf(&o.y, 2*T*out), buf(&o.dx, 2*T*in), buf(&o.dw, 4*out*in))
 	if err != nil {
@@ -151,23 +152,30 @@ func (b *bench) layer(sh shape, r recipe) error {
 	}
 	defer o.release()
 	flops := 2 * float64(sh.tokens) * float64(sh.in) * float64(sh.out)
+	// The first weight-gradient call of each kind overwrites (so that an
+	// autotuning engine tunes it); later ones accumulate.
+	acc := map[string]bool{}
+	wgrad := func(kind string, dy, x gemm.Operand) (gemm.Result, error) {
+		res, err := b.e.WGrad(gemm.Output{Data: o.dw, Type: collective.Float32, Accumulate: acc[kind]}, dy, x)
+		acc[kind] = true
+		return res, err
+	}
 	prods := []struct {
 		name string
 		fn   func() (gemm.Result, error)
 	}{
 		{"forward", func() (gemm.Result, error) { return b.e.Forward(gemm.BF16(o.y), o.x, o.w) }},
 		{"dgrad (incl. W transpose)", func() (gemm.Result, error) { return b.e.DGrad(gemm.BF16(o.dx), o.dy, o.w) }},
-		{"wgrad", func() (gemm.Result, error) {
-			return b.e.WGrad(gemm.Output{Data: o.dw, Type: collective.Float32, Accumulate: true}, o.dyT, o.xT)
-		}},
+		{"wgrad", func() (gemm.Result, error) { return wgrad("T", o.dyT, o.xT) }},
 	}
 	if r.act == gemm.PerTensor {
 		prods = append(prods, struct {
 			name string
 			fn   func() (gemm.Result, error)
-		}{"wgrad+T (incl. dY, X transposes)", func() (gemm.Result, error) {
-			return b.e.WGrad(gemm.Output{Data: o.dw, Type: collective.Float32, Accumulate: true}, o.dy, o.x)
-		}})
+		}{"wgrad+T (incl. dY, X transposes)", func() (gemm.Result, error) { return wgrad("rows", o.dy, o.x) }})
+	}
+	if err := b.transposeRow(sh, r, o); err != nil {
+		return err
 	}
 	for _, p := range prods {
 		var res gemm.Result
@@ -182,5 +190,17 @@ func (b *bench) layer(sh shape, r recipe) error {
 		}
 		fmt.Printf("| %s | %dx%d -> %d | %s | %s (%v) | %.3f | %.0f |\n", sh.name, sh.tokens, sh.in, sh.out, r.name, p.name, res.Path, ms, flops/ms/1e9)
 	}
+	return nil
+}
+
+// transposeRow times the exact transpose of the weight alone (bytes and
+// scales), the part of the data gradient that is not the GEMM, and prints
+// its bandwidth (bytes read + written).
+func (b *bench) transposeRow(sh shape, r recipe, o *operands) error {
+	ms, err := b.timeit(func() error { return b.e.Transpose(o.wT, o.w) })
+	if err != nil {
+		return err
+	}
+	fmt.Printf("| %s | %d x %d | %s | W transpose alone | %.4f | %.0f GB/s |\n", sh.name, sh.out, sh.in, r.name, ms, 2*float64(sh.out*sh.in)/ms/1e6)
 	return nil
 }

@@ -19,7 +19,11 @@
 //
 // Usage:
 //
-//	distopt-bench-gemm [-tokens 16384] [-hidden 2048] [-ffn 8192] [-square 8192] [-iters 20] [-warmup 3] [-layers 24]
+//	distopt-bench-gemm [-tokens 16384] [-hidden 2048] [-ffn 8192] [-square 8192] [-iters 20] [-warmup 3] [-layers 24] [-autotune 0]
+//
+// With -autotune n each plan times n of cuBLASLt's heuristic candidates on
+// its first overwriting call and keeps the fastest (the weight gradient's
+// first warm-up call overwrites; the timed ones accumulate).
 //
 // scripts/bench/torch_scaled_mm.py measures torch._scaled_mm on the same
 // shapes, for comparison in the same device call.

@@ -37,15 +37,16 @@ func main() {
 	iters := flag.Int("iters", 20, "timed runs per product")
 	warmup := flag.Int("warmup", 3, "untimed runs first")
 	layers := flag.Int("layers", 24, "layers of the memory check (0: none)")
+	tune := flag.Int("autotune", 0, "heuristic candidates timed per plan (gemm.Engine.SetAutotune; 0: the heuristic's first)")
 	flag.Parse()
 	runtime.LockOSThread()
-	if err := run(*tokens, *hidden, *ffn, *square, *iters, *warmup, *layers); err != nil {
+	if err := run(*tokens, *hidden, *ffn, *square, *iters, *warmup, *layers, *tune); err != nil {
 		fmt.Fprintln(os.Stderr, "distopt-bench-gemm:", err)
 		os.Exit(1)
 	}
 }
 
-func run(tokens, hidden, ffn, square, iters, warmup, layers int) error {
+func run(tokens, hidden, ffn, square, iters, warmup, layers, tune int) error {
 	d, err := cuda.Open(0)
 	if err != nil {
 		return err
@@ -61,7 +62,8 @@ func run(tokens, hidden, ffn, square, iters, warmup, layers int) error {
 		return err
 	}
 	defer e.Close()
-	fmt.Printf("# %v, %s\n\n", d.Info(), e.Library())
+	e.SetAutotune(tune)
+	fmt.Printf("# %v, %s, autotune %d\n\n", d.Info(), e.Library(), tune)
 	shapes := []shape{{"qkv", tokens, hidden, 3 * hidden}, {"proj", tokens, hidden, hidden},
 		{"fc1", tokens, hidden, ffn}, {"fc2", tokens, ffn, hidden}}
 	if square > 0 {

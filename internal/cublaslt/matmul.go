@@ -82,19 +82,21 @@ type Plan struct {
 	spec             Spec
 	desc, a, b, c, d uintptr
 	algo             Algo
+	algos            []Algo // the heuristic's candidates, best first
 	fp8              bool
 }
 
 // NewPlan creates the descriptors of spec and asks the heuristic for the
-// best algorithm whose workspace fits maxWorkspace bytes. For FP8 specs,
+// best algorithm whose workspace fits maxWorkspace bytes (keeping up to
+// candidates of its proposals for Use; at least 1). For FP8 specs,
 // scaleHint is a device address set as both scale pointers while the
 // heuristic runs (it refuses block scale modes without one; Run sets the
 // real ones). A combination the library has no kernel for gives an error
 // matching ErrNotSupported or ErrInvalid that names the spec.
-func (h *Handle) NewPlan(spec Spec, maxWorkspace int, scaleHint cuda.DevicePtr) (*Plan, error) {
+func (h *Handle) NewPlan(spec Spec, maxWorkspace int, scaleHint cuda.DevicePtr, candidates int) (*Plan, error) {
 	p := &Plan{h: h, spec: spec, fp8: isFP8(spec.A.Type) || isFP8(spec.B.Type)}
 	err := h.d.Do(func() error {
-		if err := p.create(maxWorkspace, scaleHint); err != nil {
+		if err := p.create(maxWorkspace, scaleHint, max(candidates, 1)); err != nil {
 			p.release()
 			return err
 		}
@@ -109,7 +111,7 @@ func (h *Handle) NewPlan(spec Spec, maxWorkspace int, scaleHint cuda.DevicePtr) 
 func isFP8(t DataType) bool { return t == R8FE4M3 || t == R8FE5M2 }
 
 // create builds the descriptors and picks the algorithm; on the worker.
-func (p *Plan) create(maxWorkspace int, scaleHint cuda.DevicePtr) error {
+func (p *Plan) create(maxWorkspace int, scaleHint cuda.DevicePtr, candidates int) error {
 	f, s := p.h.l.fns, p.spec
 	var st Status
 	if p.desc, st = f.descCreate(Compute32F, R32F); st != StatusSuccess {
@@ -158,16 +160,24 @@ func (p *Plan) create(maxWorkspace int, scaleHint cuda.DevicePtr) error {
 		return check("cublasLtMatmulPreferenceCreate", st)
 	}
 	defer f.prefDestroy(pref)
-	algos, st := f.heuristic(p.h.h, p.desc, p.a, p.b, p.c, p.d, pref, 1)
+	algos, st := f.heuristic(p.h.h, p.desc, p.a, p.b, p.c, p.d, pref, candidates)
 	if st != StatusSuccess {
 		return check("cublasLtMatmulAlgoGetHeuristic", st)
 	}
 	if len(algos) == 0 {
 		return &Error{Op: "cublasLtMatmulAlgoGetHeuristic", Status: StatusNotSupported, Detail: "no algorithm"}
 	}
-	p.algo = algos[0]
+	p.algo, p.algos = algos[0], algos
 	return nil
 }
+
+// Candidates returns how many algorithms the heuristic proposed (at most
+// the candidates NewPlan was given).
+func (p *Plan) Candidates() int { return len(p.algos) }
+
+// Use makes candidate i (0 is the heuristic's first choice) the algorithm
+// of later runs.
+func (p *Plan) Use(i int) { p.algo = p.algos[i] }
 
 // release destroys whatever create made; on the worker.
 func (p *Plan) release() {
