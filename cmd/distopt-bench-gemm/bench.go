@@ -100,8 +100,8 @@ func (b *bench) timeit(fn func() error) (float64, error) {
 // operands are the buffers of one layer's products.
 type operands struct {
 	w, wT, x, dy, xT, dyT gemm.Operand
-	y, dx, dw         cuda.DevicePtr
-	free              []func() error
+	y, dx, dw             cuda.DevicePtr
+	free                  []func() error
 }
 
 func (o *operands) release() error {
