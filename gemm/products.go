@@ -72,8 +72,21 @@ func (e *Engine) WGrad(dw Output, dy, x Operand) (Result, error) {
 }
 
 // product queues out = L·Rᵀ where L is lo presented with k along its
-// columns (lCols) or rows, and R likewise.
+// columns (lCols) or rows, and R likewise. Everything runs in one call to
+// the device's worker thread: a product's launches cost one hand-off, not
+// one each.
 func (e *Engine) product(out Output, lo Operand, lCols bool, ro Operand, rCols bool) (Result, error) {
+	var res Result
+	err := e.d.Do(func() error {
+		var err error
+		res, err = e.queue(out, lo, lCols, ro, rCols)
+		return err
+	})
+	return res, err
+}
+
+// queue is product on the worker thread.
+func (e *Engine) queue(out Output, lo Operand, lCols bool, ro Operand, rCols bool) (Result, error) {
 	if !lo.Scales.TensorCores() || !ro.Scales.TensorCores() {
 		return e.fallback(out, lo, lCols, ro, rCols)
 	}

@@ -152,11 +152,17 @@ func checkLayer(t *testing.T, e *Engine, c recipeCase, T, in, out int) {
 	// The weight gradient reads T-contiguous inputs: 1x128 activations are
 	// quantized again down their columns; the others are transposed
 	// inside WGrad (exact), and the fallback reads them as stored.
+	// The weight gradient does not read the weight: it runs on the tensor
+	// cores whenever the activations' layout allows.
+	wantW := FallbackDequantBF16
+	if c.actLayout.TensorCores() {
+		wantW = TensorCores
+	}
 	if c.actLayout == Rows128 {
 		x, hx = activation(t, e, c, c.x, xv, T, in, true)
 		dy, hdy = activation(t, e, c, c.dy, dyv, T, out, true)
-		X, DY = hx.decode(bf), hdy.decode(bf)
 	}
+	X, DY = hx.decode(wantW == FallbackDequantBF16), hdy.decode(wantW == FallbackDequantBF16)
 	ref, mag = reference(out, in, T, func(p, k int) float64 { return DY[k*out+p] }, func(q, k int) float64 { return X[k*in+q] })
 	for _, gt := range []collective.DType{collective.Float32, collective.BFloat16} {
 		prior := randMatrix(out, in, seed+3)
@@ -164,13 +170,7 @@ func checkLayer(t *testing.T, e *Engine, c recipeCase, T, in, out int) {
 		must(t, e.s.Upload(dw, encode(prior, gt)))
 		res, err = e.WGrad(Output{Data: dw, Type: gt, Accumulate: true}, dy, x)
 		must(t, err)
-		// The weight gradient does not read the weight: it runs on the
-		// tensor cores whenever the activations' layout allows.
-		want := FallbackDequantBF16
-		if c.actLayout.TensorCores() {
-			want = TensorCores
-		}
-		checkPath(t, "wgrad", res, want)
+		checkPath(t, "wgrad", res, wantW)
 		raw := make([]byte, gt.Size()*out*in)
 		must(t, e.s.Download(raw, dw))
 		compare(t, "wgrad "+gt.String(), decodeOut(raw, gt), ref, mag, priorOf(prior, gt), gt == collective.BFloat16)

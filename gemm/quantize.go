@@ -77,6 +77,11 @@ func elem(t collective.DType) (kernels.Elem, error) {
 // (zero it first), for a delayed-scaling history. Scales never travel
 // through the host.
 func (e *Engine) Quantize(dst Operand, src cuda.DevicePtr, t collective.DType, r fp8.Recipe, scale float32, amax cuda.DevicePtr) error {
+	return e.d.Do(func() error { return e.quantize(dst, src, t, r, scale, amax) })
+}
+
+// quantize is Quantize on the worker thread.
+func (e *Engine) quantize(dst Operand, src cuda.DevicePtr, t collective.DType, r fp8.Recipe, scale float32, amax cuda.DevicePtr) error {
 	el, err := elem(t)
 	if err != nil {
 		return err
@@ -127,6 +132,11 @@ func (e *Engine) Transpose(dst, src Operand) error {
 	if dst.Rows != src.Rows || dst.Cols != src.Cols || dst.Transposed == src.Transposed || dst.Format != src.Format || dst.Scales != src.Scales {
 		return fmt.Errorf("%w: transpose of %v into %v", ErrShape, src, dst)
 	}
+	return e.d.Do(func() error { return e.transpose(dst, src) })
+}
+
+// transpose is Transpose on the worker thread.
+func (e *Engine) transpose(dst, src Operand) error {
 	rows, cols := src.stored()
 	switch src.Scales {
 	case PerTensor:
