@@ -6,8 +6,9 @@
 // # Loading
 //
 // The library is opened at run time with dlopen, like the CUDA driver and
-// NCCL: Default tries the path in CUBLASLT_LIBRARY, then libcublasLt.so.13,
-// then libcublasLt.so.12. Building needs no CUDA toolkit; a binary built
+// NCCL: Default tries the path in CUBLASLT_LIBRARY, or else
+// libcublasLt.so.13, libcublasLt.so.12 and the same in /usr/local/cuda/lib64
+// (LibraryNames). Building needs no CUDA toolkit; a binary built
 // here runs on a host without cuBLASLt and gets an error matching
 // ErrNoLibrary (naming every name it tried), never a panic.
 //

@@ -8,8 +8,10 @@ import (
 )
 
 // LibraryNames are the names Default tries, in order, when CUBLASLT_LIBRARY
-// is not set.
-var LibraryNames = []string{"libcublasLt.so.13", "libcublasLt.so.12"}
+// is not set: the sonames the dynamic loader searches for, then the CUDA
+// toolkit's usual directory (not always in the loader's path).
+var LibraryNames = []string{"libcublasLt.so.13", "libcublasLt.so.12",
+	"/usr/local/cuda/lib64/libcublasLt.so.13", "/usr/local/cuda/lib64/libcublasLt.so.12"}
 
 // EnvLibrary is the environment variable that names the library to open (a
 // path, or a name the dynamic loader searches for).
