@@ -87,6 +87,24 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 // blocks of a row, rounded up to a multiple of 4.
 func gridLD(k int) int { return (ceilDiv(k, 128) + 3) / 4 * 4 }
 
+// scaleAlign is the alignment cuBLASLt's FP8 kernels need of a scale
+// pointer: the GPU run of 2026-12-01 saw a scalar scale at a 4-byte offset
+// refused by cublasLtMatmul (CUBLAS_STATUS_NOT_SUPPORTED). The optimizer's
+// per-tensor scale_inv values lie 4 bytes apart, so most weights' are
+// copied (4 bytes) into aligned scratch.
+const scaleAlign = 16
+
+// scaleCopy says how kmajor hands o's scales to cuBLASLt: regrid (the tile
+// grid rewritten: transposed, or its rows padded to 4 tiles), copy (moved
+// as they are to an aligned address), or neither (read in place).
+func scaleCopy(o Operand, direct bool, k int) (regrid, copy bool) {
+	aligned := uint64(o.ScaleInv)%scaleAlign == 0
+	if o.Scales == Tiles128 {
+		return !direct || ceilDiv(k, 128)%4 != 0 || !aligned, false
+	}
+	return false, !aligned
+}
+
 // sideNeed returns the scratch bytes kmajor needs to present o with k its
 // contiguous dimension (kIsCols: k = o.Cols).
 func sideNeed(o Operand, kIsCols bool) int {
@@ -100,8 +118,11 @@ func sideNeed(o Operand, kIsCols bool) int {
 	if !direct {
 		n += alignUp(outer * k)
 	}
-	if o.Scales == Tiles128 && (!direct || ceilDiv(k, 128)%4 != 0) {
+	switch regrid, copy := scaleCopy(o, direct, k); {
+	case regrid:
 		n += alignUp(4 * ceilDiv(outer, 128) * gridLD(k))
+	case copy:
+		n += alignUp(ScaleBytes(rows, cols, o.Scales))
 	}
 	return n
 }
@@ -127,18 +148,25 @@ func (e *Engine) kmajor(a *arena, o Operand, kIsCols bool) (side, error) {
 	}
 	if !direct {
 		if o.Scales == Rows128 {
-			return side{}, fmt.Errorf("%w: operand %v would need a transpose, which 1x128 blocks do not survive: quantize it with QuantizeColumns", ErrLayout, o)
+			return side{}, fmt.Errorf("%w: operand %v would need a transpose, which 1x128 blocks do not survive: quantize it into an operand stored Transposed", ErrLayout, o)
 		}
 		sd.data, sd.outer, sd.k = a.take(rows*cols), cols, rows
 		if err := e.k.TransposeFP8(e.s, sd.data, o.Data, rows, cols); err != nil {
 			return side{}, err
 		}
 	}
-	if o.Scales == Tiles128 && (!direct || ceilDiv(sd.k, 128)%4 != 0) {
+	switch regrid, copy := scaleCopy(o, direct, sd.k); {
+	case regrid:
 		ld := gridLD(sd.k)
 		sd.scale = a.take(4 * ceilDiv(sd.outer, 128) * ld)
 		err := e.k.CopyScaleGrid(e.s, sd.scale, ld, o.ScaleInv, ceilDiv(cols, 128), ceilDiv(rows, 128), ceilDiv(cols, 128), !direct)
 		if err != nil {
+			return side{}, err
+		}
+	case copy:
+		n := ScaleBytes(rows, cols, o.Scales)
+		sd.scale = a.take(n)
+		if err := e.s.CopyDtoD(sd.scale, o.ScaleInv, n); err != nil {
 			return side{}, err
 		}
 	}

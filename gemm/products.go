@@ -62,7 +62,7 @@ func (e *Engine) DGrad(dx Output, dy, w Operand) (Result, error) {
 // accumulation across micro-batches). Both inputs are read with T
 // contiguous: operands stored Transposed are read in place; PerTensor and
 // Tiles128 operands stored row-major are transposed exactly into scratch;
-// Rows128 operands must come stored transposed (QuantizeColumns), since a
+// Rows128 operands must come stored Transposed (see Quantize), since a
 // transpose does not keep 1x128 blocks.
 func (e *Engine) WGrad(dw Output, dy, x Operand) (Result, error) {
 	if dy.Rows != x.Rows {

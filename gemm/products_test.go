@@ -367,3 +367,40 @@ func TestRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestMisalignedScales gives the weight's scale_inv at a 4-byte offset, as
+// the optimizer's per-tensor scale array hands most weights theirs (and a
+// tile grid likewise): the engine must copy the scales to an aligned
+// address (cuBLASLt refuses misaligned scale pointers) and still compute
+// the right products, with the scratch the planner predicts.
+func TestMisalignedScales(t *testing.T) {
+	e := newEngine(t)
+	for _, c := range recipeCases[:3] {
+		t.Run(c.name, func(t *testing.T) {
+			const T, in, out = 128, 256, 384
+			hw := weight(t, randMatrix(out, in, 21), out, in, c.w)
+			w := hw.upload(t, e)
+			w.ScaleInv = devAlloc(t, e.d, len(hw.scales)+16).Add(4)
+			must(t, e.s.Upload(w.ScaleInv, hw.scales))
+			x, hx := activation(t, e, c, c.x, randMatrix(T, in, 22), T, in, false)
+			dy, hdy := activation(t, e, c, c.dy, randMatrix(T, out, 23), T, out, false)
+			W, X, DY := hw.decode(false), hx.decode(false), hdy.decode(false)
+			y := devAlloc(t, e.d, 2*T*out)
+			res, err := e.Forward(BF16(y), x, w)
+			must(t, err)
+			if want := Scratch(ForwardProduct, x, w); res.Scratch != want || want == 0 {
+				t.Errorf("forward used %d bytes of scratch, the planner says %d (a scale copy is not 0)", res.Scratch, want)
+			}
+			ref, mag := reference(T, out, in, func(p, k int) float64 { return X[p*in+k] }, func(q, k int) float64 { return W[q*in+k] })
+			compare(t, "forward", readBF16(t, e, y, T*out), ref, mag, nil, false)
+			dx := devAlloc(t, e.d, 2*T*in)
+			res, err = e.DGrad(BF16(dx), dy, w)
+			must(t, err)
+			if want := Scratch(DGradProduct, dy, w); res.Scratch != want {
+				t.Errorf("dgrad used %d bytes of scratch, the planner says %d", res.Scratch, want)
+			}
+			ref, mag = reference(T, in, out, func(p, k int) float64 { return DY[p*out+k] }, func(q, k int) float64 { return W[k*in+q] })
+			compare(t, "dgrad", readBF16(t, e, dx, T*in), ref, mag, nil, false)
+		})
+	}
+}
