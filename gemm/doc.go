@@ -52,8 +52,10 @@
 // is reused (Scratch predicts it; PeakScratch reports it): the data
 // gradient's transposed weight (out x in bytes, plus its tile grid), the
 // weight gradient's transposed per-tensor activations (T x (in + out)
-// bytes) when they are not given transposed, or the fallback's bfloat16
-// copies. Transformer Engine keeps a transposed FP8 copy of every weight on
+// bytes) when they are not given transposed, the fallback's bfloat16
+// copies, and a few bytes where a scale_inv pointer is not 16-byte aligned
+// (cuBLASLt refuses those; the optimizer's per-tensor scales lie 4 bytes
+// apart) or a tile grid's rows must be padded to 4 tiles. Transformer Engine keeps a transposed FP8 copy of every weight on
 // Hopper (+1 byte per parameter); here the extra memory is one layer's
 // weight, whatever the depth of the model. cmd/distopt-bench-gemm checks it
 // with cuMemGetInfo over 24 layers of the 1.3B GPT's shapes.
