@@ -118,6 +118,8 @@ type Output struct {
 	Type collective.DType // collective.BFloat16 or collective.Float32
 	// Accumulate adds the product to what Data holds (beta = 1), for
 	// gradients summed over micro-batches; otherwise Data is overwritten.
+	// Into bfloat16, cuBLASLt 13.1 was seen to round the product to
+	// bfloat16 before adding (two roundings); float32 gradients avoid it.
 	Accumulate bool
 }
 
