@@ -46,14 +46,18 @@ func devAlloc(t testing.TB, d *cuda.Device, n int) cuda.DevicePtr {
 }
 
 // randMatrix returns rows*cols normally distributed values whose rows have
-// magnitudes spread over 2^-4..2^4 (so that block scales differ).
+// magnitudes spread over 2^-4..2^4 and whose 128-column blocks are scaled
+// by 1, 2^3 or 2^-3 in turn, so that 1x128 block and 128x128 tile scales
+// differ (a scale read from the wrong block or tile shows).
+var blockFactor = [3]float64{1, 8, 0.125}
+
 func randMatrix(rows, cols int, seed uint64) []float32 {
 	r := rand.New(rand.NewPCG(seed, 7))
 	v := make([]float32, rows*cols)
 	for i := range rows {
 		m := math.Ldexp(1, r.IntN(9)-4)
 		for j := range cols {
-			v[i*cols+j] = float32(r.NormFloat64() * m)
+			v[i*cols+j] = float32(r.NormFloat64() * m * blockFactor[j/128%3])
 		}
 	}
 	return v
