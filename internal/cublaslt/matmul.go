@@ -1,0 +1,246 @@
+package cublaslt
+
+import (
+	"fmt"
+
+	"github.com/distopt/distopt/internal/cuda"
+)
+
+// Handle is a cuBLASLt context bound to one device. Its methods run on the
+// device's worker thread; a Handle may be shared, a Plan may not.
+type Handle struct {
+	l *Library
+	d *cuda.Device
+	h uintptr
+}
+
+// NewHandle creates a handle for d (cublasLtCreate).
+func (l *Library) NewHandle(d *cuda.Device) (*Handle, error) {
+	h := &Handle{l: l, d: d}
+	err := d.Do(func() error {
+		var s Status
+		h.h, s = l.fns.create()
+		return check("cublasLtCreate", s)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Library returns the library the handle belongs to.
+func (h *Handle) Library() *Library { return h.l }
+
+// Device returns the handle's device.
+func (h *Handle) Device() *cuda.Device { return h.d }
+
+// Destroy releases the handle. Plans made from it must be destroyed first.
+func (h *Handle) Destroy() error {
+	return h.d.Do(func() error { return check("cublasLtDestroy", h.l.fns.destroy(h.h)) })
+}
+
+// Matrix is a column-major matrix layout: Rows x Cols elements of Type,
+// column j starting LD elements after column j-1.
+type Matrix struct {
+	Type       DataType
+	Rows, Cols int
+	LD         int
+}
+
+func (m Matrix) String() string {
+	return fmt.Sprintf("%dx%d ld=%d type=%d", m.Rows, m.Cols, m.LD, m.Type)
+}
+
+// Spec describes D = alpha * scaleA*scaleB * op(A)·op(B) + beta * C, with
+// op(A) M x K, op(B) K x N, C and D M x N. FP8 operands on Hopper need
+// TransA = OpT and TransB = OpN (both K-contiguous).
+type Spec struct {
+	TransA, TransB         Op
+	A, B, C, D             Matrix
+	AScaleMode, BScaleMode ScaleMode // for FP8 operands
+	// FastAccum lets FP8 kernels accumulate in the tensor cores' reduced
+	// precision (CUBLASLT_MATMUL_DESC_FAST_ACCUM). Off by default.
+	FastAccum bool
+}
+
+func (s Spec) String() string {
+	return fmt.Sprintf("op(A)=%d A[%v] op(B)=%d B[%v] C[%v] D[%v] scale modes %d/%d", s.TransA, s.A, s.TransB, s.B, s.C, s.D, s.AScaleMode, s.BScaleMode)
+}
+
+// Algo is one algorithm the heuristic proposed, with the workspace it needs.
+type Algo struct {
+	data      [8]uint64
+	Workspace int     // bytes of workspace the algorithm needs
+	Waves     float32 // the heuristic's waves count (informational)
+}
+
+// Plan is a matmul descriptor, four layouts and the algorithm the heuristic
+// chose. Its scale pointers are set by each Run, so a Plan must not be run
+// from two goroutines at once.
+type Plan struct {
+	h                *Handle
+	spec             Spec
+	desc, a, b, c, d uintptr
+	algo             Algo
+	algos            []Algo // the heuristic's candidates, best first
+	fp8              bool
+}
+
+// NewPlan creates the descriptors of spec and asks the heuristic for the
+// best algorithm whose workspace fits maxWorkspace bytes (keeping up to
+// candidates of its proposals for Use; at least 1). For FP8 specs,
+// scaleHint is a device address set as both scale pointers while the
+// heuristic runs (it refuses block scale modes without one; Run sets the
+// real ones). A combination the library has no kernel for gives an error
+// matching ErrNotSupported or ErrInvalid that names the spec.
+func (h *Handle) NewPlan(spec Spec, maxWorkspace int, scaleHint cuda.DevicePtr, candidates int) (*Plan, error) {
+	p := &Plan{h: h, spec: spec, fp8: isFP8(spec.A.Type) || isFP8(spec.B.Type)}
+	err := h.d.Do(func() error {
+		if err := p.create(maxWorkspace, scaleHint, max(candidates, 1)); err != nil {
+			p.release()
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w [%v]", err, spec)
+	}
+	return p, nil
+}
+
+func isFP8(t DataType) bool { return t == R8FE4M3 || t == R8FE5M2 }
+
+// create builds the descriptors and picks the algorithm; on the worker.
+func (p *Plan) create(maxWorkspace int, scaleHint cuda.DevicePtr, candidates int) error {
+	f, s := p.h.l.fns, p.spec
+	var st Status
+	if p.desc, st = f.descCreate(Compute32F, R32F); st != StatusSuccess {
+		return check("cublasLtMatmulDescCreate", st)
+	}
+	sets := []struct {
+		a descAttr
+		v int32
+	}{{descTransA, int32(s.TransA)}, {descTransB, int32(s.TransB)}}
+	if p.fp8 {
+		sets = append(sets, struct {
+			a descAttr
+			v int32
+		}{descAScaleMode, int32(s.AScaleMode)}, struct {
+			a descAttr
+			v int32
+		}{descBScaleMode, int32(s.BScaleMode)})
+	}
+	for _, a := range sets {
+		if err := check("cublasLtMatmulDescSetAttribute", f.descSetI32(p.desc, a.a, a.v)); err != nil {
+			return fmt.Errorf("%w: attribute %d = %d", err, a.a, a.v)
+		}
+	}
+	if p.fp8 {
+		for _, a := range []descAttr{descAScalePtr, descBScalePtr} {
+			if err := check("cublasLtMatmulDescSetAttribute", f.descSetPtr(p.desc, a, uint64(scaleHint))); err != nil {
+				return err
+			}
+		}
+	}
+	if s.FastAccum {
+		if err := check("cublasLtMatmulDescSetAttribute", f.descSetI8(p.desc, descFastAccum, 1)); err != nil {
+			return err
+		}
+	}
+	for _, m := range []struct {
+		dst *uintptr
+		m   Matrix
+	}{{&p.a, s.A}, {&p.b, s.B}, {&p.c, s.C}, {&p.d, s.D}} {
+		if *m.dst, st = f.layoutCreate(m.m.Type, uint64(m.m.Rows), uint64(m.m.Cols), int64(m.m.LD)); st != StatusSuccess {
+			return fmt.Errorf("%w: layout %v", check("cublasLtMatrixLayoutCreate", st), m.m)
+		}
+	}
+	pref, st := f.prefCreate(uint64(maxWorkspace))
+	if st != StatusSuccess {
+		return check("cublasLtMatmulPreferenceCreate", st)
+	}
+	defer f.prefDestroy(pref)
+	algos, st := f.heuristic(p.h.h, p.desc, p.a, p.b, p.c, p.d, pref, candidates)
+	if st != StatusSuccess {
+		return check("cublasLtMatmulAlgoGetHeuristic", st)
+	}
+	if len(algos) == 0 {
+		return &Error{Op: "cublasLtMatmulAlgoGetHeuristic", Status: StatusNotSupported, Detail: "no algorithm"}
+	}
+	p.algo, p.algos = algos[0], algos
+	return nil
+}
+
+// Candidates returns how many algorithms the heuristic proposed (at most
+// the candidates NewPlan was given).
+func (p *Plan) Candidates() int { return len(p.algos) }
+
+// Use makes candidate i (0 is the heuristic's first choice) the algorithm
+// of later runs.
+func (p *Plan) Use(i int) { p.algo = p.algos[i] }
+
+// release destroys whatever create made; on the worker.
+func (p *Plan) release() {
+	f := p.h.l.fns
+	for _, l := range []*uintptr{&p.a, &p.b, &p.c, &p.d} {
+		if *l != 0 {
+			f.layoutDestroy(*l)
+			*l = 0
+		}
+	}
+	if p.desc != 0 {
+		f.descDestroy(p.desc)
+		p.desc = 0
+	}
+}
+
+// Spec returns the plan's spec.
+func (p *Plan) Spec() Spec { return p.spec }
+
+// Workspace returns the bytes of workspace the chosen algorithm needs.
+func (p *Plan) Workspace() int { return p.algo.Workspace }
+
+// Args are the operands of one Run: device addresses of A, B, C, D, the
+// FP8 scale tensors of A and B (ignored for non-FP8 plans), the host
+// scalars alpha and beta, and the workspace.
+type Args struct {
+	A, B, C, D     cuda.DevicePtr
+	AScale, BScale cuda.DevicePtr
+	Alpha, Beta    float32
+	Workspace      cuda.DevicePtr
+	WorkspaceSize  int
+}
+
+// Run queues the matmul on s. The workspace must hold at least Workspace()
+// bytes.
+func (p *Plan) Run(s *cuda.Stream, a *Args) error {
+	if a.WorkspaceSize < p.algo.Workspace {
+		panic(fmt.Sprintf("cublaslt: workspace of %d bytes, the algorithm needs %d", a.WorkspaceSize, p.algo.Workspace))
+	}
+	f := p.h.l.fns
+	return p.h.d.Do(func() error {
+		if p.fp8 {
+			if err := check("cublasLtMatmulDescSetAttribute", f.descSetPtr(p.desc, descAScalePtr, uint64(a.AScale))); err != nil {
+				return err
+			}
+			if err := check("cublasLtMatmulDescSetAttribute", f.descSetPtr(p.desc, descBScalePtr, uint64(a.BScale))); err != nil {
+				return err
+			}
+		}
+		st := f.matmul(p.h.h, p.desc, a.Alpha, uintptr(a.A), p.a, uintptr(a.B), p.b, a.Beta, uintptr(a.C), p.c,
+			uintptr(a.D), p.d, &p.algo, uintptr(a.Workspace), a.WorkspaceSize, s.Handle())
+		if err := check("cublasLtMatmul", st); err != nil {
+			err.(*Error).Detail = p.spec.String()
+			return err
+		}
+		return nil
+	})
+}
+
+// Destroy releases the plan's descriptors.
+func (p *Plan) Destroy() error {
+	return p.h.d.Do(func() error {
+		p.release()
+		return nil
+	})
+}

@@ -1,0 +1,77 @@
+package cublaslt
+
+// DataType is a cudaDataType_t.
+type DataType int32
+
+// The data types distopt uses (cudaDataType_t values).
+const (
+	R32F    DataType = 0  // CUDA_R_32F: float32
+	R16F    DataType = 2  // CUDA_R_16F: float16
+	R16BF   DataType = 14 // CUDA_R_16BF: bfloat16
+	R8FE4M3 DataType = 28 // CUDA_R_8F_E4M3
+	R8FE5M2 DataType = 29 // CUDA_R_8F_E5M2
+)
+
+// Size returns the bytes of one element.
+func (t DataType) Size() int {
+	switch t {
+	case R32F:
+		return 4
+	case R16F, R16BF:
+		return 2
+	}
+	return 1
+}
+
+// ComputeType is a cublasComputeType_t.
+type ComputeType int32
+
+// Compute32F is CUBLAS_COMPUTE_32F: FP32 accumulation (FP8 and BF16 inputs
+// run on tensor cores with it).
+const Compute32F ComputeType = 68
+
+// Op is a cublasOperation_t.
+type Op int32
+
+// Operations on an operand.
+const (
+	OpN Op = 0 // CUBLAS_OP_N: as stored
+	OpT Op = 1 // CUBLAS_OP_T: transposed
+)
+
+// ScaleMode is a cublasLtMatmulMatrixScale_t: how the scale pointer of an
+// operand is read.
+type ScaleMode int32
+
+// Scale modes (cuBLASLt 12.8+; the block modes run on Hopper from 12.9).
+const (
+	// ScaleScalar32F: one float32 for the whole operand.
+	ScaleScalar32F ScaleMode = 0
+	// ScaleVec32UE8M0: one E8M0 byte per 32 elements along K (MX; Blackwell).
+	ScaleVec32UE8M0 ScaleMode = 2
+	// ScaleOuterVec32F: one float32 per row of the outer dimension.
+	ScaleOuterVec32F ScaleMode = 3
+	// ScaleVec128F32: one float32 per 128 elements along K, stored with
+	// the outer dimension contiguous: scale[k/128 * outer + o].
+	ScaleVec128F32 ScaleMode = 4
+	// ScaleBlk128x128F32: one float32 per 128x128 block, stored with the K
+	// blocks contiguous: scale[o/128 * ld + k/128], ld a multiple of 4.
+	ScaleBlk128x128F32 ScaleMode = 5
+)
+
+// descAttr is a cublasLtMatmulDescAttributes_t.
+type descAttr int32
+
+const (
+	descTransA       descAttr = 3
+	descTransB       descAttr = 4
+	descAScalePtr    descAttr = 17
+	descBScalePtr    descAttr = 18
+	descCScalePtr    descAttr = 19
+	descDScalePtr    descAttr = 20
+	descAmaxDPtr     descAttr = 21
+	descFastAccum    descAttr = 25
+	descAScaleMode   descAttr = 31
+	descBScaleMode   descAttr = 32
+	prefMaxWorkspace descAttr = 1 // CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES (a preference attribute)
+)
