@@ -98,9 +98,15 @@ const (
 type Segment struct {
 	Off, Len int  // elements within the shard
 	Mode     Mode // what follows the update
-	// StepSize and Decay are the rule's per-parameter factors (see AdamWElem
-	// and SGDElem).
-	StepSize, Decay float32
+	// StepSize is the rule's step size: lr/(1 - beta1^t) for AdamW, lr for
+	// SGD (see AdamWElem and SGDElem).
+	StepSize float32
+	// Shrink is AdamW's decoupled weight decay as a factor of the master,
+	// 1 - lr*wd (1 without decay).
+	Shrink float32
+	// WeightDecay is SGD's coupled weight decay coefficient wd (0 without
+	// decay), added to the gradient as wd*p.
+	WeightDecay float32
 	Slot            int // amax and scale slot (tensor modes) or first tile slot
 	// ParamOffset and Cols place the segment in its matrix (ModeTile).
 	ParamOffset, Cols int

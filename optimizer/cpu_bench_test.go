@@ -45,7 +45,7 @@ func (bc benchCase) bytes(n int) int64 {
 // args builds the case's arguments over n elements for be.
 func (bc benchCase) args(be *CPU, n int) *UpdateArgs {
 	alloc := func(bytes int) collective.Buffer { b, _ := be.Alloc(bytes); return b }
-	seg := Segment{Off: 0, Len: n, Mode: bc.mode, StepSize: 1e-3, Decay: 0.9999, Cols: 1024}
+	seg := Segment{Off: 0, Len: n, Mode: bc.mode, StepSize: 1e-3, Shrink: 0.9999, Cols: 1024}
 	a := &UpdateArgs{Rule: bc.rule, N: n, MomentType: bc.mt, GradType: bc.gt,
 		Master: alloc(4 * n), M: alloc(bc.mt.Size() * n), Grad: alloc(bc.gt.Size() * n),
 		FP8: alloc(n), Amax: alloc(4 * (n/(128*128) + 8)), Scale: alloc(4),
@@ -66,7 +66,7 @@ func (bc benchCase) args(be *CPU, n int) *UpdateArgs {
 	}
 	a.Hyper = Hyper{GradScale: 1, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: 0.1, OneMinusBeta2: 0.001, Eps: 1e-8, RBC2: 1, Momentum: 0.9}
 	if bc.rule == RuleSGD {
-		a.Segments[0].Decay = 1e-4
+		a.Segments[0].WeightDecay = 1e-4
 	}
 	g := hostBuf(a.Grad)
 	for i := range n {

@@ -52,12 +52,12 @@ func refUpdate(s *refShard, a *optimizer.UpdateArgs) {
 		for i := seg.Off; i < seg.Off+seg.Len; i++ {
 			switch a.Rule {
 			case optimizer.RuleAdamW:
-				p, m, v := optimizer.AdamWElem(s.master[i], load(s.m, s.mt, i), load(s.v, s.mt, i), load(s.grad, s.gt, i), &a.Hyper, seg.StepSize, seg.Decay)
+				p, m, v := optimizer.AdamWElem(s.master[i], load(s.m, s.mt, i), load(s.v, s.mt, i), load(s.grad, s.gt, i), &a.Hyper, seg.StepSize, seg.Shrink)
 				s.master[i] = p
 				store(s.m, s.mt, i, m)
 				store(s.v, s.mt, i, v)
 			case optimizer.RuleSGD:
-				p, m := optimizer.SGDElem(s.master[i], load(s.m, s.mt, i), load(s.grad, s.gt, i), &a.Hyper, seg.StepSize, seg.Decay)
+				p, m := optimizer.SGDElem(s.master[i], load(s.m, s.mt, i), load(s.grad, s.gt, i), &a.Hyper, seg.StepSize, seg.WeightDecay)
 				s.master[i] = p
 				store(s.m, s.mt, i, m)
 			}
@@ -163,7 +163,7 @@ func refLayout(r *rand.Rand, block int) (segs []optimizer.Segment, n, slots int)
 			length = 1 + r.IntN(5000)
 		}
 		s := optimizer.Segment{Off: pos, Len: length, Mode: mode, Slot: slots,
-			StepSize: float32(r.Float64() * 1e-2), Decay: float32(1 - r.Float64()*1e-3)}
+			StepSize: float32(r.Float64() * 1e-2), Shrink: float32(1 - r.Float64()*1e-3)}
 		switch mode {
 		case optimizer.ModeTensorCurrent, optimizer.ModeTensorDelayed:
 			slots++
@@ -228,7 +228,7 @@ func refCase(r *rand.Rand, rc fp8.Recipe, rule optimizer.Rule, mt, gt, hpt colle
 	segs, n, slots := refLayout(r, block)
 	if rule == optimizer.RuleSGD {
 		for i := range segs {
-			segs[i].Decay = float32(r.Float64() * 1e-2)
+			segs[i].WeightDecay = float32(r.Float64() * 1e-2)
 		}
 	}
 	s := &refShard{n: n, mt: mt, gt: gt, hpt: hpt,

@@ -57,19 +57,19 @@ func narrowAll[T elem](dst []T, src []float32) {
 // compiler chooses anew in each function; so an element with a NaN among
 // its results is computed again by AdamWElem itself. NaNs propagate through
 // every operation, so a result without NaN means none arose on the way.
-func adamwRun[M, G elem](p []float32, m, v []M, g []G, h *Hyper, stepSize, decay float32) uint32 {
+func adamwRun[M, G elem](p []float32, m, v []M, g []G, h *Hyper, stepSize, shrink float32) uint32 {
 	gs, b1, omb1, b2, omb2, eps, rbc2 := h.GradScale, h.Beta1, h.OneMinusBeta1, h.Beta2, h.OneMinusBeta2, h.Eps, h.RBC2
 	m, v, g = m[:len(p)], v[:len(p)], g[:len(p)]
 	var key uint32
 	for i, x := range p {
 		gi := float32(widen(g[i]) * gs)
-		x = float32(x * decay)
+		x = float32(x * shrink)
 		mi := float32(float32(b1*widen(m[i])) + float32(omb1*gi))
 		vi := float32(float32(b2*widen(v[i])) + float32(omb2*float32(gi*gi)))
 		d := float32(float32(sqrt32(vi)*rbc2) + eps)
 		x = float32(x - float32(stepSize*float32(mi/d)))
 		if sum := x + mi + vi; sum != sum { // a NaN, or infinities of both signs
-			x, mi, vi = AdamWElem(p[i], widen(m[i]), widen(v[i]), widen(g[i]), h, stepSize, decay)
+			x, mi, vi = AdamWElem(p[i], widen(m[i]), widen(v[i]), widen(g[i]), h, stepSize, shrink)
 		}
 		p[i], m[i], v[i] = x, narrow[M](mi), narrow[M](vi)
 		key = max(key, AbsBits(x))
@@ -85,14 +85,14 @@ var sgdElem = SGDElem
 // in adamwRun; it returns the largest AbsBits of the new p. SGDElem is
 // inlined; an element with a NaN result is computed again by sgdElem (see
 // adamwRun on NaN payloads).
-func sgdRun[M, G elem](p []float32, buf []M, g []G, h *Hyper, stepSize, decay float32) uint32 {
+func sgdRun[M, G elem](p []float32, buf []M, g []G, h *Hyper, stepSize, wd float32) uint32 {
 	hl := *h
 	buf, g = buf[:len(p)], g[:len(p)]
 	var key uint32
 	for i, x := range p {
-		x, b := SGDElem(x, widen(buf[i]), widen(g[i]), &hl, stepSize, decay)
+		x, b := SGDElem(x, widen(buf[i]), widen(g[i]), &hl, stepSize, wd)
 		if sum := x + b; sum != sum {
-			x, b = sgdElem(p[i], widen(buf[i]), widen(g[i]), h, stepSize, decay)
+			x, b = sgdElem(p[i], widen(buf[i]), widen(g[i]), h, stepSize, wd)
 		}
 		p[i], buf[i] = x, narrow[M](b)
 		key = max(key, AbsBits(x))
@@ -101,9 +101,9 @@ func sgdRun[M, G elem](p []float32, buf []M, g []G, h *Hyper, stepSize, decay fl
 }
 
 // ruleRun updates elements [off, off+len(p)) of a shard, p being the
-// master's, with a segment's StepSize and Decay, and returns the largest
-// AbsBits of the new masters.
-type ruleRun func(p []float32, off int, stepSize, decay float32) uint32
+// master's, with the factors of segment s, and returns the largest AbsBits
+// of the new masters.
+type ruleRun func(p []float32, off int, s *Segment) uint32
 
 // ruleRunOf returns the update loop of a's rule over a's buffers, or nil
 // for RuleNone. It panics on a moment or gradient type other than Float32
@@ -137,14 +137,14 @@ func typedRule[M, G elem](a *UpdateArgs, m, v []M, g []G) ruleRun {
 	h := a.Hyper
 	switch a.Rule {
 	case RuleAdamW:
-		return func(p []float32, off int, stepSize, decay float32) uint32 {
+		return func(p []float32, off int, s *Segment) uint32 {
 			end := off + len(p)
-			return adamwRun(p, m[off:end], v[off:end], g[off:end], &h, stepSize, decay)
+			return adamwRun(p, m[off:end], v[off:end], g[off:end], &h, s.StepSize, s.Shrink)
 		}
 	case RuleSGD:
-		return func(p []float32, off int, stepSize, decay float32) uint32 {
+		return func(p []float32, off int, s *Segment) uint32 {
 			end := off + len(p)
-			return sgdRun(p, m[off:end], g[off:end], &h, stepSize, decay)
+			return sgdRun(p, m[off:end], g[off:end], &h, s.StepSize, s.WeightDecay)
 		}
 	}
 	panic(fmt.Sprintf("optimizer: rule %d", a.Rule))

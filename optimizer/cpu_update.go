@@ -35,7 +35,7 @@ func (c *CPU) Update(a *UpdateArgs) error {
 	c.forChunks(a.Segments, func(w int, s *Segment, lo, hi int) {
 		var key uint32
 		if run != nil {
-			key = run(master[s.Off+lo:s.Off+hi], s.Off+lo, s.StepSize, s.Decay)
+			key = run(master[s.Off+lo:s.Off+hi], s.Off+lo, s)
 		}
 		c.after(a, s, partial[w], master, lo, hi, key, run != nil)
 	})
@@ -112,7 +112,7 @@ func (c *CPU) after(a *UpdateArgs, s *Segment, amax []uint32, master []float32, 
 		dst := hostBuf(a.FP8)[i0:i1]
 		first := i0 / block
 		nb := (hi - lo + block - 1) / block
-		if a.Recipe.Scaling == fp8.MXFP8 {
+		if a.Recipe.ScaleType() == fp8.ScaleE8M0 {
 			fp8.CastMX(dst, hostBuf(a.BlockScales)[first:first+nb], src, a.Recipe.Format)
 		} else {
 			fp8.CastBlocks1D(dst, f32s(a.BlockScales)[first:first+nb], src, block, a.Recipe.Format, a.Recipe.Margin, a.Recipe.PowerOf2)

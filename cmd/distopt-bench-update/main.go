@@ -211,7 +211,7 @@ func layout(n, nseg int, mode optimizer.Mode) ([]optimizer.Segment, int) {
 		if i == nseg-1 {
 			hi = n
 		}
-		s := optimizer.Segment{Off: lo, Len: hi - lo, Mode: mode, StepSize: 1e-3, Decay: 1 - 1e-4, Slot: slots}
+		s := optimizer.Segment{Off: lo, Len: hi - lo, Mode: mode, StepSize: 1e-3, Shrink: 1 - 1e-4, Slot: slots}
 		switch mode {
 		case optimizer.ModeTensorCurrent, optimizer.ModeTensorDelayed:
 			slots++

@@ -105,7 +105,7 @@ func randomLayout(r *rand.Rand, modes []optimizer.Mode, block int) layout {
 			n = 1 + r.IntN(300)
 		}
 		s := optimizer.Segment{Off: pos, Len: n, Mode: mode, StepSize: float32(1e-4 + r.Float64()*1e-2),
-			Decay: float32(1 - r.Float64()*1e-3), Slot: l.slots}
+			Shrink: float32(1 - r.Float64()*1e-3), Slot: l.slots}
 		switch mode {
 		case optimizer.ModeTensorCurrent, optimizer.ModeTensorDelayed:
 			l.slots++
@@ -223,7 +223,7 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 	bs = append(bs, p.upload("hp", filled(hpType.Size()*l.n), momentKind(hpType)))
 	if rule == optimizer.RuleSGD {
 		for i := range l.segs {
-			l.segs[i].Decay = float32(r.Float64() * 0.01)
+			l.segs[i].WeightDecay = float32(r.Float64() * 0.01)
 		}
 	}
 	a.Segments = l.segs
