@@ -107,7 +107,7 @@ type Segment struct {
 	// WeightDecay is SGD's coupled weight decay coefficient wd (0 without
 	// decay), added to the gradient as wd*p.
 	WeightDecay float32
-	Slot            int // amax and scale slot (tensor modes) or first tile slot
+	Slot        int // amax and scale slot (tensor modes) or first tile slot
 	// ParamOffset and Cols place the segment in its matrix (ModeTile).
 	ParamOffset, Cols int
 }
