@@ -20,12 +20,6 @@ func ExampleFormat_Encode() {
 	// NaN -> 0x7f -> NaN
 }
 
-func ExampleBF16FromFloat32() {
-	h := fp8.BF16FromFloat32(1.00390625) // a tie between 1 and 1.0078125
-	fmt.Printf("%#04x %v\n", h, fp8.Float32FromBF16(h))
-	// Output: 0x3f80 1
-}
-
 func ExampleAmax() {
 	fmt.Println(fp8.Amax([]float32{1, -7, 3}), fp8.Amax(nil))
 	fmt.Println(fp8.MaxAmax(float32(math.Inf(1)), float32(math.NaN())))

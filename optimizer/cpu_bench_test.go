@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 )
@@ -72,7 +73,7 @@ func (bc benchCase) args(be *CPU, n int) *UpdateArgs {
 	for i := range n {
 		x := float32(i%1000-500) * 1e-4
 		if bc.gt == collective.BFloat16 {
-			binary.LittleEndian.PutUint16(g[2*i:], fp8.BF16FromFloat32(x))
+			binary.LittleEndian.PutUint16(g[2*i:], bf16.FromFloat32(x))
 		} else {
 			binary.LittleEndian.PutUint32(g[4*i:], math.Float32bits(x))
 		}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
@@ -31,14 +32,14 @@ type refShard struct {
 // held as bits.
 func load(x []uint32, dt collective.DType, i int) float32 {
 	if dt == collective.BFloat16 {
-		return fp8.Float32FromBF16(uint16(x[i]))
+		return bf16.ToFloat32(uint16(x[i]))
 	}
 	return math.Float32frombits(x[i])
 }
 
 func store(x []uint32, dt collective.DType, i int, f float32) {
 	if dt == collective.BFloat16 {
-		x[i] = uint32(fp8.BF16FromFloat32(f))
+		x[i] = uint32(bf16.FromFloat32(f))
 		return
 	}
 	x[i] = math.Float32bits(f)
@@ -134,7 +135,7 @@ func refArray(r *rand.Rand, n int, dt collective.DType, sigma, special float64) 
 					x[i] |= uint32(1 + r.IntN(0x7f))
 				}
 			} else {
-				x[i] = uint32(fp8.BF16FromFloat32(f))
+				x[i] = uint32(bf16.FromFloat32(f))
 			}
 			continue
 		}

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/collective"
-	"github.com/distopt/distopt/fp8"
 )
 
 // This file holds the CPU backend's update loops, specialised for each
@@ -16,24 +16,24 @@ import (
 // the bfloat16 bit pattern as uint16.
 type elem interface{ float32 | uint16 }
 
-// widen returns x as float32: itself, or fp8.Float32FromBF16 (exact).
+// widen returns x as float32: itself, or bf16.ToFloat32 (exact).
 // The size test is decided when the function is instantiated; the numeric
 // conversion of the other branch is never run.
 func widen[T elem](x T) float32 {
 	if unsafe.Sizeof(x) == 4 {
 		return float32(x)
 	}
-	return fp8.Float32FromBF16(uint16(x))
+	return bf16.ToFloat32(uint16(x))
 }
 
-// narrow returns x stored as T: itself, or fp8.BF16FromFloat32 (round to
-// nearest even, every NaN to fp8.BF16NaN).
+// narrow returns x stored as T: itself, or bf16.FromFloat32 (round to
+// nearest even, every NaN to bf16.NaN).
 func narrow[T elem](x float32) T {
 	var t T
 	if unsafe.Sizeof(t) == 4 {
 		return T(x)
 	}
-	return T(fp8.BF16FromFloat32(x))
+	return T(bf16.FromFloat32(x))
 }
 
 // narrowAll writes narrow(src[i]) to dst[i] for every i of src.

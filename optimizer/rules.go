@@ -18,7 +18,7 @@ import (
 // payload, the GPU returns its canonical NaN); whether a result is NaN is
 // specified. Steps never update with non-finite gradients, so masters only
 // hold NaN when their initial values did. FP8, BF16 and E8M0 encodings of
-// NaN are exact (fp8.E4M3NaN, fp8.E5M2NaN, fp8.BF16NaN, fp8.E8M0NaN).
+// NaN are exact (fp8.E4M3NaN, fp8.E5M2NaN, bf16.NaN, fp8.E8M0NaN).
 
 // AdamWElem updates one element with AdamW (decoupled weight decay):
 //

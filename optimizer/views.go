@@ -3,6 +3,7 @@ package optimizer
 import (
 	"fmt"
 
+	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 )
@@ -72,7 +73,7 @@ func encodeElems(x []float32, dt collective.DType) []byte {
 	}
 	b := make([]byte, 2*len(x))
 	for i, f := range x {
-		h := fp8.BF16FromFloat32(f)
+		h := bf16.FromFloat32(f)
 		b[2*i], b[2*i+1] = byte(h), byte(h>>8)
 	}
 	return b
@@ -84,7 +85,7 @@ func decodeElems(b []byte, dt collective.DType) []float32 {
 	}
 	x := make([]float32, len(b)/2)
 	for i := range x {
-		x[i] = fp8.Float32FromBF16(uint16(b[2*i]) | uint16(b[2*i+1])<<8)
+		x[i] = bf16.ToFloat32(uint16(b[2*i]) | uint16(b[2*i+1])<<8)
 	}
 	return x
 }

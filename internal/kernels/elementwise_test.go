@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
 )
@@ -146,7 +147,7 @@ func checkElementwise(t *testing.T, k *Set, s *cuda.Stream, n, off int) {
 	must(t, k.BF16FromFloat32(s, bf.ptr(), src.ptr(), n))
 	halves := cuda.View[uint16](bytes.Clone(bf.read(t, s)))
 	for i := range x {
-		if want := fp8.BF16FromFloat32(x[i]); halves[i] != want {
+		if want := bf16.FromFloat32(x[i]); halves[i] != want {
 			t.Errorf("BF16FromFloat32 [%d] %#08x: gpu %#04x, cpu %#04x", i, math.Float32bits(x[i]), halves[i], want)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
 )
@@ -95,7 +96,7 @@ func TestExhaustive(t *testing.T) {
 				x := math.Float32frombits(b32 + uint32(i))
 				refs.e4m3[i] = fp8.E4M3.Encode(x)
 				refs.e5m2[i] = fp8.E5M2.Encode(x)
-				refs.bf16[i] = fp8.BF16FromFloat32(x)
+				refs.bf16[i] = bf16.FromFloat32(x)
 			}
 		})
 		cpuRef += time.Since(t0)
@@ -186,7 +187,7 @@ func TestProbes(t *testing.T) {
 		must(t, k.BF16FromFloat32(s, out, in, n))
 		must(t, s.Download(cuda.Bytes(got), out))
 		for i, b := range probes {
-			if want := fp8.BF16FromFloat32(math.Float32frombits(b)); got[i] != want {
+			if want := bf16.FromFloat32(math.Float32frombits(b)); got[i] != want {
 				t.Errorf("%v bf16 %#08x: gpu %#04x, cpu %#04x", k.v, b, got[i], want)
 			}
 		}
