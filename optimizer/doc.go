@@ -34,8 +34,9 @@
 //
 // # Using it
 //
-// New takes a collective.Communicator, a Backend of the same memory kind,
-// the parameter list, their initial FP32 values and a Config. The framework
+// New takes a collective.Communicator, a Backend of the same memory kind
+// (and, for GPUs, of the same device: optimizer/gpu's Setup returns such a
+// pair), the parameter list, their initial FP32 values and a Config. The framework
 // writes each step's gradients into the views Grad returns (or calls
 // SetGrad), calls Step, and reads the parameters through Param (FP8 bytes
 // and scale_inv, in the backend's memory), Tensor or Weights. Report and

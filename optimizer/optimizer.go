@@ -79,8 +79,8 @@ type bucket struct {
 // with the same parameters and configuration; a difference is reported as
 // ErrMismatch naming what differs.
 func New(ctx context.Context, comm collective.Communicator, be Backend, params []Param, init InitFunc, cfg Config) (*Optimizer, error) {
-	if comm.Memory() != be.Memory() {
-		return nil, fmt.Errorf("optimizer: communicator takes %s memory but backend %s allocates %s memory: %w", comm.Memory(), be.Name(), be.Memory(), ErrConfig)
+	if err := checkPlacement(comm, be); err != nil {
+		return nil, err
 	}
 	cfg.setDefaults()
 	if err := cfg.validate(params); err != nil {
@@ -111,6 +111,26 @@ func New(ctx context.Context, comm collective.Communicator, be Backend, params [
 		return nil, err
 	}
 	return o, nil
+}
+
+// OnDevice is implemented by backends and communicators bound to one GPU
+// (optimizer/gpu's Backend, collective/nccl's Comm): Ordinal is the GPU's.
+type OnDevice interface {
+	Ordinal() int
+}
+
+// checkPlacement refuses a communicator and a backend that do not share
+// their memory: another memory kind, or (both bound to a GPU) another GPU.
+func checkPlacement(comm collective.Communicator, be Backend) error {
+	if comm.Memory() != be.Memory() {
+		return fmt.Errorf("optimizer: communicator takes %s memory but backend %s allocates %s memory: %w", comm.Memory(), be.Name(), be.Memory(), ErrConfig)
+	}
+	cd, ok1 := comm.(OnDevice)
+	bd, ok2 := be.(OnDevice)
+	if ok1 && ok2 && cd.Ordinal() != bd.Ordinal() {
+		return fmt.Errorf("optimizer: communicator on GPU %d but backend %s on GPU %d: %w", cd.Ordinal(), be.Name(), bd.Ordinal(), ErrConfig)
+	}
+	return nil
 }
 
 // Layout is the flat layout of the optimizer's buffers.
