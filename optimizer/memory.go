@@ -86,13 +86,9 @@ func PredictMemory(params []Param, world int, cfg Config) (MemoryReport, error) 
 	if err := cfg.validate(params); err != nil {
 		return MemoryReport{}, err
 	}
-	sp := make([]shard.Param, len(params))
-	for i, p := range params {
-		sp[i] = shard.Param{Name: p.Name, Shape: p.Shape, HighPrecision: p.HighPrecision}
-	}
-	l, err := shard.New(sp, world, cfg.Layout)
+	l, err := NewLayout(params, world, cfg.Layout)
 	if err != nil {
-		return MemoryReport{}, fmt.Errorf("optimizer: %w: %w", ErrConfig, err)
+		return MemoryReport{}, err
 	}
 	return memoryOf(l, params, &cfg), nil
 }

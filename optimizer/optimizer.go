@@ -86,13 +86,9 @@ func New(ctx context.Context, comm collective.Communicator, be Backend, params [
 	if err := cfg.validate(params); err != nil {
 		return nil, err
 	}
-	sp := make([]shard.Param, len(params))
-	for i, p := range params {
-		sp[i] = shard.Param{Name: p.Name, Shape: p.Shape, HighPrecision: p.HighPrecision}
-	}
-	layout, err := shard.New(sp, comm.Size(), cfg.Layout)
+	layout, err := NewLayout(params, comm.Size(), cfg.Layout)
 	if err != nil {
-		return nil, fmt.Errorf("optimizer: %w: %w", ErrConfig, err)
+		return nil, err
 	}
 	o := &Optimizer{cfg: cfg, comm: comm, be: be, layout: layout, params: append([]Param(nil), params...), rank: comm.Rank()}
 	if err := o.checkAgreement(ctx); err != nil {
@@ -131,6 +127,21 @@ func checkPlacement(comm collective.Communicator, be Backend) error {
 		return fmt.Errorf("optimizer: communicator on GPU %d but backend %s on GPU %d: %w", cd.Ordinal(), be.Name(), bd.Ordinal(), ErrConfig)
 	}
 	return nil
+}
+
+// NewLayout returns the flat layout of params on world ranks with opts, as
+// New and PredictMemory make it. An error wraps ErrConfig and the shard
+// package's error.
+func NewLayout(params []Param, world int, opts shard.Options) (*shard.Layout, error) {
+	sp := make([]shard.Param, len(params))
+	for i, p := range params {
+		sp[i] = shard.Param{Name: p.Name, Shape: p.Shape, HighPrecision: p.HighPrecision}
+	}
+	l, err := shard.New(sp, world, opts)
+	if err != nil {
+		return nil, fmt.Errorf("optimizer: %w: %w", ErrConfig, err)
+	}
+	return l, nil
 }
 
 // Layout is the flat layout of the optimizer's buffers.
