@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/distopt/distopt/collective"
@@ -117,33 +118,38 @@ func i64s(b collective.Buffer) []int64 {
 	return unsafe.Slice((*int64)(unsafe.Pointer(&h[0])), len(h)/8)
 }
 
-// parallel runs fn over [0, n) in chunks of cpuChunk elements on up to
-// c.workers goroutines; fn receives the worker index.
-func (c *CPU) parallel(n int, fn func(worker, lo, hi int)) {
-	chunks := (n + cpuChunk - 1) / cpuChunk
-	w := min(c.workers, chunks)
+// each runs fn(worker, k) for every k in [0, count) on up to c.workers
+// goroutines that take the indices in turn; worker is the goroutine's index
+// in [0, c.workers). It is the CPU backend's one worker pool: callers keep
+// per-worker partial results (sums, maxima) that do not depend on which
+// worker took which index.
+func (c *CPU) each(count int, fn func(worker, k int)) {
+	w := min(c.workers, count)
 	if w <= 1 {
-		for lo := 0; lo < n; lo += cpuChunk {
-			fn(0, lo, min(lo+cpuChunk, n))
+		for k := range count {
+			fn(0, k)
 		}
 		return
 	}
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	next := make(chan int, chunks)
-	for k := range chunks {
-		next <- k * cpuChunk
-	}
-	close(next)
 	for worker := range w {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for lo := range next {
-				fn(worker, lo, min(lo+cpuChunk, n))
+		wg.Go(func() {
+			for k := next.Add(1) - 1; k < int64(count); k = next.Add(1) - 1 {
+				fn(worker, int(k))
 			}
-		}()
+		})
 	}
 	wg.Wait()
+}
+
+// parallel runs fn over [0, n) in chunks of cpuChunk elements on up to
+// c.workers goroutines; fn receives the worker index.
+func (c *CPU) parallel(n int, fn func(worker, lo, hi int)) {
+	c.each((n+cpuChunk-1)/cpuChunk, func(worker, k int) {
+		lo := k * cpuChunk
+		fn(worker, lo, min(lo+cpuChunk, n))
+	})
 }
 
 // GradStats implements Backend.

@@ -2,8 +2,6 @@ package optimizer
 
 import (
 	"math"
-	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/distopt/distopt/collective"
@@ -59,27 +57,11 @@ func (c *CPU) forChunks(segs []Segment, fn func(worker int, s *Segment, lo, hi i
 			pieces = append(pieces, piece{k, lo})
 		}
 	}
-	do := func(worker int, p piece) {
+	c.each(len(pieces), func(worker, k int) {
+		p := pieces[k]
 		s := &segs[p.seg]
 		fn(worker, s, p.lo, min(p.lo+updateChunk, s.Len))
-	}
-	w := min(c.workers, len(pieces))
-	if w <= 1 {
-		for _, p := range pieces {
-			do(0, p)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for worker := range w {
-		wg.Go(func() {
-			for k := next.Add(1) - 1; k < int64(len(pieces)); k = next.Add(1) - 1 {
-				do(worker, pieces[k])
-			}
-		})
-	}
-	wg.Wait()
+	})
 }
 
 // after does what follows the update of elements [lo, hi) of segment s:
