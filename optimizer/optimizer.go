@@ -556,6 +556,7 @@ func (o *Optimizer) updateArgs(a *UpdateArgs, bk *bucket, k castKind) *UpdateArg
 	u.Grad = o.gradShard(bk)
 	u.GradType = o.cfg.GradType
 	u.Segments = o.segmentFactors(a, bk, k)
+	o.mustSegments(u.Segments, u.N)
 	u.Recipe = o.cfg.Recipe
 	u.Amax, u.Scale = o.amax, o.scale
 	if bk.b.HighPrecision {
@@ -629,6 +630,7 @@ func (o *Optimizer) cast(k castKind, t *Timings) error {
 		if k == castFirst && o.cfg.Recipe.Scaling == fp8.TensorDelayed {
 			c.Segments = o.firstCastModes(append([]Segment(nil), bk.segs...), k)
 		}
+		o.mustSegments(c.Segments, c.N)
 		if err := o.be.Cast(&c); err != nil {
 			return o.fail(fmt.Errorf("optimizer: cast of bucket %d: %w", bk.idx, err))
 		}

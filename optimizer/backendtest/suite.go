@@ -126,6 +126,9 @@ func randomLayout(r *rand.Rand, modes []optimizer.Mode, block int) layout {
 	}
 	l.n = pos + r.IntN(50)
 	l.blocks = l.n/block + 1
+	if err := optimizer.CheckSegments(l.segs, l.n, block); err != nil {
+		panic("backendtest: " + err.Error()) // the suite's own tables must be valid
+	}
 	return l
 }
 
