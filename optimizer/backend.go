@@ -57,7 +57,7 @@ const (
 	RuleSGD
 )
 
-// Hyper holds the per-step scalars of the update rules, identical on every
+// Hyper (for backend authors) holds the per-step scalars of the update rules, identical on every
 // rank and computed on the host.
 type Hyper struct {
 	GradScale                    float32 // clip coefficient / loss scale
@@ -68,7 +68,8 @@ type Hyper struct {
 	Momentum                     float32 // SGD
 }
 
-// Mode says what happens to a segment after its update.
+// Mode (for backend authors) says what happens to a segment after its
+// update.
 type Mode uint8
 
 const (
@@ -94,7 +95,8 @@ const (
 	ModeTile
 )
 
-// Segment is a run of a shard that belongs to one parameter.
+// Segment (for backend authors) is a run of a shard that belongs to one
+// parameter: one row of the segment table of UpdateArgs and CastArgs.
 type Segment struct {
 	Off, Len int  // elements within the shard
 	Mode     Mode // what follows the update
@@ -112,7 +114,7 @@ type Segment struct {
 	ParamOffset, Cols int
 }
 
-// UpdateArgs is one bucket shard's update. Buffers are the backend's own;
+// UpdateArgs (for backend authors) is one bucket shard's update. Buffers are the backend's own;
 // element offsets count from the start of each buffer.
 type UpdateArgs struct {
 	Rule       Rule
@@ -137,7 +139,7 @@ type UpdateArgs struct {
 	HPType collective.DType  // BFloat16 or Float32
 }
 
-// CastArgs casts the segments of modes ModeTensorCurrent and ModeTile:
+// CastArgs (for backend authors) casts the segments of modes ModeTensorCurrent and ModeTile:
 // FP8[i] = Encode(float32(Master[i] * Scale[slot of i])); other segments are
 // left alone.
 type CastArgs struct {

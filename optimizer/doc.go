@@ -43,6 +43,20 @@
 // PredictMemory give the memory of every buffer; ReadPieces, LoadPieces,
 // Scalars and SetScalars serve optimizer/checkpoint.
 //
+// # For backend authors
+//
+// A user of the optimizer picks a Backend (NewCPU, or optimizer/gpu) and
+// needs nothing else below. The rest of the exported API is the contract
+// between the optimizer and a Backend, marked "(for backend authors)" in
+// its doc comments: Backend's Update and Cast take UpdateArgs and
+// CastArgs, made of a segment table (Segment, Mode; CheckSegments states
+// what a valid table is) and the per-step scalars (Hyper); AdamWElem and
+// SGDElem specify the per-element arithmetic, AddSquare, Normalize,
+// SumOfSquares, StatsLen and NormLimbs the exact gradient statistics, and
+// AbsBits the amax keys. optimizer/backendtest checks a Backend against the
+// CPU reference, byte for byte. CONTRIBUTING.md lists the files to change
+// to add an update rule or an FP8 recipe.
+//
 // Errors: ErrConfig for a bad configuration, ErrMismatch when ranks
 // disagree on the layout or configuration (naming what differs),
 // ErrUnknownParam, ErrRemote when another rank failed, and ErrBroken for

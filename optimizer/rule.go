@@ -93,7 +93,7 @@ func (r Rule) Moments() []string {
 	return append([]string(nil), r.def().moments...)
 }
 
-// Factors returns the two per-parameter factors of s as the kernels
+// Factors (for backend authors) returns the two per-parameter factors of s as the kernels
 // receive them for rule r: the step size, then the rule's second factor
 // (AdamW: Shrink; SGD: WeightDecay; RuleNone: 0).
 func (s *Segment) Factors(r Rule) (step, second float32) {

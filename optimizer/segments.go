@@ -11,9 +11,9 @@ import (
 // the tag invariants.
 var checkInvariants = invariants.Enabled
 
-// CheckSegments returns an error naming the first way in which segs is not
+// CheckSegments (for backend authors) returns an error naming the first way in which segs is not
 // a segment table the backends accept for a shard of n elements, or nil.
-// For backend authors: the kernels rely on tables whose segments are
+// The kernels rely on tables whose segments are
 // non-empty, inside [0, n), sorted by offset and non-overlapping, of a known
 // Mode, with a slot where the mode has one, and (ModeBlock) starting at a
 // multiple of block, (ModeTile) with a positive column count. The optimizer

@@ -109,7 +109,7 @@ func Save(ctx context.Context, o *optimizer.Optimizer, comm collective.Communica
 	}
 
 	// 3. Every rank writes its shard.
-	rec, err := writeShard(staging, rank, world, step, opts.ChunkBytes, o.Config().MomentType, pieces)
+	rec, err := writeShard(staging, rank, world, step, opts.ChunkBytes, o.Config().MomentType, o.Config().Rule.Moments(), pieces)
 	var recJSON []byte
 	if err == nil {
 		recJSON, err = json.Marshal(rec)
