@@ -38,6 +38,34 @@ func (t ScaleType) String() string {
 	return "ScaleType(" + strconv.Itoa(int(t)) + ")"
 }
 
+// ScaleSource says where the scales of a recipe come from.
+type ScaleSource uint8
+
+const (
+	// FromCurrent derives each scale from the amax of the values being cast
+	// (per tensor, per 128x128 tile), all-reduced across ranks first.
+	FromCurrent ScaleSource = iota + 1
+	// FromHistory derives each scale from the amax history of earlier casts
+	// (delayed scaling); the amax of this cast joins the history afterwards.
+	FromHistory
+	// FromBlock derives each scale from the amax of its own 1-D block,
+	// which one rank holds whole: no all-reduce (see LocalBlocks).
+	FromBlock
+)
+
+// ScaleSource returns where the recipe's scales come from: FromHistory for
+// TensorDelayed, FromBlock for the LocalBlocks recipes, FromCurrent
+// otherwise.
+func (r Recipe) ScaleSource() ScaleSource {
+	switch {
+	case r.Scaling == TensorDelayed:
+		return FromHistory
+	case r.LocalBlocks():
+		return FromBlock
+	}
+	return FromCurrent
+}
+
 // Bits returns the bits of one element of the format (8 for E4M3 and E5M2).
 func (f Format) Bits() int { return 8 }
 

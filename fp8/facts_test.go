@@ -8,19 +8,23 @@ import "testing"
 func TestRecipeFacts(t *testing.T) {
 	for _, c := range []struct {
 		s          Scaling
+		source     ScaleSource
 		local      bool
 		scaleType  ScaleType
 		slots      int // AmaxSlots of a 300x200 tensor
 		blockBytes int // BlockScaleBytes of 256 elements
 	}{
-		{TensorCurrent, false, ScaleFloat32, 1, 0},
-		{TensorDelayed, false, ScaleFloat32, 1, 0},
-		{Block1x128, true, ScaleFloat32, 0, 2 * 4},
-		{Block128x128, false, ScaleFloat32, 3 * 2, 0},
-		{MXFP8, true, ScaleE8M0, 0, 8 * 1},
+		{TensorCurrent, FromCurrent, false, ScaleFloat32, 1, 0},
+		{TensorDelayed, FromHistory, false, ScaleFloat32, 1, 0},
+		{Block1x128, FromBlock, true, ScaleFloat32, 0, 2 * 4},
+		{Block128x128, FromCurrent, false, ScaleFloat32, 3 * 2, 0},
+		{MXFP8, FromBlock, true, ScaleE8M0, 0, 8 * 1},
 	} {
 		for _, f := range []Format{E4M3, E5M2} {
 			r := Recipe{Format: f, Scaling: c.s}
+			if r.ScaleSource() != c.source {
+				t.Errorf("%v: scale source %d, want %d", r, r.ScaleSource(), c.source)
+			}
 			if r.LocalBlocks() != c.local || r.ScaleType() != c.scaleType || r.AmaxSlots([]int{300, 200}) != c.slots ||
 				r.BlockScaleBytes(256) != c.blockBytes || r.DataBytes(1000) != 1000 {
 				t.Errorf("%v: local %t scale type %v slots %d block scale bytes %d data bytes %d, want %t %v %d %d 1000",

@@ -163,7 +163,7 @@ func (c *Config) validate(params []Param) error {
 			return bad("parameter %q is in group %d, but there are %d groups", p.Name, p.Group, len(c.Groups))
 		}
 	}
-	if s := c.Recipe.Scaling; s == fp8.Block1x128 || s == fp8.MXFP8 {
+	if c.Recipe.LocalBlocks() {
 		_, cols := c.Recipe.Block()
 		align := c.Layout.Align
 		if align == 0 {

@@ -156,7 +156,7 @@ func memoryOf(l *shard.Layout, params []Param, cfg *Config) MemoryReport {
 		r.Buffers = append(r.Buffers, BufferBytes{Name: BufBlockScales, Bytes: sum.blocks})
 	}
 	r.Buffers = append(r.Buffers, BufferBytes{Name: BufScales, Bytes: int64(12*slots + 8*StatsLen)})
-	if cfg.Recipe.Scaling == fp8.TensorDelayed {
+	if cfg.Recipe.ScaleSource() == fp8.FromHistory {
 		r.Buffers = append(r.Buffers, BufferBytes{Name: BufHistory, Bytes: int64(4 * slots * cfg.Recipe.History()), Host: true})
 	}
 	return r

@@ -167,9 +167,9 @@ func (o *Optimizer) LossScale() float64 {
 // recipeMode is the Mode of the FP8 segments under recipe r.
 func recipeMode(r fp8.Recipe) Mode {
 	switch rows, _ := r.Block(); {
-	case r.Scaling == fp8.TensorDelayed:
+	case r.ScaleSource() == fp8.FromHistory:
 		return ModeTensorDelayed
-	case r.LocalBlocks():
+	case r.ScaleSource() == fp8.FromBlock:
 		return ModeBlock
 	case rows > 1:
 		return ModeTile
@@ -627,7 +627,7 @@ func (o *Optimizer) cast(k castKind, t *Timings) error {
 			continue
 		}
 		c := CastArgs{N: bk.b.ShardSize, Master: bk.master, Segments: bk.segs, Format: o.cfg.Recipe.Format, FP8: o.fp8Shard(bk), Scale: o.scale}
-		if k == castFirst && o.cfg.Recipe.Scaling == fp8.TensorDelayed {
+		if k == castFirst && o.cfg.Recipe.ScaleSource() == fp8.FromHistory {
 			c.Segments = o.firstCastModes(append([]Segment(nil), bk.segs...), k)
 		}
 		o.mustSegments(c.Segments, c.N)

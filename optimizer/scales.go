@@ -37,7 +37,7 @@ type scaleState struct {
 // newScaleState returns the state of n slots under recipe r, before any cast.
 func newScaleState(r fp8.Recipe, n int) *scaleState {
 	s := &scaleState{recipe: r, Scale: make([]float32, n), Inv: make([]float32, n), Cast: make([]float32, n)}
-	if r.Scaling == fp8.TensorDelayed {
+	if r.ScaleSource() == fp8.FromHistory {
 		s.history = make([]*fp8.AmaxHistory, n)
 		for i := range s.history {
 			s.history[i] = r.NewHistory()
@@ -51,7 +51,7 @@ func newScaleState(r fp8.Recipe, n int) *scaleState {
 // that the amaxes reduced afterwards only prepare the next cast. Otherwise
 // the cast follows the reduction, with the scale derived from it.
 func (s *scaleState) delayed(k castKind) bool {
-	return s.recipe.Scaling == fp8.TensorDelayed && k != castFirst
+	return s.recipe.ScaleSource() == fp8.FromHistory && k != castFirst
 }
 
 // reduced takes the all-reduced amax of every slot of a cast of kind k and
@@ -80,7 +80,7 @@ func (s *scaleState) reduced(k castKind, amax []float32) {
 				s.history[i].Push(am)
 			}
 			s.Scale[i], _ = s.history[i].Scale(r.Format, r.Margin, r.PowerOf2)
-		case s.recipe.Scaling == fp8.TensorDelayed: // the first cast
+		case s.recipe.ScaleSource() == fp8.FromHistory: // the first cast
 			s.history[i].Push(am)
 			s.Scale[i], s.Inv[i] = s.history[i].Scale(r.Format, r.Margin, r.PowerOf2)
 			s.Cast[i] = s.Scale[i]
