@@ -169,9 +169,9 @@ func b2u(b bool) uint64 {
 }
 
 func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, gt collective.DType, special bool) {
-	block := 128
-	if rc.recipe.Scaling == fp8.MXFP8 {
-		block = fp8.MXBlock
+	block := 128 // the tensor recipes' segments are laid out as 1x128's
+	if _, cols := rc.recipe.Block(); rc.recipe.LocalBlocks() {
+		block = cols
 	}
 	l := randomLayout(r, rc.modes, block)
 	master := values(r, l.n, 0.05, special)
@@ -214,11 +214,7 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 		p.upload("amax", u32s(amax), amaxKeys),
 		p.upload("scale", encode(scale, collective.Float32), bytesExact),
 	}
-	scaleBytes := 4
-	if rc.recipe.Scaling == fp8.MXFP8 {
-		scaleBytes = 1
-	}
-	bs = append(bs, p.upload("block scales", filled(scaleBytes*l.blocks), bytesExact))
+	bs = append(bs, p.upload("block scales", filled(rc.recipe.ScaleType().Size()*l.blocks), bytesExact))
 	hpType := rc.hp
 	if hpType == 0 {
 		hpType = collective.Float32
