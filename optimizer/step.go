@@ -206,11 +206,20 @@ func (o *Optimizer) update(a *UpdateArgs, k castKind, t *Timings) error {
 		}
 	}
 	for _, bk := range o.buckets {
-		if err := o.be.Update(o.updateArgs(a, bk, k)); err != nil {
-			return o.fail(fmt.Errorf("optimizer: update of bucket %d: %w", bk.idx, err))
+		if err := o.updateBucket(a, bk, k); err != nil {
+			return err
 		}
 	}
 	t.Update = since(&t0)
+	return nil
+}
+
+// updateBucket queues the update of bucket bk's shard (the amaxes it folds
+// into must have been zeroed).
+func (o *Optimizer) updateBucket(a *UpdateArgs, bk *bucket, k castKind) error {
+	if err := o.be.Update(o.updateArgs(a, bk, k)); err != nil {
+		return o.fail(fmt.Errorf("optimizer: update of bucket %d: %w", bk.idx, err))
+	}
 	return nil
 }
 
@@ -291,17 +300,26 @@ func (o *Optimizer) cast(k castKind, t *Timings) error {
 		return nil // cast in the update's pass
 	}
 	for _, bk := range o.buckets {
-		if bk.b.HighPrecision {
-			continue
+		if err := o.castBucket(bk, k); err != nil {
+			return err
 		}
-		c := CastArgs{N: bk.b.ShardSize, Master: bk.master, Segments: bk.segs, Format: o.cfg.Recipe.Format, FP8: o.fp8Shard(bk), Scale: o.scale}
-		if k == castFirst && o.cfg.Recipe.ScaleSource() == fp8.FromHistory {
-			c.Segments = o.firstCastModes(append([]Segment(nil), bk.segs...), k)
-		}
-		o.mustSegments(c.Segments, c.N)
-		if err := o.be.Cast(&c); err != nil {
-			return o.fail(fmt.Errorf("optimizer: cast of bucket %d: %w", bk.idx, err))
-		}
+	}
+	return nil
+}
+
+// castBucket queues the cast of bucket bk's shard with the scales of the
+// last amax reduction (nothing for a high-precision bucket).
+func (o *Optimizer) castBucket(bk *bucket, k castKind) error {
+	if bk.b.HighPrecision {
+		return nil
+	}
+	c := CastArgs{N: bk.b.ShardSize, Master: bk.master, Segments: bk.segs, Format: o.cfg.Recipe.Format, FP8: o.fp8Shard(bk), Scale: o.scale}
+	if k == castFirst && o.cfg.Recipe.ScaleSource() == fp8.FromHistory {
+		c.Segments = o.firstCastModes(append([]Segment(nil), bk.segs...), k)
+	}
+	o.mustSegments(c.Segments, c.N)
+	if err := o.be.Cast(&c); err != nil {
+		return o.fail(fmt.Errorf("optimizer: cast of bucket %d: %w", bk.idx, err))
 	}
 	return nil
 }
