@@ -130,7 +130,7 @@ func (c *Config) validate(params []Param) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("optimizer: %s: %w", fmt.Sprintf(format, args...), ErrConfig)
 	}
-	if !c.Rule.valid() {
+	if !c.Rule.Valid() {
 		return bad("unknown update rule %d", c.Rule)
 	}
 	if err := c.Recipe.Validate(); err != nil {

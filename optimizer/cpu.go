@@ -9,6 +9,7 @@ import (
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // cpuChunk is the number of elements one goroutine of GradStats and Cast
@@ -154,22 +155,22 @@ func (c *CPU) parallel(n int, fn func(worker, lo, hi int)) {
 
 // GradStats implements Backend.
 func (c *CPU) GradStats(stats, grad collective.Buffer, gt collective.DType, n int) error {
-	var add func(s *[StatsLen]int64, lo, hi int)
+	var add func(s *[backend.StatsLen]int64, lo, hi int)
 	switch gt {
 	case collective.Float32:
 		g := f32s(grad)
-		add = func(s *[StatsLen]int64, lo, hi int) { addSquares(s, g[lo:hi]) }
+		add = func(s *[backend.StatsLen]int64, lo, hi int) { addSquares(s, g[lo:hi]) }
 	case collective.BFloat16:
 		g := u16s(grad)
-		add = func(s *[StatsLen]int64, lo, hi int) { addSquares(s, g[lo:hi]) }
+		add = func(s *[backend.StatsLen]int64, lo, hi int) { addSquares(s, g[lo:hi]) }
 	default:
 		panic(badElem(gt))
 	}
-	partial := make([][StatsLen]int64, c.workers)
+	partial := make([][backend.StatsLen]int64, c.workers)
 	c.parallel(n, func(w, lo, hi int) {
-		var s [StatsLen]int64
+		var s [backend.StatsLen]int64
 		add(&s, lo, hi)
-		Normalize(&s)
+		backend.Normalize(&s)
 		for k := range s {
 			partial[w][k] += s[k]
 		}
@@ -180,33 +181,33 @@ func (c *CPU) GradStats(stats, grad collective.Buffer, gt collective.DType, n in
 			out[k] += p[k]
 		}
 	}
-	var s [StatsLen]int64
+	var s [backend.StatsLen]int64
 	copy(s[:], out)
-	Normalize(&s)
+	backend.Normalize(&s)
 	copy(out, s[:])
 	return nil
 }
 
 // addSquares is AddSquare over the widened elements of g.
-func addSquares[G elem](s *[StatsLen]int64, g []G) {
+func addSquares[G elem](s *[backend.StatsLen]int64, g []G) {
 	for _, x := range g {
-		AddSquare(s, widen(x))
+		backend.AddSquare(s, widen(x))
 	}
 }
 
 // Cast implements Backend.
-func (c *CPU) Cast(a *CastArgs) error {
+func (c *CPU) Cast(a *backend.CastArgs) error {
 	master := f32s(a.Master)
 	scales := f32s(a.Scale)
 	out := hostBuf(a.FP8)
 	for _, s := range a.Segments {
 		seg := s
 		switch seg.Mode {
-		case ModeTensorCurrent:
+		case backend.ModeTensorCurrent:
 			c.parallel(seg.Len, func(_, lo, hi int) {
 				fp8.CastScaled(out[seg.Off+lo:seg.Off+hi], master[seg.Off+lo:seg.Off+hi], scales[seg.Slot], a.Format)
 			})
-		case ModeTile:
+		case backend.ModeTile:
 			c.parallel(seg.Len, func(_, lo, hi int) {
 				fp8.CastTiles(out[seg.Off+lo:seg.Off+hi], master[seg.Off+lo:seg.Off+hi], seg.ParamOffset+lo, seg.Cols, 128, scales[seg.Slot:], a.Format)
 			})

@@ -2,10 +2,12 @@ package optimizer
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // This file holds the CPU backend's update loops, specialised for each
@@ -57,7 +59,7 @@ func narrowAll[T elem](dst []T, src []float32) {
 // compiler chooses anew in each function; so an element with a NaN among
 // its results is computed again by AdamWElem itself. NaNs propagate through
 // every operation, so a result without NaN means none arose on the way.
-func adamwRun[M, G elem](p []float32, m, v []M, g []G, h *Hyper, stepSize, shrink float32) uint32 {
+func adamwRun[M, G elem](p []float32, m, v []M, g []G, h *backend.Hyper, stepSize, shrink float32) uint32 {
 	gs, b1, omb1, b2, omb2, eps, rbc2 := h.GradScale, h.Beta1, h.OneMinusBeta1, h.Beta2, h.OneMinusBeta2, h.Eps, h.RBC2
 	m, v, g = m[:len(p)], v[:len(p)], g[:len(p)]
 	var key uint32
@@ -69,46 +71,50 @@ func adamwRun[M, G elem](p []float32, m, v []M, g []G, h *Hyper, stepSize, shrin
 		d := float32(float32(sqrt32(vi)*rbc2) + eps)
 		x = float32(x - float32(stepSize*float32(mi/d)))
 		if sum := x + mi + vi; sum != sum { // a NaN, or infinities of both signs
-			x, mi, vi = AdamWElem(p[i], widen(m[i]), widen(v[i]), widen(g[i]), h, stepSize, shrink)
+			x, mi, vi = backend.AdamWElem(p[i], widen(m[i]), widen(v[i]), widen(g[i]), h, stepSize, shrink)
 		}
 		p[i], m[i], v[i] = x, narrow[M](mi), narrow[M](vi)
-		key = max(key, AbsBits(x))
+		key = max(key, backend.AbsBits(x))
 	}
 	return key
 }
 
 // sgdElem is SGDElem called through a variable, so that the call is not
 // inlined: NaN payloads then come from the function's own compiled body.
-var sgdElem = SGDElem
+var sgdElem = backend.SGDElem
 
 // sgdRun is SGDElem over p[i], buf[i], g[i] for every i of p, storage as
 // in adamwRun; it returns the largest AbsBits of the new p. SGDElem is
 // inlined; an element with a NaN result is computed again by sgdElem (see
 // adamwRun on NaN payloads).
-func sgdRun[M, G elem](p []float32, buf []M, g []G, h *Hyper, stepSize, wd float32) uint32 {
+func sgdRun[M, G elem](p []float32, buf []M, g []G, h *backend.Hyper, stepSize, wd float32) uint32 {
 	hl := *h
 	buf, g = buf[:len(p)], g[:len(p)]
 	var key uint32
 	for i, x := range p {
-		x, b := SGDElem(x, widen(buf[i]), widen(g[i]), &hl, stepSize, wd)
+		x, b := backend.SGDElem(x, widen(buf[i]), widen(g[i]), &hl, stepSize, wd)
 		if sum := x + b; sum != sum {
 			x, b = sgdElem(p[i], widen(buf[i]), widen(g[i]), h, stepSize, wd)
 		}
 		p[i], buf[i] = x, narrow[M](b)
-		key = max(key, AbsBits(x))
+		key = max(key, backend.AbsBits(x))
 	}
 	return key
 }
 
+// sqrt32 is backend's correctly rounded float32 square root (the float64
+// root of a float32 rounds to the correctly rounded float32 root).
+func sqrt32(x float32) float32 { return float32(math.Sqrt(float64(x))) }
+
 // ruleRun updates elements [off, off+len(p)) of a shard, p being the
 // master's, with the factors of segment s, and returns the largest AbsBits
 // of the new masters.
-type ruleRun func(p []float32, off int, s *Segment) uint32
+type ruleRun func(p []float32, off int, s *backend.Segment) uint32
 
 // ruleRunOf returns the update loop of a's rule over a's buffers, or nil
 // for RuleNone. It panics on a moment or gradient type other than Float32
 // and BFloat16.
-func ruleRunOf(a *UpdateArgs) ruleRun {
+func ruleRunOf(a *backend.UpdateArgs) ruleRun {
 	if a.Rule == RuleNone {
 		return nil
 	}
@@ -122,7 +128,7 @@ func ruleRunOf(a *UpdateArgs) ruleRun {
 }
 
 // withGrad is ruleRunOf once the moments are typed.
-func withGrad[M elem](a *UpdateArgs, m, v []M) ruleRun {
+func withGrad[M elem](a *backend.UpdateArgs, m, v []M) ruleRun {
 	switch a.GradType {
 	case collective.Float32:
 		return typedRule(a, m, v, f32s(a.Grad))
@@ -133,16 +139,16 @@ func withGrad[M elem](a *UpdateArgs, m, v []M) ruleRun {
 }
 
 // typedRule is ruleRunOf once moments and gradient are typed.
-func typedRule[M, G elem](a *UpdateArgs, m, v []M, g []G) ruleRun {
+func typedRule[M, G elem](a *backend.UpdateArgs, m, v []M, g []G) ruleRun {
 	h := a.Hyper
 	switch a.Rule {
 	case RuleAdamW:
-		return func(p []float32, off int, s *Segment) uint32 {
+		return func(p []float32, off int, s *backend.Segment) uint32 {
 			end := off + len(p)
 			return adamwRun(p, m[off:end], v[off:end], g[off:end], &h, s.StepSize, s.Shrink)
 		}
 	case RuleSGD:
-		return func(p []float32, off int, s *Segment) uint32 {
+		return func(p []float32, off int, s *backend.Segment) uint32 {
 			end := off + len(p)
 			return sgdRun(p, m[off:end], g[off:end], &h, s.StepSize, s.WeightDecay)
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // updateChunk is the number of elements of a segment that one goroutine of
@@ -19,7 +20,7 @@ const updateChunk = 1 << 14
 // Update implements Backend. Each chunk of a segment is updated by the
 // rule's loop for the storage types (cpu_rules.go), which also returns the
 // chunk's amax; the mode's pass then runs over the chunk's new master.
-func (c *CPU) Update(a *UpdateArgs) error {
+func (c *CPU) Update(a *backend.UpdateArgs) error {
 	master := f32s(a.Master)
 	run := ruleRunOf(a)
 	var amax []uint32
@@ -30,7 +31,7 @@ func (c *CPU) Update(a *UpdateArgs) error {
 	for w := range partial {
 		partial[w] = make([]uint32, len(amax))
 	}
-	c.forChunks(a.Segments, func(w int, s *Segment, lo, hi int) {
+	c.forChunks(a.Segments, func(w int, s *backend.Segment, lo, hi int) {
 		var key uint32
 		if run != nil {
 			key = run(master[s.Off+lo:s.Off+hi], s.Off+lo, s)
@@ -49,7 +50,7 @@ func (c *CPU) Update(a *UpdateArgs) error {
 // updateChunk elements (counted from s.Off) of every segment s of segs, on
 // up to c.workers goroutines that take the chunks in turn; worker is the
 // goroutine's index in [0, c.workers).
-func (c *CPU) forChunks(segs []Segment, fn func(worker int, s *Segment, lo, hi int)) {
+func (c *CPU) forChunks(segs []backend.Segment, fn func(worker int, s *backend.Segment, lo, hi int)) {
 	type piece struct{ seg, lo int }
 	var pieces []piece
 	for k, s := range segs {
@@ -67,11 +68,11 @@ func (c *CPU) forChunks(segs []Segment, fn func(worker int, s *Segment, lo, hi i
 // after does what follows the update of elements [lo, hi) of segment s:
 // key is the largest AbsBits of the new masters there when updated is true
 // (the rule's loop computed it), and is recomputed otherwise (RuleNone).
-func (c *CPU) after(a *UpdateArgs, s *Segment, amax []uint32, master []float32, lo, hi int, key uint32, updated bool) {
+func (c *CPU) after(a *backend.UpdateArgs, s *backend.Segment, amax []uint32, master []float32, lo, hi int, key uint32, updated bool) {
 	i0, i1 := s.Off+lo, s.Off+hi
 	src := master[i0:i1]
 	switch s.Mode {
-	case ModeHighPrecision:
+	case backend.ModeHighPrecision:
 		switch a.HPType {
 		case collective.Float32:
 			copy(f32s(a.HP)[i0:i1], src)
@@ -80,16 +81,16 @@ func (c *CPU) after(a *UpdateArgs, s *Segment, amax []uint32, master []float32, 
 		default:
 			panic(badElem(a.HPType))
 		}
-	case ModeTensorCurrent:
+	case backend.ModeTensorCurrent:
 		if !updated {
 			key = math.Float32bits(fp8.Amax(src))
 		}
 		amax[s.Slot] = max(amax[s.Slot], key)
-	case ModeTensorDelayed:
+	case backend.ModeTensorDelayed:
 		scale := f32s(a.Scale)[s.Slot]
 		am := fp8.CastScaled(hostBuf(a.FP8)[i0:i1], src, scale, a.Recipe.Format)
 		amax[s.Slot] = max(amax[s.Slot], math.Float32bits(am))
-	case ModeBlock:
+	case backend.ModeBlock:
 		_, block := a.Recipe.Block()
 		dst := hostBuf(a.FP8)[i0:i1]
 		first := i0 / block
@@ -99,7 +100,7 @@ func (c *CPU) after(a *UpdateArgs, s *Segment, amax []uint32, master []float32, 
 		} else {
 			fp8.CastBlocks1D(dst, f32s(a.BlockScales)[first:first+nb], src, block, a.Recipe.Format, a.Recipe.Margin, a.Recipe.PowerOf2)
 		}
-	case ModeTile:
+	case backend.ModeTile:
 		fp8.TileAmax(amaxFloats(amax[s.Slot:]), src, s.ParamOffset+lo, s.Cols, 128)
 	}
 }

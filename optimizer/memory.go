@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/optimizer/backend"
 	"github.com/distopt/distopt/shard"
 )
 
@@ -149,13 +150,13 @@ func memoryOf(l *shard.Layout, params []Param, cfg *Config) MemoryReport {
 		{Name: BufGrads, Bytes: sum.grad},
 		{Name: BufMaster, Bytes: sum.master},
 	}
-	for _, m := range cfg.Rule.def().moments {
+	for _, m := range cfg.Rule.Moments() {
 		r.Buffers = append(r.Buffers, BufferBytes{Name: "moment " + m + " shard", Bytes: sum.moment})
 	}
 	if cfg.Recipe.LocalBlocks() {
 		r.Buffers = append(r.Buffers, BufferBytes{Name: BufBlockScales, Bytes: sum.blocks})
 	}
-	r.Buffers = append(r.Buffers, BufferBytes{Name: BufScales, Bytes: int64(12*slots + 8*StatsLen)})
+	r.Buffers = append(r.Buffers, BufferBytes{Name: BufScales, Bytes: int64(12*slots + 8*backend.StatsLen)})
 	if cfg.Recipe.ScaleSource() == fp8.FromHistory {
 		r.Buffers = append(r.Buffers, BufferBytes{Name: BufHistory, Bytes: int64(4 * slots * cfg.Recipe.History()), Host: true})
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/optimizer/backend"
 	"github.com/distopt/distopt/shard"
 )
 
@@ -64,7 +65,7 @@ type bucket struct {
 	b      shard.Bucket
 	lo, hi int
 	pieces []shard.Piece
-	segs   []Segment
+	segs   []backend.Segment
 	grad   collective.Buffer // GradType x Size
 	master collective.Buffer // float32 x ShardSize
 	m, v   collective.Buffer
@@ -164,16 +165,16 @@ func (o *Optimizer) LossScale() float64 {
 }
 
 // recipeMode is the Mode of the FP8 segments under recipe r.
-func recipeMode(r fp8.Recipe) Mode {
+func recipeMode(r fp8.Recipe) backend.Mode {
 	switch rows, _ := r.Block(); {
 	case r.ScaleSource() == fp8.FromHistory:
-		return ModeTensorDelayed
+		return backend.ModeTensorDelayed
 	case r.ScaleSource() == fp8.FromBlock:
-		return ModeBlock
+		return backend.ModeBlock
 	case rows > 1:
-		return ModeTile
+		return backend.ModeTile
 	}
-	return ModeTensorCurrent
+	return backend.ModeTensorCurrent
 }
 
 // allocate makes the optimizer's buffers: the scale slots, the statistics
@@ -197,7 +198,7 @@ func (o *Optimizer) allocate() error {
 			}
 		}
 	}
-	if o.stats, err = o.be.Alloc(8 * StatsLen); err != nil {
+	if o.stats, err = o.be.Alloc(8 * backend.StatsLen); err != nil {
 		return err
 	}
 	for bi, b := range o.layout.Buckets {
@@ -225,7 +226,7 @@ func (o *Optimizer) allocBucket(bi int, b shard.Bucket) (*bucket, error) {
 		{&bk.grad, sizes.grad, true},
 		{&bk.master, sizes.master, true},
 		{&bk.m, sizes.moment, true},
-		{&bk.v, sizes.moment, len(o.cfg.Rule.def().moments) > 1},
+		{&bk.v, sizes.moment, len(o.cfg.Rule.Moments()) > 1},
 		{&bk.data, sizes.fp8 + sizes.hp, true},
 		{&bk.blocks, sizes.blocks, !b.HighPrecision && r.LocalBlocks()},
 	} {
@@ -240,11 +241,11 @@ func (o *Optimizer) allocBucket(bi int, b shard.Bucket) (*bucket, error) {
 	mode := recipeMode(r)
 	for _, pc := range bk.pieces {
 		p := o.params[pc.Param]
-		s := Segment{Off: pc.ShardOffset, Len: pc.Len, Mode: mode, Slot: o.slotOf[pc.Param]}
+		s := backend.Segment{Off: pc.ShardOffset, Len: pc.Len, Mode: mode, Slot: o.slotOf[pc.Param]}
 		if p.HighPrecision {
-			s.Mode = ModeHighPrecision
+			s.Mode = backend.ModeHighPrecision
 		}
-		if s.Mode == ModeTile {
+		if s.Mode == backend.ModeTile {
 			_, s.Cols = fp8.Matrix(p.Shape)
 			s.ParamOffset = pc.ParamOffset
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // This file holds the step: Step as the six phases of the package
@@ -21,7 +22,7 @@ import (
 // receive the amax of the first cast.
 func (o *Optimizer) refresh(ctx context.Context, k castKind) error {
 	var t Timings
-	a := &UpdateArgs{Rule: RuleNone}
+	a := &backend.UpdateArgs{Rule: RuleNone}
 	if err := o.update(a, k, &t); err != nil {
 		return err
 	}
@@ -114,7 +115,7 @@ func (o *Optimizer) reduceGrads(ctx context.Context, t *Timings) error {
 // a step with non-finite gradients skipped, and updates the loss scaler.
 func (o *Optimizer) checkGrads(ctx context.Context, res *StepResult) error {
 	t0 := time.Now()
-	if err := o.be.Zero(o.stats, 0, 8*StatsLen); err != nil {
+	if err := o.be.Zero(o.stats, 0, 8*backend.StatsLen); err != nil {
 		return o.fail(err)
 	}
 	for _, bk := range o.buckets {
@@ -125,23 +126,23 @@ func (o *Optimizer) checkGrads(ctx context.Context, res *StepResult) error {
 	if err := collective.AllReduce(ctx, o.comm, o.stats, o.stats, collective.Int64, collective.Sum); err != nil {
 		return o.fail(fmt.Errorf("optimizer: gradient norm all-reduce: %w", err))
 	}
-	raw := make([]byte, 8*StatsLen)
+	raw := make([]byte, 8*backend.StatsLen)
 	if err := o.be.Read(raw, o.stats, 0); err != nil {
 		return o.fail(err)
 	}
-	var st [StatsLen]int64
+	var st [backend.StatsLen]int64
 	for i := range st {
 		st[i] = int64(binary.LittleEndian.Uint64(raw[8*i:]))
 	}
-	res.GradNorm = math.Sqrt(SumOfSquares(&st)) / res.LossScale
+	res.GradNorm = math.Sqrt(backend.SumOfSquares(&st)) / res.LossScale
 	res.Timings.Norm = since(&t0)
-	finite := st[NormLimbs] == 0
+	finite := st[backend.NormLimbs] == 0
 	if o.cfg.LossScaler != nil {
 		o.cfg.LossScaler.update(finite)
 	}
 	if !finite {
 		res.Skipped = true
-		res.Reason = fmt.Sprintf("%d gradient elements are not finite (or square past float32)", st[NormLimbs])
+		res.Reason = fmt.Sprintf("%d gradient elements are not finite (or square past float32)", st[backend.NormLimbs])
 		res.GradNorm = math.Inf(1)
 		res.Step = o.step
 		return nil
@@ -155,27 +156,31 @@ func (o *Optimizer) checkGrads(ctx context.Context, res *StepResult) error {
 }
 
 // hyper computes the per-step scalars for step o.step.
-func (o *Optimizer) hyper(gradScale float64) *UpdateArgs {
-	return &UpdateArgs{Rule: o.cfg.Rule, Hyper: o.cfg.Rule.def().hyper(&o.cfg, o.step, gradScale)}
+func (o *Optimizer) hyper(gradScale float64) *backend.UpdateArgs {
+	return &backend.UpdateArgs{Rule: o.cfg.Rule, Hyper: o.cfg.Rule.Hyper(o.cfg.ruleParams(), o.step, gradScale)}
+}
+
+// ruleParams returns the hyperparameters of the update rules in c.
+func (c *Config) ruleParams() backend.Params {
+	return backend.Params{Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, Momentum: c.Momentum}
 }
 
 // segmentFactors returns bk's segment table with the rule's per-parameter
 // factors of this step and, for the first cast of delayed scaling, the
 // delayed segments turned to current scaling (the first cast seeds the
 // histories from the masters' own amax).
-func (o *Optimizer) segmentFactors(a *UpdateArgs, bk *bucket, k castKind) []Segment {
-	segs := make([]Segment, len(bk.segs))
+func (o *Optimizer) segmentFactors(a *backend.UpdateArgs, bk *bucket, k castKind) []backend.Segment {
+	segs := make([]backend.Segment, len(bk.segs))
 	copy(segs, bk.segs)
-	def := a.Rule.def()
 	for i := range segs {
-		if def.factors != nil {
+		if a.Rule != RuleNone {
 			p := o.params[bk.pieces[i].Param]
 			g := o.cfg.Groups[p.Group]
 			wd := g.WeightDecay
 			if p.NoDecay {
 				wd = 0
 			}
-			def.factors(&segs[i], &o.cfg, o.step, g.LR.LR(o.step), wd)
+			a.Rule.SetFactors(&segs[i], o.cfg.ruleParams(), o.step, g.LR.LR(o.step), wd)
 		}
 	}
 	return o.firstCastModes(segs, k)
@@ -183,13 +188,13 @@ func (o *Optimizer) segmentFactors(a *UpdateArgs, bk *bucket, k castKind) []Segm
 
 // firstCastModes turns the delayed segments of segs to current scaling for
 // the first cast (in place), and returns segs.
-func (o *Optimizer) firstCastModes(segs []Segment, k castKind) []Segment {
+func (o *Optimizer) firstCastModes(segs []backend.Segment, k castKind) []backend.Segment {
 	if k != castFirst {
 		return segs
 	}
 	for i := range segs {
-		if segs[i].Mode == ModeTensorDelayed {
-			segs[i].Mode = ModeTensorCurrent
+		if segs[i].Mode == backend.ModeTensorDelayed {
+			segs[i].Mode = backend.ModeTensorCurrent
 		}
 	}
 	return segs
@@ -198,7 +203,7 @@ func (o *Optimizer) firstCastModes(segs []Segment, k castKind) []Segment {
 // update is phase 3: the rule's update of every bucket's shard (nothing
 // with RuleNone), fused with what the recipe needs: the amax of the new
 // master, or the cast itself where the scale is already known.
-func (o *Optimizer) update(a *UpdateArgs, k castKind, t *Timings) error {
+func (o *Optimizer) update(a *backend.UpdateArgs, k castKind, t *Timings) error {
 	t0 := time.Now()
 	if o.nSlots > 0 {
 		if err := o.be.Zero(o.amax, 0, 4*o.nSlots); err != nil {
@@ -216,7 +221,7 @@ func (o *Optimizer) update(a *UpdateArgs, k castKind, t *Timings) error {
 
 // updateBucket queues the update of bucket bk's shard (the amaxes it folds
 // into must have been zeroed).
-func (o *Optimizer) updateBucket(a *UpdateArgs, bk *bucket, k castKind) error {
+func (o *Optimizer) updateBucket(a *backend.UpdateArgs, bk *bucket, k castKind) error {
 	if err := o.be.Update(o.updateArgs(a, bk, k)); err != nil {
 		return o.fail(fmt.Errorf("optimizer: update of bucket %d: %w", bk.idx, err))
 	}
@@ -225,7 +230,7 @@ func (o *Optimizer) updateBucket(a *UpdateArgs, bk *bucket, k castKind) error {
 
 // updateArgs returns the arguments of the update of bucket bk: a's rule and
 // scalars over bk's buffers.
-func (o *Optimizer) updateArgs(a *UpdateArgs, bk *bucket, k castKind) *UpdateArgs {
+func (o *Optimizer) updateArgs(a *backend.UpdateArgs, bk *bucket, k castKind) *backend.UpdateArgs {
 	u := *a
 	u.N = bk.b.ShardSize
 	u.Master, u.M, u.V = bk.master, bk.m, bk.v
@@ -296,7 +301,7 @@ func (o *Optimizer) reduceAmax(ctx context.Context, k castKind, t *Timings) erro
 func (o *Optimizer) cast(k castKind, t *Timings) error {
 	t0 := time.Now()
 	defer func() { t.Cast = since(&t0) }()
-	if mode := recipeMode(o.cfg.Recipe); mode == ModeBlock || (mode == ModeTensorDelayed && o.scales.delayed(k)) {
+	if mode := recipeMode(o.cfg.Recipe); mode == backend.ModeBlock || (mode == backend.ModeTensorDelayed && o.scales.delayed(k)) {
 		return nil // cast in the update's pass
 	}
 	for _, bk := range o.buckets {
@@ -313,9 +318,9 @@ func (o *Optimizer) castBucket(bk *bucket, k castKind) error {
 	if bk.b.HighPrecision {
 		return nil
 	}
-	c := CastArgs{N: bk.b.ShardSize, Master: bk.master, Segments: bk.segs, Format: o.cfg.Recipe.Format, FP8: o.fp8Shard(bk), Scale: o.scale}
+	c := backend.CastArgs{N: bk.b.ShardSize, Master: bk.master, Segments: bk.segs, Format: o.cfg.Recipe.Format, FP8: o.fp8Shard(bk), Scale: o.scale}
 	if k == castFirst && o.cfg.Recipe.ScaleSource() == fp8.FromHistory {
-		c.Segments = o.firstCastModes(append([]Segment(nil), bk.segs...), k)
+		c.Segments = o.firstCastModes(append([]backend.Segment(nil), bk.segs...), k)
 	}
 	o.mustSegments(c.Segments, c.N)
 	if err := o.be.Cast(&c); err != nil {

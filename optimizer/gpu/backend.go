@@ -11,6 +11,7 @@ import (
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/kernels"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // Backend is the CUDA backend on one GPU. Its methods are safe for
@@ -189,7 +190,7 @@ func isBF16(dt collective.DType) bool {
 }
 
 // Update implements optimizer.Backend: one launch over all segments.
-func (b *Backend) Update(a *optimizer.UpdateArgs) error {
+func (b *Backend) Update(a *backend.UpdateArgs) error {
 	segs := make([]kernels.Segment, len(a.Segments))
 	for i, s := range a.Segments {
 		segs[i] = kernelSegment(a.Rule, s)
@@ -221,10 +222,10 @@ func (b *Backend) Update(a *optimizer.UpdateArgs) error {
 
 // Cast implements optimizer.Backend: one launch over the segments of modes
 // ModeTensorCurrent and ModeTile.
-func (b *Backend) Cast(a *optimizer.CastArgs) error {
+func (b *Backend) Cast(a *backend.CastArgs) error {
 	var segs []kernels.Segment
 	for _, s := range a.Segments {
-		if s.Mode == optimizer.ModeTensorCurrent || s.Mode == optimizer.ModeTile {
+		if s.Mode == backend.ModeTensorCurrent || s.Mode == backend.ModeTile {
 			segs = append(segs, kernelSegment(optimizer.RuleNone, s))
 		}
 	}
@@ -237,7 +238,7 @@ func (b *Backend) Cast(a *optimizer.CastArgs) error {
 }
 
 // kernelSegment returns s as the kernels read it, with rule r's factors.
-func kernelSegment(r optimizer.Rule, s optimizer.Segment) kernels.Segment {
+func kernelSegment(r optimizer.Rule, s backend.Segment) kernels.Segment {
 	step, second := s.Factors(r)
 	return kernels.Segment{Off: s.Off, Len: s.Len, Mode: uint32(s.Mode), Slot: uint32(s.Slot),
 		StepSize: step, Decay: second, ParamOffset: s.ParamOffset, Cols: s.Cols}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/distopt/distopt/internal/kernels"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // The constants that cross the Go/CUDA boundary, checked against the CUDA
@@ -70,20 +71,20 @@ func TestRuleConstants(t *testing.T) {
 	}
 }
 
-// TestModeConstants checks segments.cuh's Mode against optimizer.Mode and
+// TestModeConstants checks segments.cuh's Mode against backend.Mode and
 // the kernels package's mode constants.
 func TestModeConstants(t *testing.T) {
 	got := cudaEnum(t, readSource(t, "segments.cuh"), "Mode")
 	modes := []struct {
 		cuda string
-		o    optimizer.Mode
+		o    backend.Mode
 		k    uint32
 	}{
-		{"MODE_HP", optimizer.ModeHighPrecision, kernels.ModeHighPrecision},
-		{"MODE_CURRENT", optimizer.ModeTensorCurrent, kernels.ModeTensorCurrent},
-		{"MODE_DELAYED", optimizer.ModeTensorDelayed, kernels.ModeTensorDelayed},
-		{"MODE_BLOCK", optimizer.ModeBlock, kernels.ModeBlock},
-		{"MODE_TILE", optimizer.ModeTile, kernels.ModeTile},
+		{"MODE_HP", backend.ModeHighPrecision, kernels.ModeHighPrecision},
+		{"MODE_CURRENT", backend.ModeTensorCurrent, kernels.ModeTensorCurrent},
+		{"MODE_DELAYED", backend.ModeTensorDelayed, kernels.ModeTensorDelayed},
+		{"MODE_BLOCK", backend.ModeBlock, kernels.ModeBlock},
+		{"MODE_TILE", backend.ModeTile, kernels.ModeTile},
 	}
 	if len(got) != len(modes) {
 		t.Fatalf("segments.cuh has modes %v, Go %d", got, len(modes))
@@ -95,30 +96,30 @@ func TestModeConstants(t *testing.T) {
 	}
 }
 
-// hyperCUDA names optimizer.Hyper's fields as update.cu does.
+// hyperCUDA names backend.Hyper's fields as update.cu does.
 var hyperCUDA = map[string]string{
 	"GradScale": "gs", "Beta1": "b1", "Beta2": "b2", "OneMinusBeta1": "omb1",
 	"OneMinusBeta2": "omb2", "Eps": "eps", "RBC2": "rbc2", "Momentum": "mom",
 }
 
-// TestHyperOrder checks that optimizer.Hyper, kernels.Hyper, update.cu's
+// TestHyperOrder checks that backend.Hyper, kernels.Hyper, update.cu's
 // struct Hyper, the float parameters of its kernels (UPDATE_PARAMS) and
 // the struct they build (UPDATE_ARGS) list the same fields in the same
 // order, and that the launcher passes kernels.Hyper's fields in that order.
 func TestHyperOrder(t *testing.T) {
 	var want []string
-	ot, kt := reflect.TypeFor[optimizer.Hyper](), reflect.TypeFor[kernels.Hyper]()
+	ot, kt := reflect.TypeFor[backend.Hyper](), reflect.TypeFor[kernels.Hyper]()
 	if ot.NumField() != kt.NumField() {
-		t.Fatalf("optimizer.Hyper has %d fields, kernels.Hyper %d", ot.NumField(), kt.NumField())
+		t.Fatalf("backend.Hyper has %d fields, kernels.Hyper %d", ot.NumField(), kt.NumField())
 	}
 	for i := range ot.NumField() {
 		f := ot.Field(i)
 		if kt.Field(i).Name != f.Name || f.Type.Kind() != reflect.Float32 || kt.Field(i).Type.Kind() != reflect.Float32 {
-			t.Fatalf("field %d: optimizer.Hyper.%s (%v), kernels.Hyper.%s (%v)", i, f.Name, f.Type, kt.Field(i).Name, kt.Field(i).Type)
+			t.Fatalf("field %d: backend.Hyper.%s (%v), kernels.Hyper.%s (%v)", i, f.Name, f.Type, kt.Field(i).Name, kt.Field(i).Type)
 		}
 		c, ok := hyperCUDA[f.Name]
 		if !ok {
-			t.Fatalf("optimizer.Hyper.%s has no CUDA name in this test", f.Name)
+			t.Fatalf("backend.Hyper.%s has no CUDA name in this test", f.Name)
 		}
 		want = append(want, c)
 	}

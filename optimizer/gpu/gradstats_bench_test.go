@@ -7,7 +7,7 @@ import (
 	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
-	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // BenchmarkGradStats times the exact sum of squares and non-finite count of
@@ -32,7 +32,7 @@ func BenchmarkGradStats(b *testing.B) {
 	if err := be.Write(grad, 0, collective.ToBytes(host)); err != nil {
 		b.Fatal(err)
 	}
-	stats, err := be.Alloc(8 * optimizer.StatsLen)
+	stats, err := be.Alloc(8 * backend.StatsLen)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,10 +1,8 @@
-package optimizer
+package backend
 
 import (
 	"math"
 	"math/big"
-
-	"github.com/distopt/distopt/fp8"
 )
 
 // This file is the specification of the per-element arithmetic of a step.
@@ -20,7 +18,7 @@ import (
 // hold NaN when their initial values did. FP8, BF16 and E8M0 encodings of
 // NaN are exact (fp8.E4M3NaN, fp8.E5M2NaN, bf16.NaN, fp8.E8M0NaN).
 
-// AdamWElem (for backend authors) updates one element with AdamW (decoupled weight decay):
+// AdamWElem updates one element with AdamW (decoupled weight decay):
 //
 //	g  = grad * gs
 //	p  = p * shrink                 // shrink = 1 - lr*wd (1 without decay)
@@ -38,7 +36,7 @@ func AdamWElem(p, m, v, grad float32, h *Hyper, stepSize, shrink float32) (float
 	return p, m, v
 }
 
-// SGDElem (for backend authors) updates one element with SGD, momentum and coupled weight decay:
+// SGDElem updates one element with SGD, momentum and coupled weight decay:
 //
 //	g   = grad*gs + wd*p            // wd = 0 without decay
 //	buf = mu*buf + g                // buf starts at 0
@@ -54,18 +52,18 @@ func SGDElem(p, buf, grad float32, h *Hyper, stepSize, wd float32) (float32, flo
 // float32 rounds to the correctly rounded float32 root).
 func sqrt32(x float32) float32 { return float32(math.Sqrt(float64(x))) }
 
-// AbsBits (for backend authors) is the ordering key of amax: the bits of |x| as uint32 (NaN above
+// AbsBits is the ordering key of amax: the bits of |x| as uint32 (NaN above
 // +Inf above every number). The amax of a run is the largest key.
 func AbsBits(x float32) uint32 { return math.Float32bits(x) & 0x7fffffff }
 
-// NormLimbs (for backend authors) is the number of 32-bit limbs of the exact sum of squares.
+// NormLimbs is the number of 32-bit limbs of the exact sum of squares.
 const NormLimbs = 9
 
-// StatsLen (for backend authors) is the number of int64 values of the gradient statistics: the
+// StatsLen is the number of int64 values of the gradient statistics: the
 // limbs of the exact sum of squares, then the count of non-finite elements.
 const StatsLen = NormLimbs + 1
 
-// AddSquare (for backend authors) adds x*x (rounded to float32) exactly to the fixed-point sum in
+// AddSquare adds x*x (rounded to float32) exactly to the fixed-point sum in
 // stats, or counts x as non-finite when x or its float32 square is not
 // finite. The square q = m * 2^(e-150) (m the 24-bit significand with the
 // hidden bit, e the biased exponent, 1 for subnormals) is added as the
@@ -95,7 +93,7 @@ func AddSquare(stats *[StatsLen]int64, x float32) {
 	stats[pos/32+1] += int64(w >> 32)
 }
 
-// Normalize (for backend authors) propagates carries so that limbs 0..NormLimbs-2 lie in
+// Normalize propagates carries so that limbs 0..NormLimbs-2 lie in
 // [0, 2^32); the sum they represent is unchanged.
 func Normalize(stats *[StatsLen]int64) {
 	for i := 0; i < NormLimbs-1; i++ {
@@ -105,7 +103,7 @@ func Normalize(stats *[StatsLen]int64) {
 	}
 }
 
-// SumOfSquares (for backend authors) converts the limbs to the float64 nearest their exact sum.
+// SumOfSquares converts the limbs to the float64 nearest their exact sum.
 func SumOfSquares(stats *[StatsLen]int64) float64 {
 	s := *stats
 	Normalize(&s)
@@ -118,9 +116,4 @@ func SumOfSquares(stats *[StatsLen]int64) float64 {
 	f.SetMantExp(f, -149)
 	v, _ := f.Float64()
 	return v
-}
-
-// encodeScaled is the cast of one element: Encode(float32(x*scale)).
-func encodeScaled(x, scale float32, f fp8.Format) byte {
-	return f.Encode(float32(x * scale))
 }
