@@ -31,14 +31,14 @@ type Backend interface {
 	// Sync waits for all work issued so far.
 	Sync() error
 
-	// GradStats adds to stats (StatsLen int64 values, normalised as by
-	// Normalize) the exact sum of squares and the non-finite count of the
-	// first n elements of grad, as AddSquare defines.
+	// GradStats adds to stats (backend.StatsLen int64 values, normalised
+	// as by backend.Normalize) the exact sum of squares and the non-finite
+	// count of the first n elements of grad, as backend.AddSquare defines.
 	GradStats(stats, grad collective.Buffer, gt collective.DType, n int) error
-	// Update runs one bucket shard's update (see UpdateArgs).
+	// Update runs one bucket shard's update (see backend.UpdateArgs).
 	Update(a *backend.UpdateArgs) error
 	// Cast casts the segments of mode TensorCurrent and Tile with the scales
-	// derived from the reduced amax (see CastArgs).
+	// derived from the reduced amax (see backend.CastArgs).
 	Cast(a *backend.CastArgs) error
 	// Close releases everything the backend holds.
 	Close() error
