@@ -130,3 +130,19 @@ func ExampleRecipe_Validate() {
 	// fp8: invalid recipe: Margin = 1: MXFP8 scales take no margin
 	// <nil> E4M3 MXFP8 4
 }
+
+// The facts of a recipe that code storing its tensors needs.
+func ExampleRecipe_ScaleType() {
+	for _, r := range []fp8.Recipe{
+		{Format: fp8.E4M3, Scaling: fp8.TensorCurrent},
+		{Format: fp8.E4M3, Scaling: fp8.Block128x128},
+		{Format: fp8.E4M3, Scaling: fp8.MXFP8},
+	} {
+		fmt.Printf("%v: %d data bytes, scales %v, local blocks %t, %d amax slots, %d block-scale bytes\n",
+			r.Scaling, r.DataBytes(4096), r.ScaleType(), r.LocalBlocks(), r.AmaxSlots([]int{256, 16}), r.BlockScaleBytes(4096))
+	}
+	// Output:
+	// TensorCurrent: 4096 data bytes, scales float32, local blocks false, 1 amax slots, 0 block-scale bytes
+	// Block128x128: 4096 data bytes, scales float32, local blocks false, 2 amax slots, 0 block-scale bytes
+	// MXFP8: 4096 data bytes, scales e8m0, local blocks true, 0 amax slots, 128 block-scale bytes
+}

@@ -15,7 +15,7 @@ func CheckSegments(segs []Segment, n, block int) error {
 	end := 0
 	for i, s := range segs {
 		bad := func(why string, args ...any) error {
-			return fmt.Errorf("optimizer: segment %d (offset %d, length %d, mode %d) of a %d-element shard: %s", i, s.Off, s.Len, s.Mode, n, fmt.Sprintf(why, args...))
+			return fmt.Errorf("backend: segment %d (offset %d, length %d, mode %d) of a %d-element shard: %s", i, s.Off, s.Len, s.Mode, n, fmt.Sprintf(why, args...))
 		}
 		switch {
 		case s.Len <= 0:
