@@ -53,88 +53,90 @@ type Op struct {
 // Validate checks the op's shape against a communicator of size ranks and
 // memory kind mem. It returns an error wrapping ErrInvalid or ErrMemoryKind.
 func (op Op) Validate(size int, mem MemoryKind) error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("collective: %s: %s: %w", op.Kind, fmt.Sprintf(format, args...), ErrInvalid)
-	}
-	checkMem := func(name string, b Buffer) error {
-		if b == nil {
-			return bad("%s buffer is nil", name)
-		}
-		if b.Memory() != mem {
-			return fmt.Errorf("collective: %s: %s buffer is %s memory, communicator takes %s: %w", op.Kind, name, b.Memory(), mem, ErrMemoryKind)
-		}
+	switch op.Kind {
+	case OpBarrier:
 		return nil
+	case OpAllGather, OpReduceScatter, OpAllReduce, OpBroadcast:
+	default:
+		return op.invalid("unknown op kind")
 	}
-	checkReduce := func() error {
-		switch op.DType {
-		case Uint8, BFloat16, Float32, Float64, Uint32, Int64:
-		default:
-			return bad("unknown dtype %d", op.DType)
-		}
-		switch op.Reduce {
-		case Sum, Max:
-		case Avg:
-			if op.DType != BFloat16 && op.DType != Float32 && op.DType != Float64 {
-				return bad("avg needs a floating point dtype, got %s", op.DType)
-			}
-		default:
-			return bad("unknown reduction %d", op.Reduce)
-		}
-		return nil
+	if err := op.checkMemory("dst", op.Dst, mem); err != nil {
+		return err
 	}
+	if op.Kind != OpBroadcast {
+		if err := op.checkMemory("src", op.Src, mem); err != nil {
+			return err
+		}
+	}
+	if op.Kind == OpReduceScatter || op.Kind == OpAllReduce {
+		if err := op.checkReduce(); err != nil {
+			return err
+		}
+	}
+	return op.checkSizes(size)
+}
+
+// invalid returns the error of an op whose shape is wrong.
+func (op Op) invalid(format string, args ...any) error {
+	return fmt.Errorf("collective: %s: %s: %w", op.Kind, fmt.Sprintf(format, args...), ErrInvalid)
+}
+
+// checkMemory checks that buffer b (named name) is set and of kind mem.
+func (op Op) checkMemory(name string, b Buffer, mem MemoryKind) error {
+	if b == nil {
+		return op.invalid("%s buffer is nil", name)
+	}
+	if b.Memory() != mem {
+		return fmt.Errorf("collective: %s: %s buffer is %s memory, communicator takes %s: %w", op.Kind, name, b.Memory(), mem, ErrMemoryKind)
+	}
+	return nil
+}
+
+// checkReduce checks the element type and the reduction of a reducing op.
+func (op Op) checkReduce() error {
+	switch op.DType {
+	case Uint8, BFloat16, Float32, Float64, Uint32, Int64:
+	default:
+		return op.invalid("unknown dtype %d", op.DType)
+	}
+	switch op.Reduce {
+	case Sum, Max:
+	case Avg:
+		if op.DType != BFloat16 && op.DType != Float32 && op.DType != Float64 {
+			return op.invalid("avg needs a floating point dtype, got %s", op.DType)
+		}
+	default:
+		return op.invalid("unknown reduction %d", op.Reduce)
+	}
+	return nil
+}
+
+// checkSizes checks the buffer sizes (and the root) of an op of a known
+// kind, its buffers set, on size ranks.
+func (op Op) checkSizes(size int) error {
 	switch op.Kind {
 	case OpAllGather:
-		if err := checkMem("dst", op.Dst); err != nil {
-			return err
-		}
-		if err := checkMem("src", op.Src); err != nil {
-			return err
-		}
 		if op.Dst.Len() != size*op.Src.Len() {
-			return bad("dst has %d bytes, want %d ranks x %d", op.Dst.Len(), size, op.Src.Len())
+			return op.invalid("dst has %d bytes, want %d ranks x %d", op.Dst.Len(), size, op.Src.Len())
 		}
 	case OpReduceScatter:
-		if err := checkMem("dst", op.Dst); err != nil {
-			return err
-		}
-		if err := checkMem("src", op.Src); err != nil {
-			return err
-		}
-		if err := checkReduce(); err != nil {
-			return err
-		}
 		if op.Src.Len() != size*op.Dst.Len() {
-			return bad("src has %d bytes, want %d ranks x %d", op.Src.Len(), size, op.Dst.Len())
+			return op.invalid("src has %d bytes, want %d ranks x %d", op.Src.Len(), size, op.Dst.Len())
 		}
 		if op.Dst.Len()%op.DType.Size() != 0 {
-			return bad("dst has %d bytes, not a multiple of %s", op.Dst.Len(), op.DType)
+			return op.invalid("dst has %d bytes, not a multiple of %s", op.Dst.Len(), op.DType)
 		}
 	case OpAllReduce:
-		if err := checkMem("dst", op.Dst); err != nil {
-			return err
-		}
-		if err := checkMem("src", op.Src); err != nil {
-			return err
-		}
-		if err := checkReduce(); err != nil {
-			return err
-		}
 		if op.Src.Len() != op.Dst.Len() {
-			return bad("src has %d bytes, dst %d", op.Src.Len(), op.Dst.Len())
+			return op.invalid("src has %d bytes, dst %d", op.Src.Len(), op.Dst.Len())
 		}
 		if op.Dst.Len()%op.DType.Size() != 0 {
-			return bad("buffer has %d bytes, not a multiple of %s", op.Dst.Len(), op.DType)
+			return op.invalid("buffer has %d bytes, not a multiple of %s", op.Dst.Len(), op.DType)
 		}
 	case OpBroadcast:
-		if err := checkMem("dst", op.Dst); err != nil {
-			return err
-		}
 		if op.Root < 0 || op.Root >= size {
-			return bad("root %d out of range [0, %d)", op.Root, size)
+			return op.invalid("root %d out of range [0, %d)", op.Root, size)
 		}
-	case OpBarrier:
-	default:
-		return bad("unknown op kind")
 	}
 	return nil
 }

@@ -40,8 +40,8 @@ var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 //     (including +Inf) and +0 is larger than -0.
 //
 // The result is rounded to dt with round-to-nearest-even (BFloat16 through
-// fp8.BF16FromFloat32: overflow gives ±Inf). A NaN result is always written
-// as the canonical quiet NaN (CanonicalNaN32, CanonicalNaN64, fp8.BF16NaN),
+// bf16.FromFloat32: overflow gives ±Inf). A NaN result is always written
+// as the canonical quiet NaN (CanonicalNaN32, CanonicalNaN64, bf16.NaN),
 // so results do not depend on NaN payloads or on the machine.
 //
 // Integers: Uint8 and Uint32 Sum wrap modulo 2^8 and 2^32, Int64 Sum wraps

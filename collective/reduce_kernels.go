@@ -3,7 +3,7 @@ package collective
 import (
 	"math"
 
-	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/bf16"
 )
 
 // The element loops of Reduce. Each one makes a single pass, reading every
@@ -22,7 +22,7 @@ import (
 // left to right (rank order), each step rounded to the accumulator type
 // (Go fuses no floating point operation here: it fuses only x*y + z),
 // "/ div" divides by n for Avg and is absent otherwise, and out rounds to
-// the element type (fp8.BF16FromFloat32 for BFloat16) and writes a NaN as
+// the element type (bf16.FromFloat32 for BFloat16) and writes a NaN as
 // the canonical NaN. next takes two sources at a time because that halves
 // the passes over the accumulators.
 type kernels[E Element, A any] struct {
@@ -184,89 +184,89 @@ func maxOutF[F floatElem](dst, x, y []F, _ F) {
 	}
 }
 
-// BFloat16 loops: fp8.Float32FromBF16 and fp8.BF16FromFloat32 (NaN to
-// fp8.BF16NaN, round to nearest even, overflow to ±Inf) are inlined.
+// BFloat16 loops: bf16.ToFloat32 and bf16.FromFloat32 (NaN to
+// bf16.NaN, round to nearest even, overflow to ±Inf) are inlined.
 
 func canonicalBF16(dst, x []uint16) {
 	x = x[:len(dst)]
 	for i, h := range x {
-		dst[i] = fp8.BF16FromFloat32(fp8.Float32FromBF16(h))
+		dst[i] = bf16.FromFloat32(bf16.ToFloat32(h))
 	}
 }
 
 func widenBF16(acc []float32, x []uint16) {
 	x = x[:len(acc)]
 	for i, h := range x {
-		acc[i] = fp8.Float32FromBF16(h)
+		acc[i] = bf16.ToFloat32(h)
 	}
 }
 
 func addBF16Of(acc []float32, x, y []uint16) {
 	x, y = x[:len(acc)], y[:len(acc)]
 	for i := range acc {
-		acc[i] = fp8.Float32FromBF16(x[i]) + fp8.Float32FromBF16(y[i])
+		acc[i] = bf16.ToFloat32(x[i]) + bf16.ToFloat32(y[i])
 	}
 }
 
 func maxBF16Of(acc []float32, x, y []uint16) {
 	x, y = x[:len(acc)], y[:len(acc)]
 	for i := range acc {
-		acc[i] = max(fp8.Float32FromBF16(x[i]), fp8.Float32FromBF16(y[i]))
+		acc[i] = max(bf16.ToFloat32(x[i]), bf16.ToFloat32(y[i]))
 	}
 }
 
 func addBF16To(acc []float32, x, y []uint16) {
 	x, y = x[:len(acc)], y[:len(acc)]
 	for i := range acc {
-		acc[i] = acc[i] + fp8.Float32FromBF16(x[i]) + fp8.Float32FromBF16(y[i])
+		acc[i] = acc[i] + bf16.ToFloat32(x[i]) + bf16.ToFloat32(y[i])
 	}
 }
 
 func maxBF16To(acc []float32, x, y []uint16) {
 	x, y = x[:len(acc)], y[:len(acc)]
 	for i := range acc {
-		acc[i] = max(acc[i], fp8.Float32FromBF16(x[i]), fp8.Float32FromBF16(y[i]))
+		acc[i] = max(acc[i], bf16.ToFloat32(x[i]), bf16.ToFloat32(y[i]))
 	}
 }
 
 func sumPairBF16(dst, x, y []uint16, _ float32) {
 	x, y = x[:len(dst)], y[:len(dst)]
 	for i := range dst {
-		dst[i] = fp8.BF16FromFloat32(fp8.Float32FromBF16(x[i]) + fp8.Float32FromBF16(y[i]))
+		dst[i] = bf16.FromFloat32(bf16.ToFloat32(x[i]) + bf16.ToFloat32(y[i]))
 	}
 }
 
 func avgPairBF16(dst, x, y []uint16, div float32) {
 	x, y = x[:len(dst)], y[:len(dst)]
 	for i := range dst {
-		dst[i] = fp8.BF16FromFloat32((fp8.Float32FromBF16(x[i]) + fp8.Float32FromBF16(y[i])) / div)
+		dst[i] = bf16.FromFloat32((bf16.ToFloat32(x[i]) + bf16.ToFloat32(y[i])) / div)
 	}
 }
 
 func maxPairBF16(dst, x, y []uint16, _ float32) {
 	x, y = x[:len(dst)], y[:len(dst)]
 	for i := range dst {
-		dst[i] = fp8.BF16FromFloat32(max(fp8.Float32FromBF16(x[i]), fp8.Float32FromBF16(y[i])))
+		dst[i] = bf16.FromFloat32(max(bf16.ToFloat32(x[i]), bf16.ToFloat32(y[i])))
 	}
 }
 
 func sumLastBF16(dst []uint16, acc []float32, x []uint16, _ float32) {
 	acc, x = acc[:len(dst)], x[:len(dst)]
 	for i := range dst {
-		dst[i] = fp8.BF16FromFloat32(acc[i] + fp8.Float32FromBF16(x[i]))
+		dst[i] = bf16.FromFloat32(acc[i] + bf16.ToFloat32(x[i]))
 	}
 }
 
 func avgLastBF16(dst []uint16, acc []float32, x []uint16, div float32) {
 	acc, x = acc[:len(dst)], x[:len(dst)]
 	for i := range dst {
-		dst[i] = fp8.BF16FromFloat32((acc[i] + fp8.Float32FromBF16(x[i])) / div)
+		dst[i] = bf16.FromFloat32((acc[i] + bf16.ToFloat32(x[i])) / div)
 	}
 }
 
 func maxLastBF16(dst []uint16, acc []float32, x []uint16, _ float32) {
 	acc, x = acc[:len(dst)], x[:len(dst)]
 	for i := range dst {
-		dst[i] = fp8.BF16FromFloat32(max(acc[i], fp8.Float32FromBF16(x[i])))
+		dst[i] = bf16.FromFloat32(max(acc[i], bf16.ToFloat32(x[i])))
 	}
 }

@@ -105,6 +105,9 @@ type Buffer interface {
 	Len() int
 	// Memory is where the bytes live.
 	Memory() MemoryKind
+	// Slice returns bytes [lo, hi) of the buffer, sharing its memory and
+	// of the same kind. It panics when the range is out of bounds.
+	Slice(lo, hi int) Buffer
 }
 
 // HostBuffer is host memory. The caller owns it; a backend reads or writes it
@@ -116,6 +119,9 @@ func (b HostBuffer) Len() int { return len(b) }
 
 // Memory returns Host.
 func (b HostBuffer) Memory() MemoryKind { return Host }
+
+// Slice returns b[lo:hi:hi] (a HostBuffer).
+func (b HostBuffer) Slice(lo, hi int) Buffer { return b[lo:hi:hi] }
 
 // DeviceBuffer is GPU memory: Size bytes at Ptr on GPU Device.
 type DeviceBuffer struct {
@@ -130,8 +136,8 @@ func (b DeviceBuffer) Len() int { return b.Size }
 // Memory returns Device.
 func (b DeviceBuffer) Memory() MemoryKind { return Device }
 
-// Slice returns the bytes [lo, hi) of b.
-func (b DeviceBuffer) Slice(lo, hi int) DeviceBuffer {
+// Slice returns the bytes [lo, hi) of b (a DeviceBuffer).
+func (b DeviceBuffer) Slice(lo, hi int) Buffer {
 	if lo < 0 || hi < lo || hi > b.Size {
 		panic(fmt.Sprintf("collective: device slice [%d:%d] out of range of %d bytes", lo, hi, b.Size))
 	}

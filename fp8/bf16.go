@@ -1,29 +1,23 @@
 package fp8
 
-import "math"
+import "github.com/distopt/distopt/bf16"
 
-// BF16NaN is the bfloat16 pattern every NaN converts to: the canonical quiet
-// NaN that the GPU's cvt.rn.bf16.f32 instruction produces.
-const BF16NaN uint16 = 0x7fff
-
-// BF16FromFloat32 rounds x to bfloat16 with round-to-nearest-even. Values
-// beyond the largest finite bfloat16 round to ±Inf as IEEE rounding says;
-// infinities stay infinite; every NaN becomes BF16NaN.
+// BF16NaN is bf16.NaN.
 //
-// Reference: let b be the bits of x; if x is NaN return 0x7fff; otherwise
-// return (b + 0x7fff + (b>>16)&1) >> 16.
-func BF16FromFloat32(x float32) uint16 {
-	b := math.Float32bits(x)
-	if b&0x7fffffff > 0x7f800000 {
-		return BF16NaN
-	}
-	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
-}
+// Deprecated: use package bf16.
+const BF16NaN = bf16.NaN
 
-// Float32FromBF16 widens a bfloat16 to float32 exactly (NaN payloads kept).
-func Float32FromBF16(h uint16) float32 {
-	return math.Float32frombits(uint32(h) << 16)
-}
+// BF16FromFloat32 is bf16.FromFloat32.
+//
+// Deprecated: use package bf16.
+func BF16FromFloat32(x float32) uint16 { return bf16.FromFloat32(x) }
 
-// RoundBF16 returns x rounded to the nearest bfloat16, as a float32.
-func RoundBF16(x float32) float32 { return Float32FromBF16(BF16FromFloat32(x)) }
+// Float32FromBF16 is bf16.ToFloat32.
+//
+// Deprecated: use package bf16.
+func Float32FromBF16(h uint16) float32 { return bf16.ToFloat32(h) }
+
+// RoundBF16 is bf16.Round.
+//
+// Deprecated: use package bf16.
+func RoundBF16(x float32) float32 { return bf16.Round(x) }

@@ -20,12 +20,6 @@ func ExampleFormat_Encode() {
 	// NaN -> 0x7f -> NaN
 }
 
-func ExampleBF16FromFloat32() {
-	h := fp8.BF16FromFloat32(1.00390625) // a tie between 1 and 1.0078125
-	fmt.Printf("%#04x %v\n", h, fp8.Float32FromBF16(h))
-	// Output: 0x3f80 1
-}
-
 func ExampleAmax() {
 	fmt.Println(fp8.Amax([]float32{1, -7, 3}), fp8.Amax(nil))
 	fmt.Println(fp8.MaxAmax(float32(math.Inf(1)), float32(math.NaN())))
@@ -135,4 +129,20 @@ func ExampleRecipe_Validate() {
 	// Output:
 	// fp8: invalid recipe: Margin = 1: MXFP8 scales take no margin
 	// <nil> E4M3 MXFP8 4
+}
+
+// The facts of a recipe that code storing its tensors needs.
+func ExampleRecipe_ScaleType() {
+	for _, r := range []fp8.Recipe{
+		{Format: fp8.E4M3, Scaling: fp8.TensorCurrent},
+		{Format: fp8.E4M3, Scaling: fp8.Block128x128},
+		{Format: fp8.E4M3, Scaling: fp8.MXFP8},
+	} {
+		fmt.Printf("%v: %d data bytes, scales %v, local blocks %t, %d amax slots, %d block-scale bytes\n",
+			r.Scaling, r.DataBytes(4096), r.ScaleType(), r.LocalBlocks(), r.AmaxSlots([]int{256, 16}), r.BlockScaleBytes(4096))
+	}
+	// Output:
+	// TensorCurrent: 4096 data bytes, scales float32, local blocks false, 1 amax slots, 0 block-scale bytes
+	// Block128x128: 4096 data bytes, scales float32, local blocks false, 2 amax slots, 0 block-scale bytes
+	// MXFP8: 4096 data bytes, scales e8m0, local blocks true, 0 amax slots, 128 block-scale bytes
 }

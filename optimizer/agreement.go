@@ -68,7 +68,7 @@ func (o *Optimizer) allGatherBytes(ctx context.Context, data []byte) ([][]byte, 
 		if err := o.be.Write(dst, r*k, payload); err != nil {
 			return nil, err
 		}
-		if err := collective.AllGather(ctx, o.comm, dst, o.slice(dst, r*k, (r+1)*k)); err != nil {
+		if err := collective.AllGather(ctx, o.comm, dst, dst.Slice(r*k, (r+1)*k)); err != nil {
 			return nil, err
 		}
 		out := make([]byte, n*k)

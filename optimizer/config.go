@@ -130,7 +130,7 @@ func (c *Config) validate(params []Param) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("optimizer: %s: %w", fmt.Sprintf(format, args...), ErrConfig)
 	}
-	if c.Rule != RuleAdamW && c.Rule != RuleSGD {
+	if !c.Rule.Valid() {
 		return bad("unknown update rule %d", c.Rule)
 	}
 	if err := c.Recipe.Validate(); err != nil {
@@ -166,7 +166,7 @@ func (c *Config) validate(params []Param) error {
 			return bad("parameter %q is in group %d, but there are %d groups", p.Name, p.Group, len(c.Groups))
 		}
 	}
-	if s := c.Recipe.Scaling; s == fp8.Block1x128 || s == fp8.MXFP8 {
+	if c.Recipe.LocalBlocks() {
 		_, cols := c.Recipe.Block()
 		align := c.Layout.Align
 		if align == 0 {
@@ -201,16 +201,4 @@ func (c *Config) fields() []shard.Field {
 		fs = append(fs, shard.Field{Name: fmt.Sprintf("group %d", i), Value: fmt.Sprintf("%s lr=%s wd=%g", g.Name, g.LR, g.WeightDecay)})
 	}
 	return fs
-}
-
-func (r Rule) String() string {
-	switch r {
-	case RuleNone:
-		return "none"
-	case RuleAdamW:
-		return "adamw"
-	case RuleSGD:
-		return "sgd"
-	}
-	return fmt.Sprintf("Rule(%d)", uint8(r))
 }

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // cpuChunk is the number of elements one goroutine of GradStats and Cast
@@ -120,53 +122,58 @@ func i64s(b collective.Buffer) []int64 {
 	return unsafe.Slice((*int64)(unsafe.Pointer(&h[0])), len(h)/8)
 }
 
-// parallel runs fn over [0, n) in chunks of cpuChunk elements on up to
-// c.workers goroutines; fn receives the worker index.
-func (c *CPU) parallel(n int, fn func(worker, lo, hi int)) {
-	chunks := (n + cpuChunk - 1) / cpuChunk
-	w := min(c.workers, chunks)
+// each runs fn(worker, k) for every k in [0, count) on up to c.workers
+// goroutines that take the indices in turn; worker is the goroutine's index
+// in [0, c.workers). It is the CPU backend's one worker pool: callers keep
+// per-worker partial results (sums, maxima) that do not depend on which
+// worker took which index.
+func (c *CPU) each(count int, fn func(worker, k int)) {
+	w := min(c.workers, count)
 	if w <= 1 {
-		for lo := 0; lo < n; lo += cpuChunk {
-			fn(0, lo, min(lo+cpuChunk, n))
+		for k := range count {
+			fn(0, k)
 		}
 		return
 	}
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	next := make(chan int, chunks)
-	for k := range chunks {
-		next <- k * cpuChunk
-	}
-	close(next)
 	for worker := range w {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for lo := range next {
-				fn(worker, lo, min(lo+cpuChunk, n))
+		wg.Go(func() {
+			for k := next.Add(1) - 1; k < int64(count); k = next.Add(1) - 1 {
+				fn(worker, int(k))
 			}
-		}()
+		})
 	}
 	wg.Wait()
 }
 
+// parallel runs fn over [0, n) in chunks of cpuChunk elements on up to
+// c.workers goroutines; fn receives the worker index.
+func (c *CPU) parallel(n int, fn func(worker, lo, hi int)) {
+	c.each((n+cpuChunk-1)/cpuChunk, func(worker, k int) {
+		lo := k * cpuChunk
+		fn(worker, lo, min(lo+cpuChunk, n))
+	})
+}
+
 // GradStats implements Backend.
 func (c *CPU) GradStats(stats, grad collective.Buffer, gt collective.DType, n int) error {
-	var add func(s *[StatsLen]int64, lo, hi int)
+	var add func(s *[backend.StatsLen]int64, lo, hi int)
 	switch gt {
 	case collective.Float32:
 		g := f32s(grad)
-		add = func(s *[StatsLen]int64, lo, hi int) { addSquares(s, g[lo:hi]) }
+		add = func(s *[backend.StatsLen]int64, lo, hi int) { addSquares(s, g[lo:hi]) }
 	case collective.BFloat16:
 		g := u16s(grad)
-		add = func(s *[StatsLen]int64, lo, hi int) { addSquares(s, g[lo:hi]) }
+		add = func(s *[backend.StatsLen]int64, lo, hi int) { addSquares(s, g[lo:hi]) }
 	default:
 		panic(badElem(gt))
 	}
-	partial := make([][StatsLen]int64, c.workers)
+	partial := make([][backend.StatsLen]int64, c.workers)
 	c.parallel(n, func(w, lo, hi int) {
-		var s [StatsLen]int64
+		var s [backend.StatsLen]int64
 		add(&s, lo, hi)
-		Normalize(&s)
+		backend.Normalize(&s)
 		for k := range s {
 			partial[w][k] += s[k]
 		}
@@ -177,33 +184,33 @@ func (c *CPU) GradStats(stats, grad collective.Buffer, gt collective.DType, n in
 			out[k] += p[k]
 		}
 	}
-	var s [StatsLen]int64
+	var s [backend.StatsLen]int64
 	copy(s[:], out)
-	Normalize(&s)
+	backend.Normalize(&s)
 	copy(out, s[:])
 	return nil
 }
 
 // addSquares is AddSquare over the widened elements of g.
-func addSquares[G elem](s *[StatsLen]int64, g []G) {
+func addSquares[G elem](s *[backend.StatsLen]int64, g []G) {
 	for _, x := range g {
-		AddSquare(s, widen(x))
+		backend.AddSquare(s, widen(x))
 	}
 }
 
 // Cast implements Backend.
-func (c *CPU) Cast(a *CastArgs) error {
+func (c *CPU) Cast(a *backend.CastArgs) error {
 	master := f32s(a.Master)
 	scales := f32s(a.Scale)
 	out := hostBuf(a.FP8)
 	for _, s := range a.Segments {
 		seg := s
 		switch seg.Mode {
-		case ModeTensorCurrent:
+		case backend.ModeTensorCurrent:
 			c.parallel(seg.Len, func(_, lo, hi int) {
 				fp8.CastScaled(out[seg.Off+lo:seg.Off+hi], master[seg.Off+lo:seg.Off+hi], scales[seg.Slot], a.Format)
 			})
-		case ModeTile:
+		case backend.ModeTile:
 			c.parallel(seg.Len, func(_, lo, hi int) {
 				fp8.CastTiles(out[seg.Off+lo:seg.Off+hi], master[seg.Off+lo:seg.Off+hi], seg.ParamOffset+lo, seg.Cols, 128, scales[seg.Slot:], a.Format)
 			})

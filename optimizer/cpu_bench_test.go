@@ -8,8 +8,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // benchCase is one configuration of the update benchmarks: a shard holding
@@ -18,7 +20,7 @@ type benchCase struct {
 	name   string
 	rule   Rule
 	mt, gt collective.DType
-	mode   Mode
+	mode   backend.Mode
 	hp     collective.DType // ModeHighPrecision
 }
 
@@ -34,45 +36,45 @@ func (bc benchCase) bytes(n int) int64 {
 		per += 2 * bc.mt.Size()
 	}
 	switch bc.mode {
-	case ModeTensorDelayed, ModeBlock:
+	case backend.ModeTensorDelayed, backend.ModeBlock:
 		per++
-	case ModeHighPrecision:
+	case backend.ModeHighPrecision:
 		per += bc.hp.Size()
 	}
 	return int64(per) * int64(n)
 }
 
 // args builds the case's arguments over n elements for be.
-func (bc benchCase) args(be *CPU, n int) *UpdateArgs {
+func (bc benchCase) args(be *CPU, n int) *backend.UpdateArgs {
 	alloc := func(bytes int) collective.Buffer { b, _ := be.Alloc(bytes); return b }
-	seg := Segment{Off: 0, Len: n, Mode: bc.mode, StepSize: 1e-3, Decay: 0.9999, Cols: 1024}
-	a := &UpdateArgs{Rule: bc.rule, N: n, MomentType: bc.mt, GradType: bc.gt,
+	seg := backend.Segment{Off: 0, Len: n, Mode: bc.mode, StepSize: 1e-3, Shrink: 0.9999, Cols: 1024}
+	a := &backend.UpdateArgs{Rule: bc.rule, N: n, MomentType: bc.mt, GradType: bc.gt,
 		Master: alloc(4 * n), M: alloc(bc.mt.Size() * n), Grad: alloc(bc.gt.Size() * n),
 		FP8: alloc(n), Amax: alloc(4 * (n/(128*128) + 8)), Scale: alloc(4),
-		Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, Segments: []Segment{seg}}
+		Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, Segments: []backend.Segment{seg}}
 	if bc.rule == RuleAdamW {
 		a.V = alloc(bc.mt.Size() * n)
 	}
 	switch bc.mode {
-	case ModeTensorDelayed:
+	case backend.ModeTensorDelayed:
 		a.Recipe.Scaling = fp8.TensorDelayed
-	case ModeBlock:
+	case backend.ModeBlock:
 		a.Recipe.Scaling = fp8.Block1x128
 		a.BlockScales = alloc(4 * (n/128 + 1))
-	case ModeTile:
+	case backend.ModeTile:
 		a.Recipe.Scaling = fp8.Block128x128
-	case ModeHighPrecision:
+	case backend.ModeHighPrecision:
 		a.HP, a.HPType = alloc(bc.hp.Size()*n), bc.hp
 	}
-	a.Hyper = Hyper{GradScale: 1, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: 0.1, OneMinusBeta2: 0.001, Eps: 1e-8, RBC2: 1, Momentum: 0.9}
+	a.Hyper = backend.Hyper{GradScale: 1, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: 0.1, OneMinusBeta2: 0.001, Eps: 1e-8, RBC2: 1, Momentum: 0.9}
 	if bc.rule == RuleSGD {
-		a.Segments[0].Decay = 1e-4
+		a.Segments[0].WeightDecay = 1e-4
 	}
 	g := hostBuf(a.Grad)
 	for i := range n {
 		x := float32(i%1000-500) * 1e-4
 		if bc.gt == collective.BFloat16 {
-			binary.LittleEndian.PutUint16(g[2*i:], fp8.BF16FromFloat32(x))
+			binary.LittleEndian.PutUint16(g[2*i:], bf16.FromFloat32(x))
 		} else {
 			binary.LittleEndian.PutUint32(g[4*i:], math.Float32bits(x))
 		}
@@ -84,8 +86,8 @@ func (bc benchCase) args(be *CPU, n int) *UpdateArgs {
 // benchUpdateArgs builds one shard of n elements holding a single FP8
 // parameter with per-tensor current scaling, AdamW, FP32 moments and BF16
 // gradients.
-func benchUpdateArgs(be *CPU, n int) *UpdateArgs {
-	return benchCase{rule: RuleAdamW, mt: collective.Float32, gt: collective.BFloat16, mode: ModeTensorCurrent}.args(be, n)
+func benchUpdateArgs(be *CPU, n int) *backend.UpdateArgs {
+	return benchCase{rule: RuleAdamW, mt: collective.Float32, gt: collective.BFloat16, mode: backend.ModeTensorCurrent}.args(be, n)
 }
 
 // benchWorkers is the goroutine counts the benchmarks run with.
@@ -107,7 +109,7 @@ func BenchmarkUpdate(b *testing.B) {
 		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) {
 			be := NewCPU(w)
 			a := benchUpdateArgs(be, n)
-			c := &CastArgs{N: n, Master: a.Master, Segments: a.Segments, Format: fp8.E4M3, FP8: a.FP8, Scale: a.Scale}
+			c := &backend.CastArgs{N: n, Master: a.Master, Segments: a.Segments, Format: fp8.E4M3, FP8: a.FP8, Scale: a.Scale}
 			b.SetBytes(31 * n)
 			b.ReportAllocs()
 			for b.Loop() {
@@ -129,16 +131,16 @@ func BenchmarkUpdateCases(b *testing.B) {
 	const n = 1 << 22
 	f32, bf16 := collective.Float32, collective.BFloat16
 	cases := []benchCase{
-		{"adamw/m=f32/g=bf16/current", RuleAdamW, f32, bf16, ModeTensorCurrent, 0},
-		{"adamw/m=f32/g=f32/current", RuleAdamW, f32, f32, ModeTensorCurrent, 0},
-		{"adamw/m=bf16/g=bf16/current", RuleAdamW, bf16, bf16, ModeTensorCurrent, 0},
-		{"adamw/m=bf16/g=f32/current", RuleAdamW, bf16, f32, ModeTensorCurrent, 0},
-		{"adamw/m=f32/g=bf16/delayed", RuleAdamW, f32, bf16, ModeTensorDelayed, 0},
-		{"adamw/m=f32/g=bf16/hp=bf16", RuleAdamW, f32, bf16, ModeHighPrecision, bf16},
-		{"adamw/m=f32/g=bf16/block1x128", RuleAdamW, f32, bf16, ModeBlock, 0},
-		{"adamw/m=f32/g=bf16/tile", RuleAdamW, f32, bf16, ModeTile, 0},
-		{"sgd/m=f32/g=bf16/current", RuleSGD, f32, bf16, ModeTensorCurrent, 0},
-		{"sgd/m=bf16/g=f32/delayed", RuleSGD, bf16, f32, ModeTensorDelayed, 0},
+		{"adamw/m=f32/g=bf16/current", RuleAdamW, f32, bf16, backend.ModeTensorCurrent, 0},
+		{"adamw/m=f32/g=f32/current", RuleAdamW, f32, f32, backend.ModeTensorCurrent, 0},
+		{"adamw/m=bf16/g=bf16/current", RuleAdamW, bf16, bf16, backend.ModeTensorCurrent, 0},
+		{"adamw/m=bf16/g=f32/current", RuleAdamW, bf16, f32, backend.ModeTensorCurrent, 0},
+		{"adamw/m=f32/g=bf16/delayed", RuleAdamW, f32, bf16, backend.ModeTensorDelayed, 0},
+		{"adamw/m=f32/g=bf16/hp=bf16", RuleAdamW, f32, bf16, backend.ModeHighPrecision, bf16},
+		{"adamw/m=f32/g=bf16/block1x128", RuleAdamW, f32, bf16, backend.ModeBlock, 0},
+		{"adamw/m=f32/g=bf16/tile", RuleAdamW, f32, bf16, backend.ModeTile, 0},
+		{"sgd/m=f32/g=bf16/current", RuleSGD, f32, bf16, backend.ModeTensorCurrent, 0},
+		{"sgd/m=bf16/g=f32/delayed", RuleSGD, bf16, f32, backend.ModeTensorDelayed, 0},
 	}
 	for _, bc := range cases {
 		for _, w := range benchWorkers() {
@@ -193,11 +195,11 @@ func BenchmarkCopy(b *testing.B) {
 func BenchmarkNaiveAdamW(b *testing.B) {
 	const n = 1 << 22
 	p, m, v, g := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
-	h := Hyper{GradScale: 1, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: 0.1, OneMinusBeta2: 0.001, Eps: 1e-8, RBC2: 1}
+	h := backend.Hyper{GradScale: 1, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: 0.1, OneMinusBeta2: 0.001, Eps: 1e-8, RBC2: 1}
 	b.SetBytes(28 * n)
 	for b.Loop() {
 		for i := range p {
-			p[i], m[i], v[i] = AdamWElem(p[i], m[i], v[i], g[i], &h, 1e-3, 0.9999)
+			p[i], m[i], v[i] = backend.AdamWElem(p[i], m[i], v[i], g[i], &h, 1e-3, 0.9999)
 		}
 	}
 }
@@ -207,7 +209,7 @@ func BenchmarkGradStats(b *testing.B) {
 	const n = 1 << 22
 	be := NewCPU(0)
 	a := benchUpdateArgs(be, n)
-	stats, _ := be.Alloc(8 * StatsLen)
+	stats, _ := be.Alloc(8 * backend.StatsLen)
 	b.SetBytes(2 * n)
 	for b.Loop() {
 		if err := be.GradStats(stats, a.Grad, collective.BFloat16, n); err != nil {

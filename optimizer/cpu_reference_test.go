@@ -8,9 +8,11 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // refShard is a shard held as plain Go slices: the reference's state, and
@@ -31,14 +33,14 @@ type refShard struct {
 // held as bits.
 func load(x []uint32, dt collective.DType, i int) float32 {
 	if dt == collective.BFloat16 {
-		return fp8.Float32FromBF16(uint16(x[i]))
+		return bf16.ToFloat32(uint16(x[i]))
 	}
 	return math.Float32frombits(x[i])
 }
 
 func store(x []uint32, dt collective.DType, i int, f float32) {
 	if dt == collective.BFloat16 {
-		x[i] = uint32(fp8.BF16FromFloat32(f))
+		x[i] = uint32(bf16.FromFloat32(f))
 		return
 	}
 	x[i] = math.Float32bits(f)
@@ -47,33 +49,33 @@ func store(x []uint32, dt collective.DType, i int, f float32) {
 // refUpdate is the straightforward reference of CPU.Update: the rule's
 // Elem function element by element over each whole segment, then the fp8
 // package's function for the segment's mode over the whole segment.
-func refUpdate(s *refShard, a *optimizer.UpdateArgs) {
+func refUpdate(s *refShard, a *backend.UpdateArgs) {
 	for _, seg := range a.Segments {
 		for i := seg.Off; i < seg.Off+seg.Len; i++ {
 			switch a.Rule {
 			case optimizer.RuleAdamW:
-				p, m, v := optimizer.AdamWElem(s.master[i], load(s.m, s.mt, i), load(s.v, s.mt, i), load(s.grad, s.gt, i), &a.Hyper, seg.StepSize, seg.Decay)
+				p, m, v := backend.AdamWElem(s.master[i], load(s.m, s.mt, i), load(s.v, s.mt, i), load(s.grad, s.gt, i), &a.Hyper, seg.StepSize, seg.Shrink)
 				s.master[i] = p
 				store(s.m, s.mt, i, m)
 				store(s.v, s.mt, i, v)
 			case optimizer.RuleSGD:
-				p, m := optimizer.SGDElem(s.master[i], load(s.m, s.mt, i), load(s.grad, s.gt, i), &a.Hyper, seg.StepSize, seg.Decay)
+				p, m := backend.SGDElem(s.master[i], load(s.m, s.mt, i), load(s.grad, s.gt, i), &a.Hyper, seg.StepSize, seg.WeightDecay)
 				s.master[i] = p
 				store(s.m, s.mt, i, m)
 			}
 		}
 		src := s.master[seg.Off : seg.Off+seg.Len]
 		switch seg.Mode {
-		case optimizer.ModeHighPrecision:
+		case backend.ModeHighPrecision:
 			for i := seg.Off; i < seg.Off+seg.Len; i++ {
 				store(s.hp, s.hpt, i, s.master[i])
 			}
-		case optimizer.ModeTensorCurrent:
+		case backend.ModeTensorCurrent:
 			s.amax[seg.Slot] = max(s.amax[seg.Slot], math.Float32bits(fp8.Amax(src)))
-		case optimizer.ModeTensorDelayed:
+		case backend.ModeTensorDelayed:
 			am := fp8.CastScaled(s.fp8[seg.Off:], src, s.scale[seg.Slot], a.Recipe.Format)
 			s.amax[seg.Slot] = max(s.amax[seg.Slot], math.Float32bits(am))
-		case optimizer.ModeBlock:
+		case backend.ModeBlock:
 			_, block := a.Recipe.Block()
 			first := seg.Off / block
 			if a.Recipe.Scaling == fp8.MXFP8 {
@@ -85,7 +87,7 @@ func refUpdate(s *refShard, a *optimizer.UpdateArgs) {
 			for k, x := range inv {
 				binary.LittleEndian.PutUint32(s.blockScales[4*(first+k):], math.Float32bits(x))
 			}
-		case optimizer.ModeTile:
+		case backend.ModeTile:
 			tiles := make([]float32, len(s.amax)-seg.Slot)
 			for k := range tiles {
 				tiles[k] = math.Float32frombits(s.amax[seg.Slot+k])
@@ -134,7 +136,7 @@ func refArray(r *rand.Rand, n int, dt collective.DType, sigma, special float64) 
 					x[i] |= uint32(1 + r.IntN(0x7f))
 				}
 			} else {
-				x[i] = uint32(fp8.BF16FromFloat32(f))
+				x[i] = uint32(bf16.FromFloat32(f))
 			}
 			continue
 		}
@@ -145,14 +147,14 @@ func refArray(r *rand.Rand, n int, dt collective.DType, sigma, special float64) 
 
 // refLayout places segments of random modes and lengths over a shard with
 // gaps between them; one segment spans several chunks of the backend.
-func refLayout(r *rand.Rand, block int) (segs []optimizer.Segment, n, slots int) {
-	modes := []optimizer.Mode{optimizer.ModeHighPrecision, optimizer.ModeTensorCurrent, optimizer.ModeTensorDelayed,
-		optimizer.ModeBlock, optimizer.ModeTile}
+func refLayout(r *rand.Rand, block int) (segs []backend.Segment, n, slots int) {
+	modes := []backend.Mode{backend.ModeHighPrecision, backend.ModeTensorCurrent, backend.ModeTensorDelayed,
+		backend.ModeBlock, backend.ModeTile}
 	pos := r.IntN(17)
 	long := r.IntN(8)
 	for k := range 8 {
 		mode := modes[r.IntN(len(modes))]
-		if mode == optimizer.ModeBlock {
+		if mode == backend.ModeBlock {
 			pos = (pos + block - 1) / block * block
 		}
 		length := 1 + r.IntN(200)
@@ -162,12 +164,12 @@ func refLayout(r *rand.Rand, block int) (segs []optimizer.Segment, n, slots int)
 		case r.IntN(3) == 0:
 			length = 1 + r.IntN(5000)
 		}
-		s := optimizer.Segment{Off: pos, Len: length, Mode: mode, Slot: slots,
-			StepSize: float32(r.Float64() * 1e-2), Decay: float32(1 - r.Float64()*1e-3)}
+		s := backend.Segment{Off: pos, Len: length, Mode: mode, Slot: slots,
+			StepSize: float32(r.Float64() * 1e-2), Shrink: float32(1 - r.Float64()*1e-3)}
 		switch mode {
-		case optimizer.ModeTensorCurrent, optimizer.ModeTensorDelayed:
+		case backend.ModeTensorCurrent, backend.ModeTensorDelayed:
 			slots++
-		case optimizer.ModeTile:
+		case backend.ModeTile:
 			s.Cols = 1 + r.IntN(700)
 			s.ParamOffset = r.IntN(200 * s.Cols)
 			last := s.ParamOffset + length - 1
@@ -223,12 +225,12 @@ func TestUpdateReference(t *testing.T) {
 }
 
 // refCase draws the arguments and the initial shard of one case.
-func refCase(r *rand.Rand, rc fp8.Recipe, rule optimizer.Rule, mt, gt, hpt collective.DType, special float64) (*optimizer.UpdateArgs, *refShard) {
+func refCase(r *rand.Rand, rc fp8.Recipe, rule optimizer.Rule, mt, gt, hpt collective.DType, special float64) (*backend.UpdateArgs, *refShard) {
 	_, block := rc.Block()
 	segs, n, slots := refLayout(r, block)
 	if rule == optimizer.RuleSGD {
 		for i := range segs {
-			segs[i].Decay = float32(r.Float64() * 1e-2)
+			segs[i].WeightDecay = float32(r.Float64() * 1e-2)
 		}
 	}
 	s := &refShard{n: n, mt: mt, gt: gt, hpt: hpt,
@@ -264,17 +266,17 @@ func refCase(r *rand.Rand, rc fp8.Recipe, rule optimizer.Rule, mt, gt, hpt colle
 		}
 		s.scale[k], _ = fp8.ScaleFromAmax(float32(r.Float64()*0.2), rc.Format, 0, false)
 	}
-	h := optimizer.Hyper{GradScale: float32(0.5 + r.Float64()), Beta1: 0.9, Beta2: 0.999,
+	h := backend.Hyper{GradScale: float32(0.5 + r.Float64()), Beta1: 0.9, Beta2: 0.999,
 		OneMinusBeta1: float32(1 - 0.9), OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8,
 		RBC2: float32(1 / math.Sqrt(1-math.Pow(0.999, float64(1+r.IntN(100))))), Momentum: 0.9}
-	a := &optimizer.UpdateArgs{Rule: rule, Hyper: h, N: n, MomentType: mt, GradType: gt, Segments: segs,
+	a := &backend.UpdateArgs{Rule: rule, Hyper: h, N: n, MomentType: mt, GradType: gt, Segments: segs,
 		Recipe: rc, HPType: hpt}
 	return a, s
 }
 
 // checkAgainstReference uploads s to be, runs a there and refUpdate on s,
 // and compares every buffer byte for byte.
-func checkAgainstReference(t *testing.T, be optimizer.Backend, a *optimizer.UpdateArgs, s *refShard) {
+func checkAgainstReference(t *testing.T, be optimizer.Backend, a *backend.UpdateArgs, s *refShard) {
 	t.Helper()
 	type buffer struct {
 		name string

@@ -2,10 +2,12 @@ package optimizer
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 
+	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/collective"
-	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // This file holds the CPU backend's update loops, specialised for each
@@ -16,24 +18,24 @@ import (
 // the bfloat16 bit pattern as uint16.
 type elem interface{ float32 | uint16 }
 
-// widen returns x as float32: itself, or fp8.Float32FromBF16 (exact).
+// widen returns x as float32: itself, or bf16.ToFloat32 (exact).
 // The size test is decided when the function is instantiated; the numeric
 // conversion of the other branch is never run.
 func widen[T elem](x T) float32 {
 	if unsafe.Sizeof(x) == 4 {
 		return float32(x)
 	}
-	return fp8.Float32FromBF16(uint16(x))
+	return bf16.ToFloat32(uint16(x))
 }
 
-// narrow returns x stored as T: itself, or fp8.BF16FromFloat32 (round to
-// nearest even, every NaN to fp8.BF16NaN).
+// narrow returns x stored as T: itself, or bf16.FromFloat32 (round to
+// nearest even, every NaN to bf16.NaN).
 func narrow[T elem](x float32) T {
 	var t T
 	if unsafe.Sizeof(t) == 4 {
 		return T(x)
 	}
-	return T(fp8.BF16FromFloat32(x))
+	return T(bf16.FromFloat32(x))
 }
 
 // narrowAll writes narrow(src[i]) to dst[i] for every i of src.
@@ -57,58 +59,62 @@ func narrowAll[T elem](dst []T, src []float32) {
 // compiler chooses anew in each function; so an element with a NaN among
 // its results is computed again by AdamWElem itself. NaNs propagate through
 // every operation, so a result without NaN means none arose on the way.
-func adamwRun[M, G elem](p []float32, m, v []M, g []G, h *Hyper, stepSize, decay float32) uint32 {
+func adamwRun[M, G elem](p []float32, m, v []M, g []G, h *backend.Hyper, stepSize, shrink float32) uint32 {
 	gs, b1, omb1, b2, omb2, eps, rbc2 := h.GradScale, h.Beta1, h.OneMinusBeta1, h.Beta2, h.OneMinusBeta2, h.Eps, h.RBC2
 	m, v, g = m[:len(p)], v[:len(p)], g[:len(p)]
 	var key uint32
 	for i, x := range p {
 		gi := float32(widen(g[i]) * gs)
-		x = float32(x * decay)
+		x = float32(x * shrink)
 		mi := float32(float32(b1*widen(m[i])) + float32(omb1*gi))
 		vi := float32(float32(b2*widen(v[i])) + float32(omb2*float32(gi*gi)))
 		d := float32(float32(sqrt32(vi)*rbc2) + eps)
 		x = float32(x - float32(stepSize*float32(mi/d)))
 		if sum := x + mi + vi; sum != sum { // a NaN, or infinities of both signs
-			x, mi, vi = AdamWElem(p[i], widen(m[i]), widen(v[i]), widen(g[i]), h, stepSize, decay)
+			x, mi, vi = backend.AdamWElem(p[i], widen(m[i]), widen(v[i]), widen(g[i]), h, stepSize, shrink)
 		}
 		p[i], m[i], v[i] = x, narrow[M](mi), narrow[M](vi)
-		key = max(key, AbsBits(x))
+		key = max(key, backend.AbsBits(x))
 	}
 	return key
 }
 
 // sgdElem is SGDElem called through a variable, so that the call is not
 // inlined: NaN payloads then come from the function's own compiled body.
-var sgdElem = SGDElem
+var sgdElem = backend.SGDElem
 
 // sgdRun is SGDElem over p[i], buf[i], g[i] for every i of p, storage as
 // in adamwRun; it returns the largest AbsBits of the new p. SGDElem is
 // inlined; an element with a NaN result is computed again by sgdElem (see
 // adamwRun on NaN payloads).
-func sgdRun[M, G elem](p []float32, buf []M, g []G, h *Hyper, stepSize, decay float32) uint32 {
+func sgdRun[M, G elem](p []float32, buf []M, g []G, h *backend.Hyper, stepSize, wd float32) uint32 {
 	hl := *h
 	buf, g = buf[:len(p)], g[:len(p)]
 	var key uint32
 	for i, x := range p {
-		x, b := SGDElem(x, widen(buf[i]), widen(g[i]), &hl, stepSize, decay)
+		x, b := backend.SGDElem(x, widen(buf[i]), widen(g[i]), &hl, stepSize, wd)
 		if sum := x + b; sum != sum {
-			x, b = sgdElem(p[i], widen(buf[i]), widen(g[i]), h, stepSize, decay)
+			x, b = sgdElem(p[i], widen(buf[i]), widen(g[i]), h, stepSize, wd)
 		}
 		p[i], buf[i] = x, narrow[M](b)
-		key = max(key, AbsBits(x))
+		key = max(key, backend.AbsBits(x))
 	}
 	return key
 }
 
+// sqrt32 is backend's correctly rounded float32 square root (the float64
+// root of a float32 rounds to the correctly rounded float32 root).
+func sqrt32(x float32) float32 { return float32(math.Sqrt(float64(x))) }
+
 // ruleRun updates elements [off, off+len(p)) of a shard, p being the
-// master's, with a segment's StepSize and Decay, and returns the largest
-// AbsBits of the new masters.
-type ruleRun func(p []float32, off int, stepSize, decay float32) uint32
+// master's, with the factors of segment s, and returns the largest AbsBits
+// of the new masters.
+type ruleRun func(p []float32, off int, s *backend.Segment) uint32
 
 // ruleRunOf returns the update loop of a's rule over a's buffers, or nil
 // for RuleNone. It panics on a moment or gradient type other than Float32
 // and BFloat16.
-func ruleRunOf(a *UpdateArgs) ruleRun {
+func ruleRunOf(a *backend.UpdateArgs) ruleRun {
 	if a.Rule == RuleNone {
 		return nil
 	}
@@ -122,7 +128,7 @@ func ruleRunOf(a *UpdateArgs) ruleRun {
 }
 
 // withGrad is ruleRunOf once the moments are typed.
-func withGrad[M elem](a *UpdateArgs, m, v []M) ruleRun {
+func withGrad[M elem](a *backend.UpdateArgs, m, v []M) ruleRun {
 	switch a.GradType {
 	case collective.Float32:
 		return typedRule(a, m, v, f32s(a.Grad))
@@ -133,18 +139,18 @@ func withGrad[M elem](a *UpdateArgs, m, v []M) ruleRun {
 }
 
 // typedRule is ruleRunOf once moments and gradient are typed.
-func typedRule[M, G elem](a *UpdateArgs, m, v []M, g []G) ruleRun {
+func typedRule[M, G elem](a *backend.UpdateArgs, m, v []M, g []G) ruleRun {
 	h := a.Hyper
 	switch a.Rule {
 	case RuleAdamW:
-		return func(p []float32, off int, stepSize, decay float32) uint32 {
+		return func(p []float32, off int, s *backend.Segment) uint32 {
 			end := off + len(p)
-			return adamwRun(p, m[off:end], v[off:end], g[off:end], &h, stepSize, decay)
+			return adamwRun(p, m[off:end], v[off:end], g[off:end], &h, s.StepSize, s.Shrink)
 		}
 	case RuleSGD:
-		return func(p []float32, off int, stepSize, decay float32) uint32 {
+		return func(p []float32, off int, s *backend.Segment) uint32 {
 			end := off + len(p)
-			return sgdRun(p, m[off:end], g[off:end], &h, stepSize, decay)
+			return sgdRun(p, m[off:end], g[off:end], &h, s.StepSize, s.WeightDecay)
 		}
 	}
 	panic(fmt.Sprintf("optimizer: rule %d", a.Rule))

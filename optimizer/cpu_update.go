@@ -2,12 +2,11 @@ package optimizer
 
 import (
 	"math"
-	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // updateChunk is the number of elements of a segment that one goroutine of
@@ -21,7 +20,7 @@ const updateChunk = 1 << 14
 // Update implements Backend. Each chunk of a segment is updated by the
 // rule's loop for the storage types (cpu_rules.go), which also returns the
 // chunk's amax; the mode's pass then runs over the chunk's new master.
-func (c *CPU) Update(a *UpdateArgs) error {
+func (c *CPU) Update(a *backend.UpdateArgs) error {
 	master := f32s(a.Master)
 	run := ruleRunOf(a)
 	var amax []uint32
@@ -32,10 +31,10 @@ func (c *CPU) Update(a *UpdateArgs) error {
 	for w := range partial {
 		partial[w] = make([]uint32, len(amax))
 	}
-	c.forChunks(a.Segments, func(w int, s *Segment, lo, hi int) {
+	c.forChunks(a.Segments, func(w int, s *backend.Segment, lo, hi int) {
 		var key uint32
 		if run != nil {
-			key = run(master[s.Off+lo:s.Off+hi], s.Off+lo, s.StepSize, s.Decay)
+			key = run(master[s.Off+lo:s.Off+hi], s.Off+lo, s)
 		}
 		c.after(a, s, partial[w], master, lo, hi, key, run != nil)
 	})
@@ -51,7 +50,7 @@ func (c *CPU) Update(a *UpdateArgs) error {
 // updateChunk elements (counted from s.Off) of every segment s of segs, on
 // up to c.workers goroutines that take the chunks in turn; worker is the
 // goroutine's index in [0, c.workers).
-func (c *CPU) forChunks(segs []Segment, fn func(worker int, s *Segment, lo, hi int)) {
+func (c *CPU) forChunks(segs []backend.Segment, fn func(worker int, s *backend.Segment, lo, hi int)) {
 	type piece struct{ seg, lo int }
 	var pieces []piece
 	for k, s := range segs {
@@ -59,37 +58,21 @@ func (c *CPU) forChunks(segs []Segment, fn func(worker int, s *Segment, lo, hi i
 			pieces = append(pieces, piece{k, lo})
 		}
 	}
-	do := func(worker int, p piece) {
+	c.each(len(pieces), func(worker, k int) {
+		p := pieces[k]
 		s := &segs[p.seg]
 		fn(worker, s, p.lo, min(p.lo+updateChunk, s.Len))
-	}
-	w := min(c.workers, len(pieces))
-	if w <= 1 {
-		for _, p := range pieces {
-			do(0, p)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for worker := range w {
-		wg.Go(func() {
-			for k := next.Add(1) - 1; k < int64(len(pieces)); k = next.Add(1) - 1 {
-				do(worker, pieces[k])
-			}
-		})
-	}
-	wg.Wait()
+	})
 }
 
 // after does what follows the update of elements [lo, hi) of segment s:
 // key is the largest AbsBits of the new masters there when updated is true
 // (the rule's loop computed it), and is recomputed otherwise (RuleNone).
-func (c *CPU) after(a *UpdateArgs, s *Segment, amax []uint32, master []float32, lo, hi int, key uint32, updated bool) {
+func (c *CPU) after(a *backend.UpdateArgs, s *backend.Segment, amax []uint32, master []float32, lo, hi int, key uint32, updated bool) {
 	i0, i1 := s.Off+lo, s.Off+hi
 	src := master[i0:i1]
 	switch s.Mode {
-	case ModeHighPrecision:
+	case backend.ModeHighPrecision:
 		switch a.HPType {
 		case collective.Float32:
 			copy(f32s(a.HP)[i0:i1], src)
@@ -98,26 +81,26 @@ func (c *CPU) after(a *UpdateArgs, s *Segment, amax []uint32, master []float32, 
 		default:
 			panic(badElem(a.HPType))
 		}
-	case ModeTensorCurrent:
+	case backend.ModeTensorCurrent:
 		if !updated {
 			key = math.Float32bits(fp8.Amax(src))
 		}
 		amax[s.Slot] = max(amax[s.Slot], key)
-	case ModeTensorDelayed:
+	case backend.ModeTensorDelayed:
 		scale := f32s(a.Scale)[s.Slot]
 		am := fp8.CastScaled(hostBuf(a.FP8)[i0:i1], src, scale, a.Recipe.Format)
 		amax[s.Slot] = max(amax[s.Slot], math.Float32bits(am))
-	case ModeBlock:
+	case backend.ModeBlock:
 		_, block := a.Recipe.Block()
 		dst := hostBuf(a.FP8)[i0:i1]
 		first := i0 / block
 		nb := (hi - lo + block - 1) / block
-		if a.Recipe.Scaling == fp8.MXFP8 {
+		if a.Recipe.ScaleType() == fp8.ScaleE8M0 {
 			fp8.CastMX(dst, hostBuf(a.BlockScales)[first:first+nb], src, a.Recipe.Format)
 		} else {
 			fp8.CastBlocks1D(dst, f32s(a.BlockScales)[first:first+nb], src, block, a.Recipe.Format, a.Recipe.Margin, a.Recipe.PowerOf2)
 		}
-	case ModeTile:
+	case backend.ModeTile:
 		fp8.TileAmax(amaxFloats(amax[s.Slot:]), src, s.ParamOffset+lo, s.Cols, 128)
 	}
 }

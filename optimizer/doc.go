@@ -11,7 +11,7 @@
 //
 //  1. a reduce-scatter (average) of every bucket of gradients, in place;
 //  2. the non-finite check and the global gradient norm: an exact
-//     fixed-point sum of squares per rank (AddSquare), then ONE small
+//     fixed-point sum of squares per rank (backend.AddSquare), then ONE small
 //     all-reduce; a step with a non-finite gradient is skipped on every
 //     rank alike and reported; clipping follows PyTorch's
 //     clip_grad_norm_ (coefficient max_norm/(norm+1e-6), at most 1);
@@ -25,22 +25,33 @@
 //
 // # Exactness
 //
-// The per-element arithmetic is specified in rules.go: every operation is a
-// separately rounded float32 operation in a fixed order, and the norm is an
-// exact integer sum. A run on d ranks therefore leaves masters, moments and
+// The per-element arithmetic is specified in optimizer/backend: every
+// operation is a separately rounded float32 operation in a fixed order, and
+// the norm is an exact integer sum. A run on d ranks therefore leaves masters, moments and
 // FP8 bytes bit-identical to a single-rank run fed the averaged gradients,
 // whatever d, and every Backend (the CPU reference here, the CUDA backend of
 // optimizer/gpu) gives the same bits for the same inputs.
 //
 // # Using it
 //
-// New takes a collective.Communicator, a Backend of the same memory kind,
-// the parameter list, their initial FP32 values and a Config. The framework
+// New takes a collective.Communicator, a Backend of the same memory kind
+// (and, for GPUs, of the same device: optimizer/gpu's Setup returns such a
+// pair), the parameter list, their initial FP32 values and a Config. The framework
 // writes each step's gradients into the views Grad returns (or calls
 // SetGrad), calls Step, and reads the parameters through Param (FP8 bytes
 // and scale_inv, in the backend's memory), Tensor or Weights. Report and
 // PredictMemory give the memory of every buffer; ReadPieces, LoadPieces,
 // Scalars and SetScalars serve optimizer/checkpoint.
+//
+// # For backend authors
+//
+// A user of the optimizer picks a Backend (NewCPU, or optimizer/gpu) and
+// needs nothing else. The contract between the optimizer and a Backend
+// (UpdateArgs, CastArgs, segment tables, the per-element arithmetic, the
+// definition of each update rule) is package optimizer/backend;
+// optimizer/backendtest checks a Backend against the CPU reference, byte
+// for byte. CONTRIBUTING.md lists the files to change to add an update rule
+// or an FP8 recipe.
 //
 // Errors: ErrConfig for a bad configuration, ErrMismatch when ranks
 // disagree on the layout or configuration (naming what differs),

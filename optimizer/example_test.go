@@ -8,6 +8,7 @@ import (
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/shard"
 )
 
 // Two in-process ranks share one matrix (gathered in FP8) and one bias
@@ -54,4 +55,35 @@ func Example() {
 	// Output:
 	// rank 0 after step 1: w [0.40714288 -0.2544643 0.8821429 1.9000001 -1.0178572 0.02544643] b [0.100097656 0.100097656 0.100097656]
 	// rank 1 after step 1: w [0.40714288 -0.2544643 0.8821429 1.9000001 -1.0178572 0.02544643] b [0.100097656 0.100097656 0.100097656]
+}
+
+// NewLayout shows where each parameter lands in the flat buckets before any
+// optimizer exists: here three parameters on 4 ranks.
+func ExampleNewLayout() {
+	params := []optimizer.Param{
+		{Name: "w", Shape: []int{300, 7}},
+		{Name: "b", Shape: []int{7}, HighPrecision: true},
+		{Name: "v", Shape: []int{1000}},
+	}
+	l, err := optimizer.NewLayout(params, 4, shard.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, b := range l.Buckets {
+		fmt.Printf("bucket high-precision=%t: %d elements, %d per rank\n", b.HighPrecision, b.Size, b.ShardSize)
+	}
+	// Output:
+	// bucket high-precision=false: 3584 elements, 896 per rank
+	// bucket high-precision=true: 64 elements, 16 per rank
+}
+
+// Rule.Moments names the per-element state an update rule keeps, as
+// checkpoints and memory reports name it.
+func ExampleRule_Moments() {
+	fmt.Println(optimizer.RuleAdamW, optimizer.RuleAdamW.Moments())
+	fmt.Println(optimizer.RuleSGD, optimizer.RuleSGD.Moments())
+	// Output:
+	// adamw [m v]
+	// sgd [m]
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/optimizer/backend"
 	"github.com/distopt/distopt/shard"
 )
 
@@ -71,8 +72,8 @@ const (
 	BufHPParams    = "high-precision parameters"
 	BufGrads       = "gradients"
 	BufMaster      = "fp32 master shard"
-	BufMomentM     = "moment m shard"
-	BufMomentV     = "moment v shard"
+	BufMomentM     = "moment m shard" // "moment " + Rule.Moments()[0] + " shard"
+	BufMomentV     = "moment v shard" // "moment " + Rule.Moments()[1] + " shard"
 	BufBlockScales = "block scales"
 	BufScales      = "scales, amax, norm stats"
 	BufHistory     = "amax histories"
@@ -86,40 +87,49 @@ func PredictMemory(params []Param, world int, cfg Config) (MemoryReport, error) 
 	if err := cfg.validate(params); err != nil {
 		return MemoryReport{}, err
 	}
-	sp := make([]shard.Param, len(params))
-	for i, p := range params {
-		sp[i] = shard.Param{Name: p.Name, Shape: p.Shape, HighPrecision: p.HighPrecision}
-	}
-	l, err := shard.New(sp, world, cfg.Layout)
+	l, err := NewLayout(params, world, cfg.Layout)
 	if err != nil {
-		return MemoryReport{}, fmt.Errorf("optimizer: %w: %w", ErrConfig, err)
+		return MemoryReport{}, err
 	}
 	return memoryOf(l, params, &cfg), nil
 }
 
+// bucketBytes is the size of every buffer of one bucket on one rank, as
+// New allocates them and the memory report counts them.
+type bucketBytes struct {
+	grad, master, moment int64 // moment: each of the rule's moments
+	fp8, hp, blocks      int64 // data: fp8 (FP8 buckets) or hp; blocks: block scales
+}
+
+// bufferSizes returns the buffer sizes of bucket b under cfg.
+func bufferSizes(b shard.Bucket, cfg *Config) bucketBytes {
+	size, shardSize := int64(b.Size), int64(b.ShardSize)
+	s := bucketBytes{
+		grad:   size * int64(cfg.GradType.Size()),
+		master: 4 * shardSize,
+		moment: shardSize * int64(cfg.MomentType.Size()),
+	}
+	if b.HighPrecision {
+		s.hp = size * int64(cfg.HighPrecisionType.Size())
+	} else {
+		s.fp8 = int64(cfg.Recipe.DataBytes(b.Size))
+		s.blocks = int64(cfg.Recipe.BlockScaleBytes(b.Size))
+	}
+	return s
+}
+
 func memoryOf(l *shard.Layout, params []Param, cfg *Config) MemoryReport {
 	r := MemoryReport{World: l.World, Params: int64(l.TotalElements())}
-	var fp8b, hp, grads, master, mom, blocks int64
-	_, block := cfg.Recipe.Block()
-	perBlock := int64(4)
-	if cfg.Recipe.Scaling == fp8.MXFP8 {
-		perBlock = 1
-	}
-	blockMode := cfg.Recipe.Scaling == fp8.Block1x128 || cfg.Recipe.Scaling == fp8.MXFP8
+	var sum bucketBytes
 	for _, b := range l.Buckets {
-		size, shardSize := int64(b.Size), int64(b.ShardSize)
 		r.Padding += int64(b.Size - b.Used)
-		grads += size * int64(cfg.GradType.Size())
-		master += 4 * shardSize
-		mom += shardSize * int64(cfg.MomentType.Size())
-		if b.HighPrecision {
-			hp += size * int64(cfg.HighPrecisionType.Size())
-		} else {
-			fp8b += size
-			if blockMode {
-				blocks += perBlock * size / int64(block)
-			}
-		}
+		s := bufferSizes(b, cfg)
+		sum.grad += s.grad
+		sum.master += s.master
+		sum.moment += s.moment
+		sum.fp8 += s.fp8
+		sum.hp += s.hp
+		sum.blocks += s.blocks
 	}
 	for _, b := range l.Buckets {
 		prev := 0
@@ -129,28 +139,25 @@ func memoryOf(l *shard.Layout, params []Param, cfg *Config) MemoryReport {
 		}
 	}
 	slots := 0
-	if !blockMode {
-		for _, p := range params {
-			if !p.HighPrecision {
-				slots += cfg.Recipe.NumScales(p.Shape)
-			}
+	for _, p := range params {
+		if !p.HighPrecision {
+			slots += cfg.Recipe.AmaxSlots(p.Shape)
 		}
 	}
 	r.Buffers = []BufferBytes{
-		{Name: BufFP8Params, Bytes: fp8b},
-		{Name: BufHPParams, Bytes: hp},
-		{Name: BufGrads, Bytes: grads},
-		{Name: BufMaster, Bytes: master},
-		{Name: BufMomentM, Bytes: mom},
+		{Name: BufFP8Params, Bytes: sum.fp8},
+		{Name: BufHPParams, Bytes: sum.hp},
+		{Name: BufGrads, Bytes: sum.grad},
+		{Name: BufMaster, Bytes: sum.master},
 	}
-	if cfg.Rule == RuleAdamW {
-		r.Buffers = append(r.Buffers, BufferBytes{Name: BufMomentV, Bytes: mom})
+	for _, m := range cfg.Rule.Moments() {
+		r.Buffers = append(r.Buffers, BufferBytes{Name: "moment " + m + " shard", Bytes: sum.moment})
 	}
-	if blockMode {
-		r.Buffers = append(r.Buffers, BufferBytes{Name: BufBlockScales, Bytes: blocks})
+	if cfg.Recipe.LocalBlocks() {
+		r.Buffers = append(r.Buffers, BufferBytes{Name: BufBlockScales, Bytes: sum.blocks})
 	}
-	r.Buffers = append(r.Buffers, BufferBytes{Name: BufScales, Bytes: int64(12*slots + 8*StatsLen)})
-	if cfg.Recipe.Scaling == fp8.TensorDelayed {
+	r.Buffers = append(r.Buffers, BufferBytes{Name: BufScales, Bytes: int64(12*slots + 8*backend.StatsLen)})
+	if cfg.Recipe.ScaleSource() == fp8.FromHistory {
 		r.Buffers = append(r.Buffers, BufferBytes{Name: BufHistory, Bytes: int64(4 * slots * cfg.Recipe.History()), Host: true})
 	}
 	return r

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/optimizer/backend"
 	"github.com/distopt/distopt/shard"
 )
 
@@ -55,10 +55,7 @@ type Optimizer struct {
 	scale   collective.Buffer // float32 x nSlots: the scale of the next cast
 	scaleIn collective.Buffer // float32 x nSlots: scale_inv of the bytes held now
 	stats   collective.Buffer // int64 x StatsLen
-	history []*fp8.AmaxHistory
-	hScale  []float32 // host copies: the scale of the next cast,
-	hInv    []float32 // the scale_inv of the bytes held now,
-	hCast   []float32 // and the scale those bytes were cast with
+	scales  *scaleState       // host state of the slots' scales
 
 	step    int
 	broken  error
@@ -70,13 +67,12 @@ type bucket struct {
 	b      shard.Bucket
 	lo, hi int
 	pieces []shard.Piece
-	segs   []Segment
+	segs   []backend.Segment
 	grad   collective.Buffer // GradType x Size
 	master collective.Buffer // float32 x ShardSize
 	m, v   collective.Buffer
-	data   collective.Buffer // FP8: byte x Size; high precision: HighPrecisionType x Size
-	blocks collective.Buffer // block scales, FP8 block recipes only
-	block  int               // block size of ModeBlock (0 otherwise)
+	data   collective.Buffer // FP8: Recipe.DataBytes(Size); high precision: HighPrecisionType x Size
+	blocks collective.Buffer // block scales, LocalBlocks recipes only
 }
 
 // New makes rank comm.Rank() of a distributed optimizer over params, with
@@ -85,20 +81,16 @@ type bucket struct {
 // with the same parameters and configuration; a difference is reported as
 // ErrMismatch naming what differs.
 func New(ctx context.Context, comm collective.Communicator, be Backend, params []Param, init InitFunc, cfg Config) (*Optimizer, error) {
-	if comm.Memory() != be.Memory() {
-		return nil, fmt.Errorf("optimizer: communicator takes %s memory but backend %s allocates %s memory: %w", comm.Memory(), be.Name(), be.Memory(), ErrConfig)
+	if err := checkPlacement(comm, be); err != nil {
+		return nil, err
 	}
 	cfg.setDefaults()
 	if err := cfg.validate(params); err != nil {
 		return nil, err
 	}
-	sp := make([]shard.Param, len(params))
-	for i, p := range params {
-		sp[i] = shard.Param{Name: p.Name, Shape: p.Shape, HighPrecision: p.HighPrecision}
-	}
-	layout, err := shard.New(sp, comm.Size(), cfg.Layout)
+	layout, err := NewLayout(params, comm.Size(), cfg.Layout)
 	if err != nil {
-		return nil, fmt.Errorf("optimizer: %w: %w", ErrConfig, err)
+		return nil, err
 	}
 	o := &Optimizer{cfg: cfg, comm: comm, be: be, layout: layout, params: append([]Param(nil), params...), rank: comm.Rank()}
 	if err := o.checkAgreement(ctx); err != nil {
@@ -112,11 +104,46 @@ func New(ctx context.Context, comm collective.Communicator, be Backend, params [
 		o.Close()
 		return nil, err
 	}
-	if err := o.refresh(ctx); err != nil {
+	if err := o.refresh(ctx, castFirst); err != nil {
 		o.Close()
 		return nil, err
 	}
 	return o, nil
+}
+
+// OnDevice is implemented by backends and communicators bound to one GPU
+// (optimizer/gpu's Backend, collective/nccl's Comm): Ordinal is the GPU's.
+type OnDevice interface {
+	Ordinal() int
+}
+
+// checkPlacement refuses a communicator and a backend that do not share
+// their memory: another memory kind, or (both bound to a GPU) another GPU.
+func checkPlacement(comm collective.Communicator, be Backend) error {
+	if comm.Memory() != be.Memory() {
+		return fmt.Errorf("optimizer: communicator takes %s memory but backend %s allocates %s memory: %w", comm.Memory(), be.Name(), be.Memory(), ErrConfig)
+	}
+	cd, ok1 := comm.(OnDevice)
+	bd, ok2 := be.(OnDevice)
+	if ok1 && ok2 && cd.Ordinal() != bd.Ordinal() {
+		return fmt.Errorf("optimizer: communicator on GPU %d but backend %s on GPU %d: %w", cd.Ordinal(), be.Name(), bd.Ordinal(), ErrConfig)
+	}
+	return nil
+}
+
+// NewLayout returns the flat layout of params on world ranks with opts, as
+// New and PredictMemory make it. An error wraps ErrConfig and the shard
+// package's error.
+func NewLayout(params []Param, world int, opts shard.Options) (*shard.Layout, error) {
+	sp := make([]shard.Param, len(params))
+	for i, p := range params {
+		sp[i] = shard.Param{Name: p.Name, Shape: p.Shape, HighPrecision: p.HighPrecision}
+	}
+	l, err := shard.New(sp, world, opts)
+	if err != nil {
+		return nil, fmt.Errorf("optimizer: %w: %w", ErrConfig, err)
+	}
+	return l, nil
 }
 
 // Layout is the flat layout of the optimizer's buffers.
@@ -139,112 +166,94 @@ func (o *Optimizer) LossScale() float64 {
 	return o.cfg.LossScaler.Scale()
 }
 
-func (o *Optimizer) recipeMode() Mode {
-	switch o.cfg.Recipe.Scaling {
-	case fp8.TensorDelayed:
-		return ModeTensorDelayed
-	case fp8.Block1x128, fp8.MXFP8:
-		return ModeBlock
-	case fp8.Block128x128:
-		return ModeTile
+// recipeMode is the Mode of the FP8 segments under recipe r.
+func recipeMode(r fp8.Recipe) backend.Mode {
+	switch rows, _ := r.Block(); {
+	case r.ScaleSource() == fp8.FromHistory:
+		return backend.ModeTensorDelayed
+	case r.ScaleSource() == fp8.FromBlock:
+		return backend.ModeBlock
+	case rows > 1:
+		return backend.ModeTile
 	}
-	return ModeTensorCurrent
+	return backend.ModeTensorCurrent
 }
 
+// allocate makes the optimizer's buffers: the scale slots, the statistics
+// and every bucket's.
 func (o *Optimizer) allocate() error {
-	mode := o.recipeMode()
+	r := o.cfg.Recipe
 	o.slotOf = make([]int, len(o.params))
 	for i, p := range o.params {
 		o.slotOf[i] = -1
-		if p.HighPrecision || mode == ModeBlock {
-			continue
-		}
-		o.slotOf[i] = o.nSlots
-		if mode == ModeTile {
-			o.nSlots += o.cfg.Recipe.NumScales(p.Shape)
-		} else {
-			o.nSlots++
+		if n := r.AmaxSlots(p.Shape); n > 0 && !p.HighPrecision {
+			o.slotOf[i] = o.nSlots
+			o.nSlots += n
 		}
 	}
-	alloc := func(n int) (collective.Buffer, error) { return o.be.Alloc(n) }
+	o.scales = newScaleState(r, o.nSlots)
 	var err error
 	if o.nSlots > 0 {
-		if o.amax, err = alloc(4 * o.nSlots); err != nil {
-			return err
-		}
-		if o.scale, err = alloc(4 * o.nSlots); err != nil {
-			return err
-		}
-		if o.scaleIn, err = alloc(4 * o.nSlots); err != nil {
-			return err
-		}
-		o.hScale = make([]float32, o.nSlots)
-		o.hInv = make([]float32, o.nSlots)
-		o.hCast = make([]float32, o.nSlots)
-		if mode == ModeTensorDelayed {
-			o.history = make([]*fp8.AmaxHistory, o.nSlots)
-			for i := range o.history {
-				o.history[i] = o.cfg.Recipe.NewHistory()
+		for _, b := range []*collective.Buffer{&o.amax, &o.scale, &o.scaleIn} {
+			if *b, err = o.be.Alloc(4 * o.nSlots); err != nil {
+				return err
 			}
 		}
 	}
-	if o.stats, err = alloc(8 * StatsLen); err != nil {
+	if o.stats, err = o.be.Alloc(8 * backend.StatsLen); err != nil {
 		return err
 	}
-	gsz, msz := o.cfg.GradType.Size(), o.cfg.MomentType.Size()
 	for bi, b := range o.layout.Buckets {
-		bk := &bucket{idx: bi, b: b}
-		bk.lo, bk.hi = o.layout.ShardRange(bi, o.rank)
-		bk.pieces = o.layout.Pieces(bi, o.rank)
-		n := b.ShardSize
-		if bk.grad, err = alloc(gsz * b.Size); err != nil {
+		bk, err := o.allocBucket(bi, b)
+		o.buckets = append(o.buckets, bk) // freed by Close, even half-made
+		if err != nil {
 			return err
 		}
-		if bk.master, err = alloc(4 * n); err != nil {
-			return err
-		}
-		if bk.m, err = alloc(msz * n); err != nil {
-			return err
-		}
-		if o.cfg.Rule == RuleAdamW {
-			if bk.v, err = alloc(msz * n); err != nil {
-				return err
-			}
-		}
-		if b.HighPrecision {
-			if bk.data, err = alloc(o.cfg.HighPrecisionType.Size() * b.Size); err != nil {
-				return err
-			}
-		} else {
-			if bk.data, err = alloc(b.Size); err != nil {
-				return err
-			}
-			if mode == ModeBlock {
-				_, bk.block = o.cfg.Recipe.Block()
-				per := 4
-				if o.cfg.Recipe.Scaling == fp8.MXFP8 {
-					per = 1
-				}
-				if bk.blocks, err = alloc(per * b.Size / bk.block); err != nil {
-					return err
-				}
-			}
-		}
-		for _, pc := range bk.pieces {
-			p := o.params[pc.Param]
-			s := Segment{Off: pc.ShardOffset, Len: pc.Len, Mode: mode, Slot: o.slotOf[pc.Param]}
-			if p.HighPrecision {
-				s.Mode = ModeHighPrecision
-			}
-			if s.Mode == ModeTile {
-				_, s.Cols = fp8.Matrix(p.Shape)
-				s.ParamOffset = pc.ParamOffset
-			}
-			bk.segs = append(bk.segs, s)
-		}
-		o.buckets = append(o.buckets, bk)
 	}
 	return nil
+}
+
+// allocBucket makes the buffers and the segment table of bucket bi.
+func (o *Optimizer) allocBucket(bi int, b shard.Bucket) (*bucket, error) {
+	r := o.cfg.Recipe
+	bk := &bucket{idx: bi, b: b}
+	bk.lo, bk.hi = o.layout.ShardRange(bi, o.rank)
+	bk.pieces = o.layout.Pieces(bi, o.rank)
+	sizes := bufferSizes(b, &o.cfg)
+	for _, x := range []struct {
+		dst *collective.Buffer
+		n   int64
+		use bool
+	}{
+		{&bk.grad, sizes.grad, true},
+		{&bk.master, sizes.master, true},
+		{&bk.m, sizes.moment, true},
+		{&bk.v, sizes.moment, len(o.cfg.Rule.Moments()) > 1},
+		{&bk.data, sizes.fp8 + sizes.hp, true},
+		{&bk.blocks, sizes.blocks, !b.HighPrecision && r.LocalBlocks()},
+	} {
+		if !x.use {
+			continue
+		}
+		var err error
+		if *x.dst, err = o.be.Alloc(int(x.n)); err != nil {
+			return bk, err
+		}
+	}
+	mode := recipeMode(r)
+	for _, pc := range bk.pieces {
+		p := o.params[pc.Param]
+		s := backend.Segment{Off: pc.ShardOffset, Len: pc.Len, Mode: mode, Slot: o.slotOf[pc.Param]}
+		if p.HighPrecision {
+			s.Mode = backend.ModeHighPrecision
+		}
+		if s.Mode == backend.ModeTile {
+			_, s.Cols = fp8.Matrix(p.Shape)
+			s.ParamOffset = pc.ParamOffset
+		}
+		bk.segs = append(bk.segs, s)
+	}
+	return bk, nil
 }
 
 // loadMasters sets the master shards from init.
@@ -341,300 +350,6 @@ func (o *Optimizer) usable() error {
 		return fmt.Errorf("optimizer: closed: %w", ErrBroken)
 	}
 	return nil
-}
-
-// refresh recomputes every parameter's FP8 (or high-precision) copy from the
-// masters as they are and gathers it: the initial cast, and the cast after a
-// checkpoint load. Delayed-scaling histories receive the amax of this cast.
-func (o *Optimizer) refresh(ctx context.Context) error {
-	var t Timings
-	return o.castAndGather(ctx, &UpdateArgs{Rule: RuleNone}, phaseInit, &t)
-}
-
-// phase says why castAndGather runs.
-type phase uint8
-
-const (
-	phaseInit   phase = iota // first cast from the initial masters
-	phaseStep                // after an update
-	phaseReload              // after a checkpoint load
-)
-
-// Timings holds the phase durations of a step.
-type Timings struct {
-	ReduceScatter, Norm, Update, AmaxReduce, Cast, AllGather time.Duration
-}
-
-// StepResult reports one step.
-type StepResult struct {
-	Step      int     // steps taken so far, this one included when not skipped
-	Skipped   bool    // the gradients were not finite: nothing was updated
-	Reason    string  // why the step was skipped
-	GradNorm  float64 // global gradient norm before clipping (after unscaling)
-	ClipCoef  float64 // factor the gradients were multiplied by (1: no clipping)
-	LossScale float64 // the loss scale in effect for this step's gradients
-	Timings   Timings
-}
-
-// Step reduces the gradients, checks them, updates the masters, casts them
-// to FP8 and gathers the parameters. All ranks must call it together. After
-// it the gradient buffers hold unspecified values: write every gradient (or
-// call ZeroGrad) before the next step.
-func (o *Optimizer) Step(ctx context.Context) (StepResult, error) {
-	if err := o.usable(); err != nil {
-		return StepResult{}, err
-	}
-	if err := o.cfg.checkLRs(o.step + 1); err != nil { // before anything moves
-		return StepResult{}, err
-	}
-	res := StepResult{LossScale: o.LossScale(), ClipCoef: 1}
-	t0 := time.Now()
-	// 1. Reduce-scatter (average) every bucket, in place, as one group.
-	ops := make([]collective.Op, len(o.buckets))
-	gsz := o.cfg.GradType.Size()
-	for i, bk := range o.buckets {
-		ops[i] = collective.Op{Kind: collective.OpReduceScatter, Src: bk.grad, Dst: o.slice(bk.grad, gsz*bk.lo, gsz*bk.hi), DType: o.cfg.GradType, Reduce: collective.Avg}
-	}
-	if err := o.comm.Start(ops...).Wait(ctx); err != nil {
-		return res, o.fail(fmt.Errorf("optimizer: gradient reduce-scatter: %w", err))
-	}
-	t1 := time.Now()
-	res.Timings.ReduceScatter = t1.Sub(t0)
-	// 2. Non-finite check and global norm: ONE small all-reduce.
-	if err := o.be.Zero(o.stats, 0, 8*StatsLen); err != nil {
-		return res, o.fail(err)
-	}
-	for _, bk := range o.buckets {
-		if err := o.be.GradStats(o.stats, o.slice(bk.grad, gsz*bk.lo, gsz*bk.hi), o.cfg.GradType, bk.b.ShardSize); err != nil {
-			return res, o.fail(err)
-		}
-	}
-	if err := collective.AllReduce(ctx, o.comm, o.stats, o.stats, collective.Int64, collective.Sum); err != nil {
-		return res, o.fail(fmt.Errorf("optimizer: gradient norm all-reduce: %w", err))
-	}
-	raw := make([]byte, 8*StatsLen)
-	if err := o.be.Read(raw, o.stats, 0); err != nil {
-		return res, o.fail(err)
-	}
-	var st [StatsLen]int64
-	for i := range st {
-		st[i] = int64(binary.LittleEndian.Uint64(raw[8*i:]))
-	}
-	res.GradNorm = math.Sqrt(SumOfSquares(&st)) / res.LossScale
-	t2 := time.Now()
-	res.Timings.Norm = t2.Sub(t1)
-	if st[NormLimbs] != 0 {
-		res.Skipped = true
-		res.Reason = fmt.Sprintf("%d gradient elements are not finite (or square past float32)", st[NormLimbs])
-		res.GradNorm = math.Inf(1)
-		if o.cfg.LossScaler != nil {
-			o.cfg.LossScaler.update(false)
-		}
-		res.Step = o.step
-		return res, nil
-	}
-	if o.cfg.LossScaler != nil {
-		o.cfg.LossScaler.update(true)
-	}
-	if o.cfg.MaxGradNorm > 0 {
-		res.ClipCoef = min(1, o.cfg.MaxGradNorm/(res.GradNorm+1e-6))
-	}
-	o.step++
-	res.Step = o.step
-	// 3-7. Update, amax, cast, gather.
-	a := o.hyper(res.ClipCoef / res.LossScale)
-	if err := o.castAndGather(ctx, a, phaseStep, &res.Timings); err != nil {
-		return res, err
-	}
-	return res, nil
-}
-
-// hyper computes the per-step scalars for step o.step.
-func (o *Optimizer) hyper(gradScale float64) *UpdateArgs {
-	c := &o.cfg
-	t := float64(o.step)
-	a := &UpdateArgs{Rule: c.Rule}
-	a.Hyper = Hyper{
-		GradScale:     float32(gradScale),
-		Beta1:         float32(c.Beta1),
-		Beta2:         float32(c.Beta2),
-		OneMinusBeta1: float32(1 - c.Beta1),
-		OneMinusBeta2: float32(1 - c.Beta2),
-		Eps:           float32(c.Eps),
-		RBC2:          float32(1 / math.Sqrt(1-math.Pow(c.Beta2, t))),
-		Momentum:      float32(c.Momentum),
-	}
-	return a
-}
-
-// segmentFactors fills the per-parameter factors of the rule for this step.
-func (o *Optimizer) segmentFactors(a *UpdateArgs, bk *bucket) []Segment {
-	segs := make([]Segment, len(bk.segs))
-	copy(segs, bk.segs)
-	c := &o.cfg
-	t := float64(o.step)
-	for i := range segs {
-		p := o.params[bk.pieces[i].Param]
-		g := c.Groups[p.Group]
-		lr := g.LR.LR(o.step)
-		wd := g.WeightDecay
-		if p.NoDecay {
-			wd = 0
-		}
-		switch a.Rule {
-		case RuleAdamW:
-			segs[i].StepSize = float32(lr / (1 - math.Pow(c.Beta1, t)))
-			segs[i].Decay = float32(1 - lr*wd)
-		case RuleSGD:
-			segs[i].StepSize = float32(lr)
-			segs[i].Decay = float32(wd)
-		}
-	}
-	return segs
-}
-
-// castAndGather runs the update (or, with RuleNone, only the cast), the
-// packed amax all-reduce, the cast of current-scaling segments, and the
-// gather of every bucket.
-func (o *Optimizer) castAndGather(ctx context.Context, a *UpdateArgs, ph phase, t *Timings) error {
-	initial := ph == phaseInit
-	mode := o.recipeMode()
-	castMode := mode
-	if initial && mode == ModeTensorDelayed {
-		castMode = ModeTensorCurrent // seed the histories from the masters
-	}
-	t0 := time.Now()
-	if o.nSlots > 0 {
-		if err := o.be.Zero(o.amax, 0, 4*o.nSlots); err != nil {
-			return o.fail(err)
-		}
-	}
-	gsz := o.cfg.GradType.Size()
-	for _, bk := range o.buckets {
-		u := *a
-		u.N = bk.b.ShardSize
-		u.Master, u.M, u.V = bk.master, bk.m, bk.v
-		u.MomentType = o.cfg.MomentType
-		u.Grad = o.slice(bk.grad, gsz*bk.lo, gsz*bk.hi)
-		u.GradType = o.cfg.GradType
-		u.Segments = o.segmentFactors(a, bk)
-		for i := range u.Segments {
-			if u.Segments[i].Mode == mode {
-				u.Segments[i].Mode = castMode
-			}
-		}
-		u.Recipe = o.cfg.Recipe
-		u.Amax, u.Scale = o.amax, o.scale
-		if bk.b.HighPrecision {
-			u.HP = o.slice(bk.data, o.cfg.HighPrecisionType.Size()*bk.lo, o.cfg.HighPrecisionType.Size()*bk.hi)
-			u.HPType = o.cfg.HighPrecisionType
-		} else {
-			u.FP8 = o.slice(bk.data, bk.lo, bk.hi)
-			if bk.blocks != nil {
-				per := bk.blocks.Len() / (bk.b.Size / bk.block)
-				u.BlockScales = o.slice(bk.blocks, per*bk.lo/bk.block, per*bk.hi/bk.block)
-			}
-		}
-		if err := o.be.Update(&u); err != nil {
-			return o.fail(fmt.Errorf("optimizer: update of bucket %d: %w", bk.idx, err))
-		}
-	}
-	t1 := time.Now()
-	t.Update = t1.Sub(t0)
-	if o.nSlots > 0 {
-		// ONE packed all-reduce(MAX) of every amax of the step.
-		if err := collective.AllReduce(ctx, o.comm, o.amax, o.amax, collective.Uint32, collective.Max); err != nil {
-			return o.fail(fmt.Errorf("optimizer: amax all-reduce: %w", err))
-		}
-		raw := make([]byte, 4*o.nSlots)
-		if err := o.be.Read(raw, o.amax, 0); err != nil {
-			return o.fail(err)
-		}
-		amax := bytesFloat32(raw)
-		r := o.cfg.Recipe
-		for s, am := range amax {
-			switch {
-			case castMode == ModeTensorDelayed:
-				// The bytes were cast with hScale; the next cast uses the
-				// history including this step's amax (a reload restores the
-				// history as saved and pushes nothing).
-				o.hCast[s], o.hInv[s] = o.hScale[s], 1/o.hScale[s]
-				if ph == phaseStep {
-					o.history[s].Push(am)
-				}
-				o.hScale[s], _ = o.history[s].Scale(r.Format, r.Margin, r.PowerOf2)
-			default:
-				o.hScale[s], o.hInv[s] = fp8.ScaleFromAmax(am, r.Format, r.Margin, r.PowerOf2)
-				if o.history != nil { // initial cast of delayed scaling
-					o.history[s].Push(am)
-					o.hScale[s], o.hInv[s] = o.history[s].Scale(r.Format, r.Margin, r.PowerOf2)
-				}
-				o.hCast[s] = o.hScale[s]
-			}
-		}
-		if err := o.be.Write(o.scale, 0, float32Bytes(o.hScale)); err != nil {
-			return o.fail(err)
-		}
-		if err := o.be.Write(o.scaleIn, 0, float32Bytes(o.hInv)); err != nil {
-			return o.fail(err)
-		}
-	}
-	t2 := time.Now()
-	t.AmaxReduce = t2.Sub(t1)
-	if castMode == ModeTensorCurrent || castMode == ModeTile {
-		for _, bk := range o.buckets {
-			if bk.b.HighPrecision {
-				continue
-			}
-			c := CastArgs{N: bk.b.ShardSize, Master: bk.master, Segments: bk.segs, Format: o.cfg.Recipe.Format, FP8: o.slice(bk.data, bk.lo, bk.hi), Scale: o.scale}
-			if initial && mode == ModeTensorDelayed {
-				c.Segments = make([]Segment, len(bk.segs))
-				copy(c.Segments, bk.segs)
-				for i := range c.Segments {
-					if c.Segments[i].Mode == ModeTensorDelayed {
-						c.Segments[i].Mode = ModeTensorCurrent
-					}
-				}
-			}
-			if err := o.be.Cast(&c); err != nil {
-				return o.fail(fmt.Errorf("optimizer: cast of bucket %d: %w", bk.idx, err))
-			}
-		}
-	}
-	t3 := time.Now()
-	t.Cast = t3.Sub(t2)
-	// All-gather every bucket in place (and its block scales), as one group.
-	var ops []collective.Op
-	for _, bk := range o.buckets {
-		esz := 1
-		if bk.b.HighPrecision {
-			esz = o.cfg.HighPrecisionType.Size()
-		}
-		ops = append(ops, collective.Op{Kind: collective.OpAllGather, Dst: bk.data, Src: o.slice(bk.data, esz*bk.lo, esz*bk.hi)})
-		if bk.blocks != nil {
-			per := bk.blocks.Len() / (bk.b.Size / bk.block)
-			ops = append(ops, collective.Op{Kind: collective.OpAllGather, Dst: bk.blocks, Src: o.slice(bk.blocks, per*bk.lo/bk.block, per*bk.hi/bk.block)})
-		}
-	}
-	if err := o.comm.Start(ops...).Wait(ctx); err != nil {
-		return o.fail(fmt.Errorf("optimizer: parameter all-gather: %w", err))
-	}
-	if err := o.be.Sync(); err != nil {
-		return o.fail(err)
-	}
-	t.AllGather = time.Since(t3)
-	return nil
-}
-
-// slice returns bytes [lo, hi) of a backend buffer.
-func (o *Optimizer) slice(b collective.Buffer, lo, hi int) collective.Buffer {
-	switch x := b.(type) {
-	case collective.HostBuffer:
-		return x[lo:hi:hi]
-	case collective.DeviceBuffer:
-		return x.Slice(lo, hi)
-	}
-	panic(fmt.Sprintf("optimizer: cannot slice a %T", b))
 }
 
 // ZeroGrad zeroes every gradient buffer.

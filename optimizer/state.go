@@ -121,9 +121,9 @@ func (o *Optimizer) Scalars() ScalarState {
 	if o.cfg.LossScaler != nil {
 		s.LossScale, s.LossScaleGood = o.cfg.LossScaler.scale, o.cfg.LossScaler.good
 	}
-	for i, h := range o.history {
-		s.AmaxHistories = append(s.AmaxHistories, h.Values())
-		s.CastScales = append(s.CastScales, o.hCast[i])
+	s.AmaxHistories = o.scales.Histories()
+	if s.AmaxHistories != nil {
+		s.CastScales = append([]float32(nil), o.scales.Cast...)
 	}
 	return s
 }
@@ -131,8 +131,9 @@ func (o *Optimizer) Scalars() ScalarState {
 // SetScalars restores the scalar state; it takes effect with the next
 // LoadPieces, which must follow.
 func (o *Optimizer) SetScalars(s ScalarState) error {
-	if len(s.AmaxHistories) != len(o.history) || len(s.CastScales) != len(o.history) {
-		return fmt.Errorf("optimizer: state has %d amax histories and %d cast scales, this configuration %d: %w", len(s.AmaxHistories), len(s.CastScales), len(o.history), ErrConfig)
+	n := len(o.scales.history)
+	if len(s.AmaxHistories) != n || len(s.CastScales) != n {
+		return fmt.Errorf("optimizer: state has %d amax histories and %d cast scales, this configuration %d: %w", len(s.AmaxHistories), len(s.CastScales), n, ErrConfig)
 	}
 	for _, h := range s.AmaxHistories {
 		if len(h) != o.cfg.Recipe.History() {
@@ -153,21 +154,14 @@ func (o *Optimizer) SetScalars(s ScalarState) error {
 // same scale as an uninterrupted run.
 func (o *Optimizer) refreshState(ctx context.Context) error {
 	if o.pending == nil {
-		return o.refresh(ctx)
+		return o.refresh(ctx, castFirst)
 	}
-	r := o.cfg.Recipe
-	for i, vals := range o.pending.AmaxHistories {
-		h := r.NewHistory()
-		for _, v := range vals {
-			h.Push(v)
-		}
-		o.history[i] = h
-		o.hScale[i] = o.pending.CastScales[i]
-	}
+	o.scales.Restore(o.pending.AmaxHistories, o.pending.CastScales)
 	o.pending = nil
-	if err := o.be.Write(o.scale, 0, float32Bytes(o.hScale)); err != nil {
-		return o.fail(err)
+	if o.nSlots > 0 {
+		if err := o.be.Write(o.scale, 0, float32Bytes(o.scales.Scale)); err != nil {
+			return o.fail(err)
+		}
 	}
-	var t Timings
-	return o.castAndGather(ctx, &UpdateArgs{Rule: RuleNone}, phaseReload, &t)
+	return o.refresh(ctx, castReload)
 }

@@ -3,6 +3,7 @@ package optimizer
 import (
 	"fmt"
 
+	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 )
@@ -50,7 +51,7 @@ func (o *Optimizer) Grad(name string) (GradView, error) {
 	pl := o.layout.Places[i]
 	sz := o.cfg.GradType.Size()
 	bk := o.buckets[pl.Bucket]
-	return GradView{Name: name, Shape: o.params[i].Shape, DType: o.cfg.GradType, Data: o.slice(bk.grad, sz*pl.Offset, sz*(pl.Offset+pl.Len))}, nil
+	return GradView{Name: name, Shape: o.params[i].Shape, DType: o.cfg.GradType, Data: bk.grad.Slice(sz*pl.Offset, sz*(pl.Offset+pl.Len))}, nil
 }
 
 // SetGrad writes a float32 gradient (rounded to the gradient type) into the
@@ -72,7 +73,7 @@ func encodeElems(x []float32, dt collective.DType) []byte {
 	}
 	b := make([]byte, 2*len(x))
 	for i, f := range x {
-		h := fp8.BF16FromFloat32(f)
+		h := bf16.FromFloat32(f)
 		b[2*i], b[2*i+1] = byte(h), byte(h>>8)
 	}
 	return b
@@ -84,7 +85,7 @@ func decodeElems(b []byte, dt collective.DType) []float32 {
 	}
 	x := make([]float32, len(b)/2)
 	for i := range x {
-		x[i] = fp8.Float32FromBF16(uint16(b[2*i]) | uint16(b[2*i+1])<<8)
+		x[i] = bf16.ToFloat32(uint16(b[2*i]) | uint16(b[2*i+1])<<8)
 	}
 	return x
 }
@@ -106,19 +107,19 @@ func (o *Optimizer) Param(name string) (ParamView, error) {
 	if p.HighPrecision {
 		sz := o.cfg.HighPrecisionType.Size()
 		v.DType = o.cfg.HighPrecisionType
-		v.Data = o.slice(bk.data, sz*pl.Offset, sz*(pl.Offset+pl.Len))
+		v.Data = bk.data.Slice(sz*pl.Offset, sz*(pl.Offset+pl.Len))
 		return v, nil
 	}
 	v.DType, v.Format, v.Recipe = collective.Uint8, o.cfg.Recipe.Format, o.cfg.Recipe
-	v.Data = o.slice(bk.data, pl.Offset, pl.Offset+pl.Len)
-	n := o.cfg.Recipe.NumScales(p.Shape)
+	r := o.cfg.Recipe
+	v.Data = bk.data.Slice(r.DataBytes(pl.Offset), r.DataBytes(pl.Offset+pl.Len))
+	n := r.NumScales(p.Shape)
 	if bk.blocks != nil {
-		per := bk.blocks.Len() / (bk.b.Size / bk.block)
-		first := pl.Offset / bk.block
-		v.ScaleInv = o.slice(bk.blocks, per*first, per*(first+n))
+		first := r.BlockScaleBytes(pl.Offset)
+		v.ScaleInv = bk.blocks.Slice(first, first+n*r.ScaleType().Size())
 	} else {
 		s := o.slotOf[i]
-		v.ScaleInv = o.slice(o.scaleIn, 4*s, 4*(s+n))
+		v.ScaleInv = o.scaleIn.Slice(4*s, 4*(s+n))
 	}
 	return v, nil
 }
@@ -141,7 +142,7 @@ func (o *Optimizer) Tensor(name string) (*fp8.Tensor, error) {
 	if err := o.be.Read(raw, v.ScaleInv, 0); err != nil {
 		return nil, err
 	}
-	if v.Recipe.Scaling == fp8.MXFP8 {
+	if v.Recipe.ScaleType() == fp8.ScaleE8M0 {
 		t.ScaleE8M0 = raw
 		t.ScaleInv = make([]float32, len(raw))
 		for k, e := range raw {

@@ -27,6 +27,7 @@ import (
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/backend"
 	"github.com/distopt/distopt/optimizer/gpu"
 )
 
@@ -130,15 +131,15 @@ func run(n, nseg, iters, warmup int) error {
 	type recipe struct {
 		name   string
 		r      fp8.Recipe
-		mode   optimizer.Mode
+		mode   backend.Mode
 		scales float64 // block-scale bytes per element
 	}
 	recipes := []recipe{
-		{"TensorCurrent E4M3 (update+amax, then cast)", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, optimizer.ModeTensorCurrent, 0},
-		{"TensorDelayed E4M3 (one pass)", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorDelayed}, optimizer.ModeTensorDelayed, 0},
-		{"Block1x128 E4M3 (one pass)", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block1x128}, optimizer.ModeBlock, 4.0 / 128},
-		{"MXFP8 E4M3 (one pass)", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.MXFP8}, optimizer.ModeBlock, 1.0 / 32},
-		{"Block128x128 E4M3 (update+tile amax, then cast)", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block128x128}, optimizer.ModeTile, 0},
+		{"TensorCurrent E4M3 (update+amax, then cast)", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, backend.ModeTensorCurrent, 0},
+		{"TensorDelayed E4M3 (one pass)", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorDelayed}, backend.ModeTensorDelayed, 0},
+		{"Block1x128 E4M3 (one pass)", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block1x128}, backend.ModeBlock, 4.0 / 128},
+		{"MXFP8 E4M3 (one pass)", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.MXFP8}, backend.ModeBlock, 1.0 / 32},
+		{"Block128x128 E4M3 (update+tile amax, then cast)", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block128x128}, backend.ModeTile, 0},
 	}
 	for _, rc := range recipes {
 		segs, slots := layout(n, nseg, rc.mode)
@@ -153,13 +154,13 @@ func run(n, nseg, iters, warmup int) error {
 		if err := b.Write(scale, 0, f32bytes(ones)); err != nil {
 			return err
 		}
-		a := &optimizer.UpdateArgs{Rule: optimizer.RuleAdamW, N: n, Master: master, M: m, V: v, MomentType: collective.Float32,
+		a := &backend.UpdateArgs{Rule: optimizer.RuleAdamW, N: n, Master: master, M: m, V: v, MomentType: collective.Float32,
 			Grad: grad, GradType: collective.BFloat16, Segments: segs, Recipe: rc.r, FP8: out, BlockScales: blocks,
 			Amax: amax, Scale: scale,
-			Hyper: optimizer.Hyper{GradScale: 1, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: float32(1 - 0.9),
+			Hyper: backend.Hyper{GradScale: 1, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: float32(1 - 0.9),
 				OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8, RBC2: float32(1 / math.Sqrt(1-0.999))}}
-		c := &optimizer.CastArgs{N: n, Master: master, Segments: segs, Format: rc.r.Format, FP8: out, Scale: scale}
-		twoPass := rc.mode == optimizer.ModeTensorCurrent || rc.mode == optimizer.ModeTile
+		c := &backend.CastArgs{N: n, Master: master, Segments: segs, Format: rc.r.Format, FP8: out, Scale: scale}
+		twoPass := rc.mode == backend.ModeTensorCurrent || rc.mode == backend.ModeTile
 		t, err := x.timeIt(func() error {
 			if err := b.Zero(amax, 0, 4*slots); err != nil {
 				return err
@@ -203,19 +204,19 @@ func run(n, nseg, iters, warmup int) error {
 
 // layout cuts n elements into nseg segments of mode; tile segments are
 // matrices of 4096 columns. It returns the segments and the slots they use.
-func layout(n, nseg int, mode optimizer.Mode) ([]optimizer.Segment, int) {
-	segs := make([]optimizer.Segment, nseg)
+func layout(n, nseg int, mode backend.Mode) ([]backend.Segment, int) {
+	segs := make([]backend.Segment, nseg)
 	slots := 0
 	for i := range segs {
 		lo, hi := n*i/nseg/128*128, n*(i+1)/nseg/128*128
 		if i == nseg-1 {
 			hi = n
 		}
-		s := optimizer.Segment{Off: lo, Len: hi - lo, Mode: mode, StepSize: 1e-3, Decay: 1 - 1e-4, Slot: slots}
+		s := backend.Segment{Off: lo, Len: hi - lo, Mode: mode, StepSize: 1e-3, Shrink: 1 - 1e-4, Slot: slots}
 		switch mode {
-		case optimizer.ModeTensorCurrent, optimizer.ModeTensorDelayed:
+		case backend.ModeTensorCurrent, backend.ModeTensorDelayed:
 			slots++
-		case optimizer.ModeTile:
+		case backend.ModeTile:
 			s.Cols = 4096
 			slots += fp8.TileIndex(s.Len-1, s.Cols, 128) + (s.Cols+127)/128
 		}

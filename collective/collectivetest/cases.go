@@ -24,7 +24,9 @@ var (
 )
 
 // cases lists the checks for a world of n ranks, in the order every rank
-// runs them.
+// runs them. It is long because it is the suite's table: one short closure
+// per check, kept in one list so that the order all ranks share is visible
+// in one place.
 func cases(n int, o Options) []testCase {
 	var cs []testCase
 	add := func(name string, run func(e *env) error) { cs = append(cs, testCase{name, run}) }

@@ -151,8 +151,9 @@ func TestNewPanics(t *testing.T) {
 // otherHost is host memory of a type the backend cannot read.
 type otherHost struct{ n int }
 
-func (b otherHost) Len() int                      { return b.n }
-func (b otherHost) Memory() collective.MemoryKind { return collective.Host }
+func (b otherHost) Len() int                           { return b.n }
+func (b otherHost) Memory() collective.MemoryKind      { return collective.Host }
+func (b otherHost) Slice(lo, hi int) collective.Buffer { return otherHost{hi - lo} }
 
 func TestForeignHostBuffer(t *testing.T) {
 	checkLeaks(t)

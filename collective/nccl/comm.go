@@ -190,6 +190,9 @@ func (c *Comm) Size() int { return c.size }
 // Memory returns collective.Device.
 func (c *Comm) Memory() collective.MemoryKind { return collective.Device }
 
+// Ordinal returns the ordinal of the communicator's GPU.
+func (c *Comm) Ordinal() int { return c.dev.Ordinal() }
+
 // Device returns the communicator's GPU.
 func (c *Comm) Device() *cuda.Device { return c.dev }
 

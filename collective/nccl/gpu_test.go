@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/collectivetest"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/nccl/nccltest"
-	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
 	inccl "github.com/distopt/distopt/internal/nccl"
@@ -217,7 +217,7 @@ func minExp(dt collective.DType) int {
 func maxFloat(dt collective.DType) float64 {
 	switch dt {
 	case collective.BFloat16:
-		return float64(fp8.Float32FromBF16(0x7f7f))
+		return float64(bf16.ToFloat32(0x7f7f))
 	case collective.Float32:
 		return math.MaxFloat32
 	}
@@ -227,7 +227,7 @@ func maxFloat(dt collective.DType) float64 {
 func putFloat(b []byte, dt collective.DType, i int, x float64) {
 	switch dt {
 	case collective.BFloat16:
-		binary.LittleEndian.PutUint16(b[2*i:], fp8.BF16FromFloat32(float32(x)))
+		binary.LittleEndian.PutUint16(b[2*i:], bf16.FromFloat32(float32(x)))
 	case collective.Float32:
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(x)))
 	default:
@@ -281,13 +281,13 @@ func premulAvg2(dst, a, b []byte, dt collective.DType, roundProducts bool) {
 	for i := range len(dst) / dt.Size() {
 		switch dt {
 		case collective.BFloat16:
-			x := fp8.Float32FromBF16(binary.LittleEndian.Uint16(a[2*i:]))
-			y := fp8.Float32FromBF16(binary.LittleEndian.Uint16(b[2*i:]))
+			x := bf16.ToFloat32(binary.LittleEndian.Uint16(a[2*i:]))
+			y := bf16.ToFloat32(binary.LittleEndian.Uint16(b[2*i:]))
 			hx, hy := float32(x*0.5), float32(y*0.5)
 			if roundProducts {
-				hx, hy = fp8.RoundBF16(hx), fp8.RoundBF16(hy)
+				hx, hy = bf16.Round(hx), bf16.Round(hy)
 			}
-			binary.LittleEndian.PutUint16(dst[2*i:], fp8.BF16FromFloat32(float32(hx+hy)))
+			binary.LittleEndian.PutUint16(dst[2*i:], bf16.FromFloat32(float32(hx+hy)))
 		case collective.Float32:
 			x := math.Float32frombits(binary.LittleEndian.Uint32(a[4*i:]))
 			y := math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
@@ -308,7 +308,7 @@ func diff(got, want []byte, dt collective.DType) (bad int, first string) {
 		switch dt {
 		case collective.BFloat16:
 			gb, wb = uint64(binary.LittleEndian.Uint16(got[2*i:])), uint64(binary.LittleEndian.Uint16(want[2*i:]))
-			g, w = float64(fp8.Float32FromBF16(uint16(gb))), float64(fp8.Float32FromBF16(uint16(wb)))
+			g, w = float64(bf16.ToFloat32(uint16(gb))), float64(bf16.ToFloat32(uint16(wb)))
 		case collective.Float32:
 			gb, wb = uint64(binary.LittleEndian.Uint32(got[4*i:])), uint64(binary.LittleEndian.Uint32(want[4*i:]))
 			g, w = float64(math.Float32frombits(uint32(gb))), float64(math.Float32frombits(uint32(wb)))

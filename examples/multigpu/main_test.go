@@ -20,6 +20,7 @@ import (
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 var smallGPT = plan.GPTConfig{Layers: 2, Hidden: 128, FFN: 512, Vocab: 1000, Positions: 64}
@@ -366,8 +367,8 @@ func (s *syncCounter) Sync() error { s.syncs++; return s.Backend.Sync() }
 func TestPhaseSync(t *testing.T) {
 	c := &syncCounter{Backend: optimizer.NewCPU(1)}
 	p := &phaseSync{Backend: c, Updates: 3, Casts: 2}
-	a := &optimizer.UpdateArgs{Rule: optimizer.RuleNone}
-	if err := errors.Join(p.Update(a), p.Cast(&optimizer.CastArgs{})); err != nil {
+	a := &backend.UpdateArgs{Rule: optimizer.RuleNone}
+	if err := errors.Join(p.Update(a), p.Cast(&backend.CastArgs{})); err != nil {
 		t.Fatal(err)
 	}
 	if c.syncs != 0 {
@@ -375,7 +376,7 @@ func TestPhaseSync(t *testing.T) {
 	}
 	p.On = true
 	p.Update(a)
-	p.Cast(&optimizer.CastArgs{})
+	p.Cast(&backend.CastArgs{})
 	if c.syncs != 2 {
 		t.Errorf("%d syncs with On set, want 2", c.syncs)
 	}
@@ -393,7 +394,7 @@ func TestPhaseSync(t *testing.T) {
 					err = errors.Join(err, p.Update(a))
 				}
 				for range 2 {
-					err = errors.Join(err, p.Cast(&optimizer.CastArgs{}))
+					err = errors.Join(err, p.Cast(&backend.CastArgs{}))
 				}
 			}
 			errs <- err

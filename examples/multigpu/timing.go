@@ -7,6 +7,7 @@ import (
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // phaseSync wraps a backend so that the step's phase timings measure the
@@ -33,7 +34,7 @@ type phaseSync struct {
 }
 
 // Update implements optimizer.Backend.
-func (p *phaseSync) Update(a *optimizer.UpdateArgs) error {
+func (p *phaseSync) Update(a *backend.UpdateArgs) error {
 	if err := p.Backend.Update(a); err != nil || !p.On {
 		return err
 	}
@@ -41,7 +42,7 @@ func (p *phaseSync) Update(a *optimizer.UpdateArgs) error {
 }
 
 // Cast implements optimizer.Backend.
-func (p *phaseSync) Cast(a *optimizer.CastArgs) error {
+func (p *phaseSync) Cast(a *backend.CastArgs) error {
 	if err := p.Backend.Cast(a); err != nil || !p.On {
 		return err
 	}

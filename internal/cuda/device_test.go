@@ -59,10 +59,10 @@ func randomBytes(n int, seed uint64) []byte {
 
 func TestCopiesAndMemset(t *testing.T) {
 	d := cudatest.Require(t)
-	s := newStream(t, d)
+	s := cudatest.Stream(t, d)
 	for _, n := range []int{1, 3, 4096, 1000003} {
 		src := randomBytes(n, uint64(n))
-		a, b := alloc(t, d, n), alloc(t, d, n+64)
+		a, b := cudatest.Alloc(t, d, n), cudatest.Alloc(t, d, n+64)
 		if err := s.Upload(a, src); err != nil {
 			t.Fatalf("Upload: %v", err)
 		}
@@ -132,10 +132,10 @@ func TestUsage(t *testing.T) {
 func TestPinnedAsync(t *testing.T) {
 	d := cudatest.Require(t)
 	const n = 1 << 24
-	s := newStream(t, d)
-	in, out := allocHost(t, d, n), allocHost(t, d, n)
+	s := cudatest.Stream(t, d)
+	in, out := cudatest.AllocHost(t, d, n), cudatest.AllocHost(t, d, n)
 	copy(in.Bytes(), randomBytes(n, 7))
-	p := alloc(t, d, n)
+	p := cudatest.Alloc(t, d, n)
 	if err := s.CopyHtoD(p, in.Bytes()); err != nil {
 		t.Fatal(err)
 	}
@@ -169,10 +169,10 @@ func TestPinnedAsync(t *testing.T) {
 func TestStreamsAndEvents(t *testing.T) {
 	d := cudatest.Require(t)
 	const n = 256 << 20
-	s1, s2 := newStream(t, d), newStream(t, d)
-	a, b := alloc(t, d, n), alloc(t, d, n)
-	start, mid := newEvent(t, d, true), newEvent(t, d, true)
-	untimed := newEvent(t, d, false)
+	s1, s2 := cudatest.Stream(t, d), cudatest.Stream(t, d)
+	a, b := cudatest.Alloc(t, d, n), cudatest.Alloc(t, d, n)
+	start, mid := cudatest.Event(t, d, true), cudatest.Event(t, d, true)
+	untimed := cudatest.Event(t, d, false)
 	if err := s2.Memset8(b, 0, n); err != nil {
 		t.Fatal(err)
 	}
@@ -215,11 +215,11 @@ func TestLaunch(t *testing.T) {
 		t.Fatalf("LoadModule: %v", err)
 	}
 	t.Cleanup(func() { m.Unload() })
-	s := newStream(t, d)
+	s := cudatest.Stream(t, d)
 
 	t.Run("arguments at their sizes", func(t *testing.T) {
 		f := function(t, m, "pack_args")
-		out := alloc(t, d, 40)
+		out := cudatest.Alloc(t, d, 40)
 		var a cuda.Args
 		a.Ptr(out).U32(0x89abcdef).U64(0x0123456789abcdef).F32(-3.75).I32(-123456).F64(math.Pi).Ptr(0xfeedface12)
 		must(t, s.Launch(f, cuda.Dim3{X: 1}, cuda.Dim3{X: 1}, 0, &a))
@@ -236,7 +236,7 @@ func TestLaunch(t *testing.T) {
 	t.Run("grid", func(t *testing.T) {
 		f := function(t, m, "index")
 		const n = 1000003
-		out := alloc(t, d, 4*n)
+		out := cudatest.Alloc(t, d, 4*n)
 		must(t, s.Launch(f, cuda.Dim3{X: (n + 255) / 256}, cuda.Dim3{X: 256}, 0, new(cuda.Args).Ptr(out).U32(n).U32(17)))
 		got := make([]uint32, n)
 		must(t, s.Download(cuda.Bytes(got), out))
@@ -253,7 +253,7 @@ func TestLaunch(t *testing.T) {
 
 	t.Run("bad block", func(t *testing.T) {
 		f := function(t, m, "index")
-		out := alloc(t, d, 4)
+		out := cudatest.Alloc(t, d, 4)
 		err := s.Launch(f, cuda.Dim3{X: 1}, cuda.Dim3{X: 4096}, 0, new(cuda.Args).Ptr(out).U32(1).U32(0))
 		var ce *cuda.Error
 		if !errors.As(err, &ce) || ce.Code != cuda.ErrorInvalidVal || !strings.Contains(err.Error(), "index") {
@@ -356,38 +356,6 @@ func panics(f func()) (p bool) {
 	defer func() { p = recover() != nil }()
 	f()
 	return false
-}
-
-func newStream(t *testing.T, d *cuda.Device) *cuda.Stream {
-	t.Helper()
-	s, err := d.NewStream()
-	must(t, err)
-	t.Cleanup(func() { s.Destroy() })
-	return s
-}
-
-func newEvent(t *testing.T, d *cuda.Device, timing bool) *cuda.Event {
-	t.Helper()
-	e, err := d.NewEvent(timing)
-	must(t, err)
-	t.Cleanup(func() { e.Destroy() })
-	return e
-}
-
-func alloc(t *testing.T, d *cuda.Device, n int) cuda.DevicePtr {
-	t.Helper()
-	p, err := d.Alloc(n)
-	must(t, err)
-	t.Cleanup(func() { d.Free(p) })
-	return p
-}
-
-func allocHost(t *testing.T, d *cuda.Device, n int) *cuda.HostBuffer {
-	t.Helper()
-	h, err := d.AllocHost(n)
-	must(t, err)
-	t.Cleanup(func() { h.Free() })
-	return h
 }
 
 func function(t *testing.T, m *cuda.Module, name string) *cuda.Function {

@@ -5,7 +5,7 @@ import "github.com/distopt/distopt/internal/cuda"
 // kernelBF16 is the kernel of bf16.cu.
 const kernelBF16 = "bf16_from_f32"
 
-// BF16FromFloat32 queues on s, for i < n: dst[i] = fp8.BF16FromFloat32(src[i]),
+// BF16FromFloat32 queues on s, for i < n: dst[i] = bf16.FromFloat32(src[i]),
 // where src holds float32 and dst bfloat16 bits: round to nearest even,
 // overflow to ±Inf, every NaN to 0x7fff (the hardware's cvt.rn.bf16.f32). It
 // panics for a negative n.

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"github.com/distopt/distopt/internal/cuda/cudatest"
 	"testing"
 
 	"github.com/distopt/distopt/fp8"
@@ -13,7 +14,7 @@ import (
 // fp8.Tensor.Dequantize rounded by fp8.BF16FromFloat32, bit for bit.
 func TestDequantBF16(t *testing.T) {
 	d, sets := loadAll(t)
-	s := newStream(t, d)
+	s := cudatest.Stream(t, d)
 	scalings := []fp8.Scaling{fp8.TensorCurrent, fp8.Block1x128, fp8.Block128x128, fp8.MXFP8}
 	for _, k := range sets {
 		for _, sc := range scalings {
@@ -36,7 +37,7 @@ func checkDequant(t *testing.T, k *Set, s *cuda.Stream, r fp8.Recipe, rows, cols
 	must(t, err)
 	want := make([]float32, n)
 	must(t, tn.Dequantize(want))
-	src := alloc(t, d, n)
+	src := cudatest.Alloc(t, d, n)
 	must(t, s.Upload(src, tn.Data))
 	scales := cuda.Bytes(tn.ScaleInv)
 	kind, block := ScaleTensor, 0
@@ -48,7 +49,7 @@ func checkDequant(t *testing.T, k *Set, s *cuda.Stream, r fp8.Recipe, rows, cols
 	case fp8.Block128x128:
 		kind = ScaleTiles
 	}
-	sp := alloc(t, d, len(scales))
+	sp := cudatest.Alloc(t, d, len(scales))
 	must(t, s.Upload(sp, scales))
 	out := newGuarded(t, d, s, 2*n, 0)
 	must(t, k.DequantBF16(s, out.ptr(), src, n, r.Format, sp, kind, block, cols))

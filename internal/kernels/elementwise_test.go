@@ -7,8 +7,10 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cuda/cudatest"
 )
 
 // testValues returns n float32 values that exercise the conversions: random
@@ -60,7 +62,7 @@ type guarded struct {
 
 func newGuarded(t *testing.T, d *cuda.Device, s *cuda.Stream, n, offset int) guarded {
 	t.Helper()
-	g := guarded{base: alloc(t, d, 2*guardLen+n+offset), n: n}
+	g := guarded{base: cudatest.Alloc(t, d, 2*guardLen+n+offset), n: n}
 	must(t, s.Memset8(g.base, guard, 2*guardLen+n+offset))
 	g.base = g.base.Add(offset)
 	return g
@@ -85,7 +87,7 @@ func (g guarded) read(t *testing.T, s *cuda.Stream) []byte {
 // compares with the fp8 package.
 func TestOddSizes(t *testing.T) {
 	d, sets := loadAll(t)
-	s := newStream(t, d)
+	s := cudatest.Stream(t, d)
 	for _, k := range sets {
 		for _, n := range []int{1, 2, 3, 4, 5, 7, 8, 9, 255, 1024, 1000003} {
 			for _, off := range []int{0, 1, 3} {
@@ -102,7 +104,7 @@ func checkElementwise(t *testing.T, k *Set, s *cuda.Stream, n, off int) {
 	x := testValues(n, uint64(n*8+off))
 	src := newGuarded(t, d, s, 4*n, 4*off)
 	must(t, s.Upload(src.ptr(), cuda.Bytes(x)))
-	amax := alloc(t, d, 4)
+	amax := cudatest.Alloc(t, d, 4)
 
 	for _, f := range []fp8.Format{fp8.E4M3, fp8.E5M2} {
 		dst := newGuarded(t, d, s, n, off)
@@ -146,7 +148,7 @@ func checkElementwise(t *testing.T, k *Set, s *cuda.Stream, n, off int) {
 	must(t, k.BF16FromFloat32(s, bf.ptr(), src.ptr(), n))
 	halves := cuda.View[uint16](bytes.Clone(bf.read(t, s)))
 	for i := range x {
-		if want := fp8.BF16FromFloat32(x[i]); halves[i] != want {
+		if want := bf16.FromFloat32(x[i]); halves[i] != want {
 			t.Errorf("BF16FromFloat32 [%d] %#08x: gpu %#04x, cpu %#04x", i, math.Float32bits(x[i]), halves[i], want)
 		}
 	}
@@ -175,7 +177,7 @@ func firstDiff(a, b []byte) int {
 // accumulates (max with its earlier value).
 func TestCastScaled(t *testing.T) {
 	d, sets := loadAll(t)
-	s := newStream(t, d)
+	s := cudatest.Stream(t, d)
 	const n = 1<<20 + 3
 	x := testValues(n, 99)
 	finite := make([]float32, n)
@@ -185,7 +187,7 @@ func TestCastScaled(t *testing.T) {
 		}
 		finite[i] = v
 	}
-	src, dst, amax := alloc(t, d, 4*n), alloc(t, d, n), alloc(t, d, 4)
+	src, dst, amax := cudatest.Alloc(t, d, 4*n), cudatest.Alloc(t, d, n), cudatest.Alloc(t, d, 4)
 	scales := []float32{1, 0.5, 0x1p-15, 7.1, 1e30, 1e-30, math.MaxFloat32, math.SmallestNonzeroFloat32, 448 / 3.3}
 	for _, k := range sets {
 		for _, f := range []fp8.Format{fp8.E4M3, fp8.E5M2} {

@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cuda/cudatest"
 )
 
 // sweepOutput is one kernel output checked by TestExhaustive.
@@ -35,10 +37,10 @@ type sweepRefs struct {
 // while the GPU works on it.
 func TestExhaustive(t *testing.T) {
 	d, sets := loadAll(t)
-	s := newStream(t, d)
+	s := cudatest.Stream(t, d)
 	const chunk = 1 << 28
-	in := alloc(t, d, 4*chunk)
-	amax := alloc(t, d, 4*2*len(sets))
+	in := cudatest.Alloc(t, d, 4*chunk)
+	amax := cudatest.Alloc(t, d, 4*2*len(sets))
 	must(t, s.Memset32(amax, 0, 2*len(sets)))
 
 	var outs []*sweepOutput
@@ -62,8 +64,8 @@ func TestExhaustive(t *testing.T) {
 		outs = append(outs, bf)
 	}
 	for _, o := range outs {
-		o.dev = alloc(t, d, o.size*chunk)
-		o.host = allocHost(t, d, o.size*chunk)
+		o.dev = cudatest.Alloc(t, d, o.size*chunk)
+		o.host = cudatest.AllocHost(t, d, o.size*chunk)
 	}
 	refs := &sweepRefs{e4m3: make([]uint8, chunk), e5m2: make([]uint8, chunk), bf16: make([]uint16, chunk)}
 	ev := make([]*cuda.Event, 3)
@@ -95,7 +97,7 @@ func TestExhaustive(t *testing.T) {
 				x := math.Float32frombits(b32 + uint32(i))
 				refs.e4m3[i] = fp8.E4M3.Encode(x)
 				refs.e5m2[i] = fp8.E5M2.Encode(x)
-				refs.bf16[i] = fp8.BF16FromFloat32(x)
+				refs.bf16[i] = bf16.FromFloat32(x)
 			}
 		})
 		cpuRef += time.Since(t0)
@@ -156,7 +158,7 @@ func elapsed(t testing.TB, a, b *cuda.Event) time.Duration {
 // against the fp8 package.
 func TestProbes(t *testing.T) {
 	d, sets := loadAll(t)
-	s := newStream(t, d)
+	s := cudatest.Stream(t, d)
 	probes := []uint32{
 		0x7fc00000, 0xffc00000, 0x7f800001, 0xff800001, 0x7fffffff, 0xffffffff, 0x7fa00000, 0xffbfffff,
 		0x7f800000, 0xff800000, 0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x007fffff, 0x807fffff,
@@ -167,7 +169,7 @@ func TestProbes(t *testing.T) {
 		math.Float32bits(1), math.Float32bits(-2), math.Float32bits(1000),
 	}
 	n := len(probes)
-	in, out := alloc(t, d, 4*n), alloc(t, d, 2*n)
+	in, out := cudatest.Alloc(t, d, 4*n), cudatest.Alloc(t, d, 2*n)
 	must(t, s.Upload(in, cuda.Bytes(probes)))
 	for _, k := range sets {
 		for _, f := range []fp8.Format{fp8.E4M3, fp8.E5M2} {
@@ -186,7 +188,7 @@ func TestProbes(t *testing.T) {
 		must(t, k.BF16FromFloat32(s, out, in, n))
 		must(t, s.Download(cuda.Bytes(got), out))
 		for i, b := range probes {
-			if want := fp8.BF16FromFloat32(math.Float32frombits(b)); got[i] != want {
+			if want := bf16.FromFloat32(math.Float32frombits(b)); got[i] != want {
 				t.Errorf("%v bf16 %#08x: gpu %#04x, cpu %#04x", k.v, b, got[i], want)
 			}
 		}
@@ -197,12 +199,12 @@ func TestProbes(t *testing.T) {
 // compares the float32 bits with fp8's Decode (NaN codes: fp8.DecodedNaN).
 func TestDecodeAll(t *testing.T) {
 	d, sets := loadAll(t)
-	s := newStream(t, d)
+	s := cudatest.Stream(t, d)
 	codes := make([]byte, 256)
 	for i := range codes {
 		codes[i] = byte(i)
 	}
-	in, out := alloc(t, d, 256), alloc(t, d, 4*256)
+	in, out := cudatest.Alloc(t, d, 256), cudatest.Alloc(t, d, 4*256)
 	must(t, s.Upload(in, codes))
 	for _, k := range sets {
 		for _, f := range []fp8.Format{fp8.E4M3, fp8.E5M2} {

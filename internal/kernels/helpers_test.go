@@ -43,30 +43,6 @@ func must(t testing.TB, err error) {
 	}
 }
 
-func newStream(t testing.TB, d *cuda.Device) *cuda.Stream {
-	t.Helper()
-	s, err := d.NewStream()
-	must(t, err)
-	t.Cleanup(func() { s.Destroy() })
-	return s
-}
-
-func alloc(t testing.TB, d *cuda.Device, n int) cuda.DevicePtr {
-	t.Helper()
-	p, err := d.Alloc(n)
-	must(t, err)
-	t.Cleanup(func() { d.Free(p) })
-	return p
-}
-
-func allocHost(t testing.TB, d *cuda.Device, n int) *cuda.HostBuffer {
-	t.Helper()
-	h, err := d.AllocHost(n)
-	must(t, err)
-	t.Cleanup(func() { h.Free() })
-	return h
-}
-
 // parallelFor calls f on contiguous pieces [lo, hi) of [0, n) from one
 // goroutine per CPU.
 func parallelFor(n int, f func(lo, hi int)) {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cuda/cudatest"
 )
 
 // benchN is the element count of the benchmarks: 1 GiB of float32, several
@@ -15,8 +16,8 @@ const benchN = 1 << 28
 // varied values) and a destination of dstBytes bytes per element.
 func benchSetup(b *testing.B, dstBytes int) (*cuda.Stream, []*Set, cuda.DevicePtr, cuda.DevicePtr) {
 	d, sets := loadAll(b)
-	s := newStream(b, d)
-	src, dst := alloc(b, d, 4*benchN), alloc(b, d, dstBytes*benchN)
+	s := cudatest.Stream(b, d)
+	src, dst := cudatest.Alloc(b, d, 4*benchN), cudatest.Alloc(b, d, dstBytes*benchN)
 	// Bit patterns 0x3c000000 + i*64: finite values from 2^-7 upwards.
 	must(b, sets[0].FillIota(s, src, 0x3c000000, benchN))
 	must(b, s.Synchronize())
@@ -27,7 +28,7 @@ func benchSetup(b *testing.B, dstBytes int) (*cuda.Stream, []*Set, cuda.DevicePt
 // moved (float32 read, byte written).
 func BenchmarkCastScaled(b *testing.B) {
 	s, sets, src, dst := benchSetup(b, 1)
-	amax := alloc(b, sets[0].Device(), 4)
+	amax := cudatest.Alloc(b, sets[0].Device(), 4)
 	for _, k := range sets {
 		for _, f := range []fp8.Format{fp8.E4M3, fp8.E5M2} {
 			b.Run(k.v.String()+"_"+f.String(), func(b *testing.B) {

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"github.com/distopt/distopt/internal/cuda/cudatest"
 	"math"
 	"testing"
 
@@ -62,7 +63,7 @@ func finiteValues(v []float32) []float32 {
 // (TensorCurrent), bit for bit; inputs with and without NaN/Inf.
 func TestQuantTensor(t *testing.T) {
 	d, sets := loadAll(t)
-	s := newStream(t, d)
+	s := cudatest.Stream(t, d)
 	for _, k := range sets {
 		for _, c := range quantCases() {
 			for _, n := range []int{1, 5, 4096, 100003} {
@@ -83,9 +84,9 @@ func checkQuantTensor(t *testing.T, k *Set, s *cuda.Stream, c quantCase, n int, 
 		vals = finiteValues(vals)
 		raw, vals = reencode(vals, c.e)
 	}
-	src := alloc(t, d, len(raw))
+	src := cudatest.Alloc(t, d, len(raw))
 	must(t, s.Upload(src, raw))
-	aux := alloc(t, d, 16) // amax, scale, scale_inv, cast amax
+	aux := cudatest.Alloc(t, d, 16) // amax, scale, scale_inv, cast amax
 	must(t, s.Memset32(aux, 0, 4))
 	out := newGuarded(t, d, s, n, 0)
 	must(t, k.QuantAmax(s, src, n, c.e, aux))
@@ -130,7 +131,7 @@ func reencode(vals []float32, e Elem) ([]byte, []float32) {
 // applied to each row or column, bit for bit, and the amax with fp8.Amax.
 func TestQuantBlocks128(t *testing.T) {
 	d, sets := loadAll(t)
-	s := newStream(t, d)
+	s := cudatest.Stream(t, d)
 	shapes := [][2]int{{1, 1}, {1, 128}, {3, 129}, {130, 5}, {128, 256}, {257, 300}, {64, 2048}}
 	for _, k := range sets {
 		for _, c := range quantCases() {
@@ -148,7 +149,7 @@ func TestQuantBlocks128(t *testing.T) {
 func checkBlocks128(t *testing.T, k *Set, s *cuda.Stream, c quantCase, rows, cols int, down bool) {
 	d := s.Device()
 	raw, vals := quantInput(rows*cols, c.e, uint64(rows*1000+cols))
-	src := alloc(t, d, len(raw))
+	src := cudatest.Alloc(t, d, len(raw))
 	must(t, s.Upload(src, raw))
 	outer, inner := rows, cols // rows of the FP8 output and their length
 	if down {
@@ -158,7 +159,7 @@ func checkBlocks128(t *testing.T, k *Set, s *cuda.Stream, c quantCase, rows, col
 	ld := outer + 3
 	out := newGuarded(t, d, s, rows*cols, 0)
 	sc := newGuarded(t, d, s, 4*nb*ld, 0)
-	amax := alloc(t, d, 4)
+	amax := cudatest.Alloc(t, d, 4)
 	must(t, s.Memset32(amax, 0, 1))
 	if down {
 		must(t, k.QuantCols128(s, out.ptr(), sc.ptr(), ld, src, rows, cols, c.e, c.f, c.margin, c.pow2, amax))

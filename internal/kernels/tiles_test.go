@@ -8,6 +8,7 @@ import (
 
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cuda/cudatest"
 )
 
 // TestTileSegments checks the 128x128 tile paths of Update (tile amax) and
@@ -20,7 +21,7 @@ import (
 // offset past 2^32 (the 64-bit division).
 func TestTileSegments(t *testing.T) {
 	d, sets := loadAll(t)
-	s := newStream(t, d)
+	s := cudatest.Stream(t, d)
 	cases := []struct {
 		cols, paramOff, n, off int
 	}{
@@ -57,7 +58,7 @@ func checkTiles(t *testing.T, k *Set, s *cuda.Stream, cols, paramOff, n, off int
 			x[i] = float32(r.NormFloat64())
 		}
 	}
-	master := alloc(t, d, 4*(off+n))
+	master := cudatest.Alloc(t, d, 4*(off+n))
 	must(t, s.Upload(master.Add(4*off), cuda.Bytes(x)))
 
 	// The amax table holds keys from earlier pieces: zero or random.
@@ -67,10 +68,10 @@ func checkTiles(t *testing.T, k *Set, s *cuda.Stream, cols, paramOff, n, off int
 			preset[i] = r.Uint32() & 0x3fffffff
 		}
 	}
-	amax := alloc(t, d, 4*len(preset))
+	amax := cudatest.Alloc(t, d, 4*len(preset))
 	must(t, s.Upload(amax, cuda.Bytes(preset)))
 	table := PackSegments([]Segment{{Off: off, Len: n, Mode: ModeTile, Slot: slot, ParamOffset: paramOff, Cols: cols}})
-	tp := alloc(t, d, len(table.Bytes))
+	tp := cudatest.Alloc(t, d, len(table.Bytes))
 	must(t, s.Upload(tp, table.Bytes))
 	must(t, k.Update(s, &UpdateLaunch{Rule: RuleNone, Master: master, Table: table, TablePtr: tp, Format: fp8.E4M3, Amax: amax}))
 	got := make([]uint32, len(preset))
@@ -97,7 +98,7 @@ func checkTiles(t *testing.T, k *Set, s *cuda.Stream, cols, paramOff, n, off int
 	for i := range scales {
 		scales[i], _ = fp8.ScaleFromAmax(math.Float32frombits(got[i]), fp8.E4M3, r.IntN(3), r.IntN(2) == 0)
 	}
-	sp := alloc(t, d, 4*len(scales))
+	sp := cudatest.Alloc(t, d, 4*len(scales))
 	must(t, s.Upload(sp, cuda.Bytes(scales)))
 	for _, f := range []fp8.Format{fp8.E4M3, fp8.E5M2} {
 		dst := newGuarded(t, d, s, n, off)
@@ -128,7 +129,7 @@ func tileSlots(cols, paramOff, n int) int {
 // a row. Each matrix's slots start where the previous one's end.
 func TestTileSegmentsManyChunks(t *testing.T) {
 	d, sets := loadAll(t)
-	s := newStream(t, d)
+	s := cudatest.Stream(t, d)
 	mats := []struct{ cols, paramOff, n int }{
 		{4096, 0, 10 << 20},
 		{8192, 8192 * 100, 3<<20 + 12},
@@ -160,11 +161,11 @@ func TestTileSegmentsManyChunks(t *testing.T) {
 	}
 	for _, k := range sets {
 		t.Run(k.v.String(), func(t *testing.T) {
-			master := alloc(t, d, 4*off)
+			master := cudatest.Alloc(t, d, 4*off)
 			must(t, s.Upload(master, cuda.Bytes(all)))
-			amax := alloc(t, d, 4*slots)
+			amax := cudatest.Alloc(t, d, 4*slots)
 			must(t, s.Upload(amax, cuda.Bytes(make([]uint32, slots))))
-			tp := alloc(t, d, len(table.Bytes))
+			tp := cudatest.Alloc(t, d, len(table.Bytes))
 			must(t, s.Upload(tp, table.Bytes))
 			must(t, k.Update(s, &UpdateLaunch{Rule: RuleNone, Master: master, Table: table, TablePtr: tp, Format: fp8.E4M3, Amax: amax}))
 			got := make([]uint32, slots)

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"github.com/distopt/distopt/internal/cuda/cudatest"
 	"math"
 	"testing"
 
@@ -14,7 +15,7 @@ import (
 // compares with the transpose on the CPU, bit for bit, with guard bands.
 func TestTransposeFP8(t *testing.T) {
 	d, sets := loadAll(t)
-	s := newStream(t, d)
+	s := cudatest.Stream(t, d)
 	sizes := []int{1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 200}
 	type shape struct{ rows, cols, off int }
 	var shapes []shape
@@ -61,7 +62,7 @@ func TestTransposeFP8(t *testing.T) {
 // and compares with the CPU, padding included (1.0).
 func TestCopyScaleGrid(t *testing.T) {
 	d, sets := loadAll(t)
-	s := newStream(t, d)
+	s := cudatest.Stream(t, d)
 	for _, k := range sets {
 		for _, sh := range [][2]int{{1, 1}, {1, 5}, {3, 1}, {16, 64}, {5, 7}, {48, 3}} {
 			for _, tr := range []bool{false, true} {
@@ -85,7 +86,7 @@ func checkScaleGrid(t *testing.T, k *Set, s *cuda.Stream, rows, cols int, tr boo
 		outRows, outCols = cols, rows
 	}
 	dstLD := (outCols + 3) / 4 * 4
-	in := alloc(t, d, 4*len(src))
+	in := cudatest.Alloc(t, d, 4*len(src))
 	must(t, s.Upload(in, cuda.Bytes(src)))
 	out := newGuarded(t, d, s, 4*outRows*dstLD, 0)
 	must(t, k.CopyScaleGrid(s, out.ptr(), dstLD, in, srcLD, rows, cols, tr))

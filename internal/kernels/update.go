@@ -18,9 +18,15 @@ const (
 	RuleSGD
 )
 
-// Hyper is optimizer.Hyper: the per-step scalars of the rules.
+// Hyper is optimizer.Hyper: the per-step scalars of the rules, fields in
+// the order of update.cu's struct Hyper (optimizer/gpu's tests check it).
 type Hyper struct {
 	GradScale, Beta1, Beta2, OneMinusBeta1, OneMinusBeta2, Eps, RBC2, Momentum float32
+}
+
+// Floats returns the fields of h in order, as the kernels take them.
+func (h *Hyper) Floats() [8]float32 {
+	return [8]float32{h.GradScale, h.Beta1, h.Beta2, h.OneMinusBeta1, h.OneMinusBeta2, h.Eps, h.RBC2, h.Momentum}
 }
 
 // UpdateLaunch is one fused update (see update.cu): the rule over every
@@ -91,10 +97,9 @@ func (k *Set) Update(s *cuda.Stream, a *UpdateLaunch) error {
 		f = fp8.E4M3
 	}
 	b := a.Table.Chunks
-	h := a.Hyper
 	args := new(cuda.Args).Ptr(a.Master).Ptr(a.M).Ptr(a.V).Ptr(a.Grad).Ptr(a.TablePtr).
 		U32(uint32(a.Table.Segs)).U64(uint64(a.Table.Chunks))
-	for _, x := range []float32{h.GradScale, h.Beta1, h.Beta2, h.OneMinusBeta1, h.OneMinusBeta2, h.Eps, h.RBC2, h.Momentum} {
+	for _, x := range a.Hyper.Floats() {
 		args.F32(x)
 	}
 	args.Ptr(a.FP8).Ptr(a.BlockScales).Ptr(a.Amax).Ptr(a.Scale).Ptr(a.HP).U32(b2u(a.HPBF16)).U32(b2u(a.MX)).

@@ -42,8 +42,9 @@ func open(t *testing.T) *gpu.Backend {
 // otherBuffer is a device buffer type that the package does not know.
 type otherBuffer struct{}
 
-func (otherBuffer) Len() int                      { return 1 }
-func (otherBuffer) Memory() collective.MemoryKind { return collective.Device }
+func (otherBuffer) Len() int                         { return 1 }
+func (otherBuffer) Memory() collective.MemoryKind    { return collective.Device }
+func (otherBuffer) Slice(int, int) collective.Buffer { return otherBuffer{} }
 
 func TestBuffers(t *testing.T) {
 	for _, c := range []struct {

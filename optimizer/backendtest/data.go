@@ -5,8 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/collective"
-	"github.com/distopt/distopt/fp8"
 )
 
 // outside is the value of float32 elements outside every segment, and
@@ -62,7 +62,7 @@ func encode(x []float32, dt collective.DType) []byte {
 	case collective.BFloat16:
 		b := make([]byte, 2*len(x))
 		for i, v := range x {
-			binary.LittleEndian.PutUint16(b[2*i:], fp8.BF16FromFloat32(v))
+			binary.LittleEndian.PutUint16(b[2*i:], bf16.FromFloat32(v))
 		}
 		return b
 	default:

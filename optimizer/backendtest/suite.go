@@ -9,6 +9,7 @@ import (
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // Run runs the whole suite against be.
@@ -34,7 +35,7 @@ func GradStats(t *testing.T, be optimizer.Backend) {
 				t.Run(fmt.Sprintf("%v/n=%d/special=%v", gt, n, special), func(t *testing.T) {
 					r := rand.New(rand.NewPCG(uint64(ci), uint64(gt)))
 					p := newPair(t, be)
-					stats := p.upload("stats", make([]byte, 8*optimizer.StatsLen), bytesExact)
+					stats := p.upload("stats", make([]byte, 8*backend.StatsLen), bytesExact)
 					for call := range 2 {
 						x := values(r, n+call, math.Ldexp(1, r.IntN(40)-20), special)
 						g := p.upload("grad", encode(x, gt), bytesExact)
@@ -52,7 +53,7 @@ func GradStats(t *testing.T, be optimizer.Backend) {
 type recipeCase struct {
 	name   string
 	recipe fp8.Recipe
-	modes  []optimizer.Mode
+	modes  []backend.Mode
 	hp     collective.DType
 }
 
@@ -60,56 +61,56 @@ func recipeCases() []recipeCase {
 	rc := func(f fp8.Format, s fp8.Scaling, margin int, pow2 bool) fp8.Recipe {
 		return fp8.Recipe{Format: f, Scaling: s, Margin: margin, PowerOf2: pow2, HistoryLen: 2}
 	}
-	M := func(m ...optimizer.Mode) []optimizer.Mode { return m }
+	M := func(m ...backend.Mode) []backend.Mode { return m }
 	return []recipeCase{
-		{"current/e4m3", rc(fp8.E4M3, fp8.TensorCurrent, 0, false), M(optimizer.ModeTensorCurrent), 0},
-		{"current/e5m2", rc(fp8.E5M2, fp8.TensorCurrent, 1, true), M(optimizer.ModeTensorCurrent), 0},
-		{"delayed/e4m3", rc(fp8.E4M3, fp8.TensorDelayed, 0, false), M(optimizer.ModeTensorDelayed), 0},
-		{"delayed/e5m2", rc(fp8.E5M2, fp8.TensorDelayed, 0, false), M(optimizer.ModeTensorDelayed), 0},
-		{"block1x128/e4m3", rc(fp8.E4M3, fp8.Block1x128, 0, false), M(optimizer.ModeBlock), 0},
-		{"block1x128/e5m2-pow2-margin", rc(fp8.E5M2, fp8.Block1x128, 2, true), M(optimizer.ModeBlock), 0},
-		{"mxfp8/e4m3", rc(fp8.E4M3, fp8.MXFP8, 0, false), M(optimizer.ModeBlock), 0},
-		{"mxfp8/e5m2", rc(fp8.E5M2, fp8.MXFP8, 0, false), M(optimizer.ModeBlock), 0},
-		{"tile/e4m3", rc(fp8.E4M3, fp8.Block128x128, 0, false), M(optimizer.ModeTile), 0},
-		{"tile/e5m2", rc(fp8.E5M2, fp8.Block128x128, 0, false), M(optimizer.ModeTile), 0},
-		{"hp/bf16", fp8.Recipe{}, M(optimizer.ModeHighPrecision), collective.BFloat16},
-		{"hp/f32", fp8.Recipe{}, M(optimizer.ModeHighPrecision), collective.Float32},
-		{"mixed/e4m3", rc(fp8.E4M3, fp8.Block1x128, 0, false), M(optimizer.ModeHighPrecision, optimizer.ModeTensorCurrent,
-			optimizer.ModeTensorDelayed, optimizer.ModeBlock, optimizer.ModeTile), collective.BFloat16},
-		{"mixed/mx-e5m2", rc(fp8.E5M2, fp8.MXFP8, 0, false), M(optimizer.ModeHighPrecision, optimizer.ModeTensorCurrent,
-			optimizer.ModeTensorDelayed, optimizer.ModeBlock, optimizer.ModeTile), collective.Float32},
+		{"current/e4m3", rc(fp8.E4M3, fp8.TensorCurrent, 0, false), M(backend.ModeTensorCurrent), 0},
+		{"current/e5m2", rc(fp8.E5M2, fp8.TensorCurrent, 1, true), M(backend.ModeTensorCurrent), 0},
+		{"delayed/e4m3", rc(fp8.E4M3, fp8.TensorDelayed, 0, false), M(backend.ModeTensorDelayed), 0},
+		{"delayed/e5m2", rc(fp8.E5M2, fp8.TensorDelayed, 0, false), M(backend.ModeTensorDelayed), 0},
+		{"block1x128/e4m3", rc(fp8.E4M3, fp8.Block1x128, 0, false), M(backend.ModeBlock), 0},
+		{"block1x128/e5m2-pow2-margin", rc(fp8.E5M2, fp8.Block1x128, 2, true), M(backend.ModeBlock), 0},
+		{"mxfp8/e4m3", rc(fp8.E4M3, fp8.MXFP8, 0, false), M(backend.ModeBlock), 0},
+		{"mxfp8/e5m2", rc(fp8.E5M2, fp8.MXFP8, 0, false), M(backend.ModeBlock), 0},
+		{"tile/e4m3", rc(fp8.E4M3, fp8.Block128x128, 0, false), M(backend.ModeTile), 0},
+		{"tile/e5m2", rc(fp8.E5M2, fp8.Block128x128, 0, false), M(backend.ModeTile), 0},
+		{"hp/bf16", fp8.Recipe{}, M(backend.ModeHighPrecision), collective.BFloat16},
+		{"hp/f32", fp8.Recipe{}, M(backend.ModeHighPrecision), collective.Float32},
+		{"mixed/e4m3", rc(fp8.E4M3, fp8.Block1x128, 0, false), M(backend.ModeHighPrecision, backend.ModeTensorCurrent,
+			backend.ModeTensorDelayed, backend.ModeBlock, backend.ModeTile), collective.BFloat16},
+		{"mixed/mx-e5m2", rc(fp8.E5M2, fp8.MXFP8, 0, false), M(backend.ModeHighPrecision, backend.ModeTensorCurrent,
+			backend.ModeTensorDelayed, backend.ModeBlock, backend.ModeTile), collective.Float32},
 	}
 }
 
 // layout is a random set of segments over a shard.
 type layout struct {
 	n      int
-	segs   []optimizer.Segment
+	segs   []backend.Segment
 	slots  int
 	blocks int // block scales (ModeBlock)
 }
 
 // randomLayout places segments of the given modes at random offsets (block
 // segments on block boundaries), with gaps between them and after them.
-func randomLayout(r *rand.Rand, modes []optimizer.Mode, block int) layout {
+func randomLayout(r *rand.Rand, modes []backend.Mode, block int) layout {
 	var l layout
 	pos := r.IntN(40)
 	nseg := 1 + r.IntN(12)
 	for range nseg {
 		mode := modes[r.IntN(len(modes))]
-		if mode == optimizer.ModeBlock {
+		if mode == backend.ModeBlock {
 			pos = (pos + block - 1) / block * block
 		}
 		n := 1 + r.IntN(3*4096)
 		if r.IntN(4) == 0 {
 			n = 1 + r.IntN(300)
 		}
-		s := optimizer.Segment{Off: pos, Len: n, Mode: mode, StepSize: float32(1e-4 + r.Float64()*1e-2),
-			Decay: float32(1 - r.Float64()*1e-3), Slot: l.slots}
+		s := backend.Segment{Off: pos, Len: n, Mode: mode, StepSize: float32(1e-4 + r.Float64()*1e-2),
+			Shrink: float32(1 - r.Float64()*1e-3), Slot: l.slots}
 		switch mode {
-		case optimizer.ModeTensorCurrent, optimizer.ModeTensorDelayed:
+		case backend.ModeTensorCurrent, backend.ModeTensorDelayed:
 			l.slots++
-		case optimizer.ModeTile:
+		case backend.ModeTile:
 			s.Cols = 1 + r.IntN(400)
 			if r.IntN(3) == 0 {
 				s.Cols = 128 * (1 + r.IntN(3))
@@ -126,6 +127,9 @@ func randomLayout(r *rand.Rand, modes []optimizer.Mode, block int) layout {
 	}
 	l.n = pos + r.IntN(50)
 	l.blocks = l.n/block + 1
+	if err := backend.CheckSegments(l.segs, l.n, block); err != nil {
+		panic("backendtest: " + err.Error()) // the suite's own tables must be valid
+	}
 	return l
 }
 
@@ -166,9 +170,9 @@ func b2u(b bool) uint64 {
 }
 
 func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, gt collective.DType, special bool) {
-	block := 128
-	if rc.recipe.Scaling == fp8.MXFP8 {
-		block = fp8.MXBlock
+	block := 128 // the tensor recipes' segments are laid out as 1x128's
+	if _, cols := rc.recipe.Block(); rc.recipe.LocalBlocks() {
+		block = cols
 	}
 	l := randomLayout(r, rc.modes, block)
 	master := values(r, l.n, 0.05, special)
@@ -198,8 +202,8 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 		}
 		scale[i], _ = fp8.ScaleFromAmax(float32(r.Float64()*0.2), fp8.E4M3, 0, false)
 	}
-	a := optimizer.UpdateArgs{Rule: rule, N: l.n, MomentType: mt, GradType: gt, Recipe: rc.recipe,
-		Hyper: optimizer.Hyper{GradScale: float32(0.5 + r.Float64()), Beta1: 0.9, Beta2: 0.999,
+	a := backend.UpdateArgs{Rule: rule, N: l.n, MomentType: mt, GradType: gt, Recipe: rc.recipe,
+		Hyper: backend.Hyper{GradScale: float32(0.5 + r.Float64()), Beta1: 0.9, Beta2: 0.999,
 			OneMinusBeta1: float32(1 - 0.9), OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8,
 			RBC2: float32(1 / math.Sqrt(1-math.Pow(0.999, float64(1+r.IntN(100))))), Momentum: 0.9}}
 	bs := []buf{
@@ -211,11 +215,7 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 		p.upload("amax", u32s(amax), amaxKeys),
 		p.upload("scale", encode(scale, collective.Float32), bytesExact),
 	}
-	scaleBytes := 4
-	if rc.recipe.Scaling == fp8.MXFP8 {
-		scaleBytes = 1
-	}
-	bs = append(bs, p.upload("block scales", filled(scaleBytes*l.blocks), bytesExact))
+	bs = append(bs, p.upload("block scales", filled(rc.recipe.ScaleType().Size()*l.blocks), bytesExact))
 	hpType := rc.hp
 	if hpType == 0 {
 		hpType = collective.Float32
@@ -223,7 +223,7 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 	bs = append(bs, p.upload("hp", filled(hpType.Size()*l.n), momentKind(hpType)))
 	if rule == optimizer.RuleSGD {
 		for i := range l.segs {
-			l.segs[i].Decay = float32(r.Float64() * 0.01)
+			l.segs[i].WeightDecay = float32(r.Float64() * 0.01)
 		}
 	}
 	a.Segments = l.segs
@@ -256,8 +256,8 @@ func momentKind(dt collective.DType) kind {
 // Cast checks Cast over layouts mixing the modes it casts with those it
 // must leave alone.
 func Cast(t *testing.T, be optimizer.Backend) {
-	modes := []optimizer.Mode{optimizer.ModeTensorCurrent, optimizer.ModeTile, optimizer.ModeTensorDelayed,
-		optimizer.ModeBlock, optimizer.ModeHighPrecision}
+	modes := []backend.Mode{backend.ModeTensorCurrent, backend.ModeTile, backend.ModeTensorDelayed,
+		backend.ModeBlock, backend.ModeHighPrecision}
 	for ci := range 12 {
 		for _, f := range []fp8.Format{fp8.E4M3, fp8.E5M2} {
 			t.Run(fmt.Sprintf("%d/%v", ci, f), func(t *testing.T) {
@@ -274,7 +274,7 @@ func Cast(t *testing.T, be optimizer.Backend) {
 				sb := p.upload("scale", encode(scale, collective.Float32), bytesExact)
 				for side, be := range []optimizer.Backend{p.ref, p.be} {
 					pick := func(x buf) collective.Buffer { return []collective.Buffer{x.ref, x.be}[side] }
-					must(t, be.Cast(&optimizer.CastArgs{N: l.n, Master: pick(mb), Segments: l.segs, Format: f, FP8: pick(fb), Scale: pick(sb)}))
+					must(t, be.Cast(&backend.CastArgs{N: l.n, Master: pick(mb), Segments: l.segs, Format: f, FP8: pick(fb), Scale: pick(sb)}))
 				}
 				p.check(mb, fb, sb)
 			})

@@ -243,7 +243,7 @@ func (st *loadState) read(o *optimizer.Optimizer, rank int, saved map[string]*pa
 	if st.idx.Config.MomentType == collective.BFloat16.String() {
 		mdt = safetensors.BF16
 	}
-	adam := cfg.Rule == optimizer.RuleAdamW
+	moments := cfg.Rule.Moments() // "m", then "v" for a rule with two
 	st.pieces = map[pieceKey]*pieceValues{}
 	byFile := map[int][]request{}
 	type want struct {
@@ -257,7 +257,7 @@ func (st *loadState) read(o *optimizer.Optimizer, rank int, saved map[string]*pa
 		for _, pc := range l.Pieces(b, rank) {
 			name := l.Params[pc.Param].Name
 			pv := &pieceValues{master: make([]float32, pc.Len), m: make([]float32, pc.Len)}
-			if adam {
+			if len(moments) > 1 {
 				pv.v = make([]float32, pc.Len)
 			}
 			st.pieces[pieceKey{name, pc.ParamOffset}] = pv
@@ -271,9 +271,9 @@ func (st *loadState) read(o *optimizer.Optimizer, rank int, saved map[string]*pa
 					perFile[sp.Rank] = append(perFile[sp.Rank], want{sp.Tensor, suffix, dt, sp.Len, a - sp.Offset, e - a, dst[a-lo : e-lo]})
 				}
 				add("/master", safetensors.F32, pv.master)
-				add("/m", mdt, pv.m)
-				if adam {
-					add("/v", mdt, pv.v)
+				add("/"+moments[0], mdt, pv.m)
+				if len(moments) > 1 {
+					add("/"+moments[1], mdt, pv.v)
 				}
 			}
 		}

@@ -34,7 +34,7 @@ func TestReadRequests(t *testing.T) {
 		decodeValues(v, b, safetensors.BF16)
 	}
 	dir := t.TempDir()
-	rec, err := writeShard(dir, 0, 1, 0, chunk, collective.BFloat16, pieces, nil)
+	rec, err := writeShard(dir, 0, 1, 0, chunk, collective.BFloat16, []string{"m", "v"}, pieces, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,18 +27,17 @@ type shardTensor struct {
 // shardTensors lists the tensors of a rank's pieces: every master first,
 // then every first moment, then every second moment, so that each tensor
 // starts at a multiple of its element size and no element straddles a
-// chunk.
-func shardTensors(pieces []optimizer.PieceState, moment collective.DType) []shardTensor {
+// chunk. Moments are named by the rule (optimizer.Rule.Moments): "m", "v".
+func shardTensors(pieces []optimizer.PieceState, moment collective.DType, names []string) []shardTensor {
 	var out []shardTensor
 	for _, p := range pieces {
 		out = append(out, shardTensor{tensorBase(p.Param, p.Offset) + "/master", safetensors.F32, p.Master})
 	}
-	for _, p := range pieces {
-		out = append(out, shardTensor{tensorBase(p.Param, p.Offset) + "/m", fileDType(moment), p.M})
-	}
-	for _, p := range pieces {
-		if p.V != nil {
-			out = append(out, shardTensor{tensorBase(p.Param, p.Offset) + "/v", fileDType(moment), p.V})
+	for k, name := range names {
+		for _, p := range pieces {
+			if m := [][]float32{p.M, p.V}[k]; m != nil {
+				out = append(out, shardTensor{tensorBase(p.Param, p.Offset) + "/" + name, fileDType(moment), m})
+			}
 		}
 	}
 	return out
@@ -46,8 +45,8 @@ func shardTensors(pieces []optimizer.PieceState, moment collective.DType) []shar
 
 // writeShard writes rank's shard file into dir atomically and returns its
 // record for the index.
-func writeShard(dir string, rank, world, step, chunk int, moment collective.DType, pieces []optimizer.PieceState, progress Progress) (fileRecord, error) {
-	tensors := shardTensors(pieces, moment)
+func writeShard(dir string, rank, world, step, chunk int, moment collective.DType, names []string, pieces []optimizer.PieceState, progress Progress) (fileRecord, error) {
+	tensors := shardTensors(pieces, moment, names)
 	buf := make([]byte, 64<<10)
 	sums := &chunkSums{size: chunk}
 	specs := make([]safetensors.Spec, len(tensors))

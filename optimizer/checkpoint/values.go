@@ -6,8 +6,8 @@ import (
 	"io"
 	"math"
 
+	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/collective"
-	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/safetensors"
 )
 
@@ -30,7 +30,7 @@ func encodeValues(dst []byte, vals []float32, dt safetensors.DType) {
 		}
 	case safetensors.BF16:
 		for i, x := range vals {
-			binary.LittleEndian.PutUint16(dst[2*i:], fp8.BF16FromFloat32(x))
+			binary.LittleEndian.PutUint16(dst[2*i:], bf16.FromFloat32(x))
 		}
 	default:
 		panic(fmt.Sprintf("checkpoint: encodeValues to %s", dt))
@@ -64,7 +64,7 @@ func decodeValues(dst []float32, src []byte, dt safetensors.DType) {
 		}
 	case safetensors.BF16:
 		for i := range dst {
-			dst[i] = fp8.Float32FromBF16(binary.LittleEndian.Uint16(src[2*i:]))
+			dst[i] = bf16.ToFloat32(binary.LittleEndian.Uint16(src[2*i:]))
 		}
 	case safetensors.F16:
 		for i := range dst {

@@ -11,6 +11,7 @@ import (
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/kernels"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // Backend is the CUDA backend on one GPU. Its methods are safe for
@@ -189,10 +190,10 @@ func isBF16(dt collective.DType) bool {
 }
 
 // Update implements optimizer.Backend: one launch over all segments.
-func (b *Backend) Update(a *optimizer.UpdateArgs) error {
+func (b *Backend) Update(a *backend.UpdateArgs) error {
 	segs := make([]kernels.Segment, len(a.Segments))
 	for i, s := range a.Segments {
-		segs[i] = kernelSegment(s)
+		segs[i] = kernelSegment(a.Rule, s)
 	}
 	t := kernels.PackSegments(segs)
 	tp, err := b.table('u', t)
@@ -206,7 +207,7 @@ func (b *Backend) Update(a *optimizer.UpdateArgs) error {
 			OneMinusBeta2: h.OneMinusBeta2, Eps: h.Eps, RBC2: h.RBC2, Momentum: h.Momentum},
 		Master: b.ptr(a.Master), Table: t, TablePtr: tp,
 		Format: a.Recipe.Format, FP8: b.ptr(a.FP8), BlockScales: b.ptr(a.BlockScales),
-		MX: a.Recipe.Scaling == fp8.MXFP8, Margin: a.Recipe.Margin, PowerOf2: a.Recipe.PowerOf2,
+		MX: a.Recipe.ScaleType() == fp8.ScaleE8M0, Margin: a.Recipe.Margin, PowerOf2: a.Recipe.PowerOf2,
 		Amax: b.ptr(a.Amax), Scale: b.ptr(a.Scale), HP: b.ptr(a.HP),
 	}
 	if a.Rule != optimizer.RuleNone {
@@ -221,11 +222,11 @@ func (b *Backend) Update(a *optimizer.UpdateArgs) error {
 
 // Cast implements optimizer.Backend: one launch over the segments of modes
 // ModeTensorCurrent and ModeTile.
-func (b *Backend) Cast(a *optimizer.CastArgs) error {
+func (b *Backend) Cast(a *backend.CastArgs) error {
 	var segs []kernels.Segment
 	for _, s := range a.Segments {
-		if s.Mode == optimizer.ModeTensorCurrent || s.Mode == optimizer.ModeTile {
-			segs = append(segs, kernelSegment(s))
+		if s.Mode == backend.ModeTensorCurrent || s.Mode == backend.ModeTile {
+			segs = append(segs, kernelSegment(optimizer.RuleNone, s))
 		}
 	}
 	t := kernels.PackSegments(segs)
@@ -236,9 +237,11 @@ func (b *Backend) Cast(a *optimizer.CastArgs) error {
 	return b.ks.CastSegments(b.s, b.ptr(a.FP8), b.ptr(a.Master), t, tp, b.ptr(a.Scale), a.Format)
 }
 
-func kernelSegment(s optimizer.Segment) kernels.Segment {
+// kernelSegment returns s as the kernels read it, with rule r's factors.
+func kernelSegment(r optimizer.Rule, s backend.Segment) kernels.Segment {
+	step, second := s.Factors(r)
 	return kernels.Segment{Off: s.Off, Len: s.Len, Mode: uint32(s.Mode), Slot: uint32(s.Slot),
-		StepSize: s.StepSize, Decay: s.Decay, ParamOffset: s.ParamOffset, Cols: s.Cols}
+		StepSize: step, Decay: second, ParamOffset: s.ParamOffset, Cols: s.Cols}
 }
 
 // table returns the device copy of t. Tables are cached by their static

@@ -23,8 +23,16 @@
 //
 // Choose("cpu" | "gpu" | "auto") returns the backend asked for. "gpu" never
 // falls back: without a driver or device it returns an error matching
-// ErrUnavailable (and cuda's ErrNoDriver or ErrNoDevice). "auto" takes GPU 0
-// when it can and the CPU backend when no GPU is present; Name says which.
+// ErrUnavailable (and cuda's ErrNoDriver or ErrNoDevice). "auto" takes the
+// GPU of LOCAL_RANK (0 when unset) when it can and the CPU backend when no
+// GPU is present; Name says which.
+//
+// # A GPU job
+//
+// Setup (or SetupFromEnv, under the launcher or torchrun) returns one
+// rank's wiring: the backend on the GPU of LOCAL_RANK and the NCCL
+// communicator on the same device, ordered after the backend's stream.
+// optimizer.New refuses a backend and a communicator on different GPUs.
 //
 // NaN payloads are the one thing the backends do not share: where the CPU
 // keeps the payload of a NaN input the GPU returns its canonical NaN

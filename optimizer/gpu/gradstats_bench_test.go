@@ -4,10 +4,10 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/collective"
-	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
-	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // BenchmarkGradStats times the exact sum of squares and non-finite count of
@@ -22,7 +22,7 @@ func BenchmarkGradStats(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range host {
 		scale := float64(uint(1) << (i >> 24)) // 16 tensors of growing scale
-		host[i] = fp8.BF16FromFloat32(float32(r.NormFloat64() * 1e-4 * scale))
+		host[i] = bf16.FromFloat32(float32(r.NormFloat64() * 1e-4 * scale))
 	}
 	grad, err := be.Alloc(2 * n)
 	if err != nil {
@@ -32,7 +32,7 @@ func BenchmarkGradStats(b *testing.B) {
 	if err := be.Write(grad, 0, collective.ToBytes(host)); err != nil {
 		b.Fatal(err)
 	}
-	stats, err := be.Alloc(8 * optimizer.StatsLen)
+	stats, err := be.Alloc(8 * backend.StatsLen)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/nccl"
-	"github.com/distopt/distopt/collective/rendezvous"
 	"github.com/distopt/distopt/collective/single"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
@@ -53,25 +52,16 @@ func rankGrad(p optimizer.Param, step, rank int) []float32 {
 }
 
 func ncclRankMain() error {
-	rc, err := rendezvous.FromEnv()
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	be, err := New(rc.LocalRank)
+	rank, err := SetupFromEnv(ctx, nccl.Config{})
 	if err != nil {
 		return err
 	}
-	defer be.Close()
-	store, err := rendezvous.Connect(ctx, rc)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	comm, err := nccl.New(ctx, nccl.Config{Store: store, Device: be.Device(), Compute: be.Stream()})
-	if err != nil {
-		return err
+	defer rank.Close()
+	be, comm := rank.Backend, rank.Comm
+	if be.Ordinal() != rank.Store.Config().LocalRank || comm.Ordinal() != be.Ordinal() {
+		return fmt.Errorf("backend on GPU %d, communicator on GPU %d, LOCAL_RANK %d", be.Ordinal(), comm.Ordinal(), rank.Store.Config().LocalRank)
 	}
 	cfg := stepConfigs()[os.Getenv(envNCCLConfig)]
 	out, err := optimizertest.Train(ctx, comm, be, optimizertest.AwkwardParams(), cfg, ncclSteps, rankGrad)
@@ -85,7 +75,7 @@ func ncclRankMain() error {
 	if err := comm.Close(); err != nil {
 		return err
 	}
-	return optimizertest.WriteResult(os.Getenv(envNCCLOut), rc.Rank, out)
+	return optimizertest.WriteResult(os.Getenv(envNCCLOut), comm.Rank(), out)
 }
 
 // meanGrad is the reference average of the two ranks' gradients.

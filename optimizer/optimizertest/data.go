@@ -4,8 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/collective"
-	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
 )
 
@@ -82,7 +82,7 @@ func Mean(dt collective.DType, grads ...[]float32) []float32 {
 }
 
 // Round returns x rounded to dt (collective.Float32: unchanged;
-// collective.BFloat16: to nearest even, as fp8.BF16FromFloat32 rounds) and
+// collective.BFloat16: to nearest even, as bf16.FromFloat32 rounds) and
 // widened back to float32, in a new slice. It panics on another dt.
 func Round(x []float32, dt collective.DType) []float32 {
 	return decode(encode(x, dt), dt)
@@ -96,7 +96,7 @@ func encode(x []float32, dt collective.DType) []byte {
 	case collective.BFloat16:
 		h := make([]uint16, len(x))
 		for i, f := range x {
-			h[i] = fp8.BF16FromFloat32(f)
+			h[i] = bf16.FromFloat32(f)
 		}
 		return collective.ToBytes(h)
 	}
@@ -112,7 +112,7 @@ func decode(b []byte, dt collective.DType) []float32 {
 		h := collective.FromBytes[uint16](b)
 		x := make([]float32, len(h))
 		for i, v := range h {
-			x[i] = fp8.Float32FromBF16(v)
+			x[i] = bf16.ToFloat32(v)
 		}
 		return x
 	}

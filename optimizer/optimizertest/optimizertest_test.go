@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
@@ -90,7 +91,7 @@ func TestMean(t *testing.T) {
 		{"float32", collective.Float32, [][]float32{{1, 2, -3}, {3, 5, 3}}, []float32{2, 3.5, 0}},
 		{"float32 three", collective.Float32, [][]float32{{1}, {2}, {6}}, []float32{3}},
 		{"bfloat16 rounds each input", collective.BFloat16, [][]float32{{tie, 3}, {tie, 3 + 1.0/128}}, []float32{1, 3}},
-		{"bfloat16 one", collective.BFloat16, [][]float32{{0.1}}, []float32{fp8.Float32FromBF16(fp8.BF16FromFloat32(0.1))}},
+		{"bfloat16 one", collective.BFloat16, [][]float32{{0.1}}, []float32{bf16.ToFloat32(bf16.FromFloat32(0.1))}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

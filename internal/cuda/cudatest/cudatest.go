@@ -76,3 +76,51 @@ func RequireDevices(tb testing.TB, n int) []*cuda.Device {
 	}
 	return devs
 }
+
+// The helpers below make a resource of d for the test, fail the test when
+// that fails, and release the resource when the test ends (before Require's
+// leak check runs).
+
+// Stream returns a new stream of d.
+func Stream(tb testing.TB, d *cuda.Device) *cuda.Stream {
+	tb.Helper()
+	s, err := d.NewStream()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Destroy() })
+	return s
+}
+
+// Event returns a new event of d (with timing when timing is true).
+func Event(tb testing.TB, d *cuda.Device, timing bool) *cuda.Event {
+	tb.Helper()
+	e, err := d.NewEvent(timing)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { e.Destroy() })
+	return e
+}
+
+// Alloc returns n bytes of device memory of d.
+func Alloc(tb testing.TB, d *cuda.Device, n int) cuda.DevicePtr {
+	tb.Helper()
+	p, err := d.Alloc(n)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { d.Free(p) })
+	return p
+}
+
+// AllocHost returns n bytes of pinned host memory of d.
+func AllocHost(tb testing.TB, d *cuda.Device, n int) *cuda.HostBuffer {
+	tb.Helper()
+	h, err := d.AllocHost(n)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { h.Free() })
+	return h
+}

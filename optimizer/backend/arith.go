@@ -1,10 +1,8 @@
-package optimizer
+package backend
 
 import (
 	"math"
 	"math/big"
-
-	"github.com/distopt/distopt/fp8"
 )
 
 // This file is the specification of the per-element arithmetic of a step.
@@ -18,19 +16,19 @@ import (
 // payload, the GPU returns its canonical NaN); whether a result is NaN is
 // specified. Steps never update with non-finite gradients, so masters only
 // hold NaN when their initial values did. FP8, BF16 and E8M0 encodings of
-// NaN are exact (fp8.E4M3NaN, fp8.E5M2NaN, fp8.BF16NaN, fp8.E8M0NaN).
+// NaN are exact (fp8.E4M3NaN, fp8.E5M2NaN, bf16.NaN, fp8.E8M0NaN).
 
 // AdamWElem updates one element with AdamW (decoupled weight decay):
 //
 //	g  = grad * gs
-//	p  = p * decay                  // decay = 1 - lr*wd (1 without decay)
+//	p  = p * shrink                 // shrink = 1 - lr*wd (1 without decay)
 //	m  = b1*m + omb1*g
 //	v  = b2*v + omb2*(g*g)
 //	d  = sqrt(v)*rbc2 + eps         // rbc2 = 1/sqrt(1 - b2^t)
 //	p  = p - stepSize*(m/d)         // stepSize = lr/(1 - b1^t)
-func AdamWElem(p, m, v, grad float32, h *Hyper, stepSize, decay float32) (float32, float32, float32) {
+func AdamWElem(p, m, v, grad float32, h *Hyper, stepSize, shrink float32) (float32, float32, float32) {
 	g := float32(grad * h.GradScale)
-	p = float32(p * decay)
+	p = float32(p * shrink)
 	m = float32(float32(h.Beta1*m) + float32(h.OneMinusBeta1*g))
 	v = float32(float32(h.Beta2*v) + float32(h.OneMinusBeta2*float32(g*g)))
 	d := float32(float32(sqrt32(v)*h.RBC2) + h.Eps)
@@ -40,11 +38,11 @@ func AdamWElem(p, m, v, grad float32, h *Hyper, stepSize, decay float32) (float3
 
 // SGDElem updates one element with SGD, momentum and coupled weight decay:
 //
-//	g   = grad*gs + wd*p            // decay = wd (0 without decay)
+//	g   = grad*gs + wd*p            // wd = 0 without decay
 //	buf = mu*buf + g                // buf starts at 0
 //	p   = p - lr*buf                // stepSize = lr
-func SGDElem(p, buf, grad float32, h *Hyper, stepSize, decay float32) (float32, float32) {
-	g := float32(float32(grad*h.GradScale) + float32(decay*p))
+func SGDElem(p, buf, grad float32, h *Hyper, stepSize, wd float32) (float32, float32) {
+	g := float32(float32(grad*h.GradScale) + float32(wd*p))
 	buf = float32(float32(h.Momentum*buf) + g)
 	p = float32(p - float32(stepSize*buf))
 	return p, buf
@@ -118,9 +116,4 @@ func SumOfSquares(stats *[StatsLen]int64) float64 {
 	f.SetMantExp(f, -149)
 	v, _ := f.Float64()
 	return v
-}
-
-// encodeScaled is the cast of one element: Encode(float32(x*scale)).
-func encodeScaled(x, scale float32, f fp8.Format) byte {
-	return f.Encode(float32(x * scale))
 }

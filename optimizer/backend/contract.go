@@ -1,0 +1,100 @@
+package backend
+
+import (
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/fp8"
+)
+
+// Hyper holds the per-step scalars of the update rules, identical on every
+// rank and computed on the host.
+type Hyper struct {
+	GradScale                    float32 // clip coefficient / loss scale
+	Beta1, Beta2                 float32
+	OneMinusBeta1, OneMinusBeta2 float32
+	Eps                          float32
+	RBC2                         float32 // 1/sqrt(1 - beta2^t)
+	Momentum                     float32 // SGD
+}
+
+// Mode says what happens to a segment after its
+// update.
+type Mode uint8
+
+const (
+	// ModeHighPrecision writes the new master to UpdateArgs.HP as HPType
+	// (bfloat16 with round-to-nearest-even, or float32).
+	ModeHighPrecision Mode = iota + 1
+	// ModeTensorCurrent folds the amax of the new master into Amax[Slot];
+	// the cast follows in Cast with Scale[Slot].
+	ModeTensorCurrent
+	// ModeTensorDelayed casts the new master with Scale[Slot] into FP8 and
+	// folds its amax into Amax[Slot], in the same pass.
+	ModeTensorDelayed
+	// ModeBlock casts each 1-D block of Block elements of the new master
+	// with the scale of its own amax (fp8.CastBlocks1D; fp8.CastMX when MX)
+	// and writes the block's scale_inv (float32) or E8M0 byte into
+	// BlockScales at index (segment start + k*Block)/Block. Segments of this
+	// mode start at a multiple of Block (the layout's alignment guarantees
+	// it); their last block may be partial.
+	ModeBlock
+	// ModeTile folds the amax of each 128x128 tile of the new master into
+	// Amax[Slot + tile], tiles numbered as fp8.TileAmax does for a matrix
+	// of Cols columns whose element ParamOffset is the segment's first.
+	ModeTile
+)
+
+// Segment is a run of a shard that belongs to one
+// parameter: one row of the segment table of UpdateArgs and CastArgs.
+type Segment struct {
+	Off, Len int  // elements within the shard
+	Mode     Mode // what follows the update
+	// StepSize is the rule's step size: lr/(1 - beta1^t) for AdamW, lr for
+	// SGD (see AdamWElem and SGDElem).
+	StepSize float32
+	// Shrink is AdamW's decoupled weight decay as a factor of the master,
+	// 1 - lr*wd (1 without decay).
+	Shrink float32
+	// WeightDecay is SGD's coupled weight decay coefficient wd (0 without
+	// decay), added to the gradient as wd*p.
+	WeightDecay float32
+	Slot        int // amax and scale slot (tensor modes) or first tile slot
+	// ParamOffset and Cols place the segment in its matrix (ModeTile).
+	ParamOffset, Cols int
+}
+
+// UpdateArgs is one bucket shard's update. Buffers are the backend's own;
+// element offsets count from the start of each buffer.
+type UpdateArgs struct {
+	Rule       Rule
+	Hyper      Hyper
+	N          int               // elements in the shard
+	Master     collective.Buffer // float32 x N
+	M, V       collective.Buffer // moments (V unused for SGD; both unused for RuleNone)
+	MomentType collective.DType  // Float32 or BFloat16
+	Grad       collective.Buffer // the reduced gradient shard, GradType x N
+	GradType   collective.DType  // Float32 or BFloat16
+	Segments   []Segment
+
+	// FP8 outputs (FP8 buckets).
+	Recipe      fp8.Recipe
+	FP8         collective.Buffer // byte x N: this rank's slice of the FP8 bucket
+	BlockScales collective.Buffer // ModeBlock: float32 or byte per block of the shard
+	Amax        collective.Buffer // uint32 amax keys (AbsBits), one per slot
+	Scale       collective.Buffer // float32 scales, one per slot (ModeTensorDelayed)
+
+	// High-precision outputs (high-precision buckets).
+	HP     collective.Buffer // HPType x N: this rank's slice of the bucket
+	HPType collective.DType  // BFloat16 or Float32
+}
+
+// CastArgs casts the segments of modes ModeTensorCurrent and ModeTile:
+// FP8[i] = Encode(float32(Master[i] * Scale[slot of i])); other segments are
+// left alone.
+type CastArgs struct {
+	N        int
+	Master   collective.Buffer
+	Segments []Segment
+	Format   fp8.Format
+	FP8      collective.Buffer
+	Scale    collective.Buffer // float32 per slot
+}

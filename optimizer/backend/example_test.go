@@ -1,0 +1,29 @@
+package backend_test
+
+import (
+	"fmt"
+
+	"github.com/distopt/distopt/optimizer/backend"
+)
+
+// A rule's factors for one parameter at step 1, as the optimizer sets them
+// in a segment and the kernels receive them.
+func ExampleRule_SetFactors() {
+	p := backend.Params{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+	var s backend.Segment
+	backend.RuleAdamW.SetFactors(&s, p, 1, 1e-3, 0.1) // lr 1e-3, weight decay 0.1
+	step, second := s.Factors(backend.RuleAdamW)
+	fmt.Println(step, second, backend.RuleAdamW.Moments())
+	// Output: 0.01 0.9999 [m v]
+}
+
+// CheckSegments names what is wrong with a table a backend must not be
+// given.
+func ExampleCheckSegments() {
+	segs := []backend.Segment{
+		{Off: 0, Len: 256, Mode: backend.ModeBlock},
+		{Off: 200, Len: 10, Mode: backend.ModeTensorCurrent},
+	}
+	fmt.Println(backend.CheckSegments(segs, 1024, 128))
+	// Output: backend: segment 1 (offset 200, length 10, mode 2) of a 1024-element shard: starts before the end 256 of the segment before it
+}

@@ -1,0 +1,368 @@
+package optimizer
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/optimizer/backend"
+)
+
+// This file holds the step: Step as the six phases of the package
+// documentation, each a method of its own that works bucket by bucket, and
+// refresh, the cast and gather without an update (New, LoadPieces).
+
+// refresh recomputes every parameter's FP8 (or high-precision) copy from the
+// masters as they are and gathers it: the first cast (castFirst), and the
+// recast after a checkpoint load (castReload). Delayed-scaling histories
+// receive the amax of the first cast.
+func (o *Optimizer) refresh(ctx context.Context, k castKind) error {
+	var t Timings
+	a := &backend.UpdateArgs{Rule: RuleNone}
+	if err := o.update(a, k, &t); err != nil {
+		return err
+	}
+	if err := o.reduceAmax(ctx, k, &t); err != nil {
+		return err
+	}
+	if err := o.cast(k, &t); err != nil {
+		return err
+	}
+	return o.gather(ctx, &t)
+}
+
+// Timings holds the phase durations of a step.
+type Timings struct {
+	ReduceScatter, Norm, Update, AmaxReduce, Cast, AllGather time.Duration
+}
+
+// StepResult reports one step.
+type StepResult struct {
+	Step      int     // steps taken so far, this one included when not skipped
+	Skipped   bool    // the gradients were not finite: nothing was updated
+	Reason    string  // why the step was skipped
+	GradNorm  float64 // global gradient norm before clipping (after unscaling)
+	ClipCoef  float64 // factor the gradients were multiplied by (1: no clipping)
+	LossScale float64 // the loss scale in effect for this step's gradients
+	Timings   Timings
+}
+
+// Step reduces the gradients, checks them, updates the masters, casts them
+// to FP8 and gathers the parameters. All ranks must call it together. After
+// it the gradient buffers hold unspecified values: write every gradient (or
+// call ZeroGrad) before the next step.
+//
+// The six phases are those of the package documentation, one call each.
+func (o *Optimizer) Step(ctx context.Context) (StepResult, error) {
+	if err := o.usable(); err != nil {
+		return StepResult{}, err
+	}
+	if err := o.cfg.checkLRs(o.step + 1); err != nil { // before anything moves
+		return StepResult{}, err
+	}
+	res := StepResult{LossScale: o.LossScale(), ClipCoef: 1}
+	t := &res.Timings
+	if err := o.reduceGrads(ctx, t); err != nil { // 1
+		return res, err
+	}
+	if err := o.checkGrads(ctx, &res); err != nil || res.Skipped { // 2
+		return res, err
+	}
+	if err := o.update(o.hyper(res.ClipCoef/res.LossScale), castStep, t); err != nil { // 3
+		return res, err
+	}
+	if err := o.reduceAmax(ctx, castStep, t); err != nil { // 4
+		return res, err
+	}
+	if err := o.cast(castStep, t); err != nil { // 5
+		return res, err
+	}
+	return res, o.gather(ctx, t) // 6
+}
+
+// since returns the time from *t0 to now and moves *t0 to now.
+func since(t0 *time.Time) time.Duration {
+	now := time.Now()
+	d := now.Sub(*t0)
+	*t0 = now
+	return d
+}
+
+// gradShard returns this rank's shard of bk's gradient buffer.
+func (o *Optimizer) gradShard(bk *bucket) collective.Buffer {
+	gsz := o.cfg.GradType.Size()
+	return bk.grad.Slice(gsz*bk.lo, gsz*bk.hi)
+}
+
+// reduceGrads reduce-scatters (averages) every bucket of gradients in place,
+// as one group (phase 1).
+func (o *Optimizer) reduceGrads(ctx context.Context, t *Timings) error {
+	t0 := time.Now()
+	ops := make([]collective.Op, len(o.buckets))
+	for i, bk := range o.buckets {
+		ops[i] = collective.Op{Kind: collective.OpReduceScatter, Src: bk.grad, Dst: o.gradShard(bk), DType: o.cfg.GradType, Reduce: collective.Avg}
+	}
+	if err := o.comm.Start(ops...).Wait(ctx); err != nil {
+		return o.fail(fmt.Errorf("optimizer: gradient reduce-scatter: %w", err))
+	}
+	t.ReduceScatter = since(&t0)
+	return nil
+}
+
+// checkGrads is phase 2: the non-finite check and the global norm, with ONE
+// small all-reduce. It fills res (norm, clip coefficient, step count), marks
+// a step with non-finite gradients skipped, and updates the loss scaler.
+func (o *Optimizer) checkGrads(ctx context.Context, res *StepResult) error {
+	t0 := time.Now()
+	if err := o.be.Zero(o.stats, 0, 8*backend.StatsLen); err != nil {
+		return o.fail(err)
+	}
+	for _, bk := range o.buckets {
+		if err := o.be.GradStats(o.stats, o.gradShard(bk), o.cfg.GradType, bk.b.ShardSize); err != nil {
+			return o.fail(err)
+		}
+	}
+	if err := collective.AllReduce(ctx, o.comm, o.stats, o.stats, collective.Int64, collective.Sum); err != nil {
+		return o.fail(fmt.Errorf("optimizer: gradient norm all-reduce: %w", err))
+	}
+	raw := make([]byte, 8*backend.StatsLen)
+	if err := o.be.Read(raw, o.stats, 0); err != nil {
+		return o.fail(err)
+	}
+	var st [backend.StatsLen]int64
+	for i := range st {
+		st[i] = int64(binary.LittleEndian.Uint64(raw[8*i:]))
+	}
+	res.GradNorm = math.Sqrt(backend.SumOfSquares(&st)) / res.LossScale
+	res.Timings.Norm = since(&t0)
+	finite := st[backend.NormLimbs] == 0
+	if o.cfg.LossScaler != nil {
+		o.cfg.LossScaler.update(finite)
+	}
+	if !finite {
+		res.Skipped = true
+		res.Reason = fmt.Sprintf("%d gradient elements are not finite (or square past float32)", st[backend.NormLimbs])
+		res.GradNorm = math.Inf(1)
+		res.Step = o.step
+		return nil
+	}
+	if o.cfg.MaxGradNorm > 0 {
+		res.ClipCoef = min(1, o.cfg.MaxGradNorm/(res.GradNorm+1e-6))
+	}
+	o.step++
+	res.Step = o.step
+	return nil
+}
+
+// hyper computes the per-step scalars for step o.step.
+func (o *Optimizer) hyper(gradScale float64) *backend.UpdateArgs {
+	return &backend.UpdateArgs{Rule: o.cfg.Rule, Hyper: o.cfg.Rule.Hyper(o.cfg.ruleParams(), o.step, gradScale)}
+}
+
+// ruleParams returns the hyperparameters of the update rules in c.
+func (c *Config) ruleParams() backend.Params {
+	return backend.Params{Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, Momentum: c.Momentum}
+}
+
+// segmentFactors returns bk's segment table with the rule's per-parameter
+// factors of this step and, for the first cast of delayed scaling, the
+// delayed segments turned to current scaling (the first cast seeds the
+// histories from the masters' own amax).
+func (o *Optimizer) segmentFactors(a *backend.UpdateArgs, bk *bucket, k castKind) []backend.Segment {
+	segs := make([]backend.Segment, len(bk.segs))
+	copy(segs, bk.segs)
+	for i := range segs {
+		if a.Rule != RuleNone {
+			p := o.params[bk.pieces[i].Param]
+			g := o.cfg.Groups[p.Group]
+			wd := g.WeightDecay
+			if p.NoDecay {
+				wd = 0
+			}
+			a.Rule.SetFactors(&segs[i], o.cfg.ruleParams(), o.step, g.LR.LR(o.step), wd)
+		}
+	}
+	return o.firstCastModes(segs, k)
+}
+
+// firstCastModes turns the delayed segments of segs to current scaling for
+// the first cast (in place), and returns segs.
+func (o *Optimizer) firstCastModes(segs []backend.Segment, k castKind) []backend.Segment {
+	if k != castFirst {
+		return segs
+	}
+	for i := range segs {
+		if segs[i].Mode == backend.ModeTensorDelayed {
+			segs[i].Mode = backend.ModeTensorCurrent
+		}
+	}
+	return segs
+}
+
+// update is phase 3: the rule's update of every bucket's shard (nothing
+// with RuleNone), fused with what the recipe needs: the amax of the new
+// master, or the cast itself where the scale is already known.
+func (o *Optimizer) update(a *backend.UpdateArgs, k castKind, t *Timings) error {
+	t0 := time.Now()
+	if o.nSlots > 0 {
+		if err := o.be.Zero(o.amax, 0, 4*o.nSlots); err != nil {
+			return o.fail(err)
+		}
+	}
+	for _, bk := range o.buckets {
+		if err := o.updateBucket(a, bk, k); err != nil {
+			return err
+		}
+	}
+	t.Update = since(&t0)
+	return nil
+}
+
+// updateBucket queues the update of bucket bk's shard (the amaxes it folds
+// into must have been zeroed).
+func (o *Optimizer) updateBucket(a *backend.UpdateArgs, bk *bucket, k castKind) error {
+	if err := o.be.Update(o.updateArgs(a, bk, k)); err != nil {
+		return o.fail(fmt.Errorf("optimizer: update of bucket %d: %w", bk.idx, err))
+	}
+	return nil
+}
+
+// updateArgs returns the arguments of the update of bucket bk: a's rule and
+// scalars over bk's buffers.
+func (o *Optimizer) updateArgs(a *backend.UpdateArgs, bk *bucket, k castKind) *backend.UpdateArgs {
+	u := *a
+	u.N = bk.b.ShardSize
+	u.Master, u.M, u.V = bk.master, bk.m, bk.v
+	u.MomentType = o.cfg.MomentType
+	u.Grad = o.gradShard(bk)
+	u.GradType = o.cfg.GradType
+	u.Segments = o.segmentFactors(a, bk, k)
+	o.mustSegments(u.Segments, u.N)
+	u.Recipe = o.cfg.Recipe
+	u.Amax, u.Scale = o.amax, o.scale
+	if bk.b.HighPrecision {
+		hsz := o.cfg.HighPrecisionType.Size()
+		u.HP = bk.data.Slice(hsz*bk.lo, hsz*bk.hi)
+		u.HPType = o.cfg.HighPrecisionType
+	} else {
+		u.FP8 = o.fp8Shard(bk)
+		u.BlockScales = o.blockScaleShard(bk)
+	}
+	return &u
+}
+
+// fp8Shard returns this rank's shard of bk's FP8 data.
+func (o *Optimizer) fp8Shard(bk *bucket) collective.Buffer {
+	r := o.cfg.Recipe
+	return bk.data.Slice(r.DataBytes(bk.lo), r.DataBytes(bk.hi))
+}
+
+// blockScaleShard returns this rank's shard of bk's block scales (nil
+// without block scales).
+func (o *Optimizer) blockScaleShard(bk *bucket) collective.Buffer {
+	if bk.blocks == nil {
+		return nil
+	}
+	r := o.cfg.Recipe
+	return bk.blocks.Slice(r.BlockScaleBytes(bk.lo), r.BlockScaleBytes(bk.hi))
+}
+
+// reduceAmax is phase 4: ONE packed all-reduce (MAX) of every amax of the
+// step, from which the scale state derives the scales on every rank alike;
+// the scales of the next cast and the scale_inv of the views are written
+// back.
+func (o *Optimizer) reduceAmax(ctx context.Context, k castKind, t *Timings) error {
+	t0 := time.Now()
+	defer func() { t.AmaxReduce = since(&t0) }()
+	if o.nSlots == 0 {
+		return nil
+	}
+	if err := collective.AllReduce(ctx, o.comm, o.amax, o.amax, collective.Uint32, collective.Max); err != nil {
+		return o.fail(fmt.Errorf("optimizer: amax all-reduce: %w", err))
+	}
+	raw := make([]byte, 4*o.nSlots)
+	if err := o.be.Read(raw, o.amax, 0); err != nil {
+		return o.fail(err)
+	}
+	o.scales.reduced(k, bytesFloat32(raw))
+	if err := o.be.Write(o.scale, 0, float32Bytes(o.scales.Scale)); err != nil {
+		return o.fail(err)
+	}
+	if err := o.be.Write(o.scaleIn, 0, float32Bytes(o.scales.Inv)); err != nil {
+		return o.fail(err)
+	}
+	return nil
+}
+
+// cast is phase 5: the cast of the segments whose scale the amax reduction
+// gave (current scaling, tiles, the first cast of delayed scaling); the
+// other recipes cast in the update's own pass.
+func (o *Optimizer) cast(k castKind, t *Timings) error {
+	t0 := time.Now()
+	defer func() { t.Cast = since(&t0) }()
+	if mode := recipeMode(o.cfg.Recipe); mode == backend.ModeBlock || (mode == backend.ModeTensorDelayed && o.scales.delayed(k)) {
+		return nil // cast in the update's pass
+	}
+	for _, bk := range o.buckets {
+		if err := o.castBucket(bk, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// castBucket queues the cast of bucket bk's shard with the scales of the
+// last amax reduction (nothing for a high-precision bucket).
+func (o *Optimizer) castBucket(bk *bucket, k castKind) error {
+	if bk.b.HighPrecision {
+		return nil
+	}
+	c := backend.CastArgs{N: bk.b.ShardSize, Master: bk.master, Segments: bk.segs, Format: o.cfg.Recipe.Format, FP8: o.fp8Shard(bk), Scale: o.scale}
+	if k == castFirst && o.cfg.Recipe.ScaleSource() == fp8.FromHistory {
+		c.Segments = o.firstCastModes(append([]backend.Segment(nil), bk.segs...), k)
+	}
+	o.mustSegments(c.Segments, c.N)
+	if err := o.be.Cast(&c); err != nil {
+		return o.fail(fmt.Errorf("optimizer: cast of bucket %d: %w", bk.idx, err))
+	}
+	return nil
+}
+
+// gather is phase 6: the all-gather of every bucket in place (and of its
+// block scales), as one group, then a wait for the backend.
+func (o *Optimizer) gather(ctx context.Context, t *Timings) error {
+	t0 := time.Now()
+	var ops []collective.Op
+	for _, bk := range o.buckets {
+		ops = append(ops, o.gatherOps(bk)...)
+	}
+	if err := o.comm.Start(ops...).Wait(ctx); err != nil {
+		return o.fail(fmt.Errorf("optimizer: parameter all-gather: %w", err))
+	}
+	if err := o.be.Sync(); err != nil {
+		return o.fail(err)
+	}
+	t.AllGather = since(&t0)
+	return nil
+}
+
+// gatherOps returns the all-gathers of bucket bk: its data, and its block
+// scales when it has them.
+func (o *Optimizer) gatherOps(bk *bucket) []collective.Op {
+	var src collective.Buffer
+	if bk.b.HighPrecision {
+		hsz := o.cfg.HighPrecisionType.Size()
+		src = bk.data.Slice(hsz*bk.lo, hsz*bk.hi)
+	} else {
+		src = o.fp8Shard(bk)
+	}
+	ops := []collective.Op{{Kind: collective.OpAllGather, Dst: bk.data, Src: src}}
+	if bk.blocks != nil {
+		ops = append(ops, collective.Op{Kind: collective.OpAllGather, Dst: bk.blocks, Src: o.blockScaleShard(bk)})
+	}
+	return ops
+}
