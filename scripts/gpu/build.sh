@@ -11,9 +11,9 @@
 set -eu
 cd "$(dirname "$0")/../.."
 race_pkgs=${RACE_PKGS-./internal/cuda}
-cmds="./cmd/distopt-bench-update"
+cmds="./cmd/distopt-bench-update ./cmd/distopt-bench-gemm"
 
-rm -rf .gpu/*.test .gpu/bin .gpu/manifest
+rm -rf .gpu/*.test .gpu/*.test.gz .gpu/bin .gpu/manifest .gpu/gemm
 mkdir -p .gpu
 module=$(go list -m)
 pkgs=$(go list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... |
@@ -41,4 +41,7 @@ done
 	git status --porcelain --untracked-files=no | sed 's/^/modified: /'
 	date -u +%Y-%m-%dT%H:%M:%SZ
 } >.gpu/commit
+# The device tool carries at most 64 MiB: ship the binaries gzipped
+# (run.sh unpacks them).
+gzip -9f .gpu/*.test .gpu/bin/* 2>/dev/null || true
 echo "build: done ($(wc -l <.gpu/manifest) test binaries, $(du -sh .gpu | cut -f1))"

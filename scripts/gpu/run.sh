@@ -10,6 +10,9 @@
 #   ONLY=substring   run only the binaries whose name contains it
 #   BENCH=0          skip the benchmarks; BENCHTIME (default 10x)
 #   TIMEOUT          per binary (default 20m)
+#   GPUS=1           a one-GPU machine: tests that need two GPUs skip
+#                    (and are listed) instead of failing
+#   SKIP=regexp      passed as -test.skip to every binary
 # The exit status is non-zero if any binary failed; all of them run.
 set -u
 cd "$(dirname "$0")/../.."
@@ -18,6 +21,9 @@ out=${OUT:-$root/.gpu/out}
 mkdir -p "$out"
 export LD_LIBRARY_PATH="/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export DISTOPT_REQUIRE_GPU=1
+[ "${GPUS:-}" = 1 ] && export DISTOPT_REQUIRE_GPU=0
+for z in .gpu/*.gz .gpu/bin/*.gz; do [ -e "$z" ] && gunzip -f "$z"; done
+chmod +x .gpu/*.test .gpu/bin/* 2>/dev/null
 
 {
 	echo "== date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -35,7 +41,7 @@ while read -r bin dir; do
 	case "$bin" in *"${ONLY:-}"*) ;; *) continue ;; esac
 	echo "=== $bin ($dir)" | tee -a "$out/tests.log"
 	start=$(date +%s)
-	(cd "$dir" && "$root/.gpu/$bin" -test.v -test.timeout "${TIMEOUT:-20m}" "$@") >>"$out/tests.log" 2>&1
+	(cd "$dir" && "$root/.gpu/$bin" -test.v -test.timeout "${TIMEOUT:-20m}" ${SKIP:+-test.skip "$SKIP"} "$@") >>"$out/tests.log" 2>&1
 	rc=$?
 	echo "=== $bin: exit $rc after $(($(date +%s) - start)) s" | tee -a "$out/tests.log"
 	grep -E '^(--- FAIL|FAIL|panic)' "$out/tests.log" | tail -20
@@ -58,6 +64,7 @@ if [ "${BENCH:-1}" != 0 ] && [ -x .gpu/bin/distopt-bench-update ]; then
 	"$py" scripts/bench/torch_adamw.py >"$out/bench-torch.md" 2>&1 || status=1
 	cat "$out/bench-torch.md"
 fi
+grep -E -- '--- SKIP' "$out/tests.log" | sort | uniq -c | head -30
 grep -E '^(ok|PASS|FAIL|--- FAIL|Benchmark)' "$out/tests.log" "$out/bench.log" 2>/dev/null | tail -60
 echo "== run.sh: $( [ $status -eq 0 ] && echo all passed || echo FAILURES )"
 exit $status
