@@ -352,4 +352,3 @@ func addStats(a, b [optimizer.StatsLen]int64) [optimizer.StatsLen]int64 {
 	optimizer.Normalize(&a)
 	return a
 }
-
