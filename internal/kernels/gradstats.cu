@@ -266,69 +266,6 @@ template <typename GT, int U> __device__ __forceinline__ void slow(Window<GT> &w
     }
 }
 
-// add_flag is add_if for the X kernels: it ORs the bits of q XOR those of
-// the addend into any (one LOP3), nonzero when some square missed; the
-// mask is rebuilt by miss_mask when one did.
-__device__ __forceinline__ void add_flag(double &acc, u32 &any, float q, float lo, float hi) {
-    const float a = q >= lo && q < hi ? q : 0.0f;
-    acc += (double)a;
-    any |= __float_as_uint(q) ^ __float_as_uint(a);
-}
-
-template <typename GT> __device__ __forceinline__ void fast_any(Window<GT> &w, u32 &any, const uint4 &v) {
-#pragma unroll
-    for (int j = 0; j < GSTraits<GT>::V; j++) add_flag(j & 1 ? w.acc1 : w.acc0, any, square(elem((GT *)0, v, j)), w.lo, w.hi);
-}
-
-// slow_all sends the squares of v that add_flag did not add (with the
-// window lo, hi it used) and that are not 0 through Window.miss. It
-// recomputes each square from a dynamically picked vector: an unrolled
-// recomputation would be merged with the fast path's, whose squares would
-// then stay live (and spill).
-// A square that lies in the window as miss moved it is added to its
-// accumulator instead (each element is still added once, to the
-// accumulator of its parity, so the bound C holds).
-template <typename GT, int U> __device__ __forceinline__ void slow_all(Window<GT> &w, Limbs &l, const uint4 (&v)[U]) {
-    const int V = GSTraits<GT>::V;
-    const float lo = w.lo, hi = w.hi;
-#pragma unroll 1
-    for (int j = 0; j < U * V; j++) {
-        const float q = square(elem((GT *)0, pick(v, j / V), j % V));
-        if (q == (q >= lo && q < hi ? q : 0.0f)) continue; // added by add_flag, or 0
-        if (q >= w.lo && q < w.hi) {
-            if (j & 1) w.acc1 += (double)q;
-            else w.acc0 += (double)q;
-        } else {
-            w.miss(l, __float_as_uint(q));
-        }
-    }
-}
-
-// first_window puts the window on the largest finite square of vector v
-// (the thread's first).
-template <typename GT> __device__ __forceinline__ void first_window(Window<GT> &w, Limbs &l, const uint4 &v) {
-    u32 top = 0;
-#pragma unroll
-    for (int j = 0; j < GSTraits<GT>::V; j++) {
-        const u32 b = __float_as_uint(square(elem((GT *)0, v, j)));
-        top = max(top, (b >> 23 & 0xff) == 0xff ? 0u : b);
-    }
-    if (top != 0) w.move(l, (int)(top >> 23));
-}
-
-// iteration_x is one iteration of the X kernels over the vectors v.
-template <typename GT, int U> __device__ __forceinline__ void iteration_x(Window<GT> &w, Limbs &l, const uint4 (&v)[U], int &vecs) {
-    u32 any = 0;
-#pragma unroll
-    for (int k = 0; k < U; k++) fast_any(w, any, v[k]);
-    if (any) slow_all(w, l, v);
-    vecs += U;
-    if (vecs == GSTraits<GT>::P) {
-        w.period(l);
-        vecs = 0;
-    }
-}
-
 // scalar sends element g[i] through the integer path.
 template <typename GT> __device__ __forceinline__ void scalar(Window<GT> &w, Limbs &l, const GT *g, u64 i) {
     uint4 v;
@@ -359,33 +296,7 @@ __device__ __forceinline__ void block_add(long long *stats, Limbs &l, u64 bad) {
     }
 }
 
-// grad_stats_x is the vector loop of the X kernels: the window starts on
-// the largest square of the first vector, iterations with all U vectors in
-// range load without checks, and the fast path keeps one predicate.
 template <typename GT>
-__device__ __forceinline__ void grad_stats_x(Window<GT> &w, Limbs &l, const uint4 *gv, u64 nv, u64 t, u64 stride) {
-    typedef GSTraits<GT> T;
-    if (t < nv) first_window(w, l, ldv(gv + t));
-    const u64 step = T::U * stride;
-    const uint4 *p = gv + t;
-    u64 i = t;
-    int vecs = 0; // vectors since the last period
-    for (; i + (T::U - 1) * stride < nv; i += step, p += step) {
-        uint4 v[T::U];
-#pragma unroll
-        for (int k = 0; k < T::U; k++) v[k] = ldv(p + k * stride);
-        iteration_x(w, l, v, vecs);
-    }
-    if (i < nv) { // vecs <= P-U here: the bound holds for one more
-        uint4 v[T::U];
-#pragma unroll
-        for (int k = 0; k < T::U; k++) v[k] = i + k * stride < nv ? ldv(p + k * stride) : make_uint4(0, 0, 0, 0);
-        iteration_x(w, l, v, vecs);
-    }
-    w.period(l);
-}
-
-template <typename GT, bool X>
 __device__ __forceinline__ void grad_stats_kernel(long long *stats, const GT *__restrict__ g, u64 n) {
     typedef GSTraits<GT> T;
     __shared__ u64 sh[LIMBS * GS_BLOCK];
@@ -405,11 +316,6 @@ __device__ __forceinline__ void grad_stats_kernel(long long *stats, const GT *__
     if (t < n - tail) scalar(w, l, g, tail + t);
 
     const uint4 *gv = reinterpret_cast<const uint4 *>(g + head);
-    if (X) {
-        grad_stats_x(w, l, gv, nv, t, stride);
-        block_add(stats, l, w.bad);
-        return;
-    }
     // Start with the window on the thread's first square (else the whole
     // first iteration would miss the empty window).
     if (t < nv) {
@@ -506,10 +412,8 @@ template <typename GT> __device__ void grad_stats_v1_kernel(long long *stats, co
 }
 
 extern "C" {
-__global__ void __launch_bounds__(GS_BLOCK, 4) grad_stats_f32(long long *stats, const float *g, u64 n) { grad_stats_kernel<float, false>(stats, g, n); }
-__global__ void __launch_bounds__(GS_BLOCK, 4) grad_stats_bf16(long long *stats, const u16 *g, u64 n) { grad_stats_kernel<u16, false>(stats, g, n); }
-__global__ void __launch_bounds__(GS_BLOCK, 4) grad_stats_x_f32(long long *stats, const float *g, u64 n) { grad_stats_kernel<float, true>(stats, g, n); }
-__global__ void __launch_bounds__(GS_BLOCK, 4) grad_stats_x_bf16(long long *stats, const u16 *g, u64 n) { grad_stats_kernel<u16, true>(stats, g, n); }
+__global__ void __launch_bounds__(GS_BLOCK, 4) grad_stats_f32(long long *stats, const float *g, u64 n) { grad_stats_kernel(stats, g, n); }
+__global__ void __launch_bounds__(GS_BLOCK, 4) grad_stats_bf16(long long *stats, const u16 *g, u64 n) { grad_stats_kernel(stats, g, n); }
 __global__ void grad_stats_v1_f32(long long *stats, const float *g, u64 n) { grad_stats_v1_kernel(stats, g, n); }
 __global__ void grad_stats_v1_bf16(long long *stats, const u16 *g, u64 n) { grad_stats_v1_kernel(stats, g, n); }
 

@@ -20,11 +20,6 @@ const gradStatsBlocksPerSM = 4
 // optimizer.Normalize of stats. The result is the exact sum whatever the
 // grid (see gradstats.cu for the scheme and its proof).
 func (k *Set) GradStats(s *cuda.Stream, stats, grad cuda.DevicePtr, n int, bf16 bool) error {
-	return k.gradStats(s, "grad_stats_", stats, grad, n, bf16)
-}
-
-// gradStats is GradStats by the kernels whose names begin with prefix.
-func (k *Set) gradStats(s *cuda.Stream, prefix string, stats, grad cuda.DevicePtr, n int, bf16 bool) error {
 	if checkLen("GradStats", n) {
 		perVector := 4
 		if bf16 {
@@ -33,7 +28,7 @@ func (k *Set) gradStats(s *cuda.Stream, prefix string, stats, grad cuda.DevicePt
 		units := (n + perVector*gradStatsVectors - 1) / (perVector * gradStatsVectors)
 		blocks := min((units+gradStatsBlock-1)/gradStatsBlock, gradStatsBlocksPerSM*max(k.sms, 1))
 		args := new(cuda.Args).Ptr(stats).Ptr(grad).U64(uint64(n))
-		if err := s.Launch(k.function(prefix+typeName(bf16)), cuda.Dim3{X: uint32(blocks)}, cuda.Dim3{X: gradStatsBlock}, 0, args); err != nil {
+		if err := s.Launch(k.function("grad_stats_"+typeName(bf16)), cuda.Dim3{X: uint32(blocks)}, cuda.Dim3{X: gradStatsBlock}, 0, args); err != nil {
 			return err
 		}
 	}

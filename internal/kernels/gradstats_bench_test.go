@@ -37,12 +37,9 @@ func BenchmarkGradStats(b *testing.B) {
 		})
 		for _, kind := range []struct{ name, gen string }{{"typical", "normal"}, {"scaled", "scaledup"}, {"wide", "exponents"}} {
 			must(b, rig.s.Upload(rig.grad, gradBytes(hugeGrad(benchN, bf, kind.gen), bf)))
-			for _, impl := range []string{"new", "x", "v1"} {
+			for _, impl := range []string{"new", "v1"} {
 				launch := func(st, g cuda.DevicePtr, n int) error { return k.GradStats(rig.s, st, g, n, bf) }
-				switch impl {
-				case "x":
-					launch = func(st, g cuda.DevicePtr, n int) error { return k.gradStats(rig.s, "grad_stats_x_", st, g, n, bf) }
-				case "v1":
+				if impl == "v1" {
 					launch = rig.v1(bf)
 				}
 				b.Run(typeName(bf)+"/"+kind.name+"/"+impl, func(b *testing.B) {

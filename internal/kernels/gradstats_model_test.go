@@ -150,21 +150,16 @@ func (m *gsModel) run(iters [][][]float32) {
 	vecs := 0
 	for _, it := range iters {
 		var missed []float32
-		var parity []int
 		for _, vec := range it {
 			for j, x := range vec {
 				q := x * x
 				if m.fastAdd(j&1, q) {
-					missed, parity = append(missed, q), append(parity, j&1)
+					missed = append(missed, q)
 				}
 			}
 		}
-		for i, q := range missed { // slow_all
-			if q >= m.lo && q < m.hi {
-				m.fastAdd(parity[i], q)
-			} else {
-				m.miss(math.Float32bits(q))
-			}
+		for _, q := range missed {
+			m.miss(math.Float32bits(q))
 		}
 		if vecs += m.tr.u; vecs == m.tr.p {
 			m.period()
@@ -206,15 +201,9 @@ func modelStats(t *testing.T, tr gsTraits, xs []float32, threads int) ([optimize
 			iters = append(iters, it)
 		}
 		m := newGSModel(t, tr)
-		if th < nv { // first_window: the largest finite square of the first vector
-			top := uint32(0)
-			for _, x := range xs[th*tr.v : (th+1)*tr.v] {
-				if b := math.Float32bits(x * x); b>>23&0xff != 0xff {
-					top = max(top, b)
-				}
-			}
-			if top != 0 {
-				m.setWindow(int(top >> 23))
+		if th < nv {
+			if b := math.Float32bits(xs[th*tr.v] * xs[th*tr.v]); b != 0 && b>>23&0xff != 0xff {
+				m.setWindow(int(b >> 23))
 			}
 		}
 		m.run(iters)

@@ -14,11 +14,6 @@ import (
 
 type stats = [optimizer.StatsLen]int64
 
-// gsPrefixes name the kernels the tests check: the shipped ones and the X
-// variant (one-predicate fast path, window on the first vector's largest
-// square).
-var gsPrefixes = []string{"grad_stats_", "grad_stats_x_"}
-
 // gradBytes returns xs as the bytes of a float32 or bfloat16 gradient.
 func gradBytes(xs []float32, bf bool) []byte {
 	if !bf {
@@ -52,15 +47,14 @@ func parallelRef(xs []float32) stats {
 
 // gsRig is a device gradient buffer and statistics buffer for one Set.
 type gsRig struct {
-	k      *Set
-	prefix string // of the kernels run by run when not given a launch
-	s      *cuda.Stream
-	grad   cuda.DevicePtr
-	stats  cuda.DevicePtr
+	k     *Set
+	s     *cuda.Stream
+	grad  cuda.DevicePtr
+	stats cuda.DevicePtr
 }
 
 func newGSRig(t testing.TB, d *cuda.Device, k *Set, gradBytes int) *gsRig {
-	return &gsRig{k: k, prefix: "grad_stats_", s: newStream(t, d), grad: alloc(t, d, gradBytes+64), stats: alloc(t, d, 8*optimizer.StatsLen)}
+	return &gsRig{k: k, s: newStream(t, d), grad: alloc(t, d, gradBytes+64), stats: alloc(t, d, 8*optimizer.StatsLen)}
 }
 
 // run uploads xs at element offset off, sets the statistics to init, runs
@@ -75,7 +69,7 @@ func (r *gsRig) run(t testing.TB, xs []float32, bf bool, off int, init stats, la
 	must(t, r.s.Upload(g, gradBytes(xs, bf)))
 	must(t, r.s.Upload(r.stats, cuda.Bytes(init[:])))
 	if launch == nil {
-		launch = func(st, g cuda.DevicePtr, n int) error { return r.k.gradStats(r.s, r.prefix, st, g, n, bf) }
+		launch = func(st, g cuda.DevicePtr, n int) error { return r.k.GradStats(r.s, st, g, n, bf) }
 	}
 	must(t, launch(r.stats, g, len(xs)))
 	var got stats
@@ -106,21 +100,19 @@ func TestGradStatsRandom(t *testing.T) {
 		rig := newGSRig(t, d, k, 4*sizes[len(sizes)-1])
 		for _, bf := range []bool{false, true} {
 			for _, kind := range gradKinds {
-				for _, rig.prefix = range gsPrefixes {
-					r := rand.New(rand.NewPCG(3, uint64(len(kind.name))))
-					for _, n := range sizes {
-						xs := kind.gen(r, n, bf)
-						sum := refStats(xs)
-						for _, off := range []int{0, 1, 3, 5} {
-							init := randomInit(r)
-							want := addStats(init, sum)
-							if got := rig.run(t, xs, bf, off, init, nil); got != want {
-								t.Errorf("%v %s bf16=%v %s n=%d offset %d: gpu %v, cpu %v", k.v, rig.prefix, bf, kind.name, n, off, got, want)
-							}
-							if off == 1 && rig.prefix == gsPrefixes[0] {
-								if got := rig.run(t, xs, bf, off, init, rig.v1(bf)); got != want {
-									t.Errorf("%v bf16=%v %s n=%d: first kernel %v, cpu %v", k.v, bf, kind.name, n, got, want)
-								}
+				r := rand.New(rand.NewPCG(3, uint64(len(kind.name))))
+				for _, n := range sizes {
+					xs := kind.gen(r, n, bf)
+					sum := refStats(xs)
+					for _, off := range []int{0, 1, 3, 5} {
+						init := randomInit(r)
+						want := addStats(init, sum)
+						if got := rig.run(t, xs, bf, off, init, nil); got != want {
+							t.Errorf("%v bf16=%v %s n=%d offset %d: gpu %v, cpu %v", k.v, bf, kind.name, n, off, got, want)
+						}
+						if off == 1 {
+							if got := rig.run(t, xs, bf, off, init, rig.v1(bf)); got != want {
+								t.Errorf("%v bf16=%v %s n=%d: first kernel %v, cpu %v", k.v, bf, kind.name, n, got, want)
 							}
 						}
 					}
@@ -146,7 +138,7 @@ func (r *gsRig) v1(bf bool) func(st, g cuda.DevicePtr, n int) error {
 func (r *gsRig) grid(bf bool, blocks uint32) func(st, g cuda.DevicePtr, n int) error {
 	return func(st, g cuda.DevicePtr, n int) error {
 		args := new(cuda.Args).Ptr(st).Ptr(g).U64(uint64(n))
-		if err := r.s.Launch(r.k.function(r.prefix+typeName(bf)), cuda.Dim3{X: blocks}, cuda.Dim3{X: gradStatsBlock}, 0, args); err != nil {
+		if err := r.s.Launch(r.k.function("grad_stats_"+typeName(bf)), cuda.Dim3{X: blocks}, cuda.Dim3{X: gradStatsBlock}, 0, args); err != nil {
 			return err
 		}
 		return r.k.gradStatsNormalize(r.s, st)
@@ -165,11 +157,9 @@ func TestGradStatsGrids(t *testing.T) {
 			for _, kind := range gradKinds[:6] {
 				xs := kind.gen(rand.New(rand.NewPCG(5, uint64(len(kind.name)))), n, bf)
 				want := parallelRef(xs)
-				for _, rig.prefix = range gsPrefixes {
-					for _, blocks := range []uint32{1, 3, 37} {
-						if got := rig.run(t, xs, bf, 3, stats{}, rig.grid(bf, blocks)); got != want {
-							t.Errorf("%v %s bf16=%v %s %d blocks: gpu %v, cpu %v", k.v, rig.prefix, bf, kind.name, blocks, got, want)
-						}
+				for _, blocks := range []uint32{1, 3, 37} {
+					if got := rig.run(t, xs, bf, 3, stats{}, rig.grid(bf, blocks)); got != want {
+						t.Errorf("%v bf16=%v %s %d blocks: gpu %v, cpu %v", k.v, bf, kind.name, blocks, got, want)
 					}
 				}
 			}
@@ -194,16 +184,13 @@ func TestGradStatsBF16Exhaustive(t *testing.T) {
 	for _, k := range sets {
 		rig := newGSRig(t, d, k, 2*len(rep))
 		want := refStats(all)
-		for _, rig.prefix = range gsPrefixes {
-			for off := range 8 {
-				if got := rig.run(t, all, true, off, stats{}, nil); got != want {
-					t.Errorf("%v %s all bfloat16 at offset %d: gpu %v, cpu %v", k.v, rig.prefix, off, got, want)
-				}
+		for off := range 8 {
+			if got := rig.run(t, all, true, off, stats{}, nil); got != want {
+				t.Errorf("%v all bfloat16 at offset %d: gpu %v, cpu %v", k.v, off, got, want)
 			}
-			name := k.v.String() + "/" + rig.prefix
-			t.Run(name+"alone", func(t *testing.T) { eachBF16(t, d, rig, all, 1) })
-			t.Run(name+"repeated", func(t *testing.T) { eachBF16(t, d, rig, rep, 32) })
 		}
+		t.Run(k.v.String()+"/alone", func(t *testing.T) { eachBF16(t, d, rig, all, 1) })
+		t.Run(k.v.String()+"/repeated", func(t *testing.T) { eachBF16(t, d, rig, rep, 32) })
 	}
 }
 
@@ -216,7 +203,7 @@ func eachBF16(t *testing.T, d *cuda.Device, rig *gsRig, xs []float32, per int) {
 	out := alloc(t, d, 8*optimizer.StatsLen*runs)
 	must(t, rig.s.Memset8(out, 0, 8*optimizer.StatsLen*runs))
 	for h := range runs {
-		must(t, rig.k.gradStats(rig.s, rig.prefix, out.Add(8*optimizer.StatsLen*h), rig.grad.Add(2*per*h), per, true))
+		must(t, rig.k.GradStats(rig.s, out.Add(8*optimizer.StatsLen*h), rig.grad.Add(2*per*h), per, true))
 	}
 	got := make([]int64, optimizer.StatsLen*runs)
 	must(t, rig.s.Download(cuda.Bytes(got), out))
@@ -251,10 +238,8 @@ func TestGradStatsHuge(t *testing.T) {
 	}{{true, 1<<28 + 3, "scaledup"}, {true, 1<<28 + 3, "alternate"}, {false, 1<<28 + 1, "scaledup"}} {
 		xs := hugeGrad(c.n, c.bf, c.kind)
 		want := parallelRef(xs)
-		for _, rig.prefix = range gsPrefixes {
-			if got := rig.run(t, xs, c.bf, 1, stats{}, nil); got != want {
-				t.Errorf("%v %s bf16=%v %s n=%d: gpu %v, cpu %v", k.v, rig.prefix, c.bf, c.kind, c.n, got, want)
-			}
+		if got := rig.run(t, xs, c.bf, 1, stats{}, nil); got != want {
+			t.Errorf("%v bf16=%v %s n=%d: gpu %v, cpu %v", k.v, c.bf, c.kind, c.n, got, want)
 		}
 	}
 }
