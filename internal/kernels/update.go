@@ -131,15 +131,3 @@ func (k *Set) CastSegments(s *cuda.Stream, dst, master cuda.DevicePtr, table Tab
 	args := new(cuda.Args).Ptr(dst).Ptr(master).Ptr(tablePtr).U32(uint32(table.Segs)).U64(uint64(table.Chunks)).Ptr(scale)
 	return s.Launch(k.function("segcast_"+formatName(f)), cuda.Dim3{X: uint32(min(table.Chunks, maxChunkBlocks))}, cuda.Dim3{X: blockSize}, 0, args)
 }
-
-// GradStats queues on s the addition of the statistics of optimizer.AddSquare
-// over the n elements of grad (bfloat16 when bf16, else float32) into the
-// ten int64 of stats, followed by optimizer.Normalize of stats.
-func (k *Set) GradStats(s *cuda.Stream, stats, grad cuda.DevicePtr, n int, bf16 bool) error {
-	if checkLen("GradStats", n) {
-		if err := k.launch1D(s, "grad_stats_"+typeName(bf16), n, 4, new(cuda.Args).Ptr(stats).Ptr(grad).U64(uint64(n))); err != nil {
-			return err
-		}
-	}
-	return s.Launch(k.function("grad_stats_normalize"), cuda.Dim3{X: 1}, cuda.Dim3{X: 1}, 0, new(cuda.Args).Ptr(stats))
-}

@@ -1,0 +1,271 @@
+package kernels
+
+import (
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/optimizer"
+)
+
+type stats = [optimizer.StatsLen]int64
+
+// gradBytes returns xs as the bytes of a float32 or bfloat16 gradient.
+func gradBytes(xs []float32, bf bool) []byte {
+	if !bf {
+		return cuda.Bytes(xs)
+	}
+	h := make([]uint16, len(xs))
+	parallelFor(len(xs), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			h[i] = fp8.BF16FromFloat32(xs[i])
+		}
+	})
+	return cuda.Bytes(h)
+}
+
+// parallelRef is refStats over xs split across the CPUs (each piece
+// normalised, then the pieces added), as the CPU backend computes it.
+func parallelRef(xs []float32) stats {
+	p := runtime.GOMAXPROCS(0)
+	parts := make([]stats, p)
+	var wg sync.WaitGroup
+	for k := range p {
+		wg.Go(func() { parts[k] = refStats(xs[len(xs)*k/p : len(xs)*(k+1)/p]) })
+	}
+	wg.Wait()
+	var s stats
+	for _, q := range parts {
+		s = addStats(s, q)
+	}
+	return s
+}
+
+// gsRig is a device gradient buffer and statistics buffer for one Set.
+type gsRig struct {
+	k     *Set
+	s     *cuda.Stream
+	grad  cuda.DevicePtr
+	stats cuda.DevicePtr
+}
+
+func newGSRig(t testing.TB, d *cuda.Device, k *Set, gradBytes int) *gsRig {
+	return &gsRig{k: k, s: newStream(t, d), grad: alloc(t, d, gradBytes+64), stats: alloc(t, d, 8*optimizer.StatsLen)}
+}
+
+// run uploads xs at element offset off, sets the statistics to init, runs
+// launch (GradStats unless given) and returns the statistics.
+func (r *gsRig) run(t testing.TB, xs []float32, bf bool, off int, init stats, launch func(st, g cuda.DevicePtr, n int) error) stats {
+	t.Helper()
+	size := 4
+	if bf {
+		size = 2
+	}
+	g := r.grad.Add(off * size)
+	must(t, r.s.Upload(g, gradBytes(xs, bf)))
+	must(t, r.s.Upload(r.stats, cuda.Bytes(init[:])))
+	if launch == nil {
+		launch = func(st, g cuda.DevicePtr, n int) error { return r.k.GradStats(r.s, st, g, n, bf) }
+	}
+	must(t, launch(r.stats, g, len(xs)))
+	var got stats
+	must(t, r.s.Download(cuda.Bytes(got[:]), r.stats))
+	return got
+}
+
+// randomInit returns normalised statistics to start from (the launchers
+// add to what stats holds).
+func randomInit(r *rand.Rand) stats {
+	var s stats
+	for k := range optimizer.NormLimbs - 1 {
+		s[k] = int64(r.Uint32())
+	}
+	s[optimizer.NormLimbs-1] = int64(r.IntN(1000))
+	s[optimizer.NormLimbs] = int64(r.IntN(10))
+	return s
+}
+
+// TestGradStatsRandom compares GradStats (and the first kernel) with the CPU
+// reference on every kind of gradient of gradKinds, for sizes around the
+// vector widths and element offsets that leave the slice unaligned, added to
+// nonzero statistics.
+func TestGradStatsRandom(t *testing.T) {
+	d, sets := loadAll(t)
+	sizes := []int{1, 3, 7, 8, 9, 31, 33, 1000, 4097, 1<<20 + 3}
+	for _, k := range sets {
+		rig := newGSRig(t, d, k, 4*sizes[len(sizes)-1])
+		for _, bf := range []bool{false, true} {
+			for _, kind := range gradKinds {
+				r := rand.New(rand.NewPCG(3, uint64(len(kind.name))))
+				for _, n := range sizes {
+					xs := kind.gen(r, n, bf)
+					sum := refStats(xs)
+					for _, off := range []int{0, 1, 3, 5} {
+						init := randomInit(r)
+						want := addStats(init, sum)
+						if got := rig.run(t, xs, bf, off, init, nil); got != want {
+							t.Errorf("%v bf16=%v %s n=%d offset %d: gpu %v, cpu %v", k.v, bf, kind.name, n, off, got, want)
+						}
+						if off == 1 {
+							if got := rig.run(t, xs, bf, off, init, rig.v1(bf)); got != want {
+								t.Errorf("%v bf16=%v %s n=%d: first kernel %v, cpu %v", k.v, bf, kind.name, n, got, want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// v1 launches the first kernel as its launcher did (1-D grid, 8 blocks per
+// multiprocessor at most), then the normalisation.
+func (r *gsRig) v1(bf bool) func(st, g cuda.DevicePtr, n int) error {
+	return func(st, g cuda.DevicePtr, n int) error {
+		if err := r.k.launch1D(r.s, "grad_stats_v1_"+typeName(bf), n, 4, new(cuda.Args).Ptr(st).Ptr(g).U64(uint64(n))); err != nil {
+			return err
+		}
+		return r.k.gradStatsNormalize(r.s, st)
+	}
+}
+
+// grid launches the kernel on a given grid: the sum must not depend on it,
+// and small grids make each thread run many flush periods.
+func (r *gsRig) grid(bf bool, blocks uint32) func(st, g cuda.DevicePtr, n int) error {
+	return func(st, g cuda.DevicePtr, n int) error {
+		args := new(cuda.Args).Ptr(st).Ptr(g).U64(uint64(n))
+		if err := r.s.Launch(r.k.function("grad_stats_"+typeName(bf)), cuda.Dim3{X: blocks}, cuda.Dim3{X: gradStatsBlock}, 0, args); err != nil {
+			return err
+		}
+		return r.k.gradStatsNormalize(r.s, st)
+	}
+}
+
+// TestGradStatsGrids runs the kernels on grids of 1, 3 and 37 blocks over
+// 2^22+5 elements (each thread of one block passes 64 flush periods or
+// more) of the typical, scaled and adversarial kinds.
+func TestGradStatsGrids(t *testing.T) {
+	d, sets := loadAll(t)
+	const n = 1<<22 + 5
+	for _, k := range sets {
+		rig := newGSRig(t, d, k, 4*n)
+		for _, bf := range []bool{false, true} {
+			for _, kind := range gradKinds[:6] {
+				xs := kind.gen(rand.New(rand.NewPCG(5, uint64(len(kind.name)))), n, bf)
+				want := parallelRef(xs)
+				for _, blocks := range []uint32{1, 3, 37} {
+					if got := rig.run(t, xs, bf, 3, stats{}, rig.grid(bf, blocks)); got != want {
+						t.Errorf("%v bf16=%v %s %d blocks: gpu %v, cpu %v", k.v, bf, kind.name, blocks, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestGradStatsBF16Exhaustive checks every bfloat16 value: all 2^16 summed
+// in one call (at every offset modulo the vector), each alone at its own
+// (unaligned) address, and each repeated over four aligned vectors (the
+// fast path and a flush of each square).
+func TestGradStatsBF16Exhaustive(t *testing.T) {
+	d, sets := loadAll(t)
+	all := make([]float32, 1<<16)
+	rep := make([]float32, 0, 32<<16)
+	for h := range all {
+		all[h] = fp8.Float32FromBF16(uint16(h))
+		for range 32 {
+			rep = append(rep, all[h])
+		}
+	}
+	for _, k := range sets {
+		rig := newGSRig(t, d, k, 2*len(rep))
+		want := refStats(all)
+		for off := range 8 {
+			if got := rig.run(t, all, true, off, stats{}, nil); got != want {
+				t.Errorf("%v all bfloat16 at offset %d: gpu %v, cpu %v", k.v, off, got, want)
+			}
+		}
+		t.Run(k.v.String()+"/alone", func(t *testing.T) { eachBF16(t, d, rig, all, 1) })
+		t.Run(k.v.String()+"/repeated", func(t *testing.T) { eachBF16(t, d, rig, rep, 32) })
+	}
+}
+
+// eachBF16 uploads xs (2^16 runs of per values, run h all bfloat16 h) and
+// computes the statistics of each run by its own GradStats call into its
+// own statistics, all queued before one download.
+func eachBF16(t *testing.T, d *cuda.Device, rig *gsRig, xs []float32, per int) {
+	const runs = 1 << 16
+	must(t, rig.s.Upload(rig.grad, gradBytes(xs, true)))
+	out := alloc(t, d, 8*optimizer.StatsLen*runs)
+	must(t, rig.s.Memset8(out, 0, 8*optimizer.StatsLen*runs))
+	for h := range runs {
+		must(t, rig.k.GradStats(rig.s, out.Add(8*optimizer.StatsLen*h), rig.grad.Add(2*per*h), per, true))
+	}
+	got := make([]int64, optimizer.StatsLen*runs)
+	must(t, rig.s.Download(cuda.Bytes(got), out))
+	bad := 0
+	for h := range runs {
+		want := refStats(xs[per*h : per*(h+1)])
+		if g := stats(got[optimizer.StatsLen*h:]); g != want {
+			if bad++; bad <= 8 {
+				t.Errorf("bfloat16 %#04x x%d: gpu %v, cpu %v", h, per, g, want)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d bfloat16 values wrong", bad, runs)
+	}
+}
+
+// TestGradStatsHuge checks 2^28+3 bfloat16 and 2^28+1 float32 gradients
+// (typical, over 16 tensors of growing scale; and the adversarial
+// alternation) at odd element offsets against the CPU reference.
+func TestGradStatsHuge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("huge gradients: not in -short")
+	}
+	d, sets := loadAll(t)
+	k := sets[len(sets)-1]
+	rig := newGSRig(t, d, k, 4*(1<<28+1))
+	for _, c := range []struct {
+		bf   bool
+		n    int
+		kind string
+	}{{true, 1<<28 + 3, "scaledup"}, {true, 1<<28 + 3, "alternate"}, {false, 1<<28 + 1, "scaledup"}} {
+		xs := hugeGrad(c.n, c.bf, c.kind)
+		want := parallelRef(xs)
+		if got := rig.run(t, xs, c.bf, 1, stats{}, nil); got != want {
+			t.Errorf("%v bf16=%v %s n=%d: gpu %v, cpu %v", k.v, c.bf, c.kind, c.n, got, want)
+		}
+	}
+}
+
+// hugeGrad generates n values in parallel: kind "scaledup" is 16 tensors
+// of Gaussian values, each 8 times the one before (from sigma 1e-3), any
+// other kind is that of gradKinds.
+func hugeGrad(n int, bf bool, kind string) []float32 {
+	gen := gradKinds[0].gen // normal
+	for _, g := range gradKinds {
+		if g.name == kind && kind != "scaledup" {
+			gen = g.gen
+		}
+	}
+	xs := make([]float32, n)
+	const piece = 1 << 20
+	parallelFor((n+piece-1)/piece, func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			part := gen(rand.New(rand.NewPCG(11, uint64(p))), min(piece, n-p*piece), bf)
+			if kind == "scaledup" {
+				for j := range part { // a power of two: exact in bfloat16 too
+					part[j] = float32(math.Ldexp(float64(part[j]), 3*(16*(p*piece+j)/n)))
+				}
+			}
+			copy(xs[p*piece:], part)
+		}
+	})
+	return xs
+}
