@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"github.com/distopt/distopt/internal/cuda/cudatest"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ func BenchmarkGradStats(b *testing.B) {
 	d, sets := loadAll(b)
 	k := sets[len(sets)-1]
 	rig := newGSRig(b, d, k, 4*benchN)
-	dst := alloc(b, d, 4*benchN)
+	dst := cudatest.Alloc(b, d, 4*benchN)
 	copyGBs := map[bool]float64{}
 	for _, bf := range []bool{true, false} {
 		size := 4

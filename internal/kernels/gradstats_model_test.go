@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // gsTraits mirrors GSTraits of gradstats.cu.
@@ -31,7 +31,7 @@ type gsModel struct {
 	below          int
 	belowE         uint32
 	bad            uint64
-	limbs          [optimizer.NormLimbs]uint64
+	limbs          [backend.NormLimbs]uint64
 	fastAdds, move int
 }
 
@@ -45,13 +45,13 @@ func (m *gsModel) add(v uint64, bit int) {
 		hi = v >> (64 - s)
 	}
 	m.limbs[li] += lo & 0xffffffff
-	if li+1 < optimizer.NormLimbs {
+	if li+1 < backend.NormLimbs {
 		m.limbs[li+1] += lo >> 32
 	} else if lo>>32 != 0 {
 		m.t.Fatalf("flush piece beyond limb 8: v=%#x bit=%d", v, bit)
 	}
 	if hi != 0 {
-		if li+2 >= optimizer.NormLimbs {
+		if li+2 >= backend.NormLimbs {
 			m.t.Fatalf("flush piece beyond limb 8: v=%#x bit=%d", v, bit)
 		}
 		m.limbs[li+2] += hi
@@ -137,7 +137,7 @@ func (m *gsModel) fastAdd(i int, q float32) bool {
 
 func (m *gsModel) period() {
 	m.flush()
-	for k := 0; k < optimizer.NormLimbs-1; k++ {
+	for k := 0; k < backend.NormLimbs-1; k++ {
 		m.limbs[k+1] += m.limbs[k] >> 32
 		m.limbs[k] &= 0xffffffff
 	}
@@ -170,12 +170,12 @@ func (m *gsModel) run(iters [][][]float32) {
 }
 
 // stats returns the model's limbs and count as int64 statistics.
-func (m *gsModel) stats() [optimizer.StatsLen]int64 {
-	var s [optimizer.StatsLen]int64
+func (m *gsModel) stats() [backend.StatsLen]int64 {
+	var s [backend.StatsLen]int64
 	for k, l := range m.limbs {
 		s[k] = int64(l)
 	}
-	s[optimizer.NormLimbs] = int64(m.bad)
+	s[backend.NormLimbs] = int64(m.bad)
 	return s
 }
 
@@ -183,9 +183,9 @@ func (m *gsModel) stats() [optimizer.StatsLen]int64 {
 // number of threads would (vectors dealt round-robin, U per iteration; the
 // head and tail of an unaligned slice do not matter to the scheme and are
 // left out: xs is taken as aligned) and returns the normalised sum.
-func modelStats(t *testing.T, tr gsTraits, xs []float32, threads int) ([optimizer.StatsLen]int64, int, int) {
+func modelStats(t *testing.T, tr gsTraits, xs []float32, threads int) ([backend.StatsLen]int64, int, int) {
 	nv := len(xs) / tr.v
-	var total [optimizer.StatsLen]int64
+	var total [backend.StatsLen]int64
 	fast, moves := 0, 0
 	for th := range threads {
 		var iters [][][]float32
@@ -212,28 +212,28 @@ func modelStats(t *testing.T, tr gsTraits, xs []float32, threads int) ([optimize
 		}
 		fast, moves = fast+m.fastAdds, moves+m.move
 	}
-	var tail [optimizer.StatsLen]int64
+	var tail [backend.StatsLen]int64
 	for _, x := range xs[nv*tr.v:] {
-		optimizer.AddSquare(&tail, x)
+		backend.AddSquare(&tail, x)
 	}
 	for k := range tail {
 		total[k] += tail[k]
 	}
-	optimizer.Normalize(&total)
+	backend.Normalize(&total)
 	return total, fast, moves
 }
 
-// refStats is the specification: optimizer.AddSquare over xs, then
-// optimizer.Normalize.
-func refStats(xs []float32) [optimizer.StatsLen]int64 {
-	var s [optimizer.StatsLen]int64
+// refStats is the specification: backend.AddSquare over xs, then
+// backend.Normalize.
+func refStats(xs []float32) [backend.StatsLen]int64 {
+	var s [backend.StatsLen]int64
 	for lo := 0; lo < len(xs); lo += 1 << 24 {
 		for _, x := range xs[lo:min(lo+1<<24, len(xs))] {
-			optimizer.AddSquare(&s, x)
+			backend.AddSquare(&s, x)
 		}
-		optimizer.Normalize(&s)
+		backend.Normalize(&s)
 	}
-	optimizer.Normalize(&s)
+	backend.Normalize(&s)
 	return s
 }
 
@@ -345,10 +345,10 @@ func genWith(r *rand.Rand, n int, bf bool, f func(i int) float32) []float32 {
 }
 
 // addStats adds two normalised statistics and normalises the sum.
-func addStats(a, b [optimizer.StatsLen]int64) [optimizer.StatsLen]int64 {
+func addStats(a, b [backend.StatsLen]int64) [backend.StatsLen]int64 {
 	for k := range a {
 		a[k] += b[k]
 	}
-	optimizer.Normalize(&a)
+	backend.Normalize(&a)
 	return a
 }

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"github.com/distopt/distopt/internal/cuda/cudatest"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -9,10 +10,10 @@ import (
 
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
-type stats = [optimizer.StatsLen]int64
+type stats = [backend.StatsLen]int64
 
 // gradBytes returns xs as the bytes of a float32 or bfloat16 gradient.
 func gradBytes(xs []float32, bf bool) []byte {
@@ -54,7 +55,7 @@ type gsRig struct {
 }
 
 func newGSRig(t testing.TB, d *cuda.Device, k *Set, gradBytes int) *gsRig {
-	return &gsRig{k: k, s: newStream(t, d), grad: alloc(t, d, gradBytes+64), stats: alloc(t, d, 8*optimizer.StatsLen)}
+	return &gsRig{k: k, s: cudatest.Stream(t, d), grad: cudatest.Alloc(t, d, gradBytes+64), stats: cudatest.Alloc(t, d, 8*backend.StatsLen)}
 }
 
 // run uploads xs at element offset off, sets the statistics to init, runs
@@ -81,11 +82,11 @@ func (r *gsRig) run(t testing.TB, xs []float32, bf bool, off int, init stats, la
 // add to what stats holds).
 func randomInit(r *rand.Rand) stats {
 	var s stats
-	for k := range optimizer.NormLimbs - 1 {
+	for k := range backend.NormLimbs - 1 {
 		s[k] = int64(r.Uint32())
 	}
-	s[optimizer.NormLimbs-1] = int64(r.IntN(1000))
-	s[optimizer.NormLimbs] = int64(r.IntN(10))
+	s[backend.NormLimbs-1] = int64(r.IntN(1000))
+	s[backend.NormLimbs] = int64(r.IntN(10))
 	return s
 }
 
@@ -200,17 +201,17 @@ func TestGradStatsBF16Exhaustive(t *testing.T) {
 func eachBF16(t *testing.T, d *cuda.Device, rig *gsRig, xs []float32, per int) {
 	const runs = 1 << 16
 	must(t, rig.s.Upload(rig.grad, gradBytes(xs, true)))
-	out := alloc(t, d, 8*optimizer.StatsLen*runs)
-	must(t, rig.s.Memset8(out, 0, 8*optimizer.StatsLen*runs))
+	out := cudatest.Alloc(t, d, 8*backend.StatsLen*runs)
+	must(t, rig.s.Memset8(out, 0, 8*backend.StatsLen*runs))
 	for h := range runs {
-		must(t, rig.k.GradStats(rig.s, out.Add(8*optimizer.StatsLen*h), rig.grad.Add(2*per*h), per, true))
+		must(t, rig.k.GradStats(rig.s, out.Add(8*backend.StatsLen*h), rig.grad.Add(2*per*h), per, true))
 	}
-	got := make([]int64, optimizer.StatsLen*runs)
+	got := make([]int64, backend.StatsLen*runs)
 	must(t, rig.s.Download(cuda.Bytes(got), out))
 	bad := 0
 	for h := range runs {
 		want := refStats(xs[per*h : per*(h+1)])
-		if g := stats(got[optimizer.StatsLen*h:]); g != want {
+		if g := stats(got[backend.StatsLen*h:]); g != want {
 			if bad++; bad <= 8 {
 				t.Errorf("bfloat16 %#04x x%d: gpu %v, cpu %v", h, per, g, want)
 			}
