@@ -18,7 +18,6 @@ import (
 	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
 )
 
-
 // inOptimizerLayout returns t's values in p's layout, transposed where
 // needed by GoMLX's own Transpose op (an implementation independent of the
 // adapter's).
