@@ -70,25 +70,49 @@ func (o *Optimizer) weightsInto(dst []float32, name string, transpose bool) erro
 		}
 		return math.Float32frombits(binary.LittleEndian.Uint32(raw[4*s:]))
 	}
+	if !transpose {
+		scaleRuns(v.Recipe, rows, cols, func(lo, hi, s int) {
+			fp8.Dequantize(dst[lo:hi], data[lo:hi], inv(s), v.Format)
+		})
+		return nil
+	}
+	// Transposed: walk 32x32 tiles so that reads and writes both stay in
+	// cache; element k's scale index comes from the same rules as scaleRuns.
 	var table [256]float32
 	for b := range table {
 		table[b] = v.Format.Decode(uint8(b))
 	}
-	scaleRuns(v.Recipe, rows, cols, func(lo, hi, s int) {
-		if !transpose {
-			fp8.Dequantize(dst[lo:hi], data[lo:hi], inv(s), v.Format)
-			return
-		}
-		f := inv(s)
-		r, c := lo/cols, lo%cols
-		for _, b := range data[lo:hi] {
-			dst[c*rows+r] = table[b] * f
-			if c++; c == cols {
-				r, c = r+1, 0
+	index := scaleIndex(v.Recipe, cols)
+	perTensor := v.Recipe.NumScales(v.Shape) == 1
+	f := inv(0)
+	const tile = 32
+	for r0 := 0; r0 < rows; r0 += tile {
+		for c0 := 0; c0 < cols; c0 += tile {
+			for r := r0; r < min(r0+tile, rows); r++ {
+				for c := c0; c < min(c0+tile, cols); c++ {
+					k := r*cols + c
+					if !perTensor {
+						f = inv(index(k))
+					}
+					dst[c*rows+r] = table[data[k]] * f
+				}
 			}
 		}
-	})
+	}
 	return nil
+}
+
+// scaleIndex returns the function giving the scale index of flat element k
+// of a parameter with cols columns under recipe r (the s of scaleRuns).
+func scaleIndex(r fp8.Recipe, cols int) func(k int) int {
+	switch r.Scaling {
+	case fp8.Block1x128, fp8.MXFP8:
+		_, block := r.Block()
+		return func(k int) int { return k / block }
+	case fp8.Block128x128:
+		return func(k int) int { return fp8.TileIndex(k, cols, 128) }
+	}
+	return func(int) int { return 0 }
 }
 
 // scaleRuns calls visit for every run [lo, hi) of flat indices of a rows x

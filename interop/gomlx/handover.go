@@ -167,26 +167,36 @@ func (h *HandOver) encode(dst []byte, dt collective.DType, p Param, g *tensors.T
 	if !slices.Equal(g.Shape().Dimensions, dims) || g.DType() != p.Var.DType() {
 		return fmt.Errorf("%w: gradient of %q is %s, the variable %s", ErrHandOver, p.Name, g.Shape(), p.Var.Shape())
 	}
-	return withFlat(h.backend, g, func(src []float32) {
-		if dt == collective.Float32 {
-			encodeAs(dst, src, p.Layout, dims, 4, func(b []byte, x float32) { binary.LittleEndian.PutUint32(b, math.Float32bits(x)) })
-		} else {
-			encodeAs(dst, src, p.Layout, dims, 2, func(b []byte, x float32) { binary.LittleEndian.PutUint16(b, fp8.BF16FromFloat32(x)) })
-		}
-	})
+	rows, cols := 1, g.Size()
+	if p.Layout == Transposed {
+		rows, cols = split(dims)
+	}
+	return withFlat(h.backend, g, func(src []float32) { encodeTransposed(dst, dt, src, rows, cols) })
 }
 
-// encodeAs writes src (GoMLX order) into dst (size bytes an element, in
-// layout l) through put.
-func encodeAs(dst []byte, src []float32, l Layout, dims []int, size int, put func([]byte, float32)) {
-	if l != Transposed {
-		for k, x := range src {
-			put(dst[size*k:], x)
+// encodeTransposed writes the rows x cols row-major matrix src into dst as
+// elements of dt (Float32, or BFloat16 rounded to nearest even), laid out
+// as its cols x rows transpose: element (r, c) goes to c*rows+r. With one
+// row that is a plain conversion. It walks 32x32 tiles so that both sides
+// stay in cache.
+func encodeTransposed(dst []byte, dt collective.DType, src []float32, rows, cols int) {
+	const tile = 32
+	for r0 := 0; r0 < rows; r0 += tile {
+		for c0 := 0; c0 < cols; c0 += tile {
+			for r := r0; r < min(r0+tile, rows); r++ {
+				row := src[r*cols : (r+1)*cols]
+				if dt == collective.Float32 {
+					for c := c0; c < min(c0+tile, cols); c++ {
+						binary.LittleEndian.PutUint32(dst[4*(c*rows+r):], math.Float32bits(row[c]))
+					}
+					continue
+				}
+				for c := c0; c < min(c0+tile, cols); c++ {
+					binary.LittleEndian.PutUint16(dst[2*(c*rows+r):], fp8.BF16FromFloat32(row[c]))
+				}
+			}
 		}
-		return
 	}
-	rows, cols := split(dims)
-	eachTransposed(rows, cols, func(from, to int) { put(dst[size*to:], src[from]) })
 }
 
 // withFlat calls fn with t's float32 values: the backend's own buffer when
