@@ -14,9 +14,9 @@
 // graph computes only the loss and the gradients (GradExec), and the step
 // happens between two executions. Trainer wraps the whole cycle:
 //
-//	tr, err := gomlxinterop.NewTrainer(ctx, comm, backend, gctx, modelFn, lossFn, inputs, labels, gomlxinterop.Config{Optimizer: cfg})
+//	tr, err := gomlxinterop.NewTrainer(ctx, comm, backend, gctx, modelFn, lossFn, firstBatch, gomlxinterop.Config{Optimizer: cfg})
 //	for step := range steps {
-//	        loss, res, err := tr.Step(ctx, inputs, labels) // forward+backward, hand-over, distopt step, weights back
+//	        loss, res, err := tr.Step(ctx, batch) // forward+backward, hand-over, distopt step, weights back
 //	}
 //
 // # Parameters

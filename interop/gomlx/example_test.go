@@ -29,7 +29,7 @@ func ExampleTrainer() {
 	for r := range 2 {
 		wg.Go(func() {
 			ctx := context.Background()
-			be, err := simplego.New("")
+			be, err := simplego.New("ops_sequential") // see the README on simplego's parallel scheduler
 			if err != nil {
 				out[r] = err.Error()
 				return

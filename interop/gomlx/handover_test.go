@@ -124,6 +124,9 @@ func TestWeightsRoundTrip(t *testing.T) {
 					}
 				}
 				for _, p := range tr.Params() {
+					if !p.Var.MustValue().IsShared() {
+						t.Errorf("%s: after steps the variable no longer shares the backend's memory", p.Name)
+					}
 					want, err := tr.Optimizer().Weights(p.Name)
 					if err != nil {
 						t.Fatal(err)

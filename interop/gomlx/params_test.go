@@ -182,3 +182,30 @@ func TestGradientOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestGraphMismatch checks that a graph (for a new batch shape) that trains
+// other variables than the first one is refused with ErrGraph. (GoMLX
+// itself refuses new variables once a graph ran; a graph can still leave
+// some out.)
+func TestGraphMismatch(t *testing.T) {
+	model := func(ctx *mlctx.Context, _ any, in []*graph.Node) []*graph.Node {
+		y := layers.DenseWithBias(ctx.In("a"), in[0], 2)
+		if in[0].Shape().Dimensions[0] > 4 { // a smaller batch leaves this layer out
+			y = layers.DenseWithBias(ctx.In("b"), y, 2)
+		}
+		return []*graph.Node{y}
+	}
+	e, err := gomlxinterop.NewGradExec(newBackend(t), toy.Context(seed), model, toy.Loss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := func(n int) ([]*tensors.Tensor, []*tensors.Tensor) {
+		return []*tensors.Tensor{tensors.FromShape(shapes.Make(dtypes.Float32, n, 3))}, []*tensors.Tensor{tensors.FromShape(shapes.Make(dtypes.Float32, n, 2))}
+	}
+	if err := e.Build(batch(8)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.Exec(batch(4)); !errors.Is(err, gomlxinterop.ErrGraph) {
+		t.Errorf("graph without some variables: %v, want ErrGraph", err)
+	}
+}

@@ -15,7 +15,6 @@ import (
 	"github.com/distopt/distopt/interop/gomlx/internal/toy"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/backends/simplego"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 )
 
@@ -28,7 +27,7 @@ const (
 
 func newBackend(t testing.TB) backends.Backend {
 	t.Helper()
-	be, err := simplego.New("")
+	be, err := toy.Backend()
 	if err != nil {
 		t.Fatal(err)
 	}

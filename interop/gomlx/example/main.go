@@ -32,7 +32,6 @@ import (
 	gomlxinterop "github.com/distopt/distopt/interop/gomlx"
 	"github.com/distopt/distopt/interop/gomlx/internal/toy"
 	"github.com/distopt/distopt/optimizer"
-	"github.com/gomlx/gomlx/backends/simplego"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 )
 
@@ -151,7 +150,7 @@ var data = toy.NewData(toy.Small, 11)
 func heldOut() (x, y *tensors.Tensor) { return data.Concat(1<<20, 8, 64) }
 
 func reference(d int, o options) (*adamRun, error) {
-	be, err := simplego.New("")
+	be, err := toy.Backend()
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +167,7 @@ func reference(d int, o options) (*adamRun, error) {
 func rank(comm collective.Communicator, o options, ref *adamRun) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	be, err := simplego.New("")
+	be, err := toy.Backend()
 	if err != nil {
 		return err
 	}

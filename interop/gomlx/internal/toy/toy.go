@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/backends/simplego"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
@@ -162,3 +163,15 @@ func Eval(backend backends.Backend, s Shape, ctx *mlctx.Context, x, y *tensors.T
 	}
 	return tensors.ToScalar[float32](out[0]), nil
 }
+
+// BackendConfig is the simplego configuration the tests and the example
+// use: ops run one after the other (each op still uses several cores). In
+// GoMLX v0.26.0 simplego's parallel op scheduler races (the race detector
+// reports it inside Executable.executeParallel: an operand is judged at
+// its last use, and overwritten, without the lock its counter needs), so
+// results could depend on timing; bit-identity across ranks needs
+// deterministic executions.
+const BackendConfig = "ops_sequential"
+
+// Backend returns a new simplego backend configured with BackendConfig.
+func Backend() (backends.Backend, error) { return simplego.New(BackendConfig) }
