@@ -28,7 +28,8 @@
 // parameters named by their scope and name ("/layer_0/dense/weights").
 // Rules decide, per variable, whether it is trained, whether it is gathered
 // in high precision instead of FP8 (default: rank below 2, which covers
-// biases and the gains and offsets of normalisations), whether it is exempt
+// biases and the gains and offsets of normalisations, and Dense biases of
+// any rank), whether it is exempt
 // from weight decay (the same default), its layout and its parameter group;
 // every rule can be replaced.
 //

@@ -26,14 +26,15 @@ func inOptimizerLayout(t *testing.T, be backends.Backend, p gomlxinterop.Param, 
 	if p.Layout == gomlxinterop.AsIs {
 		return tensors.MustCopyFlatData[float32](x)
 	}
-	if x.Rank() != 2 {
-		t.Fatalf("%s: the test transposes rank 2 only, not %s", p.Name, x.Shape())
-	}
 	local, err := x.LocalClone()
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := graph.NewExec(be, func(x *graph.Node) *graph.Node { return graph.Transpose(x, 0, 1) })
+	perm := make([]int, x.Rank()) // the first axis moved last
+	for i := range perm {
+		perm[i] = (i + 1) % len(perm)
+	}
+	e, err := graph.NewExec(be, func(x *graph.Node) *graph.Node { return graph.TransposeAllAxes(x, perm...) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,19 +45,25 @@ func inOptimizerLayout(t *testing.T, be backends.Backend, p gomlxinterop.Param, 
 	return tensors.MustCopyFlatData[float32](out[0])
 }
 
-// oneRank returns a trainer of the small MLP on one rank with cfg.
-func oneRank(t *testing.T, be backends.Backend, cfg gomlxinterop.Config) (*gomlxinterop.Trainer, *toy.Data) {
+// oneRank returns a trainer of task on one rank with cfg.
+func oneRank(t *testing.T, be backends.Backend, task toy.Task, cfg gomlxinterop.Config) *gomlxinterop.Trainer {
 	t.Helper()
-	data := toy.NewData(toy.Small, 11)
-	x, y := data.Batch(0, 0, perRank)
-	tr, err := gomlxinterop.NewTrainer(context.Background(), inproc.Communicators(1)[0], be, toy.Context(seed), toy.Small.Model(), toy.Loss,
+	x, y := task.Batch(0, 0, perRank)
+	tr, err := gomlxinterop.NewTrainer(context.Background(), inproc.Communicators(1)[0], be, toy.Context(seed), task.Model(), task.Loss,
 		gomlxinterop.Batch{Inputs: []*tensors.Tensor{x}, Labels: []*tensors.Tensor{y}}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Close() })
-	return tr, data
+	return tr
 }
+
+// tasks are the MLP (Dense weights of rank 2) and the transformer (rank-3
+// attention projections with rank-2 biases, embeddings, layer norms).
+var tasks = []struct {
+	name string
+	task toy.Task
+}{{"mlp", toy.NewData(toy.Small, 11)}, {"transformer", toy.Tiny}}
 
 // TestInitialValues checks that the optimizer starts from the variables'
 // initial values exactly: its master weights, in its layout, equal GoMLX's
@@ -64,7 +71,7 @@ func oneRank(t *testing.T, be backends.Backend, cfg gomlxinterop.Config) (*gomlx
 // transposed by GoMLX, bit for bit.
 func TestInitialValues(t *testing.T) {
 	be := newBackend(t)
-	tr, _ := oneRank(t, be, adamConfig())
+	tr := oneRank(t, be, toy.NewData(toy.Small, 11), adamConfig())
 	ref, err := gomlxinterop.NewGradExec(be, toy.Context(seed), toy.Small.Model(), toy.Loss, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -102,47 +109,52 @@ func TestWeightsRoundTrip(t *testing.T) {
 		{Format: fp8.E4M3, Scaling: fp8.MXFP8},
 	} {
 		for _, layout := range []gomlxinterop.Layout{gomlxinterop.AsIs, gomlxinterop.Transposed} {
-			t.Run(fmt.Sprintf("%v/%v", rc, layout), func(t *testing.T) {
-				be := newBackend(t)
-				cfg := adamConfig()
-				cfg.Optimizer.Recipe = rc
-				cfg.Optimizer.HighPrecisionType = collective.Float32
-				cfg.Rules.Layout = func(v *mlctx.Variable) gomlxinterop.Layout {
-					if v.Shape().Rank() < 2 {
-						return gomlxinterop.AsIs
-					}
-					return layout
+			for _, tk := range tasks {
+				if tk.name != "mlp" && rc.Scaling != fp8.Block1x128 {
+					continue
 				}
-				tr, data := oneRank(t, be, cfg)
-				if !tr.Shared() {
-					t.Error("simplego has shared buffers, but the variables are not shared")
-				}
-				for s := range 3 {
-					x, y := data.Batch(s, 0, perRank)
-					if _, _, err := tr.Step(context.Background(), gomlxinterop.Batch{Inputs: []*tensors.Tensor{x}, Labels: []*tensors.Tensor{y}}); err != nil {
-						t.Fatal(err)
+				t.Run(fmt.Sprintf("%s/%v/%v", tk.name, rc, layout), func(t *testing.T) {
+					be := newBackend(t)
+					cfg := adamConfig()
+					cfg.Optimizer.Recipe = rc
+					cfg.Optimizer.HighPrecisionType = collective.Float32
+					cfg.Rules.Layout = func(v *mlctx.Variable) gomlxinterop.Layout {
+						if v.Shape().Rank() < 2 {
+							return gomlxinterop.AsIs
+						}
+						return layout
 					}
-				}
-				for _, p := range tr.Params() {
-					if !p.Var.MustValue().IsShared() {
-						t.Errorf("%s: after steps the variable no longer shares the backend's memory", p.Name)
+					tr := oneRank(t, be, tk.task, cfg)
+					if !tr.Shared() {
+						t.Error("simplego has shared buffers, but the variables are not shared")
 					}
-					want, err := tr.Optimizer().Weights(p.Name)
-					if err != nil {
-						t.Fatal(err)
+					for s := range 3 {
+						x, y := tk.task.Batch(s, 0, perRank)
+						if _, _, err := tr.Step(context.Background(), gomlxinterop.Batch{Inputs: []*tensors.Tensor{x}, Labels: []*tensors.Tensor{y}}); err != nil {
+							t.Fatal(err)
+						}
 					}
-					if k := firstDiff(inOptimizerLayout(t, be, p, p.Var.MustValue()), want); k >= 0 {
-						t.Fatalf("%s: variable differs from the gathered weights at %d", p.Name, k)
+					for _, p := range tr.Params() {
+						if !p.Var.MustValue().IsShared() {
+							t.Errorf("%s: after steps the variable no longer shares the backend's memory", p.Name)
+						}
+						want, err := tr.Optimizer().Weights(p.Name)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if k := firstDiff(inOptimizerLayout(t, be, p, p.Var.MustValue()), want); k >= 0 {
+							t.Fatalf("%s: variable differs from the gathered weights at %d", p.Name, k)
+						}
+						back, err := gomlxinterop.Values(p)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if k := firstDiff(back, want); k >= 0 {
+							t.Fatalf("%s: Values differs from the gathered weights at %d", p.Name, k)
+						}
 					}
-					back, err := gomlxinterop.Values(p)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if k := firstDiff(back, want); k >= 0 {
-						t.Fatalf("%s: Values differs from the gathered weights at %d", p.Name, k)
-					}
-				}
-			})
+				})
+			}
 		}
 	}
 }
@@ -152,13 +164,17 @@ func TestWeightsRoundTrip(t *testing.T) {
 // (transposed by GoMLX), rounded to BF16 to nearest even (fp8.RoundBF16)
 // or exactly for FP32 gradients.
 func TestGradsRoundTrip(t *testing.T) {
-	for _, dt := range []collective.DType{collective.BFloat16, collective.Float32} {
-		t.Run(dt.String(), func(t *testing.T) {
+	for _, c := range []struct {
+		dt collective.DType
+		tk int
+	}{{collective.BFloat16, 0}, {collective.Float32, 0}, {collective.BFloat16, 1}} {
+		dt, tk := c.dt, tasks[c.tk]
+		t.Run(tk.name+"/"+dt.String(), func(t *testing.T) {
 			be := newBackend(t)
 			cfg := adamConfig()
 			cfg.Optimizer.GradType = dt
-			tr, data := oneRank(t, be, cfg)
-			x, y := data.Batch(5, 0, perRank)
+			tr := oneRank(t, be, tk.task, cfg)
+			x, y := tk.task.Batch(5, 0, perRank)
 			_, grads, err := tr.GradExec().Exec([]*tensors.Tensor{x}, []*tensors.Tensor{y})
 			if err != nil {
 				t.Fatal(err)

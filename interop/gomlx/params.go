@@ -17,11 +17,11 @@ type Rules struct {
 	// counters and batch-norm averages are not trainable).
 	Trainable func(v *mlctx.Variable) bool
 	// HighPrecision selects the variables gathered in
-	// Config.HighPrecisionType instead of FP8. Default: rank below 2
+	// Config.HighPrecisionType instead of FP8. Default: DefaultHighPrecision
 	// (biases, normalisation gains and offsets, scalars).
 	HighPrecision func(v *mlctx.Variable) bool
-	// NoDecay selects the variables exempt from weight decay. Default: rank
-	// below 2.
+	// NoDecay selects the variables exempt from weight decay. Default:
+	// DefaultHighPrecision.
 	NoDecay func(v *mlctx.Variable) bool
 	// Layout picks the variable's layout. Default: Transposed for a
 	// variable named "weights" of rank 2 or more (Dense kernels, [in,
@@ -36,8 +36,13 @@ type Rules struct {
 func DefaultTrainable(v *mlctx.Variable) bool { return v.Trainable }
 
 // DefaultHighPrecision is the default Rules.HighPrecision and Rules.NoDecay:
-// variables of rank below 2.
-func DefaultHighPrecision(v *mlctx.Variable) bool { return v.Shape().Rank() < 2 }
+// variables of rank below 2 (biases, normalisation gains and offsets,
+// scalars), and Dense biases of any rank (a Dense layer with several output
+// axes, such as the query, key and value projections of GoMLX's
+// multi-head attention, has a bias of rank 2).
+func DefaultHighPrecision(v *mlctx.Variable) bool {
+	return v.Shape().Rank() < 2 || v.Name() == "biases"
+}
 
 // DefaultLayout is the default Rules.Layout: Transposed for Dense kernels
 // (named "weights", rank 2 or more), AsIs otherwise.

@@ -209,3 +209,49 @@ func TestGraphMismatch(t *testing.T) {
 		t.Errorf("graph without some variables: %v, want ErrGraph", err)
 	}
 }
+
+// TestParamsTransformer checks the default rules on GoMLX's own attention,
+// embedding and layer-norm layers: the rank-3 query, key and value kernels
+// [in, heads, dim] become [heads, dim, in] (blocks along in), their rank-2
+// biases are high precision and not decayed, embedding tables stay as they
+// are ([vocab, dim], read along dim) in FP8.
+func TestParamsTransformer(t *testing.T) {
+	e, err := gomlxinterop.NewGradExec(newBackend(t), toy.Context(seed), toy.Tiny.Model(), toy.Tiny.Loss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, y := toy.Tiny.Batch(0, 0, 2)
+	if err := e.Build([]*tensors.Tensor{x}, []*tensors.Tensor{y}); err != nil {
+		t.Fatal(err)
+	}
+	params, err := gomlxinterop.Params(e.Vars(), gomlxinterop.Rules{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		shape  []int
+		hp     bool
+		layout gomlxinterop.Layout
+	}{
+		"/tokens/embeddings": {[]int{16, 32}, false, gomlxinterop.AsIs},
+		"/attention/MultiHeadAttention/query/dense/weights":  {[]int{4, 8, 32}, false, gomlxinterop.Transposed},
+		"/attention/MultiHeadAttention/query/dense/biases":   {[]int{4, 8}, true, gomlxinterop.AsIs},
+		"/attention/MultiHeadAttention/output/dense/weights": {[]int{32, 32}, false, gomlxinterop.Transposed},
+		"/norm_0/layer_normalization/gain":                   {[]int{32}, true, gomlxinterop.AsIs},
+		"/ffn_0/dense/weights":                               {[]int{64, 32}, false, gomlxinterop.Transposed},
+	}
+	seen := 0
+	for _, p := range params {
+		w, ok := want[p.Name]
+		if !ok {
+			continue
+		}
+		seen++
+		if !slices.Equal(p.Shape, w.shape) || p.HighPrecision != w.hp || p.NoDecay != w.hp || p.Layout != w.layout {
+			t.Errorf("%s: shape %v high precision %t no decay %t %v, want %v %t %t %v", p.Name, p.Shape, p.HighPrecision, p.NoDecay, p.Layout, w.shape, w.hp, w.hp, w.layout)
+		}
+	}
+	if seen != len(want) || len(params) != 20 {
+		t.Errorf("found %d of the %d expected parameters among %d (want 20)", seen, len(want), len(params))
+	}
+}

@@ -52,7 +52,7 @@ type rankRun struct {
 // train runs d in-process ranks for steps steps, each rank fed micro
 // micro-batches per step: rank r's micro-batch k of step s is part
 // r*micro+k. The trainers are closed when the test ends.
-func train(t *testing.T, d, micro, steps int, cfg gomlxinterop.Config, data *toy.Data) []rankRun {
+func train(t *testing.T, d, micro, steps int, cfg gomlxinterop.Config, task toy.Task) []rankRun {
 	t.Helper()
 	comms := inproc.Communicators(d)
 	runs := make([]rankRun, d)
@@ -60,7 +60,7 @@ func train(t *testing.T, d, micro, steps int, cfg gomlxinterop.Config, data *toy
 	var wg sync.WaitGroup
 	for r := range d {
 		runs[r].backend = newBackend(t)
-		wg.Go(func() { errs[r] = trainRank(&runs[r], comms[r], micro, steps, cfg, data) })
+		wg.Go(func() { errs[r] = trainRank(&runs[r], comms[r], micro, steps, cfg, task) })
 	}
 	wg.Wait()
 	for r := range runs {
@@ -76,18 +76,18 @@ func train(t *testing.T, d, micro, steps int, cfg gomlxinterop.Config, data *toy
 	return runs
 }
 
-func trainRank(run *rankRun, comm collective.Communicator, micro, steps int, cfg gomlxinterop.Config, data *toy.Data) error {
+func trainRank(run *rankRun, comm collective.Communicator, micro, steps int, cfg gomlxinterop.Config, task toy.Task) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	batches := func(s int) []gomlxinterop.Batch {
 		var out []gomlxinterop.Batch
 		for k := range micro {
-			x, y := data.Batch(s, comm.Rank()*micro+k, perRank)
+			x, y := task.Batch(s, comm.Rank()*micro+k, perRank)
 			out = append(out, gomlxinterop.Batch{Inputs: []*tensors.Tensor{x}, Labels: []*tensors.Tensor{y}})
 		}
 		return out
 	}
-	tr, err := gomlxinterop.NewTrainer(ctx, comm, run.backend, toy.Context(seed), toy.Small.Model(), toy.Loss, batches(0)[0], cfg)
+	tr, err := gomlxinterop.NewTrainer(ctx, comm, run.backend, toy.Context(seed), task.Model(), task.Loss, batches(0)[0], cfg)
 	if err != nil {
 		return err
 	}
@@ -124,66 +124,78 @@ func meanLoss(runs []rankRun, s int) float64 {
 	return sum / float64(n)
 }
 
-// TestTrainMatchesGoMLXAdam trains the MLP on 3 in-process ranks with FP8
-// (E4M3, current scaling) weights and checks that the held-out loss at the
-// end lies within 2% of GoMLX's own Adam trained on the same batches (the
-// three ranks' batches stacked) from the same initial variables.
+// TestTrainMatchesGoMLXAdam trains on 3 in-process ranks with FP8 (E4M3,
+// current scaling) weights and checks that the held-out loss at the end
+// lies within 2% of GoMLX's own Adam trained on the same batches (the three
+// ranks' batches stacked) from the same initial variables: the MLP, and a
+// one-block transformer learning to reverse sequences (multi-head
+// attention, layer norms, embeddings).
 func TestTrainMatchesGoMLXAdam(t *testing.T) {
 	const d = 3
-	steps := 200
-	data := toy.NewData(toy.Small, 11)
-	runs := train(t, d, 1, steps, adamConfig(), data)
-	be := newBackend(t)
-	adamLoss, adamCtx, err := toy.Adam(be, toy.Small, data, seed, steps, d, perRank, lr, eps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if first := meanLoss(runs, 0); math.Abs(first-float64(adamLoss[0])) > 0.05*float64(adamLoss[0]) {
-		t.Fatalf("first loss %.5f, GoMLX Adam's %.5f: the runs do not start from the same model", first, adamLoss[0])
-	}
-	x, y := data.Concat(1<<20, 8, 64) // held out: no training step uses step 2^20
-	got, err := toy.Eval(runs[0].backend, toy.Small, runs[0].tr.GradExec().Context(), x, y)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, y = data.Concat(1<<20, 8, 64)
-	want, err := toy.Eval(be, toy.Small, adamCtx, x, y)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("held-out loss after %d steps: distopt (%d ranks, FP8) %.5f, GoMLX Adam %.5f (%+.2f%%); initial %.5f; last training loss %.5f vs %.5f",
-		steps, d, got, want, 100*(got/want-1), adamLoss[0], meanLoss(runs, steps-1), adamLoss[steps-1])
-	if got > 0.5*adamLoss[0] {
-		t.Errorf("distopt did not train: held-out loss %.5f, initial %.5f", got, adamLoss[0])
-	}
-	if math.Abs(float64(got/want-1)) > 0.02 {
-		t.Errorf("held-out loss %.5f is not within 2%% of GoMLX Adam's %.5f", got, want)
+	for _, c := range []struct {
+		name  string
+		task  toy.Task
+		steps int
+	}{{"mlp", toy.NewData(toy.Small, 11), 200}, {"transformer", toy.Tiny, 150}} {
+		t.Run(c.name, func(t *testing.T) {
+			runs := train(t, d, 1, c.steps, adamConfig(), c.task)
+			be := newBackend(t)
+			adamLoss, adamCtx, err := toy.Adam(be, c.task, seed, c.steps, d, perRank, lr, eps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first := meanLoss(runs, 0); math.Abs(first-float64(adamLoss[0])) > 0.05*float64(adamLoss[0]) {
+				t.Fatalf("first loss %.5f, GoMLX Adam's %.5f: the runs do not start from the same model", first, adamLoss[0])
+			}
+			x, y := toy.Concat(c.task, 1<<20, 8, 64) // held out: no training step uses step 2^20
+			got, err := toy.Eval(runs[0].backend, c.task, runs[0].tr.GradExec().Context(), x, y)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x, y = toy.Concat(c.task, 1<<20, 8, 64)
+			want, err := toy.Eval(be, c.task, adamCtx, x, y)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("held-out loss after %d steps: distopt (%d ranks, FP8) %.5f, GoMLX Adam %.5f (%+.2f%%); initial %.5f; last training loss %.5f vs %.5f",
+				c.steps, d, got, want, 100*(got/want-1), adamLoss[0], meanLoss(runs, c.steps-1), adamLoss[c.steps-1])
+			if got > 0.5*adamLoss[0] {
+				t.Errorf("distopt did not train: held-out loss %.5f, initial %.5f", got, adamLoss[0])
+			}
+			if math.Abs(float64(got/want-1)) > 0.02 {
+				t.Errorf("held-out loss %.5f is not within 2%% of GoMLX Adam's %.5f", got, want)
+			}
+		})
 	}
 }
 
 // TestShardInvariance checks that d ranks fed one batch each end with the
 // distopt state (masters and moments, gathered over the ranks), the GoMLX
 // variables and the per-batch losses bit-identical to one rank fed the same
-// d batches as micro-batches, for the per-tensor and a block recipe, with
+// d batches as micro-batches (the MLP and the transformer), for the
+// per-tensor, a block and the tile recipe, with
 // BF16 and FP32 gradients (FP32 sums depend on their order, so the
 // micro-batches must be averaged in rank order, as the communicator does).
 func TestShardInvariance(t *testing.T) {
 	const steps = 20
 	data := toy.NewData(toy.Small, 11)
 	for _, c := range []struct {
+		task   toy.Task
 		recipe fp8.Recipe
 		grads  collective.DType
+		worlds []int
 	}{
-		{fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, collective.BFloat16},
-		{fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block1x128}, collective.Float32},
+		{data, fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, collective.BFloat16, []int{2, 3}},
+		{data, fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block1x128}, collective.Float32, []int{2, 3}},
+		{toy.Tiny, fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block128x128}, collective.Float32, []int{3}},
 	} {
-		for _, d := range []int{2, 3} {
-			t.Run(fmt.Sprintf("%v/%v grads/d=%d", c.recipe, c.grads, d), func(t *testing.T) {
+		for _, d := range c.worlds {
+			t.Run(fmt.Sprintf("%T/%v/%v grads/d=%d", c.task, c.recipe, c.grads, d), func(t *testing.T) {
 				cfg := adamConfig()
 				cfg.Optimizer.Recipe, cfg.Optimizer.GradType = c.recipe, c.grads
 				cfg.Optimizer.WeightDecay, cfg.Optimizer.MaxGradNorm = 0.01, 1
-				got := train(t, d, 1, steps, cfg, data)
-				ref := train(t, 1, d, steps, cfg, data)[0]
+				got := train(t, d, 1, steps, cfg, c.task)
+				ref := train(t, 1, d, steps, cfg, c.task)[0]
 				want := fullState(ref.pieces)
 				for r, run := range got {
 					for s := range steps {

@@ -1,4 +1,6 @@
-// Command example trains a GoMLX MLP (pure-Go simplego backend) with distopt
+// Command example trains a GoMLX model (an MLP, or with -model transformer a
+// one-block transformer learning to reverse sequences; pure-Go simplego
+// backend) with distopt
 // on d data-parallel ranks: GoMLX computes the loss and the gradients, distopt
 // averages them, updates its FP32 master shard with AdamW and gathers FP8
 // weights, which go back into the GoMLX variables for the next step. GoMLX's
@@ -41,6 +43,7 @@ type options struct {
 	steps, batch int
 	lr, eps      float64
 	recipe       fp8.Recipe
+	task         toy.Task
 	store        optimizer.Agreer // under the launcher: where ranks compare configurations first
 }
 
@@ -50,6 +53,7 @@ func main() {
 	batch := flag.Int("batch", 16, "examples per rank per step")
 	lr := flag.Float64("lr", 3e-3, "learning rate (both optimizers)")
 	recipeName := flag.String("recipe", "current", "FP8 recipe: current, delayed, block, tile, mx")
+	model := flag.String("model", "mlp", "model: mlp (32-64-64-8, regression) or transformer (one block, reverses 8 tokens)")
 	flag.Parse()
 	recipe, ok := map[string]fp8.Recipe{
 		"current": {Format: fp8.E4M3, Scaling: fp8.TensorCurrent},
@@ -62,7 +66,12 @@ func main() {
 		fmt.Fprintf(os.Stderr, "unknown recipe %q\n", *recipeName)
 		os.Exit(2)
 	}
-	o := options{steps: *steps, batch: *batch, lr: *lr, eps: 1e-7, recipe: recipe}
+	task, ok := map[string]toy.Task{"mlp": toy.NewData(toy.Small, 11), "transformer": toy.Tiny}[*model]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "unknown model %q\n", *model)
+		os.Exit(2)
+	}
+	o := options{steps: *steps, batch: *batch, lr: *lr, eps: 1e-7, recipe: recipe, task: task}
 	var err error
 	if os.Getenv("RANK") != "" {
 		err = processRank(o)
@@ -144,22 +153,20 @@ type adamRun struct {
 	heldOut float32
 }
 
-var data = toy.NewData(toy.Small, 11)
-
 // heldOut is a batch no step trains on.
-func heldOut() (x, y *tensors.Tensor) { return data.Concat(1<<20, 8, 64) }
+func heldOut(task toy.Task) (x, y *tensors.Tensor) { return toy.Concat(task, 1<<20, 8, 64) }
 
 func reference(d int, o options) (*adamRun, error) {
 	be, err := toy.Backend()
 	if err != nil {
 		return nil, err
 	}
-	losses, ctx, err := toy.Adam(be, toy.Small, data, seed, o.steps, d, o.batch, o.lr, o.eps)
+	losses, ctx, err := toy.Adam(be, o.task, seed, o.steps, d, o.batch, o.lr, o.eps)
 	if err != nil {
 		return nil, err
 	}
-	x, y := heldOut()
-	h, err := toy.Eval(be, toy.Small, ctx, x, y)
+	x, y := heldOut(o.task)
+	h, err := toy.Eval(be, o.task, ctx, x, y)
 	return &adamRun{losses: losses, heldOut: h}, err
 }
 
@@ -172,11 +179,11 @@ func rank(comm collective.Communicator, o options, ref *adamRun) error {
 		return err
 	}
 	batch := func(s int) gomlxinterop.Batch {
-		x, y := data.Batch(s, comm.Rank(), o.batch)
+		x, y := o.task.Batch(s, comm.Rank(), o.batch)
 		return gomlxinterop.Batch{Inputs: []*tensors.Tensor{x}, Labels: []*tensors.Tensor{y}}
 	}
 	cfg := gomlxinterop.Config{Optimizer: optimizer.Config{LR: optimizer.Constant(o.lr), Eps: o.eps, Recipe: o.recipe, Store: o.store}}
-	tr, err := gomlxinterop.NewTrainer(ctx, comm, be, toy.Context(seed), toy.Small.Model(), toy.Loss, batch(0), cfg)
+	tr, err := gomlxinterop.NewTrainer(ctx, comm, be, toy.Context(seed), o.task.Model(), o.task.Loss, batch(0), cfg)
 	if err != nil {
 		return err
 	}
@@ -185,7 +192,7 @@ func rank(comm collective.Communicator, o options, ref *adamRun) error {
 		fmt.Printf("distopt + GoMLX (%s): %d ranks, recipe %s, %d parameters, variables shared with the backend: %t\n",
 			be.Name(), comm.Size(), o.recipe, len(tr.Params()), tr.Shared())
 		for _, p := range tr.Params() {
-			fmt.Printf("  %-28s distopt shape %-8s layout %-10v high precision %t\n", p.Name, fmt.Sprint(p.Shape), p.Layout, p.HighPrecision)
+			fmt.Printf("  %-52s distopt shape %-8s layout %-10v high precision %t\n", p.Name, fmt.Sprint(p.Shape), p.Layout, p.HighPrecision)
 		}
 		fmt.Printf("%6s  %14s  %14s\n", "step", "distopt FP8", "GoMLX Adam")
 	}
@@ -209,8 +216,8 @@ func rank(comm collective.Communicator, o options, ref *adamRun) error {
 	if ref == nil {
 		return nil
 	}
-	x, y := heldOut()
-	h, err := toy.Eval(be, toy.Small, tr.GradExec().Context(), x, y)
+	x, y := heldOut(o.task)
+	h, err := toy.Eval(be, o.task, tr.GradExec().Context(), x, y)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/backends/simplego"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
@@ -40,10 +41,16 @@ func (s Shape) Model() train.ModelFn {
 	}
 }
 
-// Loss is the loss of the tests and the example: mean squared error.
+// Loss is the MLP's loss: mean squared error.
 func Loss(labels, predictions []*graph.Node) *graph.Node {
 	return losses.MeanSquaredError(labels, predictions)
 }
+
+// Model returns the model of the data's shape (Task).
+func (d *Data) Model() train.ModelFn { return d.s.Model() }
+
+// Loss is the MLP's loss (Task).
+func (d *Data) Loss(labels, predictions []*graph.Node) *graph.Node { return Loss(labels, predictions) }
 
 // Context returns a new GoMLX context whose variables initialise from seed.
 func Context(seed int64) *mlctx.Context {
@@ -93,18 +100,6 @@ func (d *Data) Batch(step, part, n int) (x, y *tensors.Tensor) {
 	return tensors.FromFlatDataAndDimensions(xs, n, d.s.In), tensors.FromFlatDataAndDimensions(d.forward(xs, n), n, d.s.Out)
 }
 
-// Concat returns the batches of parts 0..parts-1 of step stacked into one
-// batch of parts*n examples (what one unsharded run sees).
-func (d *Data) Concat(step, parts, n int) (x, y *tensors.Tensor) {
-	var xs, ys []float32
-	for p := range parts {
-		xt, yt := d.Batch(step, p, n)
-		xs = append(xs, tensors.MustCopyFlatData[float32](xt)...)
-		ys = append(ys, tensors.MustCopyFlatData[float32](yt)...)
-	}
-	return tensors.FromFlatDataAndDimensions(xs, parts*n, d.s.In), tensors.FromFlatDataAndDimensions(ys, parts*n, d.s.Out)
-}
-
 // forward runs the teacher in plain Go.
 func (d *Data) forward(x []float32, n int) []float32 {
 	in := d.s.In
@@ -128,18 +123,58 @@ func (d *Data) forward(x []float32, n int) []float32 {
 	return x
 }
 
-// Adam trains s on backend with GoMLX's own Adam (learning rate lr, betas
-// 0.9 and 0.999, epsilon eps, no weight decay) for steps steps, step k on
-// Concat(k, parts, n), starting from the variables Context(seed)
+// Task is a model with its loss and its data.
+type Task interface {
+	Model() train.ModelFn
+	Loss(labels, predictions []*graph.Node) *graph.Node
+	// Batch returns batch number step of the given part (a rank, or a
+	// micro-batch) with n examples.
+	Batch(step, part, n int) (x, y *tensors.Tensor)
+}
+
+// Concat returns the batches of parts 0..parts-1 of step stacked into one
+// batch of parts*n examples (what one unsharded run sees).
+func Concat(t Task, step, parts, n int) (x, y *tensors.Tensor) {
+	var xs, ys []*tensors.Tensor
+	for p := range parts {
+		xt, yt := t.Batch(step, p, n)
+		xs, ys = append(xs, xt), append(ys, yt)
+	}
+	return stack(xs), stack(ys)
+}
+
+// stack joins tensors of one shape along their first axis.
+func stack(ts []*tensors.Tensor) *tensors.Tensor {
+	dims := ts[0].Shape().Clone().Dimensions
+	dims[0] *= len(ts)
+	switch ts[0].DType() {
+	case dtypes.Int32:
+		return tensors.FromFlatDataAndDimensions(joinFlat[int32](ts), dims...)
+	default:
+		return tensors.FromFlatDataAndDimensions(joinFlat[float32](ts), dims...)
+	}
+}
+
+func joinFlat[T float32 | int32](ts []*tensors.Tensor) []T {
+	var out []T
+	for _, t := range ts {
+		out = append(out, tensors.MustCopyFlatData[T](t)...)
+	}
+	return out
+}
+
+// Adam trains task on backend with GoMLX's own Adam (learning rate lr,
+// betas 0.9 and 0.999, epsilon eps, no weight decay) for steps steps, step
+// k on Concat(task, k, parts, n), starting from the variables Context(seed)
 // initialises. It returns the training loss of every step (before its
 // update) and the context, whose variables hold the trained model.
-func Adam(backend backends.Backend, s Shape, data *Data, seed int64, steps, parts, n int, lr, eps float64) ([]float32, *mlctx.Context, error) {
+func Adam(backend backends.Backend, task Task, seed int64, steps, parts, n int, lr, eps float64) ([]float32, *mlctx.Context, error) {
 	ctx := Context(seed)
 	opt := optimizers.Adam().LearningRate(lr).Epsilon(eps).Done()
-	tr := train.NewTrainer(backend, ctx, s.Model(), Loss, opt, nil, nil)
+	tr := train.NewTrainer(backend, ctx, task.Model(), task.Loss, opt, nil, nil)
 	var out []float32
 	for k := range steps {
-		x, y := data.Concat(k, parts, n)
+		x, y := Concat(task, k, parts, n)
 		m, err := tr.TrainStep(nil, []*tensors.Tensor{x}, []*tensors.Tensor{y})
 		if err != nil {
 			return nil, nil, fmt.Errorf("toy: GoMLX Adam step %d: %w", k, err)
@@ -149,10 +184,10 @@ func Adam(backend backends.Backend, s Shape, data *Data, seed int64, steps, part
 	return out, ctx, nil
 }
 
-// Eval returns the mean squared error of the model held by ctx on x, y.
-func Eval(backend backends.Backend, s Shape, ctx *mlctx.Context, x, y *tensors.Tensor) (float32, error) {
+// Eval returns task's loss of the model held by ctx on x, y.
+func Eval(backend backends.Backend, task Task, ctx *mlctx.Context, x, y *tensors.Tensor) (float32, error) {
 	e, err := mlctx.NewExec(backend, ctx.Reuse(), func(ctx *mlctx.Context, x, y *graph.Node) *graph.Node {
-		return graph.ReduceAllMean(Loss([]*graph.Node{y}, s.Model()(ctx, nil, []*graph.Node{x})))
+		return graph.ReduceAllMean(task.Loss([]*graph.Node{y}, task.Model()(ctx, nil, []*graph.Node{x})))
 	})
 	if err != nil {
 		return 0, err
