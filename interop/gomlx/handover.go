@@ -22,6 +22,7 @@ type HandOver struct {
 	opt     *optimizer.Optimizer
 	params  []Param
 	scratch [][]byte
+	srcs    [][]byte
 }
 
 // NewHandOver returns the hand-over between params (in gradient order) and
@@ -119,33 +120,31 @@ func (h *HandOver) MeanGrads(micro [][]*tensors.Tensor) error {
 		if err != nil {
 			return err
 		}
-		dst, direct := v.Data.(collective.HostBuffer)
-		if len(micro) > 1 || !direct {
-			dst = h.buffer(0, v.Data.Len())
+		n := v.Data.Len()
+		out, host := v.Data.(collective.HostBuffer)
+		if !host {
+			out = h.buffer(len(micro), n) // staged, then written to the device
 		}
-		if err := h.encode(dst, v.DType, p, micro[0][i]); err != nil {
-			return err
-		}
-		if len(micro) > 1 {
-			srcs := [][]byte{dst}
-			for k := 1; k < len(micro); k++ {
-				b := h.buffer(k, v.Data.Len())
-				if err := h.encode(b, v.DType, p, micro[k][i]); err != nil {
-					return err
+		if len(micro) == 1 {
+			err = h.encode(out, v.DType, p, micro[0][i])
+		} else {
+			h.srcs = h.srcs[:0]
+			for k := range micro {
+				b := h.buffer(k, n)
+				if err = h.encode(b, v.DType, p, micro[k][i]); err != nil {
+					break
 				}
-				srcs = append(srcs, b)
+				h.srcs = append(h.srcs, b)
 			}
-			out, ok := v.Data.(collective.HostBuffer)
-			if !ok {
-				out = h.buffer(len(micro), v.Data.Len())
+			if err == nil {
+				collective.Reduce(out, h.srcs, v.DType, collective.Avg)
 			}
-			collective.Reduce(out, srcs, v.DType, collective.Avg)
-			dst, direct = out, ok
 		}
-		if !direct {
-			if err := h.opt.Backend().Write(v.Data, 0, dst); err != nil {
-				return err
-			}
+		if err == nil && !host {
+			err = h.opt.Backend().Write(v.Data, 0, out)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
