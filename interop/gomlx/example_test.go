@@ -29,7 +29,7 @@ func ExampleTrainer() {
 	for r := range 2 {
 		wg.Go(func() {
 			ctx := context.Background()
-			be, err := simplego.New("ops_sequential") // see the README on simplego's parallel scheduler
+			be, err := simplego.New("ops_sequential") // see the README on simplego's scheduler
 			if err != nil {
 				out[r] = err.Error()
 				return
@@ -69,4 +69,40 @@ func ExampleTrainer() {
 	// Output:
 	// rank 0: /linear/dense/weights as [1 2] transposed, loss fell: true
 	// rank 1: /linear/dense/weights as [1 2] transposed, loss fell: true
+}
+
+// Params maps the variables a gradient graph trains to distopt parameters:
+// Dense kernels [in, out] are handed over transposed, as [out, in], so that
+// block scales run along in; biases are gathered in high precision.
+func ExampleParams() {
+	be, err := simplego.New("ops_sequential")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	model := func(ctx *mlctx.Context, _ any, in []*graph.Node) []*graph.Node {
+		return []*graph.Node{layers.DenseWithBias(ctx.In("layer"), in[0], 4)}
+	}
+	e, err := gomlxinterop.NewGradExec(be, mlctx.New(), model, losses.MeanSquaredError, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	x := tensors.FromValue([][]float32{{1, 2, 3}})
+	y := tensors.FromValue([][]float32{{0, 0, 0, 0}})
+	if err := e.Build([]*tensors.Tensor{x}, []*tensors.Tensor{y}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	params, err := gomlxinterop.Params(e.Vars(), gomlxinterop.Rules{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, p := range params {
+		fmt.Printf("%s %v -> %v %v, high precision %t\n", p.Name, p.Var.Shape().Dimensions, p.Shape, p.Layout, p.HighPrecision)
+	}
+	// Output:
+	// /layer/dense/weights [3 4] -> [4 3] transposed, high precision false
+	// /layer/dense/biases [4] -> [4] as-is, high precision true
 }
