@@ -1,0 +1,226 @@
+// Command example trains a GoMLX model (an MLP, or with -model transformer a
+// one-block transformer learning to reverse sequences; pure-Go simplego
+// backend) with distopt
+// on d data-parallel ranks: GoMLX computes the loss and the gradients, distopt
+// averages them, updates its FP32 master shard with AdamW and gathers FP8
+// weights, which go back into the GoMLX variables for the next step. GoMLX's
+// own Adam trains the same model on the same batches (the ranks' batches
+// stacked), and the losses are printed side by side.
+//
+//	go run ./example -ranks 4 -steps 200
+//
+// Under the launcher each rank is a process and the ranks talk over gRPC:
+//
+//	go build -o bin/ ./example && (cd ../.. && go build -o interop/gomlx/bin/ ./cmd/distopt)
+//	bin/distopt run --nproc-per-node 4 -- bin/example
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/collective/grpccomm"
+	"github.com/distopt/distopt/collective/inproc"
+	"github.com/distopt/distopt/collective/rendezvous"
+	"github.com/distopt/distopt/fp8"
+	gomlxinterop "github.com/distopt/distopt/interop/gomlx"
+	"github.com/distopt/distopt/interop/gomlx/internal/toy"
+	"github.com/distopt/distopt/optimizer"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+)
+
+const seed = 7
+
+type options struct {
+	steps, batch int
+	lr, eps      float64
+	recipe       fp8.Recipe
+	task         toy.Task
+	store        optimizer.Agreer // under the launcher: where ranks compare configurations first
+}
+
+func main() {
+	ranks := flag.Int("ranks", 4, "data-parallel ranks (in-process; under `distopt run` WORLD_SIZE)")
+	steps := flag.Int("steps", 200, "optimizer steps")
+	batch := flag.Int("batch", 16, "examples per rank per step")
+	lr := flag.Float64("lr", 3e-3, "learning rate (both optimizers)")
+	recipeName := flag.String("recipe", "current", "FP8 recipe: current, delayed, block, tile, mx")
+	model := flag.String("model", "mlp", "model: mlp (32-64-64-8, regression) or transformer (one block, reverses 8 tokens)")
+	flag.Parse()
+	recipe, ok := map[string]fp8.Recipe{
+		"current": {Format: fp8.E4M3, Scaling: fp8.TensorCurrent},
+		"delayed": {Format: fp8.E4M3, Scaling: fp8.TensorDelayed, HistoryLen: 16},
+		"block":   {Format: fp8.E4M3, Scaling: fp8.Block1x128},
+		"tile":    {Format: fp8.E4M3, Scaling: fp8.Block128x128},
+		"mx":      {Format: fp8.E4M3, Scaling: fp8.MXFP8},
+	}[*recipeName]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "unknown recipe %q\n", *recipeName)
+		os.Exit(2)
+	}
+	task, ok := map[string]toy.Task{"mlp": toy.NewData(toy.Small, 11), "transformer": toy.Tiny}[*model]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "unknown model %q\n", *model)
+		os.Exit(2)
+	}
+	o := options{steps: *steps, batch: *batch, lr: *lr, eps: 1e-7, recipe: recipe, task: task}
+	var err error
+	if os.Getenv("RANK") != "" {
+		err = processRank(o)
+	} else {
+		err = inProcess(*ranks, o)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "example:", err)
+		os.Exit(1)
+	}
+}
+
+// inProcess runs d ranks as goroutines over the in-process communicator.
+func inProcess(d int, o options) error {
+	ref, err := reference(d, o)
+	if err != nil {
+		return err
+	}
+	comms := inproc.Communicators(d)
+	errs := make([]error, d)
+	var wg sync.WaitGroup
+	for r := range d {
+		wg.Go(func() {
+			var rf *adamRun
+			if r == 0 {
+				rf = ref
+			}
+			errs[r] = rank(comms[r], o, rf)
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			return fmt.Errorf("rank %d: %w", r, err)
+		}
+	}
+	return nil
+}
+
+// processRank runs one rank of a job started by `distopt run`: the
+// rendezvous comes from the environment, the ranks talk over gRPC.
+func processRank(o options) error {
+	rc, err := rendezvous.FromEnv()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	store, err := rendezvous.Connect(ctx, rc)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	comm, err := grpccomm.New(ctx, store, grpccomm.Config{})
+	if err != nil {
+		return err
+	}
+	defer comm.Close()
+	o.store = store
+	var ref *adamRun
+	if rc.Rank == 0 {
+		d, _ := strconv.Atoi(os.Getenv("WORLD_SIZE"))
+		if ref, err = reference(d, o); err != nil {
+			return err
+		}
+	}
+	if err := rank(comm, o, ref); err != nil {
+		return err
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return collective.Barrier(ctx, comm)
+}
+
+// adamRun is GoMLX's own Adam on the same data: the loss of every step and
+// the held-out loss at the end.
+type adamRun struct {
+	losses  []float32
+	heldOut float32
+}
+
+// heldOut is a batch no step trains on.
+func heldOut(task toy.Task) (x, y *tensors.Tensor) { return toy.Concat(task, 1<<20, 8, 64) }
+
+func reference(d int, o options) (*adamRun, error) {
+	be, err := toy.Backend()
+	if err != nil {
+		return nil, err
+	}
+	losses, ctx, err := toy.Adam(be, o.task, seed, o.steps, d, o.batch, o.lr, o.eps)
+	if err != nil {
+		return nil, err
+	}
+	x, y := heldOut(o.task)
+	h, err := toy.Eval(be, o.task, ctx, x, y)
+	return &adamRun{losses: losses, heldOut: h}, err
+}
+
+// rank trains one rank; rank 0 (which gets ref) prints the losses.
+func rank(comm collective.Communicator, o options, ref *adamRun) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	be, err := toy.Backend()
+	if err != nil {
+		return err
+	}
+	batch := func(s int) gomlxinterop.Batch {
+		x, y := o.task.Batch(s, comm.Rank(), o.batch)
+		return gomlxinterop.Batch{Inputs: []*tensors.Tensor{x}, Labels: []*tensors.Tensor{y}}
+	}
+	cfg := gomlxinterop.Config{Optimizer: optimizer.Config{LR: optimizer.Constant(o.lr), Eps: o.eps, Recipe: o.recipe, Store: o.store}}
+	tr, err := gomlxinterop.NewTrainer(ctx, comm, be, toy.Context(seed), o.task.Model(), o.task.Loss, batch(0), cfg)
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	if ref != nil {
+		fmt.Printf("distopt + GoMLX (%s): %d ranks, recipe %s, %d parameters, variables shared with the backend: %t\n",
+			be.Name(), comm.Size(), o.recipe, len(tr.Params()), tr.Shared())
+		for _, p := range tr.Params() {
+			fmt.Printf("  %-52s distopt shape %-8s layout %-10v high precision %t\n", p.Name, fmt.Sprint(p.Shape), p.Layout, p.HighPrecision)
+		}
+		fmt.Printf("%6s  %14s  %14s\n", "step", "distopt FP8", "GoMLX Adam")
+	}
+	lossBuf := make(collective.HostBuffer, 8)
+	for s := range o.steps {
+		loss, res, err := tr.Step(ctx, batch(s))
+		if err != nil {
+			return err
+		}
+		if res.Skipped {
+			return fmt.Errorf("step %d skipped: %s", s, res.Reason)
+		}
+		binary.LittleEndian.PutUint64(lossBuf, math.Float64bits(float64(loss)))
+		if err := collective.AllReduce(ctx, comm, lossBuf, lossBuf, collective.Float64, collective.Avg); err != nil {
+			return err
+		}
+		if ref != nil && (s%max(1, o.steps/10) == 0 || s == o.steps-1) {
+			fmt.Printf("%6d  %14.5f  %14.5f\n", s, math.Float64frombits(binary.LittleEndian.Uint64(lossBuf)), ref.losses[s])
+		}
+	}
+	if ref == nil {
+		return nil
+	}
+	x, y := heldOut(o.task)
+	h, err := toy.Eval(be, o.task, tr.GradExec().Context(), x, y)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("held-out loss after %d steps: distopt %.5f   GoMLX Adam %.5f   (%+.2f%%)\n", o.steps, h, ref.heldOut, 100*(h/ref.heldOut-1))
+	return nil
+}
