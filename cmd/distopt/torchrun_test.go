@@ -185,7 +185,7 @@ func TestRunTorchrunEnvironment(t *testing.T) {
 		t.Errorf("no OMP_NUM_THREADS notice in stderr:\n%s", stderr)
 	}
 
-	ranks, stderr = runEnv(t, []string{"OMP_NUM_THREADS=3"}, "--nproc_per_node=2", "--nnodes=3", "--node_rank=2", "--rdzv_endpoint=10.1.2.3:4567")
+	ranks, stderr = runEnv(t, []string{"OMP_NUM_THREADS=3", "DISTOPT_JOB_SECRET=s3cret"}, "--nproc_per_node=2", "--nnodes=3", "--node_rank=2", "--rdzv_endpoint=10.1.2.3:4567")
 	for i, r := range []int{4, 5} {
 		env := ranks[r]
 		for k, v := range map[string]string{"LOCAL_RANK": strconv.Itoa(i), "GROUP_RANK": "2", "GROUP_WORLD_SIZE": "3", "ROLE_WORLD_SIZE": "6",
