@@ -29,6 +29,13 @@
 // with the CUDA backend and NCCL; the CUDA backend matches the CPU one bit
 // for bit, so the digests are those of a CPU run (scripts/gpu/twonode.sh).
 //
+// -group-size G shards the optimizer state within groups of G ranks and
+// replicates it across the groups (collective/hier: gradients
+// reduce-scattered in the group and all-reduced across groups). In-process
+// any divisor of -ranks works; under the launcher 1 (every rank a group:
+// the two-node GPU check "2 groups x 1") or WORLD_SIZE (flat). The printed
+// loss is then averaged within the group only.
+//
 // Over several hosts (distopt run --nnodes 2 --node-rank K, see the
 // launcher), an error that names a lost rank also names the node it ran on.
 package main
@@ -53,9 +60,11 @@ import (
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/grpccomm"
+	"github.com/distopt/distopt/collective/hier"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/rendezvous"
+	"github.com/distopt/distopt/collective/single"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/gpu"
@@ -78,6 +87,7 @@ type weights map[string][]float32
 // stateDigest is the -state-digest flag (see the command's doc).
 var (
 	stateDigest = flag.Bool("state-digest", false, "print every rank's SHA-256 of its optimizer state and of the gathered weights at the end")
+	groupSize   = flag.Int("group-size", 0, "hierarchical sharding (collective/hier): shard within groups of this many ranks, replicate across them (0: flat); under the launcher 1 or WORLD_SIZE")
 	backendName = flag.String("backend", "cpu", "cpu, or gpu (under the launcher: GPU LOCAL_RANK, CUDA backend and NCCL)")
 )
 
@@ -231,7 +241,10 @@ func main() {
 // returns the mean loss of every step and each rank's memory report. Rank
 // 0 prints its progress to out.
 func trainSharded(out io.Writer, d, steps, bs int, teacher, init weights, cfg optimizer.Config, dl deadlines) ([]float64, []optimizer.MemoryReport, error) {
-	comms := inproc.Communicators(d)
+	comms, err := inprocWorld(d)
+	if err != nil {
+		return nil, nil, err
+	}
 	losses := make([][]float64, d)
 	reports := make([]optimizer.MemoryReport, d)
 	errs := make([]error, d)
@@ -250,6 +263,47 @@ func trainSharded(out io.Writer, d, steps, bs int, teacher, init weights, cfg op
 		}
 	}
 	return losses[0], reports, nil
+}
+
+// globalRank is the rank of comm in the whole job: its rank, or for a
+// hierarchical communicator its rank among every group's ranks.
+func globalRank(comm collective.Communicator) int {
+	if h, ok := comm.(*hier.Comm); ok {
+		return h.GlobalRank()
+	}
+	return comm.Rank()
+}
+
+// inprocWorld returns d in-process communicators: one flat world, or with
+// -group-size G a hierarchical world of groups of G.
+func inprocWorld(d int) ([]collective.Communicator, error) {
+	if *groupSize <= 0 {
+		return inproc.Communicators(d), nil
+	}
+	hc, err := hier.InProcess(d, *groupSize)
+	if err != nil {
+		return nil, err
+	}
+	comms := make([]collective.Communicator, d)
+	for i, c := range hc {
+		comms[i] = c
+	}
+	return comms, nil
+}
+
+// grouped applies -group-size to the communicator of a launched rank: 0 or
+// WORLD_SIZE keeps it flat; 1 makes every rank a group of its own (the
+// state replicated, the gradients all-reduced: collective/hier with a
+// one-rank group). Other sizes need a communicator per group, which this
+// example does not make.
+func grouped(comm collective.Communicator) (collective.Communicator, error) {
+	switch *groupSize {
+	case 0, comm.Size():
+		return comm, nil
+	case 1:
+		return hier.New(single.New(comm.Memory(), nil), comm)
+	}
+	return nil, fmt.Errorf("-group-size=%d: under the launcher, 1 or WORLD_SIZE (%d)", *groupSize, comm.Size())
 }
 
 // deadlines bound the operations of a run (see the command's doc).
@@ -347,7 +401,7 @@ func step(o *optimizer.Optimizer, comm collective.Communicator, s, bs int, teach
 			return 0, optimizer.StepResult{}, err
 		}
 	}
-	x, y := batch(teacher, s, comm.Rank(), bs)
+	x, y := batch(teacher, s, globalRank(comm), bs)
 	loss, g := lossAndGrad(w, x, y, bs)
 	time.Sleep(dl.delay)
 	for name, gv := range g {
@@ -398,19 +452,23 @@ func processRank(out io.Writer, steps, bs int, teacher, init weights, cfg optimi
 		return nil, optimizer.MemoryReport{}, 0, err
 	}
 	defer store.Close()
-	comm, be, transport, err := connect(ctx, store, rc)
+	flat, be, transport, err := connect(ctx, store, rc)
 	if err != nil {
 		return nil, optimizer.MemoryReport{}, 0, err
 	}
 	defer be.Close()
-	defer comm.Close()
+	defer flat.Close()
+	comm, err := grouped(flat)
+	if err != nil {
+		return nil, optimizer.MemoryReport{}, 0, err
+	}
 	cfg.Store = store // ranks compare their configuration's fingerprint here first
 	via := fmt.Sprintf("%s (one process per rank, rendezvous at %s)", transport, net.JoinHostPort(rc.MasterAddr, strconv.Itoa(rc.MasterPort)))
 	losses, rep, err := rankOn(out, via, comm, be, steps, bs, teacher, init, cfg, dl)
 	if err == nil {
 		bctx, cancel := context.WithTimeout(context.Background(), dl.step)
 		defer cancel()
-		err = collective.Barrier(bctx, comm)
+		err = collective.Barrier(bctx, flat) // every rank of the job, not only the group
 	}
 	return losses, rep, rc.Rank, withNode(err, rc)
 }

@@ -185,3 +185,62 @@ func TestKilledNode(t *testing.T) {
 	}
 	t.Logf("node 0 failed %v after node 1 was killed (step deadline %v)", took.Round(time.Millisecond), stepTimeout)
 }
+
+// weightsOf returns the weights digests of digest lines.
+func weightsOf(lines []string) []string {
+	var w []string
+	for _, l := range lines {
+		_, v, _ := strings.Cut(l, " weights ")
+		w = append(w, v)
+	}
+	return w
+}
+
+// TestTwoNodesHierarchical runs two groups of one rank (-group-size 1:
+// state replicated, gradients all-reduced across the groups) in-process and
+// as two nodes: the same state digests on both ranks and both runs, and
+// the same gathered weights as flat sharding (with two ranks the
+// reduction is one addition and a halving in either scheme).
+func TestTwoNodesHierarchical(t *testing.T) {
+	distopt, train := buildBinaries(t)
+	args := []string{train, "-steps", "12", "-recipe", "tile", "-state-digest"}
+	flat, err := exec.Command(train, append(args[1:], "-ranks", "2")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("flat in-process run: %v\n%s", err, flat)
+	}
+	inproc, err := exec.Command(train, append(args[1:], "-ranks", "2", "-group-size", "1")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("hierarchical in-process run: %v\n%s", err, inproc)
+	}
+	want := digestsOf(t, "hierarchical in-process", inproc, 2)
+	if want[0] != want[1] || !strings.Contains(want[0], "rank 0 of 1") {
+		t.Errorf("the two groups' replicas differ: %q", want)
+	}
+	if w, f := weightsOf(want), weightsOf(digestsOf(t, "flat", flat, 2)); !slices.Equal(w, f) {
+		t.Errorf("gathered weights %q, flat %q", w, f)
+	}
+	port := freeTCPPort(t)
+	hargs := append(args, "-group-size", "1")
+	nodes := [2]*exec.Cmd{nodeCommand(distopt, port, 0, hargs...), nodeCommand(distopt, port, 1, hargs...)}
+	var outs [2][]byte
+	errs := make(chan error, 2)
+	for k, c := range nodes {
+		go func() {
+			var err error
+			outs[k], err = c.CombinedOutput()
+			errs <- err
+		}()
+	}
+	for range nodes {
+		if err := <-errs; err != nil {
+			t.Errorf("a node failed: %v", err)
+		}
+	}
+	both := append(append([]byte{}, outs[0]...), outs[1]...)
+	if t.Failed() {
+		t.Fatalf("%s", both)
+	}
+	if got := digestsOf(t, "two nodes", both, 2); !slices.Equal(got, want) {
+		t.Errorf("two nodes:\n%q\nin-process:\n%q", got, want)
+	}
+}

@@ -14,7 +14,8 @@
 #      NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo), one launcher per node
 # and demands that every rank's digest of its optimizer state (masters and
 # moments, bit for bit) and of the gathered weights is the same in 1, 2 and
-# 3. Then 4: node 1's launcher is killed mid-run; node 0 must fail, naming
+# 3. Then 5: examples/train -group-size 1 (hierarchical sharding, 2 groups
+# x 1 GPU) as two nodes against the same on the CPU; and 4: node 1's launcher is killed mid-run; node 0 must fail, naming
 # node 1, within its step deadline (STEP_TIMEOUT, default 30s).
 set -u
 cd "$(dirname "$0")/../.."
@@ -43,7 +44,7 @@ node() {
 	shift 2
 	CUDA_VISIBLE_DEVICES=$k NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo \
 		$bin/distopt run --nnodes 2 --node-rank "$k" --nproc-per-node 1 \
-		--master-addr 127.0.0.1 --master-port "$port" -- $bin/train -backend gpu "$@" >"$log" 2>&1 &
+		--master-addr 127.0.0.1 --master-port "$port" -- $bin/train -backend ${BACKEND:-gpu} "$@" >"$log" 2>&1 &
 }
 
 run() {
@@ -52,7 +53,7 @@ run() {
 	export DISTOPT_JOB_SECRET=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 	echo "== date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 	echo "== built from:"; cat $bin/commit
-	nvidia-smi --query-gpu=index,name,driver_version --format=csv
+	nvidia-smi --query-gpu=index,name,driver_version --format=csv || echo "no nvidia-smi (BACKEND=${BACKEND:-gpu})"
 	status=0 tmp=$(mktemp -d) port=${PORT:-29517}
 	common="-steps ${STEPS:-20} -state-digest -step-timeout ${STEP_TIMEOUT:-30s}"
 	for recipe in ${RECIPES:-current block}; do
@@ -60,9 +61,10 @@ run() {
 		# shellcheck disable=SC2086
 		$bin/train -ranks 2 -recipe "$recipe" $common >"$tmp/cpu" 2>&1 || status=1
 		tail -3 "$tmp/cpu"
+		cp "$tmp/cpu" "$tmp/cpu-$recipe"
 		echo "== recipe $recipe: 2. 2 GPUs, one launcher"
 		# shellcheck disable=SC2086
-		timeout 120 $bin/distopt run --nproc-per-node 2 -- $bin/train -backend gpu -recipe "$recipe" $common >"$tmp/one" 2>&1 || status=1
+		timeout 120 $bin/distopt run --nproc-per-node 2 -- $bin/train -backend ${BACKEND:-gpu} -recipe "$recipe" $common >"$tmp/one" 2>&1 || status=1
 		tail -3 "$tmp/one"
 		echo "== recipe $recipe: 3. two nodes of one GPU, NCCL over sockets"
 		start=$(date +%s.%N)
@@ -83,6 +85,28 @@ run() {
 			fi
 		done
 	done
+
+	echo "== 5. hierarchical, 2 groups x 1 GPU (-group-size 1), two nodes, against the CPU"
+	# shellcheck disable=SC2086
+	$bin/train -ranks 2 -group-size 1 -recipe current $common >"$tmp/hcpu" 2>&1 || status=1
+	# shellcheck disable=SC2086
+	node 0 "$tmp/h0" -group-size 1 -recipe current $common; p0=$!
+	# shellcheck disable=SC2086
+	node 1 "$tmp/h1" -group-size 1 -recipe current $common; p1=$!
+	wait $p0 || status=1
+	wait $p1 || status=1
+	cat "$tmp/h0" "$tmp/h1" >"$tmp/htwo"
+	if [ -n "$(digests "$tmp/hcpu")" ] && [ "$(digests "$tmp/hcpu")" = "$(digests "$tmp/htwo")" ]; then
+		echo "[ok  ] hierarchical 2x1 on two GPU nodes: digests equal the CPU run's"
+	else
+		echo "[FAIL] hierarchical 2x1: digests differ"; digests "$tmp/hcpu"; digests "$tmp/htwo"; status=1
+	fi
+	# The gathered weights of 2x1 are those of flat d=2 (one addition, one halving).
+	if [ "$(digests "$tmp/hcpu" | sed 's/.* weights //' | sort -u)" = "$(grep -h -o 'state digest of rank .*' "$tmp"/cpu-current | sed 's/.* weights //' | sort -u)" ]; then
+		echo "[ok  ] hierarchical 2x1: gathered weights equal flat d=2's"
+	else
+		echo "[FAIL] hierarchical 2x1: gathered weights differ from flat d=2's"; status=1
+	fi
 
 	echo "== 4. kill node 1 mid-run"
 	node 0 "$tmp/k0" -steps 100000 -step-delay 20ms -step-timeout "${STEP_TIMEOUT:-30s}"; p0=$!
