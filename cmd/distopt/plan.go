@@ -31,8 +31,9 @@ type planOptions struct {
 	params   int64      // > 0: a model of one FP8 tensor of this many elements instead of model
 	ds       []int
 	cfg      optimizer.Config
-	exactAvg bool     // the NCCL communicator's Config.ExactAvg
-	group    int      // > 0: hierarchical sharding within groups of this many ranks (collective/hier)
+	exactAvg bool // the NCCL communicator's Config.ExactAvg
+	group    int  // > 0: hierarchical sharding within groups of this many ranks (collective/hier)
+	step     stepOptions
 	bytes    bool     // exact bytes instead of GiB
 	gpu      plan.GPU // Bytes > 0: warn where a configuration does not fit
 	list     bool     // -model list: print the presets
@@ -59,6 +60,9 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	}
 	if err == nil {
 		var p *memoryPlan
+		if o.step.cluster != "" {
+			return runStepPlan(o, stdout, stderr)
+		}
 		if p, err = makePlan(o); err == nil {
 			p.write(stdout, o.bytes)
 			p.warn(stderr)
@@ -99,6 +103,7 @@ func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
 	sgd := fs.Bool("sgd", false, "SGD with momentum instead of AdamW (one moment)")
 	fs.BoolVar(&o.exactAvg, "exact-avg", false, "the NCCL communicator's ExactAvg: bfloat16 gradients are averaged in float32 scratch")
 	fs.IntVar(&o.group, "group", 0, "hierarchical sharding (collective/hier): shard the state within groups of `G` ranks (a node) and replicate it across groups; every d above G must be a multiple of G (0: flat)")
+	o.step.flags(fs)
 	fs.BoolVar(&o.bytes, "bytes", false, "print bytes instead of GiB")
 	fs.StringVar(&o.chart, "chart", "", "draw the comparison into this .png or .svg file (GiB per rank against d)")
 	fs.Usage = func() {
