@@ -22,11 +22,18 @@ cd "$(dirname "$0")/../.."
 root=$(pwd)
 bin=.gpu/twonode
 
+# The binaries travel compressed ($bin/bin.tgz, about half their size:
+# the device call carries 64 MiB at most) and run unpacks them into $bin.
 build() {
 	set -e
-	mkdir -p $bin
-	go build -ldflags="-s -w" -o $bin/distopt ./cmd/distopt
-	go build -ldflags="-s -w" -o $bin/train ./examples/train
+	rm -rf $bin
+	mkdir -p $bin/stage
+	go build -ldflags="-s -w" -o $bin/stage/distopt ./cmd/distopt
+	go build -ldflags="-s -w" -o $bin/stage/train ./examples/train
+	export CGO_CFLAGS="${CGO_CFLAGS:-} -Wno-deprecated-declarations" # go-nvml's header
+	go build -ldflags="-s -w" -o $bin/stage/multigpu ./examples/multigpu
+	tar czf $bin/bin.tgz -C $bin/stage distopt train multigpu
+	rm -rf $bin/stage
 	{
 		git rev-parse HEAD
 		git status --porcelain --untracked-files=no | sed 's/^/modified: /'
@@ -48,6 +55,7 @@ node() {
 }
 
 run() {
+	if [ -f $bin/bin.tgz ] && [ ! -x $bin/distopt ]; then tar xzf $bin/bin.tgz -C $bin; fi
 	export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 	export LD_LIBRARY_PATH="/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 	export DISTOPT_JOB_SECRET=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -124,6 +132,22 @@ run() {
 		echo "[ok  ] node 0 names the lost node 1 and its own failed rank"
 	else
 		echo "[FAIL] node 0's output does not name node 1 and its own rank"; status=1
+	fi
+	if [ "${REGIMES:-1}" = 1 ] && [ "${BACKEND:-gpu}" = gpu ]; then
+		# The three regimes of the step-time model (distopt plan -steptime
+		# calibration): examples/multigpu, 1.42B GPT, d = 2, phases per step.
+		for regime in nvlink shm sockets; do
+			case $regime in
+			nvlink) env="" ;;
+			shm) env="NCCL_P2P_DISABLE=1" ;;
+			sockets) env="NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo" ;;
+			esac
+			echo "== 6. regime $regime ($env): examples/multigpu, 1.42B GPT, d = 2"
+			# shellcheck disable=SC2086
+			env $env timeout 240 $bin/distopt run --nproc-per-node 2 -- $bin/multigpu -steps ${REGIME_STEPS:-5} \
+				-plain-steps 3 -warmup 1 -timeout 230s -out "$tmp/$regime" 2>&1 | grep -v '^\[rank 1\]' | tail -12 || status=1
+			cp "$tmp/$regime/summary.json" "$out/summary-$regime.json" 2>/dev/null
+		done
 	fi
 	echo "== twonode.sh: $([ $status -eq 0 ] && echo all passed || echo FAILURES)"
 	return $status
