@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -74,11 +75,10 @@ func cluster(name string, updateBW float64) Machine {
 	return m
 }
 
-// LookupCluster returns the cluster whose name starts with name (h100,
-// h200).
+// LookupCluster returns the cluster named name (h100 or h200, any case).
 func LookupCluster(name string) (Machine, error) {
 	for _, m := range Clusters {
-		if len(name) >= 4 && len(m.Name) >= len(name) && m.Name[:len(name)] == name {
+		if strings.HasPrefix(m.Name, strings.ToLower(name)+" ") {
 			return m, nil
 		}
 	}
