@@ -183,7 +183,7 @@ func trainHier(t *testing.T, g int, cfg optimizer.Config, steps int, saveDir, lo
 		if err := stepAll(ctx, o, r, from, steps); err != nil {
 			return err
 		}
-		if saveDir != "" && (g == 0 || r < g) {
+		if h, ok := c.(*hier.Comm); saveDir != "" && (!ok || h.Leader()) {
 			if _, err := checkpoint.Save(ctx, o, c, saveDir, checkpoint.SaveOptions{}); err != nil {
 				return err
 			}

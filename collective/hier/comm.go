@@ -55,6 +55,10 @@ func (c *Comm) Cross() collective.Communicator { return c.cross }
 // group.
 func (c *Comm) GlobalRank() int { return c.cross.Rank()*c.group.Size() + c.group.Rank() }
 
+// Leader reports whether this rank belongs to group 0, the group that
+// writes checkpoints (see the package documentation).
+func (c *Comm) Leader() bool { return c.cross.Rank() == 0 }
+
 // Close closes the group and the cross-group communicators.
 func (c *Comm) Close() error { return errors.Join(c.group.Close(), c.cross.Close()) }
 

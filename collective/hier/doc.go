@@ -23,6 +23,16 @@
 // the parameters; in a flat d-rank ring that spans nodes, the reduce-scatter
 // and the all-gather each carry (d-1)/d of their bytes over the slowest link.
 //
+// # Memory and checkpoints
+//
+// A rank holds the state of a g-rank optimizer: optimizer.PredictMemory
+// with world g, or `distopt plan -group g`. The groups are replicas, so one
+// group writes a checkpoint (the ranks for which Leader is true call
+// checkpoint.Save with their Comm; the others must not, or they would
+// write the same files): it is the checkpoint of a g-rank optimizer, which
+// loads at any size, flat or in groups, since checkpoints reshard; every
+// group loads the same checkpoint.
+//
 // # Exactness
 //
 // A hierarchical reduction adds in another order than a flat one (group
