@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -184,5 +185,30 @@ func TestConfigErrors(t *testing.T) {
 	}
 	if _, err := hier.New(single.New(collective.Host, nil), single.New(collective.Device, nil)); !errors.Is(err, hier.ErrConfig) {
 		t.Errorf("host group, device cross: %v", err)
+	}
+}
+
+// A group whose peers across groups never come fails at its deadline,
+// saying which phase it was in, and matches the context's error: no hang.
+func TestMissingGroupFailsAtDeadline(t *testing.T) {
+	comms, err := hier.InProcess(4, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r, c := range comms[:2] { // group 0 only; group 1 never starts
+		wg.Go(func() {
+			buf := f32([]float32{1, 2})
+			errs[r] = collective.ReduceScatter(ctx, c, buf.Slice(4*r, 4*r+4), buf, collective.Float32, collective.Sum)
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "across the groups") {
+			t.Errorf("rank %d: %v, want the deadline across the groups", r, err)
+		}
 	}
 }
