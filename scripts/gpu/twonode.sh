@@ -145,7 +145,8 @@ run() {
 			echo "== 6. regime $regime ($env): examples/multigpu, 1.42B GPT, d = 2"
 			# shellcheck disable=SC2086
 			env $env timeout 240 $bin/distopt run --nproc-per-node 2 -- $bin/multigpu -steps ${REGIME_STEPS:-5} \
-				-plain-steps 3 -warmup 1 -timeout 230s -out "$tmp/$regime" 2>&1 | grep -v '^\[rank 1\]' | tail -12 || status=1
+				-plain-steps 3 -warmup 1 -timeout 230s -out "$tmp/$regime" >"$tmp/$regime.log" 2>&1 || status=1
+			grep -v '^\[rank 1\]' "$tmp/$regime.log" | tail -14
 			cp "$tmp/$regime/summary.json" "$out/summary-$regime.json" 2>/dev/null
 		done
 	fi
