@@ -37,8 +37,10 @@
 // --rdzv-id for --run-id, and --rdzv-backend accepts c10d and static (rank
 // 0 always serves the store).
 //
-// Every line a rank writes is prefixed with "[rank R] " (standard output to
-// standard output, standard error to standard error). SIGINT and SIGTERM are
+// Every line a rank writes is prefixed with "[rank R] ", or with several
+// hosts "[node K rank R] " (standard output to standard output, standard
+// error to standard error); the launcher's own messages name node and rank
+// the same way ("distopt run: node 0 rank 1 exited with status 1"). SIGINT and SIGTERM are
 // forwarded to every rank (each rank runs in its own process group; a second
 // signal kills them). When a rank exits with a non-zero status, run sends
 // SIGTERM to the other ranks, SIGKILL to those still running after the
@@ -68,7 +70,17 @@
 // attention and SwiGLU), a GPT-like shape, or -params N parameters
 // written as 70B, 70e9 or 70000000000. With -gpu (h100-80gb, h200, b200,
 // a100-80gb, ...) it marks what does not fit that GPU's memory and warns
-// on stderr. Run `distopt plan -h` for every flag.
+// on stderr. With -group G (hierarchical sharding, collective/hier) the
+// state is sharded within groups of G ranks and replicated across them.
+//
+// With -steptime h100|h200 it prints instead the predicted time of every
+// phase of the step (internal/plan's alpha-beta model, nodes of 8 GPUs,
+// 400 Gb/s per GPU between nodes), flat and in groups of a node, the
+// communication, and the step with and without overlap for the compute of
+// -tokens tokens per GPU at -mfu of the peak; -steptime-chart draws the
+// phases. -steptime calibration prints the model against the phases
+// measured on 2x H200 (NVLink and NCCL_P2P_DISABLE=1). Run `distopt plan -h`
+// for every flag.
 //
 // # distopt export
 //

@@ -22,6 +22,7 @@ type launcher struct {
 // rankProc is one started rank.
 type rankProc struct {
 	rank     int
+	name     string // "rank R", or "node K rank R" in a job of several hosts
 	cmd      *exec.Cmd
 	out, err *prefixer
 	exited   bool
@@ -68,7 +69,7 @@ func (l *launcher) run(program []string, cfgs []rendezvous.Config) int {
 	for _, cfg := range cfgs {
 		p, err := l.start(program, cfg, stdout, stderr)
 		if err != nil {
-			logf("starting rank %d: %v", cfg.Rank, err)
+			logf("starting %s: %v", rankName(cfg), err)
 			signalAll(syscall.SIGKILL)
 			for range procs {
 				<-exits
@@ -102,7 +103,7 @@ func (l *launcher) run(program []string, cfgs []rendezvous.Config) int {
 			if e.status > 128 && e.err != nil {
 				how = " (" + e.err.Error() + ")"
 			}
-			logf("rank %d exited with status %d%s; stopping the other ranks", e.p.rank, e.status, how)
+			logf("%s exited with status %d%s; stopping the other ranks", e.p.name, e.status, how)
 			if running > 0 {
 				signalAll(syscall.SIGTERM)
 				kill = time.After(l.grace)
@@ -126,8 +127,9 @@ func (l *launcher) run(program []string, cfgs []rendezvous.Config) int {
 
 // start starts the rank of cfg.
 func (l *launcher) start(program []string, cfg rendezvous.Config, stdout, stderr *syncWriter) (*rankProc, error) {
-	prefix := fmt.Sprintf("[rank %d] ", cfg.Rank)
-	p := &rankProc{rank: cfg.Rank, out: newPrefixer(stdout, prefix), err: newPrefixer(stderr, prefix)}
+	name := rankName(cfg)
+	prefix := "[" + name + "] "
+	p := &rankProc{rank: cfg.Rank, name: name, out: newPrefixer(stdout, prefix), err: newPrefixer(stderr, prefix)}
 	p.cmd = exec.Command(program[0], program[1:]...)
 	// Later entries win: the job's variables replace inherited ones.
 	p.cmd.Env = append(os.Environ(), cfg.Environ()...)
@@ -145,6 +147,17 @@ func (l *launcher) start(program []string, cfg rendezvous.Config, stdout, stderr
 		return nil, err
 	}
 	return p, nil
+}
+
+// rankName names the rank of cfg in the launcher's output: "rank R" on one
+// host, "node K rank R" in a job of several hosts (K = GROUP_RANK, the
+// index of this host), so that the output of every host says where a
+// failed rank ran.
+func rankName(cfg rendezvous.Config) string {
+	if cfg.WorldSize == cfg.LocalWorldSize {
+		return fmt.Sprintf("rank %d", cfg.Rank)
+	}
+	return fmt.Sprintf("node %d rank %d", cfg.Rank/cfg.LocalWorldSize, cfg.Rank)
 }
 
 // dropper passes writes to w until one fails (a closed pipe), calls failed

@@ -31,7 +31,9 @@ type planOptions struct {
 	params   int64      // > 0: a model of one FP8 tensor of this many elements instead of model
 	ds       []int
 	cfg      optimizer.Config
-	exactAvg bool     // the NCCL communicator's Config.ExactAvg
+	exactAvg bool // the NCCL communicator's Config.ExactAvg
+	group    int  // > 0: hierarchical sharding within groups of this many ranks (collective/hier)
+	step     stepOptions
 	bytes    bool     // exact bytes instead of GiB
 	gpu      plan.GPU // Bytes > 0: warn where a configuration does not fit
 	list     bool     // -model list: print the presets
@@ -58,6 +60,9 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	}
 	if err == nil {
 		var p *memoryPlan
+		if o.step.cluster != "" {
+			return runStepPlan(o, stdout, stderr)
+		}
 		if p, err = makePlan(o); err == nil {
 			p.write(stdout, o.bytes)
 			p.warn(stderr)
@@ -97,6 +102,8 @@ func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
 	fs.IntVar(&o.cfg.Layout.BucketElements, "bucket", 0, fmt.Sprintf("bucket size in elements (0: %d)", shard.DefaultBucketElements))
 	sgd := fs.Bool("sgd", false, "SGD with momentum instead of AdamW (one moment)")
 	fs.BoolVar(&o.exactAvg, "exact-avg", false, "the NCCL communicator's ExactAvg: bfloat16 gradients are averaged in float32 scratch")
+	fs.IntVar(&o.group, "group", 0, "hierarchical sharding (collective/hier): shard the state within groups of `G` ranks (a node) and replicate it across groups; every d above G must be a multiple of G (0: flat)")
+	o.step.flags(fs)
 	fs.BoolVar(&o.bytes, "bytes", false, "print bytes instead of GiB")
 	fs.StringVar(&o.chart, "chart", "", "draw the comparison into this .png or .svg file (GiB per rank against d)")
 	fs.Usage = func() {
@@ -291,12 +298,16 @@ func makePlan(o planOptions) (*memoryPlan, error) {
 	}
 	for i, d := range o.ds {
 		o.progress.Report(int64(i), int64(len(o.ds)))
-		r, err := optimizer.PredictMemory(params, d, o.cfg)
+		world, err := o.shardWorld(d)
+		if err != nil {
+			return nil, err
+		}
+		r, err := optimizer.PredictMemory(params, world, o.cfg)
 		if err != nil {
 			return nil, fmt.Errorf("d=%d: %w", d, err)
 		}
 		p.reports = append(p.reports, r)
-		s, err := commScratch(params, d, o)
+		s, err := commScratch(params, world, o)
 		if err != nil {
 			return nil, fmt.Errorf("d=%d: %w", d, err)
 		}
@@ -313,8 +324,11 @@ func makePlan(o planOptions) (*memoryPlan, error) {
 		moments = 1
 	}
 	weights := (float64(p.nFP8) + hp*float64(nHP)) / float64(p.n)
-	p.closedForm = func(d int) float64 { return weights + g + (4+moments*m)/float64(d) }
+	p.closedForm = func(d int) float64 { w, _ := o.shardWorld(d); return weights + g + (4+moments*m)/float64(w) }
 	p.formula = fmt.Sprintf("%s + %g + %g/d", strconv.FormatFloat(weights, 'g', 4, 64), g, 4+moments*m)
+	if o.group > 0 {
+		p.formula = fmt.Sprintf("%s + %g + %g/min(d, %d)", strconv.FormatFloat(weights, 'g', 4, 64), g, 4+moments*m, o.group)
+	}
 	rule := "AdamW"
 	if cfg.Rule == optimizer.RuleSGD {
 		rule = "SGD with momentum"
@@ -330,6 +344,19 @@ func makePlan(o planOptions) (*memoryPlan, error) {
 	p.config = fmt.Sprintf("%s, %v, gradients %v, moments %v, high-precision copies %v, %s",
 		rule, recipe, cfg.GradType, cfg.MomentType, cfg.HighPrecisionType, avg)
 	return p, nil
+}
+
+// shardWorld is the number of ranks the state is sharded over at d: d,
+// or with -group G, G (the state is sharded within each group of G ranks
+// and replicated across the d/G groups; below G, flat).
+func (o planOptions) shardWorld(d int) (int, error) {
+	if o.group <= 0 || d <= o.group {
+		return d, nil
+	}
+	if d%o.group != 0 {
+		return 0, fmt.Errorf("d=%d is not a multiple of -group %d", d, o.group)
+	}
+	return o.group, nil
 }
 
 // commScratch is the scratch memory the NCCL communicator

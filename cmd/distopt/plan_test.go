@@ -483,3 +483,37 @@ func TestPlanRecipeNames(t *testing.T) {
 		}
 	}
 }
+
+// With -group G the state is sharded over G ranks at every d above G (the
+// groups are replicas): the plan at d = 64 is the flat plan at d = 8, and a
+// d that is not a multiple of G is refused, naming both.
+func TestPlanGroups(t *testing.T) {
+	o, err := parsePlan([]string{"-model", "gpt2", "-d", "4,8,64", "-group", "8"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hier, err := makePlan(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat, err := parsePlan([]string{"-model", "gpt2", "-d", "4,8,8"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := makePlan(flat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range o.ds {
+		if got, w := hier.reports[i].String(), want.reports[i].String(); got != w {
+			t.Errorf("d=%d with groups of 8:\n%s\nwant (flat d=%d):\n%s", d, got, flat.ds[i], w)
+		}
+		if got, w := hier.closedForm(d), want.closedForm(flat.ds[i]); got != w {
+			t.Errorf("d=%d: closed form %v, want %v", d, got, w)
+		}
+	}
+	o.ds = []int{12}
+	if _, err := makePlan(o); err == nil || !strings.Contains(err.Error(), "d=12 is not a multiple of -group 8") {
+		t.Errorf("d=12 in groups of 8: %v", err)
+	}
+}

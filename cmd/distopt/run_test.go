@@ -267,7 +267,7 @@ func TestRunMultiNodeEnvironment(t *testing.T) {
 		}
 		var run string
 		for i, r := range []int{2, 3} {
-			p := fmt.Sprintf("[rank %d] ", r)
+			p := fmt.Sprintf("[node 1 rank %d] ", r) // several hosts: the prefix names the node
 			for _, w := range []string{p + "WORLD_SIZE=6", p + "LOCAL_RANK=" + strconv.Itoa(i), p + "LOCAL_WORLD_SIZE=2",
 				p + "MASTER_ADDR=10.1.2.3", p + "MASTER_PORT=4567", p + "DISTOPT_JOB_SECRET=" + secret} {
 				if !slices.Contains(l.stdout.lines(), w) {

@@ -185,7 +185,7 @@ func TestRunTorchrunEnvironment(t *testing.T) {
 		t.Errorf("no OMP_NUM_THREADS notice in stderr:\n%s", stderr)
 	}
 
-	ranks, stderr = runEnv(t, []string{"OMP_NUM_THREADS=3", "DISTOPT_JOB_SECRET=s3cret"}, "--nproc_per_node=2", "--nnodes=3", "--node_rank=2", "--rdzv_endpoint=10.1.2.3:4567")
+	ranks, stderr = runEnv(t, []string{"OMP_NUM_THREADS=3", "DISTOPT_JOB_SECRET=s"}, "--nproc_per_node=2", "--nnodes=3", "--node_rank=2", "--rdzv_endpoint=10.1.2.3:4567")
 	for i, r := range []int{4, 5} {
 		env := ranks[r]
 		for k, v := range map[string]string{"LOCAL_RANK": strconv.Itoa(i), "GROUP_RANK": "2", "GROUP_WORLD_SIZE": "3", "ROLE_WORLD_SIZE": "6",
@@ -200,11 +200,17 @@ func TestRunTorchrunEnvironment(t *testing.T) {
 	}
 }
 
-// fmtSscanRank reads the rank of a "[rank R] ..." line.
+// fmtSscanRank reads the rank of a "[rank R] ..." line, or of a
+// "[node K rank R] ..." line of a job of several hosts.
 func fmtSscanRank(line string, r *int) (int, error) {
 	rest, ok := strings.CutPrefix(line, "[rank ")
 	if !ok {
-		return 0, nil
+		if rest, ok = strings.CutPrefix(line, "[node "); !ok {
+			return 0, nil
+		}
+		if _, rest, ok = strings.Cut(rest, " rank "); !ok {
+			return 0, nil
+		}
 	}
 	num, _, ok := strings.Cut(rest, "]")
 	if !ok {

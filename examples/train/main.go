@@ -19,11 +19,33 @@
 // long as each step does. -step-delay adds a pause to every step, as a
 // slower model would (tests use it to make a run much longer than every
 // deadline).
+//
+// -state-digest makes every rank print, at the end, a SHA-256 of its shard
+// of the optimizer state (masters and moments, bit for bit) and of the
+// gathered weights: runs of the same d (in-process, one host, several
+// hosts) must print the same lines.
+//
+// -backend gpu (under the launcher only) runs each rank on GPU LOCAL_RANK
+// with the CUDA backend and NCCL; the CUDA backend matches the CPU one bit
+// for bit, so the digests are those of a CPU run (scripts/gpu/twonode.sh).
+//
+// -group-size G shards the optimizer state within groups of G ranks and
+// replicates it across the groups (collective/hier: gradients
+// reduce-scattered in the group and all-reduced across groups). In-process
+// any divisor of -ranks works; under the launcher 1 (every rank a group:
+// the two-node GPU check "2 groups x 1") or WORLD_SIZE (flat). The printed
+// loss is then averaged within the group only.
+//
+// Over several hosts (distopt run --nnodes 2 --node-rank K, see the
+// launcher), an error that names a lost rank also names the node it ran on.
 package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -38,10 +60,14 @@ import (
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/grpccomm"
+	"github.com/distopt/distopt/collective/hier"
 	"github.com/distopt/distopt/collective/inproc"
+	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/rendezvous"
+	"github.com/distopt/distopt/collective/single"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/gpu"
 )
 
 // The model: y = W2 relu(W1 x + b1) + b2, trained to imitate a fixed teacher.
@@ -57,6 +83,13 @@ var params = []optimizer.Param{
 }
 
 type weights map[string][]float32
+
+// stateDigest is the -state-digest flag (see the command's doc).
+var (
+	stateDigest = flag.Bool("state-digest", false, "print every rank's SHA-256 of its optimizer state and of the gathered weights at the end")
+	groupSize   = flag.Int("group-size", 0, "hierarchical sharding (collective/hier): shard within groups of this many ranks, replicate across them (0: flat); under the launcher 1 or WORLD_SIZE")
+	backendName = flag.String("backend", "cpu", "cpu, or gpu (under the launcher: GPU LOCAL_RANK, CUDA backend and NCCL)")
+)
 
 func initWeights(seed uint64) weights {
 	r := rand.New(rand.NewPCG(seed, 1))
@@ -208,7 +241,10 @@ func main() {
 // returns the mean loss of every step and each rank's memory report. Rank
 // 0 prints its progress to out.
 func trainSharded(out io.Writer, d, steps, bs int, teacher, init weights, cfg optimizer.Config, dl deadlines) ([]float64, []optimizer.MemoryReport, error) {
-	comms := inproc.Communicators(d)
+	comms, err := inprocWorld(d)
+	if err != nil {
+		return nil, nil, err
+	}
 	losses := make([][]float64, d)
 	reports := make([]optimizer.MemoryReport, d)
 	errs := make([]error, d)
@@ -229,6 +265,47 @@ func trainSharded(out io.Writer, d, steps, bs int, teacher, init weights, cfg op
 	return losses[0], reports, nil
 }
 
+// globalRank is the rank of comm in the whole job: its rank, or for a
+// hierarchical communicator its rank among every group's ranks.
+func globalRank(comm collective.Communicator) int {
+	if h, ok := comm.(*hier.Comm); ok {
+		return h.GlobalRank()
+	}
+	return comm.Rank()
+}
+
+// inprocWorld returns d in-process communicators: one flat world, or with
+// -group-size G a hierarchical world of groups of G.
+func inprocWorld(d int) ([]collective.Communicator, error) {
+	if *groupSize <= 0 {
+		return inproc.Communicators(d), nil
+	}
+	hc, err := hier.InProcess(d, *groupSize)
+	if err != nil {
+		return nil, err
+	}
+	comms := make([]collective.Communicator, d)
+	for i, c := range hc {
+		comms[i] = c
+	}
+	return comms, nil
+}
+
+// grouped applies -group-size to the communicator of a launched rank: 0 or
+// WORLD_SIZE keeps it flat; 1 makes every rank a group of its own (the
+// state replicated, the gradients all-reduced: collective/hier with a
+// one-rank group). Other sizes need a communicator per group, which this
+// example does not make.
+func grouped(comm collective.Communicator) (collective.Communicator, error) {
+	switch *groupSize {
+	case 0, comm.Size():
+		return comm, nil
+	case 1:
+		return hier.New(single.New(comm.Memory(), nil), comm)
+	}
+	return nil, fmt.Errorf("-group-size=%d: under the launcher, 1 or WORLD_SIZE (%d)", *groupSize, comm.Size())
+}
+
 // deadlines bound the operations of a run (see the command's doc).
 type deadlines struct {
 	setup, step time.Duration
@@ -239,10 +316,15 @@ type deadlines struct {
 // over all ranks, and rank 0 prints the progress to out, starting with a
 // banner that names the communicator (via) and the backend.
 func rank(out io.Writer, via string, comm collective.Communicator, steps, bs int, teacher, init weights, cfg optimizer.Config, dl deadlines) ([]float64, optimizer.MemoryReport, error) {
+	return rankOn(out, via, comm, optimizer.NewCPU(1), steps, bs, teacher, init, cfg, dl)
+}
+
+// rankOn is rank on backend be, whose memory is that of comm.
+func rankOn(out io.Writer, via string, comm collective.Communicator, be optimizer.Backend, steps, bs int, teacher, init weights, cfg optimizer.Config, dl deadlines) ([]float64, optimizer.MemoryReport, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), dl.setup)
 	defer cancel()
 	r := comm.Rank()
-	o, err := optimizer.New(ctx, comm, optimizer.NewCPU(1), params, optimizer.FromMap(init), cfg)
+	o, err := optimizer.New(ctx, comm, be, params, optimizer.FromMap(init), cfg)
 	if err != nil {
 		return nil, optimizer.MemoryReport{}, err
 	}
@@ -264,7 +346,45 @@ func rank(out io.Writer, via string, comm collective.Communicator, steps, bs int
 			fmt.Fprintf(out, "step %4d  loss %.5f  grad norm %.4f  lr %.2e\n", s, losses[s], res.GradNorm, cfg.LR.LR(res.Step))
 		}
 	}
+	if *stateDigest {
+		state, weights, err := digests(o)
+		if err != nil {
+			return nil, optimizer.MemoryReport{}, err
+		}
+		fmt.Fprintf(out, "state digest of rank %d of %d: shard %s weights %s\n", r, comm.Size(), state, weights)
+	}
 	return losses, o.Report(), nil
+}
+
+// digests returns the SHA-256 (hex, first 16 bytes) of this rank's shard of
+// the optimizer state (every piece's name, offset, master and moments, bit
+// for bit) and of the gathered weights of every parameter.
+func digests(o *optimizer.Optimizer) (state, gathered string, err error) {
+	pieces, err := o.ReadPieces()
+	if err != nil {
+		return "", "", err
+	}
+	hs, hw := sha256.New(), sha256.New()
+	put := func(h io.Writer, xs []float32) {
+		for _, x := range xs {
+			_ = binary.Write(h, binary.LittleEndian, math.Float32bits(x))
+		}
+	}
+	for _, p := range pieces {
+		fmt.Fprintf(hs, "%s@%d:", p.Param, p.Offset)
+		put(hs, p.Master)
+		put(hs, p.M)
+		put(hs, p.V)
+	}
+	for _, p := range params {
+		w, err := o.Weights(p.Name)
+		if err != nil {
+			return "", "", err
+		}
+		fmt.Fprintf(hw, "%s:", p.Name)
+		put(hw, w)
+	}
+	return hex.EncodeToString(hs.Sum(nil)[:16]), hex.EncodeToString(hw.Sum(nil)[:16]), nil
 }
 
 // step runs training step s of this rank under a deadline of its own
@@ -281,7 +401,7 @@ func step(o *optimizer.Optimizer, comm collective.Communicator, s, bs int, teach
 			return 0, optimizer.StepResult{}, err
 		}
 	}
-	x, y := batch(teacher, s, comm.Rank(), bs)
+	x, y := batch(teacher, s, globalRank(comm), bs)
 	loss, g := lossAndGrad(w, x, y, bs)
 	time.Sleep(dl.delay)
 	for name, gv := range g {
@@ -293,12 +413,29 @@ func step(o *optimizer.Optimizer, comm collective.Communicator, s, bs int, teach
 	if err != nil {
 		return 0, res, err
 	}
-	lossBuf := make(collective.HostBuffer, 8)
-	binary.LittleEndian.PutUint64(lossBuf, math.Float64bits(loss))
-	if err := collective.AllReduce(ctx, comm, lossBuf, lossBuf, collective.Float64, collective.Avg); err != nil {
-		return 0, res, err
+	loss, err = meanOverRanks(ctx, comm, o.Backend(), loss)
+	return loss, res, err
+}
+
+// meanOverRanks averages x over the ranks of comm, through a buffer of be
+// (device memory for NCCL).
+func meanOverRanks(ctx context.Context, comm collective.Communicator, be optimizer.Backend, x float64) (float64, error) {
+	buf, err := be.Alloc(8)
+	if err != nil {
+		return 0, err
 	}
-	return math.Float64frombits(binary.LittleEndian.Uint64(lossBuf)), res, nil
+	defer be.Free(buf)
+	raw := binary.LittleEndian.AppendUint64(nil, math.Float64bits(x))
+	if err := be.Write(buf, 0, raw); err != nil {
+		return 0, err
+	}
+	if err := collective.AllReduce(ctx, comm, buf, buf, collective.Float64, collective.Avg); err != nil {
+		return 0, err
+	}
+	if err := be.Read(raw, buf, 0); err != nil {
+		return 0, err
+	}
+	return math.Float64frombits(binary.LittleEndian.Uint64(raw)), nil
 }
 
 // processRank trains one rank of a job started by `distopt run`: the
@@ -315,20 +452,61 @@ func processRank(out io.Writer, steps, bs int, teacher, init weights, cfg optimi
 		return nil, optimizer.MemoryReport{}, 0, err
 	}
 	defer store.Close()
-	comm, err := grpccomm.New(ctx, store, grpccomm.Config{})
+	flat, be, transport, err := connect(ctx, store, rc)
 	if err != nil {
 		return nil, optimizer.MemoryReport{}, 0, err
 	}
-	defer comm.Close()
+	defer be.Close()
+	defer flat.Close()
+	comm, err := grouped(flat)
+	if err != nil {
+		return nil, optimizer.MemoryReport{}, 0, err
+	}
 	cfg.Store = store // ranks compare their configuration's fingerprint here first
-	via := fmt.Sprintf("gRPC communicator over TCP (one process per rank, rendezvous at %s)", net.JoinHostPort(rc.MasterAddr, strconv.Itoa(rc.MasterPort)))
-	losses, rep, err := rank(out, via, comm, steps, bs, teacher, init, cfg, dl)
+	via := fmt.Sprintf("%s (one process per rank, rendezvous at %s)", transport, net.JoinHostPort(rc.MasterAddr, strconv.Itoa(rc.MasterPort)))
+	losses, rep, err := rankOn(out, via, comm, be, steps, bs, teacher, init, cfg, dl)
 	if err == nil {
 		bctx, cancel := context.WithTimeout(context.Background(), dl.step)
 		defer cancel()
-		err = collective.Barrier(bctx, comm)
+		err = collective.Barrier(bctx, flat) // every rank of the job, not only the group
 	}
-	return losses, rep, rc.Rank, err
+	return losses, rep, rc.Rank, withNode(err, rc)
+}
+
+// connect makes this rank's backend and communicator: the CPU backend and
+// gRPC, or (-backend gpu) the CUDA backend on GPU LOCAL_RANK and NCCL
+// ordered after the backend's stream. transport names the communicator.
+func connect(ctx context.Context, store *rendezvous.Store, rc rendezvous.Config) (collective.Communicator, optimizer.Backend, string, error) {
+	switch *backendName {
+	case "cpu":
+		comm, err := grpccomm.New(ctx, store, grpccomm.Config{})
+		if err != nil {
+			return nil, nil, "", err
+		}
+		return comm, optimizer.NewCPU(1), "gRPC communicator over TCP", nil
+	case "gpu":
+		gb, err := gpu.New(rc.LocalRank)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		comm, err := nccl.New(ctx, nccl.Config{Store: store, Device: gb.Device(), Compute: gb.Stream()})
+		if err != nil {
+			return nil, nil, "", errors.Join(err, gb.Close())
+		}
+		return comm, gb, fmt.Sprintf("NCCL communicator on GPU %d", rc.LocalRank), nil
+	}
+	return nil, nil, "", fmt.Errorf("-backend=%q: want cpu or gpu", *backendName)
+}
+
+// withNode adds to err, when it names a rank (collective.RankError) of a
+// job of several hosts, the node that rank ran on: rank / LOCAL_WORLD_SIZE,
+// as the launcher numbers them.
+func withNode(err error, rc rendezvous.Config) error {
+	var re *collective.RankError
+	if rc.WorldSize == rc.LocalWorldSize || !errors.As(err, &re) {
+		return err
+	}
+	return fmt.Errorf("%w (rank %d ran on node %d)", err, re.Rank, re.Rank/rc.LocalWorldSize)
 }
 
 // trainFP32 trains the same model in float64-accumulated FP32 AdamW on one

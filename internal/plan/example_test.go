@@ -3,6 +3,7 @@ package plan_test
 import (
 	"fmt"
 
+	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/plan"
 )
 
@@ -34,4 +35,25 @@ func ExampleParseCount() {
 	// 70e9 70000000000
 	// 1.3B 1300000000
 	// 350M 350000000
+}
+
+// The optimizer step of the 1.3B GPT on 64 H200s (8 nodes of 8), flat and
+// in groups of a node: the all-gather stays in the node, and the network
+// carries only the all-reduce of each group's shard.
+func ExamplePredictStep() {
+	m, err := plan.LookupCluster("h200")
+	if err != nil {
+		panic(err)
+	}
+	s := plan.ShapeOf(plan.GPT13B.Params(), 22, fp8.TensorCurrent)
+	for _, g := range []int{64, 8} {
+		p, err := plan.PredictStep(m, s, 64, g)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("groups of %2d: reduce-scatter %5.1f ms, all-gather %4.1f ms\n", g, p.ReduceScatter.Seconds()*1e3, p.AllGather.Seconds()*1e3)
+	}
+	// Output:
+	// groups of 64: reduce-scatter  57.7 ms, all-gather 29.7 ms
+	// groups of  8: reduce-scatter  22.4 ms, all-gather  5.0 ms
 }
