@@ -17,9 +17,18 @@ func TestUnderLauncher(t *testing.T) {
 		t.Skip("builds two binaries and starts processes")
 	}
 	dir := t.TempDir()
-	build := exec.Command("go", "build", "-o", dir, ".", "github.com/distopt/distopt/cmd/distopt")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	// The launcher is built in the core module (its own go.sum), the
+	// example in this one.
+	for _, b := range []*exec.Cmd{
+		exec.Command("go", "build", "-o", dir, "."),
+		exec.Command("go", "build", "-o", dir, "./cmd/distopt"),
+	} {
+		if b.Args[len(b.Args)-1] != "." {
+			b.Dir = filepath.Join("..", "..", "..")
+		}
+		if out, err := b.CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
