@@ -79,6 +79,9 @@ func (x *bench) timeIt(fn func() error) (time.Duration, error) {
 	return d / time.Duration(x.iters), err
 }
 
+// run measures every recipe and prints the table. It is long on purpose:
+// one straight sequence of allocations and timed launches whose order is the
+// order of the table's rows; split up, the reader would chase the rows.
 func run(n, nseg, iters, warmup int) error {
 	b, err := gpu.New(0)
 	if err != nil {

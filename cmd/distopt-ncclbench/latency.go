@@ -186,7 +186,9 @@ func (lb *latencyBench) repeatWaited(op collective.Op, k int, each func(int, tim
 // synchronized in one hop to the device's worker (the floor: NCCL and CUDA
 // only); launched, then its event polled with one hop per look and
 // runtime.Gosched between looks; and the same with a 10 µs time.Sleep
-// between looks (what a timer-paced wait costs).
+// between looks (what a timer-paced wait costs). The three ways stay in one
+// function (longer than usual) so that they share one communicator and one
+// buffer and read side by side.
 func (lb *latencyBench) raw(blocking bool, buf cuda.DevicePtr) error {
 	mode := "nonblocking"
 	if blocking {

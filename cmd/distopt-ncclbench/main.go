@@ -132,7 +132,8 @@ type bench struct {
 }
 
 // run is one rank: the bandwidth benchmarks, or with latOps > 0 the
-// latency ones.
+// latency ones. It is long on purpose: one script of set-up, timed
+// collectives and printed rows, in the order of the output.
 func run(elements, iters, warmup, trials, latOps int, jsonPath string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()

@@ -37,7 +37,9 @@ type exit struct {
 
 // run starts program once per configuration and waits for all ranks (see
 // the package documentation for the rules). It returns the exit status of
-// `distopt run`.
+// `distopt run`. It is longer than most functions because it is the
+// launcher's one event loop: start, forward signals, collect exits, stop the
+// others on the first failure; each case is a few lines.
 func (l *launcher) run(program []string, cfgs []rendezvous.Config) int {
 	stderr := &syncWriter{w: &dropper{w: l.stderr}}
 	logf := func(format string, args ...any) {
