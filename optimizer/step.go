@@ -57,19 +57,39 @@ type StepResult struct {
 // call ZeroGrad) before the next step.
 //
 // The six phases are those of the package documentation, one call each.
+// When the gradients were declared ready (GradReady), their reduce-scatters
+// are already in flight and phase 1 only waits for them; StepAsync is Step
+// without the wait for the gathers.
 func (o *Optimizer) Step(ctx context.Context) (StepResult, error) {
+	return o.stepWith(ctx, false)
+}
+
+// stepWith is Step, or StepAsync when async: phase 6 then starts the
+// gathers and returns.
+func (o *Optimizer) stepWith(ctx context.Context, async bool) (StepResult, error) {
 	if err := o.usable(); err != nil {
 		return StepResult{}, err
 	}
 	if err := o.cfg.checkLRs(o.step + 1); err != nil { // before anything moves
 		return StepResult{}, err
 	}
+	if err := o.waitAllGathers(ctx); err != nil { // StepAsync's, not waited for
+		return StepResult{}, err
+	}
 	res := StepResult{LossScale: o.LossScale(), ClipCoef: 1}
 	t := &res.Timings
-	if err := o.reduceGrads(ctx, t); err != nil { // 1
+	reduce := o.reduceGrads
+	if o.ov.any {
+		reduce = o.reduceReady
+	}
+	if err := reduce(ctx, t); err != nil { // 1
 		return res, err
 	}
-	if err := o.checkGrads(ctx, &res); err != nil || res.Skipped { // 2
+	err := o.checkGrads(ctx, &res) // 2
+	if err == nil {
+		err = o.settleWorks(ctx) // checkGrads synchronised with the device
+	}
+	if err != nil || res.Skipped {
 		return res, err
 	}
 	if err := o.update(o.hyper(res.ClipCoef/res.LossScale), castStep, t); err != nil { // 3
@@ -80,6 +100,10 @@ func (o *Optimizer) Step(ctx context.Context) (StepResult, error) {
 	}
 	if err := o.cast(castStep, t); err != nil { // 5
 		return res, err
+	}
+	if async {
+		o.startGathers(t) // 6, not waited for
+		return res, nil
 	}
 	return res, o.gather(ctx, t) // 6
 }
@@ -104,7 +128,7 @@ func (o *Optimizer) reduceGrads(ctx context.Context, t *Timings) error {
 	t0 := time.Now()
 	ops := make([]collective.Op, len(o.buckets))
 	for i, bk := range o.buckets {
-		ops[i] = collective.Op{Kind: collective.OpReduceScatter, Src: bk.grad, Dst: o.gradShard(bk), DType: o.cfg.GradType, Reduce: collective.Avg}
+		ops[i] = o.reduceOp(bk)
 	}
 	if err := o.comm.Start(ops...).Wait(ctx); err != nil {
 		return o.fail(fmt.Errorf("optimizer: gradient reduce-scatter: %w", err))

@@ -61,6 +61,9 @@ func (o *Optimizer) SetGrad(name string, g []float32) error {
 	if err != nil {
 		return err
 	}
+	if err := o.inFlight(o.layout.Places[o.ov.index[name]].Bucket, fmt.Sprintf("SetGrad(%q)", name)); err != nil {
+		return err
+	}
 	if len(g)*v.DType.Size() != v.Data.Len() {
 		return fmt.Errorf("optimizer: gradient of %q has %d elements, want %d: %w", name, len(g), v.Data.Len()/v.DType.Size(), ErrConfig)
 	}
@@ -102,6 +105,9 @@ func (o *Optimizer) Param(name string) (ParamView, error) {
 	}
 	p := o.params[i]
 	pl := o.layout.Places[i]
+	if err := o.gathered(name, pl.Bucket); err != nil {
+		return ParamView{}, err
+	}
 	bk := o.buckets[pl.Bucket]
 	v := ParamView{Name: name, Shape: p.Shape, HighPrecision: p.HighPrecision}
 	if p.HighPrecision {
