@@ -268,4 +268,3 @@ func TestMissingGradReady(t *testing.T) {
 		t.Errorf("rank 1: %v, want ErrPeerLost", errs[1])
 	}
 }
-
