@@ -23,7 +23,8 @@ const (
 	envRankMain = "DISTOPT_TEST_OPTIMIZER_RANK"
 	envConfig   = "DISTOPT_TEST_OPTIMIZER_CONFIG"
 	envOut      = "DISTOPT_TEST_OPTIMIZER_OUT"
-	envSkew     = "DISTOPT_TEST_OPTIMIZER_SKEW" // this rank gets another shape
+	envSkew     = "DISTOPT_TEST_OPTIMIZER_SKEW"    // this rank gets another shape
+	envOverlap  = "DISTOPT_TEST_OPTIMIZER_OVERLAP" // index into overlapVariants
 	mpSteps     = 4
 )
 
@@ -63,7 +64,14 @@ func rankMain() error {
 	}
 	cfg := optimizertest.Configs()[os.Getenv(envConfig)]
 	cfg.Store = store
-	res, err := optimizertest.Train(ctx, comm, optimizer.NewCPU(1), params, cfg, mpSteps, optimizertest.RankGrad)
+	var res optimizertest.Result
+	if v := os.Getenv(envOverlap); v != "" {
+		i, _ := strconv.Atoi(v)
+		ov := overlapVariants[i]
+		res, err = optimizertest.TrainOverlapped(ctx, comm, optimizer.NewCPU(1), params, cfg, overlapSteps, nanGrad(max(1, ov.MicroBatches)), ov)
+	} else {
+		res, err = optimizertest.Train(ctx, comm, optimizer.NewCPU(1), params, cfg, mpSteps, optimizertest.RankGrad)
+	}
 	if err != nil {
 		return err
 	}
@@ -140,6 +148,50 @@ func TestMultiProcess(t *testing.T) {
 				}
 			}
 			compare(t, c.world, ref, got)
+		})
+	}
+}
+
+// TestMultiProcessOverlap runs the overlapped pipeline (GradReady with
+// accumulation, StepAsync, WaitParam; a skipped step) in 2, 3 and 4
+// processes joined by the gRPC backend: every rank must hold the state of
+// the same rank trained in-process by the synchronous Step on the
+// accumulated gradients, bit for bit.
+func TestMultiProcessOverlap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	cases := []struct {
+		world, variant int
+		config         string
+	}{
+		{2, 0, "E4M3 TensorCurrent(margin=0, pow2=false)"},
+		{3, 1, "E4M3 TensorDelayed(margin=0, pow2=false, history=4 max)"},
+		{4, 2, "loss scaler"},
+		{4, 1, "E5M2 MXFP8"},
+	}
+	for _, c := range cases {
+		ov := overlapVariants[c.variant]
+		t.Run(fmt.Sprintf("d=%d/%+v/%s", c.world, ov, c.config), func(t *testing.T) {
+			cfg := optimizertest.Configs()[c.config]
+			out := t.TempDir()
+			for r, err := range startRanks(t, c.world, c.config, out, envOverlap+"="+strconv.Itoa(c.variant)) {
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+			}
+			micro := max(1, ov.MicroBatches)
+			want := optimizertest.Run(t, c.world, overlapSteps, optimizertest.AwkwardParams(), cfg, optimizertest.Accumulated(nanGrad(micro), micro))
+			for r := range c.world {
+				got, err := optimizertest.ReadResult(out, r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range want[r].Results {
+					want[r].Results[i].Timings = optimizer.Timings{}
+				}
+				sameRun(t, fmt.Sprintf("rank %d", r), want[r], got)
+			}
 		})
 	}
 }
