@@ -19,6 +19,22 @@
 // nothing; a table that changes (a learning-rate schedule changes the step
 // sizes) costs one synchronous upload of its few bytes.
 //
+// # Overlap without host waits
+//
+// The backend is an optimizer.DeviceOrderer: where the optimizer's
+// overlapped pipeline waits for a collective of an NCCL communicator (a
+// bucket's reduce-scatter before the gradient statistics, a bucket's
+// all-gather in WaitParam or before the next update), the compute stream
+// waits for the group's completion event and the host does not. In the
+// other direction, the communicator of Setup records an event on the
+// compute stream at every Start, so a reduce-scatter started by GradReady
+// runs after the gradient writes queued on Stream before the call. Write
+// the gradients, and read the gathered parameters, on Stream (or order
+// your own stream against it with events). Step and StepAsync still wait
+// for the device to read the gradient statistics and the reduced amaxes
+// and to write the scales back (cuda.Device.HostSyncs counts these waits;
+// BenchmarkStepAsync reports them per step).
+//
 // # Choosing a backend
 //
 // Choose("cpu" | "gpu" | "auto") returns the backend asked for. "gpu" never
