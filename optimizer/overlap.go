@@ -151,6 +151,7 @@ func (o *Optimizer) reduceReady(ctx context.Context, t *Timings) error {
 	if ov.next < len(o.buckets) {
 		for i, n := range ov.ready {
 			if n < o.cfg.MicroBatches {
+				o.keepInFlight()
 				return o.fail(fmt.Errorf("optimizer: Step with the gradient of %q declared ready %d of %d times (GradReady): %w", o.params[i].Name, n, o.cfg.MicroBatches, ErrGradReady))
 			}
 		}
@@ -158,12 +159,25 @@ func (o *Optimizer) reduceReady(ctx context.Context, t *Timings) error {
 	t0 := time.Now()
 	for k := range len(o.buckets) {
 		b := o.backward(k)
-		if err := o.after(ctx, ov.rs[b]); err != nil {
+		err := o.after(ctx, ov.rs[b])
+		ov.rs[b] = nil
+		if err != nil {
+			o.keepInFlight()
 			return o.fail(fmt.Errorf("optimizer: gradient reduce-scatter of bucket %d: %w", b, err))
 		}
 	}
 	t.ReduceScatter = since(&t0)
 	return nil
+}
+
+// keepInFlight moves the reduce-scatters still in flight to the works
+// Close waits for, before a failed step forgets them.
+func (o *Optimizer) keepInFlight() {
+	for _, w := range o.ov.rs {
+		if w != nil {
+			o.ov.settle = append(o.ov.settle, w)
+		}
+	}
 }
 
 // after orders the backend's later work after w: on the device when the
