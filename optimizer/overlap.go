@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/distopt/distopt/collective"
@@ -37,7 +38,11 @@ type DeviceOrderer interface {
 
 // overlap is the state of the overlapped pipeline between two steps.
 type overlap struct {
-	index   map[string]int    // parameter index by name
+	index map[string]int // parameter index by name, read-only
+
+	// mu guards ready, missing, next, any and rs against concurrent
+	// GradReady and SetGrad calls (backward hooks on several goroutines).
+	mu      sync.Mutex
 	ready   []int             // per parameter: GradReady calls this step
 	missing []int             // per bucket: parameters not yet ready for the last time
 	next    int               // how many buckets of the backward order have started
@@ -67,6 +72,8 @@ func (o *Optimizer) newOverlap() *overlap {
 
 // reset makes every parameter not ready, for the next step.
 func (ov *overlap) reset(o *Optimizer) {
+	ov.mu.Lock()
+	defer ov.mu.Unlock()
 	clear(ov.ready)
 	for b, bk := range o.buckets {
 		ov.missing[b] = len(bk.b.Params)
@@ -97,6 +104,10 @@ func (o *Optimizer) backward(k int) int { return len(o.buckets) - 1 - k }
 // be written (SetGrad and ZeroGrad refuse; writes through the views are the
 // caller's responsibility).
 //
+// Unlike the other methods, GradReady and SetGrad may be called from
+// several goroutines at once (backward hooks running in parallel), though
+// not concurrently with the other methods.
+//
 // Errors: ErrUnknownParam; ErrGradReady when the parameter was already
 // declared ready MicroBatches times this step. GradReady does not block.
 func (o *Optimizer) GradReady(name string) error {
@@ -108,6 +119,8 @@ func (o *Optimizer) GradReady(name string) error {
 	if !ok {
 		return fmt.Errorf("optimizer: GradReady(%q): %w", name, ErrUnknownParam)
 	}
+	ov.mu.Lock()
+	defer ov.mu.Unlock()
 	if ov.ready[i] == o.cfg.MicroBatches {
 		return fmt.Errorf("optimizer: GradReady(%q) called more than %d times (Config.MicroBatches) in one step: %w", name, o.cfg.MicroBatches, ErrGradReady)
 	}
@@ -133,6 +146,8 @@ func (o *Optimizer) reduceOp(bk *bucket) collective.Op {
 // inFlight returns an error wrapping ErrGradReady when bucket b's
 // reduce-scatter has started this step (its gradients must not change).
 func (o *Optimizer) inFlight(b int, what string) error {
+	o.ov.mu.Lock()
+	defer o.ov.mu.Unlock()
 	if o.ov.rs[b] != nil {
 		return fmt.Errorf("optimizer: %s while the reduce-scatter of its bucket is in flight (after GradReady, before Step): %w", what, ErrGradReady)
 	}

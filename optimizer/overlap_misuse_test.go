@@ -268,3 +268,61 @@ func TestMissingGradReady(t *testing.T) {
 		t.Errorf("rank 1: %v, want ErrPeerLost", errs[1])
 	}
 }
+
+// TestGradReadyConcurrent declares the gradients from one goroutine per
+// parameter, as parallel backward hooks would (SetGrad then GradReady, two
+// micro-batches), on 3 ranks: the state must equal the synchronous Step's
+// on the accumulated gradients (and the race detector stay quiet).
+func TestGradReadyConcurrent(t *testing.T) {
+	cfg := optimizertest.Configs()["E4M3 TensorDelayed(margin=0, pow2=false, history=4 max)"]
+	params := optimizertest.AwkwardParams()
+	const steps, micro = 3, 2
+	want := optimizertest.Run(t, 3, steps, params, cfg, optimizertest.Accumulated(optimizertest.RankGrad, micro))
+	got := optimizertest.RunRanks(t, 3, cfg, func(ctx context.Context, comm collective.Communicator, cfg optimizer.Config) (optimizertest.Result, error) {
+		cfg.MicroBatches = micro
+		o, err := optimizer.New(ctx, comm, optimizer.NewCPU(1), params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
+		if err != nil {
+			return optimizertest.Result{}, err
+		}
+		defer o.Close()
+		var res optimizertest.Result
+		for s := range steps {
+			if err := o.WaitGathers(ctx); err != nil {
+				return res, err
+			}
+			errs := make([]error, len(params))
+			var wg sync.WaitGroup
+			for i, p := range params {
+				wg.Go(func() {
+					g := optimizertest.Accumulated(optimizertest.RankGrad, micro)(p, s, comm.Rank())
+					for range micro {
+						if errs[i] = o.SetGrad(p.Name, g); errs[i] != nil {
+							return
+						}
+						if errs[i] = o.GradReady(p.Name); errs[i] != nil {
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				return res, err
+			}
+			sr, err := o.StepAsync(ctx)
+			if err != nil {
+				return res, err
+			}
+			res.Results = append(res.Results, sr)
+		}
+		if err := o.WaitGathers(ctx); err != nil {
+			return res, err
+		}
+		out, err := optimizertest.Collect(o, params)
+		out.Results = res.Results
+		return out, err
+	})
+	for r := range 3 {
+		sameRun(t, fmt.Sprintf("rank %d", r), want[r], got[r])
+	}
+}

@@ -55,7 +55,9 @@ func (o *Optimizer) Grad(name string) (GradView, error) {
 }
 
 // SetGrad writes a float32 gradient (rounded to the gradient type) into the
-// named parameter's gradient view.
+// named parameter's gradient view. It may run concurrently with SetGrad and
+// GradReady calls for other parameters; it refuses (ErrGradReady) a
+// parameter whose bucket's reduce-scatter is in flight.
 func (o *Optimizer) SetGrad(name string, g []float32) error {
 	v, err := o.Grad(name)
 	if err != nil {
