@@ -36,7 +36,8 @@ func FromMap(m map[string][]float32) InitFunc {
 }
 
 // Optimizer is one rank of the distributed optimizer. Its methods are not
-// safe for concurrent use; each rank drives its own Optimizer.
+// safe for concurrent use, except GradReady and SetGrad with each other;
+// each rank drives its own Optimizer.
 type Optimizer struct {
 	cfg    Config
 	comm   collective.Communicator

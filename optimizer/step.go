@@ -35,7 +35,10 @@ func (o *Optimizer) refresh(ctx context.Context, k castKind) error {
 	return o.gather(ctx, &t)
 }
 
-// Timings holds the phase durations of a step.
+// Timings holds the phase durations of a step, as the host saw them. In a
+// step whose gradients were declared ready (GradReady), ReduceScatter is
+// only the wait for the reduce-scatters already in flight; in StepAsync,
+// AllGather is the time to start the gathers.
 type Timings struct {
 	ReduceScatter, Norm, Update, AmaxReduce, Cast, AllGather time.Duration
 }
