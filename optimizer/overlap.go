@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/fp8"
 )
 
 // This file holds the gradient side of the overlapped pipeline: GradReady
@@ -34,6 +35,17 @@ var (
 // communicator's): the optimizer then waits for w on the host.
 type DeviceOrderer interface {
 	After(w collective.Work) (bool, error)
+}
+
+// DeviceScaler is implemented by backends that derive scales from reduced
+// amaxes in their own queue (optimizer/gpu), so that the host never reads
+// the amaxes back: ScalesFromAmax sets, for i < n, scale[i] and
+// scaleInv[i] (float32) to fp8.ScaleFromAmax(amax[i], r.Format, r.Margin,
+// r.PowerOf2), amax holding float32 bits (sign ignored). The optimizer uses
+// it for per-tensor current scaling and 128x128 tiles; delayed scaling
+// keeps its histories on the host.
+type DeviceScaler interface {
+	ScalesFromAmax(scale, scaleInv, amax collective.Buffer, n int, r fp8.Recipe) error
 }
 
 // overlap is the state of the overlapped pipeline between two steps.

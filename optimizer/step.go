@@ -308,7 +308,11 @@ func (o *Optimizer) reduceAmax(ctx context.Context, k castKind, t *Timings) erro
 	if o.nSlots == 0 {
 		return nil
 	}
-	if err := collective.AllReduce(ctx, o.comm, o.amax, o.amax, collective.Uint32, collective.Max); err != nil {
+	op := collective.Op{Kind: collective.OpAllReduce, Dst: o.amax, Src: o.amax, DType: collective.Uint32, Reduce: collective.Max}
+	if ds, ok := o.be.(DeviceScaler); ok && o.cfg.Recipe.ScaleSource() != fp8.FromHistory {
+		return o.scalesOnDevice(ctx, ds, op)
+	}
+	if err := o.comm.Start(op).Wait(ctx); err != nil {
 		return o.fail(fmt.Errorf("optimizer: amax all-reduce: %w", err))
 	}
 	raw := make([]byte, 4*o.nSlots)
@@ -321,6 +325,22 @@ func (o *Optimizer) reduceAmax(ctx context.Context, k castKind, t *Timings) erro
 	}
 	if err := o.be.Write(o.scaleIn, 0, float32Bytes(o.scales.Inv)); err != nil {
 		return o.fail(err)
+	}
+	return nil
+}
+
+// scalesOnDevice is phase 4 on a DeviceScaler backend for the recipes whose
+// scales are a function of the reduced amax alone (current scaling, tiles):
+// the backend waits for the all-reduce (on the device where it can) and
+// derives the scales and scale_inv in its own queue; the host reads no
+// amax, and the host scale state, which only delayed scaling needs, is not
+// kept.
+func (o *Optimizer) scalesOnDevice(ctx context.Context, ds DeviceScaler, op collective.Op) error {
+	if err := o.after(ctx, o.comm.Start(op)); err != nil {
+		return o.fail(fmt.Errorf("optimizer: amax all-reduce: %w", err))
+	}
+	if err := ds.ScalesFromAmax(o.scale, o.scaleIn, o.amax, o.nSlots, o.cfg.Recipe); err != nil {
+		return o.fail(fmt.Errorf("optimizer: scales from the reduced amaxes: %w", err))
 	}
 	return nil
 }

@@ -30,10 +30,17 @@
 // compute stream at every Start, so a reduce-scatter started by GradReady
 // runs after the gradient writes queued on Stream before the call. Write
 // the gradients, and read the gathered parameters, on Stream (or order
-// your own stream against it with events). Step and StepAsync still wait
-// for the device to read the gradient statistics and the reduced amaxes
-// and to write the scales back (cuda.Device.HostSyncs counts these waits;
-// BenchmarkStepAsync reports them per step).
+// your own stream against it with events).
+//
+// The backend is also an optimizer.DeviceScaler: with per-tensor current
+// scaling and 128x128 tiles, the scales and scale_inv of a step are
+// derived from the all-reduced amaxes by a kernel on the compute stream
+// (scales.cu), after a device wait for the all-reduce, so the host neither
+// waits for nor reads the amaxes. A step still waits for the device once to
+// read the gradient statistics (the skip decision and the norm), and, with
+// delayed scaling, to read the amaxes into the host's histories
+// (cuda.Device.HostSyncs counts the waits; BenchmarkStepAsync reports them
+// per step).
 //
 // # Choosing a backend
 //

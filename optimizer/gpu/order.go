@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/optimizer"
 )
@@ -26,3 +27,11 @@ func (b *Backend) After(w collective.Work) (bool, error) {
 }
 
 var _ optimizer.DeviceOrderer = (*Backend)(nil)
+
+// ScalesFromAmax implements optimizer.DeviceScaler: one launch on the
+// compute stream (kernels.Set.ScalesFromAmax).
+func (b *Backend) ScalesFromAmax(scale, scaleInv, amax collective.Buffer, n int, r fp8.Recipe) error {
+	return b.ks.ScalesFromAmax(b.s, b.ptr(scale), b.ptr(scaleInv), b.ptr(amax), n, r.Format, r.Margin, r.PowerOf2)
+}
+
+var _ optimizer.DeviceScaler = (*Backend)(nil)
