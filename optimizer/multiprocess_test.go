@@ -3,8 +3,10 @@ package optimizer_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -154,21 +156,22 @@ func TestMultiProcess(t *testing.T) {
 
 // TestMultiProcessOverlap runs the overlapped pipeline (GradReady with
 // accumulation, StepAsync, WaitParam; a skipped step) in 2, 3 and 4
-// processes joined by the gRPC backend: every rank must hold the state of
-// the same rank trained in-process by the synchronous Step on the
-// accumulated gradients, bit for bit.
+// processes joined by the gRPC backend, for every configuration of
+// optimizertest.Configs (each with one world size and one way of driving
+// the pipeline, in rotation): every rank must hold the state of the same
+// rank trained in-process by the synchronous Step on the accumulated
+// gradients, bit for bit.
 func TestMultiProcessOverlap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	cases := []struct {
+	type overlapCase struct {
 		world, variant int
 		config         string
-	}{
-		{2, 0, "E4M3 TensorCurrent(margin=0, pow2=false)"},
-		{3, 1, "E4M3 TensorDelayed(margin=0, pow2=false, history=4 max)"},
-		{4, 2, "loss scaler"},
-		{4, 1, "E5M2 MXFP8"},
+	}
+	var cases []overlapCase
+	for i, name := range slices.Sorted(maps.Keys(optimizertest.Configs())) {
+		cases = append(cases, overlapCase{world: 2 + i%3, variant: i % len(overlapVariants), config: name})
 	}
 	for _, c := range cases {
 		ov := overlapVariants[c.variant]
