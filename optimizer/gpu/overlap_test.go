@@ -46,12 +46,30 @@ func ncclOne(tb testing.TB) *Rank {
 
 // TestOverlapStep trains through the overlapped pipeline (GradReady,
 // accumulation, StepAsync, WaitParam) on the CUDA backend with a one-rank
-// NCCL communicator, for every recipe, with a skipped step, and compares
-// it with the synchronous Step on the same GPU and communicator (step
-// results, scalar state and every byte of state) and with the CPU backend
-// (every byte of state): all must be bit-identical.
+// NCCL communicator (the backend orders itself after its groups on the
+// device), for every recipe, with a skipped step, and compares it with the
+// synchronous Step on the same GPU and communicator (step results, scalar
+// state and every byte of state) and with the CPU backend (every byte of
+// state): all must be bit-identical.
 func TestOverlapStep(t *testing.T) {
 	r := ncclOne(t)
+	overlapStep(t, r.Comm, r.Backend)
+}
+
+// TestOverlapStepSingle is TestOverlapStep with collective/single on
+// device memory (copies queued on the backend's stream, work the backend
+// does not order after: the optimizer waits on the host, at once).
+func TestOverlapStepSingle(t *testing.T) {
+	b := open(t)
+	copier := func(dst, src collective.Buffer) error {
+		d, s := dst.(collective.DeviceBuffer), src.(collective.DeviceBuffer)
+		return b.Stream().CopyDtoD(ptrOf(d), ptrOf(s), min(d.Size, s.Size))
+	}
+	overlapStep(t, single.New(collective.Device, copier), b)
+}
+
+// overlapStep is the body of TestOverlapStep on comm and be.
+func overlapStep(t *testing.T, comm collective.Communicator, be *Backend) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	params := optimizertest.AwkwardParams()
@@ -61,38 +79,46 @@ func TestOverlapStep(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%+v", name, ov), func(t *testing.T) {
 				micro := max(1, ov.MicroBatches)
 				acc := optimizertest.Accumulated(oneRankGrad, micro)
-				got, err := optimizertest.TrainOverlapped(ctx, r.Comm, r.Backend, params, cfg, steps, oneRankGrad, ov)
+				got, err := optimizertest.TrainOverlapped(ctx, comm, be, params, cfg, steps, oneRankGrad, ov)
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, err := optimizertest.Train(ctx, r.Comm, r.Backend, params, cfg, steps, acc)
+				want, err := optimizertest.Train(ctx, comm, be, params, cfg, steps, acc)
 				if err != nil {
 					t.Fatal(err)
 				}
 				cpu := train(t, single.New(collective.Host, nil), optimizer.NewCPU(2), cfg, steps, acc)
-				skipped := false
-				for i := range got.Results {
-					g, w := got.Results[i], want.Results[i]
-					g.Timings, w.Timings = optimizer.Timings{}, optimizer.Timings{}
-					if !reflect.DeepEqual(g, w) {
-						t.Fatalf("step %d: %+v, synchronous %+v", i, g, w)
-					}
-					skipped = skipped || g.Skipped
-				}
-				if !skipped {
-					t.Errorf("no step was skipped")
-				}
-				if !reflect.DeepEqual(got.Scalars, want.Scalars) {
-					t.Errorf("scalar state %+v, synchronous %+v", got.Scalars, want.Scalars)
-				}
-				for _, d := range optimizertest.Diff(want, got) {
-					t.Errorf("overlapped against synchronous: %s", d)
-				}
-				for _, d := range optimizertest.Diff(cpu, got) {
-					t.Errorf("overlapped against the CPU backend: %s", d)
-				}
+				compareOverlap(t, want, got, cpu)
 			})
 		}
+	}
+}
+
+// compareOverlap fails t unless got (overlapped) took the same steps as
+// want (synchronous, same backend), one of them skipped, with the same
+// scalar state, and holds the bits of want and of cpu.
+func compareOverlap(t *testing.T, want, got, cpu optimizertest.Result) {
+	t.Helper()
+	skipped := false
+	for i := range got.Results {
+		g, w := got.Results[i], want.Results[i]
+		g.Timings, w.Timings = optimizer.Timings{}, optimizer.Timings{}
+		if !reflect.DeepEqual(g, w) {
+			t.Fatalf("step %d: %+v, synchronous %+v", i, g, w)
+		}
+		skipped = skipped || g.Skipped
+	}
+	if !skipped {
+		t.Errorf("no step was skipped")
+	}
+	if !reflect.DeepEqual(got.Scalars, want.Scalars) {
+		t.Errorf("scalar state %+v, synchronous %+v", got.Scalars, want.Scalars)
+	}
+	for _, d := range optimizertest.Diff(want, got) {
+		t.Errorf("overlapped against synchronous: %s", d)
+	}
+	for _, d := range optimizertest.Diff(cpu, got) {
+		t.Errorf("overlapped against the CPU backend: %s", d)
 	}
 }
 
