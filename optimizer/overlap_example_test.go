@@ -47,9 +47,8 @@ func Example_overlap() {
 				for micro := range 2 {              // backward, last parameter first
 					for i := len(params) - 1; i >= 0; i-- {
 						acc[i] += float32(r + micro + step + 1)
-						g := acc[i]
-						o.SetGrad(params[i].Name, []float32{g, g, g, g})
-						if err := o.GradReady(params[i].Name); err != nil {
+						g, name := acc[i], params[i].Name
+						if err := errors.Join(o.SetGrad(name, []float32{g, g, g, g}), o.GradReady(name)); err != nil {
 							out[r] = err.Error()
 							return
 						}
