@@ -73,6 +73,11 @@ type Config struct {
 	Layout shard.Options
 	// LossScaler, when set, enables dynamic loss scaling.
 	LossScaler *LossScaler
+	// MicroBatches is the number of backward passes whose gradients a step
+	// accumulates when they are declared with GradReady: a bucket's
+	// reduce-scatter starts at the MicroBatches-th GradReady of its last
+	// parameter (0: 1, no accumulation). Step without GradReady ignores it.
+	MicroBatches int
 	// Store, when set (a *rendezvous.Store is one), is where ranks first
 	// compare the fingerprint of their layout and configuration at start-up,
 	// before any collective runs. Whether or not it is set, New then
@@ -124,6 +129,9 @@ func (c *Config) setDefaults() {
 	if c.HighPrecisionType == 0 {
 		c.HighPrecisionType = collective.BFloat16
 	}
+	if c.MicroBatches == 0 {
+		c.MicroBatches = 1
+	}
 }
 
 func (c *Config) validate(params []Param) error {
@@ -149,6 +157,9 @@ func (c *Config) validate(params []Param) error {
 	}
 	if err := c.checkHyper(); err != nil {
 		return err
+	}
+	if c.MicroBatches < 0 {
+		return bad("MicroBatches %d is negative", c.MicroBatches)
 	}
 	if c.Momentum < 0 || c.MaxGradNorm < 0 {
 		return bad("momentum %g and max gradient norm %g must not be negative", c.Momentum, c.MaxGradNorm)
@@ -196,6 +207,7 @@ func (c *Config) fields() []shard.Field {
 		{Name: "momentum", Value: fmt.Sprint(c.Momentum)},
 		{Name: "max gradient norm", Value: fmt.Sprint(c.MaxGradNorm)},
 		{Name: "loss scaling", Value: fmt.Sprint(c.LossScaler != nil)},
+		{Name: "micro-batches", Value: fmt.Sprint(c.MicroBatches)},
 	}
 	for i, g := range c.Groups {
 		fs = append(fs, shard.Field{Name: fmt.Sprintf("group %d", i), Value: fmt.Sprintf("%s lr=%s wd=%g", g.Name, g.LR, g.WeightDecay)})

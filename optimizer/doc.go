@@ -19,7 +19,9 @@
 //     recipe needs: the amax of the new master, or the cast itself where
 //     the scale is already known (delayed scaling, 1x128 and MXFP8 blocks);
 //  4. ONE packed all-reduce (MAX) of every amax of the step; every rank then
-//     derives the same scales, so scale_inv is never communicated;
+//     derives the same scales, so scale_inv is never communicated (on a
+//     DeviceScaler backend, for current scaling and tiles, in the backend's
+//     own queue, without a host round trip);
 //  5. the cast of the master shard into this rank's slice of the FP8 buffer;
 //  6. an all-gather of every bucket, in place.
 //
@@ -43,6 +45,53 @@
 // PredictMemory give the memory of every buffer; ReadPieces, LoadPieces,
 // Scalars and SetScalars serve optimizer/checkpoint.
 //
+// # Overlapping communication with compute
+//
+// Step is one block: every collective waits for the previous one. The
+// overlapped pipeline runs the same stages, bucket by bucket, while the
+// model computes (see Example_overlap):
+//
+//   - Backward: after the last write of a parameter's gradient the
+//     framework calls GradReady(name). When every parameter of a bucket is
+//     ready, that bucket's reduce-scatter starts at once (Communicator.Start,
+//     asynchronous). Buckets start in the backward order, the reverse of the
+//     parameter list, so list parameters in the order the forward pass uses
+//     them: the layout puts consecutive parameters in one bucket, and the
+//     buckets then complete in the order they start. A bucket complete early
+//     waits for the buckets before it in that order, so that every rank
+//     starts the same collectives in the same order whatever the order of
+//     its GradReady calls. With Config.MicroBatches = k, gradients are
+//     accumulated over k backward passes (in the views, by the framework) and
+//     the reduce-scatters start at the k-th GradReady of each parameter.
+//   - Step (or StepAsync) then only waits for the reduce-scatters in flight,
+//     and runs phases 2 to 5 unchanged.
+//   - StepAsync returns with one all-gather per bucket in flight, started in
+//     bucket (forward) order. Before the next forward pass reads a parameter
+//     it calls WaitParam(ctx, name) (or WaitGathers); until then Param, Tensor
+//     and Weights of that parameter return ErrNotGathered. The next step
+//     orders itself after the gathers nobody waited for.
+//
+// Step without GradReady is the simple path and the reference: the pipeline
+// gives the same bits (the same per-bucket stages in the same order; only
+// the waits move), which the tests check for every recipe, with and without
+// accumulation, on in-process and gRPC ranks.
+//
+// Waits are on the host for host communicators. A Backend that queues its
+// work on a device (DeviceOrderer: optimizer/gpu) is instead ordered after
+// a collective on the device, by an event, and the host does not wait: on
+// a GPU, WaitParam makes the backend's stream wait for the bucket's gather,
+// and the forward pass reads the parameter on that stream; the
+// reduce-scatter a GradReady starts is ordered after the gradient writes
+// queued on that stream before the call (optimizer/gpu's Setup wires the
+// communicator so).
+//
+// Misuse is reported, never a hang or a silent wrong answer: GradReady more
+// than MicroBatches times, SetGrad or ZeroGrad of a bucket whose
+// reduce-scatter is in flight, and a Step with some gradients declared and
+// others not all return ErrGradReady (the last also breaks the optimizer:
+// the other ranks then fail at their deadline or when this rank closes its
+// communicator). Close waits for the collectives in flight.
+//
 // # For backend authors
 //
 // A user of the optimizer picks a Backend (NewCPU, or optimizer/gpu) and
@@ -55,7 +104,8 @@
 //
 // Errors: ErrConfig for a bad configuration, ErrMismatch when ranks
 // disagree on the layout or configuration (naming what differs),
-// ErrUnknownParam, ErrRemote when another rank failed, and ErrBroken for
+// ErrUnknownParam, ErrRemote when another rank failed, ErrGradReady and
+// ErrNotGathered for misuse of the overlapped pipeline, and ErrBroken for
 // every call after a step failed half-way (a timed-out collective, a lost
 // peer): the state can no longer be trusted and must be restored from a
 // checkpoint.

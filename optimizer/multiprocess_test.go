@@ -3,8 +3,10 @@ package optimizer_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,7 +25,8 @@ const (
 	envRankMain = "DISTOPT_TEST_OPTIMIZER_RANK"
 	envConfig   = "DISTOPT_TEST_OPTIMIZER_CONFIG"
 	envOut      = "DISTOPT_TEST_OPTIMIZER_OUT"
-	envSkew     = "DISTOPT_TEST_OPTIMIZER_SKEW" // this rank gets another shape
+	envSkew     = "DISTOPT_TEST_OPTIMIZER_SKEW"    // this rank gets another shape
+	envOverlap  = "DISTOPT_TEST_OPTIMIZER_OVERLAP" // index into overlapVariants
 	mpSteps     = 4
 )
 
@@ -63,7 +66,14 @@ func rankMain() error {
 	}
 	cfg := optimizertest.Configs()[os.Getenv(envConfig)]
 	cfg.Store = store
-	res, err := optimizertest.Train(ctx, comm, optimizer.NewCPU(1), params, cfg, mpSteps, optimizertest.RankGrad)
+	var res optimizertest.Result
+	if v := os.Getenv(envOverlap); v != "" {
+		i, _ := strconv.Atoi(v)
+		ov := overlapVariants[i]
+		res, err = optimizertest.TrainOverlapped(ctx, comm, optimizer.NewCPU(1), params, cfg, overlapSteps, nanGrad(max(1, ov.MicroBatches)), ov)
+	} else {
+		res, err = optimizertest.Train(ctx, comm, optimizer.NewCPU(1), params, cfg, mpSteps, optimizertest.RankGrad)
+	}
 	if err != nil {
 		return err
 	}
@@ -140,6 +150,51 @@ func TestMultiProcess(t *testing.T) {
 				}
 			}
 			compare(t, c.world, ref, got)
+		})
+	}
+}
+
+// TestMultiProcessOverlap runs the overlapped pipeline (GradReady with
+// accumulation, StepAsync, WaitParam; a skipped step) in 2, 3 and 4
+// processes joined by the gRPC backend, for every configuration of
+// optimizertest.Configs (each with one world size and one way of driving
+// the pipeline, in rotation): every rank must hold the state of the same
+// rank trained in-process by the synchronous Step on the accumulated
+// gradients, bit for bit.
+func TestMultiProcessOverlap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	type overlapCase struct {
+		world, variant int
+		config         string
+	}
+	var cases []overlapCase
+	for i, name := range slices.Sorted(maps.Keys(optimizertest.Configs())) {
+		cases = append(cases, overlapCase{world: 2 + i%3, variant: i % len(overlapVariants), config: name})
+	}
+	for _, c := range cases {
+		ov := overlapVariants[c.variant]
+		t.Run(fmt.Sprintf("d=%d/%+v/%s", c.world, ov, c.config), func(t *testing.T) {
+			cfg := optimizertest.Configs()[c.config]
+			out := t.TempDir()
+			for r, err := range startRanks(t, c.world, c.config, out, envOverlap+"="+strconv.Itoa(c.variant)) {
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+			}
+			micro := max(1, ov.MicroBatches)
+			want := optimizertest.Run(t, c.world, overlapSteps, optimizertest.AwkwardParams(), cfg, optimizertest.Accumulated(nanGrad(micro), micro))
+			for r := range c.world {
+				got, err := optimizertest.ReadResult(out, r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range want[r].Results {
+					want[r].Results[i].Timings = optimizer.Timings{}
+				}
+				sameRun(t, fmt.Sprintf("rank %d", r), want[r], got)
+			}
 		})
 	}
 }

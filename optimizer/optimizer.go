@@ -36,7 +36,8 @@ func FromMap(m map[string][]float32) InitFunc {
 }
 
 // Optimizer is one rank of the distributed optimizer. Its methods are not
-// safe for concurrent use; each rank drives its own Optimizer.
+// safe for concurrent use, except GradReady and SetGrad with each other;
+// each rank drives its own Optimizer.
 type Optimizer struct {
 	cfg    Config
 	comm   collective.Communicator
@@ -60,6 +61,7 @@ type Optimizer struct {
 	step    int
 	broken  error
 	pending *ScalarState // applied by the refresh of LoadPieces
+	ov      *overlap     // the overlapped pipeline (GradReady, StepAsync)
 }
 
 type bucket struct {
@@ -100,6 +102,7 @@ func New(ctx context.Context, comm collective.Communicator, be Backend, params [
 		o.Close()
 		return nil, err
 	}
+	o.ov = o.newOverlap()
 	if err := o.agree(ctx, o.loadMasters(init)); err != nil {
 		o.Close()
 		return nil, err
@@ -357,6 +360,11 @@ func (o *Optimizer) ZeroGrad() error {
 	if err := o.usable(); err != nil {
 		return err
 	}
+	for b := range o.buckets {
+		if err := o.inFlight(b, "ZeroGrad"); err != nil {
+			return err
+		}
+	}
 	for _, bk := range o.buckets {
 		if err := o.be.Zero(bk.grad, 0, bk.grad.Len()); err != nil {
 			return o.fail(err)
@@ -366,7 +374,14 @@ func (o *Optimizer) ZeroGrad() error {
 }
 
 // Close releases the optimizer's buffers (not the communicator or backend).
+// It first waits for the collectives the pipeline has in flight (for at
+// most 10 seconds, after which the communicator aborts them) and returns
+// their error, if any.
 func (o *Optimizer) Close() error {
+	var err error
+	if o.buckets != nil {
+		err = o.drain()
+	}
 	free := func(b collective.Buffer) {
 		if b != nil {
 			o.be.Free(b)
@@ -381,5 +396,5 @@ func (o *Optimizer) Close() error {
 		free(b)
 	}
 	o.buckets = nil
-	return nil
+	return err
 }

@@ -67,6 +67,9 @@ func (o *Optimizer) LoadPieces(ctx context.Context, set PieceSetter) error {
 	if err := o.usable(); err != nil {
 		return err
 	}
+	if err := o.waitAllGathers(ctx); err != nil {
+		return err
+	}
 	if err := o.agree(ctx, o.setPieces(set)); err != nil {
 		return o.fail(err)
 	}

@@ -35,7 +35,10 @@ func (o *Optimizer) refresh(ctx context.Context, k castKind) error {
 	return o.gather(ctx, &t)
 }
 
-// Timings holds the phase durations of a step.
+// Timings holds the phase durations of a step, as the host saw them. In a
+// step whose gradients were declared ready (GradReady), ReduceScatter is
+// only the wait for the reduce-scatters already in flight; in StepAsync,
+// AllGather is the time to start the gathers.
 type Timings struct {
 	ReduceScatter, Norm, Update, AmaxReduce, Cast, AllGather time.Duration
 }
@@ -57,19 +60,39 @@ type StepResult struct {
 // call ZeroGrad) before the next step.
 //
 // The six phases are those of the package documentation, one call each.
+// When the gradients were declared ready (GradReady), their reduce-scatters
+// are already in flight and phase 1 only waits for them; StepAsync is Step
+// without the wait for the gathers.
 func (o *Optimizer) Step(ctx context.Context) (StepResult, error) {
+	return o.stepWith(ctx, false)
+}
+
+// stepWith is Step, or StepAsync when async: phase 6 then starts the
+// gathers and returns.
+func (o *Optimizer) stepWith(ctx context.Context, async bool) (StepResult, error) {
 	if err := o.usable(); err != nil {
 		return StepResult{}, err
 	}
 	if err := o.cfg.checkLRs(o.step + 1); err != nil { // before anything moves
 		return StepResult{}, err
 	}
+	if err := o.waitAllGathers(ctx); err != nil { // StepAsync's, not waited for
+		return StepResult{}, err
+	}
 	res := StepResult{LossScale: o.LossScale(), ClipCoef: 1}
 	t := &res.Timings
-	if err := o.reduceGrads(ctx, t); err != nil { // 1
+	reduce := o.reduceGrads
+	if o.ov.any {
+		reduce = o.reduceReady
+	}
+	if err := reduce(ctx, t); err != nil { // 1
 		return res, err
 	}
-	if err := o.checkGrads(ctx, &res); err != nil || res.Skipped { // 2
+	err := o.checkGrads(ctx, &res) // 2
+	if err == nil {
+		err = o.settleWorks(ctx) // checkGrads synchronised with the device
+	}
+	if err != nil || res.Skipped {
 		return res, err
 	}
 	if err := o.update(o.hyper(res.ClipCoef/res.LossScale), castStep, t); err != nil { // 3
@@ -80,6 +103,10 @@ func (o *Optimizer) Step(ctx context.Context) (StepResult, error) {
 	}
 	if err := o.cast(castStep, t); err != nil { // 5
 		return res, err
+	}
+	if async {
+		o.startGathers(t) // 6, not waited for
+		return res, nil
 	}
 	return res, o.gather(ctx, t) // 6
 }
@@ -104,7 +131,7 @@ func (o *Optimizer) reduceGrads(ctx context.Context, t *Timings) error {
 	t0 := time.Now()
 	ops := make([]collective.Op, len(o.buckets))
 	for i, bk := range o.buckets {
-		ops[i] = collective.Op{Kind: collective.OpReduceScatter, Src: bk.grad, Dst: o.gradShard(bk), DType: o.cfg.GradType, Reduce: collective.Avg}
+		ops[i] = o.reduceOp(bk)
 	}
 	if err := o.comm.Start(ops...).Wait(ctx); err != nil {
 		return o.fail(fmt.Errorf("optimizer: gradient reduce-scatter: %w", err))
@@ -281,7 +308,11 @@ func (o *Optimizer) reduceAmax(ctx context.Context, k castKind, t *Timings) erro
 	if o.nSlots == 0 {
 		return nil
 	}
-	if err := collective.AllReduce(ctx, o.comm, o.amax, o.amax, collective.Uint32, collective.Max); err != nil {
+	op := collective.Op{Kind: collective.OpAllReduce, Dst: o.amax, Src: o.amax, DType: collective.Uint32, Reduce: collective.Max}
+	if ds, ok := o.be.(DeviceScaler); ok && o.cfg.Recipe.ScaleSource() != fp8.FromHistory {
+		return o.scalesOnDevice(ctx, ds, op)
+	}
+	if err := o.comm.Start(op).Wait(ctx); err != nil {
 		return o.fail(fmt.Errorf("optimizer: amax all-reduce: %w", err))
 	}
 	raw := make([]byte, 4*o.nSlots)
@@ -294,6 +325,22 @@ func (o *Optimizer) reduceAmax(ctx context.Context, k castKind, t *Timings) erro
 	}
 	if err := o.be.Write(o.scaleIn, 0, float32Bytes(o.scales.Inv)); err != nil {
 		return o.fail(err)
+	}
+	return nil
+}
+
+// scalesOnDevice is phase 4 on a DeviceScaler backend for the recipes whose
+// scales are a function of the reduced amax alone (current scaling, tiles):
+// the backend waits for the all-reduce (on the device where it can) and
+// derives the scales and scale_inv in its own queue; the host reads no
+// amax, and the host scale state, which only delayed scaling needs, is not
+// kept.
+func (o *Optimizer) scalesOnDevice(ctx context.Context, ds DeviceScaler, op collective.Op) error {
+	if err := o.after(ctx, o.comm.Start(op)); err != nil {
+		return o.fail(fmt.Errorf("optimizer: amax all-reduce: %w", err))
+	}
+	if err := ds.ScalesFromAmax(o.scale, o.scaleIn, o.amax, o.nSlots, o.cfg.Recipe); err != nil {
+		return o.fail(fmt.Errorf("optimizer: scales from the reduced amaxes: %w", err))
 	}
 	return nil
 }

@@ -55,10 +55,15 @@ func (o *Optimizer) Grad(name string) (GradView, error) {
 }
 
 // SetGrad writes a float32 gradient (rounded to the gradient type) into the
-// named parameter's gradient view.
+// named parameter's gradient view. It may run concurrently with SetGrad and
+// GradReady calls for other parameters; it refuses (ErrGradReady) a
+// parameter whose bucket's reduce-scatter is in flight.
 func (o *Optimizer) SetGrad(name string, g []float32) error {
 	v, err := o.Grad(name)
 	if err != nil {
+		return err
+	}
+	if err := o.inFlight(o.layout.Places[o.ov.index[name]].Bucket, fmt.Sprintf("SetGrad(%q)", name)); err != nil {
 		return err
 	}
 	if len(g)*v.DType.Size() != v.Data.Len() {
@@ -102,6 +107,9 @@ func (o *Optimizer) Param(name string) (ParamView, error) {
 	}
 	p := o.params[i]
 	pl := o.layout.Places[i]
+	if err := o.gathered(name, pl.Bucket); err != nil {
+		return ParamView{}, err
+	}
 	bk := o.buckets[pl.Bucket]
 	v := ParamView{Name: name, Shape: p.Shape, HighPrecision: p.HighPrecision}
 	if p.HighPrecision {

@@ -18,7 +18,8 @@
 // loss all-reduce) and the final barrier. A run of any length finishes as
 // long as each step does. -step-delay adds a pause to every step, as a
 // slower model would (tests use it to make a run much longer than every
-// deadline).
+// deadline). -overlap takes the steps through the overlapped pipeline
+// (GradReady, StepAsync, WaitParam), with the same results bit for bit.
 //
 // -state-digest makes every rank print, at the end, a SHA-256 of its shard
 // of the optimizer state (masters and moments, bit for bit) and of the
@@ -182,10 +183,11 @@ func main() {
 	bs := flag.Int("batch", 16, "examples per rank per step")
 	recipeName := flag.String("recipe", "current", "FP8 recipe: "+strings.Join(fp8.RecipeNames(), ", ")+" (any case; Transformer Engine's names too; :E5M2 for E5M2)")
 	lr := flag.Float64("lr", 3e-3, "learning rate")
-	var dl deadlines
+	var dl runOptions
 	flag.DurationVar(&dl.setup, "setup-timeout", 2*time.Minute, "deadline of the rendezvous and of the set-up of the communicator and optimizer")
 	flag.DurationVar(&dl.step, "step-timeout", time.Minute, "deadline of each training step, and of the final barrier")
 	flag.DurationVar(&dl.delay, "step-delay", 0, "pause added to every step (a slower model)")
+	flag.BoolVar(&dl.overlap, "overlap", false, "overlapped pipeline: declare each gradient ready in the backward pass, step with the gathers in flight, wait for each parameter in the forward pass")
 	flag.Parse()
 	recipe, err := fp8.ParseRecipe(*recipeName)
 	if err != nil {
@@ -240,7 +242,7 @@ func main() {
 // trainSharded runs the distributed optimizer on d in-process ranks; it
 // returns the mean loss of every step and each rank's memory report. Rank
 // 0 prints its progress to out.
-func trainSharded(out io.Writer, d, steps, bs int, teacher, init weights, cfg optimizer.Config, dl deadlines) ([]float64, []optimizer.MemoryReport, error) {
+func trainSharded(out io.Writer, d, steps, bs int, teacher, init weights, cfg optimizer.Config, dl runOptions) ([]float64, []optimizer.MemoryReport, error) {
 	comms, err := inprocWorld(d)
 	if err != nil {
 		return nil, nil, err
@@ -306,21 +308,23 @@ func grouped(comm collective.Communicator) (collective.Communicator, error) {
 	return nil, fmt.Errorf("-group-size=%d: under the launcher, 1 or WORLD_SIZE (%d)", *groupSize, comm.Size())
 }
 
-// deadlines bound the operations of a run (see the command's doc).
-type deadlines struct {
+// runOptions are the deadlines that bound the operations of a run (see the
+// command's doc) and the way steps are taken.
+type runOptions struct {
 	setup, step time.Duration
 	delay       time.Duration // added to every step
+	overlap     bool          // GradReady, StepAsync and WaitParam instead of Step
 }
 
 // rank trains one rank; every rank returns the loss of each step averaged
 // over all ranks, and rank 0 prints the progress to out, starting with a
 // banner that names the communicator (via) and the backend.
-func rank(out io.Writer, via string, comm collective.Communicator, steps, bs int, teacher, init weights, cfg optimizer.Config, dl deadlines) ([]float64, optimizer.MemoryReport, error) {
+func rank(out io.Writer, via string, comm collective.Communicator, steps, bs int, teacher, init weights, cfg optimizer.Config, dl runOptions) ([]float64, optimizer.MemoryReport, error) {
 	return rankOn(out, via, comm, optimizer.NewCPU(1), steps, bs, teacher, init, cfg, dl)
 }
 
 // rankOn is rank on backend be, whose memory is that of comm.
-func rankOn(out io.Writer, via string, comm collective.Communicator, be optimizer.Backend, steps, bs int, teacher, init weights, cfg optimizer.Config, dl deadlines) ([]float64, optimizer.MemoryReport, error) {
+func rankOn(out io.Writer, via string, comm collective.Communicator, be optimizer.Backend, steps, bs int, teacher, init weights, cfg optimizer.Config, dl runOptions) ([]float64, optimizer.MemoryReport, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), dl.setup)
 	defer cancel()
 	r := comm.Rank()
@@ -389,27 +393,46 @@ func digests(o *optimizer.Optimizer) (state, gathered string, err error) {
 
 // step runs training step s of this rank under a deadline of its own
 // (dl.step) and returns the loss averaged over all ranks.
-func step(o *optimizer.Optimizer, comm collective.Communicator, s, bs int, teacher weights, dl deadlines) (float64, optimizer.StepResult, error) {
+func step(o *optimizer.Optimizer, comm collective.Communicator, s, bs int, teacher weights, dl runOptions) (float64, optimizer.StepResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), dl.step)
 	defer cancel()
 	// The forward pass sees only what the optimizer gathered: FP8 weights
 	// dequantized with scale_inv, and the high-precision biases.
+	// With -overlap it waits for each parameter's gather just before
+	// reading it, and declares each gradient ready as the backward pass
+	// (last layer first) produces it, which starts its bucket's
+	// reduce-scatter.
 	w := weights{}
 	for _, p := range params {
 		var err error
-		if w[p.Name], err = o.Weights(p.Name); err != nil {
+		if dl.overlap {
+			err = o.WaitParam(ctx, p.Name)
+		}
+		if err == nil {
+			w[p.Name], err = o.Weights(p.Name)
+		}
+		if err != nil {
 			return 0, optimizer.StepResult{}, err
 		}
 	}
 	x, y := batch(teacher, s, globalRank(comm), bs)
 	loss, g := lossAndGrad(w, x, y, bs)
 	time.Sleep(dl.delay)
-	for name, gv := range g {
-		if err := o.SetGrad(name, gv); err != nil {
+	for i := len(params) - 1; i >= 0; i-- {
+		name := params[i].Name
+		err := o.SetGrad(name, g[name])
+		if err == nil && dl.overlap {
+			err = o.GradReady(name)
+		}
+		if err != nil {
 			return 0, optimizer.StepResult{}, err
 		}
 	}
-	res, err := o.Step(ctx)
+	stepFn := o.Step
+	if dl.overlap {
+		stepFn = o.StepAsync
+	}
+	res, err := stepFn(ctx)
 	if err != nil {
 		return 0, res, err
 	}
@@ -440,7 +463,7 @@ func meanOverRanks(ctx context.Context, comm collective.Communicator, be optimiz
 
 // processRank trains one rank of a job started by `distopt run`: the
 // rendezvous comes from the environment, the ranks talk over gRPC.
-func processRank(out io.Writer, steps, bs int, teacher, init weights, cfg optimizer.Config, dl deadlines) ([]float64, optimizer.MemoryReport, int, error) {
+func processRank(out io.Writer, steps, bs int, teacher, init weights, cfg optimizer.Config, dl runOptions) ([]float64, optimizer.MemoryReport, int, error) {
 	rc, err := rendezvous.FromEnv()
 	if err != nil {
 		return nil, optimizer.MemoryReport{}, 0, err

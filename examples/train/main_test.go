@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -56,7 +58,7 @@ func TestBannerNamesTheCommunicator(t *testing.T) {
 }
 
 // testDeadlines are generous deadlines for the in-test runs.
-var testDeadlines = deadlines{setup: time.Minute, step: time.Minute}
+var testDeadlines = runOptions{setup: time.Minute, step: time.Minute}
 
 // TestLongRunUnderLauncher runs the README's multi-process example on a
 // shortened clock: every deadline is 4 s and the run, slowed by 250 ms per
@@ -92,4 +94,30 @@ func TestLongRunUnderLauncher(t *testing.T) {
 		t.Fatalf("the run took %v: not longer than twice the %v deadlines, the test shows nothing", took, deadline)
 	}
 	t.Logf("a run of %v with deadlines of %v succeeded", took.Round(time.Millisecond), deadline)
+}
+
+// TestOverlapSameLosses trains 3 in-process ranks for 8 steps with and
+// without -overlap: the pipeline must give the same loss at every step, bit
+// for bit.
+func TestOverlapSameLosses(t *testing.T) {
+	cfg := optimizer.Config{LR: optimizer.WarmupCosine{Peak: 3e-3, Min: 3e-4, Warmup: 2, Total: 8}, MaxGradNorm: 1}
+	teacher, init := initWeights(99), initWeights(1)
+	var runs [2][]float64
+	for i, overlap := range []bool{false, true} {
+		opts := testDeadlines
+		opts.overlap = overlap
+		losses, _, err := trainSharded(io.Discard, 3, 8, 4, teacher, init, cfg, opts)
+		if err != nil {
+			t.Fatalf("overlap %t: %v", overlap, err)
+		}
+		runs[i] = losses
+	}
+	for s := range runs[0] {
+		if math.Float64bits(runs[0][s]) != math.Float64bits(runs[1][s]) {
+			t.Fatalf("step %d: loss %v with Step, %v with the overlapped pipeline", s, runs[0][s], runs[1][s])
+		}
+	}
+	if runs[0][7] >= runs[0][0] {
+		t.Errorf("the loss did not fall: %v", runs[0])
+	}
 }

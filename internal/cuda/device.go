@@ -22,8 +22,15 @@ type Device struct {
 	mu     sync.RWMutex // guards closed against sends on work
 	closed bool
 
-	res resources
+	res   resources
+	syncs atomic.Int64 // host waits for the device (HostSyncs)
 }
+
+// HostSyncs returns how many times the host has waited for this device's
+// work since Open: the Synchronize calls of the device, its streams and
+// events, and the synchronous copies (Stream.Upload, Stream.Download).
+// Event and stream queries, which do not wait, are not counted.
+func (d *Device) HostSyncs() int64 { return d.syncs.Load() }
 
 // Open retains the primary context of GPU ordinal and starts the worker
 // that drives it. It returns an error matching ErrNoDriver or ErrNoDevice
@@ -169,6 +176,7 @@ func (d *Device) Context() uintptr { return d.ctx }
 // Synchronize waits until all work queued on the device has finished
 // (cuCtxSynchronize) and returns the first asynchronous error, if any.
 func (d *Device) Synchronize() error {
+	d.syncs.Add(1)
 	return d.Do(func() error { return check("cuCtxSynchronize", cuCtxSynchronize()) })
 }
 

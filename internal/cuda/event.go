@@ -48,6 +48,7 @@ func (e *Event) Record(s *Stream) error {
 
 // Synchronize waits until e has completed.
 func (e *Event) Synchronize() error {
+	e.d.syncs.Add(1)
 	return e.d.Do(func() error { return check("cuEventSynchronize", cuEventSynchronize(e.h)) })
 }
 

@@ -56,6 +56,7 @@ func (s *Stream) Destroy() error {
 // Synchronize waits until all work queued on the stream has finished and
 // returns the first asynchronous error, if any.
 func (s *Stream) Synchronize() error {
+	s.d.syncs.Add(1)
 	return s.d.Do(func() error { return check("cuStreamSynchronize", cuStreamSynchronize(s.h)) })
 }
 
@@ -81,6 +82,7 @@ func (s *Stream) Upload(dst DevicePtr, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
+	s.d.syncs.Add(1)
 	return s.d.Do(func() error {
 		if err := check("cuMemcpyHtoDAsync", cuMemcpyHtoDAsync(dst, ptr(src), len(src), s.h)); err != nil {
 			return err
@@ -96,6 +98,7 @@ func (s *Stream) Download(dst []byte, src DevicePtr) error {
 	if len(dst) == 0 {
 		return nil
 	}
+	s.d.syncs.Add(1)
 	return s.d.Do(func() error {
 		if err := check("cuMemcpyDtoHAsync", cuMemcpyDtoHAsync(ptr(dst), src, len(dst), s.h)); err != nil {
 			return err

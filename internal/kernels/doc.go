@@ -6,12 +6,12 @@
 //
 // One .cu file per concept (fp8.cu, bf16.cu, fill.cu, ...), sharing device
 // helpers through .cuh headers. Launchers live in a Go file per concept:
-// bf16.go, fill.go and fp8.go launch the kernels of the .cu file of the same
-// name; update.go launches those of the step (update.cu, segcast.cu and
-// gradstats.cu), over the segment tables packed by segment.go. Each .cu
-// file becomes one PTX module per Variant. To add kernels: write them
-// (extern "C" __global__) in a .cu file, run `go generate
-// ./internal/kernels`, and add launchers that call Set.function with the
+// bf16.go, fill.go, fp8.go and scales.go launch the kernels of the .cu file
+// of the same name; update.go launches those of the step (update.cu,
+// segcast.cu and gradstats.cu), over the segment tables packed by
+// segment.go. Each .cu file becomes one PTX module per Variant. To add
+// kernels: write them (extern "C" __global__) in a .cu file, run `go
+// generate ./internal/kernels`, and add launchers that call Set.function with the
 // kernel's name; TestEntries checks that every name a launcher uses exists
 // in every variant.
 //

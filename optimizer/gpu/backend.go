@@ -285,7 +285,14 @@ func (b *Backend) table(kind byte, t kernels.Table) (cuda.DevicePtr, error) {
 		return e.dev, nil
 	}
 	if e.last != nil {
-		if err := e.copied.Synchronize(); err != nil {
+		// The staging memory is free once the previous copy out of it has
+		// completed: usually long ago (a step's host wait came since), so
+		// look before waiting.
+		done, err := e.copied.Query()
+		if err == nil && !done {
+			err = e.copied.Synchronize()
+		}
+		if err != nil {
 			return 0, err
 		}
 	}

@@ -19,6 +19,29 @@
 // nothing; a table that changes (a learning-rate schedule changes the step
 // sizes) costs one synchronous upload of its few bytes.
 //
+// # Overlap without host waits
+//
+// The backend is an optimizer.DeviceOrderer: where the optimizer's
+// overlapped pipeline waits for a collective of an NCCL communicator (a
+// bucket's reduce-scatter before the gradient statistics, a bucket's
+// all-gather in WaitParam or before the next update), the compute stream
+// waits for the group's completion event and the host does not. In the
+// other direction, the communicator of Setup records an event on the
+// compute stream at every Start, so a reduce-scatter started by GradReady
+// runs after the gradient writes queued on Stream before the call. Write
+// the gradients, and read the gathered parameters, on Stream (or order
+// your own stream against it with events).
+//
+// The backend is also an optimizer.DeviceScaler: with per-tensor current
+// scaling and 128x128 tiles, the scales and scale_inv of a step are
+// derived from the all-reduced amaxes by a kernel on the compute stream
+// (scales.cu), after a device wait for the all-reduce, so the host neither
+// waits for nor reads the amaxes. A step still waits for the device once to
+// read the gradient statistics (the skip decision and the norm), and, with
+// delayed scaling, to read the amaxes into the host's histories
+// (cuda.Device.HostSyncs counts the waits; BenchmarkStepAsync reports them
+// per step).
+//
 // # Choosing a backend
 //
 // Choose("cpu" | "gpu" | "auto") returns the backend asked for. "gpu" never

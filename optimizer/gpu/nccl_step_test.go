@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ const (
 	envNCCLRank   = "DISTOPT_TEST_GPU_NCCL_RANK"
 	envNCCLConfig = "DISTOPT_TEST_GPU_NCCL_CONFIG"
 	envNCCLOut    = "DISTOPT_TEST_GPU_NCCL_OUT"
+	envNCCLMicro  = "DISTOPT_TEST_GPU_NCCL_MICRO" // overlapped, with this many micro-batches
 	ncclSteps     = 6
 )
 
@@ -64,7 +66,14 @@ func ncclRankMain() error {
 		return fmt.Errorf("backend on GPU %d, communicator on GPU %d, LOCAL_RANK %d", be.Ordinal(), comm.Ordinal(), rank.Store.Config().LocalRank)
 	}
 	cfg := stepConfigs()[os.Getenv(envNCCLConfig)]
-	out, err := optimizertest.Train(ctx, comm, be, optimizertest.AwkwardParams(), cfg, ncclSteps, rankGrad)
+	var out optimizertest.Result
+	if m := os.Getenv(envNCCLMicro); m != "" {
+		micro, _ := strconv.Atoi(m)
+		ov := optimizertest.Overlap{MicroBatches: micro, Shuffle: micro > 1}
+		out, err = optimizertest.TrainOverlapped(ctx, comm, be, optimizertest.AwkwardParams(), cfg, ncclSteps, rankGrad, ov)
+	} else {
+		out, err = optimizertest.Train(ctx, comm, be, optimizertest.AwkwardParams(), cfg, ncclSteps, rankGrad)
+	}
 	if err != nil {
 		return err
 	}
@@ -78,26 +87,42 @@ func ncclRankMain() error {
 	return optimizertest.WriteResult(os.Getenv(envNCCLOut), comm.Rank(), out)
 }
 
-// meanGrad is the reference average of the two ranks' gradients.
-func meanGrad(p optimizer.Param, step int, dt collective.DType) []float32 {
-	return optimizertest.Mean(dt, rankGrad(p, step, 0), rankGrad(p, step, 1))
-}
-
 // TestNCCLStep runs the optimizer in two processes, one per GPU, with the
 // CUDA backend and the NCCL communicator, for every recipe, and compares
 // both ranks' masters, moments, FP8 bytes and scales with a single-rank run
 // on the CPU backend fed the averaged gradients: they must be bit-identical.
 func TestNCCLStep(t *testing.T) {
+	testNCCL(t, 0)
+}
+
+// TestNCCLOverlap is TestNCCLStep through the overlapped pipeline
+// (GradReady in a different order on each rank, StepAsync, WaitParam),
+// without and with accumulation over 3 micro-batches: the reference is fed
+// the average of the ranks' accumulated gradients.
+func TestNCCLOverlap(t *testing.T) {
+	for _, micro := range []int{1, 3} {
+		t.Run(fmt.Sprintf("micro=%d", micro), func(t *testing.T) { testNCCL(t, micro) })
+	}
+}
+
+// testNCCL runs TestNCCLStep, through the overlapped pipeline with micro
+// micro-batches unless micro is 0.
+func testNCCL(t *testing.T, micro int) {
 	count, err := cuda.DeviceCount()
 	cudatest.Unavailable(t, err)
 	if count < 2 {
 		cudatest.Unavailable(t, errors.Join(cuda.ErrNoDevice, fmt.Errorf("the test needs 2 GPUs, found %d", count)))
 	}
+	grad := rankGrad
+	env := []string{"DISTOPT_RUN_ID=nccl-step", "NCCL_NVLS_ENABLE=0"}
+	if micro > 0 {
+		grad = optimizertest.Accumulated(rankGrad, micro)
+		env = append(env, envNCCLMicro+"="+strconv.Itoa(micro))
+	}
 	for name, cfg := range stepConfigs() {
 		t.Run(name, func(t *testing.T) {
 			out := t.TempDir()
-			errs := optimizertest.StartRanks(t, 2, envNCCLRank+"=1", envNCCLConfig+"="+name, envNCCLOut+"="+out,
-				"DISTOPT_RUN_ID=nccl-step", "NCCL_NVLS_ENABLE=0")
+			errs := optimizertest.StartRanks(t, 2, append([]string{envNCCLRank + "=1", envNCCLConfig + "=" + name, envNCCLOut + "=" + out}, env...)...)
 			for r, err := range errs {
 				if err != nil {
 					t.Fatalf("rank %d: %v", r, err)
@@ -105,7 +130,7 @@ func TestNCCLStep(t *testing.T) {
 			}
 			gt := optimizertest.GradType(cfg)
 			ref := train(t, single.New(collective.Host, nil), optimizer.NewCPU(2), cfg, ncclSteps, func(p optimizer.Param, s, _ int) []float32 {
-				return meanGrad(p, s, gt)
+				return optimizertest.Mean(gt, grad(p, s, 0), grad(p, s, 1))
 			})
 			for r := range 2 {
 				got, err := optimizertest.ReadResult(out, r)

@@ -21,6 +21,7 @@ type Result struct {
 	Weights map[string][]float32   // every high-precision parameter, gathered
 	Results []optimizer.StepResult // one a step, in order
 	Backend string                 // the name of the backend that ran the steps
+	Scalars optimizer.ScalarState  // step count, loss scaler, amax histories
 }
 
 // Skipped returns whether each step was skipped, in order.
@@ -34,9 +35,9 @@ func (r Result) Skipped() []bool {
 
 // Collect reads o's pieces, the gathered FP8 tensor of every parameter of
 // params and the gathered weights of every high-precision one, and the name
-// of o's backend; Results is left empty. It returns the first error of o.
+// of o's backend, and its scalar state; Results is left empty. It returns the first error of o.
 func Collect(o *optimizer.Optimizer, params []optimizer.Param) (Result, error) {
-	res := Result{Tensors: map[string]*fp8.Tensor{}, Weights: map[string][]float32{}, Backend: o.Backend().Name()}
+	res := Result{Tensors: map[string]*fp8.Tensor{}, Weights: map[string][]float32{}, Backend: o.Backend().Name(), Scalars: o.Scalars()}
 	var err error
 	if res.Pieces, err = o.ReadPieces(); err != nil {
 		return Result{}, err
@@ -90,6 +91,17 @@ func Train(ctx context.Context, comm collective.Communicator, be optimizer.Backe
 // t naming the first rank that returned an error.
 func Run(t testing.TB, world, steps int, params []optimizer.Param, cfg optimizer.Config, grad GradFunc) []Result {
 	t.Helper()
+	return RunRanks(t, world, cfg, func(ctx context.Context, comm collective.Communicator, cfg optimizer.Config) (Result, error) {
+		return Train(ctx, comm, optimizer.NewCPU(2), params, cfg, steps, grad)
+	})
+}
+
+// RunRanks runs train on world in-process ranks (collective/inproc), one
+// goroutine each, with its own copy of cfg's loss scaler, under a
+// one-minute deadline, and returns their results by rank. It fails t naming
+// the first rank that returned an error.
+func RunRanks(t testing.TB, world int, cfg optimizer.Config, train func(context.Context, collective.Communicator, optimizer.Config) (Result, error)) []Result {
+	t.Helper()
 	comms := inproc.Communicators(world)
 	out := make([]Result, world)
 	errs := make([]error, world)
@@ -103,7 +115,7 @@ func Run(t testing.TB, world, steps int, params []optimizer.Param, cfg optimizer
 				ls := *cfg.LossScaler
 				c.LossScaler = &ls
 			}
-			out[r], errs[r] = Train(ctx, comms[r], optimizer.NewCPU(2), params, c, steps, grad)
+			out[r], errs[r] = train(ctx, comms[r], c)
 		})
 	}
 	wg.Wait()

@@ -1,0 +1,124 @@
+package optimizer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/distopt/distopt/collective"
+)
+
+// This file holds the parameter side of the overlapped pipeline: StepAsync,
+// which returns with one all-gather per bucket in flight, and the waits the
+// forward pass makes before it reads a parameter.
+
+// StepAsync is Step returning with the parameters' all-gathers in flight:
+// one per bucket, started in bucket (forward) order, so that the next
+// forward pass runs while they travel. Before the forward pass reads a
+// parameter it calls WaitParam (or WaitGathers for all): until then Param,
+// Tensor and Weights of that parameter return ErrNotGathered. The next
+// Step or StepAsync orders itself after the gathers not waited for. The
+// bits are those of Step: the same stages run in the same order, only the
+// waits move.
+//
+// A skipped step starts no gather: the parameters stay as they were.
+func (o *Optimizer) StepAsync(ctx context.Context) (StepResult, error) {
+	return o.stepWith(ctx, true)
+}
+
+// startGathers is phase 6 of StepAsync: the all-gather of every bucket, one
+// group per bucket in bucket order, not waited for.
+func (o *Optimizer) startGathers(t *Timings) {
+	t0 := time.Now()
+	for b, bk := range o.buckets {
+		o.ov.gathers[b] = o.comm.Start(o.gatherOps(bk)...)
+	}
+	t.AllGather = since(&t0)
+}
+
+// WaitParam waits for the all-gather of the named parameter's bucket, if
+// one is in flight (StepAsync), and makes the parameter readable. On the
+// CPU backend it blocks until the gather is done, or ctx ends. On a backend
+// that orders its work on the device (DeviceOrderer: optimizer/gpu), the
+// backend's stream waits for the gather by an event and the host does not:
+// read the parameter on that stream. A failed gather breaks the optimizer
+// (ErrBroken from then on).
+func (o *Optimizer) WaitParam(ctx context.Context, name string) error {
+	if err := o.usable(); err != nil {
+		return err
+	}
+	i, ok := o.ov.index[name]
+	if !ok {
+		return fmt.Errorf("optimizer: WaitParam(%q): %w", name, ErrUnknownParam)
+	}
+	return o.waitGather(ctx, o.layout.Places[i].Bucket)
+}
+
+// WaitGathers waits for every all-gather in flight, in bucket order, as
+// WaitParam does for one.
+func (o *Optimizer) WaitGathers(ctx context.Context) error {
+	if err := o.usable(); err != nil {
+		return err
+	}
+	return o.waitAllGathers(ctx)
+}
+
+// waitAllGathers orders the backend after every gather in flight.
+func (o *Optimizer) waitAllGathers(ctx context.Context) error {
+	for b := range o.buckets {
+		if err := o.waitGather(ctx, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitGather orders the backend after bucket b's gather, if in flight.
+func (o *Optimizer) waitGather(ctx context.Context, b int) error {
+	w := o.ov.gathers[b]
+	if w == nil {
+		return nil
+	}
+	o.ov.gathers[b] = nil
+	if err := o.after(ctx, w); err != nil {
+		return o.fail(fmt.Errorf("optimizer: parameter all-gather of bucket %d: %w", b, err))
+	}
+	return nil
+}
+
+// gathered returns an error wrapping ErrNotGathered when bucket b's gather
+// has not been waited for.
+func (o *Optimizer) gathered(name string, b int) error {
+	if o.ov != nil && o.ov.gathers[b] != nil {
+		return fmt.Errorf("optimizer: %q: its bucket's all-gather is in flight; call WaitParam first: %w", name, ErrNotGathered)
+	}
+	return nil
+}
+
+// closeWait bounds how long Close waits for the collectives in flight.
+const closeWait = 10 * time.Second
+
+// drain waits for every collective the pipeline has in flight, for at most
+// closeWait (past it the communicator aborts them, freeing the buffers).
+func (o *Optimizer) drain() error {
+	if o.ov == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), closeWait)
+	defer cancel()
+	var err error
+	for _, ws := range [][]collective.Work{o.ov.rs, o.ov.gathers, o.ov.settle} {
+		for i, w := range ws {
+			if w != nil {
+				err = errors.Join(err, w.Wait(ctx))
+				ws[i] = nil
+			}
+		}
+	}
+	o.ov.settle = nil
+	if err != nil {
+		return fmt.Errorf("optimizer: collectives in flight at Close: %w", err)
+	}
+	return o.be.Sync()
+}

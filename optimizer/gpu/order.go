@@ -1,0 +1,37 @@
+package gpu
+
+import (
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/optimizer"
+)
+
+// streamWaiter is collective work that a stream can wait for on the device
+// (collective/nccl's Work).
+type streamWaiter interface {
+	StreamWait(s *cuda.Stream) error
+}
+
+// After implements optimizer.DeviceOrderer: for the work of an NCCL
+// communicator (collective/nccl) it makes the backend's stream wait for
+// the group's completion event, and the host waits only until the group
+// has been handed to NCCL, not for the transfer. Other work (collective/
+// single's, already complete) gives false.
+func (b *Backend) After(w collective.Work) (bool, error) {
+	sw, ok := w.(streamWaiter)
+	if !ok {
+		return false, nil
+	}
+	return true, sw.StreamWait(b.s)
+}
+
+var _ optimizer.DeviceOrderer = (*Backend)(nil)
+
+// ScalesFromAmax implements optimizer.DeviceScaler: one launch on the
+// compute stream (kernels.Set.ScalesFromAmax).
+func (b *Backend) ScalesFromAmax(scale, scaleInv, amax collective.Buffer, n int, r fp8.Recipe) error {
+	return b.ks.ScalesFromAmax(b.s, b.ptr(scale), b.ptr(scaleInv), b.ptr(amax), n, r.Format, r.Margin, r.PowerOf2)
+}
+
+var _ optimizer.DeviceScaler = (*Backend)(nil)

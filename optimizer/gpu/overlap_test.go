@@ -1,0 +1,177 @@
+package gpu
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/collective/nccl"
+	"github.com/distopt/distopt/collective/rendezvous"
+	"github.com/distopt/distopt/collective/single"
+	"github.com/distopt/distopt/internal/cuda/cudatest"
+	inccl "github.com/distopt/distopt/internal/nccl"
+	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/optimizertest"
+)
+
+// ncclOne sets up a one-rank GPU job on GPU 0 with Setup (its store on a
+// free loopback port): the CUDA backend and an NCCL communicator of one
+// rank ordered after the backend's stream. It skips the test without a GPU
+// or NCCL (fails it under DISTOPT_REQUIRE_GPU=1) and closes the job at the
+// end.
+func ncclOne(tb testing.TB) *Rank {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rc := rendezvous.Config{Rank: 0, WorldSize: 1, LocalRank: 0, LocalWorldSize: 1, MasterAddr: "127.0.0.1", MasterPort: port, RunID: "overlap"}
+	r, err := Setup(ctx, rc, nccl.Config{})
+	cudatest.Unavailable(tb, err, ErrUnavailable, inccl.ErrNoLibrary)
+	tb.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			tb.Errorf("closing the job: %v", err)
+		}
+	})
+	return r
+}
+
+// TestOverlapStep trains through the overlapped pipeline (GradReady,
+// accumulation, StepAsync, WaitParam) on the CUDA backend with a one-rank
+// NCCL communicator (the backend orders itself after its groups on the
+// device), for every recipe, with a skipped step, and compares it with the
+// synchronous Step on the same GPU and communicator (step results, scalar
+// state and every byte of state) and with the CPU backend (every byte of
+// state): all must be bit-identical.
+func TestOverlapStep(t *testing.T) {
+	r := ncclOne(t)
+	overlapStep(t, r.Comm, r.Backend)
+}
+
+// TestOverlapStepSingle is TestOverlapStep with collective/single on
+// device memory (copies queued on the backend's stream, work the backend
+// does not order after: the optimizer waits on the host, at once).
+func TestOverlapStepSingle(t *testing.T) {
+	b := open(t)
+	copier := func(dst, src collective.Buffer) error {
+		d, s := dst.(collective.DeviceBuffer), src.(collective.DeviceBuffer)
+		return b.Stream().CopyDtoD(ptrOf(d), ptrOf(s), min(d.Size, s.Size))
+	}
+	overlapStep(t, single.New(collective.Device, copier), b)
+}
+
+// overlapStep is the body of TestOverlapStep on comm and be.
+func overlapStep(t *testing.T, comm collective.Communicator, be *Backend) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	params := optimizertest.AwkwardParams()
+	const steps = 6
+	for name, cfg := range stepConfigs() {
+		for _, ov := range []optimizertest.Overlap{{MicroBatches: 1}, {MicroBatches: 3, Shuffle: true}, {MicroBatches: 2, Sync: true}} {
+			t.Run(fmt.Sprintf("%s/%+v", name, ov), func(t *testing.T) {
+				micro := max(1, ov.MicroBatches)
+				acc := optimizertest.Accumulated(oneRankGrad, micro)
+				got, err := optimizertest.TrainOverlapped(ctx, comm, be, params, cfg, steps, oneRankGrad, ov)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := optimizertest.Train(ctx, comm, be, params, cfg, steps, acc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cpu := train(t, single.New(collective.Host, nil), optimizer.NewCPU(2), cfg, steps, acc)
+				compareOverlap(t, want, got, cpu)
+			})
+		}
+	}
+}
+
+// compareOverlap fails t unless got (overlapped) took the same steps as
+// want (synchronous, same backend), one of them skipped, with the same
+// scalar state, and holds the bits of want and of cpu.
+func compareOverlap(t *testing.T, want, got, cpu optimizertest.Result) {
+	t.Helper()
+	skipped := false
+	for i := range got.Results {
+		g, w := got.Results[i], want.Results[i]
+		g.Timings, w.Timings = optimizer.Timings{}, optimizer.Timings{}
+		if !reflect.DeepEqual(g, w) {
+			t.Fatalf("step %d: %+v, synchronous %+v", i, g, w)
+		}
+		skipped = skipped || g.Skipped
+	}
+	if !skipped {
+		t.Errorf("no step was skipped")
+	}
+	if !reflect.DeepEqual(got.Scalars, want.Scalars) {
+		t.Errorf("scalar state %+v, synchronous %+v", got.Scalars, want.Scalars)
+	}
+	for _, d := range optimizertest.Diff(want, got) {
+		t.Errorf("overlapped against synchronous: %s", d)
+	}
+	for _, d := range optimizertest.Diff(cpu, got) {
+		t.Errorf("overlapped against the CPU backend: %s", d)
+	}
+}
+
+// TestOverlapNoHostWait checks that the host never waits for the GPU in
+// the pipeline's own calls: GradReady (which starts reduce-scatters) and
+// WaitParam (the forward's wait for a gather) leave the device's count of
+// host synchronisations unchanged, step after step, and StepAsync waits
+// once (current scaling, where the scales are derived on the device).
+func TestOverlapNoHostWait(t *testing.T) {
+	r := ncclOne(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	params := optimizertest.AwkwardParams()
+	cfg := stepConfigs()["E4M3 TensorCurrent(margin=0, pow2=false)"]
+	o, err := optimizer.New(ctx, r.Comm, r.Backend, params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	dev := r.Backend.Device()
+	for s := range 4 {
+		for _, p := range params {
+			if err := o.SetGrad(p.Name, optimizertest.Grad(p, uint64(s), s)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := dev.HostSyncs()
+		for i := len(params) - 1; i >= 0; i-- {
+			if err := o.GradReady(params[i].Name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := dev.HostSyncs() - before; n != 0 {
+			t.Errorf("step %d: GradReady of every parameter waited for the GPU %d times", s, n)
+		}
+		inStep := dev.HostSyncs()
+		if _, err := o.StepAsync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Once: the read of the gradient statistics. The scales are derived
+		// on the device and the segment tables' staging memory was freed by
+		// the previous step's wait.
+		if n := dev.HostSyncs() - inStep; n != 1 {
+			t.Errorf("step %d: StepAsync waited for the GPU %d times, want 1", s, n)
+		}
+		before = dev.HostSyncs()
+		for _, p := range params {
+			if err := o.WaitParam(ctx, p.Name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := dev.HostSyncs() - before; n != 0 {
+			t.Errorf("step %d: WaitParam of every parameter waited for the GPU %d times", s, n)
+		}
+	}
+}
