@@ -1,0 +1,89 @@
+// Package fp8grad provides a Communicator wrapper whose gradient
+// reduce-scatters travel in FP8 with FP32 accumulation, for runs whose
+// reduce-scatter is bound by the network.
+//
+// # What a reduce-scatter becomes
+//
+// A reduce-scatter of BFloat16 or Float32 with Sum or Avg (see Encoded),
+// on d ranks with n elements per shard, runs as follows on every rank:
+//
+//  1. Quantize: the rank's source is cut into its d pieces (piece p, the
+//     elements [p*n, (p+1)*n), is rank p's shard); each piece is
+//     quantized by Quantize into a wire piece of PieceBytes(n, block)
+//     bytes: one float32 scale_inv per block of Config.Block elements
+//     (power-of-two scales from the block's amax), then n FP8 codes
+//     (Config.Format), then padding to 4 bytes.
+//  2. Exchange: one all-to-all (collective.OpAllToAll) on the wrapped
+//     communicator, so that rank p receives piece p of every rank.
+//  3. Sum: DequantSum decodes each received piece (exactly, the scales
+//     being powers of two) and adds them in float32 in rank order 0, 1,
+//     ..., d-1; Avg divides the float32 sum by d. The shard is written as
+//     float32, or rounded to bfloat16 (nearest, ties to even).
+//
+// Every other op (gathers, broadcasts, barriers, all-reduces, Max and
+// integer reduce-scatters) passes through unchanged, in the same group.
+// The optimizer uses the mode by being given the wrapped communicator;
+// its layout, checkpoints and overlap machinery do not change.
+//
+// Wire bytes per element and destination: 1 + 4/Block (1.03125 with the
+// default block of 128) against 2 for bfloat16 gradients.
+//
+// # Why an all-to-all and not a ring
+//
+// A ring reduce-scatter whose every hop dequantizes, adds in FP32 and
+// requantizes moves the same bytes (d-1 pieces out of each rank) but
+// quantizes partial sums d-1 times, so the error grows with d and the
+// result depends on d and on the ring's order in ways that cannot be
+// stated simply; each hop is also a dependent round trip. The all-to-all
+// quantizes every contribution exactly once, sums in a fixed order, and
+// lets NCCL (grouped ncclSend/ncclRecv) or gRPC run all transfers at once.
+// On one node of 8 GPUs the all-to-all does d-1 concurrent transfers per
+// rank, like NCCL's own ring in bytes; across nodes it sends d-1 messages
+// of n elements instead of d-1 hops of n elements, the same volume.
+//
+// # Non-finite gradients
+//
+// E4M3 saturates infinities to its largest value, so a block holding a
+// NaN or an infinity is marked: its scale_inv is sent as NaN (MarkerBits).
+// Its elements then dequantize to NaN, the sum on the owner of that shard
+// is NaN there, and the optimizer's non-finite check (an all-reduce over
+// ranks) makes the step skip on every rank.
+//
+// # What is reproducible
+//
+// For given gradients on each rank, the result is a pure function of
+// (the d sources in rank order, Format, Block, n): bit for bit the same
+// on every backend (in-process, gRPC, NCCL with the GPU kernels), in
+// every run, and with any grouping of the ops. It depends on the number
+// of ranks d only through
+//
+//   - which elements share a block: blocks start at each shard's first
+//     element, so element i of the bucket is in block (i mod n) / Block of
+//     its piece; when n is a multiple of Block, blocks are the same
+//     aligned runs of Block elements for every d, and each rank's
+//     quantized values do not depend on d;
+//   - the float32 sum itself, which adds d terms in rank order (as any
+//     data-parallel sum of d ranks' gradients does), and for Avg the
+//     division by d.
+//
+// It is not the bfloat16 or float32 reduce-scatter of the same gradients:
+// each contribution is rounded to FP8 first (relative error up to 2^-4
+// of the block's amax for E4M3, 2^-3 for E5M2).
+//
+// # Error feedback
+//
+// With Config.ErrorFeedback each rank adds to its source the residual
+// (source + residual − dequantized value) it kept from the previous
+// reduce-scatter of the same source buffer (same address and length), so
+// that the quantization errors telescope instead of accumulating. The
+// residual is float32 over the whole source: 4 bytes per gradient element
+// on every rank (for N parameters, 4N bytes per rank, as much as the
+// unsharded master weights), reported by ResidualBytes. It is off by
+// default. A marked block's residual is reset to 0.
+//
+// # Limits
+//
+// Only host communicators are wrapped for now. The GPU kernels of the
+// codec (internal/kernels/gradfp8.cu, bit-exact with Quantize and
+// DequantSum) exist but are not yet wired around a device communicator.
+package fp8grad
