@@ -17,7 +17,7 @@ type Comm struct {
 	inner collective.Communicator
 	cfg   Config
 
-	mu        sync.Mutex            // guards residuals
+	mu        sync.Mutex           // guards residuals
 	residuals map[srcKey][]float32 // error feedback, by source buffer
 }
 
