@@ -104,7 +104,8 @@ func Quantize(dst []byte, src []float32, residual []float32, block int, f fp8.Fo
 // where dec(p, i) = float32(f.Decode(code[i]) * scaleInv[i/block]) (exact,
 // see Quantize; NaN for a marked block). Every multiply and add is a
 // separate float32 operation (no fused multiply-add). div 1 leaves the sum
-// as it is.
+// as it is. Every NaN result is written as the NaN of bits MarkerBits
+// (NaN payloads and signs differ between CPUs and GPUs; this one does not).
 func DequantSum(dst []float32, pieces [][]byte, block int, f fp8.Format, div float32) {
 	n := len(dst)
 	if len(pieces) == 0 {
@@ -131,9 +132,12 @@ func DequantSum(dst []float32, pieces [][]byte, block int, f fp8.Format, div flo
 				out[i] = float32(out[i] + float32(dec[c]*inv))
 			}
 		}
-		if div != 1 {
-			for i := lo; i < hi; i++ {
+		for i := lo; i < hi; i++ {
+			if div != 1 {
 				dst[i] = float32(dst[i] / div)
+			}
+			if dst[i] != dst[i] {
+				dst[i] = math.Float32frombits(MarkerBits) // one NaN on every machine
 			}
 		}
 	}
