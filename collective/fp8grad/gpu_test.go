@@ -157,4 +157,3 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
-
