@@ -9,10 +9,8 @@ import (
 	"github.com/distopt/distopt/fp8"
 )
 
-// MarkerBits is the scale_inv of a block that held a NaN or an infinity:
-// the float32 quiet NaN, so that every element of the block dequantizes to
-// NaN and so does the sum it enters.
-const MarkerBits uint32 = 0x7fc00000
+// NaNBits is the float32 NaN that DequantSum writes for every NaN result.
+const NaNBits uint32 = 0x7fc00000
 
 // ScaleBytes is the size of one block's scale_inv on the wire.
 const ScaleBytes = 4
@@ -35,12 +33,16 @@ func blocks(n, block int) int { return (n + block - 1) / block }
 // which must hold PieceBytes(n, block) bytes. For each run k of block
 // consecutive elements (the last may be shorter):
 //
-//	amax         = max |x| over the run (fp8.Amax's key: NaN above Inf)
+//	amax         = max |x| over the finite x of the run
 //	scale, inv   = fp8.ScaleFromAmax(amax, f, 0, true)   (a power of two)
-//	code[i]      = f.Encode(float32(x[i] * scale))
-//	scaleInv[k]  = inv, or NaN (MarkerBits) when the run holds a NaN or ±Inf
+//	code[i]      = f.Encode(float32(x[i] * scale))   for finite x[i]
+//	code[i]      = f.NaN() (0x7f)                    for NaN and ±Inf
+//	scaleInv[k]  = inv
 //
-// An all-zero run gets scale 1 and zero codes. Because scale is a power of
+// A non-finite element thus decodes to NaN (E4M3 would saturate an
+// infinity to 448), and so does every sum it enters, while the other
+// elements of its block keep their precision. An all-zero run gets scale
+// 1 and zero codes. Because scale is a power of
 // two, code[i] decoded times scaleInv[k] is exactly the value the code
 // stands for (no rounding), except where the product is a float32
 // subnormal that is not representable, which cannot happen: the smallest
@@ -48,7 +50,7 @@ func blocks(n, block int) int { return (n + block - 1) / block }
 //
 // With residual not nil (error feedback; len(residual) == len(src)), x[i]
 // is float32(src[i] + residual[i]) and residual[i] is set to
-// float32(x[i] - decoded[i]) (0 in a marked run).
+// float32(x[i] - decoded[i]) (0 for a non-finite x[i]).
 func Quantize(dst []byte, src []float32, residual []float32, block int, f fp8.Format) {
 	n := len(src)
 	checkPiece("Quantize", len(dst), n, block, f)
@@ -70,23 +72,25 @@ func Quantize(dst []byte, src []float32, residual []float32, block int, f fp8.Fo
 				v = float32(v + residual[lo+i])
 			}
 			run[i] = v
-			amax = max(amax, math.Float32bits(v)&0x7fffffff)
+			if a := math.Float32bits(v) & 0x7fffffff; a < 0x7f800000 {
+				amax = max(amax, a)
+			}
 		}
 		scale, inv := fp8.ScaleFromAmax(math.Float32frombits(amax), f, 0, true)
 		fp8.CastScaled(codes[lo:hi], run, scale, f)
-		marked := amax >= 0x7f800000
-		if marked {
-			inv = math.Float32frombits(MarkerBits)
-		}
 		binary.LittleEndian.PutUint32(dst[ScaleBytes*k:], math.Float32bits(inv))
-		if residual == nil {
-			continue
-		}
 		for i, v := range run {
-			if marked {
-				residual[lo+i] = 0
-			} else {
+			finite := math.Float32bits(v)&0x7fffffff < 0x7f800000
+			if !finite {
+				codes[lo+i] = f.NaN()
+			}
+			if residual == nil {
+				continue
+			}
+			if finite {
 				residual[lo+i] = float32(v - float32(dec[codes[lo+i]]*inv))
+			} else {
+				residual[lo+i] = 0
 			}
 		}
 	}
@@ -102,9 +106,9 @@ func Quantize(dst []byte, src []float32, residual []float32, block int, f fp8.Fo
 //	dst[i] = float32(acc / div)
 //
 // where dec(p, i) = float32(f.Decode(code[i]) * scaleInv[i/block]) (exact,
-// see Quantize; NaN for a marked block). Every multiply and add is a
+// see Quantize; NaN for a non-finite element). Every multiply and add is a
 // separate float32 operation (no fused multiply-add). div 1 leaves the sum
-// as it is. Every NaN result is written as the NaN of bits MarkerBits
+// as it is. Every NaN result is written as the NaN of bits NaNBits
 // (NaN payloads and signs differ between CPUs and GPUs; this one does not).
 func DequantSum(dst []float32, pieces [][]byte, block int, f fp8.Format, div float32) {
 	n := len(dst)
@@ -137,7 +141,7 @@ func DequantSum(dst []float32, pieces [][]byte, block int, f fp8.Format, div flo
 				dst[i] = float32(dst[i] / div)
 			}
 			if dst[i] != dst[i] {
-				dst[i] = math.Float32frombits(MarkerBits) // one NaN on every machine
+				dst[i] = math.Float32frombits(NaNBits) // one NaN on every machine
 			}
 		}
 	}

@@ -156,35 +156,34 @@ func verifyPiece(t *testing.T, piece []byte, x, orig []float32, block int, f fp8
 	}
 }
 
-// TestQuantizeMarker: a block with a NaN or an infinity gets the NaN
-// scale_inv, every element of it decodes to NaN, and the other blocks
-// are what they are without it.
-func TestQuantizeMarker(t *testing.T) {
+// TestQuantizeNonFinite: a NaN or an infinity is sent as the NaN code
+// and decodes to NaN; every other byte of the piece (the block's scale
+// included) is what it is with a zero there instead.
+func TestQuantizeNonFinite(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	const n, block = 300, 128
 	for _, f := range formats {
 		for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
 			x := gradients(rng, n, block)
-			clean := make([]byte, PieceBytes(n, block))
-			Quantize(clean, x, nil, block, f)
-			at := 200 // block 1
+			at := 200
+			x[at] = 0
+			want := make([]byte, PieceBytes(n, block))
+			Quantize(want, x, nil, block, f)
 			x[at] = bad
 			piece := make([]byte, PieceBytes(n, block))
 			Quantize(piece, x, nil, block, f)
-			if got := binary.LittleEndian.Uint32(piece[4:]); got != MarkerBits {
-				t.Fatalf("%v %g: scale_inv bits %#x, want the marker", f, bad, got)
+			if c := piece[4*blocks(n, block)+at]; c != f.NaN() {
+				t.Fatalf("%v %g: code %#x, want the NaN code", f, bad, c)
 			}
-			got := decoded(piece, n, block, f)
-			for i := range n {
-				inBlock := i/block == at/block
-				if isNaN := math.IsNaN(float64(got[i])); isNaN != inBlock {
-					t.Fatalf("%v %g: element %d decodes to %g", f, bad, i, got[i])
+			want[4*blocks(n, block)+at] = f.NaN()
+			for i := range piece {
+				if piece[i] != want[i] {
+					t.Fatalf("%v %g: byte %d is %#x, want %#x", f, bad, i, piece[i], want[i])
 				}
 			}
-			want := decoded(clean, n, block, f)
-			for i := range n {
-				if i/block != at/block && got[i] != want[i] {
-					t.Fatalf("%v %g: element %d of another block changed", f, bad, i)
+			for i, v := range decoded(piece, n, block, f) {
+				if math.IsNaN(float64(v)) != (i == at) {
+					t.Fatalf("%v %g: element %d decodes to %g", f, bad, i, v)
 				}
 			}
 		}
@@ -224,8 +223,11 @@ func TestDequantSum(t *testing.T) {
 						if math.Float32bits(got[i]) != math.Float32bits(w) && !(math.IsNaN(float64(w)) && math.IsNaN(float64(got[i]))) {
 							t.Fatalf("%v d=%d n=%d div=%g: element %d = %g, want %g", f, d, n, div, i, got[i], w)
 						}
-						if d > 1 && i/block == (n/2)/block && !math.IsNaN(float64(got[i])) {
-							t.Fatalf("element %d of a marked block is %g, want NaN", i, got[i])
+						if d > 1 && math.IsNaN(float64(got[i])) != (i == n/2) {
+							t.Fatalf("element %d is %g; only %d is not finite", i, got[i], n/2)
+						}
+						if math.IsNaN(float64(got[i])) && math.Float32bits(got[i]) != NaNBits {
+							t.Fatalf("element %d: NaN bits %#x, want %#x", i, math.Float32bits(got[i]), NaNBits)
 						}
 					}
 				}

@@ -43,11 +43,17 @@
 //
 // # Non-finite gradients
 //
-// E4M3 saturates infinities to its largest value, so a block holding a
-// NaN or an infinity is marked: its scale_inv is sent as NaN (MarkerBits).
-// Its elements then dequantize to NaN, the sum on the owner of that shard
-// is NaN there, and the optimizer's non-finite check (an all-reduce over
-// ranks) makes the step skip on every rank.
+// E4M3 saturates infinities to its largest value, so non-finiteness is
+// carried explicitly: a NaN or an infinity is sent as the NaN code (0x7f,
+// in both formats), and the block's scale comes from its finite elements
+// alone. The element dequantizes to NaN, the sum on the owner of that
+// shard is NaN at exactly that element (as many non-finite elements as a
+// bfloat16 reduce-scatter would give; NaN where it would give ±Inf), and
+// the optimizer's non-finite check (an all-reduce over ranks) makes the
+// step skip on every rank. The element alone: a whole block marked
+// non-finite would also poison the bucket's padding, which a reduce-scatter
+// in place writes and no gradient overwrites, so every later step would
+// skip too.
 //
 // # What is reproducible
 //
@@ -79,7 +85,7 @@
 // residual is float32 over the whole source: 4 bytes per gradient element
 // on every rank (for N parameters, 4N bytes per rank, as much as the
 // unsharded master weights), reported by ResidualBytes. It is off by
-// default. A marked block's residual is reset to 0.
+// default. The residual of a non-finite element is reset to 0.
 //
 // # Limits
 //

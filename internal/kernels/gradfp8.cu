@@ -6,10 +6,10 @@
 // of 4 (piece_bytes = 4*nb + roundup(n, 4)).
 //
 // gradq: one warp per block of a piece. x = src (+ residual), amax over
-// the block, power-of-two scale (scale_from_amax, margin 0), codes =
-// encode(x * scale); scale_inv = NaN (0x7fc00000) when the block holds a
-// NaN or an infinity. With a residual, residual = x - decode(code) *
-// scale_inv (0 in a marked block).
+// the finite x of the block, power-of-two scale (scale_from_amax, margin
+// 0), code = encode(x * scale) for finite x, the NaN code 0x7f for NaN and
+// +-Inf. With a residual, residual = x - decode(code) * scale_inv (0 for a
+// non-finite x).
 //
 // gradsum: one thread per element: the pieces decoded and added in
 // float32 in piece order, divided by div unless div is 1, every NaN
@@ -33,20 +33,20 @@ __device__ void gradq_kernel(u8 *dst, const T *src, float *res, u64 n, u64 piece
         for (u64 j = lane; j < len; j += 32) {
             float x = ld1(src, lo + j);
             if (res) x = __fadd_rn(x, res[lo + j]);
-            m = max(m, amax_bits(x));
+            if (amax_bits(x) < 0x7f800000u) m = max(m, amax_bits(x));
         }
         m = __reduce_max_sync(FULL, m);
         float s, inv;
         scale_from_amax(m, fmax, 1.0f, true, s, inv);
-        const bool marked = m >= 0x7f800000u;
         for (u64 j = lane; j < len; j += 32) {
             float x = ld1(src, lo + j);
             if (res) x = __fadd_rn(x, res[lo + j]);
-            const u32 c = encode<F>(__fmul_rn(x, s));
+            const bool finite = amax_bits(x) < 0x7f800000u;
+            const u32 c = finite ? encode<F>(__fmul_rn(x, s)) : fp8_nan_code;
             codes[j] = (u8)c;
-            if (res) res[lo + j] = marked ? 0.0f : __fsub_rn(x, __fmul_rn(decode<F>(c), inv));
+            if (res) res[lo + j] = finite ? __fsub_rn(x, __fmul_rn(decode<F>(c), inv)) : 0.0f;
         }
-        if (lane == 0) reinterpret_cast<float *>(piece)[k] = marked ? __uint_as_float(f32_nan_bits) : inv;
+        if (lane == 0) reinterpret_cast<float *>(piece)[k] = inv;
         if (k == nb - 1)
             for (u64 j = n + lane; j < (n + 3) / 4 * 4; j += 32) piece[4 * nb + j] = 0;
     }

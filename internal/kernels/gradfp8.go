@@ -26,8 +26,8 @@ func GradPieceBytes(n, block int) int { return 4*((n+block-1)/block) + (n+3)/4*4
 // GradQuantize queues on s the quantization of the pieces consecutive
 // pieces of n elements of src (element type e) into pieces wire pieces of
 // GradPieceBytes(n, block) bytes at dst, as collective/fp8grad.Quantize
-// does each piece, bit for bit: power-of-two block scales, the NaN
-// scale_inv marker for a block holding a NaN or an infinity. residual (0:
+// does each piece, bit for bit: power-of-two block scales from the finite
+// elements, the NaN code for a NaN or an infinity. residual (0:
 // none) is float32 over the pieces*n elements; it is added to src and
 // updated (error feedback).
 func (k *Set) GradQuantize(s *cuda.Stream, dst, src, residual cuda.DevicePtr, n, pieces, block int, e Elem, f fp8.Format) error {
