@@ -30,10 +30,17 @@ type srcKey struct {
 // New wraps inner. Only host memory is supported: the device path (the
 // kernels of internal/kernels/gradfp8.cu around the inner communicator's
 // all-to-all) is not wired yet, and a device communicator fails with
-// ErrConfig. The Comm owns inner: Close closes it.
+// ErrConfig. A hierarchical communicator (collective/hier, recognized by
+// its Cross method) is refused too: wrap its group communicator instead
+// (hier.New(fp8grad.New(group), cross)), and the gradients travel in FP8
+// within the groups and as they are across them. The Comm owns inner:
+// Close closes it.
 func New(inner collective.Communicator, cfg Config) (*Comm, error) {
 	if inner == nil {
 		return nil, fmt.Errorf("fp8grad: nil communicator: %w", ErrConfig)
+	}
+	if _, ok := inner.(interface{ Cross() collective.Communicator }); ok {
+		return nil, fmt.Errorf("fp8grad: a hierarchical communicator's reduce-scatter is not an all-to-all within its group: wrap its group communicator instead: %w", ErrConfig)
 	}
 	if inner.Memory() != collective.Host {
 		return nil, fmt.Errorf("fp8grad: %s memory: only host communicators are supported: %w", inner.Memory(), ErrConfig)

@@ -15,6 +15,7 @@ import (
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/collective/grpccomm"
+	"github.com/distopt/distopt/collective/hier"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/collective/rendezvous"
 	"github.com/distopt/distopt/fp8"
@@ -300,6 +301,13 @@ func TestNonFinite(t *testing.T) {
 func TestConfigErrors(t *testing.T) {
 	host := inproc.Communicators(1)[0]
 	defer host.Close()
+	hierComm, err := hier.InProcess(2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range hierComm {
+		defer c.Close()
+	}
 	for _, tc := range []struct {
 		name string
 		c    collective.Communicator
@@ -309,6 +317,7 @@ func TestConfigErrors(t *testing.T) {
 		{"format", host, fp8grad.Config{Format: 9}},
 		{"block", host, fp8grad.Config{Block: -1}},
 		{"device memory", deviceComm{host}, fp8grad.Config{}},
+		{"hierarchical", hierComm[0], fp8grad.Config{}},
 	} {
 		if _, err := fp8grad.New(tc.c, tc.cfg); !errors.Is(err, fp8grad.ErrConfig) {
 			t.Errorf("%s: got %v, want ErrConfig", tc.name, err)
