@@ -21,6 +21,11 @@ type Comm struct {
 	residuals map[srcKey][]float32 // error feedback, by source buffer
 }
 
+// crosser is what a hierarchical communicator (collective/hier) has.
+type crosser interface {
+	Cross() collective.Communicator
+}
+
 // srcKey identifies a source buffer of a reduce-scatter across steps.
 type srcKey struct {
 	p uintptr
@@ -39,7 +44,7 @@ func New(inner collective.Communicator, cfg Config) (*Comm, error) {
 	if inner == nil {
 		return nil, fmt.Errorf("fp8grad: nil communicator: %w", ErrConfig)
 	}
-	if _, ok := inner.(interface{ Cross() collective.Communicator }); ok {
+	if _, ok := inner.(crosser); ok {
 		return nil, fmt.Errorf("fp8grad: a hierarchical communicator's reduce-scatter is not an all-to-all within its group: wrap its group communicator instead: %w", ErrConfig)
 	}
 	if inner.Memory() != collective.Host {
