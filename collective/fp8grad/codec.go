@@ -60,40 +60,63 @@ func Quantize(dst []byte, src []float32, residual []float32, block int, f fp8.Fo
 	nb := blocks(n, block)
 	codes := dst[ScaleBytes*nb : ScaleBytes*nb+n]
 	clear(dst[ScaleBytes*nb+n : PieceBytes(n, block)])
-	dec := decodeTable(f)
-	x := make([]float32, min(block, n))
-	for k := range nb {
-		lo, hi := k*block, min((k+1)*block, n)
-		run := x[:hi-lo]
-		var amax uint32
-		for i := range run {
-			v := src[lo+i]
-			if residual != nil {
-				v = float32(v + residual[lo+i])
-			}
-			run[i] = v
-			if a := math.Float32bits(v) & 0x7fffffff; a < 0x7f800000 {
-				amax = max(amax, a)
-			}
-		}
-		scale, inv := fp8.ScaleFromAmax(math.Float32frombits(amax), f, 0, true)
-		fp8.CastScaled(codes[lo:hi], run, scale, f)
-		binary.LittleEndian.PutUint32(dst[ScaleBytes*k:], math.Float32bits(inv))
-		for i, v := range run {
-			finite := math.Float32bits(v)&0x7fffffff < 0x7f800000
-			if !finite {
-				codes[lo+i] = f.NaN()
-			}
-			if residual == nil {
-				continue
-			}
-			if finite {
-				residual[lo+i] = float32(v - float32(dec[codes[lo+i]]*inv))
-			} else {
-				residual[lo+i] = 0
-			}
+	x := src
+	if residual != nil {
+		x = make([]float32, n)
+		for i, v := range src {
+			x[i] = float32(v + residual[i])
 		}
 	}
+	inv := make([]float32, nb)
+	fp8.CastBlocks1D(codes, inv, x, block, f, 0, true)
+	for k := range nb {
+		lo, hi := k*block, min((k+1)*block, n)
+		if !finite(x[lo:hi]) {
+			inv[k] = castNonFinite(codes[lo:hi], x[lo:hi], f)
+		}
+		binary.LittleEndian.PutUint32(dst[ScaleBytes*k:], math.Float32bits(inv[k]))
+	}
+	if residual == nil {
+		return
+	}
+	dec := decodeTable(f)
+	for i, v := range x {
+		if math.Float32bits(v)&0x7fffffff < 0x7f800000 {
+			residual[i] = float32(v - float32(dec[codes[i]]*inv[i/block]))
+		} else {
+			residual[i] = 0
+		}
+	}
+}
+
+// finite reports whether every element of x is finite.
+func finite(x []float32) bool {
+	for _, v := range x {
+		if math.Float32bits(v)&0x7fffffff >= 0x7f800000 {
+			return false
+		}
+	}
+	return true
+}
+
+// castNonFinite casts a run that holds a NaN or an infinity: the scale
+// from the finite elements' amax, the NaN code for the others. It returns
+// the run's scale_inv.
+func castNonFinite(codes []byte, x []float32, f fp8.Format) float32 {
+	var amax uint32
+	for _, v := range x {
+		if a := math.Float32bits(v) & 0x7fffffff; a < 0x7f800000 {
+			amax = max(amax, a)
+		}
+	}
+	scale, inv := fp8.ScaleFromAmax(math.Float32frombits(amax), f, 0, true)
+	fp8.CastScaled(codes, x, scale, f)
+	for i, v := range x {
+		if math.Float32bits(v)&0x7fffffff >= 0x7f800000 {
+			codes[i] = f.NaN()
+		}
+	}
+	return inv
 }
 
 // DequantSum writes to dst (n = len(dst) elements) the sum of the pieces
