@@ -77,4 +77,3 @@ func BenchmarkReduceScatter(b *testing.B) {
 		})
 	}
 }
-
