@@ -364,3 +364,33 @@ func grpcWorld(t *testing.T, n int) []collective.Communicator {
 	}
 	return comms
 }
+
+// TestPredictMemory: the residual a Comm holds after reduce-scattering a
+// bucket is what PredictMemory says, with and without error feedback.
+func TestPredictMemory(t *testing.T) {
+	const d, n = 2, 300
+	for _, ef := range []bool{false, true} {
+		cfg := fp8grad.Config{ErrorFeedback: ef}
+		comms := wrap(t, inproc.Communicators(d), cfg)
+		err := onAll(comms, func(r int, c *fp8grad.Comm) error {
+			src := collective.ToBytes(input(1, r, d*n, 128))
+			return collective.ReduceScatter(context.Background(), c, make(collective.HostBuffer, 4*n), src, collective.Float32, collective.Sum)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := fp8grad.PredictMemory(d*n, d, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := int64(comms[0].ResidualBytes()); got != m.Residual {
+			t.Errorf("error feedback %t: residual %d bytes, predicted %d", ef, got, m.Residual)
+		}
+		if want := int64(2 * d * (4*3 + 300)); m.Staging != want {
+			t.Errorf("staging %d bytes, want %d", m.Staging, want)
+		}
+	}
+	if _, err := fp8grad.PredictMemory(7, 2, fp8grad.Config{}); !errors.Is(err, fp8grad.ErrConfig) {
+		t.Errorf("odd bucket: %v", err)
+	}
+}
