@@ -32,14 +32,16 @@
 //
 // A ring reduce-scatter whose every hop dequantizes, adds in FP32 and
 // requantizes moves the same bytes (d-1 pieces out of each rank) but
-// quantizes partial sums d-1 times, so the error grows with d and the
+// quantizes partial sums d-1 times, so its error grows with d and the
 // result depends on d and on the ring's order in ways that cannot be
-// stated simply; each hop is also a dependent round trip. The all-to-all
-// quantizes every contribution exactly once, sums in a fixed order, and
-// lets NCCL (grouped ncclSend/ncclRecv) or gRPC run all transfers at once.
-// On one node of 8 GPUs the all-to-all does d-1 concurrent transfers per
-// rank, like NCCL's own ring in bytes; across nodes it sends d-1 messages
-// of n elements instead of d-1 hops of n elements, the same volume.
+// stated simply; its d-1 hops are also dependent round trips, where the
+// all-to-all's d-1 transfers run at once (grouped ncclSend/ncclRecv, or
+// one gRPC stream per peer). BenchmarkExchange measures both on the CPU
+// (random normal gradients, E4M3, blocks of 128): the largest error of a
+// reduced shard relative to its largest magnitude is 0.039, 0.037, 0.035
+// for the all-to-all at d = 2, 4, 8, and 0.038, 0.065, 0.124 for the
+// ring; the codec work per shard element is about the same (the ring's is
+// 0.65x at d = 2, 1.1x at d = 4, 1.3x at d = 8). The all-to-all is kept.
 //
 // # Non-finite gradients
 //
@@ -59,9 +61,11 @@
 //
 // For given gradients on each rank, the result is a pure function of
 // (the d sources in rank order, Format, Block, n): bit for bit the same
-// on every backend (in-process, gRPC, NCCL with the GPU kernels), in
-// every run, and with any grouping of the ops. It depends on the number
-// of ranks d only through
+// in every run, over every inner communicator (the tests check
+// in-process and gRPC against the codec alone), with any grouping of the
+// ops, and on any CPU (every NaN is written as one NaN); the GPU kernels
+// of internal/kernels/gradfp8.cu produce the same bytes as the CPU codec
+// (checked on the GPU). It depends on the number of ranks d only through
 //
 //   - which elements share a block: blocks start at each shard's first
 //     element, so element i of the bucket is in block (i mod n) / Block of
@@ -71,6 +75,10 @@
 //   - the float32 sum itself, which adds d terms in rank order (as any
 //     data-parallel sum of d ranks' gradients does), and for Avg the
 //     division by d.
+//
+// Every rank must use the same Config: a different Block changes the
+// size of the all-to-all, which the inner communicator reports as
+// mismatched ops; a different Format alone would go unnoticed.
 //
 // It is not the bfloat16 or float32 reduce-scatter of the same gradients:
 // each contribution is rounded to FP8 first (relative error up to 2^-4
