@@ -2,12 +2,14 @@ package fp8grad
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"unsafe"
 
 	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/internal/cuda"
 )
 
 // Comm is a Communicator whose floating point Sum and Avg reduce-scatters
@@ -18,7 +20,8 @@ type Comm struct {
 	cfg   Config
 
 	mu        sync.Mutex           // guards residuals
-	residuals map[srcKey][]float32 // error feedback, by source buffer
+	residuals map[srcKey][]float32 // error feedback, by source buffer (host)
+	gpu       *gpuCodec            // the device codec (NewDevice), or nil
 }
 
 // crosser is what a hierarchical communicator (collective/hier) has.
@@ -32,10 +35,7 @@ type srcKey struct {
 	n int
 }
 
-// New wraps inner. Only host memory is supported: the device path (the
-// kernels of internal/kernels/gradfp8.cu around the inner communicator's
-// all-to-all) is not wired yet, and a device communicator fails with
-// ErrConfig. A hierarchical communicator (collective/hier, recognized by
+// New wraps inner, a host communicator (NewDevice wraps a device one). A hierarchical communicator (collective/hier, recognized by
 // its Cross method) is refused too: wrap its group communicator instead
 // (hier.New(fp8grad.New(group), cross)), and the gradients travel in FP8
 // within the groups and as they are across them. The Comm owns inner:
@@ -48,7 +48,7 @@ func New(inner collective.Communicator, cfg Config) (*Comm, error) {
 		return nil, fmt.Errorf("fp8grad: a hierarchical communicator's reduce-scatter is not an all-to-all within its group: wrap its group communicator instead: %w", ErrConfig)
 	}
 	if inner.Memory() != collective.Host {
-		return nil, fmt.Errorf("fp8grad: %s memory: only host communicators are supported: %w", inner.Memory(), ErrConfig)
+		return nil, fmt.Errorf("fp8grad: New of a %s communicator (see NewDevice): %w", inner.Memory(), ErrConfig)
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -66,8 +66,15 @@ func (c *Comm) Size() int { return c.inner.Size() }
 // Memory is the inner communicator's memory kind.
 func (c *Comm) Memory() collective.MemoryKind { return c.inner.Memory() }
 
-// Close closes the inner communicator.
-func (c *Comm) Close() error { return c.inner.Close() }
+// Close closes the inner communicator (and frees the device memory of a
+// NewDevice Comm).
+func (c *Comm) Close() error {
+	err := c.inner.Close()
+	if c.gpu != nil {
+		err = errors.Join(err, c.gpu.close())
+	}
+	return err
+}
 
 // Config returns the configuration in use (defaults filled in).
 func (c *Comm) Config() Config { return c.cfg }
@@ -76,6 +83,11 @@ func (c *Comm) Config() Config { return c.cfg }
 // element of every source buffer reduce-scattered so far (0 without error
 // feedback).
 func (c *Comm) ResidualBytes() int {
+	if c.gpu != nil {
+		c.gpu.mu.Lock()
+		defer c.gpu.mu.Unlock()
+		return c.gpu.resBytes
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	total := 0
@@ -105,28 +117,37 @@ func (c *Comm) Start(ops ...collective.Op) collective.Work {
 			return collective.DoneWork{Err: err}
 		}
 	}
-	w := &work{}
+	w := &work{c: c}
 	inner := make([]collective.Op, 0, len(ops))
 	for _, op := range ops {
 		if !Encoded(op) {
 			inner = append(inner, op)
 			continue
 		}
-		r := c.encode(op)
+		var r *reduction
+		if c.gpu != nil {
+			var err error
+			if r, err = c.encodeDevice(op); err != nil {
+				return collective.DoneWork{Err: errors.Join(err, c.dropAll(w.reductions))}
+			}
+		} else {
+			r = c.encode(op)
+		}
 		w.reductions = append(w.reductions, r)
 		inner = append(inner, collective.Op{Kind: collective.OpAllToAll, Dst: r.recv, Src: r.send})
 	}
 	w.inner = c.inner.Start(inner...)
-	w.cfg = c.cfg
-	w.d = d
 	return w
 }
 
 // reduction is an encoded reduce-scatter in flight.
 type reduction struct {
 	op         collective.Op
-	n          int // elements of the shard
-	send, recv collective.HostBuffer
+	n          int               // elements of the shard
+	send, recv collective.Buffer // d wire pieces each
+	// device scratch (NewDevice): the buffers of send and recv, of bytes each
+	sendDev, recvDev cuda.DevicePtr
+	bytes            int
 }
 
 // encode quantizes the d pieces of op's source.
@@ -134,7 +155,8 @@ func (c *Comm) encode(op collective.Op) *reduction {
 	d := c.Size()
 	n := op.Dst.Len() / op.DType.Size()
 	pb := PieceBytes(n, c.cfg.Block)
-	r := &reduction{op: op, n: n, send: make(collective.HostBuffer, d*pb), recv: make(collective.HostBuffer, d*pb)}
+	send := make(collective.HostBuffer, d*pb)
+	r := &reduction{op: op, n: n, send: send, recv: make(collective.HostBuffer, d*pb)}
 	src := toFloat32(op.Src.(collective.HostBuffer), op.DType)
 	res := c.residual(op.Src.(collective.HostBuffer), len(src))
 	for p := range d {
@@ -142,7 +164,7 @@ func (c *Comm) encode(op collective.Op) *reduction {
 		if res != nil {
 			rp = res[p*n : (p+1)*n]
 		}
-		Quantize(r.send[p*pb:(p+1)*pb], src[p*n:(p+1)*n], rp, c.cfg.Block, c.cfg.Format)
+		Quantize(send[p*pb:(p+1)*pb], src[p*n:(p+1)*n], rp, c.cfg.Block, c.cfg.Format)
 	}
 	return r
 }
@@ -179,10 +201,9 @@ func toFloat32(b []byte, dt collective.DType) []float32 {
 
 // work is a started group: the inner group, then the sums.
 type work struct {
+	c          *Comm
 	inner      collective.Work
 	reductions []*reduction
-	cfg        Config
-	d          int
 
 	once sync.Once
 	err  error
@@ -191,11 +212,20 @@ type work struct {
 // Wait waits for the inner group and writes the sums (once).
 func (w *work) Wait(ctx context.Context) error {
 	w.once.Do(func() {
-		if w.err = w.inner.Wait(ctx); w.err != nil {
+		w.err = w.inner.Wait(ctx)
+		if w.c.gpu != nil {
+			if w.err == nil {
+				w.err = w.c.finishDevice(w.reductions)
+			}
+			// After a failure the scratch may still be in use by the
+			// aborted group: it is not reused (Close frees nothing of it).
+			return
+		}
+		if w.err != nil {
 			return
 		}
 		for _, r := range w.reductions {
-			r.finish(w.d, w.cfg)
+			r.finish(w.c.Size(), w.c.cfg)
 		}
 	})
 	return w.err
@@ -204,9 +234,10 @@ func (w *work) Wait(ctx context.Context) error {
 // finish sums the received pieces into the reduce-scatter's Dst.
 func (r *reduction) finish(d int, cfg Config) {
 	pb := PieceBytes(r.n, cfg.Block)
+	recv := r.recv.(collective.HostBuffer)
 	pieces := make([][]byte, d)
 	for s := range d {
-		pieces[s] = r.recv[s*pb : (s+1)*pb]
+		pieces[s] = recv[s*pb : (s+1)*pb]
 	}
 	sum := make([]float32, r.n)
 	div := float32(1)

@@ -95,9 +95,13 @@
 // unsharded master weights), reported by ResidualBytes. It is off by
 // default. The residual of a non-finite element is reset to 0.
 //
-// # Limits
+// # On the GPU
 //
-// Only host communicators are wrapped for now. The GPU kernels of the
-// codec (internal/kernels/gradfp8.cu, bit-exact with Quantize and
-// DequantSum) exist but are not yet wired around a device communicator.
+// NewDevice wraps a device communicator (collective/nccl, its Compute
+// stream the caller's) with the GPU codec of internal/kernels/gradfp8.cu:
+// the quantization is queued on the caller's stream before the group, the
+// sums after it, and Wait synchronizes that stream. The kernels give the
+// CPU codec's bytes (TestGPUCodec), and a NewDevice Comm the shards of a
+// New Comm over in-process ranks (TestGPUComm). Neither the GPU example
+// nor optimizer/gpu builds one yet.
 package fp8grad
