@@ -120,7 +120,7 @@ func (c *Comm) Start(ops ...collective.Op) collective.Work {
 	w := &work{c: c}
 	inner := make([]collective.Op, 0, len(ops))
 	for _, op := range ops {
-		if !Encoded(op) {
+		if !Encoded(op) || op.Dst.Len() == 0 {
 			inner = append(inner, op)
 			continue
 		}
