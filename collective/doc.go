@@ -1,7 +1,7 @@
 // Package collective provides the Communicator interface through which the
 // ranks of a data-parallel job exchange buffers: all-gather, reduce-scatter,
-// all-reduce, broadcast and barrier, started asynchronously and waited for
-// under a context deadline.
+// all-reduce, broadcast, all-to-all and barrier, started asynchronously and
+// waited for under a context deadline.
 //
 // # Backends
 //

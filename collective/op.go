@@ -1,6 +1,9 @@
 package collective
 
-import "fmt"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // OpKind names an operation.
 type OpKind uint8
@@ -22,6 +25,10 @@ const (
 	OpBroadcast
 	// OpBarrier: completes once every rank has started it.
 	OpBarrier
+	// OpAllToAll: Src and Dst hold Size()*n bytes on every rank; block s of
+	// rank r's Dst (bytes [s*n, (s+1)*n)) receives block r of rank s's Src.
+	// Src and Dst must not overlap.
+	OpAllToAll
 )
 
 func (k OpKind) String() string {
@@ -36,6 +43,8 @@ func (k OpKind) String() string {
 		return "broadcast"
 	case OpBarrier:
 		return "barrier"
+	case OpAllToAll:
+		return "all-to-all"
 	}
 	return fmt.Sprintf("OpKind(%d)", uint8(k))
 }
@@ -56,7 +65,7 @@ func (op Op) Validate(size int, mem MemoryKind) error {
 	switch op.Kind {
 	case OpBarrier:
 		return nil
-	case OpAllGather, OpReduceScatter, OpAllReduce, OpBroadcast:
+	case OpAllGather, OpReduceScatter, OpAllReduce, OpBroadcast, OpAllToAll:
 	default:
 		return op.invalid("unknown op kind")
 	}
@@ -133,10 +142,46 @@ func (op Op) checkSizes(size int) error {
 		if op.Dst.Len()%op.DType.Size() != 0 {
 			return op.invalid("buffer has %d bytes, not a multiple of %s", op.Dst.Len(), op.DType)
 		}
+	case OpAllToAll:
+		if op.Src.Len() != op.Dst.Len() {
+			return op.invalid("src has %d bytes, dst %d", op.Src.Len(), op.Dst.Len())
+		}
+		if op.Src.Len()%size != 0 {
+			return op.invalid("buffers have %d bytes, not a multiple of %d ranks", op.Src.Len(), size)
+		}
+		if overlap(op.Src, op.Dst) {
+			return op.invalid("src and dst overlap")
+		}
 	case OpBroadcast:
 		if op.Root < 0 || op.Root >= size {
 			return op.invalid("root %d out of range [0, %d)", op.Root, size)
 		}
 	}
 	return nil
+}
+
+// overlap reports whether buffers a and b share a byte (buffers of
+// different kinds, or device buffers of different devices, never do).
+func overlap(a, b Buffer) bool {
+	if a.Len() == 0 || b.Len() == 0 {
+		return false
+	}
+	var pa, pb uintptr
+	switch x := a.(type) {
+	case HostBuffer:
+		y, ok := b.(HostBuffer)
+		if !ok {
+			return false
+		}
+		pa, pb = uintptr(unsafe.Pointer(unsafe.SliceData(x))), uintptr(unsafe.Pointer(unsafe.SliceData(y)))
+	case DeviceBuffer:
+		y, ok := b.(DeviceBuffer)
+		if !ok || x.Device != y.Device {
+			return false
+		}
+		pa, pb = x.Ptr, y.Ptr
+	default:
+		return false
+	}
+	return pa < pb+uintptr(b.Len()) && pb < pa+uintptr(a.Len())
 }

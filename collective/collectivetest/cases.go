@@ -43,6 +43,17 @@ func cases(n int, o Options) []testCase {
 			return e.allGather(2*o.LargeBytes/n+5, inPlace)
 		})
 	}
+	add("all-to-all", func(e *env) error {
+		for _, m := range gatherSizes {
+			if err := e.checked(collective.OpAllToAll, 0, 0, m, 0); err != nil {
+				return fmt.Errorf("%d bytes per block: %w", m, err)
+			}
+		}
+		return nil
+	})
+	add("all-to-all/large", func(e *env) error {
+		return e.checked(collective.OpAllToAll, 0, 0, o.LargeBytes/n+5, 0)
+	})
 	for _, kind := range []collective.OpKind{collective.OpReduceScatter, collective.OpAllReduce} {
 		for _, dt := range dtypes {
 			for _, red := range reductions {
@@ -323,6 +334,8 @@ func (e *env) prepared(kind collective.OpKind, dt collective.DType, red collecti
 		}}, err
 	case collective.OpBarrier:
 		return opCheck{collective.Op{Kind: kind}, func() error { return nil }}, nil
+	case collective.OpAllToAll:
+		return e.preparedAllToAll(name, count)
 	}
 	total := count
 	lo, hi := 0, count*dt.Size()
@@ -368,6 +381,7 @@ func (e *env) groupOps() ([]opCheck, error) {
 		{collective.OpBarrier, 0, 0, 0, 0},
 		{collective.OpAllReduce, collective.BFloat16, collective.Avg, 129, 0},
 		{collective.OpReduceScatter, collective.Int64, collective.Sum, 5, 0},
+		{collective.OpAllToAll, 0, 0, 23, 0},
 	}
 	var out []opCheck
 	for _, s := range specs {
@@ -448,12 +462,16 @@ func (e *env) invalid() error {
 	if err != nil {
 		return err
 	}
+	a2aBuf, err := e.alloc(4 * e.n)
+	if err != nil {
+		return err
+	}
 	var foreign collective.Buffer = collective.DeviceBuffer{Size: 4}
 	if e.c.Memory() != collective.Host {
 		foreign = make(collective.HostBuffer, 4)
 	}
 	ag, ar := collective.OpAllGather, collective.OpAllReduce
-	rs := collective.OpReduceScatter
+	rs, a2a := collective.OpReduceScatter, collective.OpAllToAll
 	f32, sum := collective.Float32, collective.Sum
 	tests := []struct {
 		name string
@@ -472,6 +490,8 @@ func (e *env) invalid() error {
 		{"unknown reduction", []collective.Op{{Kind: ar, Dst: b4.view, Src: b4.view, DType: f32, Reduce: 0}}, collective.ErrInvalid},
 		{"root too large", []collective.Op{{Kind: collective.OpBroadcast, Dst: b4.view, Root: e.n}}, collective.ErrInvalid},
 		{"negative root", []collective.Op{{Kind: collective.OpBroadcast, Dst: b4.view, Root: -1}}, collective.ErrInvalid},
+		{"all-to-all sizes differ", []collective.Op{{Kind: a2a, Dst: a2aBuf.sub(0, 2*e.n), Src: a2aBuf.sub(2*e.n, 4*e.n-1)}}, collective.ErrInvalid},
+		{"all-to-all overlap", []collective.Op{{Kind: a2a, Dst: a2aBuf.sub(0, 2*e.n), Src: a2aBuf.sub(1, 2*e.n+1)}}, collective.ErrInvalid},
 		{"unknown kind", []collective.Op{{Kind: 0}}, collective.ErrInvalid},
 		{"memory kind", []collective.Op{{Kind: ar, Dst: foreign, Src: foreign, DType: f32, Reduce: sum}}, collective.ErrMemoryKind},
 		{"valid then invalid", []collective.Op{{Kind: collective.OpBarrier}, {Kind: 99}}, collective.ErrInvalid},
@@ -489,6 +509,56 @@ func (e *env) invalid() error {
 	}
 	if err := e.do(oc.op); err != nil {
 		return fmt.Errorf("valid op after invalid ones: %w", err)
+	}
+	return oc.check()
+}
+
+// preparedAllToAll sets up an all-to-all of count bytes per block.
+func (e *env) preparedAllToAll(name string, count int) (opCheck, error) {
+	in := e.inputs(name, e.n*count, collective.Uint8, false)
+	dst, err := e.alloc(e.n * count)
+	if err != nil {
+		return opCheck{}, err
+	}
+	if err := dst.set(pattern(e.n * count)); err != nil {
+		return opCheck{}, err
+	}
+	src, err := e.alloc(e.n * count)
+	if err != nil {
+		return opCheck{}, err
+	}
+	if err := src.set(in[e.r]); err != nil {
+		return opCheck{}, err
+	}
+	var want []byte
+	for _, b := range in {
+		want = append(want, b[e.r*count:(e.r+1)*count]...)
+	}
+	return opCheck{collective.Op{Kind: collective.OpAllToAll, Dst: dst.view, Src: src.view}, func() error {
+		got, err := dst.get()
+		if err != nil {
+			return err
+		}
+		if err := compare(got, want, collective.Uint8); err != nil {
+			return err
+		}
+		// The source is left as it was.
+		got, err = src.get()
+		if err != nil {
+			return err
+		}
+		return compare(got, in[e.r], collective.Uint8)
+	}}, nil
+}
+
+// checked runs one prepared op and checks its outcome.
+func (e *env) checked(kind collective.OpKind, dt collective.DType, red collective.ReduceOp, count, root int) error {
+	oc, err := e.prepared(kind, dt, red, count, root)
+	if err != nil {
+		return err
+	}
+	if err := e.do(oc.op); err != nil {
+		return err
 	}
 	return oc.check()
 }

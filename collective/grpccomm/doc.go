@@ -12,7 +12,7 @@
 //
 // # Results
 //
-// All-gather and broadcast move bytes. Reduce-scatter and all-reduce give
+// All-gather, broadcast and all-to-all move bytes. Reduce-scatter and all-reduce give
 // the results of collective.Reduce bit for bit: each chunk of a rank's
 // block is reduced by that rank over the contributions of ranks 0..n-1 in
 // rank order. All-reduce is a reduce-scatter over n parts followed by an

@@ -154,7 +154,7 @@ func (c *Comm) newOpState(op collective.Op) (*opState, error) {
 		}
 	}
 	switch op.Kind {
-	case collective.OpAllGather, collective.OpReduceScatter, collective.OpAllReduce:
+	case collective.OpAllGather, collective.OpReduceScatter, collective.OpAllReduce, collective.OpAllToAll:
 		if o.src, err = host("src", op.Src); err != nil {
 			return nil, err
 		}
@@ -190,6 +190,9 @@ func (c *Comm) newOpState(op collective.Op) (*opState, error) {
 			lo, hi := o.part(c.rank)
 			o.red = c.newReducer(o.dst[lo:hi], o.src[lo:hi], op.DType, op.Reduce)
 		}
+	case collective.OpAllToAll:
+		o.unit = len(o.src) / c.size
+		o.size = o.unit
 	case collective.OpBroadcast:
 		o.size = len(o.dst)
 	}
@@ -220,6 +223,8 @@ func (c *Comm) local(g *group) {
 			if !same(own, o.src) {
 				copy(own, o.src)
 			}
+		case collective.OpAllToAll:
+			copy(o.dst[c.rank*o.unit:(c.rank+1)*o.unit], o.src[c.rank*o.unit:(c.rank+1)*o.unit])
 		case collective.OpReduceScatter, collective.OpAllReduce:
 			if c.size == 1 {
 				collective.Reduce(o.dst, [][]byte{o.src}, o.DType, o.Reduce)

@@ -21,6 +21,8 @@ import (
 //   - all-reduce: the buffer is split into n parts by elements; phase 1 is a
 //     reduce-scatter of the parts, phase 2 sends each reduced chunk of part
 //     s to every d as soon as it is final.
+//   - all-to-all: s sends block d of its src to d, which writes it at
+//     block s of its dst.
 //   - broadcast: the root sends its buffer to every d.
 //   - barrier: the descriptors alone.
 //
@@ -112,7 +114,7 @@ func (c *Comm) sendGroup(g *group, p *peer) error {
 		switch o.Kind {
 		case collective.OpAllGather:
 			err = c.sendBytes(g, i, p, phaseData, o.src, nil)
-		case collective.OpReduceScatter:
+		case collective.OpReduceScatter, collective.OpAllToAll:
 			err = c.sendBytes(g, i, p, phaseData, o.src[p.rank*o.unit:(p.rank+1)*o.unit], nil)
 		case collective.OpAllReduce:
 			lo, hi := o.part(p.rank)
@@ -281,7 +283,7 @@ func (c *Comm) recvGroup(g *group, p *peer, frames <-chan *inFrame) error {
 		}
 		reduce := func(k, _ int, f *inFrame) error { return c.deposit(g, o.red, p.rank, k, f) }
 		switch o.Kind {
-		case collective.OpAllGather:
+		case collective.OpAllGather, collective.OpAllToAll:
 			err = c.recvBytes(g, i, p, frames, phaseData, o.unit, store(p.rank*o.unit))
 		case collective.OpReduceScatter:
 			err = c.recvBytes(g, i, p, frames, phaseData, o.unit, reduce)

@@ -94,7 +94,7 @@ func matchGroups(groups [][]collective.Op) error {
 			a := g0[i]
 			same := op.Kind == a.Kind
 			switch op.Kind {
-			case collective.OpAllGather:
+			case collective.OpAllGather, collective.OpAllToAll:
 				same = same && op.Src.Len() == a.Src.Len()
 			case collective.OpReduceScatter, collective.OpAllReduce:
 				same = same && op.Src.Len() == a.Src.Len() && op.DType == a.DType && op.Reduce == a.Reduce
@@ -111,7 +111,7 @@ func matchGroups(groups [][]collective.Op) error {
 
 func describe(op collective.Op) string {
 	switch op.Kind {
-	case collective.OpAllGather:
+	case collective.OpAllGather, collective.OpAllToAll:
 		return fmt.Sprintf("%s of %d bytes", op.Kind, op.Src.Len())
 	case collective.OpReduceScatter, collective.OpAllReduce:
 		return fmt.Sprintf("%s %s of %d bytes of %s", op.Kind, op.Reduce, op.Src.Len(), op.DType)
@@ -145,6 +145,14 @@ func plan(ops []collective.Op) (tasks []task, bytes int) {
 				if !sameBytes(to, src[s]) {
 					tasks = appendCopies(tasks, to, src[s])
 				}
+			}
+		}
+	case collective.OpAllToAll:
+		m := len(src[0]) / n
+		bytes = n * len(src[0])
+		for r := range n {
+			for s := range n {
+				tasks = appendCopies(tasks, dst[r][s*m:(s+1)*m], src[s][r*m:(r+1)*m])
 			}
 		}
 	case collective.OpBroadcast:

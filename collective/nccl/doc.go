@@ -27,7 +27,8 @@
 //
 // # Mapping onto NCCL
 //
-// All-gather and broadcast move bytes (ncclUint8). Reductions map DType to
+// All-gather and broadcast move bytes (ncclUint8); an all-to-all is one
+// ncclSend and one ncclRecv per rank (itself included) in the group. Reductions map DType to
 // ncclUint8, ncclBfloat16, ncclFloat32, ncclFloat64, ncclUint32 and
 // ncclInt64. Ops with no elements are skipped; the barriers of a group
 // become one all-reduce of 4 bytes.

@@ -177,6 +177,10 @@ func (c *Comm) call(cl call, base uintptr) error {
 		return c.nc.ReduceScatter(send, recv, cl.count, cl.dt, cl.op, s)
 	case collAllReduce:
 		return c.nc.AllReduce(send, recv, cl.count, cl.dt, cl.op, s)
+	case collSend:
+		return c.nc.Send(send, cl.count, cl.dt, cl.root, s)
+	case collRecv:
+		return c.nc.Recv(recv, cl.count, cl.dt, cl.root, s)
 	default:
 		return c.nc.Broadcast(send, recv, cl.count, cl.dt, cl.root, s)
 	}

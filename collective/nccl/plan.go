@@ -44,6 +44,8 @@ const (
 	collReduceScatter
 	collAllReduce
 	collBroadcast
+	collSend // to rank root
+	collRecv // from rank root
 )
 
 // call is one NCCL collective (count elements of dt, as NCCL counts them).
@@ -113,6 +115,8 @@ func (pl planner) plan(ops []collective.Op) plan {
 			if m := op.Dst.Len(); m > 0 {
 				p.calls = append(p.calls, call{kind: collBroadcast, send: ptr(op.Dst), recv: ptr(op.Dst), count: m, dt: nccl.Uint8, root: op.Root})
 			}
+		case collective.OpAllToAll:
+			p.allToAll(op, pl.size)
 		case collective.OpBarrier:
 			barrier = true
 		case collective.OpReduceScatter, collective.OpAllReduce:
@@ -185,6 +189,22 @@ func (pl planner) reduction(p *plan, op collective.Op) {
 			k = kDivF64
 		}
 		p.post = append(p.post, launch{k: k, dst: ptr(op.Dst), n: count, divisor: float64(pl.size)})
+	}
+}
+
+// allToAll plans an all-to-all as grouped point-to-point calls: block p of
+// src is sent to every rank p, block p of dst received from it (this
+// rank's own block included: NCCL copies a send to self).
+func (p *plan) allToAll(op collective.Op, size int) {
+	m := op.Src.Len() / size
+	if m == 0 {
+		return
+	}
+	src, dst := ptr(op.Src), ptr(op.Dst)
+	for peer := range size {
+		p.calls = append(p.calls,
+			call{kind: collSend, send: src.add(peer * m), count: m, dt: nccl.Uint8, root: peer},
+			call{kind: collRecv, recv: dst.add(peer * m), count: m, dt: nccl.Uint8, root: peer})
 	}
 }
 

@@ -30,6 +30,9 @@
 // with the CUDA backend and NCCL; the CUDA backend matches the CPU one bit
 // for bit, so the digests are those of a CPU run (scripts/gpu/twonode.sh).
 //
+// -grad-fp8 e4m3 (or e5m2) reduce-scatters the gradients in FP8 with
+// per-block scales and FP32 accumulation (collective/fp8grad).
+//
 // -group-size G shards the optimizer state within groups of G ranks and
 // replicates it across the groups (collective/hier: gradients
 // reduce-scattered in the group and all-reduced across groups). In-process
@@ -60,6 +63,7 @@ import (
 	"time"
 
 	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/collective/grpccomm"
 	"github.com/distopt/distopt/collective/hier"
 	"github.com/distopt/distopt/collective/inproc"
@@ -89,6 +93,7 @@ type weights map[string][]float32
 var (
 	stateDigest = flag.Bool("state-digest", false, "print every rank's SHA-256 of its optimizer state and of the gathered weights at the end")
 	groupSize   = flag.Int("group-size", 0, "hierarchical sharding (collective/hier): shard within groups of this many ranks, replicate across them (0: flat); under the launcher 1 or WORLD_SIZE")
+	gradFP8     = flag.String("grad-fp8", "", "e4m3 or e5m2: reduce-scatter the gradients in FP8 with FP32 accumulation (collective/fp8grad; CPU backend, flat sharding); empty: as the gradient type")
 	backendName = flag.String("backend", "cpu", "cpu, or gpu (under the launcher: GPU LOCAL_RANK, CUDA backend and NCCL)")
 )
 
@@ -280,7 +285,14 @@ func globalRank(comm collective.Communicator) int {
 // -group-size G a hierarchical world of groups of G.
 func inprocWorld(d int) ([]collective.Communicator, error) {
 	if *groupSize <= 0 {
-		return inproc.Communicators(d), nil
+		comms := inproc.Communicators(d)
+		for r, c := range comms {
+			var err error
+			if comms[r], err = fp8Grads(c); err != nil {
+				return nil, err
+			}
+		}
+		return comms, nil
 	}
 	hc, err := hier.InProcess(d, *groupSize)
 	if err != nil {
@@ -291,6 +303,22 @@ func inprocWorld(d int) ([]collective.Communicator, error) {
 		comms[i] = c
 	}
 	return comms, nil
+}
+
+// fp8Grads applies -grad-fp8 to comm.
+func fp8Grads(comm collective.Communicator) (collective.Communicator, error) {
+	var f fp8.Format
+	switch strings.ToLower(*gradFP8) {
+	case "":
+		return comm, nil
+	case "e4m3":
+		f = fp8.E4M3
+	case "e5m2":
+		f = fp8.E5M2
+	default:
+		return nil, fmt.Errorf("-grad-fp8=%q: want e4m3 or e5m2", *gradFP8)
+	}
+	return fp8grad.New(comm, fp8grad.Config{Format: f})
 }
 
 // grouped applies -group-size to the communicator of a launched rank: 0 or
@@ -482,6 +510,9 @@ func processRank(out io.Writer, steps, bs int, teacher, init weights, cfg optimi
 	defer be.Close()
 	defer flat.Close()
 	comm, err := grouped(flat)
+	if err == nil {
+		comm, err = fp8Grads(comm)
+	}
 	if err != nil {
 		return nil, optimizer.MemoryReport{}, 0, err
 	}

@@ -13,6 +13,7 @@ import (
 // launcherKernels lists every kernel name a launcher of this package uses.
 func launcherKernels() []string {
 	names := []string{kernelBF16, kernelIota}
+	names = append(names, gradKernels()...)
 	for _, k := range fp8Kernels {
 		names = append(names, k.encode, k.decode, k.castScaled)
 	}

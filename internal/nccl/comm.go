@@ -145,6 +145,20 @@ func (c *Comm) Broadcast(send, recv uintptr, count int, dt DataType, root int, s
 	return c.lib.check("ncclBroadcast", c.lib.collective(cBroadcast, send, recv, count, dt, 0, root, c.h, stream), c)
 }
 
+// Send queues on stream the sending of count elements of dt at send to
+// rank peer (ncclSend); the peer's matching Recv must be in a group that
+// progresses together with this one (point-to-point calls of one
+// ncclGroupStart/ncclGroupEnd, such as an all-to-all, run concurrently).
+func (c *Comm) Send(send uintptr, count int, dt DataType, peer int, stream uintptr) error {
+	return c.lib.check("ncclSend", c.lib.collective(cSend, send, 0, count, dt, 0, peer, c.h, stream), c)
+}
+
+// Recv queues on stream the receiving of count elements of dt from rank
+// peer into recv (ncclRecv); see Send.
+func (c *Comm) Recv(recv uintptr, count int, dt DataType, peer int, stream uintptr) error {
+	return c.lib.check("ncclRecv", c.lib.collective(cRecv, 0, recv, count, dt, 0, peer, c.h, stream), c)
+}
+
 // collKind selects the collective of Library.collective.
 type collKind int
 
@@ -153,6 +167,8 @@ const (
 	cReduceScatter
 	cAllReduce
 	cBroadcast
+	cSend
+	cRecv
 )
 
 // commQueryKind selects the query of Library.commQuery.

@@ -140,6 +140,10 @@ func TestFakeLibrary(t *testing.T) {
 				[]uint64{3, send, uint64(recv), 7, 3, 2, ^uint64(0), 1, stream}},
 			{"broadcast", func() error { return c.Broadcast(send, recv, 9, Int64, 1, stream) },
 				[]uint64{4, send, uint64(recv), 9, 4, ^uint64(0), 1, 1, stream}},
+			{"send", func() error { return c.Send(recv, 11, Uint8, 0, stream) },
+				[]uint64{5, uint64(recv), uint64(recv), 11, 1, ^uint64(0), 0, 1, stream}},
+			{"recv", func() error { return c.Recv(recv, 12, Float32, 0, stream) },
+				[]uint64{6, uint64(recv), uint64(recv), 12, 7, ^uint64(0), 0, 1, stream}},
 		}
 		for _, tt := range tests {
 			clear(rec)

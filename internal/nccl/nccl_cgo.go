@@ -50,6 +50,8 @@ enum {
 	F_ncclReduceScatter,
 	F_ncclAllReduce,
 	F_ncclBroadcast,
+	F_ncclSend,
+	F_ncclRecv,
 	F_count
 };
 
@@ -127,9 +129,15 @@ static ncclResult_t nc_collective(void **t, int kind, uintptr_t send, uintptr_t 
 	case 2:
 		return NC(t, ncclAllReduce, const void *, void *, size_t, int, int, void *, void *)(
 			s, d, count, dt, op, c, st);
-	default:
+	case 3:
 		return NC(t, ncclBroadcast, const void *, void *, size_t, int, int, void *, void *)(
 			s, d, count, dt, root, c, st);
+	case 4:
+		return NC(t, ncclSend, const void *, size_t, int, int, void *, void *)(
+			s, count, dt, root, c, st);
+	default:
+		return NC(t, ncclRecv, void *, size_t, int, int, void *, void *)(
+			d, count, dt, root, c, st);
 	}
 }
 */
@@ -166,6 +174,8 @@ var symbols = [C.F_count]string{
 	C.F_ncclReduceScatter:      "ncclReduceScatter",
 	C.F_ncclAllReduce:          "ncclAllReduce",
 	C.F_ncclBroadcast:          "ncclBroadcast",
+	C.F_ncclSend:               "ncclSend",
+	C.F_ncclRecv:               "ncclRecv",
 }
 
 // openTable opens the library at path and resolves every entry point.

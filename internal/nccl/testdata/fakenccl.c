@@ -113,6 +113,13 @@ ncclResult_t ncclReduceScatter(const void *s, void *d, size_t n, int dt, int op,
 ncclResult_t ncclAllReduce(const void *s, void *d, size_t n, int dt, int op, void *comm, void *st) {
 	return record(3, s, d, n, dt, op, -1, comm, st);
 }
+// Send and Recv record into their one buffer.
+ncclResult_t ncclSend(const void *s, size_t n, int dt, int peer, void *comm, void *st) {
+	return record(5, s, (void *)s, n, dt, -1, peer, comm, st);
+}
+ncclResult_t ncclRecv(void *d, size_t n, int dt, int peer, void *comm, void *st) {
+	return record(6, d, d, n, dt, -1, peer, comm, st);
+}
 #ifndef OMIT_BROADCAST
 ncclResult_t ncclBroadcast(const void *s, void *d, size_t n, int dt, int root, void *comm, void *st) {
 	return record(4, s, d, n, dt, -1, root, comm, st);

@@ -1,0 +1,200 @@
+package fp8grad
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/distopt/distopt/fp8"
+)
+
+// NaNBits is the float32 NaN that DequantSum writes for every NaN result.
+const NaNBits uint32 = 0x7fc00000
+
+// ScaleBytes is the size of one block's scale_inv on the wire.
+const ScaleBytes = 4
+
+// PieceBytes returns the size of the wire piece of n elements in blocks of
+// block: ceil(n/block) float32 scale_invs, then n FP8 codes, then zero
+// bytes up to a multiple of 4 (so that the scales of the next piece are
+// aligned). It panics if n < 0 or block < 1.
+func PieceBytes(n, block int) int {
+	if n < 0 || block < 1 {
+		panic(fmt.Sprintf("fp8grad: PieceBytes(%d, %d)", n, block))
+	}
+	return ScaleBytes*blocks(n, block) + (n+3)/4*4
+}
+
+// blocks returns ceil(n/block).
+func blocks(n, block int) int { return (n + block - 1) / block }
+
+// Quantize writes the wire piece of src (n = len(src) elements) to dst,
+// which must hold PieceBytes(n, block) bytes. For each run k of block
+// consecutive elements (the last may be shorter):
+//
+//	amax         = max |x| over the finite x of the run
+//	scale, inv   = fp8.ScaleFromAmax(amax, f, 0, true)   (a power of two)
+//	code[i]      = f.Encode(float32(x[i] * scale))   for finite x[i]
+//	code[i]      = f.NaN() (0x7f)                    for NaN and ±Inf
+//	scaleInv[k]  = inv
+//
+// A non-finite element thus decodes to NaN (E4M3 would saturate an
+// infinity to 448), and so does every sum it enters, while the other
+// elements of its block keep their precision. An all-zero run gets scale
+// 1 and zero codes. Because scale is a power of
+// two, code[i] decoded times scaleInv[k] is exactly the value the code
+// stands for (no rounding), except where the product is a float32
+// subnormal that is not representable, which cannot happen: the smallest
+// scale_inv is 2^-127 and the smallest FP8 magnitude 2^-16.
+//
+// With residual not nil (error feedback; len(residual) == len(src)), x[i]
+// is float32(src[i] + residual[i]) and residual[i] is set to
+// float32(x[i] - decoded[i]) (0 for a non-finite x[i]).
+func Quantize(dst []byte, src []float32, residual []float32, block int, f fp8.Format) {
+	n := len(src)
+	checkPiece("Quantize", len(dst), n, block, f)
+	if residual != nil && len(residual) != n {
+		panic("fp8grad: Quantize: residual length differs from src")
+	}
+	nb := blocks(n, block)
+	codes := dst[ScaleBytes*nb : ScaleBytes*nb+n]
+	clear(dst[ScaleBytes*nb+n : PieceBytes(n, block)])
+	x := src
+	if residual != nil {
+		x = make([]float32, n)
+		for i, v := range src {
+			x[i] = float32(v + residual[i])
+		}
+	}
+	inv := make([]float32, nb)
+	fp8.CastBlocks1D(codes, inv, x, block, f, 0, true)
+	for k := range nb {
+		lo, hi := k*block, min((k+1)*block, n)
+		if !finite(x[lo:hi]) {
+			inv[k] = castNonFinite(codes[lo:hi], x[lo:hi], f)
+		}
+		binary.LittleEndian.PutUint32(dst[ScaleBytes*k:], math.Float32bits(inv[k]))
+	}
+	if residual == nil {
+		return
+	}
+	dec := decodeTable(f)
+	for i, v := range x {
+		if math.Float32bits(v)&0x7fffffff < 0x7f800000 {
+			residual[i] = float32(v - float32(dec[codes[i]]*inv[i/block]))
+		} else {
+			residual[i] = 0
+		}
+	}
+}
+
+// finite reports whether every element of x is finite.
+func finite(x []float32) bool {
+	for _, v := range x {
+		if math.Float32bits(v)&0x7fffffff >= 0x7f800000 {
+			return false
+		}
+	}
+	return true
+}
+
+// castNonFinite casts a run that holds a NaN or an infinity: the scale
+// from the finite elements' amax, the NaN code for the others. It returns
+// the run's scale_inv.
+func castNonFinite(codes []byte, x []float32, f fp8.Format) float32 {
+	var amax uint32
+	for _, v := range x {
+		if a := math.Float32bits(v) & 0x7fffffff; a < 0x7f800000 {
+			amax = max(amax, a)
+		}
+	}
+	scale, inv := fp8.ScaleFromAmax(math.Float32frombits(amax), f, 0, true)
+	fp8.CastScaled(codes, x, scale, f)
+	for i, v := range x {
+		if math.Float32bits(v)&0x7fffffff >= 0x7f800000 {
+			codes[i] = f.NaN()
+		}
+	}
+	return inv
+}
+
+// DequantSum writes to dst (n = len(dst) elements) the sum of the pieces
+// (each of PieceBytes(n, block) bytes, quantized by Quantize with the same
+// block and f), accumulated in float32 in the order of pieces, then
+// divided by div:
+//
+//	acc    = dec(pieces[0], i)
+//	acc    = float32(acc + dec(pieces[s], i))    for s = 1, 2, ...
+//	dst[i] = float32(acc / div)
+//
+// where dec(p, i) = float32(f.Decode(code[i]) * scaleInv[i/block]) (exact,
+// see Quantize; NaN for a non-finite element). Every multiply and add is a
+// separate float32 operation (no fused multiply-add). div 1 leaves the sum
+// as it is. Every NaN result is written as the NaN of bits NaNBits
+// (NaN payloads and signs differ between CPUs and GPUs; this one does not).
+func DequantSum(dst []float32, pieces [][]byte, block int, f fp8.Format, div float32) {
+	n := len(dst)
+	if len(pieces) == 0 {
+		panic("fp8grad: DequantSum: no pieces")
+	}
+	for _, p := range pieces {
+		checkPiece("DequantSum", len(p), n, block, f)
+	}
+	nb := blocks(n, block)
+	dec := decodeTable(f)
+	for k := range nb {
+		lo, hi := k*block, min((k+1)*block, n)
+		for s, p := range pieces {
+			inv := math.Float32frombits(binary.LittleEndian.Uint32(p[ScaleBytes*k:]))
+			codes := p[ScaleBytes*nb+lo : ScaleBytes*nb+hi]
+			out := dst[lo:hi]
+			if s == 0 {
+				for i, c := range codes {
+					out[i] = float32(dec[c] * inv)
+				}
+				continue
+			}
+			for i, c := range codes {
+				out[i] = float32(out[i] + float32(dec[c]*inv))
+			}
+		}
+		for i := lo; i < hi; i++ {
+			if div != 1 {
+				dst[i] = float32(dst[i] / div)
+			}
+			if dst[i] != dst[i] {
+				dst[i] = math.Float32frombits(NaNBits) // one NaN on every machine
+			}
+		}
+	}
+}
+
+// checkPiece panics if a piece of m bytes cannot hold n elements in blocks
+// of block, or f is not a format.
+func checkPiece(fn string, m, n, block int, f fp8.Format) {
+	switch {
+	case block < 1:
+		panic(fmt.Sprintf("fp8grad: %s: block %d", fn, block))
+	case !f.Valid():
+		panic(fmt.Sprintf("fp8grad: %s: invalid format %v", fn, f))
+	case m != PieceBytes(n, block):
+		panic(fmt.Sprintf("fp8grad: %s: piece of %d bytes, want %d for %d elements", fn, m, PieceBytes(n, block), n))
+	}
+}
+
+var decodeTables = [3]func() *[256]float32{
+	fp8.E4M3: sync.OnceValue(func() *[256]float32 { return buildTable(fp8.E4M3) }),
+	fp8.E5M2: sync.OnceValue(func() *[256]float32 { return buildTable(fp8.E5M2) }),
+}
+
+// decodeTable returns f.Decode of every code.
+func decodeTable(f fp8.Format) *[256]float32 { return decodeTables[f]() }
+
+func buildTable(f fp8.Format) *[256]float32 {
+	var t [256]float32
+	for c := range t {
+		t[c] = f.Decode(uint8(c))
+	}
+	return &t
+}

@@ -1,0 +1,203 @@
+package fp8grad
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/kernels"
+)
+
+// Device is the GPU codec of a Comm over a device communicator.
+type Device struct {
+	// Kernels are loaded on the communicator's GPU.
+	Kernels *kernels.Set
+	// Stream is the stream on which the caller produces the gradients and
+	// consumes the shards. The inner communicator must order each group
+	// after the work queued on it before Start (collective/nccl:
+	// Config.Compute = Stream).
+	Stream *cuda.Stream
+}
+
+// NewDevice wraps inner, a device communicator, with the GPU codec dev
+// (internal/kernels/gradfp8.cu, bit for bit the CPU codec). Start queues
+// the quantization on dev.Stream before starting the inner group; Wait
+// waits for the inner group, queues the sums on dev.Stream and
+// synchronizes it, so that the shards are there when Wait returns. The
+// Comm owns inner: Close closes it and frees the scratch and residual
+// memory.
+func NewDevice(inner collective.Communicator, cfg Config, dev Device) (*Comm, error) {
+	if inner == nil || dev.Kernels == nil || dev.Stream == nil {
+		return nil, fmt.Errorf("fp8grad: nil communicator, kernels or stream: %w", ErrConfig)
+	}
+	if _, ok := inner.(crosser); ok {
+		return nil, fmt.Errorf("fp8grad: a hierarchical communicator: wrap its group communicator instead: %w", ErrConfig)
+	}
+	if inner.Memory() != collective.Device {
+		return nil, fmt.Errorf("fp8grad: NewDevice of a %s communicator: %w", inner.Memory(), ErrConfig)
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Comm{inner: inner, cfg: cfg, gpu: &gpuCodec{dev: dev, residuals: map[srcKey]cuda.DevicePtr{}}}, nil
+}
+
+// gpuCodec holds the device state of a Comm: free scratch buffers by
+// size, and the error feedback residuals.
+type gpuCodec struct {
+	dev Device
+
+	mu        sync.Mutex
+	free      map[int][]cuda.DevicePtr
+	residuals map[srcKey]cuda.DevicePtr
+	resBytes  int
+}
+
+// scratch returns n bytes of device memory (a free buffer, or a new one).
+func (g *gpuCodec) scratch(n int) (cuda.DevicePtr, error) {
+	g.mu.Lock()
+	if l := g.free[n]; len(l) > 0 {
+		p := l[len(l)-1]
+		g.free[n] = l[:len(l)-1]
+		g.mu.Unlock()
+		return p, nil
+	}
+	g.mu.Unlock()
+	return g.dev.Kernels.Device().Alloc(n)
+}
+
+// release returns a scratch buffer of n bytes; the stream has been
+// synchronized since its last use.
+func (g *gpuCodec) release(p cuda.DevicePtr, n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.free == nil {
+		g.free = map[int][]cuda.DevicePtr{}
+	}
+	g.free[n] = append(g.free[n], p)
+}
+
+// residual returns the residual of the source buffer k (elems float32,
+// zeroed on first use).
+func (g *gpuCodec) residual(k srcKey, elems int) (cuda.DevicePtr, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if p, ok := g.residuals[k]; ok {
+		return p, nil
+	}
+	p, err := g.dev.Kernels.Device().Alloc(4 * elems)
+	if err != nil {
+		return 0, err
+	}
+	if err := g.dev.Stream.Memset32(p, 0, elems); err != nil {
+		return 0, errors.Join(err, g.dev.Kernels.Device().Free(p))
+	}
+	g.residuals[k] = p
+	g.resBytes += 4 * elems
+	return p, nil
+}
+
+// close frees every buffer.
+func (g *gpuCodec) close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	d := g.dev.Kernels.Device()
+	var errs []error
+	for _, l := range g.free {
+		for _, p := range l {
+			errs = append(errs, d.Free(p))
+		}
+	}
+	for _, p := range g.residuals {
+		errs = append(errs, d.Free(p))
+	}
+	g.free, g.residuals = nil, nil
+	return errors.Join(errs...)
+}
+
+// elem is the kernels' element type of dt (BFloat16 or Float32).
+func elem(dt collective.DType) kernels.Elem {
+	if dt == collective.BFloat16 {
+		return kernels.BF16
+	}
+	return kernels.F32
+}
+
+// encodeDevice queues the quantization of op's d pieces into a scratch
+// send buffer and returns the reduction with its send and receive
+// buffers.
+func (c *Comm) encodeDevice(op collective.Op) (*reduction, error) {
+	g, d := c.gpu, c.Size()
+	n := op.Dst.Len() / op.DType.Size()
+	pb := PieceBytes(n, c.cfg.Block)
+	src := op.Src.(collective.DeviceBuffer)
+	r := &reduction{op: op, n: n, bytes: d * pb}
+	var err error
+	if r.sendDev, err = g.scratch(r.bytes); err != nil {
+		return nil, err
+	}
+	if r.recvDev, err = g.scratch(r.bytes); err != nil {
+		g.release(r.sendDev, r.bytes)
+		return nil, err
+	}
+	var res cuda.DevicePtr
+	if c.cfg.ErrorFeedback && n > 0 {
+		if res, err = g.residual(srcKey{src.Ptr, src.Size}, d*n); err != nil {
+			return nil, c.dropDevice(r, err)
+		}
+	}
+	if err := g.dev.Kernels.GradQuantize(g.dev.Stream, r.sendDev, cuda.DevicePtr(src.Ptr), res, n, d, c.cfg.Block, elem(op.DType), c.cfg.Format); err != nil {
+		return nil, c.dropDevice(r, err)
+	}
+	dev := src.Device
+	r.send = collective.DeviceBuffer{Ptr: uintptr(r.sendDev), Size: r.bytes, Device: dev}
+	r.recv = collective.DeviceBuffer{Ptr: uintptr(r.recvDev), Size: r.bytes, Device: dev}
+	return r, nil
+}
+
+// dropDevice synchronizes the stream, releases r's scratch and returns
+// err (with the synchronization's error).
+func (c *Comm) dropDevice(r *reduction, err error) error {
+	err = errors.Join(err, c.gpu.dev.Stream.Synchronize())
+	c.gpu.release(r.sendDev, r.bytes)
+	c.gpu.release(r.recvDev, r.bytes)
+	return fmt.Errorf("fp8grad: %w", err)
+}
+
+// finishDevice queues the sums of the reductions into their Dst,
+// synchronizes the stream and releases the scratch.
+func (c *Comm) finishDevice(rs []*reduction) error {
+	g, d := c.gpu, c.Size()
+	var errs []error
+	for _, r := range rs {
+		div := float32(1)
+		if r.op.Reduce == collective.Avg {
+			div = float32(d)
+		}
+		dst := cuda.DevicePtr(r.op.Dst.(collective.DeviceBuffer).Ptr)
+		errs = append(errs, g.dev.Kernels.GradSum(g.dev.Stream, dst, r.recvDev, r.n, d, c.cfg.Block, elem(r.op.DType), c.cfg.Format, div))
+	}
+	errs = append(errs, g.dev.Stream.Synchronize())
+	for _, r := range rs {
+		g.release(r.sendDev, r.bytes)
+		g.release(r.recvDev, r.bytes)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("fp8grad: %w", err)
+	}
+	return nil
+}
+
+// dropAll synchronizes the stream and releases the scratch of reductions
+// whose group was never started.
+func (c *Comm) dropAll(rs []*reduction) error {
+	err := c.gpu.dev.Stream.Synchronize()
+	for _, r := range rs {
+		c.gpu.release(r.sendDev, r.bytes)
+		c.gpu.release(r.recvDev, r.bytes)
+	}
+	return err
+}
