@@ -71,6 +71,15 @@ type UpdateArgs struct {
 	Master     collective.Buffer // float32 x N
 	M, V       collective.Buffer // moments (V unused for SGD; both unused for RuleNone)
 	MomentType collective.DType  // Float32 or BFloat16
+	// MType and VType, when set, are the storage of M and V one by one
+	// (MomentDefault: MomentType). An FP8 moment holds N bytes of E4M3
+	// codes, with the float32 scale_inv of each block of MomentBlock
+	// elements (block k: elements [k*MomentBlock, (k+1)*MomentBlock)) in
+	// MScales or VScales (EncodeMomentBlock; segments start at a multiple
+	// of MomentBlock).
+	MType, VType     MomentDType
+	MomentBlock      int
+	MScales, VScales collective.Buffer
 	Grad       collective.Buffer // the reduced gradient shard, GradType x N
 	GradType   collective.DType  // Float32 or BFloat16
 	Segments   []Segment

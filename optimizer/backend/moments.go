@@ -1,0 +1,152 @@
+package backend
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/fp8"
+)
+
+// MomentDType is the storage of one moment buffer.
+type MomentDType uint8
+
+const (
+	// MomentDefault takes the configuration's MomentType (float32 or
+	// bfloat16 for every moment).
+	MomentDefault MomentDType = iota
+	// MomentFloat32 stores each element as float32.
+	MomentFloat32
+	// MomentBFloat16 stores each element as bfloat16 (round to nearest even).
+	MomentBFloat16
+	// MomentFP8 stores each element as one E4M3 byte with a float32
+	// scale_inv per block of MomentBlock elements (EncodeMomentBlock): the
+	// first moment (and SGD's momentum) linearly, the second moment as its
+	// square root.
+	MomentFP8
+)
+
+// DefaultMomentBlock is the default block of FP8 moments in elements.
+const DefaultMomentBlock = 128
+
+// MomentBlocks lists the block sizes FP8 moments may take: 4-element
+// groups of 8, 16 or 32 lanes of a warp (update.cu).
+var MomentBlocks = []int{32, 64, 128}
+
+var momentNames = [...]string{MomentDefault: "default", MomentFloat32: "float32", MomentBFloat16: "bfloat16", MomentFP8: "fp8"}
+
+// String returns "float32", "bfloat16", "fp8" or "default".
+func (t MomentDType) String() string {
+	if int(t) < len(momentNames) {
+		return momentNames[t]
+	}
+	return fmt.Sprintf("MomentDType(%d)", uint8(t))
+}
+
+// ParseMomentDType is String's inverse ("fp32", "f32", "bf16" and "e4m3"
+// accepted too).
+func ParseMomentDType(s string) (MomentDType, error) {
+	switch s {
+	case "float32", "fp32", "f32":
+		return MomentFloat32, nil
+	case "bfloat16", "bf16":
+		return MomentBFloat16, nil
+	case "fp8", "e4m3":
+		return MomentFP8, nil
+	}
+	return 0, fmt.Errorf("backend: moment type %q (float32, bfloat16 or fp8)", s)
+}
+
+// MomentOf returns the MomentDType of a float32 or bfloat16 DType, and
+// MomentDefault for any other.
+func MomentOf(dt collective.DType) MomentDType {
+	switch dt {
+	case collective.Float32:
+		return MomentFloat32
+	case collective.BFloat16:
+		return MomentBFloat16
+	}
+	return MomentDefault
+}
+
+// ElemBytes is the size of one element's storage (1 for FP8, whose block
+// scales come on top: ScaleBytes); 0 for MomentDefault.
+func (t MomentDType) ElemBytes() int {
+	return [...]int{0, 4, 2, 1}[min(int(t), 3)]
+}
+
+// ScaleBytes is the size of the block scales of n elements in blocks of
+// block: 4 bytes per started block for FP8, 0 otherwise.
+func (t MomentDType) ScaleBytes(n, block int) int {
+	if t != MomentFP8 {
+		return 0
+	}
+	return 4 * ((n + block - 1) / block)
+}
+
+// Bytes is the size of a moment buffer of n elements: ElemBytes each,
+// then (FP8) the float32 block scales from byte n on.
+func (t MomentDType) Bytes(n, block int) int { return n*t.ElemBytes() + t.ScaleBytes(n, block) }
+
+// MomentFormat is the FP8 format of FP8 moments.
+const MomentFormat = fp8.E4M3
+
+// MomentScale returns the scale and scale_inv of a block of FP8 moments whose
+// stored values have the amax key k: fp8.ScaleFromAmax(amax, E4M3, margin
+// 0, power of two). Power-of-two scales make both the scaling and the
+// decoding exact, so a block that is decoded and encoded again (a
+// checkpoint, a step that leaves it unchanged) keeps its values.
+func MomentScale(k uint32) (scale, scaleInv float32) {
+	return fp8.ScaleFromAmax(math.Float32frombits(k), MomentFormat, 0, true)
+}
+
+// EncodeMomentBlock stores the moment values x of one block (at most a block
+// of elements) as E4M3 codes and returns the block's scale_inv:
+//
+//	y[i]    = x[i], or sqrt32(x[i]) when root (the second moment)
+//	scale   = MomentScale(max AbsBits(y[i]))
+//	dst[i]  = E4M3.Encode(float32(y[i] * scale))
+//	return    1/scale
+//
+// DecodeMoment inverts it up to the rounding of the encoding.
+func EncodeMomentBlock(dst []byte, x []float32, root bool) float32 {
+	var k uint32
+	y := make([]float32, len(x))
+	for i, v := range x {
+		if root {
+			v = sqrt32(v)
+		}
+		y[i] = v
+		k = max(k, AbsBits(v))
+	}
+	scale, inv := MomentScale(k)
+	for i, v := range y {
+		dst[i] = MomentFormat.Encode(float32(v * scale))
+	}
+	return inv
+}
+
+// DecodeMoment returns the moment value of an FP8 code of a block with
+// scale_inv inv: r = float32(Decode(code) * inv), and float32(r*r) when
+// root. Both products are exact for finite values (inv is a power of two, r
+// has at most 4 significant bits).
+func DecodeMoment(code byte, inv float32, root bool) float32 {
+	r := float32(MomentFormat.Decode(code) * inv)
+	if root {
+		return float32(r * r)
+	}
+	return r
+}
+
+// MomentTypes returns the storage of a's M and V (MomentDefault resolved
+// from MomentType).
+func (a *UpdateArgs) MomentTypes() (m, v MomentDType) {
+	m, v = a.MType, a.VType
+	if m == MomentDefault {
+		m = MomentOf(a.MomentType)
+	}
+	if v == MomentDefault {
+		v = MomentOf(a.MomentType)
+	}
+	return m, v
+}
