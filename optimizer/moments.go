@@ -26,6 +26,9 @@ const (
 	MomentFP8 = backend.MomentFP8
 )
 
+// MomentOf returns the MomentDType of a float32 or bfloat16 DType.
+func MomentOf(dt collective.DType) MomentDType { return backend.MomentOf(dt) }
+
 // momentDefaults resolves the per-moment types and the FP8 block.
 func (c *Config) momentDefaults() {
 	if c.FirstMomentType == MomentDefault {

@@ -80,9 +80,9 @@ type UpdateArgs struct {
 	MType, VType     MomentDType
 	MomentBlock      int
 	MScales, VScales collective.Buffer
-	Grad       collective.Buffer // the reduced gradient shard, GradType x N
-	GradType   collective.DType  // Float32 or BFloat16
-	Segments   []Segment
+	Grad             collective.Buffer // the reduced gradient shard, GradType x N
+	GradType         collective.DType  // Float32 or BFloat16
+	Segments         []Segment
 
 	// FP8 outputs (FP8 buckets).
 	Recipe      fp8.Recipe
