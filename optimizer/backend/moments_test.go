@@ -1,0 +1,95 @@
+package backend
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// quantBound reports whether the decoded value got (of stored value y, the
+// moment or its root) is within E4M3's rounding of y under scale_inv inv:
+// half a unit in the last of 3 mantissa bits (2^-4 relative) for normal
+// codes, half the subnormal step (2^-10 * inv) below them.
+func quantBound(got, y, inv float32) bool {
+	d := math.Abs(float64(got) - float64(y))
+	return d <= math.Abs(float64(y))/16 || d <= math.Ldexp(float64(inv), -10)
+}
+
+// TestEncodeMomentBlock checks EncodeMomentBlock and DecodeMoment against
+// their closed form on blocks of every scale: the scale is a power of two
+// putting the block's amax in (224, 448], every decoded value is within
+// the rounding bound of its input (the root's, for the second moment), an
+// all-zero block decodes to zeros, and encoding decoded values gives them
+// back (a checkpoint round trip). Second moments whose root is below 2^-63
+// are left out: their square rounds in float32's subnormal range.
+func TestEncodeMomentBlock(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for it := range 2000 {
+		n := 1 + r.IntN(128)
+		root := it%2 == 1
+		x := make([]float32, n)
+		e := r.IntN(80) - 60
+		if root { // squares above float32's subnormals (below, r*r rounds)
+			e = r.IntN(60) - 40
+		}
+		for i := range x {
+			x[i] = float32(math.Ldexp(r.NormFloat64(), e-r.IntN(12)))
+			if root {
+				x[i] = x[i] * x[i]
+			}
+			if r.IntN(20) == 0 {
+				x[i] = 0
+			}
+		}
+		codes := make([]byte, n)
+		inv := EncodeMomentBlock(codes, x, root)
+		if f, _ := math.Frexp(float64(inv)); f != 0.5 {
+			t.Fatalf("scale_inv %g is not a power of two", inv)
+		}
+		var amax float64
+		got := make([]float32, n)
+		for i, c := range codes {
+			got[i] = DecodeMoment(c, inv, root)
+			y, g := x[i], got[i]
+			if root {
+				y, g = sqrt32(y), sqrt32(g)
+			}
+			amax = max(amax, math.Abs(float64(y)))
+			if !quantBound(g, y, inv) {
+				t.Fatalf("block %d element %d: %g decodes to %g (scale_inv %g)", it, i, x[i], got[i], inv)
+			}
+		}
+		if amax == 0 {
+			if inv != 1 {
+				t.Fatalf("all-zero block has scale_inv %g", inv)
+			}
+		} else if s := amax / float64(inv); s <= 224 || s > 448 {
+			t.Fatalf("block %d: amax %g scaled to %g, not in (224, 448]", it, amax, s)
+		}
+		again := make([]byte, n)
+		inv2 := EncodeMomentBlock(again, got, root)
+		for i, c := range again {
+			if d := DecodeMoment(c, inv2, root); math.Float32bits(d) != math.Float32bits(got[i]) {
+				t.Fatalf("block %d element %d: %g encoded again decodes to %g", it, i, got[i], d)
+			}
+		}
+	}
+}
+
+// TestMomentDTypeBytes checks the sizes the planner and the allocation use.
+func TestMomentDTypeBytes(t *testing.T) {
+	for _, c := range []struct {
+		t            MomentDType
+		n, block     int
+		bytes, scale int
+	}{
+		{MomentFloat32, 1000, 128, 4000, 0},
+		{MomentBFloat16, 1000, 128, 2000, 0},
+		{MomentFP8, 1000, 128, 1000 + 4*8, 32},
+		{MomentFP8, 1024, 32, 1024 + 4*32, 128},
+	} {
+		if b, s := c.t.Bytes(c.n, c.block), c.t.ScaleBytes(c.n, c.block); b != c.bytes || s != c.scale {
+			t.Errorf("%v n=%d block=%d: %d bytes, %d of scales; want %d, %d", c.t, c.n, c.block, b, s, c.bytes, c.scale)
+		}
+	}
+}
