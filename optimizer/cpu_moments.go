@@ -22,6 +22,8 @@ type momentStore struct {
 	scales []float32 // FP8: scale_inv per block
 	block  int
 	root   bool // FP8 codes hold the square root (the second moment)
+	seed   uint32
+	base   int // bucket position of element 0
 }
 
 // newMomentStore returns the store of buffer b (scales: the FP8 block
@@ -75,7 +77,7 @@ func (s *momentStore) store(src []float32, off int) {
 		}
 		for b := 0; b < len(src); b += s.block {
 			e := min(b+s.block, len(src))
-			s.scales[(off+b)/s.block] = backend.EncodeMomentBlock(s.codes[off+b:off+e], src[b:e], s.root)
+			s.scales[(off+b)/s.block] = backend.EncodeMomentBlock(s.codes[off+b:off+e], src[b:e], s.root, s.seed, uint64(s.base+off+b))
 		}
 	}
 }
@@ -96,6 +98,7 @@ func mixedRule[G elem](a *backend.UpdateArgs, g []G) ruleRun {
 	switch a.Rule {
 	case RuleAdamW:
 		vs := newMomentStore(vt, a.V, a.VScales, a.MomentBlock, true)
+		vs.seed, vs.base = a.MomentSeed, a.MomentBase
 		return func(p []float32, off int, s *backend.Segment) uint32 {
 			m, v := make([]float32, len(p)), make([]float32, len(p))
 			ms.load(m, off)

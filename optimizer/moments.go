@@ -29,6 +29,10 @@ const (
 // MomentOf returns the MomentDType of a float32 or bfloat16 DType.
 func MomentOf(dt collective.DType) MomentDType { return backend.MomentOf(dt) }
 
+// ParseMomentDType parses a moment type: "float32" ("fp32"), "bfloat16"
+// ("bf16") or "fp8".
+func ParseMomentDType(s string) (MomentDType, error) { return backend.ParseMomentDType(s) }
+
 // momentDefaults resolves the per-moment types and the FP8 block.
 func (c *Config) momentDefaults() {
 	if c.FirstMomentType == MomentDefault {
@@ -110,6 +114,7 @@ func (o *Optimizer) momentArgs(u *backend.UpdateArgs, bk *bucket) {
 		u.VType = ts[1]
 	}
 	u.MomentBlock = o.cfg.MomentBlock
+	u.MomentSeed, u.MomentBase = backend.MomentSeed(o.step, bk.idx), bk.lo
 	n := bk.b.ShardSize
 	if u.MType == MomentFP8 {
 		u.M, u.MScales = bk.m.Slice(0, n), bk.m.Slice(n, bk.m.Len())
@@ -167,7 +172,8 @@ func (o *Optimizer) writeMoment(bk *bucket, i int, pc shard.Piece, x []float32) 
 	for k := range inv {
 		lo := k * b
 		hi := min(lo+b, len(x))
-		inv[k] = backend.EncodeMomentBlock(codes[lo:hi], x[lo:hi], i == 1)
+		// exact values (ReadPieces') round to themselves: any seed will do
+		inv[k] = backend.EncodeMomentBlock(codes[lo:hi], x[lo:hi], i == 1, 0, uint64(bk.lo+pc.ShardOffset+lo))
 	}
 	if err := o.be.Write(buf, pc.ShardOffset, codes); err != nil {
 		return err

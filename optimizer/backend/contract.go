@@ -79,6 +79,11 @@ type UpdateArgs struct {
 	// of MomentBlock).
 	MType, VType     MomentDType
 	MomentBlock      int
+	// MomentSeed and MomentBase drive the stochastic rounding of FP8
+	// second moments: shard element i is at MomentBase+i in its bucket
+	// (EncodeMomentBlock's pos).
+	MomentSeed uint32
+	MomentBase int
 	MScales, VScales collective.Buffer
 	Grad             collective.Buffer // the reduced gradient shard, GradType x N
 	GradType         collective.DType  // Float32 or BFloat16

@@ -105,11 +105,19 @@ func MomentScale(k uint32) (scale, scaleInv float32) {
 //
 //	y[i]    = x[i], or sqrt32(x[i]) when root (the second moment)
 //	scale   = MomentScale(max AbsBits(y[i]))
-//	dst[i]  = E4M3.Encode(float32(y[i] * scale))
+//	z[i]    = float32(y[i] * scale)                     (exact: a power of two)
+//	dst[i]  = E4M3.Encode(z[i])                          first moment
+//	dst[i]  = EncodeSR(z[i], MomentHash(seed, pos+i))    second moment
 //	return    1/scale
 //
-// DecodeMoment inverts it up to the rounding of the encoding.
-func EncodeMomentBlock(dst []byte, x []float32, root bool) float32 {
+// The second moment is rounded stochastically, so that the small change
+// beta2 makes to it in a step (0.1%) survives in expectation instead of
+// being rounded away every step (3 mantissa bits). pos is the element's
+// place in its bucket, which does not depend on the data-parallel size;
+// seed is MomentSeed of the step and bucket. DecodeMoment inverts the
+// encoding up to its rounding; values that DecodeMoment returned encode
+// back to themselves whatever the seed.
+func EncodeMomentBlock(dst []byte, x []float32, root bool, seed uint32, pos uint64) float32 {
 	var k uint32
 	y := make([]float32, len(x))
 	for i, v := range x {
@@ -121,9 +129,77 @@ func EncodeMomentBlock(dst []byte, x []float32, root bool) float32 {
 	}
 	scale, inv := MomentScale(k)
 	for i, v := range y {
-		dst[i] = MomentFormat.Encode(float32(v * scale))
+		if root {
+			dst[i] = EncodeSR(float32(v*scale), MomentHash(seed, pos+uint64(i)))
+		} else {
+			dst[i] = MomentFormat.Encode(float32(v * scale))
+		}
 	}
 	return inv
+}
+
+// MomentSeed is the seed of the stochastic rounding of the second moments
+// of bucket in step.
+func MomentSeed(step, bucket int) uint32 {
+	return mix32(uint32(step)*0x9e3779b9 ^ uint32(bucket)*0x85ebca77 ^ 0x27d4eb2f)
+}
+
+// MomentHash returns the 32 random bits of the element at pos under seed:
+// murmur3's finaliser of the seed and both halves of pos.
+func MomentHash(seed uint32, pos uint64) uint32 {
+	return mix32(seed ^ mix32(uint32(pos)^uint32(pos>>32)*0xc2b2ae35))
+}
+
+// mix32 is murmur3's 32-bit finaliser.
+func mix32(x uint32) uint32 {
+	x ^= x >> 16
+	x *= 0x85ebca6b
+	x ^= x >> 13
+	x *= 0xc2b2ae35
+	x ^= x >> 16
+	return x
+}
+
+// EncodeSR rounds z to E4M3 stochastically with the random bits rnd: z lies
+// between two neighbours n*q and (n+1)*q, q being the spacing of E4M3 there
+// (2^(e-3) for z in [2^e, 2^(e+1)), 2^-9 below 2^-6); the result is the
+// upper one when frac*2^32 > rnd*2^k (frac the part of z above n*q in units
+// of 2^-k of q: the probability of rounding up is frac/q, to 2^-32), then
+// encoded exactly (E4M3.Encode; above 448 it saturates). NaN, infinities and
+// zeros encode as E4M3.Encode does.
+func EncodeSR(z float32, rnd uint32) uint8 {
+	b := math.Float32bits(z)
+	a := b & 0x7fffffff
+	if a == 0 || a >= 0x7f800000 {
+		return MomentFormat.Encode(z)
+	}
+	e, m := int(a>>23), a&0x7fffff
+	if e == 0 {
+		e = 1
+	} else {
+		m |= 0x800000
+	}
+	// z = m * 2^(e-150); the spacing is q = 2^qe
+	qe := max(e-127-3, -9)
+	k := uint(qe - (e - 150)) // at least 20
+	var n, t uint64
+	if k < 64 {
+		n = uint64(m) >> k
+		frac := uint64(m) & (1<<k - 1)
+		if k <= 32 {
+			t = frac << (32 - k)
+		} else {
+			t = frac >> (k - 32)
+		}
+	}
+	if t > uint64(rnd) {
+		n++
+	}
+	v := float32(n) * math.Float32frombits(uint32(qe+127)<<23)
+	if b&0x80000000 != 0 {
+		v = -v
+	}
+	return MomentFormat.Encode(v)
 }
 
 // DecodeMoment returns the moment value of an FP8 code of a block with

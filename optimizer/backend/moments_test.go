@@ -8,10 +8,14 @@ import (
 
 // quantBound reports whether the decoded value got (of stored value y, the
 // moment or its root) is within E4M3's rounding of y under scale_inv inv:
-// half a unit in the last of 3 mantissa bits (2^-4 relative) for normal
-// codes, half the subnormal step (2^-10 * inv) below them.
-func quantBound(got, y, inv float32) bool {
+// to nearest (sr false), half a unit in the last of 3 mantissa bits (2^-4
+// relative) for normal codes, half the subnormal step (2^-10 * inv) below
+// them; stochastic (sr), less than a whole unit (2^-3, 2^-9 * inv).
+func quantBound(got, y, inv float32, sr bool) bool {
 	d := math.Abs(float64(got) - float64(y))
+	if sr {
+		return d < math.Abs(float64(y))/8 || d < math.Ldexp(float64(inv), -9)
+	}
 	return d <= math.Abs(float64(y))/16 || d <= math.Ldexp(float64(inv), -10)
 }
 
@@ -42,7 +46,8 @@ func TestEncodeMomentBlock(t *testing.T) {
 			}
 		}
 		codes := make([]byte, n)
-		inv := EncodeMomentBlock(codes, x, root)
+		seed, pos := r.Uint32(), r.Uint64()
+		inv := EncodeMomentBlock(codes, x, root, seed, pos)
 		if f, _ := math.Frexp(float64(inv)); f != 0.5 {
 			t.Fatalf("scale_inv %g is not a power of two", inv)
 		}
@@ -55,7 +60,7 @@ func TestEncodeMomentBlock(t *testing.T) {
 				y, g = sqrt32(y), sqrt32(g)
 			}
 			amax = max(amax, math.Abs(float64(y)))
-			if !quantBound(g, y, inv) {
+			if !quantBound(g, y, inv, root) {
 				t.Fatalf("block %d element %d: %g decodes to %g (scale_inv %g)", it, i, x[i], got[i], inv)
 			}
 		}
@@ -67,7 +72,7 @@ func TestEncodeMomentBlock(t *testing.T) {
 			t.Fatalf("block %d: amax %g scaled to %g, not in (224, 448]", it, amax, s)
 		}
 		again := make([]byte, n)
-		inv2 := EncodeMomentBlock(again, got, root)
+		inv2 := EncodeMomentBlock(again, got, root, seed+1, pos)
 		for i, c := range again {
 			if d := DecodeMoment(c, inv2, root); math.Float32bits(d) != math.Float32bits(got[i]) {
 				t.Fatalf("block %d element %d: %g encoded again decodes to %g", it, i, got[i], d)
@@ -90,6 +95,54 @@ func TestMomentDTypeBytes(t *testing.T) {
 	} {
 		if b, s := c.t.Bytes(c.n, c.block), c.t.ScaleBytes(c.n, c.block); b != c.bytes || s != c.scale {
 			t.Errorf("%v n=%d block=%d: %d bytes, %d of scales; want %d, %d", c.t, c.n, c.block, b, s, c.bytes, c.scale)
+		}
+	}
+}
+
+// TestEncodeSR checks the stochastic rounding against its definition: the
+// result is one of the two E4M3 neighbours of z (z itself when it is an
+// E4M3 value, whatever the random bits), and over many random words the
+// mean of the results is z to within the statistical error.
+func TestEncodeSR(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var grid []float64 // the non-negative E4M3 values, ascending
+	for c := range 0x7f {
+		grid = append(grid, float64(MomentFormat.Decode(uint8(c))))
+	}
+	for it := range 3000 {
+		z := float32(math.Ldexp(r.Float64(), 9-r.IntN(20)))
+		if it%3 == 0 {
+			z = float32(grid[r.IntN(len(grid))])
+		}
+		if it%5 == 0 {
+			z = -z
+		}
+		az := math.Abs(float64(z))
+		down, up := 0.0, grid[len(grid)-1]
+		for _, g := range grid {
+			if g <= az {
+				down = g
+			}
+			if g >= az && g < up {
+				up = g
+			}
+		}
+		const draws = 4000
+		sum := 0.0
+		for range draws {
+			got := math.Abs(float64(MomentFormat.Decode(EncodeSR(z, r.Uint32()))))
+			if got != down && got != up {
+				t.Fatalf("%g rounds to %g, not to a neighbour (%g, %g)", z, got, down, up)
+			}
+			sum += got
+		}
+		if down == up {
+			continue
+		}
+		p := (az - down) / (up - down) // the probability of rounding up
+		sd := (up - down) * math.Sqrt(p*(1-p)/draws)
+		if mean := sum / draws; math.Abs(mean-az) > 5*sd+1e-12 {
+			t.Fatalf("%g: mean of %d roundings %g, %.1f standard deviations off", z, draws, mean, math.Abs(mean-az)/sd)
 		}
 	}
 }

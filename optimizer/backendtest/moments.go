@@ -52,7 +52,7 @@ type momentBuf struct{ data, scales buf }
 
 // uploadMoment stores x as t (FP8: backend.EncodeMomentBlock per block of
 // mb elements of the shard).
-func uploadMoment(p *pair, name string, x []float32, t backend.MomentDType, mb int, root bool) momentBuf {
+func uploadMoment(p *pair, name string, x []float32, t backend.MomentDType, mb int, root bool, seed uint32, base int) momentBuf {
 	switch t {
 	case backend.MomentFloat32:
 		return momentBuf{data: p.upload(name, encode(x, collective.Float32), float32s)}
@@ -63,7 +63,7 @@ func uploadMoment(p *pair, name string, x []float32, t backend.MomentDType, mb i
 	inv := make([]float32, (len(x)+mb-1)/mb)
 	for k := range inv {
 		lo, hi := k*mb, min(k*mb+mb, len(x))
-		inv[k] = backend.EncodeMomentBlock(codes[lo:hi], x[lo:hi], root)
+		inv[k] = backend.EncodeMomentBlock(codes[lo:hi], x[lo:hi], root, seed, uint64(base+lo))
 	}
 	return momentBuf{data: p.upload(name, codes, bytesExact), scales: p.upload(name+" scales", encode(inv, collective.Float32), bytesExact)}
 }
@@ -87,10 +87,11 @@ func momentCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 	for i := range scale {
 		scale[i], _ = fp8.ScaleFromAmax(float32(r.Float64()*0.2), fp8.E4M3, 0, false)
 	}
-	mBuf := uploadMoment(p, "m", m, mt, mb, false)
+	seed, base := r.Uint32(), r.IntN(1<<40)
+	mBuf := uploadMoment(p, "m", m, mt, mb, false, seed, base)
 	var vBuf momentBuf
 	if rule == optimizer.RuleAdamW {
-		vBuf = uploadMoment(p, "v", v, vt, mb, true)
+		vBuf = uploadMoment(p, "v", v, vt, mb, true, seed^1, base)
 	}
 	hpType := rc.hp
 	if hpType == 0 {
@@ -106,7 +107,7 @@ func momentCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 		p.upload("hp", filled(hpType.Size()*l.n), momentKind(hpType)),
 	}
 	a := backend.UpdateArgs{Rule: rule, N: l.n, MomentType: collective.Float32, MType: mt, VType: vt, MomentBlock: mb,
-		GradType: gt, Recipe: rc.recipe, Segments: l.segs,
+		GradType: gt, Recipe: rc.recipe, Segments: l.segs, MomentSeed: seed, MomentBase: base,
 		Hyper: backend.Hyper{GradScale: float32(0.5 + r.Float64()), Beta1: 0.9, Beta2: 0.999,
 			OneMinusBeta1: float32(1 - 0.9), OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8,
 			RBC2: float32(1 / math.Sqrt(1-math.Pow(0.999, float64(1+r.IntN(100))))), Momentum: 0.9}}
