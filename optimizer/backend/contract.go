@@ -77,13 +77,13 @@ type UpdateArgs struct {
 	// elements (block k: elements [k*MomentBlock, (k+1)*MomentBlock)) in
 	// MScales or VScales (EncodeMomentBlock; segments start at a multiple
 	// of MomentBlock).
-	MType, VType     MomentDType
-	MomentBlock      int
+	MType, VType MomentDType
+	MomentBlock  int
 	// MomentSeed and MomentBase drive the stochastic rounding of FP8
 	// second moments: shard element i is at MomentBase+i in its bucket
 	// (EncodeMomentBlock's pos).
-	MomentSeed uint32
-	MomentBase int
+	MomentSeed       uint32
+	MomentBase       int
 	MScales, VScales collective.Buffer
 	Grad             collective.Buffer // the reduced gradient shard, GradType x N
 	GradType         collective.DType  // Float32 or BFloat16
