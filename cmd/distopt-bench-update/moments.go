@@ -33,7 +33,10 @@ func (x *bench) moments(copyBW float64, master, grad, out, blocks collective.Buf
 			if bufs[i], err = b.Alloc(t.Bytes(n, block)); err != nil {
 				return err
 			}
-			defer b.Free(bufs[i])
+		}
+		free := func() {
+			b.Free(bufs[0])
+			b.Free(bufs[1])
 		}
 		a := &backend.UpdateArgs{Rule: optimizer.RuleAdamW, N: n, Master: master, MomentType: collective.Float32,
 			MType: c[0], VType: c[1], MomentBlock: block, MomentSeed: 1, Grad: grad, GradType: collective.BFloat16,
@@ -48,6 +51,7 @@ func (x *bench) moments(copyBW float64, master, grad, out, blocks collective.Buf
 			a.VScales = bufs[1].Slice(n, bufs[1].Len())
 		}
 		t, err := x.timeIt(func() error { return b.Update(a) })
+		free()
 		if err != nil {
 			return fmt.Errorf("moments %v/%v: %w", c[0], c[1], err)
 		}
