@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/distopt/distopt/collective"
 	"slices"
+	"strings"
 
 	"github.com/distopt/distopt/optimizer/backend"
 	"github.com/distopt/distopt/shard"
@@ -32,6 +33,27 @@ func MomentOf(dt collective.DType) MomentDType { return backend.MomentOf(dt) }
 // ParseMomentDType parses a moment type: "float32" ("fp32"), "bfloat16"
 // ("bf16") or "fp8".
 func ParseMomentDType(s string) (MomentDType, error) { return backend.ParseMomentDType(s) }
+
+// ParseMomentTypes parses the moment types of a command line: one type
+// for every moment ("fp32", "bf16", "fp8"), or "M,V" one by one (e.g.
+// "fp8,bf16"). second is MomentDefault when s names one type and rule has
+// a single moment.
+func ParseMomentTypes(s string, rule Rule) (first, second MomentDType, err error) {
+	m, v, two := strings.Cut(s, ",")
+	if first, err = ParseMomentDType(m); err != nil {
+		return 0, 0, err
+	}
+	if !two {
+		if rule == RuleSGD {
+			return first, MomentDefault, nil
+		}
+		v = m
+	}
+	if second, err = ParseMomentDType(v); err != nil {
+		return 0, 0, err
+	}
+	return first, second, nil
+}
 
 // momentDefaults resolves the per-moment types and the FP8 block.
 func (c *Config) momentDefaults() {

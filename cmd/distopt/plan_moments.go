@@ -20,19 +20,9 @@ func (o *planOptions) setMoments(v string) error {
 		o.cfg.MomentType = collective.BFloat16
 		return nil
 	}
-	m, s, two := strings.Cut(v, ",")
-	if !two {
-		s = m
-	}
 	var err error
-	if o.cfg.FirstMomentType, err = optimizer.ParseMomentDType(m); err != nil {
+	if o.cfg.FirstMomentType, o.cfg.SecondMomentType, err = optimizer.ParseMomentTypes(v, o.cfg.Rule); err != nil {
 		return bad
-	}
-	if o.cfg.SecondMomentType, err = optimizer.ParseMomentDType(s); err != nil {
-		return bad
-	}
-	if o.cfg.Rule == optimizer.RuleSGD && !two {
-		o.cfg.SecondMomentType = optimizer.MomentDefault // SGD keeps one
 	}
 	return nil
 }
