@@ -2,6 +2,7 @@ package optimizer
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/optimizer/backend"
@@ -89,6 +90,9 @@ func uniformMoments(a *backend.UpdateArgs) bool {
 	return m == v && m != backend.MomentFP8
 }
 
+// scratchPool holds the float32 moments of a chunk (2*updateChunk).
+var scratchPool = sync.Pool{New: func() any { return new([2 * updateChunk]float32) }}
+
 // mixedRule is ruleRunOf for moments of other storage: each chunk's
 // moments are widened, updated by the float32 loop and stored back.
 func mixedRule[G elem](a *backend.UpdateArgs, g []G) ruleRun {
@@ -100,7 +104,9 @@ func mixedRule[G elem](a *backend.UpdateArgs, g []G) ruleRun {
 		vs := newMomentStore(vt, a.V, a.VScales, a.MomentBlock, true)
 		vs.seed, vs.base = a.MomentSeed, a.MomentBase
 		return func(p []float32, off int, s *backend.Segment) uint32 {
-			m, v := make([]float32, len(p)), make([]float32, len(p))
+			buf := scratchPool.Get().(*[2 * updateChunk]float32)
+			defer scratchPool.Put(buf)
+			m, v := buf[:len(p)], buf[updateChunk:updateChunk+len(p)]
 			ms.load(m, off)
 			vs.load(v, off)
 			key := adamwRun(p, m, v, g[off:off+len(p)], &h, s.StepSize, s.Shrink)
@@ -110,7 +116,9 @@ func mixedRule[G elem](a *backend.UpdateArgs, g []G) ruleRun {
 		}
 	case RuleSGD:
 		return func(p []float32, off int, s *backend.Segment) uint32 {
-			m := make([]float32, len(p))
+			buf := scratchPool.Get().(*[2 * updateChunk]float32)
+			defer scratchPool.Put(buf)
+			m := buf[:len(p)]
 			ms.load(m, off)
 			key := sgdRun(p, m, g[off:off+len(p)], &h, s.StepSize, s.WeightDecay)
 			ms.store(m, off)

@@ -119,7 +119,12 @@ func MomentScale(k uint32) (scale, scaleInv float32) {
 // back to themselves whatever the seed.
 func EncodeMomentBlock(dst []byte, x []float32, root bool, seed uint32, pos uint64) float32 {
 	var k uint32
-	y := make([]float32, len(x))
+	var stack [128]float32 // the largest of MomentBlocks: no allocation
+	y := stack[:0]
+	if len(x) > len(stack) {
+		y = make([]float32, 0, len(x))
+	}
+	y = y[:len(x)]
 	for i, v := range x {
 		if root {
 			v = sqrt32(v)
