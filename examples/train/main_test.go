@@ -99,7 +99,7 @@ func TestLongRunUnderLauncher(t *testing.T) {
 // TestFP8MomentsQuality trains the example's model (4 ranks, the default
 // 200 steps and a run of 1000) with FP32 moments and with FP8 moments (E4M3
 // first moment, stochastically rounded E4M3 root of the second, blocks of
-// 128): the final losses agree to 1.5%. (BFloat16 moments land 0.5% and 3%
+// 128): the final losses agree to 1%. (BFloat16 moments land 0.5% and 3%
 // away on the same runs: differences of this size are the example's noise.)
 func TestFP8MomentsQuality(t *testing.T) {
 	if testing.Short() {
@@ -121,7 +121,7 @@ func TestFP8MomentsQuality(t *testing.T) {
 		}
 		rel := math.Abs(final["fp8"]-final["fp32"]) / final["fp32"]
 		t.Logf("%d steps: final loss fp32 moments %.5f, fp8 moments %.5f (%.2f%%)", steps, final["fp32"], final["fp8"], 100*rel)
-		if rel > 0.015 {
+		if rel > 0.01 {
 			t.Errorf("%d steps: FP8 moments end at %.5f, FP32 moments at %.5f: %.2f%% apart", steps, final["fp8"], final["fp32"], 100*rel)
 		}
 	}

@@ -34,7 +34,7 @@ __device__ __forceinline__ u32 mix32(u32 x) {
 
 // moment_hash is backend.MomentHash.
 __device__ __forceinline__ u32 moment_hash(u32 seed, u64 pos) {
-    return mix32(seed ^ mix32((u32)pos ^ ((u32)(pos >> 32) * 0xc2b2ae35u)));
+    return mix32(seed ^ (u32)pos ^ ((u32)(pos >> 32) * 0xc2b2ae35u));
 }
 
 // encode_sr is backend.EncodeSR: E4M3 with stochastic rounding by rnd.
@@ -47,13 +47,11 @@ __device__ __forceinline__ u32 encode_sr(float z, u32 rnd) {
     else m |= 0x800000u;
     const int qe = max(e - 130, -9);
     const u32 k = (u32)(qe - (e - 150)); // at least 20
-    u64 n = 0, t = 0;
-    if (k < 64) {
-        n = (u64)m >> k;
-        const u64 frac = (u64)m & ((1ull << k) - 1);
-        t = k <= 32 ? frac << (32 - k) : frac >> (k - 32);
-    }
-    if (t > (u64)rnd) n++;
+    u32 n = 0, t = 0;                    // t: the fraction as a 32-bit fixed point
+    if (k <= 24) n = m >> k, t = (m & ((1u << k) - 1)) << (32 - k);
+    else if (k <= 32) t = m << (32 - k);
+    else if (k < 64) t = m >> (k - 32);
+    if (t > rnd) n++;
     float v = __fmul_rn((float)n, __uint_as_float((u32)(qe + 127) << 23));
     if (b >> 31) v = -v;
     return encode<E4M3>(v);

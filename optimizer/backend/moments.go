@@ -152,7 +152,7 @@ func MomentSeed(step, bucket int) uint32 {
 // MomentHash returns the 32 random bits of the element at pos under seed:
 // murmur3's finaliser of the seed and both halves of pos.
 func MomentHash(seed uint32, pos uint64) uint32 {
-	return mix32(seed ^ mix32(uint32(pos)^uint32(pos>>32)*0xc2b2ae35))
+	return mix32(seed ^ uint32(pos) ^ uint32(pos>>32)*0xc2b2ae35)
 }
 
 // mix32 is murmur3's 32-bit finaliser.
@@ -184,20 +184,19 @@ func EncodeSR(z float32, rnd uint32) uint8 {
 	} else {
 		m |= 0x800000
 	}
-	// z = m * 2^(e-150); the spacing is q = 2^qe
+	// z = m * 2^(e-150), m < 2^24; the spacing is q = 2^qe = 2^k units
 	qe := max(e-127-3, -9)
 	k := uint(qe - (e - 150)) // at least 20
-	var n, t uint64
-	if k < 64 {
-		n = uint64(m) >> k
-		frac := uint64(m) & (1<<k - 1)
-		if k <= 32 {
-			t = frac << (32 - k)
-		} else {
-			t = frac >> (k - 32)
-		}
+	var n, t uint32           // t: the fraction n*q..z as a 32-bit fixed point
+	switch {
+	case k <= 24:
+		n, t = m>>k, (m&(1<<k-1))<<(32-k)
+	case k <= 32:
+		t = m << (32 - k)
+	case k < 64:
+		t = m >> (k - 32)
 	}
-	if t > uint64(rnd) {
+	if t > rnd {
 		n++
 	}
 	v := float32(n) * math.Float32frombits(uint32(qe+127)<<23)
