@@ -32,7 +32,13 @@ func MomentOf(dt collective.DType) MomentDType { return backend.MomentOf(dt) }
 
 // ParseMomentDType parses a moment type: "float32" ("fp32"), "bfloat16"
 // ("bf16") or "fp8".
-func ParseMomentDType(s string) (MomentDType, error) { return backend.ParseMomentDType(s) }
+func ParseMomentDType(s string) (MomentDType, error) {
+	t, err := backend.ParseMomentDType(s)
+	if err != nil {
+		return 0, fmt.Errorf("optimizer: moment type %q: want float32 (fp32), bfloat16 (bf16) or fp8", s)
+	}
+	return t, nil
+}
 
 // ParseMomentTypes parses the moment types of a command line: one type
 // for every moment ("fp32", "bf16", "fp8"), or "M,V" one by one (e.g.
