@@ -1,7 +1,7 @@
 // moments.cuh: moment storage for update.cu's _q kernels, whose moments are
 // each float32, bfloat16 or FP8 (a runtime choice: MomentSet.t1, t2). An
 // FP8 moment is E4M3 codes with a float32 scale_inv per block of
-// MomentSet.block (32, 64 or 128) elements, blocks counted from the shard's
+// 2^MomentSet.shift (32, 64 or 128) elements, blocks counted from the shard's
 // first element; segments start at block boundaries, so a block is 8, 16 or
 // 32 consecutive lanes of a warp (4 elements each), whose amax one
 // butterfly of shuffles reduces. The reference is optimizer/backend's
@@ -17,7 +17,7 @@ enum MomentType { MOM_F32 = 0, MOM_BF16 = 1, MOM_FP8 = 2 };
 struct MomentSet {
     void *p1, *p2;     // m, v: elements or E4M3 codes
     float *s1, *s2;    // FP8 block scales (scale_inv)
-    u32 t1, t2, block; // MomentType of each; FP8 block
+    u32 t1, t2, shift; // MomentType of each; log2 of the FP8 block (a power of two)
     u32 seed;          // stochastic rounding of v (EncodeMomentBlock)
     u64 base;          // bucket position of shard element 0
 };
@@ -72,7 +72,7 @@ __device__ __forceinline__ void mom_load(const MomentSet &ms, int which, u64 i, 
         return;
     }
     const u8 *c = (const u8 *)p;
-    const float inv = cnt > 0 ? (which ? ms.s2 : ms.s1)[i / ms.block] : 1.0f;
+    const float inv = cnt > 0 ? (which ? ms.s2 : ms.s1)[i >> ms.shift] : 1.0f;
     u32 w = 0;
     if (vec) w = *reinterpret_cast<const u32 *>(c + i);
     else {
@@ -105,7 +105,7 @@ __device__ __forceinline__ void mom_store(const MomentSet &ms, int which, u64 i,
         return;
     }
     u32 k = keys4(y, cnt);
-    const u32 lanes = ms.block / 4;
+    const u32 lanes = 1u << (ms.shift - 2);
     for (u32 o = 1; o < lanes; o <<= 1) k = max(k, __shfl_xor_sync(FULL, k, o));
     float sc, inv;
     scale_from_amax(k, 448.0f, 1.0f, true, sc, inv);
@@ -126,7 +126,7 @@ __device__ __forceinline__ void mom_store(const MomentSet &ms, int which, u64 i,
                 if (j < cnt) c[i + j] = (u8)(w >> (8 * j));
         }
     }
-    if (((threadIdx.x & 31) & (lanes - 1)) == 0 && cnt > 0) (which ? ms.s2 : ms.s1)[i / ms.block] = inv;
+    if (((threadIdx.x & 31) & (lanes - 1)) == 0 && cnt > 0) (which ? ms.s2 : ms.s1)[i >> ms.shift] = inv;
 }
 
 } // namespace distopt

@@ -214,7 +214,7 @@ __device__ void update_kernel(float *__restrict__ master, const MomentSet ms, co
 // mtypes: the MomentType of m (bits 0-3) and v (bits 4-7), and bit 8 set
 // for a bfloat16 gradient (read by the _q kernels only).
 #define UPDATE_ARGS(Q)                                                                                       \
-    master, MomentSet{mom1, mom2, mscales, vscales, mtypes & 15u, (mtypes >> 4) & 15u, mblock, seed, base}, grad, \
+    master, MomentSet{mom1, mom2, mscales, vscales, mtypes & 15u, (mtypes >> 4) & 15u, 31u - __clz(mblock | 1u), seed, base}, grad, \
         segs, nseg, nchunks, Hyper{gs, b1, b2, omb1, omb2, eps, rbc2, mom}, fp8, block_scales, amax, scale, hp,  \
         hp_bf16, mx, fmax, mfac, pow2, (mtypes >> 8) & 1u
 

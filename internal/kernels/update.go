@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
@@ -121,6 +122,9 @@ func (a *UpdateLaunch) updateKernel() string {
 func (k *Set) Update(s *cuda.Stream, a *UpdateLaunch) error {
 	if a.Table.Chunks == 0 {
 		return nil
+	}
+	if a.PerMoment && (a.MType == MomentFP8 || a.VType == MomentFP8) && !slices.Contains([]int{32, 64, 128}, a.MomentBlock) {
+		return fmt.Errorf("kernels: FP8 moments in blocks of %d elements (32, 64 or 128)", a.MomentBlock)
 	}
 	f := a.Format
 	if !f.Valid() {
