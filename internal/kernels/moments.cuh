@@ -57,6 +57,19 @@ __device__ __forceinline__ u32 encode_sr(float z, u32 rnd) {
     return encode<E4M3>(v);
 }
 
+// moment_scale is backend.MomentScale: fp8.ScaleFromAmax(amax, E4M3, 0,
+// power of two) from the bits of the amax key k, without a division.
+__device__ __forceinline__ void moment_scale(u32 k, float &sc, float &inv) {
+    if (k == 0 || k >= 0x7f800000u) {
+        sc = 1.0f, inv = 1.0f;
+        return;
+    }
+    const int e = (int)(k >> 23);
+    const int s = e == 0 ? 127 : min(8 - (e - 127) - ((k & 0x7fffffu) > 0x600000u ? 1 : 0), 127);
+    sc = __uint_as_float((u32)(s + 127) << 23);
+    inv = s == 127 ? __uint_as_float(0x00400000u) : __uint_as_float((u32)(127 - s) << 23); // 2^-127 is subnormal
+}
+
 // mom_load reads the cnt elements at i of moment `which` (0: m, 1: v) as
 // float32 (zeros past cnt): FP8 codes decoded and multiplied by their
 // block's scale_inv, then squared for v (backend.DecodeMoment).
@@ -108,7 +121,7 @@ __device__ __forceinline__ void mom_store(const MomentSet &ms, int which, u64 i,
     const u32 lanes = 1u << (ms.shift - 2);
     for (u32 o = 1; o < lanes; o <<= 1) k = max(k, __shfl_xor_sync(FULL, k, o));
     float sc, inv;
-    scale_from_amax(k, 448.0f, 1.0f, true, sc, inv);
+    moment_scale(k, sc, inv);
     float z[4];
 #pragma unroll
     for (int j = 0; j < 4; j++) z[j] = __fmul_rn(y[j], sc);

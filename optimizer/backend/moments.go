@@ -93,11 +93,25 @@ const MomentFormat = fp8.E4M3
 
 // MomentScale returns the scale and scale_inv of a block of FP8 moments whose
 // stored values have the amax key k: fp8.ScaleFromAmax(amax, E4M3, margin
-// 0, power of two). Power-of-two scales make both the scaling and the
+// 0, power of two), the largest power of two 2^s with amax*2^s <= 448,
+// computed from the bits without a division (for amax = M*2^E, M in
+// [1, 2): s = 8-E, less one when M > 1.75; at most 127; 1 for a zero,
+// infinite or NaN amax). Power-of-two scales make both the scaling and the
 // decoding exact, so a block that is decoded and encoded again (a
 // checkpoint, a step that leaves it unchanged) keeps its values.
 func MomentScale(k uint32) (scale, scaleInv float32) {
-	return fp8.ScaleFromAmax(math.Float32frombits(k), MomentFormat, 0, true)
+	if k == 0 || k >= 0x7f800000 {
+		return 1, 1
+	}
+	s := 127 // a subnormal amax: 448/amax overflows, clamped to 2^127
+	if e := int(k >> 23); e > 0 {
+		s = 8 - (e - 127)
+		if k&0x7fffff > 0x600000 { // M > 1.75
+			s--
+		}
+		s = min(s, 127)
+	}
+	return float32(math.Ldexp(1, s)), float32(math.Ldexp(1, -s))
 }
 
 // EncodeMomentBlock stores the moment values x of one block (at most a block

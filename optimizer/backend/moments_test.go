@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"github.com/distopt/distopt/fp8"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -143,6 +144,32 @@ func TestEncodeSR(t *testing.T) {
 		sd := (up - down) * math.Sqrt(p*(1-p)/draws)
 		if mean := sum / draws; math.Abs(mean-az) > 5*sd+1e-12 {
 			t.Fatalf("%g: mean of %d roundings %g, %.1f standard deviations off", z, draws, mean, math.Abs(mean-az)/sd)
+		}
+	}
+}
+
+// TestMomentScale checks MomentScale's division-free formula against
+// fp8.ScaleFromAmax with power-of-two scales over every exponent, the
+// mantissas around 1.75 (where the power steps down) and at the ends,
+// random mantissas, zero, infinity and NaN.
+func TestMomentScale(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	check := func(k uint32) {
+		s, inv := MomentScale(k)
+		ws, winv := fp8.ScaleFromAmax(math.Float32frombits(k), fp8.E4M3, 0, true)
+		if math.Float32bits(s) != math.Float32bits(ws) || math.Float32bits(inv) != math.Float32bits(winv) {
+			t.Fatalf("amax %g (0x%08x): scale %g, inv %g; fp8.ScaleFromAmax %g, %g", math.Float32frombits(k), k, s, inv, ws, winv)
+		}
+	}
+	for _, k := range []uint32{0, 0x7f800000, 0x7fc00000, 0x7fffffff} {
+		check(k)
+	}
+	for e := uint32(0); e < 255; e++ {
+		for _, m := range []uint32{0, 1, 2, 0x5fffff, 0x600000, 0x600001, 0x600002, 0x7ffffe, 0x7fffff} {
+			check(e<<23 | m)
+		}
+		for range 200 {
+			check(e<<23 | r.Uint32()&0x7fffff)
 		}
 	}
 }
