@@ -3,14 +3,16 @@
 # FP8 with block scales; issue 18), in two halves:
 #   sh scripts/gpu/moments.sh build [DIR]   on the build machine (Go, no GPU)
 #   sh scripts/gpu/moments.sh run [DIR]     on the GPU machine, repository root
-# DIR defaults to .gpu-moments (git-ignored). run checks the CUDA backend
+# DIR defaults to .gpu-moments (git-ignored); build copies this script
+# there too, so that a tree without it runs `sh DIR/moments.sh run DIR` from
+# its root. run checks the CUDA backend
 # byte for byte against the CPU (optimizer/backendtest, whose Moments part
 # covers every moment type, block size and gradient type; TestStep: whole
 # steps of optimizertest.Configs, FP8-moment configurations included), runs
 # the kernel tests, and times the update by moment storage
 # (distopt-bench-update's second table). Logs go to $OUT (or DIR/out).
 set -u
-cd "$(dirname "$0")/../.."
+[ -d optimizer/gpu ] || cd "$(dirname "$0")/../.." # run from the repository root
 dir=${2:-.gpu-moments}
 case ${1:-} in
 build)
@@ -19,6 +21,7 @@ build)
 	go test -c -o "$dir/optimizer_gpu.test" ./optimizer/gpu
 	go test -c -o "$dir/internal_kernels.test" ./internal/kernels
 	go build -o "$dir/" ./cmd/distopt-bench-update
+	cp scripts/gpu/moments.sh "$dir/"
 	git rev-parse HEAD >"$dir/commit"
 	echo "moments.sh: built into $dir"
 	;;
