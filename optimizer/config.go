@@ -66,6 +66,16 @@ type Config struct {
 	GradType collective.DType
 	// MomentType of the Adam moments and SGD momentum: Float32 (default) or BFloat16.
 	MomentType collective.DType
+	// FirstMomentType and SecondMomentType, when set, choose each moment's
+	// storage: MomentFloat32, MomentBFloat16 or MomentFP8 (E4M3 codes with
+	// a float32 scale per block of MomentBlock elements; the second moment
+	// is stored as its square root). Zero: MomentType. SGD has no second
+	// moment; FP8 moments need block-aligned layouts (see MomentBlock).
+	FirstMomentType, SecondMomentType MomentDType
+	// MomentBlock is the block of FP8 moments in elements: 32, 64 or 128
+	// (default). It must divide Layout.Align; with FP8 moments,
+	// Layout.HighPrecisionAlign defaults to it.
+	MomentBlock int
 	// HighPrecisionType of gathered high-precision parameters: BFloat16
 	// (default) or Float32.
 	HighPrecisionType collective.DType
@@ -126,6 +136,7 @@ func (c *Config) setDefaults() {
 	if c.MomentType == 0 {
 		c.MomentType = collective.Float32
 	}
+	c.momentDefaults()
 	if c.HighPrecisionType == 0 {
 		c.HighPrecisionType = collective.BFloat16
 	}
@@ -151,6 +162,9 @@ func (c *Config) validate(params []Param) error {
 		if t.dt != collective.BFloat16 && t.dt != collective.Float32 {
 			return bad("%s must be bfloat16 or float32, not %s", t.name, t.dt)
 		}
+	}
+	if err := c.checkMoments(); err != nil {
+		return err
 	}
 	if c.Beta1 < 0 || c.Beta1 >= 1 || c.Beta2 < 0 || c.Beta2 >= 1 || c.Eps <= 0 {
 		return bad("betas must lie in [0, 1) and eps be positive (beta1 %g, beta2 %g, eps %g)", c.Beta1, c.Beta2, c.Eps)
@@ -209,6 +223,7 @@ func (c *Config) fields() []shard.Field {
 		{Name: "loss scaling", Value: fmt.Sprint(c.LossScaler != nil)},
 		{Name: "micro-batches", Value: fmt.Sprint(c.MicroBatches)},
 	}
+	fs = append(fs, c.momentFields()...)
 	for i, g := range c.Groups {
 		fs = append(fs, shard.Field{Name: fmt.Sprintf("group %d", i), Value: fmt.Sprintf("%s lr=%s wd=%g", g.Name, g.LR, g.WeightDecay)})
 	}

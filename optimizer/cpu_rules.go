@@ -112,16 +112,26 @@ func sqrt32(x float32) float32 { return float32(math.Sqrt(float64(x))) }
 type ruleRun func(p []float32, off int, s *backend.Segment) uint32
 
 // ruleRunOf returns the update loop of a's rule over a's buffers, or nil
-// for RuleNone. It panics on a moment or gradient type other than Float32
-// and BFloat16.
+// for RuleNone. Moments of different types, or in FP8, take mixedRule
+// (cpu_moments.go). It panics on a gradient type other than Float32 and
+// BFloat16.
 func ruleRunOf(a *backend.UpdateArgs) ruleRun {
 	if a.Rule == RuleNone {
 		return nil
 	}
-	switch a.MomentType {
-	case collective.Float32:
+	if !uniformMoments(a) {
+		switch a.GradType {
+		case collective.Float32:
+			return mixedRule(a, f32s(a.Grad))
+		case collective.BFloat16:
+			return mixedRule(a, u16s(a.Grad))
+		}
+		panic(badElem(a.GradType))
+	}
+	switch mt, _ := a.MomentTypes(); mt {
+	case backend.MomentFloat32:
 		return withGrad(a, f32s(a.M), f32s(a.V))
-	case collective.BFloat16:
+	case backend.MomentBFloat16:
 		return withGrad(a, u16s(a.M), u16s(a.V))
 	}
 	panic(badElem(a.MomentType))

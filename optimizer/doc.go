@@ -34,6 +34,24 @@
 // whatever d, and every Backend (the CPU reference here, the CUDA backend of
 // optimizer/gpu) gives the same bits for the same inputs.
 //
+// # Moments in 8 bits
+//
+// Config.FirstMomentType and SecondMomentType store each moment as float32,
+// bfloat16 or FP8: E4M3 codes with a float32 scale_inv per block of
+// Config.MomentBlock elements (default 128), the scale a power of two
+// from the block's amax, computed in the update's one pass. The first
+// moment (and SGD's momentum) is stored linearly and rounded to nearest;
+// the second moment is stored as its square root (half the dynamic range
+// in log scale, and the quantity the update divides by, so a relative
+// error of the code is the same relative error of the step) and rounded
+// stochastically, with random bits hashed from the step, the bucket and
+// the element's place in it, so that the 0.1% a step changes it by is not
+// rounded away (backend.EncodeMomentBlock). Blocks start at parameter and
+// shard boundaries (the layout's alignment: FP8 buckets' Align, and
+// high-precision buckets' HighPrecisionAlign, raised to the block): the
+// bits stay the same at any d, and checkpoints save the decoded values,
+// which encode back to themselves.
+//
 // # Using it
 //
 // New takes a collective.Communicator, a Backend of the same memory kind

@@ -87,3 +87,23 @@ func ExampleRule_Moments() {
 	// adamw [m v]
 	// sgd [m]
 }
+
+// A 1024x1024 matrix on 8 ranks with an FP8 first moment and a bfloat16
+// second moment: the planner counts each moment and the FP8 block scales.
+func ExampleConfig_momentTypes() {
+	params := []optimizer.Param{{Name: "w", Shape: []int{1024, 1024}}}
+	cfg := optimizer.Config{FirstMomentType: optimizer.MomentFP8, SecondMomentType: optimizer.MomentBFloat16}
+	rep, err := optimizer.PredictMemory(params, 8, cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, name := range []string{optimizer.BufMaster, optimizer.BufMomentM, optimizer.BufMomentV, optimizer.BufMomentScales} {
+		fmt.Printf("%s: %d bytes\n", name, rep.Get(name))
+	}
+	// Output:
+	// fp32 master shard: 524288 bytes
+	// moment m shard: 131072 bytes
+	// moment v shard: 262144 bytes
+	// moment block scales: 4096 bytes
+}

@@ -75,8 +75,11 @@ const (
 	BufMomentM     = "moment m shard" // "moment " + Rule.Moments()[0] + " shard"
 	BufMomentV     = "moment v shard" // "moment " + Rule.Moments()[1] + " shard"
 	BufBlockScales = "block scales"
-	BufScales      = "scales, amax, norm stats"
-	BufHistory     = "amax histories"
+	// BufMomentScales is the float32 scale of every block of FP8 moments
+	// (the moment rows count their codes only).
+	BufMomentScales = "moment block scales"
+	BufScales       = "scales, amax, norm stats"
+	BufHistory      = "amax histories"
 )
 
 // PredictMemory computes the memory report of one rank of an optimizer over
@@ -97,8 +100,10 @@ func PredictMemory(params []Param, world int, cfg Config) (MemoryReport, error) 
 // bucketBytes is the size of every buffer of one bucket on one rank, as
 // New allocates them and the memory report counts them.
 type bucketBytes struct {
-	grad, master, moment int64 // moment: each of the rule's moments
-	fp8, hp, blocks      int64 // data: fp8 (FP8 buckets) or hp; blocks: block scales
+	grad, master    int64
+	moment          [2]int64 // each of the rule's moments, in Rule.Moments order, block scales included
+	momentScales    [2]int64 // of which FP8 block scales
+	fp8, hp, blocks int64    // data: fp8 (FP8 buckets) or hp; blocks: block scales
 }
 
 // bufferSizes returns the buffer sizes of bucket b under cfg.
@@ -107,7 +112,10 @@ func bufferSizes(b shard.Bucket, cfg *Config) bucketBytes {
 	s := bucketBytes{
 		grad:   size * int64(cfg.GradType.Size()),
 		master: 4 * shardSize,
-		moment: shardSize * int64(cfg.MomentType.Size()),
+	}
+	for i, t := range cfg.momentTypes() {
+		s.moment[i] = int64(t.Bytes(b.ShardSize, cfg.MomentBlock))
+		s.momentScales[i] = int64(t.ScaleBytes(b.ShardSize, cfg.MomentBlock))
 	}
 	if b.HighPrecision {
 		s.hp = size * int64(cfg.HighPrecisionType.Size())
@@ -126,7 +134,10 @@ func memoryOf(l *shard.Layout, params []Param, cfg *Config) MemoryReport {
 		s := bufferSizes(b, cfg)
 		sum.grad += s.grad
 		sum.master += s.master
-		sum.moment += s.moment
+		for i := range s.moment {
+			sum.moment[i] += s.moment[i] - s.momentScales[i]
+			sum.momentScales[i] += s.momentScales[i]
+		}
 		sum.fp8 += s.fp8
 		sum.hp += s.hp
 		sum.blocks += s.blocks
@@ -150,8 +161,11 @@ func memoryOf(l *shard.Layout, params []Param, cfg *Config) MemoryReport {
 		{Name: BufGrads, Bytes: sum.grad},
 		{Name: BufMaster, Bytes: sum.master},
 	}
-	for _, m := range cfg.Rule.Moments() {
-		r.Buffers = append(r.Buffers, BufferBytes{Name: "moment " + m + " shard", Bytes: sum.moment})
+	for i, m := range cfg.Rule.Moments() {
+		r.Buffers = append(r.Buffers, BufferBytes{Name: "moment " + m + " shard", Bytes: sum.moment[i]})
+	}
+	if cfg.hasFP8Moments() {
+		r.Buffers = append(r.Buffers, BufferBytes{Name: BufMomentScales, Bytes: sum.momentScales[0] + sum.momentScales[1]})
 	}
 	if cfg.Recipe.LocalBlocks() {
 		r.Buffers = append(r.Buffers, BufferBytes{Name: BufBlockScales, Bytes: sum.blocks})

@@ -230,8 +230,8 @@ func (o *Optimizer) allocBucket(bi int, b shard.Bucket) (*bucket, error) {
 	}{
 		{&bk.grad, sizes.grad, true},
 		{&bk.master, sizes.master, true},
-		{&bk.m, sizes.moment, true},
-		{&bk.v, sizes.moment, len(o.cfg.Rule.Moments()) > 1},
+		{&bk.m, sizes.moment[0], true},
+		{&bk.v, sizes.moment[1], len(o.cfg.Rule.Moments()) > 1},
 		{&bk.data, sizes.fp8 + sizes.hp, true},
 		{&bk.blocks, sizes.blocks, !b.HighPrecision && r.LocalBlocks()},
 	} {

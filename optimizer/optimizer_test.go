@@ -43,49 +43,61 @@ func TestWarmupCosine(t *testing.T) {
 }
 
 // TestMemoryReport checks the report against the buffers actually allocated
-// and the design's formula 1 + 2 + 12/d bytes per parameter.
+// and the design's formula 1 + 2 + 12/d bytes per parameter; with FP8
+// moments (blocks of 128), 1 + 2 + (4 + 2 + 8/128)/d.
 func TestMemoryReport(t *testing.T) {
 	params := []Param{{Name: "a", Shape: []int{1024, 1024}}, {Name: "b", Shape: []int{512, 2048}}}
-	for _, d := range []int{1, 2, 4, 8} {
-		comms := inproc.Communicators(d)
-		opts := make([]*Optimizer, d)
-		var wg sync.WaitGroup
-		for r := range d {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				var err error
-				opts[r], err = New(context.Background(), comms[r], NewCPU(1), params, func(string, int, []float32) error { return nil }, Config{})
-				if err != nil {
-					t.Error(err)
-				}
-			}()
+	fp8m := Config{FirstMomentType: MomentFP8, SecondMomentType: MomentFP8}
+	for _, c := range []struct {
+		cfg     Config
+		sharded float64
+	}{{Config{}, 12}, {fp8m, 4 + 2 + 8.0/128}} {
+		for _, d := range []int{1, 2, 4, 8} {
+			checkMemoryReport(t, params, d, c.cfg, 1+2+c.sharded/float64(d))
 		}
-		wg.Wait()
-		if t.Failed() {
-			t.FailNow()
-		}
-		o := opts[0]
-		var actual int64
-		for _, bk := range o.buckets {
-			for _, b := range []collective.Buffer{bk.grad, bk.master, bk.m, bk.v, bk.data, bk.blocks} {
-				if b != nil {
-					actual += int64(b.Len())
-				}
+	}
+}
+
+// checkMemoryReport checks the report of rank 0 of d ranks with cfg.
+func checkMemoryReport(t *testing.T, params []Param, d int, cfg Config, want float64) {
+	t.Helper()
+	comms := inproc.Communicators(d)
+	opts := make([]*Optimizer, d)
+	var wg sync.WaitGroup
+	for r := range d {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			opts[r], err = New(context.Background(), comms[r], NewCPU(1), params, func(string, int, []float32) error { return nil }, cfg)
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	o := opts[0]
+	var actual int64
+	for _, bk := range o.buckets {
+		for _, b := range []collective.Buffer{bk.grad, bk.master, bk.m, bk.v, bk.data, bk.blocks} {
+			if b != nil {
+				actual += int64(b.Len())
 			}
 		}
-		actual += int64(o.amax.Len() + o.scale.Len() + o.scaleIn.Len() + o.stats.Len())
-		rep := o.Report()
-		if rep.Total() != actual {
-			t.Fatalf("d=%d: report %d bytes, allocated %d\n%s", d, rep.Total(), actual, rep)
-		}
-		pred, err := PredictMemory(params, d, Config{})
-		if err != nil || pred.Total() != rep.Total() {
-			t.Fatalf("d=%d: prediction %d (%v), report %d", d, pred.Total(), err, rep.Total())
-		}
-		want := 1 + 2 + 12/float64(d)
-		if got := rep.BytesPerParam(); math.Abs(got-want) > 1e-3 {
-			t.Fatalf("d=%d: %.5f bytes/param, want %.5f", d, got, want)
-		}
+	}
+	actual += int64(o.amax.Len() + o.scale.Len() + o.scaleIn.Len() + o.stats.Len())
+	rep := o.Report()
+	if rep.Total() != actual {
+		t.Fatalf("d=%d: report %d bytes, allocated %d\n%s", d, rep.Total(), actual, rep)
+	}
+	pred, err := PredictMemory(params, d, cfg)
+	if err != nil || pred.Total() != rep.Total() {
+		t.Fatalf("d=%d: prediction %d (%v), report %d", d, pred.Total(), err, rep.Total())
+	}
+	if got := rep.BytesPerParam(); math.Abs(got-want) > 1e-3 {
+		t.Fatalf("d=%d: %.5f bytes/param, want %.5f", d, got, want)
 	}
 }

@@ -22,7 +22,6 @@ func (o *Optimizer) ReadPieces() ([]PieceState, error) {
 		return nil, err
 	}
 	var out []PieceState
-	msz := o.cfg.MomentType.Size()
 	for _, bk := range o.buckets {
 		for _, pc := range bk.pieces {
 			ps := PieceState{Param: o.params[pc.Param].Name, Offset: pc.ParamOffset}
@@ -30,11 +29,11 @@ func (o *Optimizer) ReadPieces() ([]PieceState, error) {
 			if ps.Master, err = o.readElems(bk.master, pc.ShardOffset, pc.Len, collective.Float32); err != nil {
 				return nil, err
 			}
-			if ps.M, err = o.readElems(bk.m, pc.ShardOffset*msz/4, pc.Len, o.cfg.MomentType); err != nil {
+			if ps.M, err = o.readMoment(bk, 0, pc); err != nil {
 				return nil, err
 			}
 			if bk.v != nil {
-				if ps.V, err = o.readElems(bk.v, pc.ShardOffset*msz/4, pc.Len, o.cfg.MomentType); err != nil {
+				if ps.V, err = o.readMoment(bk, 1, pc); err != nil {
 					return nil, err
 				}
 			}
@@ -78,7 +77,6 @@ func (o *Optimizer) LoadPieces(ctx context.Context, set PieceSetter) error {
 
 // setPieces writes what set gives into this rank's masters and moments.
 func (o *Optimizer) setPieces(set PieceSetter) error {
-	msz := o.cfg.MomentType.Size()
 	for _, bk := range o.buckets {
 		for _, pc := range bk.pieces {
 			master := make([]float32, pc.Len)
@@ -93,11 +91,11 @@ func (o *Optimizer) setPieces(set PieceSetter) error {
 			if err := o.be.Write(bk.master, 4*pc.ShardOffset, float32Bytes(master)); err != nil {
 				return err
 			}
-			if err := o.be.Write(bk.m, msz*pc.ShardOffset, encodeElems(m, o.cfg.MomentType)); err != nil {
+			if err := o.writeMoment(bk, 0, pc, m); err != nil {
 				return err
 			}
 			if v != nil {
-				if err := o.be.Write(bk.v, msz*pc.ShardOffset, encodeElems(v, o.cfg.MomentType)); err != nil {
+				if err := o.writeMoment(bk, 1, pc, v); err != nil {
 					return err
 				}
 			}

@@ -265,6 +265,7 @@ func (o *Optimizer) updateArgs(a *backend.UpdateArgs, bk *bucket, k castKind) *b
 	u.N = bk.b.ShardSize
 	u.Master, u.M, u.V = bk.master, bk.m, bk.v
 	u.MomentType = o.cfg.MomentType
+	o.momentArgs(&u, bk)
 	u.Grad = o.gradShard(bk)
 	u.GradType = o.cfg.GradType
 	u.Segments = o.segmentFactors(a, bk, k)

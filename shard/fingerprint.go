@@ -26,7 +26,7 @@ func (l *Layout) Fields() []Field {
 		fmt.Fprintf(kinds, "%q%t\n", p.Name, p.HighPrecision)
 	}
 	short := func(h []byte) string { return hex.EncodeToString(h[:8]) }
-	return []Field{
+	fs := []Field{
 		{"world size", fmt.Sprint(l.World)},
 		{"parameter count", fmt.Sprint(len(l.Params))},
 		{"parameter elements", fmt.Sprint(l.TotalElements())},
@@ -37,6 +37,12 @@ func (l *Layout) Fields() []Field {
 		{"parameter shapes", short(shapes.Sum(nil))},
 		{"high-precision marks", short(kinds.Sum(nil))},
 	}
+	if a := l.Options.HighPrecisionAlign; a != 0 && a != HighPrecisionAlign {
+		// only when changed: the fingerprints of layouts made before the
+		// option existed stay the same
+		fs = append(fs, Field{"high-precision alignment", fmt.Sprint(a)})
+	}
+	return fs
 }
 
 // Fingerprint is a digest of everything that decides the layout. Two layouts

@@ -54,6 +54,10 @@ type Options struct {
 	// buckets, in elements; it must be a positive multiple of the FP8
 	// recipe's 1-D block size.
 	Align int
+	// HighPrecisionAlign is the alignment of parameters and shard boundaries
+	// in high-precision buckets, in elements (0: the constant
+	// HighPrecisionAlign). FP8 moments need a multiple of their block.
+	HighPrecisionAlign int
 }
 
 func (o Options) withDefaults() Options {
@@ -62,6 +66,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Align == 0 {
 		o.Align = DefaultAlign
+	}
+	if o.HighPrecisionAlign == 0 {
+		o.HighPrecisionAlign = HighPrecisionAlign
 	}
 	return o
 }
@@ -102,8 +109,8 @@ func New(params []Param, world int, opts Options) (*Layout, error) {
 	if opts.BucketElements < 1 {
 		return nil, fmt.Errorf("shard: bucket size %d elements: %w", opts.BucketElements, ErrInvalid)
 	}
-	if opts.Align < 1 {
-		return nil, fmt.Errorf("shard: alignment %d elements: %w", opts.Align, ErrInvalid)
+	if opts.Align < 1 || opts.HighPrecisionAlign < 1 {
+		return nil, fmt.Errorf("shard: alignment %d (high-precision %d) elements: %w", opts.Align, opts.HighPrecisionAlign, ErrInvalid)
 	}
 	if len(params) == 0 {
 		return nil, fmt.Errorf("shard: no parameters: %w", ErrInvalid)
@@ -132,7 +139,7 @@ func New(params []Param, world int, opts Options) (*Layout, error) {
 	for i, p := range l.Params {
 		kind, align := 0, opts.Align
 		if p.HighPrecision {
-			kind, align = 1, HighPrecisionAlign
+			kind, align = 1, opts.HighPrecisionAlign
 		}
 		n := p.NumElements()
 		b := open[kind]

@@ -11,6 +11,11 @@
 // scaling and 128x128 tiles read the master a second time for the cast:
 // +4), the bandwidth of each and its ratio to the copy bandwidth.
 //
+// A second table times the one-pass Block1x128 update with each storage of
+// the moments (float32, bfloat16, FP8 with block scales, mixed): bytes
+// moved per element, bandwidth, its ratio to the copy, and the speed-up
+// over float32 moments (moments.go).
+//
 // Usage:
 //
 //	distopt-bench-update [-n 268435456] [-segments 64] [-iters 20] [-warmup 3]
@@ -202,7 +207,7 @@ func run(n, nseg, iters, warmup int) error {
 		b.Free(amax)
 		b.Free(scale)
 	}
-	return nil
+	return x.moments(copyBW, master, grad, out, blocks)
 }
 
 // layout cuts n elements into nseg segments of mode; tile segments are

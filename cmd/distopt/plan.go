@@ -93,7 +93,8 @@ func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
 	params := fs.String("params", "", "plan for a model of this many parameters (70B, 70e9, 1.3B, 350M), one FP8 tensor, instead of a model shape")
 	gpu := fs.String("gpu", "", "warn where a configuration does not fit this GPU's memory: "+gpuNames())
 	ds := fs.String("d", "", "data-parallel sizes, comma-separated (default 1,2,4,...,1024)")
-	moments := fs.String("moments", "fp32", "Adam moments: fp32 or bf16")
+	moments := fs.String("moments", "fp32", "Adam moments: fp32, bf16 or fp8 (E4M3 with a float32 scale per block) for both, or M,V one by one (e.g. fp8,bf16)")
+	fs.IntVar(&o.cfg.MomentBlock, "moment-block", 0, "block of FP8 moments in elements: 32, 64 or 128 (0: 128)")
 	grads := fs.String("grads", "bf16", "gradients: bf16 or fp32")
 	hp := fs.String("hp", "bf16", "gathered copies of high-precision parameters (norms, biases): bf16 or fp32")
 	recipe := fs.String("recipe", "current", "FP8 scaling, as every distopt tool names it: current, delayed, block (1x128), tile (128x128) or mx (MXFP8), case-insensitive, or a Transformer Engine or Megatron name (Float8CurrentScaling, blockwise, ...); NAME:E5M2 picks the format")
@@ -126,12 +127,12 @@ func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
 	if o.ds, err = parseDs(*ds); err != nil {
 		return o, err
 	}
-	if err := o.setNumerics(*moments, *grads, *hp, *recipe, *format); err != nil {
-		return o, err
-	}
-	if *sgd {
+	if *sgd { // before the numerics: -moments then names SGD's one moment
 		o.cfg.Rule = optimizer.RuleSGD
 		o.cfg.Momentum = 0.9
+	}
+	if err := o.setNumerics(*moments, *grads, *hp, *recipe, *format); err != nil {
+		return o, err
 	}
 	return o, nil
 }
@@ -149,7 +150,7 @@ func (o *planOptions) setNumerics(moments, grads, hp, recipe, format string) err
 		}
 		return 0, fmt.Errorf("-%s=%q: want bf16 or fp32", flagName, v)
 	}
-	if o.cfg.MomentType, err = dtype("moments", moments); err != nil {
+	if err := o.setMoments(moments); err != nil {
 		return err
 	}
 	if o.cfg.GradType, err = dtype("grads", grads); err != nil {
@@ -318,16 +319,13 @@ func makePlan(o planOptions) (*memoryPlan, error) {
 	if cfg.Rule == optimizer.RuleNone {
 		cfg.Rule = optimizer.RuleAdamW
 	}
-	g, m, hp := float64(cfg.GradType.Size()), float64(cfg.MomentType.Size()), float64(cfg.HighPrecisionType.Size())
-	moments := 2.0
-	if cfg.Rule == optimizer.RuleSGD {
-		moments = 1
-	}
+	g, hp := float64(cfg.GradType.Size()), float64(cfg.HighPrecisionType.Size())
+	m, mnames := momentBytes(cfg)
 	weights := (float64(p.nFP8) + hp*float64(nHP)) / float64(p.n)
-	p.closedForm = func(d int) float64 { w, _ := o.shardWorld(d); return weights + g + (4+moments*m)/float64(w) }
-	p.formula = fmt.Sprintf("%s + %g + %g/d", strconv.FormatFloat(weights, 'g', 4, 64), g, 4+moments*m)
+	p.closedForm = func(d int) float64 { w, _ := o.shardWorld(d); return weights + g + (4+m)/float64(w) }
+	p.formula = fmt.Sprintf("%s + %g + %s/d", strconv.FormatFloat(weights, 'g', 4, 64), g, strconv.FormatFloat(4+m, 'g', 6, 64))
 	if o.group > 0 {
-		p.formula = fmt.Sprintf("%s + %g + %g/min(d, %d)", strconv.FormatFloat(weights, 'g', 4, 64), g, 4+moments*m, o.group)
+		p.formula = fmt.Sprintf("%s + %g + %s/min(d, %d)", strconv.FormatFloat(weights, 'g', 4, 64), g, strconv.FormatFloat(4+m, 'g', 6, 64), o.group)
 	}
 	rule := "AdamW"
 	if cfg.Rule == optimizer.RuleSGD {
@@ -342,7 +340,7 @@ func makePlan(o planOptions) (*memoryPlan, error) {
 		recipe.HistoryLen = fp8.DefaultHistoryLen
 	}
 	p.config = fmt.Sprintf("%s, %v, gradients %v, moments %v, high-precision copies %v, %s",
-		rule, recipe, cfg.GradType, cfg.MomentType, cfg.HighPrecisionType, avg)
+		rule, recipe, cfg.GradType, mnames, cfg.HighPrecisionType, avg)
 	return p, nil
 }
 

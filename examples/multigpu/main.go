@@ -67,6 +67,7 @@ type options struct {
 	warmup, steps, plainSteps int
 	pool                      int
 	moments                   collective.DType
+	first, second             optimizer.MomentDType // -moments fp8 or M,V
 	recipe                    fp8.Recipe
 	lr                        float64
 	grads                     gradModel
@@ -88,7 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.steps, "steps", 20, "timed steps, each phase waited for")
 	fs.IntVar(&o.plainSteps, "plain-steps", 10, "timed steps without waits between phases (the step time)")
 	fs.IntVar(&o.pool, "pool", 2, "gradient sets made per rank and cycled through")
-	moments := fs.String("moments", "fp32", "Adam moments: fp32 or bf16")
+	moments := fs.String("moments", "fp32", "Adam moments: fp32, bf16 or fp8 (E4M3, a float32 scale per 128) for both, or M,V (e.g. fp8,bf16)")
 	recipe := fs.String("recipe", "current", "FP8 recipe of the gathered weights: "+strings.Join(fp8.RecipeNames(), ", ")+" (see fp8.ParseRecipe)")
 	fs.Float64Var(&o.lr, "lr", 1e-4, "learning rate (AdamW, weight decay 0.1)")
 	fs.Float64Var(&o.grads.Scale, "grad-scale", 1e-3, "gradient scale (see gradModel)")
@@ -103,15 +104,17 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	var err error
 	switch *moments {
 	case "fp32":
 		o.moments = collective.Float32
 	case "bf16":
 		o.moments = collective.BFloat16
 	default:
-		return o, fmt.Errorf("-moments=%q: want fp32 or bf16", *moments)
+		if o.first, o.second, err = optimizer.ParseMomentTypes(*moments, optimizer.RuleAdamW); err != nil {
+			return o, fmt.Errorf("-moments=%q: want fp32, bf16, fp8 or M,V: %w", *moments, err)
+		}
 	}
-	var err error
 	if o.recipe, err = fp8.ParseRecipe(*recipe); err != nil {
 		return o, fmt.Errorf("-recipe: %w", err)
 	}
@@ -131,7 +134,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 
 // config is the optimizer configuration of the run.
 func (o options) config() optimizer.Config {
-	return optimizer.Config{LR: optimizer.Constant(o.lr), WeightDecay: 0.1, MomentType: o.moments, Recipe: o.recipe}
+	return optimizer.Config{LR: optimizer.Constant(o.lr), WeightDecay: 0.1, MomentType: o.moments, Recipe: o.recipe,
+		FirstMomentType: o.first, SecondMomentType: o.second}
 }
 
 func main() {

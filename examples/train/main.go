@@ -89,6 +89,20 @@ var params = []optimizer.Param{
 
 type weights map[string][]float32
 
+// teacherWeights returns the teacher the model imitates: random matrices,
+// biases of 0.1.
+func teacherWeights() weights {
+	teacher := initWeights(99)
+	for _, p := range params {
+		if p.HighPrecision {
+			for i := range teacher[p.Name] {
+				teacher[p.Name][i] = 0.1
+			}
+		}
+	}
+	return teacher
+}
+
 // stateDigest is the -state-digest flag (see the command's doc).
 var (
 	stateDigest = flag.Bool("state-digest", false, "print every rank's SHA-256 of its optimizer state and of the gathered weights at the end")
@@ -188,6 +202,8 @@ func main() {
 	bs := flag.Int("batch", 16, "examples per rank per step")
 	recipeName := flag.String("recipe", "current", "FP8 recipe: "+strings.Join(fp8.RecipeNames(), ", ")+" (any case; Transformer Engine's names too; :E5M2 for E5M2)")
 	lr := flag.Float64("lr", 3e-3, "learning rate")
+	moments := flag.String("moments", "fp32", "moment types: fp32, bf16 or fp8 for both, or M,V (e.g. fp8,bf16)")
+	momentBlock := flag.Int("moment-block", 128, "block of FP8 moments in elements (32, 64, 128)")
 	var dl runOptions
 	flag.DurationVar(&dl.setup, "setup-timeout", 2*time.Minute, "deadline of the rendezvous and of the set-up of the communicator and optimizer")
 	flag.DurationVar(&dl.step, "step-timeout", time.Minute, "deadline of each training step, and of the final barrier")
@@ -202,16 +218,12 @@ func main() {
 	if recipe.Scaling == fp8.TensorDelayed {
 		recipe.HistoryLen = 16 // a short run: a history that forgets big early amaxes
 	}
-	teacher := initWeights(99)
-	for _, p := range params {
-		if p.HighPrecision {
-			for i := range teacher[p.Name] {
-				teacher[p.Name][i] = 0.1
-			}
-		}
-	}
-	init := initWeights(1)
+	teacher, init := teacherWeights(), initWeights(1)
 	cfg := optimizer.Config{LR: optimizer.WarmupCosine{Peak: *lr, Min: *lr / 10, Warmup: *steps / 10, Total: *steps}, WeightDecay: 0.01, MaxGradNorm: 1, Recipe: recipe}
+	if err := setMoments(&cfg, *moments, *momentBlock); err != nil {
+		fmt.Fprintln(os.Stderr, "train:", err)
+		os.Exit(2)
+	}
 
 	d := *ranks
 	var fp8Loss []float64

@@ -3,6 +3,7 @@ package kernels
 import (
 	"bytes"
 	"errors"
+	"github.com/distopt/distopt/fp8"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +17,15 @@ func launcherKernels() []string {
 	names = append(names, gradKernels()...)
 	for _, k := range fp8Kernels {
 		names = append(names, k.encode, k.decode, k.castScaled)
+	}
+	for _, r := range []Rule{RuleNone, RuleAdamW, RuleSGD} {
+		for _, f := range []fp8.Format{fp8.E4M3, fp8.E5M2} {
+			for flags := range 16 { // moment bf16, gradient bf16, tiles, per-moment storage
+				a := UpdateLaunch{Rule: r, Format: f, MomentBF16: flags&1 != 0, GradBF16: flags&2 != 0, PerMoment: flags&8 != 0}
+				a.Table.Tiles = flags&4 != 0
+				names = append(names, a.updateKernel())
+			}
+		}
 	}
 	return names
 }

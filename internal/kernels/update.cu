@@ -20,7 +20,12 @@
 // (__fmul_rn, __fadd_rn, __fsub_rn, __fdiv_rn, __fsqrt_rn; the PTX is built
 // with --fmad=false). Amax keys are the bits of |x| (optimizer.AbsBits).
 // Elements outside every segment are not touched.
-#include "segments.cuh"
+//
+// The _q kernels (Q) take the storage of each moment at run time (float32,
+// bfloat16, or FP8 with block scales: moments.cuh) and the gradient's type
+// as the flag gbf16; the others have both moments and the gradient typed
+// by the template.
+#include "moments.cuh"
 
 using namespace distopt;
 
@@ -32,15 +37,40 @@ struct Hyper {
     float gs, b1, b2, omb1, omb2, eps, rbc2, mom;
 };
 
-template <int R, typename MT, typename GT, Fp8 F, bool TILES>
-__device__ void update_kernel(float *__restrict__ master, MT *__restrict__ mom1, MT *__restrict__ mom2,
-                              const GT *__restrict__ grad, const Seg *__restrict__ segs, u32 nseg, u64 nchunks,
-                              Hyper h, u8 *__restrict__ fp8, void *__restrict__ block_scales, u32 *__restrict__ amax,
-                              const float *__restrict__ scale, void *__restrict__ hp, u32 hp_bf16, u32 mx, float fmax,
-                              float mfac, u32 pow2) {
+// ld_mom and st_mom read and write moment `which` (0: m, 1: v) of 4
+// elements: typed (MT) or, in the _q kernels, through moments.cuh (y: what
+// an FP8 moment stores, m or the root of v).
+template <bool Q, typename MT>
+__device__ __forceinline__ void ld_mom(const MomentSet &ms, int which, u64 i, int cnt, bool vec, float x[4]) {
+    if (Q) mom_load(ms, which, i, cnt, vec, x);
+    else load((const MT *)(which ? ms.p2 : ms.p1), i, cnt, vec, x);
+}
+template <bool Q, typename MT>
+__device__ __forceinline__ void st_mom(const MomentSet &ms, int which, u64 i, int cnt, bool vec, const float x[4],
+                                       const float y[4]) {
+    if (Q) mom_store(ms, which, i, cnt, vec, x, y);
+    else store((MT *)(which ? ms.p2 : ms.p1), i, cnt, vec, x);
+}
+
+// ld_grad reads 4 gradient elements: typed (GT), or by gbf16 (_q kernels).
+template <bool Q, typename GT>
+__device__ __forceinline__ void ld_grad(const void *grad, bool gbf16, u64 i, int cnt, bool vec, float g[4]) {
+    if (Q && gbf16) load((const u16 *)grad, i, cnt, vec, g);
+    else if (Q) load((const float *)grad, i, cnt, vec, g);
+    else load((const GT *)grad, i, cnt, vec, g);
+}
+
+template <int R, typename MT, typename GT, Fp8 F, bool TILES, bool Q>
+__device__ void update_kernel(float *__restrict__ master, const MomentSet ms, const void *__restrict__ grad,
+                              const Seg *__restrict__ segs, u32 nseg, u64 nchunks, Hyper h, u8 *__restrict__ fp8,
+                              void *__restrict__ block_scales, u32 *__restrict__ amax, const float *__restrict__ scale,
+                              void *__restrict__ hp, u32 hp_bf16, u32 mx, float fmax, float mfac, u32 pow2, bool gbf16) {
     __shared__ u32 sh[32];
-    const bool base_vec = aligned(master, 16) && aligned(mom1, 4 * sizeof(MT)) && aligned(mom2, 4 * sizeof(MT)) &&
-                          aligned(grad, 4 * sizeof(GT)) && aligned(fp8, 4) && aligned(hp, hp_bf16 ? 8 : 16);
+    // the _q kernels' buffers all start 16-byte aligned (the launcher's
+    // contract: whole allocations)
+    const u64 mal = Q ? 16 : 4 * sizeof(MT), gal = Q ? 16 : 4 * sizeof(GT);
+    const bool base_vec = aligned(master, 16) && aligned(ms.p1, mal) && aligned(ms.p2, mal) && aligned(grad, gal) &&
+                          aligned(fp8, 4) && aligned(hp, hp_bf16 ? 8 : 16);
     const u32 lane = threadIdx.x & 31;
     for (u64 c = blockIdx.x; c < nchunks; c += gridDim.x) {
         const Seg s = segs[find_seg(segs, nseg, c)];
@@ -81,26 +111,27 @@ __device__ void update_kernel(float *__restrict__ master, MT *__restrict__ mom1,
             float p[4];
             load(master, i, cnt, vec, p);
             if (R == RULE_ADAMW) {
-                float g[4], m[4], v[4];
-                load(grad, i, cnt, vec, g);
-                load(mom1, i, cnt, vec, m);
-                load(mom2, i, cnt, vec, v);
+                float g[4], m[4], v[4], r[4];
+                ld_grad<Q, GT>(grad, gbf16, i, cnt, vec, g);
+                ld_mom<Q, MT>(ms, 0, i, cnt, vec, m);
+                ld_mom<Q, MT>(ms, 1, i, cnt, vec, v);
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
                     const float gj = __fmul_rn(g[j], h.gs);
                     const float pj = __fmul_rn(p[j], s.decay);
                     m[j] = __fadd_rn(__fmul_rn(h.b1, m[j]), __fmul_rn(h.omb1, gj));
                     v[j] = __fadd_rn(__fmul_rn(h.b2, v[j]), __fmul_rn(h.omb2, __fmul_rn(gj, gj)));
-                    const float d = __fadd_rn(__fmul_rn(__fsqrt_rn(v[j]), h.rbc2), h.eps);
+                    r[j] = __fsqrt_rn(v[j]);
+                    const float d = __fadd_rn(__fmul_rn(r[j], h.rbc2), h.eps);
                     p[j] = __fsub_rn(pj, __fmul_rn(s.step, __fdiv_rn(m[j], d)));
                 }
                 store(master, i, cnt, vec, p);
-                store(mom1, i, cnt, vec, m);
-                store(mom2, i, cnt, vec, v);
+                st_mom<Q, MT>(ms, 0, i, cnt, vec, m, m);
+                st_mom<Q, MT>(ms, 1, i, cnt, vec, v, r);
             } else if (R == RULE_SGD) {
                 float g[4], b[4];
-                load(grad, i, cnt, vec, g);
-                load(mom1, i, cnt, vec, b);
+                ld_grad<Q, GT>(grad, gbf16, i, cnt, vec, g);
+                ld_mom<Q, MT>(ms, 0, i, cnt, vec, b);
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
                     const float gj = __fadd_rn(__fmul_rn(g[j], h.gs), __fmul_rn(s.decay, p[j]));
@@ -108,7 +139,7 @@ __device__ void update_kernel(float *__restrict__ master, MT *__restrict__ mom1,
                     p[j] = __fsub_rn(p[j], __fmul_rn(s.step, b[j]));
                 }
                 store(master, i, cnt, vec, p);
-                store(mom1, i, cnt, vec, b);
+                st_mom<Q, MT>(ms, 0, i, cnt, vec, b, b);
             }
             switch (s.mode) {
             case MODE_HP:
@@ -179,20 +210,24 @@ __device__ void update_kernel(float *__restrict__ master, MT *__restrict__ mom1,
     float *master, void *mom1, void *mom2, const void *grad, const Seg *segs, u32 nseg, u64 nchunks, float gs,  \
         float b1, float b2, float omb1, float omb2, float eps, float rbc2, float mom,                        \
         u8 *fp8, void *block_scales, u32 *amax, const float *scale, void *hp, u32 hp_bf16, u32 mx, float fmax, \
-        float mfac, u32 pow2
-#define UPDATE_ARGS(MT, GT)                                                                                  \
-    master, (MT *)mom1, (MT *)mom2, (const GT *)grad, segs, nseg, nchunks, Hyper{gs, b1, b2, omb1, omb2, eps, rbc2, mom}, fp8, block_scales, amax, scale, \
-        hp, hp_bf16, mx, fmax, mfac, pow2
+        float mfac, u32 pow2, float *mscales, float *vscales, u32 mtypes, u32 mblock, u32 seed, u64 base
+// mtypes: the MomentType of m (bits 0-3) and v (bits 4-7), and bit 8 set
+// for a bfloat16 gradient (read by the _q kernels only).
+#define UPDATE_ARGS(Q)                                                                                       \
+    master, MomentSet{mom1, mom2, mscales, vscales, mtypes & 15u, (mtypes >> 4) & 15u, 31u - __clz(mblock | 1u), seed, base}, grad, \
+        segs, nseg, nchunks, Hyper{gs, b1, b2, omb1, omb2, eps, rbc2, mom}, fp8, block_scales, amax, scale, hp,  \
+        hp_bf16, mx, fmax, mfac, pow2, (mtypes >> 8) & 1u
 
 // UPDATE defines the kernel NAME and NAME_tiles, the one that also takes
 // MODE_TILE segments.
-#define UPDATE(NAME, R, MT, GT, F)                                                                                \
+#define UPDATE_Q(NAME, R, MT, GT, F, Q)                                                                           \
     extern "C" __global__ void __launch_bounds__(256) NAME(UPDATE_PARAMS) {                                   \
-        update_kernel<R, MT, GT, F, false>(UPDATE_ARGS(MT, GT));                                             \
+        update_kernel<R, MT, GT, F, false, Q>(UPDATE_ARGS(Q));                                               \
     }                                                                                                          \
     extern "C" __global__ void __launch_bounds__(256) NAME##_tiles(UPDATE_PARAMS) {                           \
-        update_kernel<R, MT, GT, F, true>(UPDATE_ARGS(MT, GT));                                              \
+        update_kernel<R, MT, GT, F, true, Q>(UPDATE_ARGS(Q));                                                \
     }
+#define UPDATE(NAME, R, MT, GT, F) UPDATE_Q(NAME, R, MT, GT, F, false)
 
 UPDATE(update_none_e4m3, RULE_NONE, float, float, E4M3)
 UPDATE(update_none_e5m2, RULE_NONE, float, float, E5M2)
@@ -212,3 +247,8 @@ UPDATE(update_sgd_mbf16_gf32_e4m3, RULE_SGD, u16, float, E4M3)
 UPDATE(update_sgd_mbf16_gf32_e5m2, RULE_SGD, u16, float, E5M2)
 UPDATE(update_sgd_mbf16_gbf16_e4m3, RULE_SGD, u16, u16, E4M3)
 UPDATE(update_sgd_mbf16_gbf16_e5m2, RULE_SGD, u16, u16, E5M2)
+// Moments of any storage (moments.cuh) and either gradient type.
+UPDATE_Q(update_adamw_q_e4m3, RULE_ADAMW, float, float, E4M3, true)
+UPDATE_Q(update_adamw_q_e5m2, RULE_ADAMW, float, float, E5M2, true)
+UPDATE_Q(update_sgd_q_e4m3, RULE_SGD, float, float, E4M3, true)
+UPDATE_Q(update_sgd_q_e5m2, RULE_SGD, float, float, E5M2, true)

@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
@@ -50,6 +51,33 @@ type UpdateLaunch struct {
 	Scale                cuda.DevicePtr // float32 per slot (ModeTensorDelayed)
 	HP                   cuda.DevicePtr
 	HPBF16               bool // HP holds bfloat16 (else float32)
+
+	// PerMoment picks the _q kernels: M and V stored as MType and VType
+	// one by one (MomentBF16 ignored), FP8 ones with their block scales
+	// (moments.cuh; optimizer/backend.EncodeMomentBlock).
+	PerMoment        bool
+	MType, VType     MomentType
+	MScales, VScales cuda.DevicePtr // float32 scale_inv per block (FP8)
+	MomentBlock      int            // 32, 64 or 128 (FP8)
+	MomentSeed       uint32
+	MomentBase       uint64 // bucket position of shard element 0
+}
+
+// MomentType is the storage of one moment of a PerMoment launch
+// (moments.cuh's enum MomentType).
+type MomentType uint8
+
+// Moment storage types.
+const (
+	MomentF32 MomentType = iota
+	MomentBF16
+	MomentFP8
+)
+
+// momentFlags packs the mtypes parameter of the kernels: M's type in bits
+// 0-3, V's in bits 4-7, bit 8 for a bfloat16 gradient.
+func (a *UpdateLaunch) momentFlags() uint32 {
+	return uint32(a.MType) | uint32(a.VType)<<4 | uint32(b2u(a.GradBF16))<<8
 }
 
 func typeName(bf16 bool) string {
@@ -79,6 +107,9 @@ func (a *UpdateLaunch) updateKernel() string {
 		return "update_none_" + formatName(a.Format) + suffix
 	case RuleAdamW, RuleSGD:
 		r := map[Rule]string{RuleAdamW: "adamw", RuleSGD: "sgd"}[a.Rule]
+		if a.PerMoment {
+			return fmt.Sprintf("update_%s_q_%s%s", r, formatName(a.Format), suffix)
+		}
 		return fmt.Sprintf("update_%s_m%s_g%s_%s%s", r, typeName(a.MomentBF16), typeName(a.GradBF16), formatName(a.Format), suffix)
 	}
 	panic(fmt.Sprintf("kernels: update rule %d", a.Rule))
@@ -92,6 +123,9 @@ func (k *Set) Update(s *cuda.Stream, a *UpdateLaunch) error {
 	if a.Table.Chunks == 0 {
 		return nil
 	}
+	if a.PerMoment && (a.MType == MomentFP8 || a.VType == MomentFP8) && !slices.Contains([]int{32, 64, 128}, a.MomentBlock) {
+		return fmt.Errorf("kernels: FP8 moments in blocks of %d elements (32, 64 or 128)", a.MomentBlock)
+	}
 	f := a.Format
 	if !f.Valid() {
 		f = fp8.E4M3
@@ -103,7 +137,8 @@ func (k *Set) Update(s *cuda.Stream, a *UpdateLaunch) error {
 		args.F32(x)
 	}
 	args.Ptr(a.FP8).Ptr(a.BlockScales).Ptr(a.Amax).Ptr(a.Scale).Ptr(a.HP).U32(b2u(a.HPBF16)).U32(b2u(a.MX)).
-		F32(f.Max()).F32(float32(math.Ldexp(1, -a.Margin))).U32(b2u(a.PowerOf2))
+		F32(f.Max()).F32(float32(math.Ldexp(1, -a.Margin))).U32(b2u(a.PowerOf2)).
+		Ptr(a.MScales).Ptr(a.VScales).U32(a.momentFlags()).U32(uint32(a.MomentBlock)).U32(a.MomentSeed).U64(a.MomentBase)
 	a2 := *a
 	a2.Format = f
 	return s.Launch(k.function(a2.updateKernel()), cuda.Dim3{X: uint32(min(b, maxChunkBlocks))}, cuda.Dim3{X: blockSize}, 0, args)

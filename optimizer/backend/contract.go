@@ -71,9 +71,23 @@ type UpdateArgs struct {
 	Master     collective.Buffer // float32 x N
 	M, V       collective.Buffer // moments (V unused for SGD; both unused for RuleNone)
 	MomentType collective.DType  // Float32 or BFloat16
-	Grad       collective.Buffer // the reduced gradient shard, GradType x N
-	GradType   collective.DType  // Float32 or BFloat16
-	Segments   []Segment
+	// MType and VType, when set, are the storage of M and V one by one
+	// (MomentDefault: MomentType). An FP8 moment holds N bytes of E4M3
+	// codes, with the float32 scale_inv of each block of MomentBlock
+	// elements (block k: elements [k*MomentBlock, (k+1)*MomentBlock)) in
+	// MScales or VScales (EncodeMomentBlock; segments start at a multiple
+	// of MomentBlock).
+	MType, VType MomentDType
+	MomentBlock  int
+	// MomentSeed and MomentBase drive the stochastic rounding of FP8
+	// second moments: shard element i is at MomentBase+i in its bucket
+	// (EncodeMomentBlock's pos).
+	MomentSeed       uint32
+	MomentBase       int
+	MScales, VScales collective.Buffer
+	Grad             collective.Buffer // the reduced gradient shard, GradType x N
+	GradType         collective.DType  // Float32 or BFloat16
+	Segments         []Segment
 
 	// FP8 outputs (FP8 buckets).
 	Recipe      fp8.Recipe

@@ -27,3 +27,20 @@ func ExampleCheckSegments() {
 	fmt.Println(backend.CheckSegments(segs, 1024, 128))
 	// Output: backend: segment 1 (offset 200, length 10, mode 2) of a 1024-element shard: starts before the end 256 of the segment before it
 }
+
+// A block of second moments stored in FP8: the square roots are encoded
+// with a power-of-two scale (stochastic rounding: values that are already
+// E4M3 multiples of the scale come back exactly).
+func ExampleEncodeMomentBlock() {
+	v := []float32{4, 1, 0.25, 0}
+	codes := make([]byte, len(v))
+	inv := backend.EncodeMomentBlock(codes, v, true, 7, 0)
+	fmt.Println("scale_inv:", inv)
+	for _, c := range codes {
+		fmt.Print(backend.DecodeMoment(c, inv, true), " ")
+	}
+	fmt.Println()
+	// Output:
+	// scale_inv: 0.0078125
+	// 4 1 0.25 0
+}

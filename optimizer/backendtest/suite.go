@@ -16,6 +16,7 @@ import (
 func Run(t *testing.T, be optimizer.Backend) {
 	t.Run("GradStats", func(t *testing.T) { GradStats(t, be) })
 	t.Run("Update", func(t *testing.T) { Update(t, be) })
+	t.Run("Moments", func(t *testing.T) { Moments(t, be) })
 	t.Run("Cast", func(t *testing.T) { Cast(t, be) })
 }
 
@@ -91,8 +92,10 @@ type layout struct {
 }
 
 // randomLayout places segments of the given modes at random offsets (block
-// segments on block boundaries), with gaps between them and after them.
-func randomLayout(r *rand.Rand, modes []backend.Mode, block int) layout {
+// segments on block boundaries), with gaps between them and after them;
+// every segment starts, and every tile segment's ParamOffset lies, at a
+// multiple of align (the block of FP8 moments; 1: anywhere).
+func randomLayout(r *rand.Rand, modes []backend.Mode, block, align int) layout {
 	var l layout
 	pos := r.IntN(40)
 	nseg := 1 + r.IntN(12)
@@ -101,6 +104,7 @@ func randomLayout(r *rand.Rand, modes []backend.Mode, block int) layout {
 		if mode == backend.ModeBlock {
 			pos = (pos + block - 1) / block * block
 		}
+		pos = (pos + align - 1) / align * align
 		n := 1 + r.IntN(3*4096)
 		if r.IntN(4) == 0 {
 			n = 1 + r.IntN(300)
@@ -115,7 +119,7 @@ func randomLayout(r *rand.Rand, modes []backend.Mode, block int) layout {
 			if r.IntN(3) == 0 {
 				s.Cols = 128 * (1 + r.IntN(3))
 			}
-			s.ParamOffset = r.IntN(3 * s.Cols * 128)
+			s.ParamOffset = r.IntN(3*s.Cols*128) / align * align
 			top := 0
 			for i := range n {
 				top = max(top, fp8.TileIndex(s.ParamOffset+i, s.Cols, 128))
@@ -174,7 +178,7 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 	if _, cols := rc.recipe.Block(); rc.recipe.LocalBlocks() {
 		block = cols
 	}
-	l := randomLayout(r, rc.modes, block)
+	l := randomLayout(r, rc.modes, block, 1)
 	master := values(r, l.n, 0.05, special)
 	grad := values(r, l.n, 0.01, special)
 	m := values(r, l.n, 0.01, false)
@@ -263,7 +267,7 @@ func Cast(t *testing.T, be optimizer.Backend) {
 			t.Run(fmt.Sprintf("%d/%v", ci, f), func(t *testing.T) {
 				r := rand.New(rand.NewPCG(uint64(ci), uint64(f)))
 				p := newPair(t, be)
-				l := randomLayout(r, modes, 128)
+				l := randomLayout(r, modes, 128, 1)
 				master := values(r, l.n, math.Ldexp(1, r.IntN(20)-10), ci%2 == 1)
 				scale := make([]float32, l.slots)
 				for i := range scale {

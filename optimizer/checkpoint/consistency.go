@@ -34,7 +34,7 @@ func (idx *index) checkDerived(dir string) error {
 	for i, p := range idx.Params {
 		sp[i] = shard.Param{Name: p.Name, Shape: p.Shape, HighPrecision: p.HighPrecision}
 	}
-	l, err := shard.New(sp, idx.World, shard.Options{BucketElements: idx.Layout.BucketElements, Align: idx.Layout.Align})
+	l, err := shard.New(sp, idx.World, shard.Options{BucketElements: idx.Layout.BucketElements, Align: idx.Layout.Align, HighPrecisionAlign: idx.Layout.HighPrecisionAlign})
 	if err != nil {
 		return bad("the recorded parameters make no layout: %v", err)
 	}

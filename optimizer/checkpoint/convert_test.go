@@ -35,6 +35,8 @@ func TestLoadMismatch(t *testing.T) {
 	bf16 := current
 	bf16.MomentType = collective.BFloat16
 	bf16Root, _ := savedRun(t, bf16)
+	fp8m := configs["fp8 moments"]
+	fp8Root, _ := savedRun(t, fp8m)
 	mx := current
 	mx.Recipe = fp8.Recipe{Format: fp8.E5M2, Scaling: fp8.MXFP8}
 	params := testParams()
@@ -70,6 +72,9 @@ func TestLoadMismatch(t *testing.T) {
 		{"bf16 moments into fp32", bf16Root, params, current, LoadOptions{}, ErrMomentType},
 		{"bf16 moments widened", bf16Root, params, current, LoadOptions{WidenMoments: true}, nil},
 		{"fp32 moments into bf16", root, params, bf16, LoadOptions{WidenMoments: true}, ErrMomentType},
+		{"fp32 moments into fp8", root, params, fp8m, LoadOptions{}, ErrMomentType},
+		{"fp8 moments into fp32", fp8Root, params, current, LoadOptions{}, nil},
+		{"fp8 moments into bf16", fp8Root, params, bf16, LoadOptions{WidenMoments: true}, ErrMomentType},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -62,6 +62,13 @@ func testConfigs() map[string]optimizer.Config {
 		}),
 		"E5M2 MXFP8": with(func(c *optimizer.Config) { c.Recipe = fp8.Recipe{Format: fp8.E5M2, Scaling: fp8.MXFP8} }),
 		"E4M3 tiles": with(func(c *optimizer.Config) { c.Recipe = fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block128x128} }),
+		"fp8 moments": with(func(c *optimizer.Config) {
+			c.FirstMomentType, c.SecondMomentType = optimizer.MomentFP8, optimizer.MomentFP8
+		}),
+		"sgd fp8 momentum, blocks of 32, MXFP8": with(func(c *optimizer.Config) {
+			c.Rule, c.Momentum, c.FirstMomentType, c.MomentBlock = optimizer.RuleSGD, 0.9, optimizer.MomentFP8, 32
+			c.Recipe = fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.MXFP8}
+		}),
 		"sgd bf16 momentum": with(func(c *optimizer.Config) {
 			c.Rule, c.Momentum, c.MomentType = optimizer.RuleSGD, 0.9, collective.BFloat16
 		}),

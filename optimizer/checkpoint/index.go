@@ -50,13 +50,16 @@ type index struct {
 }
 
 type configRecord struct {
-	Rule              string       `json:"rule"`
-	Recipe            recipeRecord `json:"recipe"`
-	MomentType        string       `json:"moment_type"`
-	GradType          string       `json:"grad_type"`
-	HighPrecisionType string       `json:"high_precision_type"`
-	LossScaler        bool         `json:"loss_scaler"`
-	Groups            []string     `json:"groups"` // informational
+	Rule       string       `json:"rule"`
+	Recipe     recipeRecord `json:"recipe"`
+	MomentType string       `json:"moment_type"` // of the saved moment tensors
+	// MomentTypes is the optimizer's type of each moment when they are not
+	// all MomentType ("fp8", "bfloat16", "float32").
+	MomentTypes       []string `json:"moment_types,omitempty"`
+	GradType          string   `json:"grad_type"`
+	HighPrecisionType string   `json:"high_precision_type"`
+	LossScaler        bool     `json:"loss_scaler"`
+	Groups            []string `json:"groups"` // informational
 }
 
 type recipeRecord struct {
@@ -69,10 +72,13 @@ type recipeRecord struct {
 }
 
 type layoutRecord struct {
-	Fingerprint    string         `json:"fingerprint"`
-	BucketElements int            `json:"bucket_elements"`
-	Align          int            `json:"align"`
-	Buckets        []bucketRecord `json:"buckets"`
+	Fingerprint    string `json:"fingerprint"`
+	BucketElements int    `json:"bucket_elements"`
+	Align          int    `json:"align"`
+	// HighPrecisionAlign is recorded when it is not shard.HighPrecisionAlign
+	// (FP8 moments raise it to their block).
+	HighPrecisionAlign int            `json:"high_precision_align,omitempty"`
+	Buckets            []bucketRecord `json:"buckets"`
 }
 
 type bucketRecord struct {
@@ -233,6 +239,9 @@ func (idx *index) validate() error {
 // layoutIndex records the layout, parameters and saved pieces.
 func layoutIndex(l *shard.Layout) (layoutRecord, []paramRec) {
 	lr := layoutRecord{Fingerprint: l.Fingerprint(), BucketElements: l.Options.BucketElements, Align: l.Options.Align}
+	if a := l.Options.HighPrecisionAlign; a != shard.HighPrecisionAlign {
+		lr.HighPrecisionAlign = a
+	}
 	params := make([]paramRec, len(l.Params))
 	for i, p := range l.Params {
 		params[i] = paramRec{Name: p.Name, Shape: slices.Clone(p.Shape), HighPrecision: p.HighPrecision}
@@ -260,7 +269,8 @@ func configIndex(c optimizer.Config) configRecord {
 	r := c.Recipe
 	cr := configRecord{
 		Rule:              c.Rule.String(),
-		MomentType:        c.MomentType.String(),
+		MomentType:        storedMomentType(c).String(),
+		MomentTypes:       momentTypeNames(c),
 		GradType:          c.GradType.String(),
 		HighPrecisionType: c.HighPrecisionType.String(),
 		LossScaler:        c.LossScaler != nil,

@@ -186,6 +186,9 @@ func (st *loadState) check(o *optimizer.Optimizer, opts LoadOptions) (map[string
 				st.dir, idx.Config.MomentType, cur.MomentType, ErrMomentType)
 		}
 	}
+	if err := st.checkMomentTypes(cur); err != nil {
+		return nil, err
+	}
 	saved := make(map[string]*paramRec, len(idx.Params))
 	for i := range idx.Params {
 		saved[idx.Params[i].Name] = &idx.Params[i]

@@ -120,7 +120,7 @@ func Save(ctx context.Context, o *optimizer.Optimizer, comm collective.Communica
 	}
 
 	// 3. Every rank writes its shard.
-	rec, err := writeShard(staging, rank, world, step, opts.ChunkBytes, o.Config().MomentType, o.Config().Rule.Moments(), pieces, opts.Progress)
+	rec, err := writeShard(staging, rank, world, step, opts.ChunkBytes, storedMomentType(o.Config()), o.Config().Rule.Moments(), pieces, opts.Progress)
 	var recJSON []byte
 	if err == nil {
 		recJSON, err = json.Marshal(rec)

@@ -213,6 +213,8 @@ func (b *Backend) Update(a *backend.UpdateArgs) error {
 	if a.Rule != optimizer.RuleNone {
 		l.M, l.V, l.Grad = b.ptr(a.M), b.ptr(a.V), b.ptr(a.Grad)
 		l.MomentBF16, l.GradBF16 = isBF16(a.MomentType), isBF16(a.GradType)
+		setMoments(&l, a)
+		l.MScales, l.VScales = b.ptr(a.MScales), b.ptr(a.VScales)
 	}
 	if a.HP != nil && a.HPType != 0 {
 		l.HPBF16 = isBF16(a.HPType)

@@ -51,7 +51,8 @@ func Groups() []optimizer.Group {
 // scaling, E4M3 delayed, 1x128 and 128x128 blocks, MXFP8 in both formats);
 // "bf16 moments, fp32 grads" (with float32 high-precision copies); "sgd"
 // (momentum 0.9); and "loss scaler" (initial scale 1024, growth every 2
-// steps). The loss scaler is a pointer: give each rank a copy.
+// steps); "fp8 moments" (both, blocks of 128), "fp8 m, bf16 v, blocks of
+// 32, 128x128" and "sgd, fp8 momentum, blocks of 64". The loss scaler is a pointer: give each rank a copy.
 func Configs() map[string]optimizer.Config {
 	base := optimizer.Config{Groups: Groups(), MaxGradNorm: 4, Layout: shard.Options{BucketElements: 6000}}
 	out := map[string]optimizer.Config{}
@@ -77,6 +78,16 @@ func Configs() map[string]optimizer.Config {
 	c = base
 	c.LossScaler = &optimizer.LossScaler{InitScale: 1024, GrowthInterval: 2}
 	out["loss scaler"] = c
+	c = base
+	c.FirstMomentType, c.SecondMomentType = optimizer.MomentFP8, optimizer.MomentFP8
+	out["fp8 moments"] = c
+	c = base
+	c.Recipe = fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block128x128}
+	c.FirstMomentType, c.SecondMomentType, c.MomentBlock = optimizer.MomentFP8, optimizer.MomentBFloat16, 32
+	out["fp8 m, bf16 v, blocks of 32, 128x128"] = c
+	c = base
+	c.Rule, c.Momentum, c.FirstMomentType, c.MomentBlock = optimizer.RuleSGD, 0.9, optimizer.MomentFP8, 64
+	out["sgd, fp8 momentum, blocks of 64"] = c
 	return out
 }
 

@@ -1,0 +1,138 @@
+package backendtest
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/backend"
+)
+
+// Moments checks Update with moments of different types, and FP8 moments
+// with their block scales, for AdamW and SGD, every block size, both
+// gradient types and recipes whose segments run through every path of the
+// kernels (1x128 blocks, MX, 128x128 tiles with whole-row bands,
+// high-precision copies): masters, moment codes and block scales byte for
+// byte.
+func Moments(t *testing.T, be optimizer.Backend) {
+	type types struct{ m, v backend.MomentDType }
+	F32, BF16, FP8 := backend.MomentFloat32, backend.MomentBFloat16, backend.MomentFP8
+	adamw := []types{{FP8, FP8}, {FP8, BF16}, {BF16, FP8}, {F32, FP8}, {FP8, F32}, {BF16, F32}}
+	cases := recipeCases()
+	for ci, rc := range cases {
+		if rc.name != "mixed/e4m3" && rc.name != "mixed/mx-e5m2" && rc.name != "tile/e4m3" && rc.name != "hp/bf16" {
+			continue
+		}
+		for bi, mb := range backend.MomentBlocks {
+			for ti, ty := range append(adamw, types{FP8, 0}, types{BF16, 0}) {
+				rule := optimizer.RuleAdamW
+				if ty.v == 0 {
+					rule = optimizer.RuleSGD
+				}
+				for _, gt := range []collective.DType{collective.BFloat16, collective.Float32} {
+					special := (ti+bi)%3 == 0
+					name := fmt.Sprintf("%s/%v/m=%v/v=%v/block=%d/g=%v/special=%v", rc.name, rule, ty.m, ty.v, mb, gt, special)
+					t.Run(name, func(t *testing.T) {
+						r := rand.New(rand.NewPCG(uint64(ci*100+bi), uint64(ti)*2+uint64(gt)))
+						momentCase(t, newPair(t, be), r, rc, rule, ty.m, ty.v, mb, gt, special)
+					})
+				}
+			}
+		}
+	}
+}
+
+// momentBuf is one moment's buffers: its elements (or FP8 codes) and the
+// FP8 block scales.
+type momentBuf struct{ data, scales buf }
+
+// uploadMoment stores x as t (FP8: backend.EncodeMomentBlock per block of
+// mb elements of the shard).
+func uploadMoment(p *pair, name string, x []float32, t backend.MomentDType, mb int, root bool, seed uint32, base int) momentBuf {
+	switch t {
+	case backend.MomentFloat32:
+		return momentBuf{data: p.upload(name, encode(x, collective.Float32), float32s)}
+	case backend.MomentBFloat16:
+		return momentBuf{data: p.upload(name, encode(x, collective.BFloat16), bytesExact)}
+	}
+	codes := make([]byte, len(x))
+	inv := make([]float32, (len(x)+mb-1)/mb)
+	for k := range inv {
+		lo, hi := k*mb, min(k*mb+mb, len(x))
+		inv[k] = backend.EncodeMomentBlock(codes[lo:hi], x[lo:hi], root, seed, uint64(base+lo))
+	}
+	return momentBuf{data: p.upload(name, codes, bytesExact), scales: p.upload(name+" scales", encode(inv, collective.Float32), bytesExact)}
+}
+
+func momentCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, vt backend.MomentDType, mb int, gt collective.DType, special bool) {
+	block := 128
+	if _, cols := rc.recipe.Block(); rc.recipe.LocalBlocks() {
+		block = cols
+	}
+	l := randomLayout(r, rc.modes, block, mb)
+	master := values(r, l.n, 0.05, special)
+	grad := values(r, l.n, 0.01, special)
+	m := values(r, l.n, 0.01, false)
+	v := values(r, l.n, 1e-4, false)
+	for i := range v {
+		v[i] = float32(math.Abs(float64(v[i])))
+	}
+	zeroRuns(r, master, grad, m, v)
+	amax := make([]uint32, l.slots)
+	scale := make([]float32, l.slots)
+	for i := range scale {
+		scale[i], _ = fp8.ScaleFromAmax(float32(r.Float64()*0.2), fp8.E4M3, 0, false)
+	}
+	seed, base := r.Uint32(), r.IntN(1<<40)
+	mBuf := uploadMoment(p, "m", m, mt, mb, false, seed, base)
+	var vBuf momentBuf
+	if rule == optimizer.RuleAdamW {
+		vBuf = uploadMoment(p, "v", v, vt, mb, true, seed^1, base)
+	}
+	hpType := rc.hp
+	if hpType == 0 {
+		hpType = collective.Float32
+	}
+	bs := []buf{
+		p.upload("master", encode(master, collective.Float32), float32s),
+		p.upload("grad", encode(grad, gt), bytesExact),
+		p.upload("fp8", filled(l.n), bytesExact),
+		p.upload("amax", u32s(amax), amaxKeys),
+		p.upload("scale", encode(scale, collective.Float32), bytesExact),
+		p.upload("block scales", filled(rc.recipe.ScaleType().Size()*l.blocks), bytesExact),
+		p.upload("hp", filled(hpType.Size()*l.n), momentKind(hpType)),
+	}
+	a := backend.UpdateArgs{Rule: rule, N: l.n, MomentType: collective.Float32, MType: mt, VType: vt, MomentBlock: mb,
+		GradType: gt, Recipe: rc.recipe, Segments: l.segs, MomentSeed: seed, MomentBase: base,
+		Hyper: backend.Hyper{GradScale: float32(0.5 + r.Float64()), Beta1: 0.9, Beta2: 0.999,
+			OneMinusBeta1: float32(1 - 0.9), OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8,
+			RBC2: float32(1 / math.Sqrt(1-math.Pow(0.999, float64(1+r.IntN(100))))), Momentum: 0.9}}
+	for i := range a.Segments {
+		a.Segments[i].WeightDecay = float32(r.Float64() * 0.01)
+	}
+	for side := range 2 {
+		b := a
+		pick := func(x buf) collective.Buffer {
+			if x.ref == nil {
+				return nil
+			}
+			return []collective.Buffer{x.ref, x.be}[side]
+		}
+		b.Master, b.Grad, b.FP8, b.Amax, b.Scale, b.BlockScales = pick(bs[0]), pick(bs[1]), pick(bs[2]), pick(bs[3]), pick(bs[4]), pick(bs[5])
+		if rc.hp != 0 {
+			b.HP, b.HPType = pick(bs[6]), rc.hp
+		}
+		b.M, b.MScales, b.V, b.VScales = pick(mBuf.data), pick(mBuf.scales), pick(vBuf.data), pick(vBuf.scales)
+		must(t, []optimizer.Backend{p.ref, p.be}[side].Update(&b))
+	}
+	for _, x := range []buf{mBuf.data, mBuf.scales, vBuf.data, vBuf.scales} {
+		if x.ref != nil {
+			bs = append(bs, x)
+		}
+	}
+	p.check(bs...)
+}
