@@ -29,6 +29,9 @@ func TestGPUComm(t *testing.T) {
 		devs = cudatest.RequireDevices(t, 2)
 	}
 	d := len(devs)
+	// The buckets outlive the subtests (the error feedback follows them)
+	// and go before the leak check of RequireDevices, registered earlier.
+	t.Cleanup(func() { freeBuckets(t, devs) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, cfg := range []fp8grad.Config{{}, {Block: 7, ErrorFeedback: true}} {
@@ -168,4 +171,21 @@ func bucket(dev *cuda.Device, n int) (cuda.DevicePtr, error) {
 		buckets[key] = p
 	}
 	return p, err
+}
+
+// freeBuckets frees the device buckets of devs.
+func freeBuckets(t *testing.T, devs []*cuda.Device) {
+	bucketsMu.Lock()
+	defer bucketsMu.Unlock()
+	for _, dev := range devs {
+		for key, p := range buckets {
+			if key[0] != dev.Ordinal() {
+				continue
+			}
+			if err := dev.Free(p); err != nil {
+				t.Errorf("free bucket: %v", err)
+			}
+			delete(buckets, key)
+		}
+	}
 }
