@@ -6,7 +6,7 @@
 # `go generate ./collective/nccl`.
 set -eu
 cd "$(dirname "$0")"
-NVCC=${NVCC:-nvcc}
+export NVCC=${NVCC:-nvcc}
 out=transform.ptx
 if [ "${1:-}" = check ]; then
 	if ! command -v "$NVCC" >/dev/null 2>&1; then
@@ -16,7 +16,7 @@ if [ "${1:-}" = check ]; then
 	out=$(mktemp)
 	trap 'rm -f "$out"' EXIT
 fi
-"$NVCC" -ptx -arch=compute_80 -std=c++14 --fmad=false -o "$out" transform.cu
+../../internal/ptxgen/nvcc.sh transform.cu "$out" 80
 if [ "${1:-}" = check ]; then
 	diff -q transform.ptx "$out" >/dev/null || { echo "gen.sh: transform.ptx does not match transform.cu" >&2; exit 1; }
 	echo "gen.sh: transform.ptx matches transform.cu"

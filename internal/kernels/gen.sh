@@ -10,11 +10,11 @@
 set -eu
 cd "$(dirname "$0")"
 out=${1:-ptx}
-NVCC=${NVCC:-nvcc}
+export NVCC=${NVCC:-nvcc}
 mkdir -p "$out"
 for cu in *.cu; do
 	name=${cu%.cu}
 	for v in 80 90; do
-		"$NVCC" -ptx -arch=compute_$v -std=c++14 --fmad=false -I. -o "$out/${name}_sm$v.ptx" "$cu"
+		../ptxgen/nvcc.sh "$cu" "$out/${name}_sm$v.ptx" "$v" .
 	done
 done
