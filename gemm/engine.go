@@ -29,8 +29,8 @@ type Engine struct {
 	ws      cuda.DevicePtr
 	aux     cuda.DevicePtr // 16 bytes: amax bits, scale
 	scratch cuda.DevicePtr
-	size    int // bytes of scratch
-	peak    int // the largest scratch a product asked for
+	size    int            // bytes of scratch
+	peak    int            // the largest scratch a product asked for
 	act     cuda.DevicePtr // the linear layers' transient operands (see Linear)
 	actSize int            // bytes of act
 	plans   map[cublaslt.Spec]*cublaslt.Plan
