@@ -137,22 +137,23 @@ func (l *Linear) Backward(dx, dw Output, dy cuda.DevicePtr, w Operand) (dgrad, w
 		if err != nil {
 			return err
 		}
-		if err := l.e.quantize(t.dy, dy, collective.BFloat16, l.c.DY, 0, 0); err != nil {
-			return err
-		}
-		dyT, xT := t.dy, l.x
+		xT := l.x
 		if l.c.KeepTransposed {
 			xT = l.xT
 		}
-		if t.dyT.Data != 0 { // 1x128 blocks: quantized again down the columns
-			dyT = t.dyT
-			if err := l.e.quantize(dyT, dy, collective.BFloat16, l.c.DY, 0, 0); err != nil {
+		if t.xT.Data != 0 { // first: t.dy and t.dyT overwrite t.tmp
+			xT = t.xT
+			if err := l.e.transposeActivation(xT, l.x, t.tmp, l.c.X); err != nil {
 				return err
 			}
 		}
-		if t.xT.Data != 0 {
-			xT = t.xT
-			if err := l.e.transposeActivation(xT, l.x, t.tmp, l.c.X); err != nil {
+		if err := l.e.quantize(t.dy, dy, collective.BFloat16, l.c.DY, 0, 0); err != nil {
+			return err
+		}
+		dyT := t.dy
+		if t.dyT.Data != 0 { // 1x128 blocks: quantized again down the columns
+			dyT = t.dyT
+			if err := l.e.quantize(dyT, dy, collective.BFloat16, l.c.DY, 0, 0); err != nil {
 				return err
 			}
 		}
@@ -271,18 +272,23 @@ func (c LinearConfig) forwardScratch(a *arena, tokens int) transients {
 // backwardScratch lays out Backward's transients: the quantized output
 // gradient; for 1x128 blocks also its column-quantized form and, without
 // KeepTransposed, the re-quantized transposed input and its bfloat16
-// source.
+// source, which the output gradient's operands overwrite once the input is
+// made (the stream orders them).
 func (c LinearConfig) backwardScratch(a *arena, tokens int) transients {
 	var t transients
 	lay := c.layout()
+	end := 0
+	if lay == Rows128 && !c.KeepTransposed {
+		t.xT = takeOperand(a, tokens, c.In, c.X.Format, lay, true)
+		start := a.off
+		t.tmp = a.take(2 * tokens * c.In)
+		a.off, end = start, a.off
+	}
 	t.dy = takeOperand(a, tokens, c.Out, c.DY.Format, lay, false)
 	if lay == Rows128 {
 		t.dyT = takeOperand(a, tokens, c.Out, c.DY.Format, lay, true)
-		if !c.KeepTransposed {
-			t.xT = takeOperand(a, tokens, c.In, c.X.Format, lay, true)
-			t.tmp = a.take(2 * tokens * c.In)
-		}
 	}
+	a.off = max(a.off, end)
 	return t
 }
 

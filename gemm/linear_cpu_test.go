@@ -51,7 +51,7 @@ func TestPlanLinear(t *testing.T) {
 			must(t, err)
 			gridT := up(4 * ceilDiv(in, 128) * gridLD(out)) // DGrad's transposed tile grid of w
 			want = LinearMemory{Kept: T*in + 4*T*bIn, BF16: 2 * T * in,
-				Transient: up(T*out) + up(4*T*bOut) + up(T*out) + up(4*out*bT) + up(T*in) + up(4*in*bT) + up(2*T*in),
+				Transient: up(T*in) + up(4*in*bT) + max(up(2*T*in), up(T*out)+up(4*T*bOut)+up(T*out)+up(4*out*bT)), // dy, dyT over x's bfloat16
 				Products:  max(up(4*ceilDiv(out, 128)*gridLD(in)), up(out*in)+gridT)}
 			if keep {
 				want.Kept += T*in + 4*in*bT
