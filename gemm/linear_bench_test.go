@@ -15,7 +15,10 @@ import (
 // the four layers keep between forward and backward (kept-MiB) and their
 // ratio to bfloat16 inputs (kept/bf16, goal <= 0.52 when transient), and
 // the engine's shared buffers (activation-MiB, products-MiB; one engine
-// per sub-benchmark). Inputs are
+// per sub-benchmark). products-only times the bare products for
+// comparison. Both options do the same work (KeepTransposed moves the
+// transposes, or the 1x128 re-quantization, from Backward to Forward), so
+// their times differ by memory effects only. Inputs are
 // constant (1.0); the weights' codes 0x38 with scale_inv 1.
 func BenchmarkLinear(b *testing.B) {
 	const T = gptTokens
@@ -27,7 +30,53 @@ func BenchmarkLinear(b *testing.B) {
 			}
 			b.Run(name, func(b *testing.B) { benchLinear(b, newEngine(b), c, keep, T) })
 		}
+		b.Run(c.name+"/products-only", func(b *testing.B) { benchProducts(b, newEngine(b), c, T) })
 	}
+}
+
+// benchProducts times the same twelve products from operands quantized
+// and transposed beforehand (the weight's transpose for the data gradient
+// still inside DGrad): the floor the layers' quantization and transposes
+// add to.
+func benchProducts(b *testing.B, e *Engine, c linearCase, T int) {
+	wl, err := LayoutOf(c.w)
+	must(b, err)
+	lay := c.base.layout()
+	y, dx := devAlloc(b, e.d, 2*T*8192), devAlloc(b, e.d, 2*T*8192)
+	var flop float64
+	var run []func() error
+	for _, g := range gptLinears {
+		w := benchOperand(b, e, g.out, g.in, c.w.Format, wl, false)
+		x := benchOperand(b, e, T, g.in, c.base.X.Format, lay, false)
+		xT := benchOperand(b, e, T, g.in, c.base.X.Format, lay, true)
+		dy := benchOperand(b, e, T, g.out, c.base.DY.Format, lay, false)
+		dyT := benchOperand(b, e, T, g.out, c.base.DY.Format, lay, true)
+		dw := Output{Data: devAlloc(b, e.d, 4*g.out*g.in), Type: collective.Float32, Accumulate: true}
+		run = append(run, func() error {
+			_, err := e.Forward(BF16(y), x, w)
+			if err == nil {
+				_, err = e.DGrad(BF16(dx), dy, w)
+			}
+			if err == nil {
+				_, err = e.WGrad(dw, dyT, xT)
+			}
+			return err
+		})
+		flop += 6 * float64(T) * float64(g.in) * float64(g.out)
+	}
+	iter := func() {
+		for _, r := range run {
+			if err := r(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		must(b, e.s.Synchronize())
+	}
+	iter()
+	for b.Loop() {
+		iter()
+	}
+	b.ReportMetric(flop*float64(b.N)/b.Elapsed().Seconds()/1e12, "TFLOP/s")
 }
 
 func benchLinear(b *testing.B, e *Engine, c linearCase, keep bool, T int) {
