@@ -157,14 +157,16 @@ func f32Bytes(v []float32) []byte {
 // input down its columns (the block recipe's transient transpose) costs
 // against quantizing the bfloat16 input down its columns directly (what a
 // layer keeping the bfloat16 input would do), both compared with a float64
-// weight gradient of the bfloat16 input. The GPU tests check that the
-// device makes these CPU values bit for bit. Figures are logged; the
-// assertion is that the second rounding at most doubles the error.
+// weight gradient of the bfloat16 input, with float32 and with
+// power-of-two scales. The GPU tests check that the device makes these CPU
+// values bit for bit. Figures are logged; the assertion is that the second
+// rounding at most doubles the error. Seen: float32 scales 1.47x the
+// direct error (x and dW); power-of-two scales 1.00x (141 of 196608 values
+// differ: a power-of-two rescaling of an FP8 value is exact unless it
+// falls below the normal range of its column block).
 func TestRequantizedError(t *testing.T) {
 	const T, in, out = 512, 384, 256
 	xv, dyv := bf16Values(randMatrix(T, in, 11)), bf16Values(randMatrix(T, out, 12))
-	rows := rowsQuant(xv, T, in, e4Blocks)
-	direct, again := colsQuant(xv, T, in, e4Blocks), requant(rows, e4Blocks)
 	X := make([]float64, len(xv))
 	for i, v := range xv {
 		X[i] = float64(v)
@@ -175,14 +177,27 @@ func TestRequantizedError(t *testing.T) {
 		return ref
 	}
 	exact := dw(X)
-	errX := func(h hostOperand) float64 { return relErr(h.decode(false), X) }
-	errW := func(h hostOperand) float64 { return relErr(dw(h.decode(false)), exact) }
-	dX, aX := errX(direct), errX(again)
-	dW, aW := errW(direct), errW(again)
-	t.Logf("relative RMS error of x: rows %.3g (forward), columns direct %.3g, re-quantized %.3g (%.2fx)", errX(rows), dX, aX, aX/dX)
-	t.Logf("relative RMS error of dW: direct %.3g, re-quantized %.3g (%.2fx)", dW, aW, aW/dW)
-	if aX > 2*dX || aW > 2*dW {
-		t.Errorf("re-quantization error x %.3g, dW %.3g more than twice the direct %.3g, %.3g", aX, aW, dX, dW)
+	for _, pow2 := range []bool{false, true} {
+		r := e4Blocks
+		r.PowerOf2 = pow2
+		rows := rowsQuant(xv, T, in, r)
+		direct, again := colsQuant(xv, T, in, r), requant(rows, r)
+		errX := func(h hostOperand) float64 { return relErr(h.decode(false), X) }
+		errW := func(h hostOperand) float64 { return relErr(dw(h.decode(false)), exact) }
+		dX, aX := errX(direct), errX(again)
+		dW, aW := errW(direct), errW(again)
+		t.Logf("power-of-2 scales %v: relative RMS error of x: rows %.3g (forward), columns direct %.3g, re-quantized %.3g (%.2fx)", pow2, errX(rows), dX, aX, aX/dX)
+		t.Logf("power-of-2 scales %v: relative RMS error of dW: direct %.3g, re-quantized %.3g (%.2fx)", pow2, dW, aW, aW/dW)
+		diff, a := 0, again.decode(false)
+		for i, v := range direct.decode(false) {
+			if v != a[i] {
+				diff++
+			}
+		}
+		t.Logf("power-of-2 scales %v: %d of %d values differ from the direct column quantization", pow2, diff, T*in)
+		if aX > 2*dX || aW > 2*dW {
+			t.Errorf("power-of-2 %v: re-quantization error x %.3g, dW %.3g more than twice the direct %.3g, %.3g", pow2, aX, aW, dX, dW)
+		}
 	}
 }
 

@@ -17,7 +17,13 @@ type linearCase struct {
 	w    fp8.Recipe
 }
 
-var linearCases = []linearCase{{"per-tensor", perTensorLinear, e4Current}, {"blocks", blockLinear, e4Tiles}}
+var linearCases = []linearCase{{"per-tensor", perTensorLinear, e4Current}, {"blocks", blockLinear, e4Tiles},
+	{"blocks-pow2", LinearConfig{X: pow2(e4Blocks), DY: pow2(e5Blocks)}, e4Tiles}}
+
+func pow2(r fp8.Recipe) fp8.Recipe {
+	r.PowerOf2 = true
+	return r
+}
 
 // linearRun is what one Forward and Backward of a Linear produced.
 type linearRun struct {
