@@ -29,8 +29,10 @@ type Engine struct {
 	ws      cuda.DevicePtr
 	aux     cuda.DevicePtr // 16 bytes: amax bits, scale
 	scratch cuda.DevicePtr
-	size    int // bytes of scratch
-	peak    int // the largest scratch a product asked for
+	size    int            // bytes of scratch
+	peak    int            // the largest scratch a product asked for
+	act     cuda.DevicePtr // the linear layers' transient operands (see Linear)
+	actSize int            // bytes of act
 	plans   map[cublaslt.Spec]*cublaslt.Plan
 	tune    int                    // candidates timed per new plan (SetAutotune)
 	tuned   map[cublaslt.Spec]bool // plans whose candidates were timed
@@ -91,7 +93,7 @@ func (e *Engine) Close() error {
 		errs = append(errs, p.Destroy())
 	}
 	e.plans = nil
-	for _, p := range []*cuda.DevicePtr{&e.ws, &e.aux, &e.scratch} {
+	for _, p := range []*cuda.DevicePtr{&e.ws, &e.aux, &e.scratch, &e.act} {
 		if *p != 0 {
 			errs = append(errs, e.d.Free(*p))
 			*p = 0
@@ -108,27 +110,39 @@ func (e *Engine) Close() error {
 	return errors.Join(errs...)
 }
 
-// reserve makes the scratch buffer at least n bytes. Growing waits for the
-// stream (earlier products may still read the old buffer) and reallocates.
+// reserve makes the scratch buffer at least n bytes.
 func (e *Engine) reserve(n int) error {
 	e.peak = max(e.peak, n)
-	if n <= e.size {
+	return e.grow(&e.scratch, &e.size, n)
+}
+
+// ActivationScratch returns the bytes of the buffer the engine's Linear
+// layers make their transient operands in (quantized output gradients,
+// re-made transposed activations): like the scratch, it grows to the
+// largest single call's need and is shared by every layer.
+func (e *Engine) ActivationScratch() int { return e.actSize }
+
+// grow makes the buffer *buf of *size bytes at least n bytes. Growing
+// waits for the stream (earlier work may still read the old buffer) and
+// reallocates.
+func (e *Engine) grow(buf *cuda.DevicePtr, size *int, n int) error {
+	if n <= *size {
 		return nil
 	}
-	if e.scratch != 0 {
+	if *buf != 0 {
 		if err := e.s.Synchronize(); err != nil {
 			return err
 		}
-		if err := e.d.Free(e.scratch); err != nil {
+		if err := e.d.Free(*buf); err != nil {
 			return err
 		}
-		e.scratch, e.size = 0, 0
+		*buf, *size = 0, 0
 	}
 	p, err := e.d.Alloc(n)
 	if err != nil {
 		return err
 	}
-	e.scratch, e.size = p, n
+	*buf, *size = p, n
 	return nil
 }
 

@@ -1,0 +1,310 @@
+package gemm
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/kernels"
+)
+
+// LinearConfig describes a linear layer y[T, out] = x[T, in] · w[out, in]ᵀ
+// whose input is kept for backward in FP8.
+type LinearConfig struct {
+	In, Out int
+	// X quantizes the layer's input: fp8.TensorCurrent (PerTensor scales,
+	// with PerTensor weights) or fp8.Block1x128 (1x128 blocks along rows,
+	// with Tiles128 weights), usually E4M3.
+	X fp8.Recipe
+	// DY quantizes the output gradient in Backward: the same scaling as X,
+	// usually E5M2.
+	DY fp8.Recipe
+	// KeepTransposed keeps the transposed FP8 input, made in Forward, until
+	// Backward: twice the memory kept, no transpose in Backward.
+	KeepTransposed bool
+}
+
+// layout returns the scale layout of the layer's activations.
+func (c LinearConfig) layout() Layout {
+	if c.X.Scaling == fp8.Block1x128 {
+		return Rows128
+	}
+	return PerTensor
+}
+
+func (c LinearConfig) validate() error {
+	if c.In < 16 || c.Out < 16 || c.In%16 != 0 || c.Out%16 != 0 {
+		return fmt.Errorf("%w: linear %d -> %d: FP8 tensor cores need both sizes multiples of 16", ErrShape, c.In, c.Out)
+	}
+	for _, r := range []fp8.Recipe{c.X, c.DY} {
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("gemm: linear: %w", err)
+		}
+		if r.Scaling != fp8.TensorCurrent && r.Scaling != fp8.Block1x128 {
+			return fmt.Errorf("%w: linear activations take fp8.TensorCurrent or fp8.Block1x128, not %v", ErrLayout, r)
+		}
+	}
+	if c.X.Scaling != c.DY.Scaling {
+		return fmt.Errorf("%w: linear input %v and output gradient %v scale differently", ErrLayout, c.X, c.DY)
+	}
+	return nil
+}
+
+// Linear is one linear layer on an Engine. Forward quantizes its input
+// once and keeps only that FP8 copy (1 byte per element plus scales) for
+// Backward; Backward makes the transposed input the weight gradient reads
+// transiently, in the engine's shared buffers, unless KeepTransposed asks
+// to keep it from Forward. The kept buffers stay allocated after Backward
+// for the next step (freeing would synchronize the device); Release frees
+// them. A Linear must not be used from two goroutines at once, nor
+// concurrently with other users of its engine.
+type Linear struct {
+	e      *Engine
+	c      LinearConfig
+	tokens int
+	x, xT  Operand // kept: x as Forward quantized it; its transpose with KeepTransposed
+	w      Layout  // the weight layout of the last Forward
+	ready  bool    // Forward ran, Backward not yet
+}
+
+// NewLinear returns a linear layer on e; nothing is allocated before the
+// first Forward.
+func (e *Engine) NewLinear(c LinearConfig) (*Linear, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return &Linear{e: e, c: c}, nil
+}
+
+// Config returns the layer's configuration.
+func (l *Linear) Config() LinearConfig { return l.c }
+
+// Forward quantizes x (bfloat16, row-major [tokens, in]) into the layer's
+// kept FP8 input, with KeepTransposed also its transpose, and queues
+// y[tokens, out] = x · wᵀ with w the gathered weight (see Weight). tokens
+// must be a multiple of 16 (the weight gradient's shared dimension).
+func (l *Linear) Forward(y Output, x cuda.DevicePtr, tokens int, w Operand) (Result, error) {
+	if err := l.checkWeight(w); err != nil {
+		return Result{}, err
+	}
+	if tokens < 16 || tokens%16 != 0 {
+		return Result{}, fmt.Errorf("%w: linear of %d tokens: the weight gradient needs a multiple of 16", ErrShape, tokens)
+	}
+	if err := l.hold(tokens); err != nil {
+		return Result{}, err
+	}
+	l.ready = false
+	err := l.e.d.Do(func() error {
+		if err := l.e.quantize(l.x, x, collective.BFloat16, l.c.X, 0, 0); err != nil {
+			return err
+		}
+		if !l.c.KeepTransposed {
+			return nil
+		}
+		a, err := l.transient(l.c.forwardScratch)
+		if err != nil {
+			return err
+		}
+		return l.e.transposeActivation(l.xT, l.x, a.tmp, l.c.X)
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := l.e.Forward(y, l.x, w)
+	l.w, l.ready = w.Scales, err == nil
+	return res, err
+}
+
+// Backward quantizes dy (bfloat16 [tokens, out]) and queues dx = dy · w
+// (DGrad: the weight transposed transiently) and dw (+)= dyᵀ · x (WGrad,
+// typically into Gradient(view, accumulate)) from the FP8 input kept by
+// the last Forward. Without KeepTransposed the transposed input is made
+// here, transiently: exactly for per-tensor scales (in WGrad's scratch),
+// and for 1x128 blocks by re-quantizing down the columns the FP8 values
+// Forward kept (see transposeActivation). The transposed output gradient
+// is made transiently too. It returns the results of the two products.
+func (l *Linear) Backward(dx, dw Output, dy cuda.DevicePtr, w Operand) (dgrad, wgrad Result, err error) {
+	if !l.ready {
+		return Result{}, Result{}, errors.New("gemm: linear Backward without a Forward since the last Backward")
+	}
+	if err := l.checkWeight(w); err != nil {
+		return Result{}, Result{}, err
+	}
+	err = l.e.d.Do(func() error {
+		t, err := l.transient(l.c.backwardScratch)
+		if err != nil {
+			return err
+		}
+		xT := l.x
+		if l.c.KeepTransposed {
+			xT = l.xT
+		}
+		if t.xT.Data != 0 { // first: t.dy and t.dyT overwrite t.tmp
+			xT = t.xT
+			if err := l.e.transposeActivation(xT, l.x, t.tmp, l.c.X); err != nil {
+				return err
+			}
+		}
+		if err := l.e.quantize(t.dy, dy, collective.BFloat16, l.c.DY, 0, 0); err != nil {
+			return err
+		}
+		dyT := t.dy
+		if t.dyT.Data != 0 { // 1x128 blocks: quantized again down the columns
+			dyT = t.dyT
+			if err := l.e.quantize(dyT, dy, collective.BFloat16, l.c.DY, 0, 0); err != nil {
+				return err
+			}
+		}
+		if dgrad, err = l.e.queue(dx, t.dy, true, w, false); err != nil {
+			return err
+		}
+		wgrad, err = l.e.queue(dw, dyT, false, xT, false)
+		return err
+	})
+	l.ready = false
+	return dgrad, wgrad, err
+}
+
+func (l *Linear) checkWeight(w Operand) error {
+	if w.Rows != l.c.Out || w.Cols != l.c.In || w.Transposed {
+		return fmt.Errorf("%w: linear %d -> %d given weight %v, want %dx%d row-major", ErrShape, l.c.In, l.c.Out, w, l.c.Out, l.c.In)
+	}
+	return nil
+}
+
+// hold allocates the kept operands for tokens rows, freeing those of
+// another token count.
+func (l *Linear) hold(tokens int) error {
+	if l.tokens == tokens {
+		return nil
+	}
+	if err := l.Release(); err != nil {
+		return err
+	}
+	x, err := AllocOperand(l.e.d, tokens, l.c.In, l.c.X.Format, l.c.layout(), false)
+	if err != nil {
+		return err
+	}
+	if l.c.KeepTransposed {
+		if l.xT, err = AllocOperand(l.e.d, tokens, l.c.In, l.c.X.Format, l.c.layout(), true); err != nil {
+			return errors.Join(err, FreeOperand(l.e.d, x))
+		}
+	}
+	l.x, l.tokens = x, tokens
+	return nil
+}
+
+// Release frees the kept operands (after Backward, or to drop a Forward);
+// the next Forward allocates them again.
+func (l *Linear) Release() error {
+	var errs []error
+	for _, o := range []*Operand{&l.x, &l.xT} {
+		if o.Data != 0 {
+			errs = append(errs, l.e.s.Synchronize(), FreeOperand(l.e.d, *o))
+			*o = Operand{}
+		}
+	}
+	l.tokens, l.ready = 0, false
+	return errors.Join(errs...)
+}
+
+// KeptBytes returns the bytes the layer holds for Backward now: its FP8
+// input and scales, and with KeepTransposed the transposed copy; 0 before
+// the first Forward and after Release.
+func (l *Linear) KeptBytes() int {
+	n := 0
+	for _, o := range []Operand{l.x, l.xT} {
+		if o.Data != 0 {
+			sr, sc := o.stored()
+			n += sr*sc + ScaleBytes(sr, sc, o.Scales)
+		}
+	}
+	return n
+}
+
+// Memory returns PlanLinear's figures at the token count and weight
+// layout of the last Forward.
+func (l *Linear) Memory() (LinearMemory, error) {
+	if l.tokens == 0 {
+		return LinearMemory{}, errors.New("gemm: linear memory before the first Forward")
+	}
+	return PlanLinear(l.c, l.tokens, l.w)
+}
+
+// transients are the operands one Forward or Backward makes in the
+// engine's activation buffer; a zero Data marks one it does not make.
+type transients struct {
+	dy, dyT, xT Operand        // the quantized output gradient, its column-quantized form, the remade input
+	tmp         cuda.DevicePtr // bfloat16 [tokens, in]: the input dequantized for its re-quantization
+}
+
+// transient grows the engine's activation buffer to what lay needs and
+// lays the operands out in it.
+func (l *Linear) transient(lay func(*arena, int) transients) (transients, error) {
+	need := &arena{}
+	lay(need, l.tokens)
+	if err := l.e.grow(&l.e.act, &l.e.actSize, need.off); err != nil {
+		return transients{}, err
+	}
+	return lay(&arena{base: l.e.act}, l.tokens), nil
+}
+
+// takeOperand lays out an operand in a.
+func takeOperand(a *arena, rows, cols int, f fp8.Format, lay Layout, transposed bool) Operand {
+	o := Operand{Rows: rows, Cols: cols, Transposed: transposed, Format: f, Scales: lay}
+	sr, sc := o.stored()
+	o.Data, o.ScaleInv = a.take(rows*cols), a.take(ScaleBytes(sr, sc, lay))
+	return o
+}
+
+// forwardScratch lays out Forward's transients: with KeepTransposed and
+// 1x128 blocks, the bfloat16 input the transpose is quantized from.
+func (c LinearConfig) forwardScratch(a *arena, tokens int) transients {
+	var t transients
+	if c.KeepTransposed && c.layout() == Rows128 {
+		t.tmp = a.take(2 * tokens * c.In)
+	}
+	return t
+}
+
+// backwardScratch lays out Backward's transients: the quantized output
+// gradient; for 1x128 blocks also its column-quantized form and, without
+// KeepTransposed, the re-quantized transposed input and its bfloat16
+// source, which the output gradient's operands overwrite once the input is
+// made (the stream orders them).
+func (c LinearConfig) backwardScratch(a *arena, tokens int) transients {
+	var t transients
+	lay := c.layout()
+	end := 0
+	if lay == Rows128 && !c.KeepTransposed {
+		t.xT = takeOperand(a, tokens, c.In, c.X.Format, lay, true)
+		start := a.off
+		t.tmp = a.take(2 * tokens * c.In)
+		a.off, end = start, a.off
+	}
+	t.dy = takeOperand(a, tokens, c.Out, c.DY.Format, lay, false)
+	if lay == Rows128 {
+		t.dyT = takeOperand(a, tokens, c.Out, c.DY.Format, lay, true)
+	}
+	a.off = max(a.off, end)
+	return t
+}
+
+// transposeActivation writes into dst (stored transposed) the input x as
+// Forward quantized it. Per tensor it is Transpose, exact. 1x128 blocks do
+// not survive a transpose, and the bfloat16 input is gone: x is decoded
+// (code times its block's scale_inv, rounded to bfloat16) into tmp and
+// quantized again in 1x128 blocks down the columns, as Quantize does from
+// bfloat16. A second rounding, measured in TestRequantizedError.
+func (e *Engine) transposeActivation(dst, x Operand, tmp cuda.DevicePtr, r fp8.Recipe) error {
+	if x.Scales != Rows128 {
+		return e.transpose(dst, x)
+	}
+	err := e.k.DequantBF16(e.s, tmp, x.Data, x.Rows*x.Cols, x.Format, x.ScaleInv, kernels.ScaleRows128, x.Rows, x.Cols)
+	if err != nil {
+		return err
+	}
+	return e.quantize(dst, tmp, collective.BFloat16, r, 0, 0)
+}
