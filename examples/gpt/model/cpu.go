@@ -49,7 +49,7 @@ type Activations struct {
 	tokens, targets       []int32
 	blocks                []block
 	xf, lnf, meanf, rstdf []float64
-	probs                 []float64
+	logits, probs         []float64
 	Loss                  float64
 }
 
@@ -94,10 +94,10 @@ func (m *CPU) Forward(tokens, targets []int32, batch, seq int) (*Activations, er
 	}
 	a.xf, a.lnf, a.meanf, a.rstdf = x, make([]float64, n*h), make([]float64, n), make([]float64, n)
 	LayerNorm(a.lnf, a.meanf, a.rstdf, x, m.W["final_ln.weight"], m.W["final_ln.bias"], n, h)
-	logits := make([]float64, n*m.Vocab)
-	Linear(logits, a.lnf, m.W["embed.tokens"], nil, n, h, m.Vocab)
+	a.logits = make([]float64, n*m.Vocab)
+	Linear(a.logits, a.lnf, m.W["embed.tokens"], nil, n, h, m.Vocab)
 	a.probs = make([]float64, n*m.Vocab)
-	a.Loss = CrossEntropy(a.probs, logits, targets, n, m.Vocab)
+	a.Loss = CrossEntropy(a.probs, a.logits, targets, n, m.Vocab)
 	return a, nil
 }
 
@@ -134,4 +134,10 @@ func (m *CPU) Backward(a *Activations) map[string][]float64 {
 	}
 	EmbedBackward(g["embed.tokens"], g["embed.positions"], dx, a.tokens, a.batch, a.seq, h)
 	return g
+}
+
+// LastLogits returns the logits of the last position of the last sequence.
+func (a *Activations) LastLogits() []float64 {
+	v := len(a.logits) / (a.batch * a.seq)
+	return a.logits[len(a.logits)-v:]
 }
