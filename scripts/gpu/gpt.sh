@@ -1,0 +1,59 @@
+#!/bin/sh
+# gpt.sh builds (here) and runs (on a GPU machine) the GPU smoke test of
+# issue 16 (examples/gpt).
+#
+#   scripts/gpu/gpt.sh build   # build machine: binaries and a small data set into .gpu-gpt/
+#   scripts/gpu/gpt.sh run     # GPU machine (carry .gpu-gpt); log to $OUT/gpt.log
+#
+# run: every kernel of internal/kernels/gpt.cu against the float64
+# reference of examples/gpt/model (TestGPU*, required to run: no skip),
+# the PTX entry checks of internal/kernels, and 30 steps of the tiny
+# model with examples/gpt (2 in-process ranks; the model's compute is the
+# CPU reference in this version) on the token files of GOROOT/src/go
+# prepared here; the mean loss of the last five steps must be at least
+# 0.5 below that of the first five. About 30 s.
+set -u
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+bin=.gpu-gpt
+
+build() {
+	set -e
+	rm -rf $bin
+	mkdir -p $bin
+	go test -c -o $bin/gpt_model.test ./examples/gpt/model
+	go test -c -o $bin/internal_kernels.test ./internal/kernels
+	go build -o $bin/gpt ./examples/gpt
+	go run ./examples/gpt/prepare -root "$(go env GOROOT)/src/go" -out $bin/data
+	gzip -9 $bin/*.test $bin/gpt $bin/data/*.tok
+	du -sh $bin
+}
+
+run() {
+	set +e
+	export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+	log=${OUT:-.}/gpt.log
+	gunzip -f $bin/*.gz $bin/data/*.gz
+	chmod +x $bin/*.test $bin/gpt
+	status=0
+	{
+		(cd examples/gpt/model && DISTOPT_REQUIRE_GPU=1 "$root/$bin/gpt_model.test" -test.run GPU -test.v) || status=1
+		(cd internal/kernels && DISTOPT_REQUIRE_GPU=1 "$root/$bin/internal_kernels.test" -test.run 'Entries|PTX|TokenRows' ) || status=1
+		$bin/gpt -data $bin/data -preset tiny -ranks 2 -steps 30 -batch 4 -eval-every 10 -sample 120 >$bin/train.log 2>&1 || status=1
+		cat $bin/train.log
+		awk '/^step +[0-9]+\/30 +loss/ { l[++n] = $4 }
+			END { if (n != 30) { print "smoke: " n " training steps, want 30"; exit 1 }
+				for (i = 1; i <= 5; i++) { a += l[i]; b += l[n-5+i] }
+				printf "smoke: first five steps average %.3f, last five %.3f\n", a/5, b/5
+				exit !(b/5 < a/5 - 0.5) }' $bin/train.log || status=1
+		echo "gpt smoke status: $status"
+	} >"$log" 2>&1
+	cat "$log"
+	exit $status
+}
+
+case "${1:-}" in
+build) build ;;
+run) run ;;
+*) echo "usage: $0 build|run" >&2; exit 2 ;;
+esac
