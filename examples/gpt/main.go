@@ -36,6 +36,7 @@ import (
 // options are the command's flags.
 type options struct {
 	data, preset, backend, ckpt, prompt string
+	exportPath                          string
 	shape                               model.Config
 	ranks, batch, micro, steps          int
 	warmup, evalEvery, evalWindows      int
@@ -77,6 +78,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.resume, "resume", false, "continue from the latest checkpoint under -ckpt")
 	fs.IntVar(&o.sampleLen, "sample", 200, "bytes of text to generate at the end (0: none)")
 	fs.StringVar(&o.prompt, "prompt", "func ", "start of the generated text")
+	fs.StringVar(&o.exportPath, "export-init", "", "write the initial weights and the reference loss of the first batch to this safetensors file, and exit")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the batch order")
 	fs.DurationVar(&o.timeout, "step-timeout", 10*time.Minute, "deadline of each step")
 	if err := fs.Parse(args); err != nil {
@@ -127,7 +129,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "gpt:", err)
 		return 2
 	}
-	if _, err := train(o, stdout); err != nil {
+	if o.exportPath != "" {
+		err = exportInit(o, o.exportPath, stdout)
+	} else {
+		_, err = train(o, stdout)
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, "gpt:", err)
 		return 1
 	}

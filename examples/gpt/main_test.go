@@ -2,12 +2,18 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"math"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/distopt/distopt/examples/gpt/data"
+	"github.com/distopt/distopt/examples/gpt/model"
+	"github.com/distopt/distopt/internal/safetensors"
 )
 
 // writeData writes token files of a small, repetitive Go-like text into a
@@ -96,5 +102,71 @@ func TestFlags(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := run([]string{"-data", t.TempDir()}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "prepare") {
 		t.Errorf("missing data: exit %d, %q", code, errOut.String())
+	}
+}
+
+// TestExportInit reads the exported file back: every tensor must hold the
+// model's initial values, and the reference loss must be the CPU model's
+// loss, with the weights read back, on the loader's first batch.
+func TestExportInit(t *testing.T) {
+	dir := writeData(t)
+	path := filepath.Join(t.TempDir(), "init.safetensors")
+	o, err := parseFlags(append(append([]string{}, tinyFlags...), "-data", dir, "-export-init", path), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exportInit(o, path, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	h, _, err := safetensors.Read(f, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(path)
+	m := &model.CPU{Config: o.shape, W: map[string][]float64{}}
+	init := o.shape.Init()
+	for _, p := range o.shape.Params() {
+		var tensor *safetensors.Tensor
+		for i := range h.Tensors {
+			if h.Tensors[i].Name == p.Name {
+				tensor = &h.Tensors[i]
+			}
+		}
+		if tensor == nil {
+			t.Fatalf("%s missing", p.Name)
+		}
+		b := raw[h.DataOffset+tensor.Begin : h.DataOffset+tensor.End]
+		want := make([]float32, len(b)/4)
+		must(t, init(p.Name, 0, want))
+		for i := range want {
+			got := math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+			if got != want[i] {
+				t.Fatalf("%s[%d] = %v, want %v", p.Name, i, got, want[i])
+			}
+			m.W[p.Name] = append(m.W[p.Name], float64(got))
+		}
+	}
+	c, err := readCorpus(dir, o.shape.Vocab)
+	must(t, err)
+	l := data.Loader{Tokens: c.train, Seq: o.shape.Seq, Batch: o.batch, World: 1, MicroBatches: 1, Seed: o.seed}
+	in, tg := make([]int32, o.batch*o.shape.Seq), make([]int32, o.batch*o.shape.Seq)
+	l.MicroBatch(in, tg, 0, 0, 0)
+	a, err := m.Forward(in, tg, o.batch, o.shape.Seq)
+	must(t, err)
+	if got := h.Metadata["reference_loss"]; got != strconv.FormatFloat(a.Loss, 'g', 17, 64) {
+		t.Fatalf("reference loss %s, recomputed %v", got, a.Loss)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
