@@ -11,11 +11,18 @@
 # model with examples/gpt (2 in-process ranks; the model's compute is the
 # CPU reference in this version) on the token files of GOROOT/src/go
 # prepared here; the mean loss of the last five steps must be at least
-# 0.5 below that of the first five. About 30 s.
+# 0.5 below that of the first five. Then the PyTorch reference
+# (scripts/gpt/torch_gpt.py, the machine's torch venv): --check (float64
+# on the CPU: the first batch's loss from the initial weights distopt
+# exported must equal the Go reference's to 1e-9), and the same 30 steps
+# in BF16 autocast on the GPU, printed for comparison (not asserted: 30
+# tiny steps say little). About a minute.
 set -u
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 bin=.gpu-gpt
+flags="-preset tiny -ranks 2 -batch 4 -micro 1 -seed 1"
+py=${PYTHON:-/opt/torch/.venv/bin/python}
 
 build() {
 	set -e
@@ -25,6 +32,7 @@ build() {
 	go test -c -o $bin/internal_kernels.test ./internal/kernels
 	go build -o $bin/gpt ./examples/gpt
 	go run ./examples/gpt/prepare -root "$(go env GOROOT)/src/go" -out $bin/data
+	$bin/gpt -data $bin/data $flags -export-init $bin/init.safetensors
 	gzip -9 $bin/*.test $bin/gpt $bin/data/*.tok
 	du -sh $bin
 }
@@ -39,13 +47,15 @@ run() {
 	{
 		(cd examples/gpt/model && DISTOPT_REQUIRE_GPU=1 "$root/$bin/gpt_model.test" -test.run GPU -test.v) || status=1
 		(cd internal/kernels && DISTOPT_REQUIRE_GPU=1 "$root/$bin/internal_kernels.test" -test.run 'Entries|PTX|TokenRows' ) || status=1
-		$bin/gpt -data $bin/data -preset tiny -ranks 2 -steps 30 -batch 4 -eval-every 10 -sample 120 >$bin/train.log 2>&1 || status=1
+		$bin/gpt -data $bin/data $flags -steps 30 -eval-every 10 -sample 120 >$bin/train.log 2>&1 || status=1
 		cat $bin/train.log
 		awk '/^step +[0-9]+\/30 +loss/ { l[++n] = $4 }
 			END { if (n != 30) { print "smoke: " n " training steps, want 30"; exit 1 }
 				for (i = 1; i <= 5; i++) { a += l[i]; b += l[n-5+i] }
 				printf "smoke: first five steps average %.3f, last five %.3f\n", a/5, b/5
 				exit !(b/5 < a/5 - 0.5) }' $bin/train.log || status=1
+		"$py" scripts/gpt/torch_gpt.py --check --data $bin/data --init $bin/init.safetensors || status=1
+		"$py" scripts/gpt/torch_gpt.py --data $bin/data --init $bin/init.safetensors --steps 30 --eval-every 10 --out ${OUT:-.}/torch_tiny.json || status=1
 		echo "gpt smoke status: $status"
 	} >"$log" 2>&1
 	cat "$log"
