@@ -229,3 +229,101 @@ extern "C" __global__ void gpt_cross_entropy(float *loss, float *dlogits, const 
         }
     }
 }
+
+// Causal multi-head attention (model.Attention and AttentionBackward) on
+// qkv [batch*seq, 3h] (queries, keys, values side by side; head k in
+// columns [k*d, (k+1)*d) of each, d = h/heads), without materializing more
+// than the probabilities p [batch, heads, seq, seq] the backward pass
+// needs. A straightforward reference-order version, one warp per row: the
+// place of a fused (flash) kernel later, with the same contract.
+
+// gpt_attention: for row (b, k, i): p[j] = softmax_j<=i(scale * q_i.k_j),
+// 0 above the diagonal; y[b*seq+i, k*d + c] = sum_{j<=i} p[j]*v_j[c], j
+// increasing.
+extern "C" __global__ void gpt_attention(float *y, float *p, const float *qkv, u64 batch, u64 seq, u64 h, u64 heads,
+                                         float scale) {
+    const u32 lane = threadIdx.x & 31;
+    const u64 d = h / heads, rows = batch * heads * seq;
+    for (u64 r = warp_index(); r < rows; r += warp_stride()) {
+        const u64 i = r % seq, k = (r / seq) % heads, b = r / (seq * heads);
+        const float *q = qkv + (b * seq + i) * 3 * h + k * d;
+        float *pr = p + r * seq;
+        float mx = -INFINITY;
+        for (u64 j = lane; j <= i; j += 32) {
+            const float *kj = qkv + (b * seq + j) * 3 * h + h + k * d;
+            float s = 0;
+            for (u64 c = 0; c < d; c++) s += q[c] * kj[c];
+            pr[j] = scale * s;
+            mx = fmaxf(mx, pr[j]);
+        }
+        mx = warp_max(mx);
+        float sum = 0;
+        for (u64 j = lane; j <= i; j += 32) {
+            pr[j] = expf(pr[j] - mx);
+            sum += pr[j];
+        }
+        const float inv = 1.0f / warp_sum(sum);
+        for (u64 j = lane; j < seq; j += 32) pr[j] = j <= i ? pr[j] * inv : 0.0f;
+        __syncwarp();
+        for (u64 c = lane; c < d; c += 32) {
+            float acc = 0;
+            for (u64 j = 0; j <= i; j++) acc += pr[j] * qkv[(b * seq + j) * 3 * h + 2 * h + k * d + c];
+            y[(b * seq + i) * h + k * d + c] = acc;
+        }
+        __syncwarp();
+    }
+}
+
+// gpt_attention_grad_q: for row (b, k, i): ds[j] = scale*p[j]*(dp[j] -
+// sum_{l<=i} p[l]*dp[l]) with dp[j] = dy_i.v_j (0 above the diagonal), kept
+// in ds [batch, heads, seq, seq]; dq_i[c] = sum_{j<=i} ds[j]*k_j[c] into
+// the query columns of dqkv.
+extern "C" __global__ void gpt_attention_grad_q(float *dqkv, float *ds, const float *dy, const float *p,
+                                                const float *qkv, u64 batch, u64 seq, u64 h, u64 heads, float scale) {
+    const u32 lane = threadIdx.x & 31;
+    const u64 d = h / heads, rows = batch * heads * seq;
+    for (u64 r = warp_index(); r < rows; r += warp_stride()) {
+        const u64 i = r % seq, k = (r / seq) % heads, b = r / (seq * heads);
+        const float *dyi = dy + (b * seq + i) * h + k * d, *pr = p + r * seq;
+        float *dsr = ds + r * seq;
+        float dot = 0;
+        for (u64 j = lane; j <= i; j += 32) {
+            const float *vj = qkv + (b * seq + j) * 3 * h + 2 * h + k * d;
+            float dp = 0;
+            for (u64 c = 0; c < d; c++) dp += dyi[c] * vj[c];
+            dsr[j] = dp;
+            dot += pr[j] * dp;
+        }
+        dot = warp_sum(dot);
+        for (u64 j = lane; j < seq; j += 32) dsr[j] = j <= i ? scale * pr[j] * (dsr[j] - dot) : 0.0f;
+        __syncwarp();
+        for (u64 c = lane; c < d; c += 32) {
+            float acc = 0;
+            for (u64 j = 0; j <= i; j++) acc += dsr[j] * qkv[(b * seq + j) * 3 * h + h + k * d + c];
+            dqkv[(b * seq + i) * 3 * h + k * d + c] = acc;
+        }
+        __syncwarp();
+    }
+}
+
+// gpt_attention_grad_kv: for key row (b, k, j): dk_j[c] = sum_{i>=j}
+// ds[i, j]*q_i[c] and dv_j[c] = sum_{i>=j} p[i, j]*dy_i[c], i increasing,
+// into the key and value columns of dqkv. Runs after gpt_attention_grad_q.
+extern "C" __global__ void gpt_attention_grad_kv(float *dqkv, const float *ds, const float *dy, const float *p,
+                                                 const float *qkv, u64 batch, u64 seq, u64 h, u64 heads) {
+    const u32 lane = threadIdx.x & 31;
+    const u64 d = h / heads, rows = batch * heads * seq;
+    for (u64 r = warp_index(); r < rows; r += warp_stride()) {
+        const u64 j = r % seq, k = (r / seq) % heads, b = r / (seq * heads);
+        const u64 m = r - j; // row (b, k, 0) of p and ds
+        for (u64 c = lane; c < d; c += 32) {
+            float dk = 0, dv = 0;
+            for (u64 i = j; i < seq; i++) {
+                dk += ds[(m + i) * seq + j] * qkv[(b * seq + i) * 3 * h + k * d + c];
+                dv += p[(m + i) * seq + j] * dy[(b * seq + i) * h + k * d + c];
+            }
+            dqkv[(b * seq + j) * 3 * h + h + k * d + c] = dk;
+            dqkv[(b * seq + j) * 3 * h + 2 * h + k * d + c] = dv;
+        }
+    }
+}

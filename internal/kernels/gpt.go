@@ -25,13 +25,17 @@ const (
 	kernelGPTSoftmax        = "gpt_causal_softmax"
 	kernelGPTSoftmaxGrad    = "gpt_causal_softmax_grad"
 	kernelGPTCrossEntropy   = "gpt_cross_entropy"
+	kernelGPTAttention      = "gpt_attention"
+	kernelGPTAttentionGradQ = "gpt_attention_grad_q"
+	kernelGPTAttentionGradK = "gpt_attention_grad_kv"
 )
 
 // gptKernels lists the kernels of gpt.cu.
 func gptKernels() []string {
 	return []string{kernelGPTEmbed, kernelGPTEmbedGradTok, kernelGPTEmbedGradPos, kernelGPTLayerNorm,
 		kernelGPTLayerNormGradX, kernelGPTLayerNormGradW, kernelGPTBiasAdd, kernelGPTColumnSum, kernelGPTAdd,
-		kernelGPTGELU, kernelGPTGELUGrad, kernelGPTSoftmax, kernelGPTSoftmaxGrad, kernelGPTCrossEntropy}
+		kernelGPTGELU, kernelGPTGELUGrad, kernelGPTSoftmax, kernelGPTSoftmaxGrad, kernelGPTCrossEntropy,
+		kernelGPTAttention, kernelGPTAttentionGradQ, kernelGPTAttentionGradK}
 }
 
 // warpRows queues a kernel that takes one warp per row.
@@ -169,4 +173,29 @@ func (k *Set) GPTCausalSoftmaxGrad(s *cuda.Stream, ds, p, dp cuda.DevicePtr, n, 
 func (k *Set) GPTCrossEntropy(s *cuda.Stream, loss, dlogits, logits, target cuda.DevicePtr, rows, v int, coef float32) error {
 	return k.warpRows(s, kernelGPTCrossEntropy, rows, new(cuda.Args).Ptr(loss).Ptr(dlogits).Ptr(logits).Ptr(target).
 		U64(uint64(rows)).U64(uint64(v)).F32(coef))
+}
+
+// GPTAttention queues model.Attention in float32: y [batch·seq, h] and the
+// probabilities p [batch, heads, seq, seq] (kept for GPTAttentionGrad) from
+// qkv [batch·seq, 3h], with scores scaled by scale (1/sqrt(h/heads)). One
+// warp per query row, sums in the reference's order; heads must divide h.
+// Memory and time grow as seq²: the reference-order version that a fused
+// kernel will replace.
+func (k *Set) GPTAttention(s *cuda.Stream, y, p, qkv cuda.DevicePtr, batch, seq, h, heads int, scale float32) error {
+	return k.warpRows(s, kernelGPTAttention, batch*heads*seq, new(cuda.Args).Ptr(y).Ptr(p).Ptr(qkv).
+		U64(uint64(batch)).U64(uint64(seq)).U64(uint64(h)).U64(uint64(heads)).F32(scale))
+}
+
+// GPTAttentionGrad queues model.AttentionBackward in float32: dqkv
+// [batch·seq, 3h] (overwritten) from dy [batch·seq, h], GPTAttention's p
+// and qkv, using ds [batch, heads, seq, seq] as scratch (it then holds the
+// gradient of the scores).
+func (k *Set) GPTAttentionGrad(s *cuda.Stream, dqkv, ds, dy, p, qkv cuda.DevicePtr, batch, seq, h, heads int, scale float32) error {
+	rows := batch * heads * seq
+	if err := k.warpRows(s, kernelGPTAttentionGradQ, rows, new(cuda.Args).Ptr(dqkv).Ptr(ds).Ptr(dy).Ptr(p).Ptr(qkv).
+		U64(uint64(batch)).U64(uint64(seq)).U64(uint64(h)).U64(uint64(heads)).F32(scale)); err != nil {
+		return err
+	}
+	return k.warpRows(s, kernelGPTAttentionGradK, rows, new(cuda.Args).Ptr(dqkv).Ptr(ds).Ptr(dy).Ptr(p).Ptr(qkv).
+		U64(uint64(batch)).U64(uint64(seq)).U64(uint64(h)).U64(uint64(heads)))
 }
