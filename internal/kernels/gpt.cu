@@ -327,3 +327,41 @@ extern "C" __global__ void gpt_attention_grad_kv(float *dqkv, const float *ds, c
         }
     }
 }
+
+// The tied output head reads the token embedding, a bfloat16 parameter
+// that the FP8 GEMMs do not take: plain products with one thread per output
+// element and sums in index order (model.Linear and LinearBackward without
+// bias). With the byte-level vocabulary the head is small (256 x hidden).
+
+// gpt_linear_bf16: y[r, o] = sum_i x[r, i]*w[o, i], x float32 [rows, in],
+// w bfloat16 [out, in].
+extern "C" __global__ void gpt_linear_bf16(float *y, const float *x, const u16 *w, u64 rows, u64 in, u64 out) {
+    for (u64 e = thread_index(); e < rows * out; e += grid_stride()) {
+        const u64 r = e / out, o = e % out;
+        float s = 0;
+        for (u64 i = 0; i < in; i++) s += x[r * in + i] * bf16_to_f32(w[o * in + i]);
+        y[e] = s;
+    }
+}
+
+// gpt_linear_bf16_grad_x: dx[r, i] += sum_o dy[r, o]*w[o, i].
+extern "C" __global__ void gpt_linear_bf16_grad_x(float *dx, const float *dy, const u16 *w, u64 rows, u64 in,
+                                                  u64 out) {
+    for (u64 e = thread_index(); e < rows * in; e += grid_stride()) {
+        const u64 r = e / in, i = e % in;
+        float s = 0;
+        for (u64 o = 0; o < out; o++) s += dy[r * out + o] * bf16_to_f32(w[o * in + i]);
+        dx[e] += s;
+    }
+}
+
+// gpt_linear_bf16_grad_w: dw[o, i] += sum_r dy[r, o]*x[r, i], r increasing.
+extern "C" __global__ void gpt_linear_bf16_grad_w(float *dw, const float *dy, const float *x, u64 rows, u64 in,
+                                                  u64 out) {
+    for (u64 e = thread_index(); e < out * in; e += grid_stride()) {
+        const u64 o = e / in, i = e % in;
+        float s = 0;
+        for (u64 r = 0; r < rows; r++) s += dy[r * out + o] * x[r * in + i];
+        dw[e] += s;
+    }
+}

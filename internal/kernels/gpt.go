@@ -28,6 +28,9 @@ const (
 	kernelGPTAttention      = "gpt_attention"
 	kernelGPTAttentionGradQ = "gpt_attention_grad_q"
 	kernelGPTAttentionGradK = "gpt_attention_grad_kv"
+	kernelGPTLinear         = "gpt_linear_bf16"
+	kernelGPTLinearGradX    = "gpt_linear_bf16_grad_x"
+	kernelGPTLinearGradW    = "gpt_linear_bf16_grad_w"
 )
 
 // gptKernels lists the kernels of gpt.cu.
@@ -35,7 +38,8 @@ func gptKernels() []string {
 	return []string{kernelGPTEmbed, kernelGPTEmbedGradTok, kernelGPTEmbedGradPos, kernelGPTLayerNorm,
 		kernelGPTLayerNormGradX, kernelGPTLayerNormGradW, kernelGPTBiasAdd, kernelGPTColumnSum, kernelGPTAdd,
 		kernelGPTGELU, kernelGPTGELUGrad, kernelGPTSoftmax, kernelGPTSoftmaxGrad, kernelGPTCrossEntropy,
-		kernelGPTAttention, kernelGPTAttentionGradQ, kernelGPTAttentionGradK}
+		kernelGPTAttention, kernelGPTAttentionGradQ, kernelGPTAttentionGradK,
+		kernelGPTLinear, kernelGPTLinearGradX, kernelGPTLinearGradW}
 }
 
 // warpRows queues a kernel that takes one warp per row.
@@ -198,4 +202,30 @@ func (k *Set) GPTAttentionGrad(s *cuda.Stream, dqkv, ds, dy, p, qkv cuda.DeviceP
 	}
 	return k.warpRows(s, kernelGPTAttentionGradK, rows, new(cuda.Args).Ptr(dqkv).Ptr(ds).Ptr(dy).Ptr(p).Ptr(qkv).
 		U64(uint64(batch)).U64(uint64(seq)).U64(uint64(h)).U64(uint64(heads)))
+}
+
+// GPTLinearBF16 queues y = x·wᵀ (model.Linear without bias) for float32 x
+// [rows, in] and a bfloat16 weight w [out, in]: the tied output head,
+// whose weight is the high-precision token embedding. One thread per
+// output, sums in index order.
+func (k *Set) GPTLinearBF16(s *cuda.Stream, y, x, w cuda.DevicePtr, rows, in, out int) error {
+	return k.elementwise(s, kernelGPTLinear, rows*out, new(cuda.Args).Ptr(y).Ptr(x).Ptr(w).
+		U64(uint64(rows)).U64(uint64(in)).U64(uint64(out)))
+}
+
+// GPTLinearBF16Grad queues the gradients of GPTLinearBF16 (model.LinearBackward
+// without bias), accumulated in float32: dx += dy·w unless dx is 0, and
+// dw += dyᵀ·x unless dw is 0 (rows in order).
+func (k *Set) GPTLinearBF16Grad(s *cuda.Stream, dx, dw, dy, x, w cuda.DevicePtr, rows, in, out int) error {
+	if dx != 0 {
+		if err := k.elementwise(s, kernelGPTLinearGradX, rows*in, new(cuda.Args).Ptr(dx).Ptr(dy).Ptr(w).
+			U64(uint64(rows)).U64(uint64(in)).U64(uint64(out))); err != nil {
+			return err
+		}
+	}
+	if dw == 0 || rows == 0 {
+		return nil
+	}
+	return k.elementwise(s, kernelGPTLinearGradW, out*in, new(cuda.Args).Ptr(dw).Ptr(dy).Ptr(x).
+		U64(uint64(rows)).U64(uint64(in)).U64(uint64(out)))
 }

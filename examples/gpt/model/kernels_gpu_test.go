@@ -246,3 +246,22 @@ func TestGPUAttention(t *testing.T) {
 		g.check("dqkv", dqkv, dqkvRef, 2e-4)
 	}
 }
+
+func TestGPULinearBF16(t *testing.T) {
+	g := newGPU(t)
+	const rows, in, out = 77, 96, 50
+	x, xRef := g.f32(rows*in, 1)
+	w, wRef := g.bf(out*in, 0, 0.2)
+	y := cudatest.Alloc(t, g.d, 4*rows*out)
+	g.must(g.k.GPTLinearBF16(g.s, y, x, w, rows, in, out))
+	yRef := make([]float64, rows*out)
+	model.Linear(yRef, xRef, wRef, nil, rows, in, out)
+	g.check("y", y, yRef, 2e-4)
+	dy, dyRef := g.f32(rows*out, 1)
+	dx, dxRef := g.f32(rows*in, 1)
+	dw, dwRef := g.f32(out*in, 1)
+	g.must(g.k.GPTLinearBF16Grad(g.s, dx, dw, dy, x, w, rows, in, out))
+	model.LinearBackward(dxRef, dwRef, nil, dyRef, xRef, wRef, rows, in, out)
+	g.check("dx", dx, dxRef, 2e-4)
+	g.check("dw", dw, dwRef, 2e-4)
+}
