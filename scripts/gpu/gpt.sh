@@ -7,6 +7,9 @@
 #
 # run: every kernel of internal/kernels/gpt.cu against the float64
 # reference of examples/gpt/model (TestGPU*, required to run: no skip),
+# the whole model on the GPU (examples/gpt/gpumodel: loss and gradients
+# against the float64 model on the same gathered weights, and 30 AdamW
+# steps through the overlapped pipeline whose loss must halve),
 # the PTX entry checks of internal/kernels, and 30 steps of the tiny
 # model with examples/gpt (2 in-process ranks; the model's compute is the
 # CPU reference in this version) on the token files of GOROOT/src/go
@@ -30,6 +33,7 @@ build() {
 	mkdir -p $bin
 	go test -c -o $bin/gpt_model.test ./examples/gpt/model
 	go test -c -o $bin/internal_kernels.test ./internal/kernels
+	go test -c -o $bin/gpt_gpumodel.test ./examples/gpt/gpumodel
 	go build -o $bin/gpt ./examples/gpt
 	go run ./examples/gpt/prepare -root "$(go env GOROOT)/src/go" -out $bin/data
 	$bin/gpt -data $bin/data $flags -export-init $bin/init.safetensors
@@ -46,6 +50,7 @@ run() {
 	status=0
 	{
 		(cd examples/gpt/model && DISTOPT_REQUIRE_GPU=1 "$root/$bin/gpt_model.test" -test.run GPU -test.v) || status=1
+		(cd examples/gpt/gpumodel && DISTOPT_REQUIRE_GPU=1 "$root/$bin/gpt_gpumodel.test" -test.v) || status=1
 		(cd internal/kernels && DISTOPT_REQUIRE_GPU=1 "$root/$bin/internal_kernels.test" -test.run 'Entries|PTX|TokenRows' ) || status=1
 		$bin/gpt -data $bin/data $flags -steps 30 -eval-every 10 -sample 120 >$bin/train.log 2>&1 || status=1
 		cat $bin/train.log
