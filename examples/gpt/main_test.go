@@ -93,7 +93,7 @@ func TestResume(t *testing.T) {
 // TestFlags checks that bad flags are refused with a message.
 func TestFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"-preset", "huge"}, {"-heads", "5"}, {"-ranks", "0"}, {"-backend", "gpu"}, {"-resume"}, {"-recipe", "nope"}, {"extra"},
+		{"-preset", "huge"}, {"-backend", "tpu"}, {"-heads", "5"}, {"-ranks", "0"}, {"-resume"}, {"-recipe", "nope"}, {"extra"},
 	} {
 		if _, err := parseFlags(args, &bytes.Buffer{}); err == nil {
 			t.Errorf("%v accepted", args)
