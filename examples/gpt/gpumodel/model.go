@@ -133,7 +133,7 @@ func hp(params Params, name string) (cuda.DevicePtr, error) {
 	}
 	b, ok := v.Data.(collective.DeviceBuffer)
 	if !v.HighPrecision || v.DType != collective.BFloat16 || !ok {
-		return 0, fmt.Errorf("gpumodel: %s must be a high-precision parameter gathered in bfloat16 on the device (is %v, %v)", name, v.DType, v.Data.Memory())
+		return 0, fmt.Errorf("gpumodel: %s must be a high-precision parameter gathered in bfloat16 in device memory (is %v, high precision %v)", name, v.DType, v.HighPrecision)
 	}
 	return cuda.DevicePtr(b.Ptr), nil
 }
