@@ -15,6 +15,7 @@ import (
 func launcherKernels() []string {
 	names := []string{kernelBF16, kernelIota}
 	names = append(names, gradKernels()...)
+	names = append(names, gptKernels()...)
 	for _, k := range fp8Kernels {
 		names = append(names, k.encode, k.decode, k.castScaled)
 	}

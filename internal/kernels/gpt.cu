@@ -1,0 +1,367 @@
+// gpt.cu: the non-GEMM operations of a GPT-2 style decoder (examples/gpt).
+//
+// Activations and gradients are float32; parameters read here (token and
+// position embeddings, LayerNorm weights and biases, linear biases) are the
+// optimizer's gathered high-precision copies in bfloat16. Every reduction
+// runs in a fixed order (warp shuffles over a fixed lane assignment, or one
+// thread looping over rows), so that results are the same from run to run.
+// The reference computations are the float64 functions of
+// examples/gpt/model named in each comment.
+#include "bf16.cuh"
+
+using namespace distopt;
+
+namespace {
+
+// warp_sum returns the sum of v over the 32 lanes of a warp, to every lane
+// (butterfly order: the same on every call).
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// Warps per block and the global warp index of a warp-per-row kernel.
+__device__ __forceinline__ u64 warp_index() { return thread_index() >> 5; }
+__device__ __forceinline__ u64 warp_stride() { return grid_stride() >> 5; }
+
+} // namespace
+
+// gpt_embed (model.Embed): x[r, i] = wte[tok[r], i] + wpe[r % seq, i] for
+// r < rows, i < h.
+extern "C" __global__ void gpt_embed(float *x, const u16 *wte, const u16 *wpe, const int *tok, u64 rows,
+                                     u64 seq, u64 h) {
+    for (u64 e = thread_index(); e < rows * h; e += grid_stride()) {
+        const u64 r = e / h, i = e % h;
+        x[e] = bf16_to_f32(wte[(u64)tok[r] * h + i]) + bf16_to_f32(wpe[(r % seq) * h + i]);
+    }
+}
+
+// gpt_embed_grad_tokens (model.EmbedBackward, token part): for every
+// vocabulary row v and column i, dwte[v, i] += sum of dx[r, i] over the rows
+// r listed in order[start[v] : start[v+1]] (the rows holding token v,
+// increasing), summed in list order.
+extern "C" __global__ void gpt_embed_grad_tokens(float *dwte, const float *dx, const int *order,
+                                                 const int *start, u64 vocab, u64 h) {
+    for (u64 e = thread_index(); e < vocab * h; e += grid_stride()) {
+        const u64 v = e / h, i = e % h;
+        float s = 0;
+        for (int k = start[v]; k < start[v + 1]; k++) s += dx[(u64)order[k] * h + i];
+        dwte[e] += s;
+    }
+}
+
+// gpt_embed_grad_positions (model.EmbedBackward, position part):
+// dwpe[t, i] += sum over b < batch, in order, of dx[b*seq + t, i].
+extern "C" __global__ void gpt_embed_grad_positions(float *dwpe, const float *dx, u64 batch, u64 seq, u64 h) {
+    for (u64 e = thread_index(); e < seq * h; e += grid_stride()) {
+        float s = 0;
+        for (u64 b = 0; b < batch; b++) s += dx[b * seq * h + e];
+        dwpe[e] += s;
+    }
+}
+
+// gpt_layernorm (model.LayerNorm), one warp per row of n: mean, rstd =
+// 1/sqrt(var + eps) (biased variance) kept per row; y = (x-mean)*rstd*w + b.
+extern "C" __global__ void gpt_layernorm(float *y, float *mean, float *rstd, const float *x, const u16 *w,
+                                         const u16 *b, u64 rows, u64 n, float eps) {
+    const u32 lane = threadIdx.x & 31;
+    for (u64 r = warp_index(); r < rows; r += warp_stride()) {
+        const float *xr = x + r * n;
+        float s = 0;
+        for (u64 i = lane; i < n; i += 32) s += xr[i];
+        const float m = warp_sum(s) / (float)n;
+        float v = 0;
+        for (u64 i = lane; i < n; i += 32) {
+            const float d = xr[i] - m;
+            v += d * d;
+        }
+        const float rs = 1.0f / sqrtf(warp_sum(v) / (float)n + eps);
+        for (u64 i = lane; i < n; i += 32)
+            y[r * n + i] = (xr[i] - m) * rs * bf16_to_f32(w[i]) + bf16_to_f32(b[i]);
+        if (lane == 0) {
+            mean[r] = m;
+            rstd[r] = rs;
+        }
+    }
+}
+
+// gpt_layernorm_grad_x (model.LayerNormBackward, dx part), one warp per
+// row: with xhat = (x-mean)*rstd and g = dy*w,
+// dx += rstd*(g - mean(g) - xhat*mean(g*xhat)).
+extern "C" __global__ void gpt_layernorm_grad_x(float *dx, const float *dy, const float *x, const float *mean,
+                                                const float *rstd, const u16 *w, u64 rows, u64 n) {
+    const u32 lane = threadIdx.x & 31;
+    for (u64 r = warp_index(); r < rows; r += warp_stride()) {
+        const float *xr = x + r * n, *dyr = dy + r * n;
+        const float m = mean[r], rs = rstd[r];
+        float sg = 0, sgx = 0;
+        for (u64 i = lane; i < n; i += 32) {
+            const float g = dyr[i] * bf16_to_f32(w[i]);
+            sg += g;
+            sgx += g * ((xr[i] - m) * rs);
+        }
+        const float mg = warp_sum(sg) / (float)n, mgx = warp_sum(sgx) / (float)n;
+        for (u64 i = lane; i < n; i += 32) {
+            const float xhat = (xr[i] - m) * rs;
+            dx[r * n + i] += rs * (dyr[i] * bf16_to_f32(w[i]) - mg - xhat * mgx);
+        }
+    }
+}
+
+// gpt_layernorm_grad_wb (model.LayerNormBackward, dw and db), one thread per
+// column, rows in order: dw[i] += sum_r dy[r, i]*xhat[r, i], db[i] += sum_r dy[r, i].
+extern "C" __global__ void gpt_layernorm_grad_wb(float *dw, float *db, const float *dy, const float *x,
+                                                 const float *mean, const float *rstd, u64 rows, u64 n) {
+    for (u64 i = thread_index(); i < n; i += grid_stride()) {
+        float sw = 0, sb = 0;
+        for (u64 r = 0; r < rows; r++) {
+            const float g = dy[r * n + i];
+            sw += g * ((x[r * n + i] - mean[r]) * rstd[r]);
+            sb += g;
+        }
+        dw[i] += sw;
+        db[i] += sb;
+    }
+}
+
+// gpt_bias_add (bias of model.Linear): y[r, o] += b[o].
+extern "C" __global__ void gpt_bias_add(float *y, const u16 *b, u64 rows, u64 n) {
+    for (u64 e = thread_index(); e < rows * n; e += grid_stride()) y[e] += bf16_to_f32(b[e % n]);
+}
+
+// gpt_column_sum (bias gradient of model.LinearBackward), one thread per
+// column, rows in order: db[i] += sum_r dy[r, i].
+extern "C" __global__ void gpt_column_sum(float *db, const float *dy, u64 rows, u64 n) {
+    for (u64 i = thread_index(); i < n; i += grid_stride()) {
+        float s = 0;
+        for (u64 r = 0; r < rows; r++) s += dy[r * n + i];
+        db[i] += s;
+    }
+}
+
+// gpt_add (the residual connection): y[i] = a[i] + b[i]; y may be a or b.
+extern "C" __global__ void gpt_add(float *y, const float *a, const float *b, u64 n) {
+    for (u64 i = thread_index(); i < n; i += grid_stride()) y[i] = a[i] + b[i];
+}
+
+#define GELU_K 0.7978845608028654f
+#define GELU_C 0.044715f
+
+// gpt_gelu (model.GELU): y = 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))).
+extern "C" __global__ void gpt_gelu(float *y, const float *x, u64 n) {
+    for (u64 i = thread_index(); i < n; i += grid_stride()) {
+        const float v = x[i];
+        y[i] = 0.5f * v * (1.0f + tanhf(GELU_K * (v + GELU_C * v * v * v)));
+    }
+}
+
+// gpt_gelu_grad (model.GELUBackward): dx = dy*GELU'(x).
+extern "C" __global__ void gpt_gelu_grad(float *dx, const float *dy, const float *x, u64 n) {
+    for (u64 i = thread_index(); i < n; i += grid_stride()) {
+        const float v = x[i], t = tanhf(GELU_K * (v + GELU_C * v * v * v));
+        dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_C * v * v));
+    }
+}
+
+// gpt_causal_softmax (model.CausalSoftmax), one warp per row of the n
+// matrices [t, t]: p[i, j] = exp(scale*s[i, j] - max) / sum for j <= i,
+// 0 above the diagonal (whose scores are not read). p may be s.
+extern "C" __global__ void gpt_causal_softmax(float *p, const float *s, u64 n, u64 t, float scale) {
+    const u32 lane = threadIdx.x & 31;
+    for (u64 r = warp_index(); r < n * t; r += warp_stride()) {
+        const u64 i = r % t;
+        const float *sr = s + r * t;
+        float *pr = p + r * t;
+        float mx = -INFINITY;
+        for (u64 j = lane; j <= i; j += 32) mx = fmaxf(mx, scale * sr[j]);
+        mx = warp_max(mx);
+        float sum = 0;
+        for (u64 j = lane; j <= i; j += 32) sum += expf(scale * sr[j] - mx);
+        const float inv = 1.0f / warp_sum(sum);
+        for (u64 j = lane; j < t; j += 32) pr[j] = j <= i ? expf(scale * sr[j] - mx) * inv : 0.0f;
+    }
+}
+
+// gpt_causal_softmax_grad (model.CausalSoftmaxBackward), one warp per row:
+// ds[i, j] = scale*p[i, j]*(dp[i, j] - sum_{k<=i} p[i, k]*dp[i, k]) for
+// j <= i, 0 above the diagonal. ds may be dp.
+extern "C" __global__ void gpt_causal_softmax_grad(float *ds, const float *p, const float *dp, u64 n, u64 t,
+                                                   float scale) {
+    const u32 lane = threadIdx.x & 31;
+    for (u64 r = warp_index(); r < n * t; r += warp_stride()) {
+        const u64 i = r % t;
+        const float *pr = p + r * t, *dpr = dp + r * t;
+        float dot = 0;
+        for (u64 j = lane; j <= i; j += 32) dot += pr[j] * dpr[j];
+        dot = warp_sum(dot);
+        for (u64 j = lane; j < t; j += 32) ds[r * t + j] = j <= i ? scale * pr[j] * (dpr[j] - dot) : 0.0f;
+    }
+}
+
+// gpt_cross_entropy (model.CrossEntropy and CrossEntropyBackward fused),
+// one warp per row of v logits: loss[r] = log(sum exp(l - max)) + max -
+// l[target[r]], and, when dlogits is not null,
+// dlogits[r, i] = coef*(softmax(l)[i] - (i == target[r])). dlogits may be
+// logits.
+extern "C" __global__ void gpt_cross_entropy(float *loss, float *dlogits, const float *logits, const int *target,
+                                             u64 rows, u64 v, float coef) {
+    const u32 lane = threadIdx.x & 31;
+    for (u64 r = warp_index(); r < rows; r += warp_stride()) {
+        const float *lr = logits + r * v;
+        float mx = -INFINITY;
+        for (u64 i = lane; i < v; i += 32) mx = fmaxf(mx, lr[i]);
+        mx = warp_max(mx);
+        float sum = 0;
+        for (u64 i = lane; i < v; i += 32) sum += expf(lr[i] - mx);
+        sum = warp_sum(sum);
+        const float tl = lr[target[r]];
+        __syncwarp();
+        if (lane == 0) loss[r] = logf(sum) + mx - tl;
+        if (dlogits != nullptr) {
+            const float inv = 1.0f / sum;
+            for (u64 i = lane; i < v; i += 32)
+                dlogits[r * v + i] = coef * (expf(lr[i] - mx) * inv - (i == (u64)target[r] ? 1.0f : 0.0f));
+        }
+    }
+}
+
+// Causal multi-head attention (model.Attention and AttentionBackward) on
+// qkv [batch*seq, 3h] (queries, keys, values side by side; head k in
+// columns [k*d, (k+1)*d) of each, d = h/heads), without materializing more
+// than the probabilities p [batch, heads, seq, seq] the backward pass
+// needs. A straightforward reference-order version, one warp per row: the
+// place of a fused (flash) kernel later, with the same contract.
+
+// gpt_attention: for row (b, k, i): p[j] = softmax_j<=i(scale * q_i.k_j),
+// 0 above the diagonal; y[b*seq+i, k*d + c] = sum_{j<=i} p[j]*v_j[c], j
+// increasing.
+extern "C" __global__ void gpt_attention(float *y, float *p, const float *qkv, u64 batch, u64 seq, u64 h, u64 heads,
+                                         float scale) {
+    const u32 lane = threadIdx.x & 31;
+    const u64 d = h / heads, rows = batch * heads * seq;
+    for (u64 r = warp_index(); r < rows; r += warp_stride()) {
+        const u64 i = r % seq, k = (r / seq) % heads, b = r / (seq * heads);
+        const float *q = qkv + (b * seq + i) * 3 * h + k * d;
+        float *pr = p + r * seq;
+        float mx = -INFINITY;
+        for (u64 j = lane; j <= i; j += 32) {
+            const float *kj = qkv + (b * seq + j) * 3 * h + h + k * d;
+            float s = 0;
+            for (u64 c = 0; c < d; c++) s += q[c] * kj[c];
+            pr[j] = scale * s;
+            mx = fmaxf(mx, pr[j]);
+        }
+        mx = warp_max(mx);
+        float sum = 0;
+        for (u64 j = lane; j <= i; j += 32) {
+            pr[j] = expf(pr[j] - mx);
+            sum += pr[j];
+        }
+        const float inv = 1.0f / warp_sum(sum);
+        for (u64 j = lane; j < seq; j += 32) pr[j] = j <= i ? pr[j] * inv : 0.0f;
+        __syncwarp();
+        for (u64 c = lane; c < d; c += 32) {
+            float acc = 0;
+            for (u64 j = 0; j <= i; j++) acc += pr[j] * qkv[(b * seq + j) * 3 * h + 2 * h + k * d + c];
+            y[(b * seq + i) * h + k * d + c] = acc;
+        }
+        __syncwarp();
+    }
+}
+
+// gpt_attention_grad_q: for row (b, k, i): ds[j] = scale*p[j]*(dp[j] -
+// sum_{l<=i} p[l]*dp[l]) with dp[j] = dy_i.v_j (0 above the diagonal), kept
+// in ds [batch, heads, seq, seq]; dq_i[c] = sum_{j<=i} ds[j]*k_j[c] into
+// the query columns of dqkv.
+extern "C" __global__ void gpt_attention_grad_q(float *dqkv, float *ds, const float *dy, const float *p,
+                                                const float *qkv, u64 batch, u64 seq, u64 h, u64 heads, float scale) {
+    const u32 lane = threadIdx.x & 31;
+    const u64 d = h / heads, rows = batch * heads * seq;
+    for (u64 r = warp_index(); r < rows; r += warp_stride()) {
+        const u64 i = r % seq, k = (r / seq) % heads, b = r / (seq * heads);
+        const float *dyi = dy + (b * seq + i) * h + k * d, *pr = p + r * seq;
+        float *dsr = ds + r * seq;
+        float dot = 0;
+        for (u64 j = lane; j <= i; j += 32) {
+            const float *vj = qkv + (b * seq + j) * 3 * h + 2 * h + k * d;
+            float dp = 0;
+            for (u64 c = 0; c < d; c++) dp += dyi[c] * vj[c];
+            dsr[j] = dp;
+            dot += pr[j] * dp;
+        }
+        dot = warp_sum(dot);
+        for (u64 j = lane; j < seq; j += 32) dsr[j] = j <= i ? scale * pr[j] * (dsr[j] - dot) : 0.0f;
+        __syncwarp();
+        for (u64 c = lane; c < d; c += 32) {
+            float acc = 0;
+            for (u64 j = 0; j <= i; j++) acc += dsr[j] * qkv[(b * seq + j) * 3 * h + h + k * d + c];
+            dqkv[(b * seq + i) * 3 * h + k * d + c] = acc;
+        }
+        __syncwarp();
+    }
+}
+
+// gpt_attention_grad_kv: for key row (b, k, j): dk_j[c] = sum_{i>=j}
+// ds[i, j]*q_i[c] and dv_j[c] = sum_{i>=j} p[i, j]*dy_i[c], i increasing,
+// into the key and value columns of dqkv. Runs after gpt_attention_grad_q.
+extern "C" __global__ void gpt_attention_grad_kv(float *dqkv, const float *ds, const float *dy, const float *p,
+                                                 const float *qkv, u64 batch, u64 seq, u64 h, u64 heads) {
+    const u32 lane = threadIdx.x & 31;
+    const u64 d = h / heads, rows = batch * heads * seq;
+    for (u64 r = warp_index(); r < rows; r += warp_stride()) {
+        const u64 j = r % seq, k = (r / seq) % heads, b = r / (seq * heads);
+        const u64 m = r - j; // row (b, k, 0) of p and ds
+        for (u64 c = lane; c < d; c += 32) {
+            float dk = 0, dv = 0;
+            for (u64 i = j; i < seq; i++) {
+                dk += ds[(m + i) * seq + j] * qkv[(b * seq + i) * 3 * h + k * d + c];
+                dv += p[(m + i) * seq + j] * dy[(b * seq + i) * h + k * d + c];
+            }
+            dqkv[(b * seq + j) * 3 * h + h + k * d + c] = dk;
+            dqkv[(b * seq + j) * 3 * h + 2 * h + k * d + c] = dv;
+        }
+    }
+}
+
+// The tied output head reads the token embedding, a bfloat16 parameter
+// that the FP8 GEMMs do not take: plain products with one thread per output
+// element and sums in index order (model.Linear and LinearBackward without
+// bias). With the byte-level vocabulary the head is small (256 x hidden).
+
+// gpt_linear_bf16: y[r, o] = sum_i x[r, i]*w[o, i], x float32 [rows, in],
+// w bfloat16 [out, in].
+extern "C" __global__ void gpt_linear_bf16(float *y, const float *x, const u16 *w, u64 rows, u64 in, u64 out) {
+    for (u64 e = thread_index(); e < rows * out; e += grid_stride()) {
+        const u64 r = e / out, o = e % out;
+        float s = 0;
+        for (u64 i = 0; i < in; i++) s += x[r * in + i] * bf16_to_f32(w[o * in + i]);
+        y[e] = s;
+    }
+}
+
+// gpt_linear_bf16_grad_x: dx[r, i] += sum_o dy[r, o]*w[o, i].
+extern "C" __global__ void gpt_linear_bf16_grad_x(float *dx, const float *dy, const u16 *w, u64 rows, u64 in,
+                                                  u64 out) {
+    for (u64 e = thread_index(); e < rows * in; e += grid_stride()) {
+        const u64 r = e / in, i = e % in;
+        float s = 0;
+        for (u64 o = 0; o < out; o++) s += dy[r * out + o] * bf16_to_f32(w[o * in + i]);
+        dx[e] += s;
+    }
+}
+
+// gpt_linear_bf16_grad_w: dw[o, i] += sum_r dy[r, o]*x[r, i], r increasing.
+extern "C" __global__ void gpt_linear_bf16_grad_w(float *dw, const float *dy, const float *x, u64 rows, u64 in,
+                                                  u64 out) {
+    for (u64 e = thread_index(); e < out * in; e += grid_stride()) {
+        const u64 o = e / in, i = e % in;
+        float s = 0;
+        for (u64 r = 0; r < rows; r++) s += dy[r * out + o] * x[r * in + i];
+        dw[e] += s;
+    }
+}

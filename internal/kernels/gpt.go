@@ -1,0 +1,231 @@
+package kernels
+
+import "github.com/distopt/distopt/internal/cuda"
+
+// The kernels of gpt.cu: the operations of examples/gpt's GPT-2 style
+// decoder that are not matrix products. Activations and gradients are
+// float32, the parameters they read (embeddings, LayerNorm weights and
+// biases, linear biases) bfloat16, as the optimizer gathers high-precision
+// parameters. Each launcher's doc names its float64 reference in
+// examples/gpt/model; every reduction runs in a fixed order, so results
+// repeat bit for bit from run to run. Sizes must be non-negative (they
+// panic otherwise); zero rows queue nothing.
+const (
+	kernelGPTEmbed          = "gpt_embed"
+	kernelGPTEmbedGradTok   = "gpt_embed_grad_tokens"
+	kernelGPTEmbedGradPos   = "gpt_embed_grad_positions"
+	kernelGPTLayerNorm      = "gpt_layernorm"
+	kernelGPTLayerNormGradX = "gpt_layernorm_grad_x"
+	kernelGPTLayerNormGradW = "gpt_layernorm_grad_wb"
+	kernelGPTBiasAdd        = "gpt_bias_add"
+	kernelGPTColumnSum      = "gpt_column_sum"
+	kernelGPTAdd            = "gpt_add"
+	kernelGPTGELU           = "gpt_gelu"
+	kernelGPTGELUGrad       = "gpt_gelu_grad"
+	kernelGPTSoftmax        = "gpt_causal_softmax"
+	kernelGPTSoftmaxGrad    = "gpt_causal_softmax_grad"
+	kernelGPTCrossEntropy   = "gpt_cross_entropy"
+	kernelGPTAttention      = "gpt_attention"
+	kernelGPTAttentionGradQ = "gpt_attention_grad_q"
+	kernelGPTAttentionGradK = "gpt_attention_grad_kv"
+	kernelGPTLinear         = "gpt_linear_bf16"
+	kernelGPTLinearGradX    = "gpt_linear_bf16_grad_x"
+	kernelGPTLinearGradW    = "gpt_linear_bf16_grad_w"
+)
+
+// gptKernels lists the kernels of gpt.cu.
+func gptKernels() []string {
+	return []string{kernelGPTEmbed, kernelGPTEmbedGradTok, kernelGPTEmbedGradPos, kernelGPTLayerNorm,
+		kernelGPTLayerNormGradX, kernelGPTLayerNormGradW, kernelGPTBiasAdd, kernelGPTColumnSum, kernelGPTAdd,
+		kernelGPTGELU, kernelGPTGELUGrad, kernelGPTSoftmax, kernelGPTSoftmaxGrad, kernelGPTCrossEntropy,
+		kernelGPTAttention, kernelGPTAttentionGradQ, kernelGPTAttentionGradK,
+		kernelGPTLinear, kernelGPTLinearGradX, kernelGPTLinearGradW}
+}
+
+// warpRows queues a kernel that takes one warp per row.
+func (k *Set) warpRows(s *cuda.Stream, name string, rows int, args *cuda.Args) error {
+	if !checkLen(name, rows) {
+		return nil
+	}
+	return k.launch1D(s, name, 32*rows, 1, args)
+}
+
+// elementwise queues a grid-stride kernel over n items.
+func (k *Set) elementwise(s *cuda.Stream, name string, n int, args *cuda.Args) error {
+	if !checkLen(name, n) {
+		return nil
+	}
+	return k.launch1D(s, name, n, 1, args)
+}
+
+// GPTEmbed queues x[r, i] = wte[tok[r], i] + wpe[r mod seq, i] for r < rows,
+// i < h (model.Embed): x float32 [rows, h], wte and wpe bfloat16, tok int32
+// tokens, each below wte's rows (not checked).
+func (k *Set) GPTEmbed(s *cuda.Stream, x, wte, wpe, tok cuda.DevicePtr, rows, seq, h int) error {
+	return k.elementwise(s, kernelGPTEmbed, rows*h, new(cuda.Args).Ptr(x).Ptr(wte).Ptr(wpe).Ptr(tok).
+		U64(uint64(rows)).U64(uint64(seq)).U64(uint64(h)))
+}
+
+// GPTEmbedGradTokens queues dwte[v, i] += Σ dx[r, i] over the rows r in
+// order[start[v]:start[v+1]], in that order (the token part of
+// model.EmbedBackward): order and start (vocab+1 entries) are int32, the
+// rows of each token increasing, as TokenRows builds them on the host.
+// Summing without atomics keeps the result the same from run to run.
+func (k *Set) GPTEmbedGradTokens(s *cuda.Stream, dwte, dx, order, start cuda.DevicePtr, vocab, h int) error {
+	return k.elementwise(s, kernelGPTEmbedGradTok, vocab*h, new(cuda.Args).Ptr(dwte).Ptr(dx).Ptr(order).
+		Ptr(start).U64(uint64(vocab)).U64(uint64(h)))
+}
+
+// TokenRows returns, for tokens below vocab, the rows holding each token
+// (order, increasing within a token) and where each token's rows start
+// (start[v] to start[v+1]): the input of GPTEmbedGradTokens. It panics on
+// a token outside [0, vocab).
+func TokenRows(tokens []int32, vocab int) (order, start []int32) {
+	start = make([]int32, vocab+1)
+	for _, t := range tokens {
+		start[t+1]++
+	}
+	for v := range vocab {
+		start[v+1] += start[v]
+	}
+	next := append([]int32(nil), start[:vocab]...)
+	order = make([]int32, len(tokens))
+	for r, t := range tokens {
+		order[next[t]] = int32(r)
+		next[t]++
+	}
+	return order, start
+}
+
+// GPTEmbedGradPositions queues dwpe[t, i] += Σ_b dx[b·seq + t, i] (the
+// position part of model.EmbedBackward), b increasing.
+func (k *Set) GPTEmbedGradPositions(s *cuda.Stream, dwpe, dx cuda.DevicePtr, batch, seq, h int) error {
+	return k.elementwise(s, kernelGPTEmbedGradPos, seq*h, new(cuda.Args).Ptr(dwpe).Ptr(dx).
+		U64(uint64(batch)).U64(uint64(seq)).U64(uint64(h)))
+}
+
+// GPTLayerNorm queues model.LayerNorm in float32 with bfloat16 w and b:
+// y, mean and rstd ([rows]) from x [rows, n].
+func (k *Set) GPTLayerNorm(s *cuda.Stream, y, mean, rstd, x, w, b cuda.DevicePtr, rows, n int, eps float32) error {
+	return k.warpRows(s, kernelGPTLayerNorm, rows, new(cuda.Args).Ptr(y).Ptr(mean).Ptr(rstd).Ptr(x).Ptr(w).Ptr(b).
+		U64(uint64(rows)).U64(uint64(n)).F32(eps))
+}
+
+// GPTLayerNormGradX queues the dx part of model.LayerNormBackward:
+// dx += rstd·(dy·w - mean(dy·w) - xhat·mean(dy·w·xhat)).
+func (k *Set) GPTLayerNormGradX(s *cuda.Stream, dx, dy, x, mean, rstd, w cuda.DevicePtr, rows, n int) error {
+	return k.warpRows(s, kernelGPTLayerNormGradX, rows, new(cuda.Args).Ptr(dx).Ptr(dy).Ptr(x).Ptr(mean).Ptr(rstd).
+		Ptr(w).U64(uint64(rows)).U64(uint64(n)))
+}
+
+// GPTLayerNormGradWB queues the dw and db part of model.LayerNormBackward
+// (float32, accumulated): dw += Σ_r dy·xhat, db += Σ_r dy, rows in order.
+func (k *Set) GPTLayerNormGradWB(s *cuda.Stream, dw, db, dy, x, mean, rstd cuda.DevicePtr, rows, n int) error {
+	if !checkLen(kernelGPTLayerNormGradW, rows) {
+		return nil
+	}
+	return k.elementwise(s, kernelGPTLayerNormGradW, n, new(cuda.Args).Ptr(dw).Ptr(db).Ptr(dy).Ptr(x).Ptr(mean).
+		Ptr(rstd).U64(uint64(rows)).U64(uint64(n)))
+}
+
+// GPTBiasAdd queues y[r, i] += b[i] (float32 y [rows, n], bfloat16 b).
+func (k *Set) GPTBiasAdd(s *cuda.Stream, y, b cuda.DevicePtr, rows, n int) error {
+	return k.elementwise(s, kernelGPTBiasAdd, rows*n, new(cuda.Args).Ptr(y).Ptr(b).U64(uint64(rows)).U64(uint64(n)))
+}
+
+// GPTColumnSum queues db[i] += Σ_r dy[r, i] (a bias gradient), rows in order.
+func (k *Set) GPTColumnSum(s *cuda.Stream, db, dy cuda.DevicePtr, rows, n int) error {
+	if !checkLen(kernelGPTColumnSum, rows) {
+		return nil
+	}
+	return k.elementwise(s, kernelGPTColumnSum, n, new(cuda.Args).Ptr(db).Ptr(dy).U64(uint64(rows)).U64(uint64(n)))
+}
+
+// GPTAdd queues y[i] = a[i] + b[i] for i < n (float32; y may be a or b).
+func (k *Set) GPTAdd(s *cuda.Stream, y, a, b cuda.DevicePtr, n int) error {
+	return k.elementwise(s, kernelGPTAdd, n, new(cuda.Args).Ptr(y).Ptr(a).Ptr(b).U64(uint64(n)))
+}
+
+// GPTGELU queues y = model.GELU(x) in float32 (tanh approximation).
+func (k *Set) GPTGELU(s *cuda.Stream, y, x cuda.DevicePtr, n int) error {
+	return k.elementwise(s, kernelGPTGELU, n, new(cuda.Args).Ptr(y).Ptr(x).U64(uint64(n)))
+}
+
+// GPTGELUGrad queues dx = dy·GELU'(x) (model.GELUBackward) in float32.
+func (k *Set) GPTGELUGrad(s *cuda.Stream, dx, dy, x cuda.DevicePtr, n int) error {
+	return k.elementwise(s, kernelGPTGELUGrad, n, new(cuda.Args).Ptr(dx).Ptr(dy).Ptr(x).U64(uint64(n)))
+}
+
+// GPTCausalSoftmax queues model.CausalSoftmax in float32 over n matrices
+// [t, t] of scores s into p (p may be s).
+func (k *Set) GPTCausalSoftmax(s *cuda.Stream, p, scores cuda.DevicePtr, n, t int, scale float32) error {
+	return k.warpRows(s, kernelGPTSoftmax, n*t, new(cuda.Args).Ptr(p).Ptr(scores).U64(uint64(n)).U64(uint64(t)).F32(scale))
+}
+
+// GPTCausalSoftmaxGrad queues model.CausalSoftmaxBackward in float32:
+// ds from p and dp (ds may be dp).
+func (k *Set) GPTCausalSoftmaxGrad(s *cuda.Stream, ds, p, dp cuda.DevicePtr, n, t int, scale float32) error {
+	return k.warpRows(s, kernelGPTSoftmaxGrad, n*t, new(cuda.Args).Ptr(ds).Ptr(p).Ptr(dp).U64(uint64(n)).
+		U64(uint64(t)).F32(scale))
+}
+
+// GPTCrossEntropy queues, for each row r of logits [rows, v] (float32)
+// and int32 target: loss[r] = logsumexp(logits[r]) - logits[r, target[r]];
+// and, unless dlogits is 0, dlogits = coef·(softmax(logits[r]) -
+// onehot(target[r])) (model.CrossEntropyBackward with coef = dloss/rows;
+// dlogits may be logits).
+func (k *Set) GPTCrossEntropy(s *cuda.Stream, loss, dlogits, logits, target cuda.DevicePtr, rows, v int, coef float32) error {
+	return k.warpRows(s, kernelGPTCrossEntropy, rows, new(cuda.Args).Ptr(loss).Ptr(dlogits).Ptr(logits).Ptr(target).
+		U64(uint64(rows)).U64(uint64(v)).F32(coef))
+}
+
+// GPTAttention queues model.Attention in float32: y [batch·seq, h] and the
+// probabilities p [batch, heads, seq, seq] (kept for GPTAttentionGrad) from
+// qkv [batch·seq, 3h], with scores scaled by scale (1/sqrt(h/heads)). One
+// warp per query row, sums in the reference's order; heads must divide h.
+// Memory and time grow as seq²: the reference-order version that a fused
+// kernel will replace.
+func (k *Set) GPTAttention(s *cuda.Stream, y, p, qkv cuda.DevicePtr, batch, seq, h, heads int, scale float32) error {
+	return k.warpRows(s, kernelGPTAttention, batch*heads*seq, new(cuda.Args).Ptr(y).Ptr(p).Ptr(qkv).
+		U64(uint64(batch)).U64(uint64(seq)).U64(uint64(h)).U64(uint64(heads)).F32(scale))
+}
+
+// GPTAttentionGrad queues model.AttentionBackward in float32: dqkv
+// [batch·seq, 3h] (overwritten) from dy [batch·seq, h], GPTAttention's p
+// and qkv, using ds [batch, heads, seq, seq] as scratch (it then holds the
+// gradient of the scores).
+func (k *Set) GPTAttentionGrad(s *cuda.Stream, dqkv, ds, dy, p, qkv cuda.DevicePtr, batch, seq, h, heads int, scale float32) error {
+	rows := batch * heads * seq
+	if err := k.warpRows(s, kernelGPTAttentionGradQ, rows, new(cuda.Args).Ptr(dqkv).Ptr(ds).Ptr(dy).Ptr(p).Ptr(qkv).
+		U64(uint64(batch)).U64(uint64(seq)).U64(uint64(h)).U64(uint64(heads)).F32(scale)); err != nil {
+		return err
+	}
+	return k.warpRows(s, kernelGPTAttentionGradK, rows, new(cuda.Args).Ptr(dqkv).Ptr(ds).Ptr(dy).Ptr(p).Ptr(qkv).
+		U64(uint64(batch)).U64(uint64(seq)).U64(uint64(h)).U64(uint64(heads)))
+}
+
+// GPTLinearBF16 queues y = x·wᵀ (model.Linear without bias) for float32 x
+// [rows, in] and a bfloat16 weight w [out, in]: the tied output head,
+// whose weight is the high-precision token embedding. One thread per
+// output, sums in index order.
+func (k *Set) GPTLinearBF16(s *cuda.Stream, y, x, w cuda.DevicePtr, rows, in, out int) error {
+	return k.elementwise(s, kernelGPTLinear, rows*out, new(cuda.Args).Ptr(y).Ptr(x).Ptr(w).
+		U64(uint64(rows)).U64(uint64(in)).U64(uint64(out)))
+}
+
+// GPTLinearBF16Grad queues the gradients of GPTLinearBF16 (model.LinearBackward
+// without bias), accumulated in float32: dx += dy·w unless dx is 0, and
+// dw += dyᵀ·x unless dw is 0 (rows in order).
+func (k *Set) GPTLinearBF16Grad(s *cuda.Stream, dx, dw, dy, x, w cuda.DevicePtr, rows, in, out int) error {
+	if dx != 0 {
+		if err := k.elementwise(s, kernelGPTLinearGradX, rows*in, new(cuda.Args).Ptr(dx).Ptr(dy).Ptr(w).
+			U64(uint64(rows)).U64(uint64(in)).U64(uint64(out))); err != nil {
+			return err
+		}
+	}
+	if dw == 0 || rows == 0 {
+		return nil
+	}
+	return k.elementwise(s, kernelGPTLinearGradW, out*in, new(cuda.Args).Ptr(dw).Ptr(dy).Ptr(x).
+		U64(uint64(rows)).U64(uint64(in)).U64(uint64(out)))
+}
