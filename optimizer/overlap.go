@@ -92,6 +92,9 @@ func (ov *overlap) reset(o *Optimizer) {
 		ov.rs[b] = nil
 	}
 	ov.next, ov.any = 0, false
+	if o.pool != nil {
+		o.pool.reset()
+	}
 }
 
 // backward returns the bucket that starts k-th in the backward order: the
@@ -135,6 +138,9 @@ func (o *Optimizer) GradReady(name string) error {
 	defer ov.mu.Unlock()
 	if ov.ready[i] == o.cfg.MicroBatches {
 		return fmt.Errorf("optimizer: GradReady(%q) called more than %d times (Config.MicroBatches) in one step: %w", name, o.cfg.MicroBatches, ErrGradReady)
+	}
+	if o.pool != nil {
+		return o.poolReady(i)
 	}
 	ov.any = true
 	if ov.ready[i]++; ov.ready[i] < o.cfg.MicroBatches {
@@ -204,6 +210,10 @@ func (o *Optimizer) keepInFlight() {
 		if w != nil {
 			o.ov.settle = append(o.ov.settle, w)
 		}
+	}
+	if o.pool != nil {
+		o.ov.settle = append(o.ov.settle, o.pool.works()...)
+		o.pool.fifo = o.pool.fifo[:0]
 	}
 }
 
