@@ -68,14 +68,14 @@ func (m MemoryReport) String() string {
 
 // Buffer names of a MemoryReport.
 const (
-	BufFP8Params   = "fp8 parameters"
-	BufHPParams    = "high-precision parameters"
-	BufGrads       = "gradients"
+	BufFP8Params = "fp8 parameters"
+	BufHPParams  = "high-precision parameters"
+	BufGrads     = "gradients"
 	// BufGradShard and BufGradPool replace BufGrads with sharded
 	// gradients: the reduced gradient shard of every bucket, and the pool
 	// of GradBuffers bucket-sized buffers the backward pass writes.
-	BufGradShard = "gradient shard"
-	BufGradPool  = "gradient bucket buffers"
+	BufGradShard   = "gradient shard"
+	BufGradPool    = "gradient bucket buffers"
 	BufMaster      = "fp32 master shard"
 	BufMomentM     = "moment m shard" // "moment " + Rule.Moments()[0] + " shard"
 	BufMomentV     = "moment v shard" // "moment " + Rule.Moments()[1] + " shard"
