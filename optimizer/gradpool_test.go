@@ -2,12 +2,15 @@ package optimizer_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/optimizertest"
 )
@@ -120,5 +123,143 @@ func TestShardedGradientsBitIdentical(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// bucketParams returns the names of the parameters of bucket b.
+func bucketParams(o *optimizer.Optimizer, b int) []string {
+	l := o.Layout()
+	var names []string
+	for _, i := range l.Buckets[b].Params {
+		names = append(names, l.Params[i].Name)
+	}
+	return names
+}
+
+// TestShardedGradientsMisuse drives one rank with a pool of one buffer:
+// a second bucket cannot be written while the first is not declared ready
+// (ErrGradPool), a view ends when its bucket is declared ready (Valid), a
+// parameter cannot be written again after its GradReady before its
+// bucket's reduce-scatter starts (ErrGradReady), and a Step with no
+// gradient declared is refused without breaking the optimizer.
+func TestShardedGradientsMisuse(t *testing.T) {
+	cfg := optimizertest.Configs()["sgd"]
+	cfg.ShardedGradients, cfg.GradBuffers = true, 1
+	o, _ := newOverlapped(t, cfg)
+	ctx := context.Background()
+	if _, err := o.Step(ctx); !errors.Is(err, optimizer.ErrGradReady) {
+		t.Fatalf("Step with no gradient declared: %v, want ErrGradReady", err)
+	}
+	nb := len(o.Layout().Buckets)
+	last, prev := bucketParams(o, nb-1), bucketParams(o, nb-2)
+	if len(last) < 2 {
+		t.Fatalf("last bucket has %d parameters, the test needs 2", len(last))
+	}
+	v, err := o.Grad(last[0])
+	if err != nil || v.Valid() != nil {
+		t.Fatalf("Grad(%q): %v, valid: %v", last[0], err, v.Valid())
+	}
+	if _, err := o.Grad(prev[0]); !errors.Is(err, optimizer.ErrGradPool) {
+		t.Errorf("Grad(%q) with the only buffer lent: %v, want ErrGradPool", prev[0], err)
+	}
+	if err := o.SetGrad(prev[0], make([]float32, len(prev[0]))); !errors.Is(err, optimizer.ErrGradPool) {
+		t.Errorf("SetGrad(%q) with the only buffer lent: %v, want ErrGradPool", prev[0], err)
+	}
+	if err := o.GradReady(last[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Grad(last[0]); !errors.Is(err, optimizer.ErrGradReady) {
+		t.Errorf("Grad(%q) after its GradReady, bucket incomplete: %v, want ErrGradReady", last[0], err)
+	}
+	if v.Valid() != nil {
+		t.Errorf("view of %q ended before its bucket was complete: %v", last[0], v.Valid())
+	}
+	for _, name := range last[1:] {
+		if err := o.GradReady(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := v.Valid(); !errors.Is(err, optimizer.ErrGradPool) {
+		t.Errorf("view of %q after its bucket's GradReady: %v, want ErrGradPool", last[0], err)
+	}
+	for b := nb - 2; b >= 0; b-- { // the buffer comes back as each bucket starts
+		for _, name := range bucketParams(o, b) {
+			if _, err := o.Grad(name); err != nil {
+				t.Fatalf("Grad(%q) once the buffer was reduced: %v", name, err)
+			}
+			if err := o.GradReady(name); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := o.Step(ctx); err != nil {
+		t.Fatalf("Step after the refused calls: %v", err)
+	}
+}
+
+// noAccumulate hides the CPU backend's AccumulateGrad.
+type noAccumulate struct{ optimizer.Backend }
+
+// TestShardedGradientsConfig checks the refused configurations: GradBuffers
+// without ShardedGradients or negative, and accumulation on a backend that
+// cannot add gradient shards.
+func TestShardedGradientsConfig(t *testing.T) {
+	params := optimizertest.AwkwardParams()
+	init := optimizer.FromMap(optimizertest.InitWeights(params, 1))
+	for _, c := range []struct {
+		cfg optimizer.Config
+		be  optimizer.Backend
+	}{
+		{optimizer.Config{GradBuffers: 2}, optimizer.NewCPU(1)},
+		{optimizer.Config{ShardedGradients: true, GradBuffers: -1}, optimizer.NewCPU(1)},
+		{optimizer.Config{ShardedGradients: true, MicroBatches: 2}, noAccumulate{optimizer.NewCPU(1)}},
+	} {
+		c.cfg.Groups = optimizertest.Groups()
+		comm := inproc.Communicators(1)[0]
+		_, err := optimizer.New(context.Background(), comm, c.be, params, init, c.cfg)
+		if !errors.Is(err, optimizer.ErrConfig) || !strings.Contains(err.Error(), "GradBuffers") && !strings.Contains(err.Error(), "GradAccumulator") {
+			t.Errorf("%+v: %v, want ErrConfig naming GradBuffers or GradAccumulator", c.cfg, err)
+		}
+		comm.Close()
+	}
+	comm := inproc.Communicators(1)[0]
+	defer comm.Close()
+	o, err := optimizer.New(context.Background(), comm, noAccumulate{optimizer.NewCPU(1)}, params, init, optimizer.Config{ShardedGradients: true, Groups: optimizertest.Groups()})
+	if err != nil {
+		t.Fatalf("one micro-batch needs no accumulation: %v", err)
+	}
+	o.Close()
+}
+
+// TestShardedGradientsWireBytes counts the reduce-scatters of a step with
+// sharded gradients and 3 micro-batches: one per bucket and micro-batch, in
+// the backward order micro-batch after micro-batch, each of the bucket's
+// full gradient: the wire bytes of the unsharded path times MicroBatches.
+func TestShardedGradientsWireBytes(t *testing.T) {
+	const micro = 3
+	cfg := optimizertest.Configs()["sgd"]
+	cfg.ShardedGradients, cfg.MicroBatches = true, micro
+	o, rec := newOverlapped(t, cfg)
+	l := o.Layout()
+	for range micro {
+		for i := len(l.Params) - 1; i >= 0; i-- {
+			if err := o.GradReady(l.Params[i].Name); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := o.Step(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rs := rec.reduceScatters()
+	nb := len(l.Buckets)
+	if len(rs) != micro*nb {
+		t.Fatalf("%d reduce-scatters, want %d buckets x %d micro-batches", len(rs), nb, micro)
+	}
+	for k, op := range rs {
+		b := nb - 1 - k%nb
+		if want := 2 * l.Buckets[b].Size; op.Src.Len() != want {
+			t.Errorf("reduce-scatter %d: %d bytes, want bucket %d's %d", k, op.Src.Len(), b, want)
+		}
 	}
 }
