@@ -2,6 +2,7 @@ package optimizer
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/distopt/distopt/fp8"
@@ -171,7 +172,7 @@ func memoryOf(l *shard.Layout, params []Param, cfg *Config) MemoryReport {
 	}
 	if cfg.ShardedGradients {
 		r.Buffers[2] = BufferBytes{Name: BufGradShard, Bytes: sum.grad}
-		r.Buffers = append(r.Buffers, BufferBytes{Name: BufGradPool, Bytes: int64(cfg.GradBuffers) * poolBufferBytes(l, cfg)})
+		r.Buffers = slices.Insert(r.Buffers, 3, BufferBytes{Name: BufGradPool, Bytes: int64(cfg.GradBuffers) * poolBufferBytes(l, cfg)})
 	}
 	for i, m := range cfg.Rule.Moments() {
 		r.Buffers = append(r.Buffers, BufferBytes{Name: "moment " + m + " shard", Bytes: sum.moment[i]})
