@@ -263,3 +263,21 @@ func TestShardedGradientsWireBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestShardedGradientsTrainOverlapped drives sharded gradients with
+// optimizertest.TrainOverlapped (one micro-batch, as optimizer/gpu's test
+// does on the CUDA backend) on 2 ranks and compares with the unsharded
+// synchronous Step, bit for bit.
+func TestShardedGradientsTrainOverlapped(t *testing.T) {
+	params := optimizertest.AwkwardParams()
+	cfg := optimizertest.Configs()["E4M3 Block128x128(margin=0, pow2=false)"]
+	grad := nanGrad(1)
+	want := optimizertest.Run(t, 2, overlapSteps, params, cfg, grad)
+	cfg.ShardedGradients = true
+	got := optimizertest.RunRanks(t, 2, cfg, func(ctx context.Context, comm collective.Communicator, cfg optimizer.Config) (optimizertest.Result, error) {
+		return optimizertest.TrainOverlapped(ctx, comm, optimizer.NewCPU(2), params, cfg, overlapSteps, grad, optimizertest.Overlap{MicroBatches: 1})
+	})
+	for r := range 2 {
+		sameRun(t, fmt.Sprintf("rank %d", r), want[r], got[r])
+	}
+}
