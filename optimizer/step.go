@@ -62,7 +62,9 @@ type StepResult struct {
 // The six phases are those of the package documentation, one call each.
 // When the gradients were declared ready (GradReady), their reduce-scatters
 // are already in flight and phase 1 only waits for them; StepAsync is Step
-// without the wait for the gathers.
+// without the wait for the gathers. With Config.ShardedGradients every
+// parameter must have been declared ready MicroBatches times (see the
+// package documentation).
 func (o *Optimizer) Step(ctx context.Context) (StepResult, error) {
 	return o.stepWith(ctx, false)
 }
