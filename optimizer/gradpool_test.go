@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/distopt/distopt/collective"
@@ -278,6 +279,59 @@ func TestShardedGradientsTrainOverlapped(t *testing.T) {
 		return optimizertest.TrainOverlapped(ctx, comm, optimizer.NewCPU(2), params, cfg, overlapSteps, grad, optimizertest.Overlap{MicroBatches: 1})
 	})
 	for r := range 2 {
+		sameRun(t, fmt.Sprintf("rank %d", r), want[r], got[r])
+	}
+}
+
+// TestShardedGradientsConcurrent writes and declares the gradients from one
+// goroutine per parameter (SetGrad then GradReady), as parallel backward
+// hooks would, for two micro-batches on 2 ranks, with a pool buffer per
+// bucket: the state must equal the unsharded synchronous Step's on the
+// accumulated (exact) gradients, and the race detector stay quiet.
+func TestShardedGradientsConcurrent(t *testing.T) {
+	const micro, d = 2, 2
+	params := optimizertest.AwkwardParams()
+	cfg := optimizertest.Configs()["E4M3 TensorCurrent(margin=0, pow2=false)"]
+	grad := exactGrad(d, overlapSkip*micro)
+	want := optimizertest.Run(t, d, overlapSteps, params, cfg, optimizertest.Accumulated(grad, micro))
+	cfg.ShardedGradients, cfg.MicroBatches = true, micro
+	got := optimizertest.RunRanks(t, d, cfg, func(ctx context.Context, comm collective.Communicator, cfg optimizer.Config) (optimizertest.Result, error) {
+		l, err := optimizer.NewLayout(params, d, cfg.Layout)
+		if err != nil {
+			return optimizertest.Result{}, err
+		}
+		cfg.GradBuffers = len(l.Buckets)
+		o, err := optimizer.New(ctx, comm, optimizer.NewCPU(1), params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
+		if err != nil {
+			return optimizertest.Result{}, err
+		}
+		defer o.Close()
+		var results []optimizer.StepResult
+		for s := range overlapSteps {
+			for m := range micro {
+				errs := make([]error, len(params))
+				var wg sync.WaitGroup
+				for i, p := range params {
+					wg.Go(func() {
+						errs[i] = errors.Join(o.SetGrad(p.Name, grad(p, s*micro+m, comm.Rank())), o.GradReady(p.Name))
+					})
+				}
+				wg.Wait()
+				if err := errors.Join(errs...); err != nil {
+					return optimizertest.Result{}, err
+				}
+			}
+			sr, err := o.Step(ctx)
+			if err != nil {
+				return optimizertest.Result{}, err
+			}
+			results = append(results, sr)
+		}
+		res, err := optimizertest.Collect(o, params)
+		res.Results = results
+		return res, err
+	})
+	for r := range d {
 		sameRun(t, fmt.Sprintf("rank %d", r), want[r], got[r])
 	}
 }
