@@ -123,8 +123,17 @@ func (o *Optimizer) backward(k int) int { return len(o.buckets) - 1 - k }
 // several goroutines at once (backward hooks running in parallel), though
 // not concurrently with the other methods.
 //
+// With Config.ShardedGradients a bucket's reduce-scatter starts at the last
+// GradReady of its parameters in every micro-batch, from the pool buffer
+// its gradients were written to, and the bucket's views end (see the
+// package documentation).
+//
 // Errors: ErrUnknownParam; ErrGradReady when the parameter was already
-// declared ready MicroBatches times this step. GradReady does not block.
+// declared ready MicroBatches times this step (with sharded gradients, also
+// when its bucket's reduce-scatter of the previous micro-batch has not
+// started); ErrGradPool when a parameter never written needs a pool buffer
+// and none is free. GradReady does not block, except with sharded
+// gradients to wait for a pool buffer's reduce-scatter to complete.
 func (o *Optimizer) GradReady(name string) error {
 	if err := o.usable(); err != nil {
 		return err
