@@ -88,6 +88,24 @@ type Config struct {
 	// reduce-scatter starts at the MicroBatches-th GradReady of its last
 	// parameter (0: 1, no accumulation). Step without GradReady ignores it.
 	MicroBatches int
+	// ShardedGradients (ZeRO-2) replaces the full-size gradient buffer of
+	// every bucket by a pool of GradBuffers bucket-sized buffers, lent to
+	// the buckets the backward pass writes (Grad, SetGrad) and
+	// reduce-scattered as soon as the bucket is declared ready (GradReady),
+	// then reused; each rank keeps only its shard of the reduced gradient,
+	// in GradType (BFloat16 by default; Float32 makes it an FP32
+	// accumulator), which the norm and the update read. Every parameter
+	// must then be declared ready MicroBatches times per step, Step or
+	// StepAsync alike. With MicroBatches > 1 the reduce-scatter runs for
+	// every micro-batch (wire bytes x MicroBatches) and the reduced shards
+	// are added in micro-batch order, rounded to GradType (the backend must
+	// be a GradAccumulator: the CPU backend is). Do not combine with
+	// collective/fp8grad's ErrorFeedback, which keeps a residual per source
+	// buffer: the pool's buffers serve several buckets (not detected here).
+	ShardedGradients bool
+	// GradBuffers is the number of buffers of the ShardedGradients pool
+	// (default 2). Each holds the largest bucket's gradient.
+	GradBuffers int
 	// Store, when set (a *rendezvous.Store is one), is where ranks first
 	// compare the fingerprint of their layout and configuration at start-up,
 	// before any collective runs. Whether or not it is set, New then
@@ -143,6 +161,9 @@ func (c *Config) setDefaults() {
 	if c.MicroBatches == 0 {
 		c.MicroBatches = 1
 	}
+	if c.ShardedGradients && c.GradBuffers == 0 {
+		c.GradBuffers = 2
+	}
 }
 
 func (c *Config) validate(params []Param) error {
@@ -174,6 +195,9 @@ func (c *Config) validate(params []Param) error {
 	}
 	if c.MicroBatches < 0 {
 		return bad("MicroBatches %d is negative", c.MicroBatches)
+	}
+	if c.GradBuffers < 0 || (c.GradBuffers > 0 && !c.ShardedGradients) {
+		return bad("GradBuffers %d needs ShardedGradients and must be positive", c.GradBuffers)
 	}
 	if c.Momentum < 0 || c.MaxGradNorm < 0 {
 		return bad("momentum %g and max gradient norm %g must not be negative", c.Momentum, c.MaxGradNorm)
@@ -224,6 +248,9 @@ func (c *Config) fields() []shard.Field {
 		{Name: "micro-batches", Value: fmt.Sprint(c.MicroBatches)},
 	}
 	fs = append(fs, c.momentFields()...)
+	if c.ShardedGradients {
+		fs = append(fs, shard.Field{Name: "sharded gradients", Value: fmt.Sprint(c.GradBuffers, " buffers")})
+	}
 	for i, g := range c.Groups {
 		fs = append(fs, shard.Field{Name: fmt.Sprintf("group %d", i), Value: fmt.Sprintf("%s lr=%s wd=%g", g.Name, g.LR, g.WeightDecay)})
 	}

@@ -110,6 +110,52 @@
 // the other ranks then fail at their deadline or when this rank closes its
 // communicator). Close waits for the collectives in flight.
 //
+// # Sharded gradients (ZeRO-2)
+//
+// With Config.ShardedGradients no rank holds a gradient for the whole
+// model. A pool of Config.GradBuffers (default 2) buffers, each the size
+// of the largest bucket's gradient and allocated by the backend, is lent
+// to the buckets the backward pass writes: Grad or SetGrad of a parameter
+// lends its bucket a zeroed buffer when it has none. When the bucket's
+// last parameter is declared ready (GradReady) its reduce-scatter starts
+// into the bucket's gradient shard, a GradType buffer of the shard's size
+// (BFloat16 by default; GradType Float32 makes it an FP32 accumulator),
+// which the norm and the update read; the buffer returns to the pool once
+// the reduce-scatter completes (waited for, oldest first, when a bucket
+// needs a buffer and none is free, else by Step). See Example_shardedGradients.
+//
+// Semantics and misuse:
+//
+//   - Every parameter must be declared ready MicroBatches times per step,
+//     whether the step is taken with Step or StepAsync: there is no
+//     full-size buffer for Step to reduce. A Step with no gradient declared
+//     returns ErrGradReady and leaves the optimizer usable; one with some
+//     declared and others not breaks it, as in the pipeline. A parameter
+//     declared ready but never written contributes zeros.
+//   - A view from Grad lies in a pooled buffer and is valid only until its
+//     bucket's reduce-scatter starts (the bucket's last GradReady of the
+//     micro-batch) or Step; GradView.Valid reports ErrGradPool after that.
+//     Call Grad again for the next micro-batch (a fresh, zeroed buffer).
+//   - Grad or SetGrad of a bucket when every buffer is lent to a bucket not
+//     yet declared ready returns ErrGradPool (raise GradBuffers, or declare
+//     gradients ready as they complete); a write after the parameter's
+//     GradReady and before its bucket's reduce-scatter started returns
+//     ErrGradReady.
+//   - With MicroBatches = k > 1 the framework writes each micro-batch's own
+//     gradient (not a running sum) and every bucket is reduce-scattered k
+//     times: the gradient wire bytes are k times the unsharded path's. The
+//     reduced shards are added in micro-batch order, in float32 rounded to
+//     GradType (GradAccumulator; the CPU backend has it, optimizer/gpu not
+//     yet, so New refuses k > 1 there). This reduces then accumulates,
+//     where the unsharded path accumulates then reduces: the bits are the
+//     same when the sums are exact (the tests check it so, and bit for bit
+//     for any gradients with one micro-batch), not in general.
+//
+// Memory: gradient bytes per rank are GradBuffers x the largest bucket plus
+// the shard, instead of the whole model: 1 + (2 + 4 + moments)/d bytes per
+// parameter plus the pool (PredictMemory, Report and `distopt plan
+// -sharded-grads` count it).
+//
 // # For backend authors
 //
 // A user of the optimizer picks a Backend (NewCPU, or optimizer/gpu) and
@@ -123,7 +169,8 @@
 // Errors: ErrConfig for a bad configuration, ErrMismatch when ranks
 // disagree on the layout or configuration (naming what differs),
 // ErrUnknownParam, ErrRemote when another rank failed, ErrGradReady and
-// ErrNotGathered for misuse of the overlapped pipeline, and ErrBroken for
+// ErrNotGathered for misuse of the overlapped pipeline, ErrGradPool for a
+// gradient the sharded gradients' pool cannot take, and ErrBroken for
 // every call after a step failed half-way (a timed-out collective, a lost
 // peer): the state can no longer be trusted and must be restored from a
 // checkpoint.

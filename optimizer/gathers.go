@@ -108,7 +108,12 @@ func (o *Optimizer) drain() error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeWait)
 	defer cancel()
 	var err error
-	for _, ws := range [][]collective.Work{o.ov.rs, o.ov.gathers, o.ov.settle} {
+	var pooled []collective.Work
+	if o.pool != nil {
+		pooled = o.pool.works()
+		o.pool.fifo = o.pool.fifo[:0]
+	}
+	for _, ws := range [][]collective.Work{o.ov.rs, pooled, o.ov.gathers, o.ov.settle} {
 		for i, w := range ws {
 			if w != nil {
 				err = errors.Join(err, w.Wait(ctx))

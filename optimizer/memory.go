@@ -2,6 +2,7 @@ package optimizer
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/distopt/distopt/fp8"
@@ -68,9 +69,14 @@ func (m MemoryReport) String() string {
 
 // Buffer names of a MemoryReport.
 const (
-	BufFP8Params   = "fp8 parameters"
-	BufHPParams    = "high-precision parameters"
-	BufGrads       = "gradients"
+	BufFP8Params = "fp8 parameters"
+	BufHPParams  = "high-precision parameters"
+	BufGrads     = "gradients"
+	// BufGradShard and BufGradPool replace BufGrads with sharded
+	// gradients: the reduced gradient shard of every bucket, and the pool
+	// of GradBuffers bucket-sized buffers the backward pass writes.
+	BufGradShard   = "gradient shard"
+	BufGradPool    = "gradient bucket buffers"
 	BufMaster      = "fp32 master shard"
 	BufMomentM     = "moment m shard" // "moment " + Rule.Moments()[0] + " shard"
 	BufMomentV     = "moment v shard" // "moment " + Rule.Moments()[1] + " shard"
@@ -112,6 +118,9 @@ func bufferSizes(b shard.Bucket, cfg *Config) bucketBytes {
 	s := bucketBytes{
 		grad:   size * int64(cfg.GradType.Size()),
 		master: 4 * shardSize,
+	}
+	if cfg.ShardedGradients {
+		s.grad = shardSize * int64(cfg.GradType.Size())
 	}
 	for i, t := range cfg.momentTypes() {
 		s.moment[i] = int64(t.Bytes(b.ShardSize, cfg.MomentBlock))
@@ -161,6 +170,10 @@ func memoryOf(l *shard.Layout, params []Param, cfg *Config) MemoryReport {
 		{Name: BufGrads, Bytes: sum.grad},
 		{Name: BufMaster, Bytes: sum.master},
 	}
+	if cfg.ShardedGradients {
+		r.Buffers[2] = BufferBytes{Name: BufGradShard, Bytes: sum.grad}
+		r.Buffers = slices.Insert(r.Buffers, 3, BufferBytes{Name: BufGradPool, Bytes: int64(cfg.GradBuffers) * poolBufferBytes(l, cfg)})
+	}
 	for i, m := range cfg.Rule.Moments() {
 		r.Buffers = append(r.Buffers, BufferBytes{Name: "moment " + m + " shard", Bytes: sum.moment[i]})
 	}
@@ -179,3 +192,13 @@ func memoryOf(l *shard.Layout, params []Param, cfg *Config) MemoryReport {
 
 // Report returns the memory report of this rank.
 func (o *Optimizer) Report() MemoryReport { return memoryOf(o.layout, o.params, &o.cfg) }
+
+// poolBufferBytes is the size of one buffer of the sharded gradients' pool:
+// the gradient of the largest bucket.
+func poolBufferBytes(l *shard.Layout, cfg *Config) int64 {
+	var n int64
+	for _, b := range l.Buckets {
+		n = max(n, int64(b.Size))
+	}
+	return n * int64(cfg.GradType.Size())
+}

@@ -62,6 +62,7 @@ type Optimizer struct {
 	broken  error
 	pending *ScalarState // applied by the refresh of LoadPieces
 	ov      *overlap     // the overlapped pipeline (GradReady, StepAsync)
+	pool    *gradPool    // sharded gradients' buffers (nil without them)
 }
 
 type bucket struct {
@@ -70,7 +71,8 @@ type bucket struct {
 	lo, hi int
 	pieces []shard.Piece
 	segs   []backend.Segment
-	grad   collective.Buffer // GradType x Size
+	grad   collective.Buffer // GradType x Size (nil with sharded gradients)
+	acc    collective.Buffer // GradType x ShardSize: the reduced gradient shard (sharded gradients only)
 	master collective.Buffer // float32 x ShardSize
 	m, v   collective.Buffer
 	data   collective.Buffer // FP8: Recipe.DataBytes(Size); high precision: HighPrecisionType x Size
@@ -95,6 +97,9 @@ func New(ctx context.Context, comm collective.Communicator, be Backend, params [
 		return nil, err
 	}
 	o := &Optimizer{cfg: cfg, comm: comm, be: be, layout: layout, params: append([]Param(nil), params...), rank: comm.Rank()}
+	if err := checkPoolBackend(&cfg, be); err != nil {
+		return nil, err
+	}
 	if err := o.checkAgreement(ctx); err != nil {
 		return nil, err
 	}
@@ -213,7 +218,7 @@ func (o *Optimizer) allocate() error {
 			return err
 		}
 	}
-	return nil
+	return o.allocPool()
 }
 
 // allocBucket makes the buffers and the segment table of bucket bi.
@@ -228,7 +233,8 @@ func (o *Optimizer) allocBucket(bi int, b shard.Bucket) (*bucket, error) {
 		n   int64
 		use bool
 	}{
-		{&bk.grad, sizes.grad, true},
+		{&bk.grad, sizes.grad, !o.cfg.ShardedGradients},
+		{&bk.acc, sizes.grad, o.cfg.ShardedGradients},
 		{&bk.master, sizes.master, true},
 		{&bk.m, sizes.moment[0], true},
 		{&bk.v, sizes.moment[1], len(o.cfg.Rule.Moments()) > 1},
@@ -355,10 +361,15 @@ func (o *Optimizer) usable() error {
 	return nil
 }
 
-// ZeroGrad zeroes every gradient buffer.
+// ZeroGrad zeroes every gradient buffer. With sharded gradients it zeroes
+// the pool buffers lent to buckets being written (a buffer is zeroed when
+// lent anyway).
 func (o *Optimizer) ZeroGrad() error {
 	if err := o.usable(); err != nil {
 		return err
+	}
+	if o.pool != nil {
+		return o.zeroPool()
 	}
 	for b := range o.buckets {
 		if err := o.inFlight(b, "ZeroGrad"); err != nil {
@@ -388,7 +399,12 @@ func (o *Optimizer) Close() error {
 		}
 	}
 	for _, bk := range o.buckets {
-		for _, b := range []collective.Buffer{bk.grad, bk.master, bk.m, bk.v, bk.data, bk.blocks} {
+		for _, b := range []collective.Buffer{bk.grad, bk.acc, bk.master, bk.m, bk.v, bk.data, bk.blocks} {
+			free(b)
+		}
+	}
+	if o.pool != nil {
+		for _, b := range o.pool.bufs {
 			free(b)
 		}
 	}

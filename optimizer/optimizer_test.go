@@ -58,6 +58,35 @@ func TestMemoryReport(t *testing.T) {
 	}
 }
 
+// TestShardedMemoryReport checks the report with sharded gradients against
+// the buffers allocated, the prediction, and the closed form 1 + (2 + 12)/d
+// bytes per parameter plus the pool: GradBuffers buffers of the largest
+// bucket's BF16 gradient (with FP8 moments, 1 + (2 + 4 + 2 + 8/128)/d).
+func TestShardedMemoryReport(t *testing.T) {
+	params := []Param{{Name: "a", Shape: []int{1024, 1024}}, {Name: "b", Shape: []int{512, 2048}}}
+	for _, c := range []struct {
+		cfg     Config
+		sharded float64
+	}{
+		{Config{ShardedGradients: true}, 2 + 12},
+		{Config{ShardedGradients: true, GradBuffers: 3, FirstMomentType: MomentFP8, SecondMomentType: MomentFP8}, 2 + 4 + 2 + 8.0/128},
+	} {
+		for _, d := range []int{1, 2, 4, 8} {
+			l, err := NewLayout(params, d, c.cfg.Layout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			biggest := 0
+			for _, b := range l.Buckets {
+				biggest = max(biggest, b.Size)
+			}
+			k := max(2, c.cfg.GradBuffers)
+			pool := float64(k*2*biggest) / float64(l.TotalElements())
+			checkMemoryReport(t, params, d, c.cfg, 1+c.sharded/float64(d)+pool)
+		}
+	}
+}
+
 // checkMemoryReport checks the report of rank 0 of d ranks with cfg.
 func checkMemoryReport(t *testing.T, params []Param, d int, cfg Config, want float64) {
 	t.Helper()
@@ -82,10 +111,15 @@ func checkMemoryReport(t *testing.T, params []Param, d int, cfg Config, want flo
 	o := opts[0]
 	var actual int64
 	for _, bk := range o.buckets {
-		for _, b := range []collective.Buffer{bk.grad, bk.master, bk.m, bk.v, bk.data, bk.blocks} {
+		for _, b := range []collective.Buffer{bk.grad, bk.acc, bk.master, bk.m, bk.v, bk.data, bk.blocks} {
 			if b != nil {
 				actual += int64(b.Len())
 			}
+		}
+	}
+	if o.pool != nil {
+		for _, b := range o.pool.bufs {
+			actual += int64(b.Len())
 		}
 	}
 	actual += int64(o.amax.Len() + o.scale.Len() + o.scaleIn.Len() + o.stats.Len())

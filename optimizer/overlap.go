@@ -92,6 +92,9 @@ func (ov *overlap) reset(o *Optimizer) {
 		ov.rs[b] = nil
 	}
 	ov.next, ov.any = 0, false
+	if o.pool != nil {
+		o.pool.reset()
+	}
 }
 
 // backward returns the bucket that starts k-th in the backward order: the
@@ -120,8 +123,17 @@ func (o *Optimizer) backward(k int) int { return len(o.buckets) - 1 - k }
 // several goroutines at once (backward hooks running in parallel), though
 // not concurrently with the other methods.
 //
+// With Config.ShardedGradients a bucket's reduce-scatter starts at the last
+// GradReady of its parameters in every micro-batch, from the pool buffer
+// its gradients were written to, and the bucket's views end (see the
+// package documentation).
+//
 // Errors: ErrUnknownParam; ErrGradReady when the parameter was already
-// declared ready MicroBatches times this step. GradReady does not block.
+// declared ready MicroBatches times this step (with sharded gradients, also
+// when its bucket's reduce-scatter of the previous micro-batch has not
+// started); ErrGradPool when a parameter never written needs a pool buffer
+// and none is free. GradReady does not block, except with sharded
+// gradients to wait for a pool buffer's reduce-scatter to complete.
 func (o *Optimizer) GradReady(name string) error {
 	if err := o.usable(); err != nil {
 		return err
@@ -135,6 +147,9 @@ func (o *Optimizer) GradReady(name string) error {
 	defer ov.mu.Unlock()
 	if ov.ready[i] == o.cfg.MicroBatches {
 		return fmt.Errorf("optimizer: GradReady(%q) called more than %d times (Config.MicroBatches) in one step: %w", name, o.cfg.MicroBatches, ErrGradReady)
+	}
+	if o.pool != nil {
+		return o.poolReady(i)
 	}
 	ov.any = true
 	if ov.ready[i]++; ov.ready[i] < o.cfg.MicroBatches {
@@ -204,6 +219,10 @@ func (o *Optimizer) keepInFlight() {
 		if w != nil {
 			o.ov.settle = append(o.ov.settle, w)
 		}
+	}
+	if o.pool != nil {
+		o.ov.settle = append(o.ov.settle, o.pool.works()...)
+		o.pool.fifo = o.pool.fifo[:0]
 	}
 }
 

@@ -62,7 +62,9 @@ type StepResult struct {
 // The six phases are those of the package documentation, one call each.
 // When the gradients were declared ready (GradReady), their reduce-scatters
 // are already in flight and phase 1 only waits for them; StepAsync is Step
-// without the wait for the gathers.
+// without the wait for the gathers. With Config.ShardedGradients every
+// parameter must have been declared ready MicroBatches times (see the
+// package documentation).
 func (o *Optimizer) Step(ctx context.Context) (StepResult, error) {
 	return o.stepWith(ctx, false)
 }
@@ -82,7 +84,10 @@ func (o *Optimizer) stepWith(ctx context.Context, async bool) (StepResult, error
 	res := StepResult{LossScale: o.LossScale(), ClipCoef: 1}
 	t := &res.Timings
 	reduce := o.reduceGrads
-	if o.ov.any {
+	switch {
+	case o.pool != nil:
+		reduce = o.reducePooled
+	case o.ov.any:
 		reduce = o.reduceReady
 	}
 	if err := reduce(ctx, t); err != nil { // 1
@@ -119,8 +124,12 @@ func since(t0 *time.Time) time.Duration {
 	return d
 }
 
-// gradShard returns this rank's shard of bk's gradient buffer.
+// gradShard returns this rank's shard of bk's gradient buffer (with sharded
+// gradients, the shard buffer).
 func (o *Optimizer) gradShard(bk *bucket) collective.Buffer {
+	if bk.acc != nil {
+		return bk.acc
+	}
 	gsz := o.cfg.GradType.Size()
 	return bk.grad.Slice(gsz*bk.lo, gsz*bk.hi)
 }

@@ -9,12 +9,19 @@ import (
 )
 
 // GradView is where the training framework writes one parameter's full
-// gradient (every rank writes its own; Step averages them).
+// gradient (every rank writes its own; Step averages them). With sharded
+// gradients (Config.ShardedGradients) Data lies in a buffer of the pool
+// lent to the parameter's bucket: it is valid only until the bucket is
+// declared ready (GradReady of its last parameter for the micro-batch)
+// and must then be fetched again (Grad) for the next micro-batch; Valid
+// tells.
 type GradView struct {
 	Name  string
 	Shape []int
 	DType collective.DType  // Config.GradType
 	Data  collective.Buffer // len = elements x DType.Size(), in the backend's memory
+
+	lease *viewLease // the pool lease behind Data (sharded gradients)
 }
 
 // ParamView is one parameter as the model reads it after a step: FP8 bytes
@@ -42,11 +49,23 @@ func (o *Optimizer) place(name string) (int, error) {
 	return i, nil
 }
 
-// Grad returns the gradient view of the named parameter.
+// Grad returns the gradient view of the named parameter. With sharded
+// gradients it lends the parameter's bucket a zeroed buffer of the pool
+// when it has none; ErrGradPool when every buffer is lent to a bucket not
+// yet declared ready, ErrGradReady when the parameter was already declared
+// ready for the micro-batch its bucket's buffer holds.
 func (o *Optimizer) Grad(name string) (GradView, error) {
 	i, err := o.place(name)
 	if err != nil {
 		return GradView{}, err
+	}
+	if o.pool != nil {
+		if err := o.usable(); err != nil {
+			return GradView{}, err
+		}
+		o.ov.mu.Lock()
+		defer o.ov.mu.Unlock()
+		return o.poolView(i)
 	}
 	pl := o.layout.Places[i]
 	sz := o.cfg.GradType.Size()
@@ -58,7 +77,26 @@ func (o *Optimizer) Grad(name string) (GradView, error) {
 // named parameter's gradient view. It may run concurrently with SetGrad and
 // GradReady calls for other parameters; it refuses (ErrGradReady) a
 // parameter whose bucket's reduce-scatter is in flight.
+//
+// With sharded gradients it writes into the pool buffer lent to the
+// parameter's bucket (see Grad), under the lock GradReady takes, so that
+// the bucket's reduce-scatter cannot start during the write.
 func (o *Optimizer) SetGrad(name string, g []float32) error {
+	if o.pool != nil {
+		if _, err := o.place(name); err != nil {
+			return err
+		}
+		o.ov.mu.Lock()
+		defer o.ov.mu.Unlock()
+		if err := o.usable(); err != nil {
+			return err
+		}
+		v, err := o.poolView(o.ov.index[name])
+		if err != nil {
+			return err
+		}
+		return o.writeGrad(v, g)
+	}
 	v, err := o.Grad(name)
 	if err != nil {
 		return err
@@ -66,8 +104,13 @@ func (o *Optimizer) SetGrad(name string, g []float32) error {
 	if err := o.inFlight(o.layout.Places[o.ov.index[name]].Bucket, fmt.Sprintf("SetGrad(%q)", name)); err != nil {
 		return err
 	}
+	return o.writeGrad(v, g)
+}
+
+// writeGrad writes g, rounded to the gradient type, into view v.
+func (o *Optimizer) writeGrad(v GradView, g []float32) error {
 	if len(g)*v.DType.Size() != v.Data.Len() {
-		return fmt.Errorf("optimizer: gradient of %q has %d elements, want %d: %w", name, len(g), v.Data.Len()/v.DType.Size(), ErrConfig)
+		return fmt.Errorf("optimizer: gradient of %q has %d elements, want %d: %w", v.Name, len(g), v.Data.Len()/v.DType.Size(), ErrConfig)
 	}
 	return o.be.Write(v.Data, 0, encodeElems(g, v.DType))
 }

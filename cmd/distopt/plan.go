@@ -101,6 +101,8 @@ func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
 	format := fs.String("format", "", "FP8 format: e4m3 or e5m2 (default: the recipe's, E4M3)")
 	fs.IntVar(&o.cfg.Recipe.HistoryLen, "history", 0, "amax history length of -recipe delayed (0: 1024)")
 	fs.IntVar(&o.cfg.Layout.BucketElements, "bucket", 0, fmt.Sprintf("bucket size in elements (0: %d)", shard.DefaultBucketElements))
+	fs.BoolVar(&o.cfg.ShardedGradients, "sharded-grads", false, "sharded gradients (ZeRO-2): a pool of bucket-sized gradient buffers and a gradient shard per rank instead of a full-size gradient buffer")
+	fs.IntVar(&o.cfg.GradBuffers, "grad-buffers", 0, "buffers of the -sharded-grads pool (0: 2)")
 	sgd := fs.Bool("sgd", false, "SGD with momentum instead of AdamW (one moment)")
 	fs.BoolVar(&o.exactAvg, "exact-avg", false, "the NCCL communicator's ExactAvg: bfloat16 gradients are averaged in float32 scratch")
 	fs.IntVar(&o.group, "group", 0, "hierarchical sharding (collective/hier): shard the state within groups of `G` ranks (a node) and replicate it across groups; every d above G must be a multiple of G (0: flat)")
@@ -275,6 +277,8 @@ type memoryPlan struct {
 	scratch       []int64                  // NCCL scratch per d
 	closedForm    func(d int) float64      // bytes per parameter without scales or padding
 	formula       string
+	alt           []int64 // device total per d under the other gradient option
+	altName       string
 	gpu           plan.GPU // Bytes 0: no GPU chosen
 }
 
@@ -319,13 +323,17 @@ func makePlan(o planOptions) (*memoryPlan, error) {
 	if cfg.Rule == optimizer.RuleNone {
 		cfg.Rule = optimizer.RuleAdamW
 	}
-	g, hp := float64(cfg.GradType.Size()), float64(cfg.HighPrecisionType.Size())
+	if err := p.gradientAlternative(o, params); err != nil {
+		return nil, err
+	}
+	hp := float64(cfg.HighPrecisionType.Size())
+	g, gShard, gForm := gradientClosedForm(cfg, float64(cfg.GradType.Size()), p.n)
 	m, mnames := momentBytes(cfg)
 	weights := (float64(p.nFP8) + hp*float64(nHP)) / float64(p.n)
-	p.closedForm = func(d int) float64 { w, _ := o.shardWorld(d); return weights + g + (4+m)/float64(w) }
-	p.formula = fmt.Sprintf("%s + %g + %s/d", strconv.FormatFloat(weights, 'g', 4, 64), g, strconv.FormatFloat(4+m, 'g', 6, 64))
+	p.closedForm = func(d int) float64 { w, _ := o.shardWorld(d); return weights + g + (gShard+4+m)/float64(w) }
+	p.formula = fmt.Sprintf("%s + %s + %s/d", strconv.FormatFloat(weights, 'g', 4, 64), gForm, strconv.FormatFloat(gShard+4+m, 'g', 6, 64))
 	if o.group > 0 {
-		p.formula = fmt.Sprintf("%s + %g + %s/min(d, %d)", strconv.FormatFloat(weights, 'g', 4, 64), g, strconv.FormatFloat(4+m, 'g', 6, 64), o.group)
+		p.formula = fmt.Sprintf("%s + %s + %s/min(d, %d)", strconv.FormatFloat(weights, 'g', 4, 64), gForm, strconv.FormatFloat(gShard+4+m, 'g', 6, 64), o.group)
 	}
 	rule := "AdamW"
 	if cfg.Rule == optimizer.RuleSGD {
@@ -339,8 +347,12 @@ func makePlan(o planOptions) (*memoryPlan, error) {
 	if recipe.Scaling == fp8.TensorDelayed && recipe.HistoryLen == 0 {
 		recipe.HistoryLen = fp8.DefaultHistoryLen
 	}
+	grads := cfg.GradType.String()
+	if cfg.ShardedGradients {
+		grads += " sharded"
+	}
 	p.config = fmt.Sprintf("%s, %v, gradients %v, moments %v, high-precision copies %v, %s",
-		rule, recipe, cfg.GradType, mnames, cfg.HighPrecisionType, avg)
+		rule, recipe, grads, mnames, cfg.HighPrecisionType, avg)
 	return p, nil
 }
 
@@ -442,6 +454,7 @@ func (p *memoryPlan) write(w io.Writer, bytes bool) {
 		fmt.Fprint(w, " "+plan.Cell(float64(p.total(i)), p.gpu.Bytes))
 	}
 	fmt.Fprintln(w)
+	p.writeAlternative(w)
 	if p.gpu.Bytes > 0 {
 		fmt.Fprintf(w, "* more than the %.2f GiB of %s, before activations, the CUDA context and the framework's caches\n", float64(p.gpu.Bytes)/(1<<30), p.gpu.Name)
 	}

@@ -112,6 +112,10 @@ func TestPlanMatchesPredictMemory(t *testing.T) {
 			optimizer.Config{FirstMomentType: optimizer.MomentFP8, SecondMomentType: optimizer.MomentBFloat16, MomentBlock: 32}},
 		{"SGD, FP8 momentum", []string{"-params", "1000003", "-sgd", "-moments", "fp8"}, []int{2}, flat,
 			optimizer.Config{Rule: optimizer.RuleSGD, Momentum: 0.9, FirstMomentType: optimizer.MomentFP8}},
+		{"sharded gradients, FP8 moments", []string{"-sharded-grads", "-moments", "fp8"}, []int{1, 8}, gpt,
+			optimizer.Config{ShardedGradients: true, FirstMomentType: optimizer.MomentFP8, SecondMomentType: optimizer.MomentFP8}},
+		{"sharded gradients, 3 buffers, fp32 grads", []string{"-sharded-grads", "-grad-buffers", "3", "-grads", "fp32"}, []int{2}, gpt,
+			optimizer.Config{ShardedGradients: true, GradBuffers: 3, GradType: collective.Float32}},
 		{"flat, SGD, small buckets", []string{"-params", "1000003", "-sgd", "-bucket", "100000"}, []int{1, 7}, flat,
 			optimizer.Config{Rule: optimizer.RuleSGD, Momentum: 0.9, Layout: shard.Options{BucketElements: 100000}}},
 	} {
@@ -523,5 +527,41 @@ func TestPlanGroups(t *testing.T) {
 	o.ds = []int{12}
 	if _, err := makePlan(o); err == nil || !strings.Contains(err.Error(), "d=12 is not a multiple of -group 8") {
 		t.Errorf("d=12 in groups of 8: %v", err)
+	}
+}
+
+// TestPlanGradientOptions checks that the comparison table shows the
+// gradient option not chosen, at PredictMemory's total for it, both ways;
+// and the goal: GPT 1.3B at d = 8 with sharded gradients, FP8
+// moments (E4M3 first, square root in E4M3 second) and an FP32 master
+// holds at most 2.3 bytes per parameter per rank, bucket buffers and
+// scales included.
+func TestPlanGradientOptions(t *testing.T) {
+	ds := []int{1, 8}
+	gpt := plan.GPT13B.Params()
+	for _, sharded := range []bool{false, true} {
+		args := []string{"-d", dsFlag(ds), "-moments", "fp8"}
+		row := "distopt, sharded gradients (-sharded-grads) exact"
+		if sharded {
+			args = append(args, "-sharded-grads")
+			row = "distopt, full gradient buffers exact"
+		}
+		buffers, comparison := planOutput(t, ds, args...)
+		got, ok := comparison[row]
+		if !ok {
+			t.Fatalf("sharded %v: no row %q in %v", sharded, row, comparison)
+		}
+		for i, d := range ds {
+			want, err := optimizer.PredictMemory(gpt, d, optimizer.Config{ShardedGradients: !sharded, FirstMomentType: optimizer.MomentFP8, SecondMomentType: optimizer.MomentFP8})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w := fmt.Sprintf("%.2f", float64(want.Total())/(1<<30)); got[i] != w {
+				t.Errorf("sharded %v, d=%d: other option %s GiB, PredictMemory says %s", sharded, d, got[i], w)
+			}
+		}
+		if bpp := atof(t, buffers["bytes per parameter"][1]); sharded && bpp > 2.3 {
+			t.Errorf("d=8, sharded gradients, FP8 moments: %.3f bytes/param, goal 2.3", bpp)
+		}
 	}
 }

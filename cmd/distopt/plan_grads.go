@@ -1,0 +1,70 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/distopt/distopt/internal/plan"
+	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/shard"
+)
+
+// This file holds the planner's two gradient options: a full-size gradient
+// buffer per rank (the default), or sharded gradients (-sharded-grads,
+// optimizer.Config.ShardedGradients): a pool of -grad-buffers bucket-sized
+// buffers and a gradient shard. The comparison table shows the option not
+// chosen as well.
+
+// gradientAlternative fills p.alt with the device total of every d under
+// the gradient option o does not choose.
+func (p *memoryPlan) gradientAlternative(o planOptions, params []optimizer.Param) error {
+	cfg := o.cfg
+	cfg.ShardedGradients = !cfg.ShardedGradients
+	cfg.GradBuffers = 0
+	p.altName = "distopt, sharded gradients (-sharded-grads)"
+	if !cfg.ShardedGradients {
+		p.altName = "distopt, full gradient buffers"
+	}
+	for i, d := range o.ds {
+		world, err := o.shardWorld(d)
+		if err != nil {
+			return err
+		}
+		r, err := optimizer.PredictMemory(params, world, cfg)
+		if err != nil {
+			return fmt.Errorf("d=%d: %w", d, err)
+		}
+		p.alt = append(p.alt, r.Total()+p.scratch[i])
+	}
+	return nil
+}
+
+// writeAlternative prints the comparison row of p.alt.
+func (p *memoryPlan) writeAlternative(w io.Writer) {
+	fmt.Fprintf(w, plan.RowFormat(), p.altName, "exact")
+	for _, t := range p.alt {
+		fmt.Fprint(w, " "+plan.Cell(float64(t), p.gpu.Bytes))
+	}
+	fmt.Fprintln(w)
+}
+
+// gradientClosedForm returns the gradient terms of the closed form in
+// bytes per parameter over n parameters and their formula: g bytes per
+// parameter unsharded; sharded, g/d plus GradBuffers buckets of g bytes
+// per element (the bucket size of the layout options, padding ignored).
+func gradientClosedForm(cfg optimizer.Config, g float64, n int64) (perRank, sharded float64, formula string) {
+	if !cfg.ShardedGradients {
+		return g, 0, strconv.FormatFloat(g, 'g', 4, 64)
+	}
+	k := cfg.GradBuffers
+	if k == 0 {
+		k = 2
+	}
+	b := cfg.Layout.BucketElements
+	if b == 0 {
+		b = shard.DefaultBucketElements
+	}
+	pool := float64(k) * float64(min(int64(b), n)) * g / float64(n)
+	return pool, g, fmt.Sprintf("%s (%d buckets)", strconv.FormatFloat(pool, 'g', 3, 64), k)
+}

@@ -1,0 +1,63 @@
+package gpu
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/collective/single"
+	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/optimizertest"
+)
+
+// TestShardedGradients trains with sharded gradients
+// (Config.ShardedGradients: the pool's buffers from the CUDA backend's
+// Alloc) on one GPU with a one-rank NCCL communicator, for every recipe,
+// with a skipped step, through StepAsync and Step, and compares it with the
+// unsharded synchronous Step on the same GPU and with the CPU backend:
+// step results, scalar state and every byte of state must be equal. The
+// CUDA backend does not accumulate gradient shards (GradAccumulator), so
+// there is one micro-batch.
+func TestShardedGradients(t *testing.T) {
+	r := ncclOne(t)
+	shardedStep(t, r.Comm, r.Backend)
+}
+
+// TestShardedGradientsSingle is TestShardedGradients with
+// collective/single on device memory.
+func TestShardedGradientsSingle(t *testing.T) {
+	b := open(t)
+	copier := func(dst, src collective.Buffer) error {
+		d, s := dst.(collective.DeviceBuffer), src.(collective.DeviceBuffer)
+		return b.Stream().CopyDtoD(ptrOf(d), ptrOf(s), min(d.Size, s.Size))
+	}
+	shardedStep(t, single.New(collective.Device, copier), b)
+}
+
+// shardedStep is the body of TestShardedGradients on comm and be.
+func shardedStep(t *testing.T, comm collective.Communicator, be *Backend) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	params := optimizertest.AwkwardParams()
+	const steps = 6
+	for name, cfg := range stepConfigs() {
+		for _, ov := range []optimizertest.Overlap{{MicroBatches: 1}, {MicroBatches: 1, Sync: true}} {
+			t.Run(fmt.Sprintf("%s/%+v", name, ov), func(t *testing.T) {
+				want, err := optimizertest.Train(ctx, comm, be, params, cfg, steps, oneRankGrad)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sharded := cfg
+				sharded.ShardedGradients = true
+				got, err := optimizertest.TrainOverlapped(ctx, comm, be, params, sharded, steps, oneRankGrad, ov)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cpu := train(t, single.New(collective.Host, nil), optimizer.NewCPU(2), cfg, steps, oneRankGrad)
+				compareOverlap(t, want, got, cpu)
+			})
+		}
+	}
+}
