@@ -31,10 +31,10 @@ build() {
 	set -e
 	rm -rf $bin
 	mkdir -p $bin
-	go test -c -o $bin/gpt_model.test ./examples/gpt/model
-	go test -c -o $bin/internal_kernels.test ./internal/kernels
-	go test -c -o $bin/gpt_gpumodel.test ./examples/gpt/gpumodel
-	go build -o $bin/gpt ./examples/gpt
+	go test -c -ldflags="-s -w" -o $bin/gpt_model.test ./examples/gpt/model
+	go test -c -ldflags="-s -w" -o $bin/internal_kernels.test ./internal/kernels
+	go test -c -ldflags="-s -w" -o $bin/gpt_gpumodel.test ./examples/gpt/gpumodel
+	go build -ldflags="-s -w" -o $bin/gpt ./examples/gpt
 	go run ./examples/gpt/prepare -root "$(go env GOROOT)/src/go" -out $bin/data
 	$bin/gpt -data $bin/data $flags -export-init $bin/init.safetensors
 	gzip -9 $bin/*.test $bin/gpt $bin/data/*.tok

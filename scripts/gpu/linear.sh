@@ -17,7 +17,7 @@ bin=.gpu-linear
 build() {
 	set -e
 	mkdir -p $bin
-	go test -c -o $bin/gemm.test ./gemm
+	go test -c -ldflags="-s -w" -o $bin/gemm.test ./gemm
 }
 
 run() {
