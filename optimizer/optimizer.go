@@ -267,6 +267,9 @@ func (o *Optimizer) allocBucket(bi int, b shard.Bucket) (*bucket, error) {
 
 // loadMasters sets the master shards from init.
 func (o *Optimizer) loadMasters(init InitFunc) error {
+	if init == nil { // checked here, where every rank agrees on the outcome
+		return fmt.Errorf("optimizer: no initial values (the InitFunc is nil; optimizer.FromMap makes one from a map): %w", ErrConfig)
+	}
 	for _, bk := range o.buckets {
 		for _, pc := range bk.pieces {
 			vals := make([]float32, pc.Len)
