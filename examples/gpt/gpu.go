@@ -125,7 +125,7 @@ func gpuLoop(ctx context.Context, o options, opt *optimizer.Optimizer, comm coll
 		if err != nil {
 			return losses, fmt.Errorf("step %d: %w", step+1, err)
 		}
-		if loss, err = meanOverRanks(ctx, comm, be, loss); err != nil {
+		if loss, err = opt.MeanOverRanks(ctx, loss); err != nil {
 			return losses, err
 		}
 		if err := be.Sync(); err != nil {
@@ -147,14 +147,9 @@ func gpuLoop(ctx context.Context, o options, opt *optimizer.Optimizer, comm coll
 			fmt.Fprintf(out, "step %5d  validation loss %.4f (%.3f bits per byte)\n", step+1, v, v/math.Ln2)
 		}
 		if o.ckpt != "" && ((o.ckptEvery > 0 && (step+1)%o.ckptEvery == 0) || last) {
-			if err := opt.WaitGathers(ctx); err != nil {
+			if err := saveCheckpoint(ctx, out, opt, comm, o.ckpt); err != nil {
 				return losses, err
 			}
-			info, err := checkpoint.Save(ctx, opt, comm, o.ckpt, checkpoint.SaveOptions{})
-			if err != nil {
-				return losses, err
-			}
-			fmt.Fprintf(out, "saved %s\n", info.Dir)
 		}
 		if last {
 			break

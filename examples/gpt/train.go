@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -127,14 +126,9 @@ func rank(o options, comm collective.Communicator, loader data.Loader, valid []u
 			fmt.Fprintf(out, "step %5d  validation loss %.4f (%.3f bits per byte)\n", step+1, v, v/math.Ln2)
 		}
 		if o.ckpt != "" && ((o.ckptEvery > 0 && (step+1)%o.ckptEvery == 0) || last) {
-			if err := opt.WaitGathers(ctx); err != nil {
+			if err := saveCheckpoint(ctx, out, opt, comm, o.ckpt); err != nil {
 				return losses, err
 			}
-			info, err := checkpoint.Save(ctx, opt, comm, o.ckpt, checkpoint.SaveOptions{})
-			if err != nil {
-				return losses, err
-			}
-			fmt.Fprintf(out, "saved %s\n", info.Dir)
 		}
 		if last {
 			break
@@ -231,28 +225,8 @@ func trainStep(ctx context.Context, opt *optimizer.Optimizer, comm collective.Co
 	if err != nil {
 		return 0, res, err
 	}
-	loss, err = meanOverRanks(ctx, comm, opt.Backend(), loss)
+	loss, err = opt.MeanOverRanks(ctx, loss)
 	return loss, res, err
-}
-
-// meanOverRanks returns the average of x over the ranks of comm.
-func meanOverRanks(ctx context.Context, comm collective.Communicator, be optimizer.Backend, x float64) (float64, error) {
-	buf, err := be.Alloc(8)
-	if err != nil {
-		return 0, err
-	}
-	defer be.Free(buf)
-	raw := binary.LittleEndian.AppendUint64(nil, math.Float64bits(x))
-	if err := be.Write(buf, 0, raw); err != nil {
-		return 0, err
-	}
-	if err := collective.AllReduce(ctx, comm, buf, buf, collective.Float64, collective.Avg); err != nil {
-		return 0, err
-	}
-	if err := be.Read(raw, buf, 0); err != nil {
-		return 0, err
-	}
-	return math.Float64frombits(binary.LittleEndian.Uint64(raw)), nil
 }
 
 // validLoss is the mean loss over the first windows validation sequences.
@@ -268,4 +242,18 @@ func validLoss(m *model.CPU, valid []uint16, windows int) (float64, error) {
 		total += a.Loss
 	}
 	return total / float64(windows), nil
+}
+
+// saveCheckpoint waits for the parameter gathers in flight and saves the
+// optimizer's state under dir (both training paths).
+func saveCheckpoint(ctx context.Context, out io.Writer, opt *optimizer.Optimizer, comm collective.Communicator, dir string) error {
+	if err := opt.WaitGathers(ctx); err != nil {
+		return err
+	}
+	info, err := checkpoint.Save(ctx, opt, comm, dir, checkpoint.SaveOptions{})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "saved %s\n", info.Dir)
+	return nil
 }

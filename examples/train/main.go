@@ -476,29 +476,8 @@ func step(o *optimizer.Optimizer, comm collective.Communicator, s, bs int, teach
 	if err != nil {
 		return 0, res, err
 	}
-	loss, err = meanOverRanks(ctx, comm, o.Backend(), loss)
+	loss, err = o.MeanOverRanks(ctx, loss)
 	return loss, res, err
-}
-
-// meanOverRanks averages x over the ranks of comm, through a buffer of be
-// (device memory for NCCL).
-func meanOverRanks(ctx context.Context, comm collective.Communicator, be optimizer.Backend, x float64) (float64, error) {
-	buf, err := be.Alloc(8)
-	if err != nil {
-		return 0, err
-	}
-	defer be.Free(buf)
-	raw := binary.LittleEndian.AppendUint64(nil, math.Float64bits(x))
-	if err := be.Write(buf, 0, raw); err != nil {
-		return 0, err
-	}
-	if err := collective.AllReduce(ctx, comm, buf, buf, collective.Float64, collective.Avg); err != nil {
-		return 0, err
-	}
-	if err := be.Read(raw, buf, 0); err != nil {
-		return 0, err
-	}
-	return math.Float64frombits(binary.LittleEndian.Uint64(raw)), nil
 }
 
 // processRank trains one rank of a job started by `distopt run`: the
