@@ -78,8 +78,12 @@
 // there): the error stays that of the direct quantization (1.00x).
 // LinearConfig.KeepTransposed keeps the transposed copy from Forward
 // instead (twice the bytes kept, no transpose in Backward, identical
-// bits). PlanLinear predicts the bytes kept per layer and the transient
-// buffers; KeptBytes, ActivationScratch and PeakScratch report them.
+// bits). LinearConfig.Recompute keeps nothing: the caller recomputes the
+// input (a LayerNorm or GELU output) and hands it back with Restore, and
+// Backward quantizes it again, the same bits. Inputs and output gradients
+// are bfloat16 or float32 (LinearConfig.Input). PlanLinear predicts the
+// bytes kept per layer and the transient buffers; KeptBytes,
+// ActivationScratch and PeakScratch report them.
 //
 // # Numerics
 //

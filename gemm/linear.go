@@ -14,6 +14,11 @@ import (
 // whose input is kept for backward in FP8.
 type LinearConfig struct {
 	In, Out int
+	// Input is the element type of x (Forward, Restore) and dy (Backward):
+	// collective.BFloat16 (the default, when zero) or collective.Float32.
+	// Quantization reads either directly, bit for bit as the fp8 package
+	// casts the same values.
+	Input collective.DType
 	// X quantizes the layer's input: fp8.TensorCurrent (PerTensor scales,
 	// with PerTensor weights) or fp8.Block1x128 (1x128 blocks along rows,
 	// with Tiles128 weights), usually E4M3.
@@ -24,6 +29,21 @@ type LinearConfig struct {
 	// KeepTransposed keeps the transposed FP8 input, made in Forward, until
 	// Backward: twice the memory kept, no transpose in Backward.
 	KeepTransposed bool
+	// Recompute keeps nothing between Forward and Backward: Forward
+	// quantizes x into the engine's shared buffer, and before Backward the
+	// caller recomputes x (a LayerNorm or GELU output, say) and hands it
+	// back with Restore, which Backward quantizes again. Quantization is a
+	// function of x alone, so the bits are those of a kept input when the
+	// recomputed x equals Forward's. Not with KeepTransposed.
+	Recompute bool
+}
+
+// input returns the element type of x and dy.
+func (c LinearConfig) input() collective.DType {
+	if c.Input == 0 {
+		return collective.BFloat16
+	}
+	return c.Input
 }
 
 // layout returns the scale layout of the layer's activations.
@@ -46,6 +66,12 @@ func (c LinearConfig) validate() error {
 			return fmt.Errorf("%w: linear activations take fp8.TensorCurrent or fp8.Block1x128, not %v", ErrLayout, r)
 		}
 	}
+	if t := c.input(); t != collective.BFloat16 && t != collective.Float32 {
+		return fmt.Errorf("%w: linear input type %v, want BFloat16 or Float32", ErrLayout, t)
+	}
+	if c.Recompute && c.KeepTransposed {
+		return fmt.Errorf("%w: linear: Recompute keeps no input and KeepTransposed two copies: choose one", ErrLayout)
+	}
 	if c.X.Scaling != c.DY.Scaling {
 		return fmt.Errorf("%w: linear input %v and output gradient %v scale differently", ErrLayout, c.X, c.DY)
 	}
@@ -64,9 +90,10 @@ type Linear struct {
 	e      *Engine
 	c      LinearConfig
 	tokens int
-	x, xT  Operand // kept: x as Forward quantized it; its transpose with KeepTransposed
-	w      Layout  // the weight layout of the last Forward
-	ready  bool    // Forward ran, Backward not yet
+	x, xT  Operand        // kept: x as Forward quantized it; its transpose with KeepTransposed
+	w      Layout         // the weight layout of the last Forward
+	ready  bool           // Forward ran, Backward not yet
+	src    cuda.DevicePtr // with Recompute: the input given back by Restore
 }
 
 // NewLinear returns a linear layer on e; nothing is allocated before the
@@ -81,10 +108,12 @@ func (e *Engine) NewLinear(c LinearConfig) (*Linear, error) {
 // Config returns the layer's configuration.
 func (l *Linear) Config() LinearConfig { return l.c }
 
-// Forward quantizes x (bfloat16, row-major [tokens, in]) into the layer's
-// kept FP8 input, with KeepTransposed also its transpose, and queues
-// y[tokens, out] = x · wᵀ with w the gathered weight (see Weight). tokens
-// must be a multiple of 16 (the weight gradient's shared dimension).
+// Forward quantizes x (row-major [tokens, in] of the configured Input
+// type) into the layer's kept FP8 input, with KeepTransposed also its
+// transpose (with Recompute into the engine's shared buffer, kept by
+// nobody), and queues y[tokens, out] = x · wᵀ with w the gathered weight
+// (see Weight). tokens must be a multiple of 16 (the weight gradient's
+// shared dimension).
 func (l *Linear) Forward(y Output, x cuda.DevicePtr, tokens int, w Operand) (Result, error) {
 	if err := l.checkWeight(w); err != nil {
 		return Result{}, err
@@ -95,39 +124,48 @@ func (l *Linear) Forward(y Output, x cuda.DevicePtr, tokens int, w Operand) (Res
 	if err := l.hold(tokens); err != nil {
 		return Result{}, err
 	}
-	l.ready = false
+	l.ready, l.src = false, 0
+	xq := l.x
 	err := l.e.d.Do(func() error {
-		if err := l.e.quantize(l.x, x, collective.BFloat16, l.c.X, 0, 0); err != nil {
+		a, err := l.transient(l.c.forwardScratch)
+		if err != nil {
+			return err
+		}
+		if l.c.Recompute {
+			xq = a.x
+		}
+		if err := l.e.quantize(xq, x, l.c.input(), l.c.X, 0, 0); err != nil {
 			return err
 		}
 		if !l.c.KeepTransposed {
 			return nil
-		}
-		a, err := l.transient(l.c.forwardScratch)
-		if err != nil {
-			return err
 		}
 		return l.e.transposeActivation(l.xT, l.x, a.tmp, l.c.X)
 	})
 	if err != nil {
 		return Result{}, err
 	}
-	res, err := l.e.Forward(y, l.x, w)
+	res, err := l.e.Forward(y, xq, w)
 	l.w, l.ready = w.Scales, err == nil
 	return res, err
 }
 
-// Backward quantizes dy (bfloat16 [tokens, out]) and queues dx = dy · w
+// Backward quantizes dy ([tokens, out] of the Input type) and queues dx = dy · w
 // (DGrad: the weight transposed transiently) and dw (+)= dyᵀ · x (WGrad,
 // typically into Gradient(view, accumulate)) from the FP8 input kept by
 // the last Forward. Without KeepTransposed the transposed input is made
 // here, transiently: exactly for per-tensor scales (in WGrad's scratch),
 // and for 1x128 blocks by re-quantizing down the columns the FP8 values
 // Forward kept (see transposeActivation). The transposed output gradient
-// is made transiently too. It returns the results of the two products.
+// is made transiently too. With Recompute the input given to Restore is
+// first quantized again into the engine's shared buffer. It returns the
+// results of the two products.
 func (l *Linear) Backward(dx, dw Output, dy cuda.DevicePtr, w Operand) (dgrad, wgrad Result, err error) {
 	if !l.ready {
 		return Result{}, Result{}, errors.New("gemm: linear Backward without a Forward since the last Backward")
+	}
+	if l.c.Recompute && l.src == 0 {
+		return Result{}, Result{}, errors.New("gemm: linear Backward of a Recompute layer without Restore")
 	}
 	if err := l.checkWeight(w); err != nil {
 		return Result{}, Result{}, err
@@ -137,23 +175,30 @@ func (l *Linear) Backward(dx, dw Output, dy cuda.DevicePtr, w Operand) (dgrad, w
 		if err != nil {
 			return err
 		}
-		xT := l.x
+		x := l.x
+		if l.c.Recompute { // Forward's bits again, from the restored input
+			x = t.x
+			if err := l.e.quantize(x, l.src, l.c.input(), l.c.X, 0, 0); err != nil {
+				return err
+			}
+		}
+		xT := x
 		if l.c.KeepTransposed {
 			xT = l.xT
 		}
 		if t.xT.Data != 0 { // first: t.dy and t.dyT overwrite t.tmp
 			xT = t.xT
-			if err := l.e.transposeActivation(xT, l.x, t.tmp, l.c.X); err != nil {
+			if err := l.e.transposeActivation(xT, x, t.tmp, l.c.X); err != nil {
 				return err
 			}
 		}
-		if err := l.e.quantize(t.dy, dy, collective.BFloat16, l.c.DY, 0, 0); err != nil {
+		if err := l.e.quantize(t.dy, dy, l.c.input(), l.c.DY, 0, 0); err != nil {
 			return err
 		}
 		dyT := t.dy
 		if t.dyT.Data != 0 { // 1x128 blocks: quantized again down the columns
 			dyT = t.dyT
-			if err := l.e.quantize(dyT, dy, collective.BFloat16, l.c.DY, 0, 0); err != nil {
+			if err := l.e.quantize(dyT, dy, l.c.input(), l.c.DY, 0, 0); err != nil {
 				return err
 			}
 		}
@@ -163,8 +208,23 @@ func (l *Linear) Backward(dx, dw Output, dy cuda.DevicePtr, w Operand) (dgrad, w
 		wgrad, err = l.e.queue(dw, dyT, false, xT, false)
 		return err
 	})
-	l.ready = false
+	l.ready, l.src = false, 0
 	return dgrad, wgrad, err
+}
+
+// Restore gives a Recompute layer its input again before Backward: x
+// ([tokens, in] of the Input type) must hold, bit for bit, what Forward
+// was given (the caller recomputes it), and stay unchanged until Backward
+// has been queued, which quantizes it again.
+func (l *Linear) Restore(x cuda.DevicePtr) error {
+	if !l.c.Recompute {
+		return errors.New("gemm: linear Restore without Recompute: the layer keeps its input")
+	}
+	if !l.ready {
+		return errors.New("gemm: linear Restore without a Forward since the last Backward")
+	}
+	l.src = x
+	return nil
 }
 
 func (l *Linear) checkWeight(w Operand) error {
@@ -182,6 +242,10 @@ func (l *Linear) hold(tokens int) error {
 	}
 	if err := l.Release(); err != nil {
 		return err
+	}
+	if l.c.Recompute {
+		l.tokens = tokens
+		return nil
 	}
 	x, err := AllocOperand(l.e.d, tokens, l.c.In, l.c.X.Format, l.c.layout(), false)
 	if err != nil {
@@ -236,6 +300,7 @@ func (l *Linear) Memory() (LinearMemory, error) {
 // transients are the operands one Forward or Backward makes in the
 // engine's activation buffer; a zero Data marks one it does not make.
 type transients struct {
+	x           Operand        // with Recompute: the input, quantized (again)
 	dy, dyT, xT Operand        // the quantized output gradient, its column-quantized form, the remade input
 	tmp         cuda.DevicePtr // bfloat16 [tokens, in]: the input dequantized for its re-quantization
 }
@@ -259,17 +324,22 @@ func takeOperand(a *arena, rows, cols int, f fp8.Format, lay Layout, transposed 
 	return o
 }
 
-// forwardScratch lays out Forward's transients: with KeepTransposed and
-// 1x128 blocks, the bfloat16 input the transpose is quantized from.
+// forwardScratch lays out Forward's transients: with Recompute the
+// quantized input; with KeepTransposed and 1x128 blocks, the bfloat16
+// input the transpose is quantized from.
 func (c LinearConfig) forwardScratch(a *arena, tokens int) transients {
 	var t transients
+	if c.Recompute {
+		t.x = takeOperand(a, tokens, c.In, c.X.Format, c.layout(), false)
+	}
 	if c.KeepTransposed && c.layout() == Rows128 {
 		t.tmp = a.take(2 * tokens * c.In)
 	}
 	return t
 }
 
-// backwardScratch lays out Backward's transients: the quantized output
+// backwardScratch lays out Backward's transients: with Recompute first
+// the input quantized again (alive throughout); the quantized output
 // gradient; for 1x128 blocks also its column-quantized form and, without
 // KeepTransposed, the re-quantized transposed input and its bfloat16
 // source, which the output gradient's operands overwrite once the input is
@@ -277,6 +347,9 @@ func (c LinearConfig) forwardScratch(a *arena, tokens int) transients {
 func (c LinearConfig) backwardScratch(a *arena, tokens int) transients {
 	var t transients
 	lay := c.layout()
+	if c.Recompute {
+		t.x = takeOperand(a, tokens, c.In, c.X.Format, lay, false)
+	}
 	end := 0
 	if lay == Rows128 && !c.KeepTransposed {
 		t.xT = takeOperand(a, tokens, c.In, c.X.Format, lay, true)

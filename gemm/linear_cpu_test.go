@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 )
 
@@ -64,6 +65,38 @@ func TestPlanLinear(t *testing.T) {
 	}
 }
 
+// TestPlanLinearRecompute checks that Recompute keeps nothing and lays
+// the re-quantized input (T*in bytes and its scales) in front of the
+// transients of a transient-transpose layer, for both input types (which
+// change no FP8 buffer).
+func TestPlanLinearRecompute(t *testing.T) {
+	up := func(n int) int { return (n + 255) / 256 * 256 }
+	for _, s := range [][3]int{{gptTokens, 2048, 8192}, {48, 144, 80}} {
+		T, in, out := s[0], s[1], s[2]
+		for _, c := range []struct {
+			name string
+			base LinearConfig
+			w    Layout
+		}{{"per-tensor", perTensorLinear, PerTensor}, {"blocks", blockLinear, Tiles128}} {
+			for _, typ := range []collective.DType{collective.BFloat16, collective.Float32} {
+				plain := linearConfig(c.base, in, out, false)
+				plain.Input = typ
+				rc := plain
+				rc.Recompute = true
+				p, err := PlanLinear(plain, T, c.w)
+				must(t, err)
+				m, err := PlanLinear(rc, T, c.w)
+				must(t, err)
+				x := up(T*in) + up(ScaleBytes(T, in, c.base.layout()))
+				want := LinearMemory{Kept: 0, BF16: 2 * T * in, Transient: x + p.Transient, Products: p.Products}
+				if m != want {
+					t.Errorf("%s %v %v: %+v, want %+v", c.name, typ, s, m, want)
+				}
+			}
+		}
+	}
+}
+
 // TestPlanLinearGPT reports the memory kept per linear layer of the 1.3B
 // GPT against bfloat16 activations and checks the goal (at most
 // 0.52x without KeepTransposed).
@@ -99,6 +132,8 @@ func TestLinearConfigRefusals(t *testing.T) {
 		{"delayed scaling", LinearConfig{In: 32, Out: 32, X: e4Delayed, DY: e5Delayed}, ErrLayout},
 		{"MXFP8", LinearConfig{In: 32, Out: 32, X: e4MX, DY: e5MX}, ErrLayout},
 		{"mixed scalings", LinearConfig{In: 32, Out: 32, X: e4Current, DY: e5Blocks}, ErrLayout},
+		{"uint8 input", LinearConfig{In: 32, Out: 32, Input: collective.Uint8, X: e4Current, DY: e5Current}, ErrLayout},
+		{"recompute and keep", LinearConfig{In: 32, Out: 32, X: e4Current, DY: e5Current, Recompute: true, KeepTransposed: true}, ErrLayout},
 	} {
 		_, err := PlanLinear(c.c, 64, PerTensor)
 		if !errors.Is(err, c.want) {

@@ -31,102 +31,139 @@ type linearRun struct {
 	x, xT     hostOperand // the kept input and the transposed input WGrad read
 }
 
-// runLinear runs Forward and Backward of a layer of case c on bfloat16 x
-// and dy (given as their float32 values) and a float32 gradient that
-// starts at prior, and reads back the outputs, the kept input and the
-// transposed input the weight gradient read (kept, or transient in the
-// engine's buffers).
-func runLinear(t *testing.T, e *Engine, c linearCase, keep bool, w Operand, xv, dyv, prior []float32, T, in, out int) linearRun {
+// linearMode is how a run keeps its input: transient transposes, kept
+// transposes, or nothing (Recompute and Restore).
+type linearMode int
+
+const (
+	transientMode linearMode = iota
+	keepMode
+	recomputeMode
+)
+
+// runLinear runs Forward and Backward of a layer of case c on x and dy of
+// type in (given as their float32 values, which must be representable)
+// and a float32 gradient that starts at prior, and reads back the
+// outputs, the input the layer kept or re-made and the transposed input
+// the weight gradient read (kept, or transient in the engine's buffers).
+func runLinear(t *testing.T, e *Engine, c linearCase, mode linearMode, in collective.DType, w Operand, xv, dyv, prior []float32, T, cin, out int) linearRun {
 	t.Helper()
-	l, err := e.NewLinear(linearConfig(c.base, in, out, keep))
+	cfg := linearConfig(c.base, cin, out, mode == keepMode)
+	cfg.Input, cfg.Recompute = in, mode == recomputeMode
+	l, err := e.NewLinear(cfg)
 	must(t, err)
 	t.Cleanup(func() { l.Release() })
-	x, dy := devAlloc(t, e.d, 2*T*in), devAlloc(t, e.d, 2*T*out)
-	must(t, e.s.Upload(x, encode(xv, collective.BFloat16)))
-	must(t, e.s.Upload(dy, encode(dyv, collective.BFloat16)))
-	y, dx, dw := devAlloc(t, e.d, 2*T*out), devAlloc(t, e.d, 2*T*in), devAlloc(t, e.d, 4*out*in)
+	size := map[collective.DType]int{collective.BFloat16: 2, collective.Float32: 4}[in]
+	x, dy := devAlloc(t, e.d, size*T*cin), devAlloc(t, e.d, size*T*out)
+	must(t, e.s.Upload(x, encode(xv, in)))
+	must(t, e.s.Upload(dy, encode(dyv, in)))
+	y, dx, dw := devAlloc(t, e.d, 2*T*out), devAlloc(t, e.d, 2*T*cin), devAlloc(t, e.d, 4*out*cin)
 	must(t, e.s.Upload(dw, cuda.Bytes(prior)))
 	_, err = l.Forward(BF16(y), x, T, w)
 	must(t, err)
-	if got, want := l.KeptBytes(), map[bool]int{false: 1, true: 2}[keep]*T*in; got < want {
+	if got, want := l.KeptBytes(), map[linearMode]int{transientMode: 1, keepMode: 2}[mode]*T*cin; got < want || (want == 0 && got != 0) {
 		t.Fatalf("kept %d bytes, want at least %d", got, want)
+	}
+	if mode == recomputeMode {
+		must(t, e.s.Memset32(e.act, 0xffffffff, e.actSize/4)) // Forward's quantized input is gone
+		must(t, l.Restore(x))
 	}
 	_, wres, err := l.Backward(BF16(dx), Output{Data: dw, Type: collective.Float32, Accumulate: true}, dy, w)
 	must(t, err)
 	if wres.Path != TensorCores {
 		t.Errorf("wgrad ran on %v", wres.Path)
 	}
-	r := linearRun{y: make([]byte, 2*T*out), dx: make([]byte, 2*T*in), dw: make([]byte, 4*out*in)}
+	r := linearRun{y: make([]byte, 2*T*out), dx: make([]byte, 2*T*cin), dw: make([]byte, 4*out*cin)}
 	must(t, e.s.Download(r.y, y))
 	must(t, e.s.Download(r.dx, dx))
 	must(t, e.s.Download(r.dw, dw))
-	r.x = download(t, e, l.x)
+	bs := cfg.backwardScratch(&arena{base: e.act}, T)
+	xk := l.x
+	if mode == recomputeMode {
+		xk = bs.x
+	}
+	r.x = download(t, e, xk)
 	switch {
-	case keep:
+	case mode == keepMode:
 		r.xT = download(t, e, l.xT)
 	case l.c.layout() == Rows128: // re-made in the engine's activation buffer
-		r.xT = download(t, e, l.c.backwardScratch(&arena{base: e.act}, T).xT)
+		r.xT = download(t, e, bs.xT)
 	default: // transposed inside WGrad, after the output gradient's transpose
-		dyQ := l.c.backwardScratch(&arena{}, T).dy
-		xT := l.x
+		dyQ := bs.dy
+		xT := xk
 		xT.Transposed, xT.Data = true, e.scratch.Add(sideNeed(dyQ, false))
 		r.xT = download(t, e, xT)
 	}
 	return r
 }
 
-// TestLinear runs a layer's Forward and Backward for both recipes, with
-// transient and kept transposes, and checks:
-//   - the kept input is, bit for bit, the CPU quantization of x (per tensor,
-//     or 1x128 blocks along rows);
+// TestLinear runs a layer's Forward and Backward for both recipes and
+// both input types (bfloat16; float32 values that bfloat16 cannot hold),
+// with transient and kept transposes and with Recompute, and checks:
+//   - the kept (or re-made) input is, bit for bit, the CPU quantization of
+//     x (per tensor, or 1x128 blocks along rows);
 //   - the transposed input the weight gradient read is, bit for bit, the
 //     CPU transpose of the kept input (per tensor), or its CPU
 //     re-quantization down the columns (1x128 blocks);
 //   - y, dx and dw against float64 references from the decoded FP8
 //     operands (CPU quantizations of x and dy, the weight as gathered),
 //     within TestProducts' tolerance;
-//   - transient and kept transposes give identical bits of y, dx and dw.
+//   - transient and kept transposes and Recompute give identical bits of
+//     y, dx and dw.
 func TestLinear(t *testing.T) {
 	e := newEngine(t)
 	for _, c := range linearCases {
 		for _, s := range shapes {
-			T, in, out := s[0], s[1], s[2]
-			t.Run(fmt.Sprintf("%s/%dx%dx%d", c.name, T, in, out), func(t *testing.T) {
-				seed := uint64(T*5 + in*3 + out)
-				hw := weight(t, randMatrix(out, in, seed), out, in, c.w)
-				w := hw.upload(t, e)
-				xv, dyv := bf16Values(randMatrix(T, in, seed+1)), bf16Values(randMatrix(T, out, seed+2))
-				prior := randMatrix(out, in, seed+3)
-				hx, hdy, hxT, hdyT := linearRefs(t, c, xv, dyv, T, in, out)
-
-				transient := runLinear(t, e, c, false, w, xv, dyv, prior, T, in, out)
-				kept := runLinear(t, e, c, true, w, xv, dyv, prior, T, in, out)
-				for _, r := range []struct {
-					name string
-					run  linearRun
-				}{{"transient", transient}, {"kept", kept}} {
-					sameOperand(t, r.name+" kept x", r.run.x, hx)
-					sameOperand(t, r.name+" transposed x", r.run.xT, hxT)
-				}
-				for _, o := range []struct {
-					name string
-					a, b []byte
-				}{{"y", transient.y, kept.y}, {"dx", transient.dx, kept.dx}, {"dw", transient.dw, kept.dw}} {
-					if !bytes.Equal(o.a, o.b) {
-						t.Errorf("%s: transient and kept transposes give different bits", o.name)
-					}
-				}
-				W, X, DY := hw.decode(false), hx.decode(false), hdy.decode(false)
-				ref, mag := reference(T, out, in, func(p, k int) float64 { return X[p*in+k] }, func(q, k int) float64 { return W[q*in+k] })
-				compare(t, "y", decodeOut(transient.y, collective.BFloat16), ref, mag, nil, false)
-				ref, mag = reference(T, in, out, func(p, k int) float64 { return DY[p*out+k] }, func(q, k int) float64 { return W[k*in+q] })
-				compare(t, "dx", decodeOut(transient.dx, collective.BFloat16), ref, mag, nil, false)
-				XT, DYT := hxT.decode(false), hdyT.decode(false)
-				ref, mag = reference(out, in, T, func(p, k int) float64 { return DYT[k*out+p] }, func(q, k int) float64 { return XT[k*in+q] })
-				compare(t, "dw", decodeOut(transient.dw, collective.Float32), ref, mag, priorOf(prior, collective.Float32), false)
-			})
+			for _, in := range []collective.DType{collective.BFloat16, collective.Float32} {
+				T, cin, out := s[0], s[1], s[2]
+				t.Run(fmt.Sprintf("%s/%v/%dx%dx%d", c.name, in, T, cin, out), func(t *testing.T) {
+					testLinear(t, e, c, in, T, cin, out)
+				})
+			}
 		}
 	}
+}
+
+func testLinear(t *testing.T, e *Engine, c linearCase, in collective.DType, T, cin, out int) {
+	seed := uint64(T*5 + cin*3 + out)
+	hw := weight(t, randMatrix(out, cin, seed), out, cin, c.w)
+	w := hw.upload(t, e)
+	xv, dyv := randMatrix(T, cin, seed+1), randMatrix(T, out, seed+2)
+	if in == collective.BFloat16 {
+		xv, dyv = bf16Values(xv), bf16Values(dyv)
+	}
+	prior := randMatrix(out, cin, seed+3)
+	hx, hdy, hxT, hdyT := linearRefs(t, c, xv, dyv, T, cin, out)
+
+	transient := runLinear(t, e, c, transientMode, in, w, xv, dyv, prior, T, cin, out)
+	kept := runLinear(t, e, c, keepMode, in, w, xv, dyv, prior, T, cin, out)
+	recomputed := runLinear(t, e, c, recomputeMode, in, w, xv, dyv, prior, T, cin, out)
+	runs := []struct {
+		name string
+		run  linearRun
+	}{{"transient", transient}, {"kept", kept}, {"recompute", recomputed}}
+	for _, r := range runs {
+		sameOperand(t, r.name+" kept x", r.run.x, hx)
+		sameOperand(t, r.name+" transposed x", r.run.xT, hxT)
+	}
+	for _, r := range runs[1:] {
+		for _, o := range []struct {
+			name string
+			a, b []byte
+		}{{"y", transient.y, r.run.y}, {"dx", transient.dx, r.run.dx}, {"dw", transient.dw, r.run.dw}} {
+			if !bytes.Equal(o.a, o.b) {
+				t.Errorf("%s: transient transposes and %s give different bits", o.name, r.name)
+			}
+		}
+	}
+	W, X, DY := hw.decode(false), hx.decode(false), hdy.decode(false)
+	ref, mag := reference(T, out, cin, func(p, k int) float64 { return X[p*cin+k] }, func(q, k int) float64 { return W[q*cin+k] })
+	compare(t, "y", decodeOut(transient.y, collective.BFloat16), ref, mag, nil, false)
+	ref, mag = reference(T, cin, out, func(p, k int) float64 { return DY[p*out+k] }, func(q, k int) float64 { return W[k*cin+q] })
+	compare(t, "dx", decodeOut(transient.dx, collective.BFloat16), ref, mag, nil, false)
+	XT, DYT := hxT.decode(false), hdyT.decode(false)
+	ref, mag = reference(out, cin, T, func(p, k int) float64 { return DYT[k*out+p] }, func(q, k int) float64 { return XT[k*cin+q] })
+	compare(t, "dw", decodeOut(transient.dw, collective.Float32), ref, mag, priorOf(prior, collective.Float32), false)
 }
 
 // linearRefs returns the CPU quantizations a layer of case c makes: the

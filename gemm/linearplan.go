@@ -4,7 +4,7 @@ package gemm
 type LinearMemory struct {
 	// Kept: the bytes held from Forward to Backward, the FP8 input and its
 	// scales (tokens*in + scales), with KeepTransposed also its transpose
-	// (twice that).
+	// (twice that), with Recompute none.
 	Kept int
 	// BF16: what keeping the input in bfloat16 would hold, 2*tokens*in.
 	BF16 int
@@ -28,6 +28,9 @@ func PlanLinear(c LinearConfig, tokens int, w Layout) (LinearMemory, error) {
 	}
 	lay := c.layout()
 	m := LinearMemory{Kept: tokens*c.In + ScaleBytes(tokens, c.In, lay), BF16: 2 * tokens * c.In}
+	if c.Recompute {
+		m.Kept = 0
+	}
 	if c.KeepTransposed {
 		m.Kept += tokens*c.In + ScaleBytes(c.In, tokens, lay)
 	}
