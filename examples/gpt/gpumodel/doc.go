@@ -2,21 +2,43 @@
 // the parameters where the optimizer gathered them and writing the
 // gradients into its gradient views.
 //
-// Linear layers use the FP8 GEMMs of package gemm: the layer's input is
-// quantized to E4M3 with per-tensor current scaling (kept for the weight
-// gradient), the weight is read in place as gathered (gemm.Weight), the
-// output gradient is quantized to E5M2, and the weight gradient is
-// accumulated straight into the optimizer's buffer (gemm.Gradient). The
-// biases are added and reduced by the kernels of internal/kernels/gpt.cu,
-// as are the embeddings, LayerNorms, GELU, attention, the tied output head
-// (a bfloat16 product) and the cross-entropy. Activations are float32.
+// # Linear layers
 //
-// Requirements on the optimizer's configuration: per-tensor FP8 recipes
-// (current or delayed), high-precision parameters gathered in bfloat16,
-// gradients in float32 (the kernels accumulate into them).
+// The four linear layers of a block are gemm.Linear layers over float32
+// activations: each quantizes its input (E4M3) and keeps only that FP8
+// copy for backward, reads the weight in place as gathered (gemm.Weight),
+// quantizes the output gradient (E5M2) and accumulates the weight
+// gradient straight into the optimizer's float32 buffer (gemm.Gradient).
+// The activations' scaling follows the optimizer's recipe of the weights
+// (ActivationRecipes): per-tensor current scaling for per-tensor weights
+// (current or delayed), 1x128 blocks for 128x128 weight tiles, and gemm's
+// dequantizing fallback for 1x128 and MXFP8 weights. The biases are added
+// and reduced by the kernels of internal/kernels/gpt.cu, as are the
+// embeddings, LayerNorms, GELU, attention, the tied output head (a
+// bfloat16 product) and the cross-entropy.
 //
-// Status: written against the documented APIs and checked on the CPU only
-// for compiling; TestGPUModelMatchesCPU (loss and gradients against the
-// float64 model on the same gathered weights) is the first thing to run on
-// a GPU.
+// # Memory
+//
+// Between Forward and Backward each block keeps only what Backward reads:
+// the FP8 linear inputs (held by the gemm.Linears), x, x2, qkv and fc in
+// float32, the LayerNorms' mean and rstd, and the attention
+// probabilities. The LayerNorm, attention and GELU outputs live in
+// buffers shared by all blocks. Options.Recompute drops the FP8 copies of
+// the LayerNorm and GELU outputs too and recomputes them in Backward (the
+// same bits); Options.KeepTransposed keeps the transposed FP8 inputs
+// instead of transposing in Backward (the same bits). PredictMemory
+// predicts it all from the shapes and Model.Memory compares the
+// prediction with what was allocated, by category.
+//
+// # Determinism
+//
+// Every kernel sums in a fixed order and gemm takes cuBLASLt's first
+// heuristic choice for each product shape (unless gemm.Engine.SetAutotune
+// is used, which times candidates and may pick differently from run to
+// run): the same inputs give the same bits in every process on the same
+// GPU model, driver and cuBLASLt.
+//
+// Requirements on the optimizer's configuration: high-precision parameters
+// gathered in bfloat16, gradients in float32 (the kernels accumulate into
+// them).
 package gpumodel

@@ -1,20 +1,29 @@
 package gpumodel
 
 import (
+	"fmt"
 	"math"
 
+	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/examples/gpt/model"
+	"github.com/distopt/distopt/gemm"
 	"github.com/distopt/distopt/internal/cuda"
 )
 
 // Forward queues the forward pass on tokens [batch, seq] and the loss
-// against targets (per row; Loss reads the mean). It also leaves, in place
-// of the logits, their gradient for Backward, scaled by dloss (1/k when
-// k micro-batches are averaged).
+// against targets (per row; Loss reads the mean), leaving the logits
+// intact (Logits reads them). Unless dloss is 0 (evaluation: Backward is
+// then refused), it also writes the logits' gradient, scaled by dloss
+// (1/k when k micro-batches are averaged), into a buffer of its own for
+// Backward.
 func (m *Model) Forward(params Params, tokens, targets []int32, dloss float64) error {
 	if err := m.upload(tokens, targets); err != nil {
 		return err
 	}
+	if err := m.linears(params); err != nil {
+		return err
+	}
+	m.grad = false
 	h, f, n := m.cfg.Hidden, m.cfg.FFN, m.rows
 	wte, err := hp(params, "embed.tokens")
 	if err != nil {
@@ -39,15 +48,15 @@ func (m *Model) Forward(params Params, tokens, targets []int32, dloss float64) e
 			next = m.layers[l+1].x
 		}
 		steps := []func() error{
-			func() error { return m.layerNorm(params, lname(l, "ln1"), a.ln1, a.mean1, a.rstd1, a.x) },
-			func() error { return m.linear(params, lname(l, "attn.qkv"), a.qkv, a.ln1, a.ln1q, 3*h) },
-			func() error { return m.k.GPTAttention(m.s, a.att, a.p, a.qkv, m.batch, m.seq, h, m.cfg.Heads, scale) },
-			func() error { return m.linear(params, lname(l, "attn.proj"), a.x2, a.att, a.attq, h) },
+			func() error { return m.layerNorm(params, lname(l, "ln1"), m.ln, a.mean1, a.rstd1, a.x) },
+			func() error { return m.linear(params, l, qkvL, a.qkv, m.ln) },
+			func() error { return m.k.GPTAttention(m.s, m.att, a.p, a.qkv, m.batch, m.seq, h, m.cfg.Heads, scale) },
+			func() error { return m.linear(params, l, projL, a.x2, m.att) },
 			func() error { return m.k.GPTAdd(m.s, a.x2, a.x2, a.x, n*h) },
-			func() error { return m.layerNorm(params, lname(l, "ln2"), a.ln2, a.mean2, a.rstd2, a.x2) },
-			func() error { return m.linear(params, lname(l, "mlp.fc"), a.fc, a.ln2, a.ln2q, f) },
-			func() error { return m.k.GPTGELU(m.s, a.gelu, a.fc, n*f) },
-			func() error { return m.linear(params, lname(l, "mlp.proj"), next, a.gelu, a.geluq, h) },
+			func() error { return m.layerNorm(params, lname(l, "ln2"), m.ln, a.mean2, a.rstd2, a.x2) },
+			func() error { return m.linear(params, l, fcL, a.fc, m.ln) },
+			func() error { return m.k.GPTGELU(m.s, m.gelu, a.fc, n*f) },
+			func() error { return m.linear(params, l, outL, next, m.gelu) },
 			func() error { return m.k.GPTAdd(m.s, next, next, a.x2, n*h) },
 		}
 		for _, step := range steps {
@@ -62,10 +71,44 @@ func (m *Model) Forward(params Params, tokens, targets []int32, dloss float64) e
 	if err := m.k.GPTLinearBF16(m.s, m.logits, m.lnf, wte, n, h, m.cfg.Vocab); err != nil {
 		return err
 	}
-	return m.k.GPTCrossEntropy(m.s, m.losses, m.logits, m.logits, m.tgt, n, m.cfg.Vocab, float32(dloss/float64(n)))
+	var dlogits cuda.DevicePtr
+	if dloss != 0 {
+		dlogits = m.dlogits
+	}
+	if err := m.k.GPTCrossEntropy(m.s, m.losses, dlogits, m.logits, m.tgt, n, m.cfg.Vocab, float32(dloss/float64(n))); err != nil {
+		return err
+	}
+	m.grad = dloss != 0
+	return nil
 }
 
-// layerNorm queues the named LayerNorm of x into y.
+// linear runs y = x·Wᵀ + b for linear layer i of block l: x (float32
+// [rows, in]) is quantized by the layer, which keeps it for backward (or,
+// recomputed, does not). The device allocator's count of what the layer
+// allocates (its kept input, at the first Forward) joins the model's.
+func (m *Model) linear(params Params, l, i int, y, x cuda.DevicePtr) error {
+	name := lname(l, linearNames[i])
+	w, err := weight(params, name)
+	if err != nil {
+		return err
+	}
+	before, eng := m.d.Usage().DeviceBytes, m.engineBytes()
+	_, err = m.layers[l].lin[i].Forward(gemm.Output{Data: y, Type: collective.Float32}, x, m.rows, w)
+	m.device += m.d.Usage().DeviceBytes - before - (m.engineBytes() - eng)
+	if err != nil {
+		return fmt.Errorf("gpumodel: %s: %w", name, err)
+	}
+	b, err := hp(params, name+".bias")
+	if err != nil {
+		return err
+	}
+	return m.k.GPTBiasAdd(m.s, y, b, m.rows, w.Rows)
+}
+
+// engineBytes is what the engine's growing buffers hold.
+func (m *Model) engineBytes() int { return m.e.ActivationScratch() + m.e.ScratchBytes() }
+
+// layerNorm queues the named LayerNorm of x into y, mean and rstd.
 func (m *Model) layerNorm(params Params, name string, y, mean, rstd, x cuda.DevicePtr) error {
 	w, err := hp(params, name+".weight")
 	if err != nil {

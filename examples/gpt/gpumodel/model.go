@@ -19,44 +19,90 @@ type Params func(name string) (optimizer.ParamView, error)
 // Grads gives a parameter's gradient view (optimizer.Optimizer.Grad).
 type Grads func(name string) (optimizer.GradView, error)
 
-var (
-	actRecipe  = fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}
-	gradRecipe = fp8.Recipe{Format: fp8.E5M2, Scaling: fp8.TensorCurrent}
+// Options are the model's trades of memory against time. The zero value
+// keeps every FP8 linear input once and transposes it in backward.
+type Options struct {
+	// Recipe is the FP8 recipe of the linear weights, the optimizer's
+	// Config.Recipe; it picks the activations' scaling (ActivationRecipes).
+	// Zero: read from the gathered weights at the first Forward. Forward
+	// refuses weights of another scale layout.
+	Recipe fp8.Recipe
+	// Recompute keeps neither the LayerNorm outputs nor the GELU output for
+	// backward, not even in FP8: backward recomputes them (the forward
+	// kernels again, from x and fc) and quantizes them again. Same bits as
+	// without it; only the attention output's FP8 copy stays kept.
+	Recompute bool
+	// KeepTransposed keeps, for every linear layer that keeps its input,
+	// the transposed FP8 copy too (gemm.LinearConfig.KeepTransposed): twice
+	// the bytes, no transpose in backward, same bits.
+	KeepTransposed bool
+}
+
+// The four linear layers of a block, in forward order.
+const (
+	qkvL  = iota // attn.qkv, input LN1(x)
+	projL        // attn.proj, input the attention output
+	fcL          // mlp.fc, input LN2(x2)
+	outL         // mlp.proj, input GELU(fc)
+	nLinear
 )
 
-// layer holds one block's activations.
+var linearNames = [nLinear]string{"attn.qkv", "attn.proj", "mlp.fc", "mlp.proj"}
+
+// linearShape returns the input and output sizes of linear layer i.
+func linearShape(cfg model.Config, i int) (in, out int) {
+	h, f := cfg.Hidden, cfg.FFN
+	return [nLinear]int{h, h, h, f}[i], [nLinear]int{3 * h, h, f, h}[i]
+}
+
+// recomputed reports whether linear layer i's input is recomputed in
+// backward under Recompute (LayerNorm and GELU outputs).
+func recomputed(i int) bool { return i != projL }
+
+// layer holds what one block keeps from forward to backward (see Memory).
 type layer struct {
-	x, ln1, mean1, rstd1, qkv, p, att cuda.DevicePtr
-	x2, ln2, mean2, rstd2, fc, gelu   cuda.DevicePtr
-	ln1q, attq, ln2q, geluq           gemm.Operand // FP8 inputs of the linear layers
+	x, mean1, rstd1, qkv, p cuda.DevicePtr // float32 saved tensors, attention probabilities
+	x2, mean2, rstd2, fc    cuda.DevicePtr
+	lin                     [nLinear]*gemm.Linear // hold the FP8 linear inputs
 }
 
 // Model is the model on one device for micro-batches of batch x seq tokens.
 // It is not safe for concurrent use.
 type Model struct {
-	cfg               model.Config
-	batch, seq, rows  int
-	d                 *cuda.Device
-	s                 *cuda.Stream
-	k                 *kernels.Set
-	e                 *gemm.Engine
-	layers            []layer
-	xf, lnf, meanf    cuda.DevicePtr
-	rstdf, logits     cuda.DevicePtr
-	losses, tok, tgt  cuda.DevicePtr
+	cfg              model.Config
+	opts             Options
+	batch, seq, rows int
+	d                *cuda.Device
+	s                *cuda.Stream
+	k                *kernels.Set
+	e                *gemm.Engine
+	layers           []layer
+	// kept outside the blocks (Final)
+	xf, lnf, meanf, rstdf, logits, dlogits, losses cuda.DevicePtr
+	// shared transient buffers (Scratch): one block's LayerNorm, attention
+	// and GELU outputs, the gradients, the token indices
+	ln, att, gelu     cuda.DevicePtr
+	tok, tgt          cuda.DevicePtr
 	order, start      cuda.DevicePtr
 	dx, dln, dtmp     cuda.DevicePtr
 	dqkv, ds, dfc, dg cuda.DevicePtr
-	dyC, dy3C, dyF    gemm.Operand
 	tokens            []int32
 	ptrs              []cuda.DevicePtr
-	ops               []gemm.Operand
+	grad              bool      // the last Forward left dlogits for Backward
+	alloc             [nCat]int // bytes the model allocated, by category
+	device            int       // the device allocator's count of the same, and of the kept inputs
 }
 
-// New allocates the model's buffers on the engine's device; k must be
-// loaded on the same device. seq may be below cfg.Seq. batch·seq, and the
-// hidden and FFN sizes, must be multiples of 16 (the FP8 GEMMs' rule).
+// New is NewWith with zero Options.
 func New(e *gemm.Engine, k *kernels.Set, cfg model.Config, batch, seq int) (*Model, error) {
+	return NewWith(e, k, cfg, batch, seq, Options{})
+}
+
+// NewWith allocates the model's buffers on the engine's device; k must be
+// loaded on the same device. seq may be below cfg.Seq. batch·seq, and the
+// hidden and FFN sizes, must be multiples of 16 (the FP8 GEMMs' rule). The
+// linear layers allocate their kept inputs at the first Forward.
+func NewWith(e *gemm.Engine, k *kernels.Set, cfg model.Config, batch, seq int, o Options) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -64,64 +110,145 @@ func New(e *gemm.Engine, k *kernels.Set, cfg model.Config, batch, seq int) (*Mod
 		return nil, fmt.Errorf("gpumodel: batch %d x seq %d (context %d), hidden %d, FFN %d: sizes must be positive, tokens, hidden and FFN multiples of 16",
 			batch, seq, cfg.Seq, cfg.Hidden, cfg.FFN)
 	}
-	m := &Model{cfg: cfg, batch: batch, seq: seq, rows: batch * seq, d: k.Device(), s: e.Stream(), k: k, e: e}
-	if err := m.alloc(); err != nil {
+	if o.Recipe != (fp8.Recipe{}) {
+		if _, _, err := ActivationRecipes(o.Recipe); err != nil {
+			return nil, err
+		}
+	}
+	m := &Model{cfg: cfg, opts: o, batch: batch, seq: seq, rows: batch * seq, d: k.Device(), s: e.Stream(), k: k, e: e}
+	before := m.d.Usage().DeviceBytes
+	err := m.allocate()
+	m.device = m.d.Usage().DeviceBytes - before
+	if err != nil {
 		m.Close()
 		return nil, err
 	}
 	return m, nil
 }
 
-func (m *Model) alloc() error {
+// Memory categories of the model's own buffers.
+const (
+	catSaved   = iota // float32 tensors kept per layer
+	catProbs          // attention probabilities kept per layer
+	catFinal          // kept outside the blocks
+	catScratch        // shared, transient
+	nCat
+)
+
+func (m *Model) allocate() error {
 	n, h, f, v := m.rows, m.cfg.Hidden, m.cfg.FFN, m.cfg.Vocab
 	pn := m.batch * m.cfg.Heads * m.seq * m.seq
 	var err error
-	buf := func(elems int) cuda.DevicePtr {
+	buf := func(cat, elems int) cuda.DevicePtr {
 		if err != nil {
 			return 0
 		}
 		var p cuda.DevicePtr
 		if p, err = m.d.Alloc(4 * max(elems, 1)); err == nil {
 			m.ptrs = append(m.ptrs, p)
+			m.alloc[cat] += 4 * max(elems, 1)
 		}
 		return p
 	}
-	op := func(rows, cols int, f fp8.Format) gemm.Operand {
-		if err != nil {
-			return gemm.Operand{}
-		}
-		var o gemm.Operand
-		if o, err = gemm.AllocOperand(m.d, rows, cols, f, gemm.PerTensor, false); err == nil {
-			m.ops = append(m.ops, o)
-		}
-		return o
-	}
+	const sv, fi, sc = catSaved, catFinal, catScratch
 	for range m.cfg.Layers {
 		m.layers = append(m.layers, layer{
-			x: buf(n * h), ln1: buf(n * h), mean1: buf(n), rstd1: buf(n), qkv: buf(n * 3 * h), p: buf(pn), att: buf(n * h),
-			x2: buf(n * h), ln2: buf(n * h), mean2: buf(n), rstd2: buf(n), fc: buf(n * f), gelu: buf(n * f),
-			ln1q: op(n, h, fp8.E4M3), attq: op(n, h, fp8.E4M3), ln2q: op(n, h, fp8.E4M3), geluq: op(n, f, fp8.E4M3),
+			x: buf(sv, n*h), mean1: buf(sv, n), rstd1: buf(sv, n), qkv: buf(sv, n*3*h), p: buf(catProbs, pn),
+			x2: buf(sv, n*h), mean2: buf(sv, n), rstd2: buf(sv, n), fc: buf(sv, n*f),
 		})
 	}
-	m.xf, m.lnf, m.meanf, m.rstdf, m.logits = buf(n*h), buf(n*h), buf(n), buf(n), buf(n*v)
-	m.losses, m.tok, m.tgt, m.order, m.start = buf(n), buf(n), buf(n), buf(n), buf(v+1)
-	m.dx, m.dln, m.dtmp = buf(n*h), buf(n*h), buf(n*h)
-	m.dqkv, m.ds, m.dfc, m.dg = buf(n*3*h), buf(pn), buf(n*f), buf(n*f)
-	m.dyC, m.dy3C, m.dyF = op(n, h, fp8.E5M2), op(n, 3*h, fp8.E5M2), op(n, f, fp8.E5M2)
+	m.xf, m.lnf, m.meanf, m.rstdf = buf(fi, n*h), buf(fi, n*h), buf(fi, n), buf(fi, n)
+	m.logits, m.dlogits, m.losses = buf(fi, n*v), buf(fi, n*v), buf(fi, n)
+	m.ln, m.att, m.gelu = buf(sc, n*h), buf(sc, n*h), buf(sc, n*f)
+	m.tok, m.tgt, m.order, m.start = buf(sc, n), buf(sc, n), buf(sc, n), buf(sc, v+1)
+	m.dx, m.dln, m.dtmp = buf(sc, n*h), buf(sc, n*h), buf(sc, n*h)
+	m.dqkv, m.ds, m.dfc, m.dg = buf(sc, n*3*h), buf(sc, pn), buf(sc, n*f), buf(sc, n*f)
 	return err
 }
 
-// Close frees the model's buffers.
+// Close frees the model's buffers and its linear layers' kept inputs.
 func (m *Model) Close() error {
 	var errs []error
 	for _, p := range m.ptrs {
 		errs = append(errs, m.d.Free(p))
 	}
-	for _, o := range m.ops {
-		errs = append(errs, gemm.FreeOperand(m.d, o))
+	for i := range m.layers {
+		for _, l := range m.layers[i].lin {
+			if l != nil {
+				errs = append(errs, l.Release())
+			}
+		}
 	}
-	m.ptrs, m.ops = nil, nil
+	m.ptrs, m.layers = nil, nil
 	return errors.Join(errs...)
+}
+
+// ActivationRecipes returns the recipes of the linear layers' inputs (E4M3)
+// and output gradients (E5M2) for weights of recipe w: per-tensor current
+// scaling for per-tensor weights (current or delayed: activations are
+// always scaled from their own amax), 1x128 blocks along the rows for
+// 128x128 weight tiles (DeepSeek-V3's scheme, on the tensor cores). 1x128
+// and MXFP8 weights, which Hopper's tensor cores cannot read, take
+// per-tensor activations and run on gemm's dequantizing BF16 fallback.
+func ActivationRecipes(w fp8.Recipe) (x, dy fp8.Recipe, err error) {
+	x, dy = fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, fp8.Recipe{Format: fp8.E5M2, Scaling: fp8.TensorCurrent}
+	switch w.Scaling {
+	case fp8.TensorCurrent, fp8.TensorDelayed, fp8.Block1x128, fp8.MXFP8:
+	case fp8.Block128x128:
+		x.Scaling, dy.Scaling = fp8.Block1x128, fp8.Block1x128
+	default:
+		return x, dy, fmt.Errorf("gpumodel: no activation recipe for weights of recipe %v", w)
+	}
+	return x, dy, nil
+}
+
+// linearConfig returns the configuration of linear layer i.
+func linearConfig(cfg model.Config, o Options, i int) (gemm.LinearConfig, error) {
+	x, dy, err := ActivationRecipes(o.Recipe)
+	if err != nil {
+		return gemm.LinearConfig{}, err
+	}
+	in, out := linearShape(cfg, i)
+	c := gemm.LinearConfig{In: in, Out: out, Input: collective.Float32, X: x, DY: dy}
+	c.Recompute = o.Recompute && recomputed(i)
+	c.KeepTransposed = o.KeepTransposed && !c.Recompute
+	return c, nil
+}
+
+// linears makes the linear layers at the first Forward, taking the recipe
+// from the gathered weights when Options has none, and checks the weights'
+// scale layout at every Forward.
+func (m *Model) linears(params Params) error {
+	v, err := params(lname(0, linearNames[qkvL]) + ".weight")
+	if err != nil {
+		return err
+	}
+	if m.opts.Recipe == (fp8.Recipe{}) {
+		m.opts.Recipe = v.Recipe
+	}
+	want, err1 := gemm.LayoutOf(m.opts.Recipe)
+	got, err2 := gemm.LayoutOf(v.Recipe)
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("gpumodel: %w", err)
+	}
+	if got != want {
+		return fmt.Errorf("gpumodel: weights gathered with recipe %v, the model was made for %v (Options.Recipe)", v.Recipe, m.opts.Recipe)
+	}
+	if len(m.layers) == 0 || m.layers[0].lin[0] != nil {
+		return nil
+	}
+	for l := range m.layers {
+		for i := range nLinear {
+			c, err := linearConfig(m.cfg, m.opts, i)
+			if err != nil {
+				return err
+			}
+			if m.layers[l].lin[i], err = m.e.NewLinear(c); err != nil {
+				return fmt.Errorf("gpumodel: %s: %w", lname(l, linearNames[i]), err)
+			}
+		}
+	}
+	return nil
 }
 
 // hp returns the device address of a high-precision parameter gathered in
@@ -151,6 +278,15 @@ func gradPtr(grads Grads, name string) (cuda.DevicePtr, error) {
 	return cuda.DevicePtr(b.Ptr), nil
 }
 
+// weight returns the gathered FP8 weight of the named linear layer.
+func weight(params Params, name string) (gemm.Operand, error) {
+	v, err := params(name + ".weight")
+	if err != nil {
+		return gemm.Operand{}, err
+	}
+	return gemm.Weight(v)
+}
+
 // ZeroGrads clears every gradient view; call it before a step's first
 // micro-batch (every gradient is accumulated).
 func (m *Model) ZeroGrads(grads Grads) error {
@@ -172,30 +308,6 @@ func (m *Model) ZeroGrads(grads Grads) error {
 
 func lname(l int, s string) string { return fmt.Sprintf("layer%d.%s", l, s) }
 
-// linear runs y = x·Wᵀ + b for the named layer: x (float32 [rows, in]) is
-// quantized into xq, which the weight gradient reads later.
-func (m *Model) linear(params Params, name string, y, x cuda.DevicePtr, xq gemm.Operand, out int) error {
-	if err := m.e.Quantize(xq, x, collective.Float32, actRecipe, 0, 0); err != nil {
-		return err
-	}
-	v, err := params(name + ".weight")
-	if err != nil {
-		return err
-	}
-	w, err := gemm.Weight(v)
-	if err != nil {
-		return err
-	}
-	if _, err := m.e.Forward(gemm.Output{Data: y, Type: collective.Float32}, xq, w); err != nil {
-		return fmt.Errorf("gpumodel: %s: %w", name, err)
-	}
-	b, err := hp(params, name+".bias")
-	if err != nil {
-		return err
-	}
-	return m.k.GPTBiasAdd(m.s, y, b, m.rows, out)
-}
-
 // Loss downloads the mean loss of the last Forward.
 func (m *Model) Loss() (float64, error) {
 	l := make([]float32, m.rows)
@@ -207,6 +319,15 @@ func (m *Model) Loss() (float64, error) {
 		s += float64(v)
 	}
 	return s / float64(m.rows), nil
+}
+
+// Logits downloads the logits of the last Forward into dst, row-major
+// [batch·seq, vocab] float32 (row b·seq + t: sequence b, position t).
+func (m *Model) Logits(dst []float32) error {
+	if want := m.rows * m.cfg.Vocab; len(dst) != want {
+		return fmt.Errorf("gpumodel: Logits into %d floats, want %d x %d = %d", len(dst), m.rows, m.cfg.Vocab, want)
+	}
+	return m.s.Download(cuda.Bytes(dst), m.logits)
 }
 
 // upload checks and uploads a micro-batch's tokens and targets.
