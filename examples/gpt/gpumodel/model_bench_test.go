@@ -1,63 +1,102 @@
 package gpumodel
 
 import (
+	"flag"
+	"strings"
 	"testing"
 
 	"github.com/distopt/distopt/examples/gpt/model"
+	"github.com/distopt/distopt/gemm"
 )
 
+var benchPresets = flag.String("gpt.presets", "small", "comma-separated model presets of BenchmarkMicroBatch")
+
+// fastInit fills the weights with a cheap deterministic pattern of
+// magnitude up to 0.02 (LayerNorm weights 1, biases 0 are not needed for
+// timing): Box-Muller over the 1.3B shape's parameters would take longer
+// than the benchmark.
+func fastInit(name string, offset int, dst []float32) error {
+	for i := range dst {
+		dst[i] = 0.02 * float32(int((uint64(offset+i)*2654435761)%2001)-1000) / 1000
+	}
+	return nil
+}
+
 // BenchmarkMicroBatch times one training micro-batch (Forward with the
-// loss gradient, then Backward accumulating every gradient) of the 124M
-// shape (preset "small") at the example's default batch of 4 sequences of
-// 1024 tokens, per-tensor current scaling, with the default options, with
-// Recompute and with KeepTransposed. It reports tokens/s and the FP8
-// linear inputs kept per layer (kept-MiB/layer) with their ratio to
-// bfloat16 (kept/bf16). Attention is the reference kernel of gpt.cu.
+// loss gradient, then Backward accumulating every gradient) of each preset
+// of -gpt.presets (default the 124M shape, "small") at the example's
+// default batch of 4 sequences of the full context, per-tensor current
+// scaling, with the default options, with Recompute and with
+// KeepTransposed (each with an engine of its own). It reports tokens/s;
+// the FP8 linear inputs kept per layer (kept-MiB/layer) with their ratio
+// to bfloat16 (kept/bf16); the activation memory of the step as the model
+// allocated it (activation-MiB/step: Memory's Allocated.Step), as
+// PredictMemory predicts it (predicted-MiB/step), and the device
+// allocator's count of the model's own allocations (device-MiB, the same
+// without the engine's buffer). Attention is the reference kernel of
+// gpt.cu.
 func BenchmarkMicroBatch(b *testing.B) {
-	cfg, err := model.Preset("small")
+	for _, preset := range strings.Split(*benchPresets, ",") {
+		cfg, err := model.Preset(preset)
+		if err != nil {
+			b.Fatal(err)
+		}
+		const batch = 4
+		r := newRigInit(b, cfg, 1e-4, recipes[0].r, fastInit)
+		n := batch * cfg.Seq
+		tokens, targets := randomTokens(n, cfg.Vocab, 1), randomTokens(n, cfg.Vocab, 2)
+		for _, c := range []struct {
+			name string
+			o    Options
+		}{{"default", Options{}}, {"recompute", Options{Recompute: true}}, {"keep-transposed", Options{KeepTransposed: true}}} {
+			b.Run(preset+"/"+c.name, func(b *testing.B) {
+				e, err := gemm.New(r.be.Device(), r.be.Stream())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer e.Close()
+				m, err := NewWith(e, r.k, cfg, batch, cfg.Seq, c.o)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer m.Close()
+				benchSteps(b, r, m, tokens, targets)
+			})
+		}
+	}
+}
+
+// benchSteps times Forward and Backward of m and reports the figures of
+// BenchmarkMicroBatch.
+func benchSteps(b *testing.B, r *rig, m *Model, tokens, targets []int32) {
+	if err := m.ZeroGrads(r.o.Grad); err != nil {
+		b.Fatal(err)
+	}
+	step := func() {
+		if err := m.Forward(r.o.Param, tokens, targets, 1); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Backward(r.o.Param, r.o.Grad, nil); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.s.Synchronize(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	step() // allocates the kept inputs, grows the engine's buffers
+	for b.Loop() {
+		step()
+	}
+	rep, err := m.Memory()
 	if err != nil {
 		b.Fatal(err)
 	}
-	const batch = 4
-	r := newRig(b, cfg, 1e-4, recipes[0].r)
-	n := batch * cfg.Seq
-	tokens, targets := randomTokens(n, cfg.Vocab, 1), randomTokens(n, cfg.Vocab, 2)
-	for _, c := range []struct {
-		name string
-		o    Options
-	}{{"default", Options{}}, {"recompute", Options{Recompute: true}}, {"keep-transposed", Options{KeepTransposed: true}}} {
-		b.Run(c.name, func(b *testing.B) {
-			m, err := NewWith(r.e, r.k, cfg, batch, cfg.Seq, c.o)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer m.Close()
-			if err := m.ZeroGrads(r.o.Grad); err != nil {
-				b.Fatal(err)
-			}
-			step := func() {
-				if err := m.Forward(r.o.Param, tokens, targets, 1); err != nil {
-					b.Fatal(err)
-				}
-				if err := m.Backward(r.o.Param, r.o.Grad, nil); err != nil {
-					b.Fatal(err)
-				}
-				if err := m.s.Synchronize(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			step() // allocates the kept inputs, grows the engine's buffers
-			for b.Loop() {
-				step()
-			}
-			rep, err := m.Memory()
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
-			b.ReportMetric(float64(rep.Allocated.LinearInputs)/(1<<20), "kept-MiB/layer")
-			b.ReportMetric(rep.Allocated.LinearRatio(), "kept/bf16")
-			b.ReportMetric(float64(rep.Allocated.Step())/(1<<20), "activation-MiB/step")
-		})
-	}
+	const mib = 1 << 20
+	b.ReportMetric(float64(len(tokens))*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+	b.ReportMetric(float64(rep.Allocated.LinearInputs)/mib, "kept-MiB/layer")
+	b.ReportMetric(rep.Allocated.LinearRatio(), "kept/bf16")
+	b.ReportMetric(float64(rep.Allocated.PerLayer())/mib, "layer-MiB")
+	b.ReportMetric(float64(rep.Allocated.Step())/mib, "activation-MiB/step")
+	b.ReportMetric(float64(rep.Predicted.Step())/mib, "predicted-MiB/step")
+	b.ReportMetric(float64(rep.Device)/mib, "device-MiB")
 }

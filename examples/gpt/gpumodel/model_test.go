@@ -50,11 +50,17 @@ type rig struct {
 // without a GPU.
 func newRig(t testing.TB, cfg model.Config, lr float64, r fp8.Recipe) *rig {
 	t.Helper()
+	return newRigInit(t, cfg, lr, r, cfg.Init())
+}
+
+// newRigInit is newRig with the initial weights of init.
+func newRigInit(t testing.TB, cfg model.Config, lr float64, r fp8.Recipe, init optimizer.InitFunc) *rig {
+	t.Helper()
 	be, err := gpu.New(0)
 	cudatest.Unavailable(t, err, gpu.ErrUnavailable)
 	t.Cleanup(func() { be.Close() })
 	ocfg := optimizer.Config{GradType: collective.Float32, LR: optimizer.Constant(lr), Beta2: 0.95, Recipe: r}
-	o, err := optimizer.New(context.Background(), single.New(collective.Device, nil), be, cfg.Params(), cfg.Init(), ocfg)
+	o, err := optimizer.New(context.Background(), single.New(collective.Device, nil), be, cfg.Params(), init, ocfg)
 	if err != nil {
 		t.Fatal(err)
 	}
