@@ -82,7 +82,9 @@ func (c LinearConfig) validate() error {
 // once and keeps only that FP8 copy (1 byte per element plus scales) for
 // Backward; Backward makes the transposed input the weight gradient reads
 // transiently, in the engine's shared buffers, unless KeepTransposed asks
-// to keep it from Forward. The kept buffers stay allocated after Backward
+// to keep it from Forward; with Recompute it keeps nothing and Backward
+// quantizes the input given back by Restore. The kept buffers stay
+// allocated after Backward
 // for the next step (freeing would synchronize the device); Release frees
 // them. A Linear must not be used from two goroutines at once, nor
 // concurrently with other users of its engine.
