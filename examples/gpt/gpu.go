@@ -14,6 +14,7 @@ import (
 	"github.com/distopt/distopt/collective/single"
 	"github.com/distopt/distopt/examples/gpt/data"
 	"github.com/distopt/distopt/examples/gpt/gpumodel"
+	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/gemm"
 	"github.com/distopt/distopt/internal/kernels"
 	"github.com/distopt/distopt/optimizer"
@@ -95,7 +96,7 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 		fmt.Fprintf(out, "resumed from %s (step %d, saved on %d ranks)\n", info.Dir, info.Step, info.World)
 	}
 	fmt.Fprintf(out, "gpt on %d GPU(s) (%s): %d parameters, %d x %d x %d sequences of %d per step, recipe %s; optimizer %.1f MiB per rank\n",
-		comm.Size(), be.Name(), o.shape.NumParams(), comm.Size(), o.micro, o.batch, o.shape.Seq, o.recipe, float64(opt.Report().Total())/(1<<20))
+		comm.Size(), be.Name(), o.shape.NumParams(), comm.Size(), o.micro, o.batch, o.shape.Seq, fp8.RecipeName(o.recipe.Scaling), float64(opt.Report().Total())/(1<<20))
 	rec := &recorder{path: o.curvePath, flopsPerToken: o.shape.FlopsPerToken(), gpus: comm.Size()}
 	if comm.Rank() != 0 {
 		rec.path = ""

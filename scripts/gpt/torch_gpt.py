@@ -239,13 +239,15 @@ def valid_loss(m, valid, seq, windows, batch, dev):
     return total / groups
 
 
-def random_init(shape):
-    """The preset's shape with PyTorch's initialisation (speed runs)."""
+def random_init(shape, dev):
+    """The preset's shape with PyTorch's initialisation, made on dev
+    (speed runs)."""
     layers, h, heads, ffn, vocab, seq = shape
-    m = GPT(layers, h, heads, ffn, vocab, seq)
-    for name, p in m.named_parameters():
-        if p.dim() >= 2:
-            nn.init.normal_(p, std=0.02)
+    with torch.device(dev):
+        m = GPT(layers, h, heads, ffn, vocab, seq)
+        for p in m.parameters():
+            if p.dim() >= 2:
+                nn.init.normal_(p, std=0.02)
     meta = dict(zip(("layers", "hidden", "heads", "ffn", "vocab", "seq"), map(str, shape)))
     return m, meta
 
@@ -277,7 +279,7 @@ def write_curve(path, out, timed_tokens, timed_s, fpt, mem):
 def train_run(args, meta, tensors, train, valid):
     dev = torch.device("cuda")
     if tensors is None:
-        m, meta = random_init(PRESETS[args.shape])
+        m, meta = random_init(PRESETS[args.shape], dev)
         meta.update(batch=str(args.batch or 4), micro=str(args.micro or 1), world="1", seed=str(args.seed))
     else:
         m = build(meta, tensors)
