@@ -233,15 +233,10 @@ func (t *gpuTrainer) step(ctx context.Context, step int) (float64, optimizer.Ste
 	return loss, res, ph, err
 }
 
-// activationReporter is the activation memory report of a gpumodel.Model
-// that has one.
-type activationReporter interface{ ActivationBytes() int64 }
-
 // memory records and formats the device memory: what this process
 // allocated through its device (the model's buffers, the optimizer's
-// state and buffers, the GEMM workspaces), what the driver reports in use
-// on the whole device (other processes included), and the model's
-// activations where the model reports them.
+// state and buffers, the GEMM workspaces) and what the driver reports in
+// use on the whole device (other processes included).
 func (t *gpuTrainer) memory() string {
 	alloc := int64(t.be.Device().Usage().DeviceBytes)
 	free, total, err := t.be.Device().MemInfo()
@@ -250,11 +245,7 @@ func (t *gpuTrainer) memory() string {
 		used = -1
 	}
 	t.rec.memory(alloc, used)
-	s := fmt.Sprintf("memory %.2f GiB allocated, %.2f GiB in use on the device", gib(alloc), gib(used))
-	if r, ok := any(t.m).(activationReporter); ok {
-		s += fmt.Sprintf(", activations %.2f GiB", gib(r.ActivationBytes()))
-	}
-	return s
+	return fmt.Sprintf("memory %.2f GiB allocated, %.2f GiB in use on the device", gib(alloc), gib(used))
 }
 
 func gib(b int64) float64 { return float64(b) / (1 << 30) }
