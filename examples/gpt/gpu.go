@@ -16,6 +16,7 @@ import (
 	"github.com/distopt/distopt/examples/gpt/gpumodel"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/gemm"
+	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/kernels"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/checkpoint"
@@ -131,7 +132,23 @@ func openDevice(ctx context.Context) (*gpu.Backend, collective.Communicator, fun
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return be, single.New(collective.Device, nil), be.Close, nil
+	return be, single.New(collective.Device, streamCopier(be.Stream())), be.Close, nil
+}
+
+// streamCopier copies between device buffers on s, for the one-rank
+// communicator's out-of-place operations (the checkpoint's exchanges).
+func streamCopier(s *cuda.Stream) single.Copier {
+	return func(dst, src collective.Buffer) error {
+		d, ok1 := dst.(collective.DeviceBuffer)
+		b, ok2 := src.(collective.DeviceBuffer)
+		if !ok1 || !ok2 {
+			return fmt.Errorf("gpt: copy from %T to %T: want device buffers", src, dst)
+		}
+		if b.Size != d.Size {
+			return fmt.Errorf("gpt: copy of %d bytes into %d", b.Size, d.Size)
+		}
+		return s.CopyDtoD(cuda.DevicePtr(d.Ptr), cuda.DevicePtr(b.Ptr), d.Size)
+	}
 }
 
 // stepTimes are the host times of one step's phases.

@@ -20,7 +20,7 @@ const smoothing = 25
 func Plot(path, title string, curves []Curve) error {
 	p := plot.New()
 	p.Title.Text = title
-	p.X.Label.Text = "step"
+	p.X.Label.Text = fmt.Sprintf("step (dashed: training loss, mean of %d steps)", smoothing)
 	p.Y.Label.Text = "loss (nats per byte)"
 	p.Add(plotter.NewGrid())
 	for i, c := range curves {

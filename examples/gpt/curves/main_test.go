@@ -14,7 +14,7 @@ import (
 // checks a resumed run, through the command's exit codes and output.
 func TestRun(t *testing.T) {
 	dir := t.TempDir()
-	ref := curve.Curve{Name: "torch", Train: []curve.Point{{1, 5}, {2, 4}}, Valid: []curve.Point{{1, 4.5}, {2, 4}}}
+	ref := curve.Curve{Name: "torch", Train: []curve.Point{{Step: 1, Loss: 5}, {Step: 2, Loss: 4}}, Valid: []curve.Point{{Step: 1, Loss: 4.5}, {Step: 2, Loss: 4}}}
 	write := func(name string, c curve.Curve) string {
 		p := filepath.Join(dir, name)
 		if err := curve.Write(p, c); err != nil {
