@@ -118,6 +118,8 @@ bench() {
 			--eval-every 0 --eval-windows $b --sdpa flash $compile --name "torch $p" --out "$OUT/bench_torch_$p.json" >"$OUT/bench_torch_$p.log" 2>&1 || status=1
 		tail -n 2 "$OUT/bench_torch_$p.log"
 	done
+	$bin/curves -speed "$OUT/bench_distopt_small.json" "$OUT/bench_torch_small.json" \
+		"$OUT/bench_distopt_1.3b.json" "$OUT/bench_torch_1.3b.json" || status=1
 }
 
 long() {

@@ -197,3 +197,23 @@ func TestMovingAverage(t *testing.T) {
 		}
 	}
 }
+
+func TestWriteSpeed(t *testing.T) {
+	a := Curve{Name: "distopt", Speed: &Speed{TokensPerS: 300, MFU: 0.3, PeakAllocBytes: 1 << 30, PeakUsedBytes: 3 << 30}}
+	b := Curve{Name: "torch", Speed: &Speed{TokensPerS: 200, MFU: 0.2, PeakAllocBytes: 2 << 30, PeakUsedBytes: 4 << 30}}
+	var out strings.Builder
+	if err := WriteSpeed(&out, []Curve{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"distopt / torch", "1.500x", "0.500x", "0.750x", "30.0%", "1.00 GiB"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("missing %q in\n%s", want, out.String())
+		}
+	}
+	if err := WriteSpeed(&out, []Curve{a}); err == nil {
+		t.Error("an odd number of runs accepted")
+	}
+	if err := WriteSpeed(&out, []Curve{a, {Name: "short"}}); err == nil || !strings.Contains(err.Error(), "short") {
+		t.Errorf("a run without speed: %v", err)
+	}
+}

@@ -16,6 +16,11 @@
 //
 // checks that a run stopped and resumed gives the uninterrupted run's
 // losses bit for bit (JSON curves only).
+//
+//	curves -speed distopt_small.json torch_small.json distopt_1.3b.json torch_1.3b.json
+//
+// prints the tokens/s, MFU and peak memory of runs in pairs (a run, then
+// its reference) and their ratios.
 package main
 
 import (
@@ -38,6 +43,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	ref := fs.String("ref", "", "the reference's curve (JSON or .log)")
 	resume := fs.Bool("resume", false, "check that the runs after the first (stopped, then resumed) give the first's losses bit for bit")
+	speed := fs.Bool("speed", false, "print the speed and memory of runs in pairs (a run, then its reference) and their ratios")
 	var c curve.Criteria
 	fs.Float64Var(&c.Final, "final", 0.01, "largest relative difference of the last validation loss")
 	fs.Float64Var(&c.Every, "every", 0.02, "largest relative difference of every validation loss after -warmup")
@@ -52,6 +58,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case *resume:
 		err = checkResume(fs.Args(), stdout)
+	case *speed:
+		err = writeSpeed(fs.Args(), stdout)
 	case *ref == "" || fs.NArg() == 0:
 		err = errors.New("want -ref FILE and at least one run's curve, or -resume FULL PART...")
 	default:
@@ -133,4 +141,15 @@ func checkResume(paths []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "resume: %d training losses and %d validation losses of %s equal bit for bit\n", n, len(cs[0].Valid), cs[0].Name)
 	return nil
+}
+
+func writeSpeed(paths []string, out io.Writer) error {
+	cs := make([]curve.Curve, len(paths))
+	for i, p := range paths {
+		var err error
+		if cs[i], err = curve.Read(p); err != nil {
+			return err
+		}
+	}
+	return curve.WriteSpeed(out, cs)
 }
