@@ -14,7 +14,9 @@ import (
 	"github.com/distopt/distopt/collective/single"
 	"github.com/distopt/distopt/examples/gpt/data"
 	"github.com/distopt/distopt/examples/gpt/gpumodel"
+	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/gemm"
+	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/kernels"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/checkpoint"
@@ -22,8 +24,25 @@ import (
 )
 
 // peakBF16 is the dense BF16 tensor-core peak of an H100/H200 SXM (FLOP/s),
-// the denominator of the MFU printed (PaLM's definition, as nanoGPT).
+// the denominator of the MFU printed (PaLM's definition, as nanoGPT):
+// MFU = tokens/s x model.Config.FlopsPerToken / (GPUs x peakBF16).
+// scripts/gpt/torch_gpt.py divides by the same peak and counts the same
+// FLOPs. It is the BF16 peak on purpose, although the linear layers run
+// in FP8: the same yardstick for both.
 const peakBF16 = 989e12
+
+// gpuTrainer is what the GPU training loop works with.
+type gpuTrainer struct {
+	o      options
+	opt    *optimizer.Optimizer
+	comm   collective.Communicator
+	be     *gpu.Backend
+	m      *gpumodel.Model
+	loader data.Loader
+	valid  []uint16
+	rec    *recorder
+	out    io.Writer
+}
 
 // gpuRun trains on GPUs: one process per GPU under `distopt run` (the
 // launcher's environment: NCCL between the ranks), or GPU 0 alone.
@@ -33,30 +52,20 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 		return nil, err
 	}
 	ctx := context.Background()
-	var (
-		be   *gpu.Backend
-		comm collective.Communicator
-	)
-	if os.Getenv("WORLD_SIZE") != "" {
-		r, err := gpu.SetupFromEnv(ctx, nccl.Config{})
-		if err != nil {
-			return nil, err
-		}
-		defer r.Close()
-		be, comm = r.Backend, r.Comm
-	} else {
-		if be, err = gpu.New(0); err != nil {
-			return nil, err
-		}
-		defer be.Close()
-		comm = single.New(collective.Device, nil)
+	be, comm, closeDevice, err := openDevice(ctx)
+	if err != nil {
+		return nil, err
 	}
+	defer closeDevice()
 	if comm.Rank() != 0 {
 		out = io.Discard
 	}
 	loader := data.Loader{Tokens: c.train, Seq: o.shape.Seq, Batch: o.batch, World: comm.Size(), MicroBatches: o.micro, Seed: o.seed}
 	if err := loader.Validate(); err != nil {
 		return nil, err
+	}
+	if w := data.ValidWindows(c.valid, o.shape.Seq); w < o.evalWindows || o.evalWindows < o.batch {
+		return nil, fmt.Errorf("-eval-windows %d: want at least -batch (%d) and at most the %d validation sequences of %d", o.evalWindows, o.batch, w, o.shape.Seq)
 	}
 	cfg := o.config()
 	cfg.GradType, cfg.MicroBatches = collective.Float32, o.micro
@@ -87,84 +96,185 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 		}
 		fmt.Fprintf(out, "resumed from %s (step %d, saved on %d ranks)\n", info.Dir, info.Step, info.World)
 	}
-	fmt.Fprintf(out, "gpt on %d GPU(s) (%s): %d parameters, %d x %d x %d sequences of %d per step; optimizer %.1f MiB per rank\n",
-		comm.Size(), be.Name(), o.shape.NumParams(), comm.Size(), o.micro, o.batch, o.shape.Seq, float64(opt.Report().Total())/(1<<20))
-	return gpuLoop(ctx, o, opt, comm, be, m, loader, c.valid, out)
+	fmt.Fprintf(out, "gpt on %d GPU(s) (%s): %d parameters, %d x %d x %d sequences of %d per step, recipe %s; optimizer %.1f MiB per rank\n",
+		comm.Size(), be.Name(), o.shape.NumParams(), comm.Size(), o.micro, o.batch, o.shape.Seq, fp8.RecipeName(o.recipe.Scaling), float64(opt.Report().Total())/(1<<20))
+	rec := &recorder{path: o.curvePath, flopsPerToken: o.shape.FlopsPerToken(), gpus: comm.Size()}
+	if comm.Rank() != 0 {
+		rec.path = ""
+	}
+	t := &gpuTrainer{o: o, opt: opt, comm: comm, be: be, m: m, loader: loader, valid: c.valid, rec: rec, out: out}
+	losses, err := t.loop(ctx)
+	if err != nil {
+		return losses, err
+	}
+	if err := rec.write(); err != nil {
+		return losses, err
+	}
+	if o.sampleLen > 0 && comm.Rank() == 0 {
+		if err := t.sample(ctx); err != nil {
+			return losses, err
+		}
+	}
+	return losses, nil
 }
 
-// gpuLoop runs the steps from the optimizer's step count to o.steps.
-func gpuLoop(ctx context.Context, o options, opt *optimizer.Optimizer, comm collective.Communicator, be *gpu.Backend,
-	m *gpumodel.Model, loader data.Loader, valid []uint16, out io.Writer) ([]float64, error) {
+// openDevice opens this process's GPU and its communicator: the
+// launcher's rank under `distopt run` (NCCL), or GPU 0 alone.
+func openDevice(ctx context.Context) (*gpu.Backend, collective.Communicator, func() error, error) {
+	if os.Getenv("WORLD_SIZE") != "" {
+		r, err := gpu.SetupFromEnv(ctx, nccl.Config{})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return r.Backend, r.Comm, r.Close, nil
+	}
+	be, err := gpu.New(0)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return be, single.New(collective.Device, streamCopier(be.Stream())), be.Close, nil
+}
+
+// streamCopier copies between device buffers on s, for the one-rank
+// communicator's out-of-place operations (the checkpoint's exchanges).
+func streamCopier(s *cuda.Stream) single.Copier {
+	return func(dst, src collective.Buffer) error {
+		d, ok1 := dst.(collective.DeviceBuffer)
+		b, ok2 := src.(collective.DeviceBuffer)
+		if !ok1 || !ok2 {
+			return fmt.Errorf("gpt: copy from %T to %T: want device buffers", src, dst)
+		}
+		if b.Size != d.Size {
+			return fmt.Errorf("gpt: copy of %d bytes into %d", b.Size, d.Size)
+		}
+		return s.CopyDtoD(cuda.DevicePtr(d.Ptr), cuda.DevicePtr(b.Ptr), d.Size)
+	}
+}
+
+// stepTimes are the host times of one step's phases.
+type stepTimes struct {
+	// wait is spent in WaitGathers (the previous step's all-gathers not
+	// yet done), fwdBwd in the forward and backward passes up to the
+	// last micro-batch's loss read back (a host-device synchronization,
+	// so it covers their device time), step in StepAsync (the optimizer's
+	// host work; its device work overlaps the next step).
+	wait, fwdBwd, step time.Duration
+}
+
+// loop runs the steps from the optimizer's step count to o.steps (or
+// o.stopAfter) and returns rank 0's training losses.
+func (t *gpuTrainer) loop(ctx context.Context) ([]float64, error) {
+	o := t.o
 	var losses []float64
-	n := loader.Batch * loader.Seq
-	in, tg := make([]int32, n), make([]int32, n)
-	for step := opt.StepCount(); step < o.steps; step++ {
-		start := time.Now()
-		if err := opt.WaitGathers(ctx); err != nil {
-			return losses, err
-		}
-		if err := m.ZeroGrads(opt.Grad); err != nil {
-			return losses, err
-		}
-		loss := 0.0
-		for micro := range o.micro {
-			loader.MicroBatch(in, tg, step, comm.Rank(), micro)
-			if err := m.Forward(opt.Param, in, tg, 1/float64(o.micro)); err != nil {
-				return losses, err
-			}
-			if err := m.Backward(opt.Param, opt.Grad, opt.GradReady); err != nil {
-				return losses, err
-			}
-			l, err := m.Loss()
-			if err != nil {
-				return losses, err
-			}
-			loss += l / float64(o.micro)
-		}
-		res, err := opt.StepAsync(ctx)
+	prev := time.Now() // the end of the previous step: the step time is the whole iteration's
+	for step := t.opt.StepCount(); step < o.steps; step++ {
+		loss, res, ph, err := t.step(ctx, step)
 		if err != nil {
 			return losses, fmt.Errorf("step %d: %w", step+1, err)
 		}
-		if loss, err = opt.MeanOverRanks(ctx, loss); err != nil {
-			return losses, err
-		}
-		if err := be.Sync(); err != nil {
-			return losses, err
-		}
 		losses = append(losses, loss)
-		dt := time.Since(start).Seconds()
-		tokens := float64(loader.Global() * loader.Seq)
-		free, total, _ := be.Device().MemInfo()
-		fmt.Fprintf(out, "step %5d/%d  loss %.4f  lr %.2e  grad norm %.3f  %8.0f tokens/s  MFU %.1f%%  %.0f ms  GPU memory %.2f GiB\n",
+		now := time.Now()
+		dt := now.Sub(prev).Seconds()
+		tokens := float64(t.loader.Global() * t.loader.Seq)
+		t.rec.step(step+1, loss, dt, tokens)
+		fmt.Fprintf(t.out, "step %5d/%d  loss %.4f  lr %.2e  grad norm %.3f  %8.0f tokens/s  MFU %.1f%%  %.1f ms (wait %.1f, fwd+bwd %.1f, step %.1f)  %s\n",
 			step+1, o.steps, loss, o.config().LR.LR(step+1), res.GradNorm, tokens/dt,
-			100*tokens*o.shape.FlopsPerToken()/dt/peakBF16/float64(comm.Size()), 1000*dt, float64(total-free)/(1<<30))
+			100*tokens*o.shape.FlopsPerToken()/dt/peakBF16/float64(t.comm.Size()), 1000*dt,
+			ms(ph.wait), ms(ph.fwdBwd), ms(ph.step), t.memory())
 		last := step+1 == o.steps || step+1 == o.stopAfter
 		if (o.evalEvery > 0 && (step+1)%o.evalEvery == 0) || last {
-			v, err := gpuValidLoss(ctx, opt, m, loader, valid, o.evalWindows)
+			v, err := t.validLoss(ctx)
 			if err != nil {
 				return losses, err
 			}
-			fmt.Fprintf(out, "step %5d  validation loss %.4f (%.3f bits per byte)\n", step+1, v, v/math.Ln2)
+			fmt.Fprintf(t.out, "step %5d  validation loss %.4f (%.3f bits per byte)\n", step+1, v, v/math.Ln2)
+			if err := t.rec.valid(step+1, v); err != nil {
+				return losses, err
+			}
 		}
 		if o.ckpt != "" && ((o.ckptEvery > 0 && (step+1)%o.ckptEvery == 0) || last) {
-			if err := saveCheckpoint(ctx, out, opt, comm, o.ckpt); err != nil {
+			if err := saveCheckpoint(ctx, t.out, t.opt, t.comm, o.ckpt); err != nil {
 				return losses, err
 			}
 		}
 		if last {
 			break
 		}
+		prev = time.Now() // evaluations and checkpoints are not the next step's time
 	}
 	return losses, nil
 }
 
-// gpuValidLoss is the mean loss over the first windows validation
-// sequences, Batch at a time (windows rounded down to a multiple of Batch).
-func gpuValidLoss(ctx context.Context, opt *optimizer.Optimizer, m *gpumodel.Model, l data.Loader, valid []uint16, windows int) (float64, error) {
-	if err := opt.WaitGathers(ctx); err != nil {
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// step runs one optimizer step (0-based): forward and backward passes of
+// every micro-batch, gradients accumulated in the optimizer's views and
+// handed over as the backward pass finishes each, then StepAsync. The
+// loss is averaged over micro-batches and ranks.
+func (t *gpuTrainer) step(ctx context.Context, step int) (float64, optimizer.StepResult, stepTimes, error) {
+	var ph stepTimes
+	start := time.Now()
+	if err := t.opt.WaitGathers(ctx); err != nil {
+		return 0, optimizer.StepResult{}, ph, err
+	}
+	ph.wait = time.Since(start)
+	start = time.Now()
+	if err := t.m.ZeroGrads(t.opt.Grad); err != nil {
+		return 0, optimizer.StepResult{}, ph, err
+	}
+	n := t.loader.Batch * t.loader.Seq
+	in, tg := make([]int32, n), make([]int32, n)
+	loss := 0.0
+	for micro := range t.o.micro {
+		t.loader.MicroBatch(in, tg, step, t.comm.Rank(), micro)
+		if err := t.m.Forward(t.opt.Param, in, tg, 1/float64(t.o.micro)); err != nil {
+			return 0, optimizer.StepResult{}, ph, err
+		}
+		if err := t.m.Backward(t.opt.Param, t.opt.Grad, t.opt.GradReady); err != nil {
+			return 0, optimizer.StepResult{}, ph, err
+		}
+		l, err := t.m.Loss() // the step's host-device synchronization
+		if err != nil {
+			return 0, optimizer.StepResult{}, ph, err
+		}
+		loss += l / float64(t.o.micro)
+	}
+	ph.fwdBwd = time.Since(start)
+	start = time.Now()
+	res, err := t.opt.StepAsync(ctx)
+	if err != nil {
+		return 0, res, ph, err
+	}
+	ph.step = time.Since(start)
+	loss, err = t.opt.MeanOverRanks(ctx, loss)
+	return loss, res, ph, err
+}
+
+// memory records and formats the device memory: what this process
+// allocated through its device (the model's buffers, the optimizer's
+// state and buffers, the GEMM workspaces) and what the driver reports in
+// use on the whole device (other processes included).
+func (t *gpuTrainer) memory() string {
+	alloc := int64(t.be.Device().Usage().DeviceBytes)
+	free, total, err := t.be.Device().MemInfo()
+	used := int64(total - free)
+	if err != nil {
+		used = -1
+	}
+	t.rec.memory(alloc, used)
+	return fmt.Sprintf("memory %.2f GiB allocated, %.2f GiB in use on the device", gib(alloc), gib(used))
+}
+
+func gib(b int64) float64 { return float64(b) / (1 << 30) }
+
+// validLoss is the mean loss over the first o.evalWindows validation
+// sequences, Batch at a time (rounded down to a multiple of Batch).
+func (t *gpuTrainer) validLoss(ctx context.Context) (float64, error) {
+	if err := t.opt.WaitGathers(ctx); err != nil {
 		return 0, err
 	}
-	groups := windows / l.Batch
+	l := t.loader
+	groups := t.o.evalWindows / l.Batch
 	if groups < 1 {
 		return 0, errors.New("-eval-windows must be at least -batch on the GPU")
 	}
@@ -173,16 +283,52 @@ func gpuValidLoss(ctx context.Context, opt *optimizer.Optimizer, m *gpumodel.Mod
 	total := 0.0
 	for g := range groups {
 		for b := range l.Batch {
-			data.Window(in[b*l.Seq:], tg[b*l.Seq:], valid, l.Seq, g*l.Batch+b)
+			data.Window(in[b*l.Seq:], tg[b*l.Seq:], t.valid, l.Seq, g*l.Batch+b)
 		}
-		if err := m.Forward(opt.Param, in, tg, 0); err != nil {
+		if err := t.m.Forward(t.opt.Param, in, tg, 0); err != nil {
 			return 0, err
 		}
-		v, err := m.Loss()
+		v, err := t.m.Loss()
 		if err != nil {
 			return 0, err
 		}
 		total += v
 	}
 	return total / float64(groups), nil
+}
+
+// sample prints o.sampleLen bytes generated from o.prompt by the model on
+// the GPU (generate, the CPU path's sampler, on gpuNext's logits).
+func (t *gpuTrainer) sample(ctx context.Context) error {
+	if err := t.opt.WaitGathers(ctx); err != nil {
+		return err
+	}
+	text, err := generate(t.gpuNext(), []byte(t.o.prompt), t.o.sampleLen, t.loader.Seq, t.o.seed)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(t.out, "sample:\n%s\n", printable(text))
+	return nil
+}
+
+// gpuNext runs the model on a batch whose row 0 starts with the context
+// (packContext) and reads the logits of its last position.
+func (t *gpuTrainer) gpuNext() nextLogits {
+	v := t.o.shape.Vocab
+	in := make([]int32, t.loader.Batch*t.loader.Seq)
+	logits := make([]float32, len(in)*v)
+	return func(context []int32) ([]float64, error) {
+		row := packContext(in, context)
+		if err := t.m.Forward(t.opt.Param, in, in, 0); err != nil { // targets unused
+			return nil, err
+		}
+		if err := t.m.Logits(logits); err != nil {
+			return nil, err
+		}
+		out := make([]float64, v)
+		for i, x := range logits[row*v : (row+1)*v] {
+			out[i] = float64(x)
+		}
+		return out, nil
+	}
 }

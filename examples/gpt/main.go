@@ -27,9 +27,14 @@
 //	go build -o bin/ ./cmd/distopt ./examples/gpt
 //	bin/distopt run --nproc-per-node 2 -- bin/gpt -backend gpu -preset small -data data/gpt
 //
-// Its progress line adds MFU (against the BF16 dense peak of an H200) and
-// the device memory in use. It prints no text sample yet. This path has
-// not yet run on a GPU.
+// Its progress line adds MFU (against the BF16 dense peak of an H200), the
+// host times of the step's phases (waiting for the all-gathers, forward
+// and backward passes, the optimizer's step) and the device memory; at the
+// end rank 0 prints a text sample generated on the GPU.
+//
+// -curve writes the run's losses (every step's training loss, every
+// validation loss, bit for bit) and speed as JSON, the input of the
+// comparison with the PyTorch reference (examples/gpt/curves).
 package main
 
 import (
@@ -46,7 +51,8 @@ import (
 // options are the command's flags.
 type options struct {
 	data, preset, backend, ckpt, prompt string
-	exportPath                          string
+	exportPath, curvePath               string
+	exportCheck                         bool
 	shape                               model.Config
 	ranks, batch, micro, steps          int
 	warmup, evalEvery, evalWindows      int
@@ -89,6 +95,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.sampleLen, "sample", 200, "bytes of text to generate at the end (0: none)")
 	fs.StringVar(&o.prompt, "prompt", "func ", "start of the generated text")
 	fs.StringVar(&o.exportPath, "export-init", "", "write the initial weights and the reference loss of the first batch to this safetensors file, and exit")
+	fs.BoolVar(&o.exportCheck, "export-check", true, "with -export-init: compute the reference loss (a float64 forward pass on the CPU; false skips it for large shapes)")
+	fs.StringVar(&o.curvePath, "curve", "", "write the loss curve and the speed as JSON to this file (examples/gpt/curve), after every evaluation and at the end")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the batch order")
 	fs.DurationVar(&o.timeout, "step-timeout", 10*time.Minute, "deadline of each step")
 	if err := fs.Parse(args); err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/distopt/distopt/examples/gpt/curve"
 	"github.com/distopt/distopt/examples/gpt/data"
 	"github.com/distopt/distopt/examples/gpt/model"
 	"github.com/distopt/distopt/internal/safetensors"
@@ -71,14 +72,20 @@ func TestLossFalls(t *testing.T) {
 }
 
 // TestResume checks that a run stopped after step 3 and resumed from its
-// checkpoint gives the losses of the uninterrupted run bit for bit.
+// checkpoint gives the losses of the uninterrupted run bit for bit: the
+// returned training losses, and the curves written with -curve (every
+// training loss, and the validation losses of every third step, checked by
+// curve.Resume as the GPU resume check does). The stopped run evaluates at
+// its stop, which the uninterrupted one does not: evaluations must not
+// disturb training.
 func TestResume(t *testing.T) {
 	dir := writeData(t)
-	common := []string{"-data", dir, "-ranks", "2", "-steps", "6", "-sample", "0"}
-	full := trainFlags(t, append(common, "-ckpt", t.TempDir())...)
+	cd := t.TempDir()
+	common := []string{"-data", dir, "-ranks", "2", "-steps", "7", "-sample", "0", "-eval-every", "3"}
+	full := trainFlags(t, append(common, "-ckpt", t.TempDir(), "-curve", filepath.Join(cd, "full.json"))...)
 	ck := t.TempDir()
-	first := trainFlags(t, append(common, "-ckpt", ck, "-stop-after", "3")...)
-	rest := trainFlags(t, append(common, "-ckpt", ck, "-resume")...)
+	first := trainFlags(t, append(common, "-ckpt", ck, "-stop-after", "4", "-curve", filepath.Join(cd, "first.json"))...)
+	rest := trainFlags(t, append(common, "-ckpt", ck, "-resume", "-curve", filepath.Join(cd, "rest.json"))...)
 	got := append(first, rest...)
 	if len(got) != len(full) {
 		t.Fatalf("%d losses stopped and resumed, %d uninterrupted", len(got), len(full))
@@ -88,12 +95,77 @@ func TestResume(t *testing.T) {
 			t.Fatalf("step %d: loss %v after resuming, %v uninterrupted", i+1, got[i], full[i])
 		}
 	}
+	var cs []curve.Curve
+	for _, name := range []string{"full", "first", "rest"} {
+		c, err := curve.Read(filepath.Join(cd, name+".json"))
+		must(t, err)
+		cs = append(cs, c)
+	}
+	if n, err := curve.Resume(cs[0], cs[1:]...); err != nil || n != 7 {
+		t.Fatalf("curves: %d, %v", n, err)
+	}
+	if len(cs[0].Valid) != 3 || cs[0].Valid[2].Step != 7 || len(cs[1].Valid) != 2 || cs[1].Valid[1].Step != 4 {
+		t.Fatalf("validation steps: full %v, stopped %v: want 3, 6, 7 and 3, 4", cs[0].Valid, cs[1].Valid)
+	}
+	for i, p := range cs[0].Train {
+		if p.Loss != full[i] || p.Step != i+1 {
+			t.Fatalf("curve point %d: %+v, returned loss %v", i, p, full[i])
+		}
+	}
+}
+
+// TestSampleContext checks the GPU path's way of reading the next token's
+// logits (packContext: the context at the start of row 0 of a whole
+// batch, padding after it, the logits of its last position) on the
+// float64 model: they must be the logits of the context run alone, for
+// contexts from one token to the full context length; and the text
+// generated through it must be the CPU path's.
+func TestSampleContext(t *testing.T) {
+	cfg := model.Config{Layers: 1, Hidden: 16, Heads: 2, FFN: 32, Vocab: data.Vocab, Seq: 8}
+	m, err := model.NewCPU(cfg)
+	must(t, err)
+	const batch = 2
+	in := make([]int32, batch*cfg.Seq)
+	for i := range in {
+		in[i] = 99 // what packContext must overwrite
+	}
+	batched := func(context []int32) ([]float64, error) {
+		row := packContext(in, context)
+		a, err := m.Forward(in, in, batch, cfg.Seq)
+		if err != nil {
+			return nil, err
+		}
+		return append([]float64(nil), a.Logits(row/cfg.Seq, row%cfg.Seq)...), nil
+	}
+	alone := cpuNext(m)
+	for n := 1; n <= cfg.Seq; n++ {
+		context := make([]int32, n)
+		for i := range context {
+			context[i] = int32('a' + (i*7)%26)
+		}
+		want, err := alone(context)
+		must(t, err)
+		got, err := batched(context)
+		must(t, err)
+		for i := range want {
+			if d := math.Abs(got[i] - want[i]); d > 1e-12*(1+math.Abs(want[i])) {
+				t.Fatalf("context of %d: logit %d is %v batched, %v alone", n, i, got[i], want[i])
+			}
+		}
+	}
+	a, err := generate(batched, []byte("func "), 20, cfg.Seq, 7)
+	must(t, err)
+	b, err := sample(m, []byte("func "), 20, 7)
+	must(t, err)
+	if string(a) != string(b) || len(a) != 25 || string(a[:5]) != "func " {
+		t.Fatalf("generated %q batched, %q alone", a, b)
+	}
 }
 
 // TestFlags checks that bad flags are refused with a message.
 func TestFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"-preset", "huge"}, {"-backend", "tpu"}, {"-heads", "5"}, {"-ranks", "0"}, {"-resume"}, {"-recipe", "nope"}, {"extra"},
+		{"-preset", "huge"}, {"-backend", "tpu"}, {"-export-check", "maybe"}, {"-heads", "5"}, {"-ranks", "0"}, {"-resume"}, {"-recipe", "nope"}, {"extra"},
 	} {
 		if _, err := parseFlags(args, &bytes.Buffer{}); err == nil {
 			t.Errorf("%v accepted", args)
@@ -161,6 +233,29 @@ func TestExportInit(t *testing.T) {
 	must(t, err)
 	if got := h.Metadata["reference_loss"]; got != strconv.FormatFloat(a.Loss, 'g', 17, 64) {
 		t.Fatalf("reference loss %s, recomputed %v", got, a.Loss)
+	}
+}
+
+// TestExportNoCheck exports without the reference loss: the weights are
+// written, the metadata has no reference_loss (the PyTorch --check then
+// refuses the file).
+func TestExportNoCheck(t *testing.T) {
+	dir := writeData(t)
+	path := filepath.Join(t.TempDir(), "init.safetensors")
+	var out bytes.Buffer
+	if code := run(append(append([]string{}, tinyFlags...), "-data", dir, "-export-init", path, "-export-check=false"), &out, &out); code != 0 {
+		t.Fatalf("exit %d: %s", code, out.String())
+	}
+	f, err := os.Open(path)
+	must(t, err)
+	defer f.Close()
+	st, _ := f.Stat()
+	h, _, err := safetensors.Read(f, st.Size())
+	must(t, err)
+	o, err := parseFlags(tinyFlags, &bytes.Buffer{})
+	must(t, err)
+	if _, ok := h.Metadata["reference_loss"]; ok || h.Metadata["batch"] != "2" || len(h.Tensors) != len(o.shape.Params()) {
+		t.Fatalf("metadata %v, %d tensors", h.Metadata, len(h.Tensors))
 	}
 }
 

@@ -11,28 +11,61 @@ import (
 // sampleTemperature divides the logits before sampling.
 const sampleTemperature = 0.8
 
-// sample extends prompt by n tokens drawn from the model's distribution
-// of the next token (temperature sampleTemperature, seeded: the same text
-// every run), reading at most the last Seq tokens as context.
-func sample(m *model.CPU, prompt []byte, n int, seed uint64) ([]byte, error) {
+// nextLogits returns the model's logits of the token after context (at
+// most the model's Seq tokens, at least one).
+type nextLogits func(context []int32) ([]float64, error)
+
+// generate extends prompt by n tokens drawn from the distribution next
+// gives (temperature sampleTemperature, seeded: the same text every run),
+// reading at most the last seq tokens as context. Both training paths
+// sample through it: the CPU one with cpuNext, the GPU one with
+// gpuSampler.next.
+func generate(next nextLogits, prompt []byte, n, seq int, seed uint64) ([]byte, error) {
 	toks := data.Encode(prompt)
 	if len(toks) == 0 {
 		toks = []uint16{'\n'}
 	}
 	r := rand.New(rand.NewPCG(seed, 0x5a3))
 	for range n {
-		ctx := toks[max(0, len(toks)-m.Seq):]
+		ctx := toks[max(0, len(toks)-seq):]
 		in := make([]int32, len(ctx))
 		for i, t := range ctx {
 			in[i] = int32(t)
 		}
+		logits, err := next(in)
+		if err != nil {
+			return nil, err
+		}
+		toks = append(toks, uint16(draw(logits, r)))
+	}
+	return data.Decode(toks)
+}
+
+// cpuNext runs the float64 model on the context alone.
+func cpuNext(m *model.CPU) nextLogits {
+	return func(in []int32) ([]float64, error) {
 		a, err := m.Forward(in, in, 1, len(in)) // targets unused
 		if err != nil {
 			return nil, err
 		}
-		toks = append(toks, uint16(draw(a.LastLogits(), r)))
+		return a.LastLogits(), nil
 	}
-	return data.Decode(toks)
+}
+
+// sample extends prompt by n tokens of the float64 model.
+func sample(m *model.CPU, prompt []byte, n int, seed uint64) ([]byte, error) {
+	return generate(cpuNext(m), prompt, n, m.Seq, seed)
+}
+
+// packContext writes context (1 to seq tokens) at the start of row 0 of
+// the batch in (batch x seq tokens), every other token 0, and returns
+// the index of the row of logits that predicts the next token: the
+// context's last position. The causal mask keeps the padding after it
+// and the other rows out of that row's logits.
+func packContext(in, context []int32) int {
+	clear(in)
+	copy(in, context)
+	return len(context) - 1
 }
 
 // draw samples an index from softmax(logits / sampleTemperature).

@@ -97,6 +97,10 @@ func rank(o options, comm collective.Communicator, loader data.Loader, valid []u
 	fmt.Fprintf(out, "optimizer memory per rank: %.1f MiB\n", float64(opt.Report().Total())/(1<<20))
 	m := &model.CPU{Config: o.shape, W: map[string][]float64{}}
 	r := comm.Rank()
+	rec := &recorder{flopsPerToken: o.shape.FlopsPerToken()}
+	if r == 0 {
+		rec.path = o.curvePath
+	}
 	var losses []float64
 	for step := opt.StepCount(); step < o.steps; step++ {
 		start := time.Now()
@@ -109,21 +113,14 @@ func rank(o options, comm collective.Communicator, loader data.Loader, valid []u
 		losses = append(losses, loss)
 		dt := time.Since(start).Seconds()
 		tokens := float64(loader.Global() * loader.Seq)
+		rec.step(step+1, loss, dt, tokens)
 		fmt.Fprintf(out, "step %5d/%d  loss %.4f  lr %.2e  grad norm %.3f  %6.0f tokens/s  %.2f GFLOP/s  %.2fs\n",
 			step+1, o.steps, loss, o.config().LR.LR(step+1), res.GradNorm, tokens/dt, tokens*o.shape.FlopsPerToken()/dt/1e9, dt)
 		last := step+1 == o.steps || step+1 == o.stopAfter
 		if (o.evalEvery > 0 && (step+1)%o.evalEvery == 0) || last {
-			if err := opt.WaitGathers(ctx); err != nil {
+			if err := evaluate(ctx, opt, m, valid, o.evalWindows, step+1, rec, out); err != nil {
 				return losses, err
 			}
-			if err := readWeights(ctx, opt, m, false); err != nil {
-				return losses, err
-			}
-			v, err := validLoss(m, valid, o.evalWindows)
-			if err != nil {
-				return losses, err
-			}
-			fmt.Fprintf(out, "step %5d  validation loss %.4f (%.3f bits per byte)\n", step+1, v, v/math.Ln2)
 		}
 		if o.ckpt != "" && ((o.ckptEvery > 0 && (step+1)%o.ckptEvery == 0) || last) {
 			if err := saveCheckpoint(ctx, out, opt, comm, o.ckpt); err != nil {
@@ -133,6 +130,9 @@ func rank(o options, comm collective.Communicator, loader data.Loader, valid []u
 		if last {
 			break
 		}
+	}
+	if err := rec.write(); err != nil {
+		return losses, err
 	}
 	if o.sampleLen > 0 && r == 0 {
 		if err := opt.WaitGathers(ctx); err != nil {
@@ -148,6 +148,22 @@ func rank(o options, comm collective.Communicator, loader data.Loader, valid []u
 		fmt.Fprintf(out, "sample:\n%s\n", printable(text))
 	}
 	return losses, nil
+}
+
+// evaluate prints and records the validation loss after step.
+func evaluate(ctx context.Context, opt *optimizer.Optimizer, m *model.CPU, valid []uint16, windows, step int, rec *recorder, out io.Writer) error {
+	if err := opt.WaitGathers(ctx); err != nil {
+		return err
+	}
+	if err := readWeights(ctx, opt, m, false); err != nil {
+		return err
+	}
+	v, err := validLoss(m, valid, windows)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "step %5d  validation loss %.4f (%.3f bits per byte)\n", step, v, v/math.Ln2)
+	return rec.valid(step, v)
 }
 
 // readWeights copies what the optimizer gathered into m, as float64: the

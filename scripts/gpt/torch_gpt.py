@@ -16,13 +16,32 @@ starts at SplitMix64(seed + g * 0x9E3779B97F4A7C15) mod (tokens - seq)).
             decay on tensors of two dimensions), warmup-cosine schedule as
             optimizer.WarmupCosine, gradient clipping, the step's global batch
             (world x micro x batch sequences) accumulated on one device;
-            prints one line per step and writes the curves to --out (JSON).
+            attention by F.scaled_dot_product_attention (--sdpa flash forces
+            the flash kernel), --compile for torch.compile. Prints one line
+            per step (loss, tokens/s, MFU, memory) and writes the curve to
+            --out (JSON, the layout of examples/gpt/curve: train and
+            validation losses as [step, loss], and the speed), after every
+            evaluation and at the end.
+
+  --shape small|1.3b|tiny without --init: the preset's shape with PyTorch's
+            own random initialisation (N(0, 0.02) matrices), for speed and
+            memory only (the 1.3B weights are too large to export).
+
+Speed is counted as examples/gpt counts it: tokens/s over all steps but the
+first three (evaluations left out); MFU = tokens/s x flops_per_token /
+989e12 (the dense BF16 peak of an H100/H200 SXM, gpu.go's peakBF16) with
+flops_per_token = model.Config.FlopsPerToken: 6 x (layers x (4h^2 + 2hf) +
+vocab x h) + 12 x layers x h x seq. Memory: torch.cuda.max_memory_allocated
+(peak_alloc_bytes) and the most the driver reported in use on the device
+(torch.cuda.mem_get_info, every process included: peak_used_bytes).
 
 Needs torch and numpy (the GPU machine's /opt/torch/.venv).
 """
 import argparse
+import contextlib
 import json
 import math
+import os
 import re
 import struct
 import sys
@@ -34,6 +53,18 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 M64 = (1 << 64) - 1
+PEAK_BF16 = 989e12  # examples/gpt/gpu.go peakBF16
+UNTIMED_STEPS = 3  # examples/gpt/record.go untimedSteps
+PRESETS = {  # model.Presets: layers, hidden, heads, ffn, vocab, seq
+    "tiny": (2, 64, 4, 256, 256, 64),
+    "small": (12, 768, 12, 3072, 256, 1024),
+    "1.3b": (24, 2048, 16, 8192, 256, 2048),
+}
+
+
+def flops_per_token(layers, h, ffn, vocab, seq):
+    """model.Config.FlopsPerToken."""
+    return 6 * (layers * (4 * h * h + 2 * h * ffn) + vocab * h) + 12 * layers * h * seq
 
 
 def read_tokens(path):
@@ -193,20 +224,70 @@ def check(args, meta, tensors, train):
     return 0 if rel < 1e-9 else 1
 
 
-def valid_loss(m, valid, seq, windows, dev):
+def valid_loss(m, valid, seq, windows, batch, dev):
+    """The mean loss over the first windows validation sequences (rounded
+    down to a multiple of batch), batch at a time, as examples/gpt."""
+    groups = windows // batch
+    if groups < 1:
+        sys.exit("--eval-windows must be at least the batch")
     total = 0.0
     with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
-        for k in range(windows):
-            w = torch.from_numpy(valid[k * seq:k * seq + seq + 1].astype(np.int64)).to(dev)
-            total += m(w[None, :-1], w[None, 1:]).item()
-    return total / windows
+        for g in range(groups):
+            rows = [valid[k * seq:k * seq + seq + 1].astype(np.int64) for k in range(g * batch, (g + 1) * batch)]
+            w = torch.from_numpy(np.stack(rows)).to(dev)
+            total += m(w[:, :-1], w[:, 1:]).item()
+    return total / groups
+
+
+def random_init(shape, dev):
+    """The preset's shape with PyTorch's initialisation, made on dev
+    (speed runs)."""
+    layers, h, heads, ffn, vocab, seq = shape
+    with torch.device(dev):
+        m = GPT(layers, h, heads, ffn, vocab, seq)
+        for p in m.parameters():
+            if p.dim() >= 2:
+                nn.init.normal_(p, std=0.02)
+    meta = dict(zip(("layers", "hidden", "heads", "ffn", "vocab", "seq"), map(str, shape)))
+    return m, meta
+
+
+class Memory:
+    """Peak device memory: allocated by PyTorch, and in use on the device."""
+
+    def __init__(self):
+        self.peak_used = 0
+
+    def sample(self):
+        free, total = torch.cuda.mem_get_info()
+        self.peak_used = max(self.peak_used, total - free)
+        return torch.cuda.max_memory_allocated(), total - free
+
+
+def write_curve(path, out, timed_tokens, timed_s, fpt, mem):
+    if not path:
+        return
+    if timed_s > 0:
+        tps = timed_tokens / timed_s
+        out["speed"] = {"tokens_per_s": tps, "mfu": tps * fpt / PEAK_BF16,
+                        "peak_alloc_bytes": torch.cuda.max_memory_allocated(), "peak_used_bytes": mem.peak_used}
+    with open(path + ".tmp", "w") as f:
+        json.dump(out, f)
+    os.replace(path + ".tmp", path)
 
 
 def train_run(args, meta, tensors, train, valid):
     dev = torch.device("cuda")
-    m = build(meta, tensors).to(dev)
+    if tensors is None:
+        m, meta = random_init(PRESETS[args.shape], dev)
+        meta.update(batch=str(args.batch or 4), micro=str(args.micro or 1), world="1", seed=str(args.seed))
+    else:
+        m = build(meta, tensors)
+    m = m.to(dev)
     seq = int(meta["seq"])
-    loader = Loader(train, seq, int(meta["batch"]), int(meta["world"]), int(meta["micro"]), int(meta["seed"]))
+    batch = args.batch or int(meta["batch"])
+    micro = args.micro or int(meta["micro"])
+    loader = Loader(train, seq, batch, int(meta["world"]), micro, int(meta["seed"]))
     decay = [p for p in m.parameters() if p.dim() >= 2]
     no_decay = [p for p in m.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.wd}, {"params": no_decay, "weight_decay": 0.0}],
@@ -215,41 +296,70 @@ def train_run(args, meta, tensors, train, valid):
     warmup = args.warmup if args.warmup > 0 else max(1, args.steps // 20)
     fwd = torch.compile(m) if args.compile else m
     parts = loader.world * loader.micro
-    out = {"train": [], "valid": []}
-    for step in range(args.steps):
-        t0 = time.time()
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step + 1, args.lr, min_lr, warmup, args.steps)
-        total = 0.0
-        for r in range(loader.world):
-            for k in range(loader.micro):
-                x, y = (z.to(dev, non_blocking=True) for z in loader.micro_batch(step, r, k))
-                with torch.autocast("cuda", dtype=torch.bfloat16):
-                    loss = fwd(x, y)
-                (loss / parts).backward()
-                total += loss.item() / parts
-        norm = torch.nn.utils.clip_grad_norm_(m.parameters(), args.clip) if args.clip > 0 else torch.tensor(0.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
-        dt = time.time() - t0
-        tokens = loader.global_batch() * seq
-        print(f"step {step + 1:5d}/{args.steps}  loss {total:.4f}  grad norm {norm.item():.3f}  {tokens / dt:8.0f} tokens/s", flush=True)
-        out["train"].append(total)
-        if (args.eval_every > 0 and (step + 1) % args.eval_every == 0) or step + 1 == args.steps:
-            v = valid_loss(m, valid, seq, args.eval_windows, dev)
-            print(f"step {step + 1:5d}  validation loss {v:.4f}", flush=True)
-            out["valid"].append([step + 1, v])
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(out, f)
+    fpt = flops_per_token(*(int(meta[k]) for k in ("layers", "hidden", "ffn", "vocab", "seq")))
+    nparams = sum(p.numel() for p in m.parameters())
+    print(f"torch on {torch.cuda.get_device_name()}: {nparams} parameters, {loader.global_batch()} sequences of {seq} per step, "
+          f"compile {args.compile}, attention {args.sdpa}", flush=True)
+    out = {"name": args.name, "train": [], "valid": []}
+    mem = Memory()
+    timed_tokens, timed_s = 0, 0.0
+    with sdpa_context(args.sdpa):
+        for step in range(args.steps):
+            t0 = time.time()
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step + 1, args.lr, min_lr, warmup, args.steps)
+            total = 0.0
+            for r in range(loader.world):
+                for k in range(loader.micro):
+                    x, y = (z.to(dev, non_blocking=True) for z in loader.micro_batch(step, r, k))
+                    with torch.autocast("cuda", dtype=torch.bfloat16):
+                        loss = fwd(x, y)
+                    (loss / parts).backward()
+                    total += loss.item() / parts
+            norm = torch.nn.utils.clip_grad_norm_(m.parameters(), args.clip) if args.clip > 0 else torch.tensor(0.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+            dt = time.time() - t0
+            tokens = loader.global_batch() * seq
+            if step >= UNTIMED_STEPS:
+                timed_tokens, timed_s = timed_tokens + tokens, timed_s + dt
+            alloc, used = mem.sample()
+            print(f"step {step + 1:5d}/{args.steps}  loss {total:.4f}  grad norm {norm.item():.3f}  {tokens / dt:8.0f} tokens/s  "
+                  f"MFU {100 * tokens * fpt / dt / PEAK_BF16:.1f}%  {1000 * dt:.1f} ms  "
+                  f"memory {alloc / 2**30:.2f} GiB peak allocated, {used / 2**30:.2f} GiB in use on the device", flush=True)
+            out["train"].append([step + 1, total])
+            if (args.eval_every > 0 and (step + 1) % args.eval_every == 0) or step + 1 == args.steps:
+                v = valid_loss(m, valid, seq, args.eval_windows, batch, dev)
+                print(f"step {step + 1:5d}  validation loss {v:.4f} ({v / math.log(2):.3f} bits per byte)", flush=True)
+                out["valid"].append([step + 1, v])
+                write_curve(args.out, out, timed_tokens, timed_s, fpt, mem)
+    write_curve(args.out, out, timed_tokens, timed_s, fpt, mem)
+    if timed_s > 0:
+        tps = timed_tokens / timed_s
+        print(f"speed: {tps:.0f} tokens/s, MFU {100 * tps * fpt / PEAK_BF16:.1f}%; peak memory "
+              f"{torch.cuda.max_memory_allocated() / 2**30:.2f} GiB allocated, {mem.peak_used / 2**30:.2f} GiB in use on the device", flush=True)
     return 0
+
+
+def sdpa_context(which):
+    """The attention kernels F.scaled_dot_product_attention may use."""
+    if which == "flash":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        return sdpa_kernel(SDPBackend.FLASH_ATTENTION)
+    return contextlib.nullcontext()
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True, help="directory of train.tok and valid.tok")
-    ap.add_argument("--init", required=True, help="safetensors file of gpt -export-init")
+    ap.add_argument("--init", default="", help="safetensors file of gpt -export-init")
+    ap.add_argument("--shape", choices=sorted(PRESETS), default="", help="without --init: this preset, randomly initialised (speed only)")
+    ap.add_argument("--batch", type=int, default=0, help="sequences per micro-batch (0: the file's)")
+    ap.add_argument("--micro", type=int, default=0, help="micro-batches per step (0: the file's)")
+    ap.add_argument("--seed", type=int, default=1, help="batch order seed without --init")
+    ap.add_argument("--sdpa", choices=["auto", "flash"], default="auto", help="attention kernels of scaled_dot_product_attention")
+    ap.add_argument("--name", default="torch", help="the run's name in the curve")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--lr", type=float, default=3e-3)
@@ -262,10 +372,16 @@ def main():
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
-    meta, tensors = read_safetensors(args.init)
+    if bool(args.init) == bool(args.shape):
+        sys.exit("give --init FILE or --shape PRESET (not both)")
+    meta, tensors = read_safetensors(args.init) if args.init else ({}, None)
     _, train = read_tokens(f"{args.data}/train.tok")
     _, valid = read_tokens(f"{args.data}/valid.tok")
-    sys.exit(check(args, meta, tensors, train) if args.check else train_run(args, meta, tensors, train, valid))
+    if args.check:
+        if "reference_loss" not in meta:
+            sys.exit(f"--check: {args.init or args.shape} has no reference loss (exported with -export-check=false?)")
+        sys.exit(check(args, meta, tensors, train))
+    sys.exit(train_run(args, meta, tensors, train, valid))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,155 @@
+// Command curves compares the loss curves of examples/gpt runs with the
+// PyTorch reference's (scripts/gpt/torch_gpt.py), by issue 16's criteria,
+// and draws them:
+//
+//	curves -ref torch.json -steps 2000 -warmup 100 -png curves.png current.json delayed.json tile.json
+//
+// prints a table (final validation loss of each run, its relative
+// difference from the reference's, the worst difference after warm-up)
+// and exits 1 unless every run is within -final (1%) of the reference at
+// the last evaluation and within -every (2%) at every evaluation after
+// -warmup steps. Files ending in .log are read as progress logs (the
+// printed 4-decimal losses), others as JSON curves (package
+// examples/gpt/curve).
+//
+//	curves -resume full.json stopped.json resumed.json
+//
+// checks that a run stopped and resumed gives the uninterrupted run's
+// losses bit for bit (JSON curves only).
+//
+//	curves -speed distopt_small.json torch_small.json distopt_1.3b.json torch_1.3b.json
+//
+// prints the tokens/s, MFU and peak memory of runs in pairs (a run, then
+// its reference) and their ratios.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/distopt/distopt/examples/gpt/curve"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("curves", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	ref := fs.String("ref", "", "the reference's curve (JSON or .log)")
+	resume := fs.Bool("resume", false, "check that the runs after the first (stopped, then resumed) give the first's losses bit for bit")
+	speed := fs.Bool("speed", false, "print the speed and memory of runs in pairs (a run, then its reference) and their ratios")
+	var c curve.Criteria
+	fs.Float64Var(&c.Final, "final", 0.01, "largest relative difference of the last validation loss")
+	fs.Float64Var(&c.Every, "every", 0.02, "largest relative difference of every validation loss after -warmup")
+	fs.IntVar(&c.Warmup, "warmup", 0, "steps of warm-up: evaluations up to this step are not compared")
+	fs.IntVar(&c.Steps, "steps", 0, "step of the last evaluation every run must reach (0: the reference's last)")
+	png := fs.String("png", "", "draw the curves (reference first) into this image")
+	title := fs.String("title", "validation loss", "title of the image")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var err error
+	switch {
+	case *resume:
+		err = checkResume(fs.Args(), stdout)
+	case *speed:
+		err = writeSpeed(fs.Args(), stdout)
+	case *ref == "" || fs.NArg() == 0:
+		err = errors.New("want -ref FILE and at least one run's curve, or -resume FULL PART...")
+	default:
+		err = compare(*ref, fs.Args(), c, *png, *title, stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "curves:", err)
+		return 1
+	}
+	return 0
+}
+
+// load reads a JSON curve, or a progress log when the name ends in .log.
+func load(path string) (curve.Curve, error) {
+	if !strings.HasSuffix(path, ".log") {
+		return curve.Read(path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return curve.Curve{}, err
+	}
+	defer f.Close()
+	return curve.ParseLog(f, strings.TrimSuffix(path[strings.LastIndex(path, "/")+1:], ".log"))
+}
+
+func compare(refPath string, paths []string, c curve.Criteria, png, title string, out io.Writer) error {
+	ref, err := load(refPath)
+	if err != nil {
+		return err
+	}
+	runs := make([]curve.Curve, len(paths))
+	for i, p := range paths {
+		if runs[i], err = load(p); err != nil {
+			return err
+		}
+	}
+	if png != "" {
+		if err := curve.Plot(png, title, append([]curve.Curve{ref}, runs...)); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "wrote %s\n", png)
+	}
+	rows := curve.Check(ref, runs, c)
+	if err := curve.WriteTable(out, ref.Name, rows); err != nil {
+		return err
+	}
+	failed := 0
+	for _, r := range rows {
+		if !r.OK {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d runs miss the criteria (final within %.2f%%, every evaluation after step %d within %.2f%%)",
+			failed, len(rows), 100*c.Final, c.Warmup, 100*c.Every)
+	}
+	fmt.Fprintf(out, "all %d runs within %.2f%% of %s at the end and %.2f%% at every evaluation after step %d\n",
+		len(rows), 100*c.Final, ref.Name, 100*c.Every, c.Warmup)
+	return nil
+}
+
+func checkResume(paths []string, out io.Writer) error {
+	if len(paths) < 2 {
+		return errors.New("-resume wants the uninterrupted run's curve and the curves of the stopped and resumed runs")
+	}
+	cs := make([]curve.Curve, len(paths))
+	for i, p := range paths {
+		if strings.HasSuffix(p, ".log") {
+			return fmt.Errorf("%s: the resume check reads JSON curves (a log's losses are rounded)", p)
+		}
+		var err error
+		if cs[i], err = curve.Read(p); err != nil {
+			return err
+		}
+	}
+	n, err := curve.Resume(cs[0], cs[1:]...)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "resume: %d training losses and %d validation losses of %s equal bit for bit\n", n, len(cs[0].Valid), cs[0].Name)
+	return nil
+}
+
+func writeSpeed(paths []string, out io.Writer) error {
+	cs := make([]curve.Curve, len(paths))
+	for i, p := range paths {
+		var err error
+		if cs[i], err = curve.Read(p); err != nil {
+			return err
+		}
+	}
+	return curve.WriteSpeed(out, cs)
+}

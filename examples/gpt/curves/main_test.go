@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/distopt/distopt/examples/gpt/curve"
+)
+
+// TestRun compares runs given as JSON and as a log with a reference, and
+// checks a resumed run, through the command's exit codes and output.
+func TestRun(t *testing.T) {
+	dir := t.TempDir()
+	ref := curve.Curve{Name: "torch", Train: []curve.Point{{Step: 1, Loss: 5}, {Step: 2, Loss: 4}}, Valid: []curve.Point{{Step: 1, Loss: 4.5}, {Step: 2, Loss: 4}}}
+	write := func(name string, c curve.Curve) string {
+		p := filepath.Join(dir, name)
+		if err := curve.Write(p, c); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	refPath := write("torch.json", ref)
+	good := write("good.json", ref)
+	logPath := filepath.Join(dir, "far.log")
+	os.WriteFile(logPath, []byte("step     1/2  loss 5.0000\nstep     1  validation loss 4.5000\nstep     2/2  loss 4.0000\nstep     2  validation loss 4.2000\n"), 0o644)
+	png := filepath.Join(dir, "c.png")
+	var out, errOut bytes.Buffer
+	if code := run([]string{"-ref", refPath, "-png", png, good}, &out, &errOut); code != 0 {
+		t.Fatalf("equal curves: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	if _, err := os.Stat(png); err != nil {
+		t.Error(err)
+	}
+	out.Reset()
+	if code := run([]string{"-ref", refPath, good, logPath}, &out, &errOut); code != 1 || !strings.Contains(out.String(), "far") || !strings.Contains(errOut.String(), "1 of 2 runs") {
+		t.Errorf("5%% off at the end: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	first := write("first.json", curve.Curve{Train: ref.Train[:1], Valid: ref.Valid[:1]})
+	rest := write("rest.json", curve.Curve{Train: ref.Train[1:], Valid: ref.Valid[1:]})
+	if code := run([]string{"-resume", refPath, first, rest}, &out, &errOut); code != 0 {
+		t.Errorf("resume: exit %d: %s", code, errOut.String())
+	}
+	if code := run([]string{"-resume", refPath, first}, &out, &errOut); code != 1 {
+		t.Errorf("resume with a part missing: exit %d", code)
+	}
+	if code := run([]string{good}, &out, &errOut); code != 1 {
+		t.Errorf("no -ref: exit %d", code)
+	}
+}

@@ -1,0 +1,185 @@
+#!/bin/sh
+# gpt_long.sh builds (here) and runs (on a one-GPU machine, in one call of
+# at most 10 minutes) the loss, resume, speed and memory runs of issue 16
+# (examples/gpt against the PyTorch reference scripts/gpt/torch_gpt.py).
+#
+#   scripts/gpu/gpt_long.sh build   # build machine: binaries and the token files (xz) into .gpu-gptlong/
+#   scripts/gpu/gpt_long.sh run     # GPU machine (carry .gpu-gptlong): logs, JSON curves, PNG into $OUT
+#
+# build: gpt and curves (stripped), the token files of the whole GOROOT/src
+# prepared here (about 82M training and 3.2M validation tokens; xz keeps
+# them near 12 MB).
+#
+# run, in this order, each part writing into $OUT as it goes:
+#  1. the initial weights of the 124M "small" shape, exported there (344 MB:
+#     too large to carry; no reference loss: -export-check=false).
+#  2. resume check on the GPU: $RESUME_STEPS steps straight, then the same run
+#     stopped at half and resumed from its checkpoint, for each recipe of
+#     $RESUME_RECIPES; `curves -resume` must find every training and
+#     validation loss equal to the last bit. The straight run prints a text
+#     sample generated on the GPU.
+#  3. speed and memory, each run alone on the GPU: 124M and 1.3B shapes,
+#     $BENCH_STEPS steps, distopt (current scaling) and PyTorch (BF16
+#     autocast, flash attention; torch.compile when BENCH_COMPILE=1):
+#     tokens/s, MFU and peak memory (allocated by the process, and NVML's
+#     device memory in use minus the idle figure, sampled by nvidia-smi).
+#  4. the loss runs, concurrently on the one GPU (four processes): distopt
+#     with -recipe current, delayed and tile (128x128 blocks), and PyTorch,
+#     from the same initial weights and batches, $STEPS steps of $BATCH
+#     sequences of $SEQ, validation every $EVAL_EVERY steps on $EVAL_WINDOWS
+#     sequences; then `curves` checks issue 16's criteria (final validation
+#     loss within 1% of PyTorch's, every evaluation after warm-up within 2%)
+#     and draws $OUT/gpt_curves.png. The runs are stopped at the call's
+#     deadline ($TOTAL seconds after the start, less a margin): their curves,
+#     written after every evaluation, then show how far they came.
+#
+# Estimate of part 4 with the defaults (2000 steps of 6 x 1024 tokens,
+# 12.3M tokens per run; 624 MFLOP per token): distopt alone at 150k
+# tokens/s, PyTorch at 180k (no compile; 139k was measured alone at 4 x
+# 1024), sharing one GPU: 12.3M x (3/150k + 1/180k) = about 315 s, plus
+# about 10 s of evaluations. Parts 1-3 take about 3 minutes (the first
+# process also compiles the PTX). If the runs are cut at the deadline,
+# lower STEPS or BATCH; `curves -steps K` compares up to step K.
+set -u
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+bin=${BIN:-.gpu-gptlong}
+py=${PYTHON:-/opt/torch/.venv/bin/python}
+STEPS=${STEPS:-2000}
+BATCH=${BATCH:-6}
+SEQ=${SEQ:-1024}
+LR=${LR:-1e-3}
+EVAL_EVERY=${EVAL_EVERY:-100}
+EVAL_WINDOWS=${EVAL_WINDOWS:-60}
+RECIPES=${RECIPES:-current delayed tile}
+RESUME_STEPS=${RESUME_STEPS:-60}
+RESUME_RECIPES=${RESUME_RECIPES:-current delayed}
+BENCH_STEPS=${BENCH_STEPS:-20}
+BENCH_COMPILE=${BENCH_COMPILE:-0}
+BENCH_BATCH_SMALL=${BENCH_BATCH_SMALL:-16}
+BENCH_BATCH_XL=${BENCH_BATCH_XL:-4}
+TOTAL=${TOTAL:-570}
+WARMUP=$((STEPS / 20))
+
+build() {
+	set -e
+	rm -rf $bin
+	mkdir -p $bin
+	go build -ldflags="-s -w" -o $bin/gpt ./examples/gpt
+	go build -ldflags="-s -w" -o $bin/curves ./examples/gpt/curves
+	go run ./examples/gpt/prepare -root "$(go env GOROOT)/src" -out $bin/data
+	xz -T2 -6 $bin/gpt $bin/curves $bin/data/*.tok
+	du -sh $bin
+}
+
+start=$(date +%s)
+left() { echo $((start + TOTAL - $(date +%s))); }
+
+# peakmem NAME CMD...: runs CMD alone on the GPU while nvidia-smi samples
+# the device memory in use; prints NAME's peak minus the idle figure.
+peakmem() {
+	name=$1
+	shift
+	idle=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
+	nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$bin/$name.nvml" 2>/dev/null &
+	smi=$!
+	"$@"
+	rc=$?
+	kill $smi 2>/dev/null
+	wait $smi 2>/dev/null
+	awk -v n="$name" -v idle="$idle" '{ if ($1 > m) m = $1 } END { printf "%s: NVML peak device memory in use %d MiB above idle (%d MiB)\n", n, m - idle, idle }' "$bin/$name.nvml"
+	return $rc
+}
+
+resume_check() {
+	for r in $RESUME_RECIPES; do
+		common="-backend gpu -data $bin/data -preset small -seq $SEQ -batch $BATCH -recipe $r -lr $LR -steps $RESUME_STEPS -eval-every 20 -eval-windows $BATCH"
+		half=$((RESUME_STEPS / 2))
+		rm -rf "$bin/ck_$r"
+		$bin/gpt $common -curve "$OUT/resume_${r}_full.json" -sample 200 >"$OUT/resume_${r}_full.log" 2>&1 || status=1
+		$bin/gpt $common -ckpt "$bin/ck_$r" -stop-after $half -sample 0 -curve "$OUT/resume_${r}_first.json" >"$OUT/resume_${r}_first.log" 2>&1 || status=1
+		$bin/gpt $common -ckpt "$bin/ck_$r" -resume -sample 0 -curve "$OUT/resume_${r}_rest.json" >"$OUT/resume_${r}_rest.log" 2>&1 || status=1
+		tail -n 12 "$OUT/resume_${r}_full.log"
+		$bin/curves -resume "$OUT/resume_${r}_full.json" "$OUT/resume_${r}_first.json" "$OUT/resume_${r}_rest.json" || status=1
+		rm -rf "$bin/ck_$r"
+	done
+}
+
+bench() {
+	compile=""
+	[ "$BENCH_COMPILE" = 1 ] && compile=--compile
+	for shape in small:$BENCH_BATCH_SMALL 1.3b:$BENCH_BATCH_XL; do
+		p=${shape%%:*}
+		b=${shape#*:}
+		peakmem "bench_distopt_$p" $bin/gpt -backend gpu -data $bin/data -preset $p -batch $b -steps $BENCH_STEPS \
+			-eval-every 0 -eval-windows $b -sample 0 -curve "$OUT/bench_distopt_$p.json" >"$OUT/bench_distopt_$p.log" 2>&1 || status=1
+		tail -n 3 "$OUT/bench_distopt_$p.log"
+		peakmem "bench_torch_$p" "$py" scripts/gpt/torch_gpt.py --data $bin/data --shape $p --batch $b --steps $BENCH_STEPS \
+			--eval-every 0 --eval-windows $b --sdpa flash $compile --name "torch $p" --out "$OUT/bench_torch_$p.json" >"$OUT/bench_torch_$p.log" 2>&1 || status=1
+		tail -n 2 "$OUT/bench_torch_$p.log"
+	done
+	$bin/curves -speed "$OUT/bench_distopt_small.json" "$OUT/bench_torch_small.json" \
+		"$OUT/bench_distopt_1.3b.json" "$OUT/bench_torch_1.3b.json" || status=1
+}
+
+long() {
+	budget=$(($(left) - 30))
+	if [ $budget -lt 60 ]; then
+		echo "loss runs skipped: $budget s left"
+		status=1
+		return
+	fi
+	echo "loss runs: $STEPS steps of $BATCH x $SEQ, stopped after $budget s at the latest"
+	pids=""
+	for r in $RECIPES; do
+		timeout $budget $bin/gpt -backend gpu -data $bin/data -preset small -seq $SEQ -batch $BATCH -recipe $r -lr $LR \
+			-steps $STEPS -eval-every $EVAL_EVERY -eval-windows $EVAL_WINDOWS -sample 300 \
+			-curve "$OUT/long_$r.json" >"$OUT/long_$r.log" 2>&1 &
+		pids="$pids $!"
+	done
+	timeout $budget "$py" scripts/gpt/torch_gpt.py --data $bin/data --init $bin/init.safetensors --lr $LR --steps $STEPS \
+		--eval-every $EVAL_EVERY --eval-windows $EVAL_WINDOWS --name "PyTorch BF16" --out "$OUT/long_torch.json" >"$OUT/long_torch.log" 2>&1 &
+	pids="$pids $!"
+	for p in $pids; do
+		wait $p || status=1
+	done
+	for r in $RECIPES torch; do
+		echo "== long_$r"
+		grep -v '^step ' "$OUT/long_$r.log" | tail -n 8
+		grep '^step ' "$OUT/long_$r.log" | tail -n 2
+	done
+	runs=""
+	for r in $RECIPES; do
+		runs="$runs $OUT/long_$r.json"
+	done
+	$bin/curves -ref "$OUT/long_torch.json" -steps $STEPS -warmup $WARMUP -png "$OUT/gpt_curves.png" \
+		-title "examples/gpt 124M shape on one H200: validation loss" $runs || status=1
+}
+
+run() {
+	set +e
+	export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+	OUT=${OUT:-.}
+	xz -d -f -T0 $bin/*.xz $bin/data/*.xz
+	chmod +x $bin/gpt $bin/curves
+	status=0
+	{
+		echo "== prepare ($(left) s left)"
+		cat $bin/data/meta.json
+		$bin/gpt -data $bin/data -preset small -seq $SEQ -batch $BATCH -export-init $bin/init.safetensors -export-check=false || status=1
+		echo "== resume ($(left) s left)"
+		resume_check
+		echo "== bench ($(left) s left)"
+		bench
+		echo "== loss ($(left) s left)"
+		long
+		echo "gpt long status: $status ($(left) s left)"
+	} 2>&1 | tee "$OUT/gpt_long.log"
+	grep -q "gpt long status: 0" "$OUT/gpt_long.log"
+}
+
+case "${1:-}" in
+build) build ;;
+run) run ;;
+*) echo "usage: $0 build|run" >&2; exit 2 ;;
+esac
