@@ -84,7 +84,7 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 		return nil, err
 	}
 	defer k.Close()
-	m, err := gpumodel.New(e, k, o.shape, o.batch, o.shape.Seq)
+	m, err := gpumodel.NewWith(e, k, o.shape, o.batch, o.shape.Seq, gpumodel.Options{Recipe: o.recipe, Recompute: o.recompute, KeepTransposed: o.keepTransposed})
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +262,11 @@ func (t *gpuTrainer) memory() string {
 		used = -1
 	}
 	t.rec.memory(alloc, used)
-	return fmt.Sprintf("memory %.2f GiB allocated, %.2f GiB in use on the device", gib(alloc), gib(used))
+	s := fmt.Sprintf("memory %.2f GiB allocated, %.2f GiB in use on the device", gib(alloc), gib(used))
+	if r, err := t.m.Memory(); err == nil {
+		s += fmt.Sprintf(", activations %.2f GiB", gib(int64(r.Allocated.Step())))
+	}
+	return s
 }
 
 func gib(b int64) float64 { return float64(b) / (1 << 30) }

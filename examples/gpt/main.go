@@ -59,7 +59,7 @@ type options struct {
 	ckptEvery, sampleLen, stopAfter     int
 	lr, minLR, clip, wd                 float64
 	recipe                              fp8.Recipe
-	resume                              bool
+	resume, recompute, keepTransposed   bool
 	seed                                uint64
 	timeout                             time.Duration
 }
@@ -91,6 +91,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.ckpt, "ckpt", "", "checkpoint root (none if empty)")
 	fs.IntVar(&o.ckptEvery, "ckpt-every", 0, "steps between checkpoints (0: only at the end)")
 	fs.IntVar(&o.stopAfter, "stop-after", 0, "stop (and save) after this step, as an interrupted run would (0: run to -steps)")
+	fs.BoolVar(&o.recompute, "recompute", false, "GPU: keep no FP8 copy of the LayerNorm and GELU outputs; recompute them in backward (same bits, less memory)")
+	fs.BoolVar(&o.keepTransposed, "keep-transposed", false, "GPU: keep the transposed FP8 linear inputs for backward instead of making them there (same bits, more memory)")
 	fs.BoolVar(&o.resume, "resume", false, "continue from the latest checkpoint under -ckpt")
 	fs.IntVar(&o.sampleLen, "sample", 200, "bytes of text to generate at the end (0: none)")
 	fs.StringVar(&o.prompt, "prompt", "func ", "start of the generated text")
