@@ -33,8 +33,13 @@ type gptBench struct {
 }
 
 func newGPTBench(b *testing.B) *gptBench {
-	d, sets := loadAll(b)
-	g := &gptBench{s: cudatest.Stream(b, d), k: sets[len(sets)-1]}
+	d := cudatest.Require(b)
+	k, err := Load(d)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { k.Close() })
+	g := &gptBench{s: cudatest.Stream(b, d), k: k}
 	f32 := func(n int) cuda.DevicePtr {
 		p := cudatest.Alloc(b, d, 4*n)
 		v := make([]float32, n)
