@@ -1,4 +1,7 @@
-// gpt.cu: the non-GEMM operations of a GPT-2 style decoder (examples/gpt).
+// gpt.cu: the elementwise operations of a GPT-2 style decoder
+// (examples/gpt), its reference-order softmax, cross-entropy and attention.
+// Row-wise kernels with the row in registers are in gptrows.cu, column
+// reductions in gptcols.cu, the BF16 output head in gpthead.cu.
 //
 // Activations and gradients are float32; parameters read here (token and
 // position embeddings, LayerNorm weights and biases, linear biases) are the
@@ -6,67 +9,49 @@
 // runs in a fixed order (warp shuffles over a fixed lane assignment, or one
 // thread looping over rows), so that results are the same from run to run.
 // The reference computations are the float64 functions of
-// examples/gpt/model named in each comment.
-#include "bf16.cuh"
+// examples/gpt/model named in each comment. Elementwise kernels take a
+// float4 path when every pointer is 16-byte aligned (8 for bfloat16) and the
+// row length is a multiple of 4, and a scalar one otherwise; both compute the
+// same expression.
+#include "gpt.cuh"
 
 using namespace distopt;
 
-namespace {
-
-// warp_sum returns the sum of v over the 32 lanes of a warp, to every lane
-// (butterfly order: the same on every call).
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-__device__ __forceinline__ float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
-// Warps per block and the global warp index of a warp-per-row kernel.
-__device__ __forceinline__ u64 warp_index() { return thread_index() >> 5; }
-__device__ __forceinline__ u64 warp_stride() { return grid_stride() >> 5; }
-
-} // namespace
-
 // gpt_embed (model.Embed): x[r, i] = wte[tok[r], i] + wpe[r % seq, i] for
-// r < rows, i < h.
+// r < rows, i < h. Grid-stride over rows, one block per row.
 extern "C" __global__ void gpt_embed(float *x, const u16 *wte, const u16 *wpe, const int *tok, u64 rows,
                                      u64 seq, u64 h) {
-    for (u64 e = thread_index(); e < rows * h; e += grid_stride()) {
-        const u64 r = e / h, i = e % h;
-        x[e] = bf16_to_f32(wte[(u64)tok[r] * h + i]) + bf16_to_f32(wpe[(r % seq) * h + i]);
-    }
-}
-
-// gpt_embed_grad_tokens (model.EmbedBackward, token part): for every
-// vocabulary row v and column i, dwte[v, i] += sum of dx[r, i] over the rows
-// r listed in order[start[v] : start[v+1]] (the rows holding token v,
-// increasing), summed in list order.
-extern "C" __global__ void gpt_embed_grad_tokens(float *dwte, const float *dx, const int *order,
-                                                 const int *start, u64 vocab, u64 h) {
-    for (u64 e = thread_index(); e < vocab * h; e += grid_stride()) {
-        const u64 v = e / h, i = e % h;
-        float s = 0;
-        for (int k = start[v]; k < start[v + 1]; k++) s += dx[(u64)order[k] * h + i];
-        dwte[e] += s;
+    const bool vec = (h & 3) == 0 && aligned(x, 16) && aligned(wte, 8) && aligned(wpe, 8);
+    for (u64 r = blockIdx.x; r < rows; r += gridDim.x) {
+        const u16 *te = wte + (u64)tok[r] * h, *pe = wpe + (r % seq) * h;
+        float *xr = x + r * h;
+        if (vec) {
+            for (u64 i = 4 * threadIdx.x; i < h; i += 4 * blockDim.x) {
+                const float4 a = bf16x4(te + i), b = bf16x4(pe + i);
+                *reinterpret_cast<float4 *>(xr + i) = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+            }
+        } else {
+            for (u64 i = threadIdx.x; i < h; i += blockDim.x) xr[i] = bf16_to_f32(te[i]) + bf16_to_f32(pe[i]);
+        }
     }
 }
 
 // gpt_embed_grad_positions (model.EmbedBackward, position part):
 // dwpe[t, i] += sum over b < batch, in order, of dx[b*seq + t, i].
 extern "C" __global__ void gpt_embed_grad_positions(float *dwpe, const float *dx, u64 batch, u64 seq, u64 h) {
-    for (u64 e = thread_index(); e < seq * h; e += grid_stride()) {
+    const u64 n = seq * h;
+    for (u64 e = thread_index(); e < n; e += grid_stride()) {
         float s = 0;
-        for (u64 b = 0; b < batch; b++) s += dx[b * seq * h + e];
+#pragma unroll 8
+        for (u64 b = 0; b < batch; b++) s += dx[b * n + e];
         dwpe[e] += s;
     }
 }
 
-// gpt_layernorm (model.LayerNorm), one warp per row of n: mean, rstd =
-// 1/sqrt(var + eps) (biased variance) kept per row; y = (x-mean)*rstd*w + b.
+// gpt_layernorm (model.LayerNorm), one warp per row of n, the row read
+// from memory in each pass (any n; gptrows.cu keeps rows of up to 2048 in
+// registers): mean, rstd = 1/sqrt(var + eps) (biased variance) kept per
+// row; y = (x-mean)*rstd*w + b.
 extern "C" __global__ void gpt_layernorm(float *y, float *mean, float *rstd, const float *x, const u16 *w,
                                          const u16 *b, u64 rows, u64 n, float eps) {
     const u32 lane = threadIdx.x & 31;
@@ -91,7 +76,7 @@ extern "C" __global__ void gpt_layernorm(float *y, float *mean, float *rstd, con
 }
 
 // gpt_layernorm_grad_x (model.LayerNormBackward, dx part), one warp per
-// row: with xhat = (x-mean)*rstd and g = dy*w,
+// row (any n): with xhat = (x-mean)*rstd and g = dy*w,
 // dx += rstd*(g - mean(g) - xhat*mean(g*xhat)).
 extern "C" __global__ void gpt_layernorm_grad_x(float *dx, const float *dy, const float *x, const float *mean,
                                                 const float *rstd, const u16 *w, u64 rows, u64 n) {
@@ -113,59 +98,77 @@ extern "C" __global__ void gpt_layernorm_grad_x(float *dx, const float *dy, cons
     }
 }
 
-// gpt_layernorm_grad_wb (model.LayerNormBackward, dw and db), one thread per
-// column, rows in order: dw[i] += sum_r dy[r, i]*xhat[r, i], db[i] += sum_r dy[r, i].
-extern "C" __global__ void gpt_layernorm_grad_wb(float *dw, float *db, const float *dy, const float *x,
-                                                 const float *mean, const float *rstd, u64 rows, u64 n) {
-    for (u64 i = thread_index(); i < n; i += grid_stride()) {
-        float sw = 0, sb = 0;
-        for (u64 r = 0; r < rows; r++) {
-            const float g = dy[r * n + i];
-            sw += g * ((x[r * n + i] - mean[r]) * rstd[r]);
-            sb += g;
-        }
-        dw[i] += sw;
-        db[i] += sb;
-    }
-}
-
-// gpt_bias_add (bias of model.Linear): y[r, o] += b[o].
+// gpt_bias_add (bias of model.Linear): y[r, o] += b[o]. The float4 path
+// also needs rows*n below 2^32 (32-bit column arithmetic).
 extern "C" __global__ void gpt_bias_add(float *y, const u16 *b, u64 rows, u64 n) {
-    for (u64 e = thread_index(); e < rows * n; e += grid_stride()) y[e] += bf16_to_f32(b[e % n]);
-}
-
-// gpt_column_sum (bias gradient of model.LinearBackward), one thread per
-// column, rows in order: db[i] += sum_r dy[r, i].
-extern "C" __global__ void gpt_column_sum(float *db, const float *dy, u64 rows, u64 n) {
-    for (u64 i = thread_index(); i < n; i += grid_stride()) {
-        float s = 0;
-        for (u64 r = 0; r < rows; r++) s += dy[r * n + i];
-        db[i] += s;
+    if ((n & 3) == 0 && aligned(y, 16) && aligned(b, 8) && rows * n < (1ull << 32)) {
+        const u32 n4 = (u32)(n >> 2);
+        float4 *y4 = reinterpret_cast<float4 *>(y);
+        for (u64 e = thread_index(); e < rows * n4; e += grid_stride()) {
+            const float4 w = bf16x4(b + 4 * ((u32)e % n4));
+            float4 v = y4[e];
+            v.x += w.x;
+            v.y += w.y;
+            v.z += w.z;
+            v.w += w.w;
+            y4[e] = v;
+        }
+        return;
     }
-}
-
-// gpt_add (the residual connection): y[i] = a[i] + b[i]; y may be a or b.
-extern "C" __global__ void gpt_add(float *y, const float *a, const float *b, u64 n) {
-    for (u64 i = thread_index(); i < n; i += grid_stride()) y[i] = a[i] + b[i];
+    for (u64 e = thread_index(); e < rows * n; e += grid_stride()) y[e] += bf16_to_f32(b[e % n]);
 }
 
 #define GELU_K 0.7978845608028654f
 #define GELU_C 0.044715f
 
-// gpt_gelu (model.GELU): y = 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))).
-extern "C" __global__ void gpt_gelu(float *y, const float *x, u64 n) {
-    for (u64 i = thread_index(); i < n; i += grid_stride()) {
-        const float v = x[i];
-        y[i] = 0.5f * v * (1.0f + tanhf(GELU_K * (v + GELU_C * v * v * v)));
+namespace {
+
+// The elementwise maps: out = f(a, b) for each element.
+struct AddOp {
+    __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+};
+
+// GeluOp (model.GELU): 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))) of a.
+struct GeluOp {
+    __device__ __forceinline__ float operator()(float v, float) const {
+        return 0.5f * v * (1.0f + tanhf(GELU_K * (v + GELU_C * v * v * v)));
     }
+};
+
+// GeluGradOp (model.GELUBackward): dy*GELU'(x) for a = dy, b = x.
+struct GeluGradOp {
+    __device__ __forceinline__ float operator()(float dy, float v) const {
+        const float t = tanhf(GELU_K * (v + GELU_C * v * v * v));
+        return dy * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_C * v * v));
+    }
+};
+
+// map2 sets y[i] = f(a[i], b[i]) for i < n; b may be null when f ignores
+// it. y may be a or b.
+template <class F> __device__ __forceinline__ void map2(float *y, const float *a, const float *b, u64 n, F f) {
+    if ((n & 3) == 0 && aligned(y, 16) && aligned(a, 16) && aligned(b, 16)) {
+        const float4 *a4 = reinterpret_cast<const float4 *>(a), *b4 = reinterpret_cast<const float4 *>(b);
+        float4 *y4 = reinterpret_cast<float4 *>(y);
+        for (u64 i = thread_index(); i < n >> 2; i += grid_stride()) {
+            const float4 u = a4[i], v = b != nullptr ? b4[i] : make_float4(0, 0, 0, 0);
+            y4[i] = make_float4(f(u.x, v.x), f(u.y, v.y), f(u.z, v.z), f(u.w, v.w));
+        }
+        return;
+    }
+    for (u64 i = thread_index(); i < n; i += grid_stride()) y[i] = f(a[i], b != nullptr ? b[i] : 0.0f);
 }
+
+} // namespace
+
+// gpt_add (the residual connection): y[i] = a[i] + b[i]; y may be a or b.
+extern "C" __global__ void gpt_add(float *y, const float *a, const float *b, u64 n) { map2(y, a, b, n, AddOp()); }
+
+// gpt_gelu (model.GELU): y = 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))).
+extern "C" __global__ void gpt_gelu(float *y, const float *x, u64 n) { map2(y, x, nullptr, n, GeluOp()); }
 
 // gpt_gelu_grad (model.GELUBackward): dx = dy*GELU'(x).
 extern "C" __global__ void gpt_gelu_grad(float *dx, const float *dy, const float *x, u64 n) {
-    for (u64 i = thread_index(); i < n; i += grid_stride()) {
-        const float v = x[i], t = tanhf(GELU_K * (v + GELU_C * v * v * v));
-        dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_C * v * v));
-    }
+    map2(dx, dy, x, n, GeluGradOp());
 }
 
 // gpt_causal_softmax (model.CausalSoftmax), one warp per row of the n
@@ -325,43 +328,5 @@ extern "C" __global__ void gpt_attention_grad_kv(float *dqkv, const float *ds, c
             dqkv[(b * seq + j) * 3 * h + h + k * d + c] = dk;
             dqkv[(b * seq + j) * 3 * h + 2 * h + k * d + c] = dv;
         }
-    }
-}
-
-// The tied output head reads the token embedding, a bfloat16 parameter
-// that the FP8 GEMMs do not take: plain products with one thread per output
-// element and sums in index order (model.Linear and LinearBackward without
-// bias). With the byte-level vocabulary the head is small (256 x hidden).
-
-// gpt_linear_bf16: y[r, o] = sum_i x[r, i]*w[o, i], x float32 [rows, in],
-// w bfloat16 [out, in].
-extern "C" __global__ void gpt_linear_bf16(float *y, const float *x, const u16 *w, u64 rows, u64 in, u64 out) {
-    for (u64 e = thread_index(); e < rows * out; e += grid_stride()) {
-        const u64 r = e / out, o = e % out;
-        float s = 0;
-        for (u64 i = 0; i < in; i++) s += x[r * in + i] * bf16_to_f32(w[o * in + i]);
-        y[e] = s;
-    }
-}
-
-// gpt_linear_bf16_grad_x: dx[r, i] += sum_o dy[r, o]*w[o, i].
-extern "C" __global__ void gpt_linear_bf16_grad_x(float *dx, const float *dy, const u16 *w, u64 rows, u64 in,
-                                                  u64 out) {
-    for (u64 e = thread_index(); e < rows * in; e += grid_stride()) {
-        const u64 r = e / in, i = e % in;
-        float s = 0;
-        for (u64 o = 0; o < out; o++) s += dy[r * out + o] * bf16_to_f32(w[o * in + i]);
-        dx[e] += s;
-    }
-}
-
-// gpt_linear_bf16_grad_w: dw[o, i] += sum_r dy[r, o]*x[r, i], r increasing.
-extern "C" __global__ void gpt_linear_bf16_grad_w(float *dw, const float *dy, const float *x, u64 rows, u64 in,
-                                                  u64 out) {
-    for (u64 e = thread_index(); e < out * in; e += grid_stride()) {
-        const u64 o = e / in, i = e % in;
-        float s = 0;
-        for (u64 r = 0; r < rows; r++) s += dy[r * out + o] * x[r * in + i];
-        dw[e] += s;
     }
 }

@@ -16,9 +16,10 @@ const (
 	kernelGPTEmbedGradPos   = "gpt_embed_grad_positions"
 	kernelGPTLayerNorm      = "gpt_layernorm"
 	kernelGPTLayerNormGradX = "gpt_layernorm_grad_x"
-	kernelGPTLayerNormGradW = "gpt_layernorm_grad_wb"
+	kernelGPTLayerNormGradW = "gpt_layernorm_grad_wb_partial"
 	kernelGPTBiasAdd        = "gpt_bias_add"
-	kernelGPTColumnSum      = "gpt_column_sum"
+	kernelGPTColumnSum      = "gpt_column_sum_partial"
+	kernelGPTColumnFinal    = "gpt_column_sum_final"
 	kernelGPTAdd            = "gpt_add"
 	kernelGPTGELU           = "gpt_gelu"
 	kernelGPTGELUGrad       = "gpt_gelu_grad"
@@ -33,13 +34,20 @@ const (
 	kernelGPTLinearGradW    = "gpt_linear_bf16_grad_w"
 )
 
-// gptKernels lists the kernels of gpt.cu.
+// gptKernels lists the kernels of gpt.cu, gptrows.cu, gptcols.cu and
+// gpthead.cu.
 func gptKernels() []string {
-	return []string{kernelGPTEmbed, kernelGPTEmbedGradTok, kernelGPTEmbedGradPos, kernelGPTLayerNorm,
-		kernelGPTLayerNormGradX, kernelGPTLayerNormGradW, kernelGPTBiasAdd, kernelGPTColumnSum, kernelGPTAdd,
-		kernelGPTGELU, kernelGPTGELUGrad, kernelGPTSoftmax, kernelGPTSoftmaxGrad, kernelGPTCrossEntropy,
+	names := []string{kernelGPTEmbed, kernelGPTEmbedGradTok, kernelGPTEmbedGradPos, kernelGPTLayerNorm,
+		kernelGPTLayerNormGradX, kernelGPTLayerNormGradW, kernelGPTBiasAdd, kernelGPTColumnSum, kernelGPTColumnFinal,
+		kernelGPTAdd, kernelGPTGELU, kernelGPTGELUGrad, kernelGPTSoftmax, kernelGPTSoftmaxGrad, kernelGPTCrossEntropy,
 		kernelGPTAttention, kernelGPTAttentionGradQ, kernelGPTAttentionGradK,
 		kernelGPTLinear, kernelGPTLinearGradX, kernelGPTLinearGradW}
+	for _, v := range rowVariants {
+		for _, base := range []string{kernelGPTLayerNorm, kernelGPTLayerNormGradX, kernelGPTCrossEntropy} {
+			names = append(names, base+v.suffix)
+		}
+	}
+	return names
 }
 
 // warpRows queues a kernel that takes one warp per row.
@@ -62,17 +70,29 @@ func (k *Set) elementwise(s *cuda.Stream, name string, n int, args *cuda.Args) e
 // i < h (model.Embed): x float32 [rows, h], wte and wpe bfloat16, tok int32
 // tokens, each below wte's rows (not checked).
 func (k *Set) GPTEmbed(s *cuda.Stream, x, wte, wpe, tok cuda.DevicePtr, rows, seq, h int) error {
-	return k.elementwise(s, kernelGPTEmbed, rows*h, new(cuda.Args).Ptr(x).Ptr(wte).Ptr(wpe).Ptr(tok).
-		U64(uint64(rows)).U64(uint64(seq)).U64(uint64(h)))
+	if !checkLen(kernelGPTEmbed, rows) || !checkLen(kernelGPTEmbed, h) {
+		return nil
+	}
+	blocks := min(rows, 2*blocksPerSM*max(k.sms, 1))
+	return k.launchGrid(s, kernelGPTEmbed, cuda.Dim3{X: uint32(blocks)}, blockSize, new(cuda.Args).Ptr(x).Ptr(wte).
+		Ptr(wpe).Ptr(tok).U64(uint64(rows)).U64(uint64(seq)).U64(uint64(h)))
 }
 
 // GPTEmbedGradTokens queues dwte[v, i] += Σ dx[r, i] over the rows r in
 // order[start[v]:start[v+1]], in that order (the token part of
 // model.EmbedBackward): order and start (vocab+1 entries) are int32, the
 // rows of each token increasing, as TokenRows builds them on the host.
-// Summing without atomics keeps the result the same from run to run.
+// Summing without atomics, in a fixed order (gptcols.cu), keeps the result
+// the same from run to run.
 func (k *Set) GPTEmbedGradTokens(s *cuda.Stream, dwte, dx, order, start cuda.DevicePtr, vocab, h int) error {
-	return k.elementwise(s, kernelGPTEmbedGradTok, vocab*h, new(cuda.Args).Ptr(dwte).Ptr(dx).Ptr(order).
+	if !checkLen(kernelGPTEmbedGradTok, vocab) || !checkLen(kernelGPTEmbedGradTok, h) {
+		return nil
+	}
+	grid := cuda.Dim3{X: uint32(vocab), Y: uint32(ceilDiv(h, embCols))}
+	if err := gridFits(kernelGPTEmbedGradTok, grid); err != nil {
+		return err
+	}
+	return k.launchGrid(s, kernelGPTEmbedGradTok, grid, 32*embWarps, new(cuda.Args).Ptr(dwte).Ptr(dx).Ptr(order).
 		Ptr(start).U64(uint64(vocab)).U64(uint64(h)))
 }
 
@@ -107,25 +127,26 @@ func (k *Set) GPTEmbedGradPositions(s *cuda.Stream, dwpe, dx cuda.DevicePtr, bat
 // GPTLayerNorm queues model.LayerNorm in float32 with bfloat16 w and b:
 // y, mean and rstd ([rows]) from x [rows, n].
 func (k *Set) GPTLayerNorm(s *cuda.Stream, y, mean, rstd, x, w, b cuda.DevicePtr, rows, n int, eps float32) error {
-	return k.warpRows(s, kernelGPTLayerNorm, rows, new(cuda.Args).Ptr(y).Ptr(mean).Ptr(rstd).Ptr(x).Ptr(w).Ptr(b).
+	name := kernelGPTLayerNorm + rowVariant(n, []cuda.DevicePtr{y, x}, []cuda.DevicePtr{w, b})
+	return k.warpRows(s, name, rows, new(cuda.Args).Ptr(y).Ptr(mean).Ptr(rstd).Ptr(x).Ptr(w).Ptr(b).
 		U64(uint64(rows)).U64(uint64(n)).F32(eps))
 }
 
 // GPTLayerNormGradX queues the dx part of model.LayerNormBackward:
 // dx += rstd·(dy·w - mean(dy·w) - xhat·mean(dy·w·xhat)).
 func (k *Set) GPTLayerNormGradX(s *cuda.Stream, dx, dy, x, mean, rstd, w cuda.DevicePtr, rows, n int) error {
-	return k.warpRows(s, kernelGPTLayerNormGradX, rows, new(cuda.Args).Ptr(dx).Ptr(dy).Ptr(x).Ptr(mean).Ptr(rstd).
+	name := kernelGPTLayerNormGradX + rowVariant(n, []cuda.DevicePtr{dx, dy, x}, []cuda.DevicePtr{w})
+	return k.warpRows(s, name, rows, new(cuda.Args).Ptr(dx).Ptr(dy).Ptr(x).Ptr(mean).Ptr(rstd).
 		Ptr(w).U64(uint64(rows)).U64(uint64(n)))
 }
 
 // GPTLayerNormGradWB queues the dw and db part of model.LayerNormBackward
-// (float32, accumulated): dw += Σ_r dy·xhat, db += Σ_r dy, rows in order.
+// (float32, accumulated): dw += Σ_r dy·xhat, db += Σ_r dy, summed in the
+// fixed two-pass order of gptcols.cu through the stream's scratch.
 func (k *Set) GPTLayerNormGradWB(s *cuda.Stream, dw, db, dy, x, mean, rstd cuda.DevicePtr, rows, n int) error {
-	if !checkLen(kernelGPTLayerNormGradW, rows) {
-		return nil
-	}
-	return k.elementwise(s, kernelGPTLayerNormGradW, n, new(cuda.Args).Ptr(dw).Ptr(db).Ptr(dy).Ptr(x).Ptr(mean).
-		Ptr(rstd).U64(uint64(rows)).U64(uint64(n)))
+	return k.columnSums(s, kernelGPTLayerNormGradW, dw, db, rows, n, func(part cuda.DevicePtr) *cuda.Args {
+		return new(cuda.Args).Ptr(part).Ptr(dy).Ptr(x).Ptr(mean).Ptr(rstd).U64(uint64(rows)).U64(uint64(n))
+	})
 }
 
 // GPTBiasAdd queues y[r, i] += b[i] (float32 y [rows, n], bfloat16 b).
@@ -133,12 +154,12 @@ func (k *Set) GPTBiasAdd(s *cuda.Stream, y, b cuda.DevicePtr, rows, n int) error
 	return k.elementwise(s, kernelGPTBiasAdd, rows*n, new(cuda.Args).Ptr(y).Ptr(b).U64(uint64(rows)).U64(uint64(n)))
 }
 
-// GPTColumnSum queues db[i] += Σ_r dy[r, i] (a bias gradient), rows in order.
+// GPTColumnSum queues db[i] += Σ_r dy[r, i] (a bias gradient), summed in
+// the fixed two-pass order of gptcols.cu through the stream's scratch.
 func (k *Set) GPTColumnSum(s *cuda.Stream, db, dy cuda.DevicePtr, rows, n int) error {
-	if !checkLen(kernelGPTColumnSum, rows) {
-		return nil
-	}
-	return k.elementwise(s, kernelGPTColumnSum, n, new(cuda.Args).Ptr(db).Ptr(dy).U64(uint64(rows)).U64(uint64(n)))
+	return k.columnSums(s, kernelGPTColumnSum, db, 0, rows, n, func(part cuda.DevicePtr) *cuda.Args {
+		return new(cuda.Args).Ptr(part).Ptr(dy).U64(uint64(rows)).U64(uint64(n))
+	})
 }
 
 // GPTAdd queues y[i] = a[i] + b[i] for i < n (float32; y may be a or b).
@@ -175,7 +196,8 @@ func (k *Set) GPTCausalSoftmaxGrad(s *cuda.Stream, ds, p, dp cuda.DevicePtr, n, 
 // onehot(target[r])) (model.CrossEntropyBackward with coef = dloss/rows;
 // dlogits may be logits).
 func (k *Set) GPTCrossEntropy(s *cuda.Stream, loss, dlogits, logits, target cuda.DevicePtr, rows, v int, coef float32) error {
-	return k.warpRows(s, kernelGPTCrossEntropy, rows, new(cuda.Args).Ptr(loss).Ptr(dlogits).Ptr(logits).Ptr(target).
+	name := kernelGPTCrossEntropy + rowVariant(v, []cuda.DevicePtr{dlogits, logits}, nil)
+	return k.warpRows(s, name, rows, new(cuda.Args).Ptr(loss).Ptr(dlogits).Ptr(logits).Ptr(target).
 		U64(uint64(rows)).U64(uint64(v)).F32(coef))
 }
 
@@ -206,26 +228,49 @@ func (k *Set) GPTAttentionGrad(s *cuda.Stream, dqkv, ds, dy, p, qkv cuda.DeviceP
 
 // GPTLinearBF16 queues y = x·wᵀ (model.Linear without bias) for float32 x
 // [rows, in] and a bfloat16 weight w [out, in]: the tied output head,
-// whose weight is the high-precision token embedding. One thread per
-// output, sums in index order.
+// whose weight is the high-precision token embedding. A tiled float32
+// GEMM (gpthead.cu); each output sums its products in index order.
 func (k *Set) GPTLinearBF16(s *cuda.Stream, y, x, w cuda.DevicePtr, rows, in, out int) error {
-	return k.elementwise(s, kernelGPTLinear, rows*out, new(cuda.Args).Ptr(y).Ptr(x).Ptr(w).
+	if !checkLen(kernelGPTLinear, rows) || !checkLen(kernelGPTLinear, out) {
+		return nil
+	}
+	return k.headGEMM(s, kernelGPTLinear, out, rows, 1, new(cuda.Args).Ptr(y).Ptr(x).Ptr(w).
 		U64(uint64(rows)).U64(uint64(in)).U64(uint64(out)))
 }
 
 // GPTLinearBF16Grad queues the gradients of GPTLinearBF16 (model.LinearBackward
-// without bias), accumulated in float32: dx += dy·w unless dx is 0, and
-// dw += dyᵀ·x unless dw is 0 (rows in order).
+// without bias), accumulated in float32: dx += dy·w unless dx is 0 (each
+// element summed over o in order), and dw += dyᵀ·x unless dw is 0 (rows
+// summed in slices of fixed bounds, the slices then added in order through
+// the stream's scratch).
 func (k *Set) GPTLinearBF16Grad(s *cuda.Stream, dx, dw, dy, x, w cuda.DevicePtr, rows, in, out int) error {
+	if !checkLen(kernelGPTLinearGradX, rows) || !checkLen(kernelGPTLinearGradX, in) || !checkLen(kernelGPTLinearGradX, out) {
+		return nil
+	}
 	if dx != 0 {
-		if err := k.elementwise(s, kernelGPTLinearGradX, rows*in, new(cuda.Args).Ptr(dx).Ptr(dy).Ptr(w).
+		if err := k.headGEMM(s, kernelGPTLinearGradX, in, rows, 1, new(cuda.Args).Ptr(dx).Ptr(dy).Ptr(w).
 			U64(uint64(rows)).U64(uint64(in)).U64(uint64(out))); err != nil {
 			return err
 		}
 	}
-	if dw == 0 || rows == 0 {
+	if dw == 0 {
 		return nil
 	}
-	return k.elementwise(s, kernelGPTLinearGradW, out*in, new(cuda.Args).Ptr(dw).Ptr(dy).Ptr(x).
-		U64(uint64(rows)).U64(uint64(in)).U64(uint64(out)))
+	slices, slice := k.headSlices(rows, in, out)
+	part := cuda.DevicePtr(0)
+	if slices > 1 {
+		var err error
+		if part, err = k.scratch(s, 4*slices*out*in); err != nil {
+			return err
+		}
+	}
+	if err := k.headGEMM(s, kernelGPTLinearGradW, in, out, slices, new(cuda.Args).Ptr(dw).Ptr(part).Ptr(dy).Ptr(x).
+		U64(uint64(rows)).U64(uint64(in)).U64(uint64(out)).U64(uint64(slice))); err != nil {
+		return err
+	}
+	if slices == 1 {
+		return nil
+	}
+	return k.elementwise(s, kernelGPTColumnFinal, out*in, new(cuda.Args).Ptr(dw).Ptr(0).Ptr(part).
+		U64(uint64(slices)).U64(uint64(out*in)))
 }

@@ -14,6 +14,7 @@ type Set struct {
 	sms     int
 	modules []*cuda.Module
 	fns     map[string]*cuda.Function
+	pool    scratchPool
 }
 
 // Load loads every module on d in the variant VariantFor picks.
@@ -63,9 +64,10 @@ func (k *Set) Variant() Variant { return k.v }
 // Device returns the device the set is loaded on.
 func (k *Set) Device() *cuda.Device { return k.d }
 
-// Close unloads the modules. The Set must not be used afterwards.
+// Close frees the scratch memory and unloads the modules, once the work
+// queued through the Set is done. The Set must not be used afterwards.
 func (k *Set) Close() error {
-	var first error
+	first := k.freeScratch()
 	for _, m := range k.modules {
 		if err := m.Unload(); err != nil && first == nil {
 			first = err

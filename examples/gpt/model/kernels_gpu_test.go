@@ -95,38 +95,65 @@ func (g *gpuEnv) check(name string, p cuda.DevicePtr, want []float64, rtol float
 	}
 }
 
-func TestGPUEmbedding(t *testing.T) {
-	g := newGPU(t)
-	const batch, seq, h, vocab = 3, 40, 48, 50
-	rows := batch * seq
-	tokens := make([]int32, rows)
-	for i := range tokens {
-		tokens[i] = int32(g.r.IntN(vocab - 1)) // the last token never occurs
+// checkExact downloads n float32 values at p and requires them to be want
+// (float32 values) bit for bit.
+func (g *gpuEnv) checkExact(name string, p cuda.DevicePtr, want []float64) {
+	g.t.Helper()
+	got := make([]float32, len(want))
+	g.must(g.s.Download(cuda.Bytes(got), p))
+	for i, w := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(float32(w)) {
+			g.t.Fatalf("%s[%d] = %v, want %v unchanged", name, i, got[i], w)
+		}
 	}
-	wte, wteRef := g.bf(vocab*h, 0, 0.5)
-	wpe, wpeRef := g.bf(seq*h, 0, 0.5)
-	tok := g.i32(tokens)
-	x := cudatest.Alloc(t, g.d, 4*rows*h)
-	g.must(g.k.GPTEmbed(g.s, x, wte, wpe, tok, rows, seq, h))
-	want := make([]float64, rows*h)
-	model.Embed(want, wteRef, wpeRef, tokens, batch, seq, h)
-	g.check("x", x, want, 1e-6)
-
-	dx, dxRef := g.f32(rows*h, 1)
-	dwte, dwteRef := g.f32(vocab*h, 1)
-	dwpe, dwpeRef := g.f32(seq*h, 1)
-	order, start := kernels.TokenRows(tokens, vocab)
-	g.must(g.k.GPTEmbedGradTokens(g.s, dwte, dx, g.i32(order), g.i32(start), vocab, h))
-	g.must(g.k.GPTEmbedGradPositions(g.s, dwpe, dx, batch, seq, h))
-	model.EmbedBackward(dwteRef, dwpeRef, dxRef, tokens, batch, seq, h)
-	g.check("dwte", dwte, dwteRef, 2e-4)
-	g.check("dwpe", dwpe, dwpeRef, 2e-4)
 }
 
+// TestGPUEmbedding checks the lookup and both gradients on a small shape
+// and on the 124M model's widths with a skewed token distribution (one
+// token on about 40% of the rows, as spaces and tabs are in source code),
+// rows not a multiple of any block.
+func TestGPUEmbedding(t *testing.T) {
+	g := newGPU(t)
+	for _, c := range []struct{ batch, seq, h, vocab int }{{3, 40, 48, 50}, {3, 67, 768, 256}, {2, 33, 70, 9}} {
+		rows := c.batch * c.seq
+		t.Logf("%+v", c)
+		tokens := make([]int32, rows)
+		for i := range tokens {
+			tokens[i] = int32(g.r.IntN(c.vocab - 1)) // the last token never occurs
+			if g.r.IntN(5) < 2 {
+				tokens[i] = 3
+			}
+		}
+		wte, wteRef := g.bf(c.vocab*c.h, 0, 0.5)
+		wpe, wpeRef := g.bf(c.seq*c.h, 0, 0.5)
+		tok := g.i32(tokens)
+		x := cudatest.Alloc(t, g.d, 4*rows*c.h)
+		g.must(g.k.GPTEmbed(g.s, x, wte, wpe, tok, rows, c.seq, c.h))
+		want := make([]float64, rows*c.h)
+		model.Embed(want, wteRef, wpeRef, tokens, c.batch, c.seq, c.h)
+		g.check("x", x, want, 1e-6)
+
+		dx, dxRef := g.f32(rows*c.h, 1)
+		dwte, dwteRef := g.f32(c.vocab*c.h, 1)
+		dwpe, dwpeRef := g.f32(c.seq*c.h, 1)
+		order, start := kernels.TokenRows(tokens, c.vocab)
+		g.must(g.k.GPTEmbedGradTokens(g.s, dwte, dx, g.i32(order), g.i32(start), c.vocab, c.h))
+		g.must(g.k.GPTEmbedGradPositions(g.s, dwpe, dx, c.batch, c.seq, c.h))
+		model.EmbedBackward(dwteRef, dwpeRef, dxRef, tokens, c.batch, c.seq, c.h)
+		g.check("dwte", dwte, dwteRef, 2e-4)
+		g.check("dwpe", dwpe, dwpeRef, 2e-4)
+	}
+}
+
+// TestGPULayerNorm covers the register-resident kernels (widths that are
+// multiples of 4 up to 2048: 48 to 2048) and the any-shape ones (70, not a
+// multiple of 4; 2052, above 2048), with rows spanning several chunks of
+// the column reductions and not a multiple of them.
 func TestGPULayerNorm(t *testing.T) {
 	g := newGPU(t)
-	for _, n := range []int{48, 100, 768} {
-		const rows = 67
+	for _, c := range []struct{ rows, n int }{{67, 48}, {67, 100}, {67, 70}, {67, 768}, {300, 64}, {600, 768}, {41, 1028}, {300, 2048}, {37, 2052}} {
+		rows, n := c.rows, c.n
+		t.Logf("%d rows of %d", rows, n)
 		x, xRef := g.f32(rows*n, 2)
 		w, wRef := g.bf(n, 1, 0.3)
 		b, bRef := g.bf(n, 0, 0.3)
@@ -150,9 +177,19 @@ func TestGPULayerNorm(t *testing.T) {
 	}
 }
 
+// TestGPUElementwise covers the scalar paths (70 columns) and the float4
+// ones (768 and 3072 columns), with rows spanning several chunks of the
+// column sum.
 func TestGPUElementwise(t *testing.T) {
 	g := newGPU(t)
-	const rows, n = 33, 70
+	for _, c := range []struct{ rows, n int }{{33, 70}, {37, 768}, {700, 768}, {300, 3072}} {
+		elementwise(g, c.rows, c.n)
+	}
+}
+
+func elementwise(g *gpuEnv, rows, n int) {
+	t := g.t
+	t.Logf("%d rows of %d", rows, n)
 	x, xRef := g.f32(rows*n, 3)
 	y := cudatest.Alloc(t, g.d, 4*rows*n)
 	g.must(g.k.GPTGELU(g.s, y, x, rows*n))
@@ -174,7 +211,13 @@ func TestGPUElementwise(t *testing.T) {
 	g.must(g.k.GPTColumnSum(g.s, db, dy, rows, n))
 	model.LinearBackward(nil, nil, dbRef, dyRef, nil, nil, rows, 0, n)
 	g.check("column sum", db, dbRef, 2e-4)
+	g.repeats("column sum", db, n, func() error { return g.k.GPTColumnSum(g.s, db, dy, rows, n) })
 	g.must(g.k.GPTAdd(g.s, x, x, dy, rows*n))
+	for i := range xRef {
+		xRef[i] += dyRef[i]
+	}
+	g.check("add", x, xRef, 1e-6)
+	g.must(g.k.GPTAdd(g.s, x, dy, x, rows*n)) // y aliasing b
 	for i := range xRef {
 		xRef[i] += dyRef[i]
 	}
@@ -199,10 +242,14 @@ func TestGPUCausalSoftmax(t *testing.T) {
 	}
 }
 
+// TestGPUCrossEntropy covers the register-resident kernels (256, 1000 and
+// 2048 logits), the any-shape one (50 and 3000), and the loss alone
+// (dlogits 0), which must leave the logits intact.
 func TestGPUCrossEntropy(t *testing.T) {
 	g := newGPU(t)
-	for _, v := range []int{50, 256} {
+	for _, v := range []int{50, 256, 1000, 2048, 3000} {
 		const rows = 45
+		t.Logf("%d logits", v)
 		logits, lRef := g.f32(rows*v, 3)
 		targets := make([]int32, rows)
 		for i := range targets {
@@ -210,12 +257,17 @@ func TestGPUCrossEntropy(t *testing.T) {
 		}
 		loss := cudatest.Alloc(t, g.d, 4*rows)
 		coef := float32(1.0 / rows)
-		g.must(g.k.GPTCrossEntropy(g.s, loss, logits, logits, g.i32(targets), rows, v, coef)) // gradient in place
+		tgt := g.i32(targets)
 		probs := make([]float64, rows*v)
 		lossRef := make([]float64, rows)
 		for r := range rows {
 			lossRef[r] = model.CrossEntropy(probs[r*v:(r+1)*v], lRef[r*v:(r+1)*v], targets[r:r+1], 1, v)
 		}
+		g.must(g.k.GPTCrossEntropy(g.s, loss, 0, logits, tgt, rows, v, coef)) // loss only
+		g.check("loss", loss, lossRef, 1e-5)
+		g.checkExact("logits", logits, lRef)
+		g.must(g.s.Memset32(loss, 0, rows))
+		g.must(g.k.GPTCrossEntropy(g.s, loss, logits, logits, tgt, rows, v, coef)) // gradient in place
 		g.check("loss", loss, lossRef, 1e-5)
 		grad := make([]float64, rows*v)
 		model.CrossEntropy(probs, lRef, targets, rows, v)
@@ -247,9 +299,19 @@ func TestGPUAttention(t *testing.T) {
 	}
 }
 
+// TestGPULinearBF16 covers the head's tiles (rows and widths not multiples
+// of 64), the weight gradient in one slice (77 rows) and in several, and
+// checks that the weight gradient repeats bit for bit.
 func TestGPULinearBF16(t *testing.T) {
 	g := newGPU(t)
-	const rows, in, out = 77, 96, 50
+	for _, c := range []struct{ rows, in, out int }{{77, 96, 50}, {1000, 768, 256}, {300, 2048, 256}, {130, 70, 9}} {
+		linearBF16(g, c.rows, c.in, c.out)
+	}
+}
+
+func linearBF16(g *gpuEnv, rows, in, out int) {
+	t := g.t
+	t.Logf("%d rows, %d in, %d out", rows, in, out)
 	x, xRef := g.f32(rows*in, 1)
 	w, wRef := g.bf(out*in, 0, 0.2)
 	y := cudatest.Alloc(t, g.d, 4*rows*out)
@@ -264,4 +326,25 @@ func TestGPULinearBF16(t *testing.T) {
 	model.LinearBackward(dxRef, dwRef, nil, dyRef, xRef, wRef, rows, in, out)
 	g.check("dx", dx, dxRef, 2e-4)
 	g.check("dw", dw, dwRef, 2e-4)
+
+	g.repeats("dw", dw, out*in, func() error { return g.k.GPTLinearBF16Grad(g.s, 0, dw, dy, x, w, rows, in, out) })
+}
+
+// repeats zeroes the n float32 at dst and runs queue twice, and requires
+// the two results to be the same bit for bit (the kernels sum in a fixed
+// order, without atomics).
+func (g *gpuEnv) repeats(name string, dst cuda.DevicePtr, n int, queue func() error) {
+	g.t.Helper()
+	var runs [2][]float32
+	for k := range runs {
+		g.must(g.s.Memset32(dst, 0, n))
+		g.must(queue())
+		runs[k] = make([]float32, n)
+		g.must(g.s.Download(cuda.Bytes(runs[k]), dst))
+	}
+	for i := range n {
+		if math.Float32bits(runs[0][i]) != math.Float32bits(runs[1][i]) {
+			g.t.Fatalf("%s[%d]: %v then %v from the same inputs", name, i, runs[0][i], runs[1][i])
+		}
+	}
 }
