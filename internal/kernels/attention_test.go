@@ -1,0 +1,190 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cuda/cudatest"
+)
+
+// TestAttentionKernelsDefined checks that every kernel the attention
+// launchers name is in the attention module of every variant (CPU only).
+func TestAttentionKernelsDefined(t *testing.T) {
+	for _, v := range Variants {
+		ptx, err := PTX("attention", v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := entries(ptx)
+		for _, n := range attentionKernels() {
+			if !slices.Contains(names, n) {
+				t.Errorf("attention_%v does not define %s (it defines %v)", v, n, names)
+			}
+		}
+	}
+}
+
+// refCausalSoftmax is model.CausalSoftmax (examples/gpt/model), restated in
+// float64 so that this package's tests need no example package.
+func refCausalSoftmax(s []float64, n, t int, scale float64) []float64 {
+	p := make([]float64, n*t*t)
+	for r := range n * t {
+		i := r % t
+		mx := math.Inf(-1)
+		for j := 0; j <= i; j++ {
+			mx = max(mx, scale*s[r*t+j])
+		}
+		sum := 0.0
+		for j := 0; j <= i; j++ {
+			p[r*t+j] = math.Exp(scale*s[r*t+j] - mx)
+			sum += p[r*t+j]
+		}
+		for j := 0; j <= i; j++ {
+			p[r*t+j] /= sum
+		}
+	}
+	return p
+}
+
+// refCausalSoftmaxGrad is model.CausalSoftmaxBackward in float64.
+func refCausalSoftmaxGrad(p, dp []float64, n, t int, scale float64) []float64 {
+	ds := make([]float64, n*t*t)
+	for r := range n * t {
+		i := r % t
+		dot := 0.0
+		for j := 0; j <= i; j++ {
+			dot += p[r*t+j] * dp[r*t+j]
+		}
+		for j := 0; j <= i; j++ {
+			ds[r*t+j] = scale * p[r*t+j] * (dp[r*t+j] - dot)
+		}
+	}
+	return ds
+}
+
+// causalInput returns n·t·t float32 values of standard deviation std below
+// and on the diagonal and NaN above it (which the kernels must not read),
+// with their float64 twins (0 above the diagonal).
+func causalInput(r *rand.Rand, n, t int, std float64) ([]float32, []float64) {
+	v, ref := make([]float32, n*t*t), make([]float64, n*t*t)
+	for e := range v {
+		if e%t > (e/t)%t {
+			v[e] = float32(math.NaN())
+			continue
+		}
+		v[e] = float32(std * r.NormFloat64())
+		ref[e] = float64(v[e])
+	}
+	return v, ref
+}
+
+// compareRows checks got against want element by element: |got - want| <=
+// 1e-6·scale + rtol·|want|, scale the largest |want| of the tensor; above
+// the diagonal got must be exactly +0.
+func compareRows(t *testing.T, name string, got []float32, want []float64, tt int, rtol float64) {
+	t.Helper()
+	scale := 0.0
+	for _, w := range want {
+		scale = max(scale, math.Abs(w))
+	}
+	for e, w := range want {
+		if e%tt > (e/tt)%tt {
+			if math.Float32bits(got[e]) != 0 {
+				t.Fatalf("%s[%d] above the diagonal = %v, want 0", name, e, got[e])
+			}
+			continue
+		}
+		if d := math.Abs(float64(got[e]) - w); !(d <= 1e-6*scale+rtol*math.Abs(w)) {
+			t.Fatalf("%s[%d] = %v, reference %v (difference %.3g, scale %.3g)", name, e, got[e], w, d, scale)
+		}
+	}
+}
+
+// TestAttentionSoftmax runs AttentionSoftmax and AttentionSoftmaxGrad on
+// scores whose upper triangle is NaN, for t not a multiple of 4 (scalar
+// kernels), multiples of 4 (float4 kernels, rows both inside and beyond
+// the register cache), and t a multiple of 4 at a pointer that is only
+// 4-byte aligned (scalar kernels again), in place and out of place,
+// against the float64 reference: p to 2e-5 relative (float32 rounding and
+// __expf), ds to 1e-4 relative plus 1e-6 of the largest |ds| (dp - Σp·dp
+// cancels). Zeros above the diagonal must be written. A second run must
+// give the same bits (fixed reduction order).
+func TestAttentionSoftmax(t *testing.T) {
+	d, sets := loadAll(t)
+	s := cudatest.Stream(t, d)
+	r := rand.New(rand.NewPCG(11, 12))
+	cases := []struct {
+		n, t    int
+		offset  int // bytes added to every pointer
+		inPlace bool
+	}{
+		{3, 1, 0, false}, {4, 37, 0, true}, {2, 100, 0, false}, {2, 64, 4, true},
+		{1, 1024, 0, true}, {1, 2052, 0, false}, {1, 2560, 0, false},
+	}
+	for _, k := range sets {
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%v/n=%d,t=%d,offset=%d,inplace=%t", k.Variant(), c.n, c.t, c.offset, c.inPlace), func(t *testing.T) {
+				checkAttentionSoftmax(t, k, s, r, c.n, c.t, c.offset, c.inPlace)
+			})
+		}
+	}
+}
+
+func checkAttentionSoftmax(t *testing.T, k *Set, s *cuda.Stream, r *rand.Rand, n, tt, offset int, inPlace bool) {
+	d := k.Device()
+	size := 4*n*tt*tt + 16
+	upload := func(v []float32) cuda.DevicePtr {
+		p := cudatest.Alloc(t, d, size).Add(offset)
+		must(t, s.Upload(p, cuda.Bytes(v)))
+		return p
+	}
+	download := func(p cuda.DevicePtr) []float32 {
+		v := make([]float32, n*tt*tt)
+		must(t, s.Download(cuda.Bytes(v), p))
+		return v
+	}
+	const scale = 0.125
+	scores, sRef := causalInput(r, n, tt, 8)
+	sp := upload(scores)
+	p := sp
+	if !inPlace {
+		p = cudatest.Alloc(t, d, size).Add(offset)
+	}
+	must(t, k.AttentionSoftmax(s, p, sp, n, tt, scale))
+	pGot := download(p)
+	pRef := refCausalSoftmax(sRef, n, tt, scale)
+	compareRows(t, "p", pGot, pRef, tt, 2e-5)
+
+	dp, dpRef := causalInput(r, n, tt, 1)
+	dpp := upload(dp)
+	ds := dpp
+	if !inPlace {
+		ds = cudatest.Alloc(t, d, size).Add(offset)
+	}
+	must(t, k.AttentionSoftmaxGrad(s, ds, p, dpp, n, tt, scale))
+	dsGot := download(ds)
+	// The reference takes the GPU's p (float32), so that only this
+	// kernel's rounding is measured.
+	pf := make([]float64, len(pGot))
+	for i, v := range pGot {
+		pf[i] = float64(v)
+	}
+	compareRows(t, "ds", dsGot, refCausalSoftmaxGrad(pf, dpRef, n, tt, scale), tt, 1e-4)
+
+	if inPlace {
+		return
+	}
+	// Same bits again.
+	must(t, k.AttentionSoftmax(s, p, sp, n, tt, scale))
+	must(t, k.AttentionSoftmaxGrad(s, ds, p, dpp, n, tt, scale))
+	again, dsAgain := download(p), download(ds)
+	for i := range again {
+		if math.Float32bits(again[i]) != math.Float32bits(pGot[i]) || math.Float32bits(dsAgain[i]) != math.Float32bits(dsGot[i]) {
+			t.Fatalf("element %d differs between two runs: p %v then %v, ds %v then %v", i, pGot[i], again[i], dsGot[i], dsAgain[i])
+		}
+	}
+}
