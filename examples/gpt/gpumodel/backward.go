@@ -57,7 +57,7 @@ func (m *Model) Backward(params Params, grads Grads, ready func(name string) err
 				return m.linearGrad(params, grads, lname(l, "attn.proj"), m.dtmp, m.dx, m.dyC, a.attq, ready)
 			},
 			func() error {
-				return m.k.GPTAttentionGrad(m.s, m.dqkv, m.ds, m.dtmp, a.p, a.qkv, m.batch, m.seq, h, m.cfg.Heads, attnScale(m))
+				return m.attn.backward(m.s, m.dqkv, m.ds, m.dtmp, a.p, a.qkv)
 			},
 			func() error {
 				return m.linearGrad(params, grads, lname(l, "attn.qkv"), m.dln, m.dqkv, m.dy3C, a.ln1q, ready)

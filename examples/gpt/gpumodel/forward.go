@@ -31,7 +31,6 @@ func (m *Model) Forward(params Params, tokens, targets []int32, dloss float64) e
 	if err := m.k.GPTEmbed(m.s, x, wte, wpe, m.tok, n, m.seq, h); err != nil {
 		return err
 	}
-	scale := attnScale(m)
 	for l := range m.layers {
 		a := &m.layers[l]
 		next := m.xf
@@ -41,7 +40,7 @@ func (m *Model) Forward(params Params, tokens, targets []int32, dloss float64) e
 		steps := []func() error{
 			func() error { return m.layerNorm(params, lname(l, "ln1"), a.ln1, a.mean1, a.rstd1, a.x) },
 			func() error { return m.linear(params, lname(l, "attn.qkv"), a.qkv, a.ln1, a.ln1q, 3*h) },
-			func() error { return m.k.GPTAttention(m.s, a.att, a.p, a.qkv, m.batch, m.seq, h, m.cfg.Heads, scale) },
+			func() error { return m.attn.forward(m.s, a.att, a.p, a.qkv) },
 			func() error { return m.linear(params, lname(l, "attn.proj"), a.x2, a.att, a.attq, h) },
 			func() error { return m.k.GPTAdd(m.s, a.x2, a.x2, a.x, n*h) },
 			func() error { return m.layerNorm(params, lname(l, "ln2"), a.ln2, a.mean2, a.rstd2, a.x2) },

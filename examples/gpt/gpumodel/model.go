@@ -51,6 +51,7 @@ type Model struct {
 	tokens            []int32
 	ptrs              []cuda.DevicePtr
 	ops               []gemm.Operand
+	attn              *attention
 }
 
 // New allocates the model's buffers on the engine's device; k must be
@@ -108,6 +109,9 @@ func (m *Model) alloc() error {
 	m.dx, m.dln, m.dtmp = buf(n*h), buf(n*h), buf(n*h)
 	m.dqkv, m.ds, m.dfc, m.dg = buf(n*3*h), buf(pn), buf(n*f), buf(n*f)
 	m.dyC, m.dy3C, m.dyF = op(n, h, fp8.E5M2), op(n, 3*h, fp8.E5M2), op(n, f, fp8.E5M2)
+	if err == nil {
+		m.attn, err = newAttention(m.k, m.batch, m.seq, h, m.cfg.Heads, attnCompute)
+	}
 	return err
 }
 
@@ -120,7 +124,8 @@ func (m *Model) Close() error {
 	for _, o := range m.ops {
 		errs = append(errs, gemm.FreeOperand(m.d, o))
 	}
-	m.ptrs, m.ops = nil, nil
+	errs = append(errs, m.attn.close())
+	m.ptrs, m.ops, m.attn = nil, nil, nil
 	return errors.Join(errs...)
 }
 
