@@ -1,5 +1,6 @@
-// attention.cu: the softmax steps of causal multi-head attention computed
-// with batched GEMMs (examples/gpt/gpumodel/attention.go). The GEMMs write
+// attention.cu: the softmax steps and layout changes of causal multi-head
+// attention computed with batched GEMMs (examples/gpt/gpumodel/attention.go).
+// The GEMMs write
 // the scores s = q·kᵀ of every (batch, head) as n row-major matrices
 // [t, t]; these kernels turn them into probabilities and, in the backward
 // pass, turn the probabilities' gradient into the scores' gradient. Row i
@@ -198,5 +199,55 @@ extern "C" __global__ void attn_softmax_grad4(float *ds, const float *p, const f
         }
         for (u64 g = lane + 32 * (u64)kCacheBwd; g < t4; g += 32)
             o4[g] = g <= last ? grad4(p4[g], d4[g], 4 * g, i, scale, dot) : zero;
+    }
+}
+
+// Layout changes between the row-major activations of the model, rows
+// (b, t) of width ld holding the heads side by side from column off (head
+// hh in columns off + hh*d .. off + hh*d + d - 1), and the packed layout the
+// batched GEMMs read with one batch stride, [batch, heads, seq, d]. One
+// block per row (grid-stride); float4 accesses when d, ld and off are
+// multiples of 4 and both pointers 16-byte aligned. Exact copies.
+
+// attn_split_heads: dst[((b*heads + hh)*seq + t)*d + c] =
+// src[(b*seq + t)*ld + off + hh*d + c].
+extern "C" __global__ void attn_split_heads(float *dst, const float *src, u64 batch, u64 seq, u64 heads, u64 d,
+                                            u64 ld, u64 off) {
+    const u64 rows = batch * seq;
+    const u32 h = (u32)(heads * d), dd = (u32)d;
+    const bool vec = d % 4 == 0 && ld % 4 == 0 && off % 4 == 0 && aligned(dst, 16) && aligned(src, 16);
+    for (u64 r = blockIdx.x; r < rows; r += gridDim.x) {
+        const u64 b = r / seq, t = r % seq;
+        const float *in = src + r * ld + off;
+        float *out = dst + (b * heads * seq + t) * d; // head 0 of row (b, t)
+        if (vec) {
+            for (u32 col = 4 * threadIdx.x; col < h; col += 4 * blockDim.x)
+                *reinterpret_cast<float4 *>(out + (u64)(col / dd) * seq * d + col % dd) =
+                    *reinterpret_cast<const float4 *>(in + col);
+        } else {
+            for (u32 col = threadIdx.x; col < h; col += blockDim.x) out[(u64)(col / dd) * seq * d + col % dd] = in[col];
+        }
+    }
+}
+
+// attn_merge_heads, the inverse: dst[(b*seq + t)*ld + off + hh*d + c] =
+// src[((b*heads + hh)*seq + t)*d + c]; the other columns of dst are not
+// written.
+extern "C" __global__ void attn_merge_heads(float *dst, const float *src, u64 batch, u64 seq, u64 heads, u64 d,
+                                            u64 ld, u64 off) {
+    const u64 rows = batch * seq;
+    const u32 h = (u32)(heads * d), dd = (u32)d;
+    const bool vec = d % 4 == 0 && ld % 4 == 0 && off % 4 == 0 && aligned(dst, 16) && aligned(src, 16);
+    for (u64 r = blockIdx.x; r < rows; r += gridDim.x) {
+        const u64 b = r / seq, t = r % seq;
+        float *out = dst + r * ld + off;
+        const float *in = src + (b * heads * seq + t) * d;
+        if (vec) {
+            for (u32 col = 4 * threadIdx.x; col < h; col += 4 * blockDim.x)
+                *reinterpret_cast<float4 *>(out + col) =
+                    *reinterpret_cast<const float4 *>(in + (u64)(col / dd) * seq * d + col % dd);
+        } else {
+            for (u32 col = threadIdx.x; col < h; col += blockDim.x) out[col] = in[(u64)(col / dd) * seq * d + col % dd];
+        }
     }
 }

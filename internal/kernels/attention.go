@@ -1,6 +1,10 @@
 package kernels
 
-import "github.com/distopt/distopt/internal/cuda"
+import (
+	"fmt"
+
+	"github.com/distopt/distopt/internal/cuda"
+)
 
 // The kernels of attention.cu: the causal softmax of attention computed
 // with batched GEMMs, and its gradient, over n row-major float32 matrices
@@ -15,11 +19,14 @@ const (
 	kernelAttnSoftmax4     = "attn_softmax4"
 	kernelAttnSoftmaxGrad  = "attn_softmax_grad"
 	kernelAttnSoftmaxGrad4 = "attn_softmax_grad4"
+	kernelAttnSplitHeads   = "attn_split_heads"
+	kernelAttnMergeHeads   = "attn_merge_heads"
 )
 
 // attentionKernels lists the kernels of attention.cu.
 func attentionKernels() []string {
-	return []string{kernelAttnSoftmax, kernelAttnSoftmax4, kernelAttnSoftmaxGrad, kernelAttnSoftmaxGrad4}
+	return []string{kernelAttnSoftmax, kernelAttnSoftmax4, kernelAttnSoftmaxGrad, kernelAttnSoftmaxGrad4,
+		kernelAttnSplitHeads, kernelAttnMergeHeads}
 }
 
 // vec4 reports whether rows of t float32 starting at every pointer in ps
@@ -66,4 +73,44 @@ func (k *Set) AttentionSoftmaxGrad(s *cuda.Stream, ds, p, dp cuda.DevicePtr, n, 
 		return nil
 	}
 	return k.warpRows(s, name, n*t, new(cuda.Args).Ptr(ds).Ptr(p).Ptr(dp).U64(uint64(n)).U64(uint64(t)).F32(scale))
+}
+
+// HeadLayout describes where the heads of an attention layer lie in a
+// row-major activation of batch·seq rows of LD float32: head k of row
+// (b, t) in columns Off + k·D .. Off + k·D + D - 1 of row b·Seq + t.
+type HeadLayout struct {
+	Batch, Seq, Heads, D int
+	LD, Off              int
+}
+
+// headKernel queues one of the layout kernels, one block per row.
+func (k *Set) headKernel(s *cuda.Stream, name string, dst, src cuda.DevicePtr, l HeadLayout) error {
+	if l.Batch < 0 || l.Seq < 0 || l.Heads < 0 || l.D < 0 || l.Off < 0 || l.LD < l.Off+l.Heads*l.D {
+		panic(fmt.Sprintf("kernels: %s of %+v", name, l))
+	}
+	if l.Heads*l.D >= 1<<31 {
+		panic(fmt.Sprintf("kernels: %s: rows of %d columns", name, l.Heads*l.D))
+	}
+	rows := l.Batch * l.Seq
+	if rows == 0 || l.Heads*l.D == 0 {
+		return nil
+	}
+	blocks := min(rows, blocksPerSM*max(k.sms, 1))
+	return s.Launch(k.function(name), cuda.Dim3{X: uint32(blocks)}, cuda.Dim3{X: blockSize}, 0, new(cuda.Args).
+		Ptr(dst).Ptr(src).U64(uint64(l.Batch)).U64(uint64(l.Seq)).U64(uint64(l.Heads)).U64(uint64(l.D)).
+		U64(uint64(l.LD)).U64(uint64(l.Off)))
+}
+
+// AttentionSplitHeads queues the copy of the heads that l places in src
+// into dst, packed as [batch, heads, seq, d]: dst[((b·heads + k)·seq + t)·d
+// + c] = src[(b·seq + t)·LD + Off + k·D + c]. Exact.
+func (k *Set) AttentionSplitHeads(s *cuda.Stream, dst, src cuda.DevicePtr, l HeadLayout) error {
+	return k.headKernel(s, kernelAttnSplitHeads, dst, src, l)
+}
+
+// AttentionMergeHeads is the inverse of AttentionSplitHeads: the packed
+// heads of src go to the columns l names in dst; dst's other columns are
+// not written.
+func (k *Set) AttentionMergeHeads(s *cuda.Stream, dst, src cuda.DevicePtr, l HeadLayout) error {
+	return k.headKernel(s, kernelAttnMergeHeads, dst, src, l)
 }

@@ -188,3 +188,87 @@ func checkAttentionSoftmax(t *testing.T, k *Set, s *cuda.Stream, r *rand.Rand, n
 		}
 	}
 }
+
+// TestAttentionHeads splits the heads of a row-major activation into the
+// packed [batch, heads, seq, d] layout and merges them back into another
+// activation prefilled with a sentinel, against index loops on the host:
+// the packed copy must equal the reference bit for bit, the merge must
+// restore exactly the columns of the heads and leave every other column
+// (and the guard words past the end) as it was. Cases cover the float4
+// path (d, LD and Off multiples of 4) and the scalar one (d = 6, Off = 3),
+// and a width of 3h with an offset (the key part of qkv).
+func TestAttentionHeads(t *testing.T) {
+	d, sets := loadAll(t)
+	s := cudatest.Stream(t, d)
+	r := rand.New(rand.NewPCG(13, 14))
+	layouts := []HeadLayout{
+		{Batch: 2, Seq: 5, Heads: 3, D: 8, LD: 3 * 24, Off: 24},
+		{Batch: 1, Seq: 7, Heads: 2, D: 6, LD: 16, Off: 3},
+		{Batch: 3, Seq: 33, Heads: 4, D: 64, LD: 256, Off: 0},
+	}
+	for _, k := range sets {
+		for _, l := range layouts {
+			t.Run(fmt.Sprintf("%v/%+v", k.Variant(), l), func(t *testing.T) { checkHeads(t, k, s, r, l) })
+		}
+	}
+}
+
+func checkHeads(t *testing.T, k *Set, s *cuda.Stream, r *rand.Rand, l HeadLayout) {
+	d := k.Device()
+	rows, n := l.Batch*l.Seq, l.Batch*l.Seq*l.Heads*l.D
+	const guard = 8
+	src := make([]float32, rows*l.LD+guard)
+	for i := range src {
+		src[i] = float32(r.NormFloat64())
+	}
+	want := make([]float32, n)
+	for b := range l.Batch {
+		for h := range l.Heads {
+			for tt := range l.Seq {
+				for c := range l.D {
+					want[((b*l.Heads+h)*l.Seq+tt)*l.D+c] = src[(b*l.Seq+tt)*l.LD+l.Off+h*l.D+c]
+				}
+			}
+		}
+	}
+	ps := cudatest.Alloc(t, d, 4*len(src))
+	pp := cudatest.Alloc(t, d, 4*(n+guard))
+	pm := cudatest.Alloc(t, d, 4*len(src))
+	must(t, s.Upload(ps, cuda.Bytes(src)))
+	sentinel := make([]float32, n+guard)
+	for i := range sentinel {
+		sentinel[i] = -7
+	}
+	must(t, s.Upload(pp, cuda.Bytes(sentinel)))
+	must(t, k.AttentionSplitHeads(s, pp, ps, l))
+	packed := make([]float32, n+guard)
+	must(t, s.Download(cuda.Bytes(packed), pp))
+	for i, w := range want {
+		if math.Float32bits(packed[i]) != math.Float32bits(w) {
+			t.Fatalf("packed[%d] = %v, want %v", i, packed[i], w)
+		}
+	}
+	for i := n; i < n+guard; i++ {
+		if packed[i] != -7 {
+			t.Fatalf("split wrote past the end: packed[%d] = %v", i, packed[i])
+		}
+	}
+	fill := make([]float32, len(src))
+	for i := range fill {
+		fill[i] = -7
+	}
+	must(t, s.Upload(pm, cuda.Bytes(fill)))
+	must(t, k.AttentionMergeHeads(s, pm, pp, l))
+	merged := make([]float32, len(src))
+	must(t, s.Download(cuda.Bytes(merged), pm))
+	for i := range merged {
+		col := i % l.LD
+		inHeads := i < rows*l.LD && col >= l.Off && col < l.Off+l.Heads*l.D
+		switch {
+		case inHeads && math.Float32bits(merged[i]) != math.Float32bits(src[i]):
+			t.Fatalf("merged[%d] = %v, want %v", i, merged[i], src[i])
+		case !inHeads && merged[i] != -7:
+			t.Fatalf("merge wrote outside the heads: merged[%d] (column %d) = %v", i, col, merged[i])
+		}
+	}
+}
