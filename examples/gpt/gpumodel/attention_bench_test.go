@@ -45,22 +45,26 @@ func report(b *testing.B, start time.Time, flops float64) {
 // the 1.3B shape (batch 4, seq 2048, 16 heads of 128), each pass waited
 // for; TFLOP/s count causal FLOPs (fwd 2·B·H·T²·d, fwd+bwd 6·B·H·T²·d).
 // FP32 (exact products) runs at the 124M shape for comparison with the
-// model's TF32.
+// model's TF32, and the in-place layout for comparison with the packed
+// one.
 func BenchmarkAttention(b *testing.B) {
 	e := newAttnEnv(b)
 	cases := []struct {
 		name                 string
 		batch, seq, heads, d int
 		compute              cublaslt.ComputeType
+		layout               attnLayout
 	}{
-		{"124M/TF32", 8, 1024, 12, 64, cublaslt.Compute32FFastTF32},
-		{"124M/FP32", 8, 1024, 12, 64, cublaslt.Compute32F},
-		{"1.3B/TF32", 4, 2048, 16, 128, cublaslt.Compute32FFastTF32},
-		{"small/TF32", 2, 256, 12, 64, cublaslt.Compute32FFastTF32},
+		{"124M/TF32/packed", 8, 1024, 12, 64, cublaslt.Compute32FFastTF32, attnPacked},
+		{"124M/TF32/in-place", 8, 1024, 12, 64, cublaslt.Compute32FFastTF32, attnInPlace},
+		{"124M/FP32/packed", 8, 1024, 12, 64, cublaslt.Compute32F, attnPacked},
+		{"1.3B/TF32/packed", 4, 2048, 16, 128, cublaslt.Compute32FFastTF32, attnPacked},
+		{"1.3B/TF32/in-place", 4, 2048, 16, 128, cublaslt.Compute32FFastTF32, attnInPlace},
+		{"small/TF32/packed", 2, 256, 12, 64, cublaslt.Compute32FFastTF32, attnPacked},
 	}
 	for _, c := range cases {
 		x := newAttnBuffers(b, e, c.batch, c.seq, c.heads, c.d)
-		a, err := newAttention(e.k, c.batch, c.seq, c.heads*c.d, c.heads, c.compute)
+		a, err := newAttention(e.k, c.batch, c.seq, c.heads*c.d, c.heads, c.compute, c.layout)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -84,7 +84,8 @@ func compareTensor(t *testing.T, name string, got []float32, want []float64, rel
 // same float32 inputs, at shapes with seq not a multiple of 32 or 4 (rows
 // not 16-byte aligned: scalar softmax kernels, 4-byte-aligned GEMM
 // operands), head widths 16, 64 and 128, and one or several batch
-// elements. Tolerances: with Compute32F (exact FP32 products) relative L2
+// elements, in both layouts of the heads (packed copies and in place).
+// Tolerances: with Compute32F (exact FP32 products) relative L2
 // error 1e-5 and every element within 1e-4 of the tensor's largest value
 // (float32 sums in another order); with TF32 (the model's setting, inputs
 // rounded to 10 mantissa bits) relative L2 1e-2 and elements within 3e-2 of
@@ -101,19 +102,21 @@ func TestAttentionMatchesModel(t *testing.T) {
 		compute   cublaslt.ComputeType
 		rel, elem float64
 	}{{"FP32", cublaslt.Compute32F, 1e-5, 1e-4}, {"TF32", cublaslt.Compute32FFastTF32, 1e-2, 3e-2}}
-	for _, sh := range shapes {
-		for _, mode := range modes {
-			t.Run(fmt.Sprintf("%s/batch=%d,seq=%d,heads=%d,d=%d", mode.name, sh.batch, sh.seq, sh.heads, sh.d), func(t *testing.T) {
-				checkAttention(t, e, sh.batch, sh.seq, sh.heads, sh.d, mode.compute, mode.rel, mode.elem)
-			})
+	for _, layout := range []attnLayout{attnPacked, attnInPlace} {
+		for _, sh := range shapes {
+			for _, mode := range modes {
+				t.Run(fmt.Sprintf("%v/%s/batch=%d,seq=%d,heads=%d,d=%d", layout, mode.name, sh.batch, sh.seq, sh.heads, sh.d), func(t *testing.T) {
+					checkAttention(t, e, sh.batch, sh.seq, sh.heads, sh.d, mode.compute, layout, mode.rel, mode.elem)
+				})
+			}
 		}
 	}
 }
 
-func checkAttention(t *testing.T, e *attnEnv, batch, seq, heads, d int, compute cublaslt.ComputeType, rel, elem float64) {
+func checkAttention(t *testing.T, e *attnEnv, batch, seq, heads, d int, compute cublaslt.ComputeType, layout attnLayout, rel, elem float64) {
 	h, rows := heads*d, batch*seq
 	pn := batch * heads * seq * seq
-	a, err := newAttention(e.k, batch, seq, h, heads, compute)
+	a, err := newAttention(e.k, batch, seq, h, heads, compute, layout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +162,7 @@ func TestAttentionDeterministic(t *testing.T) {
 	e := newAttnEnv(t)
 	const batch, seq, heads, d = 2, 256, 4, 64
 	h, rows, pn := heads*d, batch*seq, batch*heads*seq*seq
-	a, err := newAttention(e.k, batch, seq, h, heads, attnCompute)
+	a, err := newAttention(e.k, batch, seq, h, heads, attnCompute, attnLayoutM)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,10 +198,10 @@ func TestAttentionDeterministic(t *testing.T) {
 // TestAttentionBadInput checks that impossible shapes and misaligned
 // buffers are refused with errors, not run.
 func TestAttentionBadInput(t *testing.T) {
-	if _, err := newAttention(nil, 1, 8, 10, 3, attnCompute); err == nil {
+	if _, err := newAttention(nil, 1, 8, 10, 3, attnCompute, attnPacked); err == nil {
 		t.Error("heads not dividing the width: no error")
 	}
-	if _, err := newAttention(nil, 0, 8, 12, 3, attnCompute); err == nil {
+	if _, err := newAttention(nil, 0, 8, 12, 3, attnCompute, attnPacked); err == nil {
 		t.Error("batch 0: no error")
 	}
 	if err := checkAligned(256, 512+4); err == nil {
