@@ -6,14 +6,18 @@ import (
 	"github.com/distopt/distopt/internal/cuda"
 )
 
-// The kernels of attention.cu: the causal softmax of attention computed
-// with batched GEMMs, and its gradient, over n row-major float32 matrices
-// [t, t] (one per batch and head). Row i reads columns j <= i only and
-// writes the whole row, zeros above the diagonal. One warp per row; sums
-// in a fixed order, so results repeat bit for bit. The launchers take the
-// float4 kernels when t is a multiple of 4 and every pointer is 16-byte
-// aligned. Sizes must be non-negative (they panic otherwise); zero
-// matrices or t = 0 queue nothing.
+// The kernels of attention.cu, for attention computed with batched GEMMs:
+// the causal softmax and its gradient over n row-major matrices [t, t]
+// (one per batch and head), in float32 or with the probabilities and the
+// gradient in bfloat16; and the copies of the heads between the model's
+// row-major activations and the packed [batch, heads, seq, d] layout. Row
+// i of a softmax reads columns j <= i only and writes the whole row, zeros
+// above the diagonal. One warp per row; sums in a fixed order, so results
+// repeat bit for bit. The launchers take the vector kernels (four
+// elements at a time) when t is a multiple of 4 and the pointers are
+// aligned (16 bytes for float32, 8 for bfloat16). Sizes must be
+// non-negative (they panic otherwise); zero matrices or t = 0 queue
+// nothing.
 const (
 	kernelAttnSoftmax      = "attn_softmax"
 	kernelAttnSoftmax4     = "attn_softmax4"
@@ -21,26 +25,47 @@ const (
 	kernelAttnSoftmaxGrad4 = "attn_softmax_grad4"
 	kernelAttnSplitHeads   = "attn_split_heads"
 	kernelAttnMergeHeads   = "attn_merge_heads"
+
+	kernelAttnSoftmaxBF16      = "attn_softmax_bf16"
+	kernelAttnSoftmax4BF16     = "attn_softmax4_bf16"
+	kernelAttnSoftmaxGradBF16  = "attn_softmax_grad_bf16"
+	kernelAttnSoftmaxGrad4BF16 = "attn_softmax_grad4_bf16"
+	kernelAttnSplitHeadsBF16   = "attn_split_heads_bf16"
 )
 
 // attentionKernels lists the kernels of attention.cu.
 func attentionKernels() []string {
 	return []string{kernelAttnSoftmax, kernelAttnSoftmax4, kernelAttnSoftmaxGrad, kernelAttnSoftmaxGrad4,
-		kernelAttnSplitHeads, kernelAttnMergeHeads}
+		kernelAttnSplitHeads, kernelAttnMergeHeads, kernelAttnSoftmaxBF16, kernelAttnSoftmax4BF16,
+		kernelAttnSoftmaxGradBF16, kernelAttnSoftmaxGrad4BF16, kernelAttnSplitHeadsBF16}
 }
 
-// vec4 reports whether rows of t float32 starting at every pointer in ps
-// can be read as float4.
-func vec4(t int, ps ...cuda.DevicePtr) bool {
+// vec4 reports whether rows of t elements starting at every pointer in ps
+// can be accessed four elements at a time, the pointers being aligned to
+// align bytes (16 for float32, 8 for bfloat16).
+func vec4(t, align int, ps ...cuda.DevicePtr) bool {
 	if t%4 != 0 {
 		return false
 	}
 	for _, p := range ps {
-		if p%16 != 0 {
+		if int(p%cuda.DevicePtr(align)) != 0 {
 			return false
 		}
 	}
 	return true
+}
+
+// softmaxLaunch queues one of the softmax kernels: scalar, or the float4
+// variant v4 when vec says so.
+func (k *Set) softmaxLaunch(s *cuda.Stream, scalar, v4 string, vec bool, n, t int, args *cuda.Args) error {
+	name := scalar
+	if vec {
+		name = v4
+	}
+	if !checkLen(name, n) || !checkLen(name, t) {
+		return nil
+	}
+	return k.warpRows(s, name, n*t, args)
 }
 
 // AttentionSoftmax queues model.CausalSoftmax in float32 over n matrices
@@ -50,14 +75,16 @@ func vec4(t int, ps ...cuda.DevicePtr) bool {
 // are not read. Each lane keeps a running maximum and sum (an online
 // softmax), merged over the warp in butterfly order.
 func (k *Set) AttentionSoftmax(s *cuda.Stream, p, scores cuda.DevicePtr, n, t int, scale float32) error {
-	name := kernelAttnSoftmax
-	if vec4(t, p, scores) {
-		name = kernelAttnSoftmax4
-	}
-	if !checkLen(name, n) || !checkLen(name, t) {
-		return nil
-	}
-	return k.warpRows(s, name, n*t, new(cuda.Args).Ptr(p).Ptr(scores).U64(uint64(n)).U64(uint64(t)).F32(scale))
+	return k.softmaxLaunch(s, kernelAttnSoftmax, kernelAttnSoftmax4, vec4(t, 16, p, scores), n, t,
+		new(cuda.Args).Ptr(p).Ptr(scores).U64(uint64(n)).U64(uint64(t)).F32(scale))
+}
+
+// AttentionSoftmaxBF16 is AttentionSoftmax with p in bfloat16 (each
+// probability computed in float32, then rounded to nearest even); p must
+// not overlap scores.
+func (k *Set) AttentionSoftmaxBF16(s *cuda.Stream, p, scores cuda.DevicePtr, n, t int, scale float32) error {
+	return k.softmaxLaunch(s, kernelAttnSoftmaxBF16, kernelAttnSoftmax4BF16, vec4(t, 16, scores) && vec4(t, 8, p), n, t,
+		new(cuda.Args).Ptr(p).Ptr(scores).U64(uint64(n)).U64(uint64(t)).F32(scale))
 }
 
 // AttentionSoftmaxGrad queues model.CausalSoftmaxBackward in float32: ds
@@ -65,14 +92,17 @@ func (k *Set) AttentionSoftmax(s *cuda.Stream, p, scores cuda.DevicePtr, n, t in
 // may be dp): ds[i, j] = scale·p[i, j]·(dp[i, j] - Σ_{k≤i} p[i, k]·dp[i, k])
 // for j ≤ i, 0 above the diagonal (p and dp there are not read).
 func (k *Set) AttentionSoftmaxGrad(s *cuda.Stream, ds, p, dp cuda.DevicePtr, n, t int, scale float32) error {
-	name := kernelAttnSoftmaxGrad
-	if vec4(t, ds, p, dp) {
-		name = kernelAttnSoftmaxGrad4
-	}
-	if !checkLen(name, n) || !checkLen(name, t) {
-		return nil
-	}
-	return k.warpRows(s, name, n*t, new(cuda.Args).Ptr(ds).Ptr(p).Ptr(dp).U64(uint64(n)).U64(uint64(t)).F32(scale))
+	return k.softmaxLaunch(s, kernelAttnSoftmaxGrad, kernelAttnSoftmaxGrad4, vec4(t, 16, ds, p, dp), n, t,
+		new(cuda.Args).Ptr(ds).Ptr(p).Ptr(dp).U64(uint64(n)).U64(uint64(t)).F32(scale))
+}
+
+// AttentionSoftmaxGradBF16 is AttentionSoftmaxGrad with p (as
+// AttentionSoftmaxBF16 wrote it) and ds in bfloat16, dp float32: each ds
+// computed in float32 from the bfloat16 p, then rounded to nearest even.
+// ds must not overlap dp.
+func (k *Set) AttentionSoftmaxGradBF16(s *cuda.Stream, ds, p, dp cuda.DevicePtr, n, t int, scale float32) error {
+	return k.softmaxLaunch(s, kernelAttnSoftmaxGradBF16, kernelAttnSoftmaxGrad4BF16, vec4(t, 16, dp) && vec4(t, 8, ds, p), n, t,
+		new(cuda.Args).Ptr(ds).Ptr(p).Ptr(dp).U64(uint64(n)).U64(uint64(t)).F32(scale))
 }
 
 // HeadLayout describes where the heads of an attention layer lie in a
@@ -106,6 +136,12 @@ func (k *Set) headKernel(s *cuda.Stream, name string, dst, src cuda.DevicePtr, l
 // + c] = src[(b·seq + t)·LD + Off + k·D + c]. Exact.
 func (k *Set) AttentionSplitHeads(s *cuda.Stream, dst, src cuda.DevicePtr, l HeadLayout) error {
 	return k.headKernel(s, kernelAttnSplitHeads, dst, src, l)
+}
+
+// AttentionSplitHeadsBF16 is AttentionSplitHeads into bfloat16 (rounded to
+// nearest even), for GEMMs with bfloat16 inputs.
+func (k *Set) AttentionSplitHeadsBF16(s *cuda.Stream, dst, src cuda.DevicePtr, l HeadLayout) error {
+	return k.headKernel(s, kernelAttnSplitHeadsBF16, dst, src, l)
 }
 
 // AttentionMergeHeads is the inverse of AttentionSplitHeads: the packed

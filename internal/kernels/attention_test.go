@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
 )
@@ -269,6 +270,100 @@ func checkHeads(t *testing.T, k *Set, s *cuda.Stream, r *rand.Rand, l HeadLayout
 			t.Fatalf("merged[%d] = %v, want %v", i, merged[i], src[i])
 		case !inHeads && merged[i] != -7:
 			t.Fatalf("merge wrote outside the heads: merged[%d] (column %d) = %v", i, col, merged[i])
+		}
+	}
+}
+
+// TestAttentionSoftmaxBF16 checks the bfloat16 variants against the
+// float32 kernels, which compute the same float32 values: the bfloat16
+// probabilities must be exactly bf16.FromFloat32 of AttentionSoftmax's
+// (round to nearest even), and the bfloat16 gradient exactly the rounding
+// of AttentionSoftmaxGrad's run on the widened bfloat16 probabilities.
+// Cases: vector kernels (t a multiple of 4, aligned), scalar kernels (t =
+// 37, and t = 64 at 4-byte-aligned pointers), a row beyond the register
+// cache (t = 2560).
+func TestAttentionSoftmaxBF16(t *testing.T) {
+	d, sets := loadAll(t)
+	s := cudatest.Stream(t, d)
+	r := rand.New(rand.NewPCG(15, 16))
+	cases := []struct{ n, t, offset int }{{3, 37, 0}, {2, 100, 0}, {2, 64, 4}, {1, 2560, 0}}
+	for _, k := range sets {
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%v/n=%d,t=%d,offset=%d", k.Variant(), c.n, c.t, c.offset), func(t *testing.T) {
+				checkSoftmaxBF16(t, k, s, r, c.n, c.t, c.offset)
+			})
+		}
+	}
+}
+
+func checkSoftmaxBF16(t *testing.T, k *Set, s *cuda.Stream, r *rand.Rand, n, tt, offset int) {
+	d := k.Device()
+	elems := n * tt * tt
+	alloc := func() cuda.DevicePtr { return cudatest.Alloc(t, d, 4*elems+16).Add(offset) }
+	const scale = 0.125
+	scores, _ := causalInput(r, n, tt, 8)
+	sp, p32, p16 := alloc(), alloc(), alloc()
+	must(t, s.Upload(sp, cuda.Bytes(scores)))
+	must(t, k.AttentionSoftmax(s, p32, sp, n, tt, scale))
+	must(t, k.AttentionSoftmaxBF16(s, p16, sp, n, tt, scale))
+	f32 := make([]float32, elems)
+	b16 := make([]uint16, elems)
+	must(t, s.Download(cuda.Bytes(f32), p32))
+	must(t, s.Download(cuda.Bytes(b16), p16))
+	for i := range f32 {
+		if want := bf16.FromFloat32(f32[i]); b16[i] != want {
+			t.Fatalf("p[%d] = %#04x, want %#04x (bfloat16 of %v)", i, b16[i], want, f32[i])
+		}
+	}
+	// The gradient from the bfloat16 probabilities, widened for the
+	// float32 kernel.
+	for i, v := range b16 {
+		f32[i] = bf16.ToFloat32(v)
+	}
+	pw := alloc()
+	must(t, s.Upload(pw, cuda.Bytes(f32)))
+	dp, _ := causalInput(r, n, tt, 1)
+	dpp, ds32, ds16 := alloc(), alloc(), alloc()
+	must(t, s.Upload(dpp, cuda.Bytes(dp)))
+	must(t, k.AttentionSoftmaxGrad(s, ds32, pw, dpp, n, tt, scale))
+	must(t, k.AttentionSoftmaxGradBF16(s, ds16, p16, dpp, n, tt, scale))
+	must(t, s.Download(cuda.Bytes(f32), ds32))
+	must(t, s.Download(cuda.Bytes(b16), ds16))
+	for i := range f32 {
+		if want := bf16.FromFloat32(f32[i]); b16[i] != want {
+			t.Fatalf("ds[%d] = %#04x, want %#04x (bfloat16 of %v)", i, b16[i], want, f32[i])
+		}
+	}
+}
+
+// TestAttentionSplitHeadsBF16 checks that the bfloat16 split is exactly
+// the rounding of the float32 split, in the vector and scalar paths.
+func TestAttentionSplitHeadsBF16(t *testing.T) {
+	d, sets := loadAll(t)
+	s := cudatest.Stream(t, d)
+	r := rand.New(rand.NewPCG(17, 18))
+	for _, k := range sets {
+		for _, l := range []HeadLayout{
+			{Batch: 2, Seq: 5, Heads: 3, D: 8, LD: 72, Off: 24},
+			{Batch: 1, Seq: 7, Heads: 2, D: 6, LD: 16, Off: 3},
+		} {
+			rows, n := l.Batch*l.Seq, l.Batch*l.Seq*l.Heads*l.D
+			src := make([]float32, rows*l.LD)
+			for i := range src {
+				src[i] = float32(r.NormFloat64())
+			}
+			ps, p32, p16 := cudatest.Alloc(t, d, 4*len(src)), cudatest.Alloc(t, d, 4*n), cudatest.Alloc(t, d, 2*n)
+			must(t, s.Upload(ps, cuda.Bytes(src)))
+			must(t, k.AttentionSplitHeads(s, p32, ps, l))
+			must(t, k.AttentionSplitHeadsBF16(s, p16, ps, l))
+			f32, b16 := make([]float32, n), make([]uint16, n)
+			must(t, s.Download(cuda.Bytes(f32), p32))
+			must(t, s.Download(cuda.Bytes(b16), p16))
+			for i := range f32 {
+				if want := bf16.FromFloat32(f32[i]); b16[i] != want {
+					t.Fatalf("%v %+v: element %d = %#04x, want %#04x", k.Variant(), l, i, b16[i], want)
+				}
+			}
 		}
 	}
 }
