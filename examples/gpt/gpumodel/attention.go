@@ -42,25 +42,53 @@ import (
 // only the lower half): twice the useful FLOPs, but every GEMM is one
 // large regular call.
 //
-// Precision: the model uses cublaslt.Compute32FFastTF32, the inputs of
-// every GEMM rounded to TF32 (relative error 2^-11) with FP32
-// accumulation. The GEMMs of attention are bound by the memory traffic of
-// the seq x seq matrices, so TF32 runs close to the speed BF16 inputs
-// would, without conversion kernels or bfloat16 copies, and its error
-// (3e-4 to 5e-4 relative, measured against the float64 model by
-// TestAttentionMatchesModel on the H200) is far below the FP8 rounding of
-// the linear layers around it. Compute32F (exact FP32 products) is the
-// reference mode that the test checks to 1e-5.
+// Precision (attnPrecision): with attnTF32, the model's, every GEMM reads
+// float32 data rounded to TF32 (relative error 2^-11) and accumulates in
+// FP32; scores, probabilities and gradients stay float32. Its error against
+// the float64 model is 3e-4 to 5e-4 relative (TestAttentionMatchesModel on
+// the H200), far below the FP8 rounding of the linear layers around it.
+// attnFP32 (exact FP32 products) is the reference mode, checked to 1e-5.
+// attnBF16 (packed layout only) copies q, k, v and dy to bfloat16 and keeps
+// the probabilities and the scores' gradient in bfloat16 (the scores and
+// dP stay float32, the GEMMs accumulate in FP32): half the bytes of the
+// seq x seq matrices that bound these GEMMs, and BF16 tensor-core speed, at
+// bfloat16's rounding (2^-9), still below the FP8 of the linear layers.
 type attention struct {
 	k                          *kernels.Set
 	lt                         *cublaslt.Handle
+	prec                       attnPrecision
 	layout                     attnLayout
 	ws                         cuda.DevicePtr
 	wsSize                     int
 	batch, seq, h, heads, d    int
 	scale                      float32
 	scores, pv, dp, dv, dq, dk *cublaslt.Plan
-	q, kk, v, o                cuda.DevicePtr // packed heads [batch·heads, seq, d] (attnPacked)
+	// Packed layout: the heads of q, k, v and dy (or of the output
+	// gradients) as [batch·heads, seq, d], float32 or bfloat16.
+	q, kk, v, o cuda.DevicePtr
+	// attnBF16: the float32 GEMM outputs [batch·heads, seq, d], the
+	// float32 scores [batch, heads, seq, seq] and the bfloat16 gradient of
+	// the scores.
+	out, sbuf, ds16 cuda.DevicePtr
+}
+
+// attnPrecision is the number format of attention's GEMMs (see attention).
+type attnPrecision int
+
+const (
+	attnTF32 attnPrecision = iota // float32 data, TF32 products, FP32 sums
+	attnFP32                      // float32 data and products
+	attnBF16                      // bfloat16 q, k, v, dy, p, ds; float32 scores, dP and sums
+)
+
+func (p attnPrecision) String() string { return [...]string{"TF32", "FP32", "BF16"}[p] }
+
+// compute returns the cuBLASLt compute type of p.
+func (p attnPrecision) compute() cublaslt.ComputeType {
+	if p == attnTF32 {
+		return cublaslt.Compute32FFastTF32
+	}
+	return cublaslt.Compute32F
 }
 
 // attnLayout is where the GEMMs of attention read the heads.
@@ -89,25 +117,30 @@ const attnWorkspace = 8 << 20
 const attnBaseAlign = 256
 
 // newAttention plans the GEMMs of attention for batch x seq tokens of
-// width h in heads heads, with the given compute type (Compute32F or
-// Compute32FFastTF32) and layout, and allocates the scratch the layout
-// needs (four packed buffers of batch·seq·h float32, and the cuBLASLt
-// workspace). It fails with cublaslt.ErrNoLibrary where cuBLASLt
-// cannot be opened.
-func newAttention(k *kernels.Set, batch, seq, h, heads int, compute cublaslt.ComputeType, layout attnLayout) (*attention, error) {
+// width h in heads heads, in the given precision and layout, and allocates
+// the scratch they need (the cuBLASLt workspace; packed: four buffers of
+// batch·seq·h elements; attnBF16 also one of batch·seq·h float32 and the
+// float32 scores and bfloat16 score gradients, batch·heads·seq² each). It
+// fails with cublaslt.ErrNoLibrary where cuBLASLt cannot be opened, and
+// with an error matching cublaslt.ErrNotSupported where the library has
+// no kernel for a product.
+func newAttention(k *kernels.Set, batch, seq, h, heads int, prec attnPrecision, layout attnLayout) (*attention, error) {
 	if batch < 1 || seq < 1 || heads < 1 || h < 1 || h%heads != 0 {
 		return nil, fmt.Errorf("gpumodel: attention over batch %d x seq %d, width %d in %d heads: sizes must be positive, heads must divide the width", batch, seq, h, heads)
+	}
+	if prec == attnBF16 && layout != attnPacked {
+		return nil, fmt.Errorf("gpumodel: attention in %v needs the packed layout", prec)
 	}
 	lib, err := cublaslt.Default()
 	if err != nil {
 		return nil, err
 	}
-	a := &attention{k: k, layout: layout, batch: batch, seq: seq, h: h, heads: heads, d: h / heads}
+	a := &attention{k: k, prec: prec, layout: layout, batch: batch, seq: seq, h: h, heads: heads, d: h / heads}
 	a.scale = attnScaleFor(a.d)
 	if a.lt, err = lib.NewHandle(k.Device()); err != nil {
 		return nil, err
 	}
-	if err := a.plan(compute); err != nil {
+	if err := a.plan(); err != nil {
 		a.close()
 		return nil, err
 	}
@@ -126,42 +159,53 @@ func alignOf(offsets ...int) int {
 	return al
 }
 
-// plan creates the six plans, the workspace the largest needs and, for the
-// packed layout, the four head buffers.
-func (a *attention) plan(compute cublaslt.ComputeType) error {
+// plan creates the six plans, the workspace the largest needs and the
+// scratch of the layout and precision.
+func (a *attention) plan() error {
 	T, d, h := a.seq, a.d, a.h
-	batch := a.heads // matrices per GEMM call
-	// head(w, part) is the column-major d x T view of the heads: in place,
-	// in a row-major activation of width w (3h for qkv and dqkv, h for y
-	// and dy), part 0, 1, 2 for q, k, v; packed, in a [batch·heads, T, d]
-	// buffer.
-	head := func(w, part int) cublaslt.Matrix {
+	batch, elem, inType := a.heads, 4, cublaslt.R32F // matrices per GEMM call; GEMM input element
+	if a.prec == attnBF16 {
+		elem, inType = 2, cublaslt.R16BF
+	}
+	// in(w, part) and out(w, part) are the column-major d x T views of the
+	// heads that the GEMMs read and write: in place, in a row-major
+	// activation of width w (3h for qkv and dqkv, h for y and dy), part 0,
+	// 1, 2 for q, k, v; packed, in a [batch·heads, T, d] buffer.
+	in := func(w, part int) cublaslt.Matrix {
 		return cublaslt.Matrix{Type: cublaslt.R32F, Rows: d, Cols: T, LD: w, Batch: batch, Stride: int64(d),
 			Align: alignOf(4*d, 4*w, 4*T*w, 4*part*h)}
 	}
+	out := in
 	if a.layout == attnPacked {
 		batch = a.batch * a.heads
-		head = func(int, int) cublaslt.Matrix {
-			return cublaslt.Matrix{Type: cublaslt.R32F, Rows: d, Cols: T, LD: d, Batch: batch, Stride: int64(T) * int64(d),
-				Align: alignOf(4*d, 4*T*d)}
+		packed := func(t cublaslt.DataType, size int) cublaslt.Matrix {
+			return cublaslt.Matrix{Type: t, Rows: d, Cols: T, LD: d, Batch: batch, Stride: int64(T) * int64(d),
+				Align: alignOf(size*d, size*T*d)}
 		}
+		in = func(int, int) cublaslt.Matrix { return packed(inType, elem) }
+		out = func(int, int) cublaslt.Matrix { return packed(cublaslt.R32F, 4) }
 	}
-	square := cublaslt.Matrix{Type: cublaslt.R32F, Rows: T, Cols: T, LD: T, Batch: batch, Stride: int64(T) * int64(T),
-		Align: alignOf(4*T, 4*T*T)}
+	// The seq x seq matrices: scores and dP as GEMM outputs (float32), p
+	// and ds as GEMM inputs.
+	square := func(t cublaslt.DataType, size int) cublaslt.Matrix {
+		return cublaslt.Matrix{Type: t, Rows: T, Cols: T, LD: T, Batch: batch, Stride: int64(T) * int64(T),
+			Align: alignOf(size*T, size*T*T)}
+	}
+	sqOut, sqIn := square(cublaslt.R32F, 4), square(inType, elem)
 	spec := func(ta, tb cublaslt.Op, A, B, D cublaslt.Matrix) cublaslt.Spec {
-		return cublaslt.Spec{TransA: ta, TransB: tb, A: A, B: B, C: D, D: D, Compute: compute}
+		return cublaslt.Spec{TransA: ta, TransB: tb, A: A, B: B, C: D, D: D, Compute: a.prec.compute()}
 	}
 	N, T_ := cublaslt.OpN, cublaslt.OpT
 	specs := []struct {
 		dst  **cublaslt.Plan
 		spec cublaslt.Spec
 	}{
-		{&a.scores, spec(T_, N, head(3*h, 1), head(3*h, 0), square)},
-		{&a.pv, spec(N, N, head(3*h, 2), square, head(h, 0))},
-		{&a.dp, spec(T_, N, head(3*h, 2), head(h, 0), square)},
-		{&a.dv, spec(N, T_, head(h, 0), square, head(3*h, 2))},
-		{&a.dq, spec(N, N, head(3*h, 1), square, head(3*h, 0))},
-		{&a.dk, spec(N, T_, head(3*h, 0), square, head(3*h, 1))},
+		{&a.scores, spec(T_, N, in(3*h, 1), in(3*h, 0), sqOut)},
+		{&a.pv, spec(N, N, in(3*h, 2), sqIn, out(h, 0))},
+		{&a.dp, spec(T_, N, in(3*h, 2), in(h, 0), sqOut)},
+		{&a.dv, spec(N, T_, in(h, 0), sqIn, out(3*h, 2))},
+		{&a.dq, spec(N, N, in(3*h, 1), sqIn, out(3*h, 0))},
+		{&a.dk, spec(N, T_, in(3*h, 0), sqIn, out(3*h, 1))},
 	}
 	for _, s := range specs {
 		p, err := a.lt.NewPlan(s.spec, attnWorkspace, 0, 1)
@@ -172,28 +216,40 @@ func (a *attention) plan(compute cublaslt.ComputeType) error {
 		a.wsSize = max(a.wsSize, p.Workspace())
 	}
 	a.wsSize = max(a.wsSize, 256)
+	return a.allocScratch(elem)
+}
+
+// allocScratch allocates the workspace and the buffers of the layout and
+// precision (elem bytes per GEMM input element).
+func (a *attention) allocScratch(elem int) error {
+	n, sq := a.batch*a.seq*a.h, a.batch*a.heads*a.seq*a.seq
 	var err error
-	dev := a.k.Device()
-	if a.ws, err = dev.Alloc(a.wsSize); err != nil {
-		return err
-	}
-	if a.layout == attnPacked {
-		for _, p := range []*cuda.DevicePtr{&a.q, &a.kk, &a.v, &a.o} {
-			if *p, err = dev.Alloc(4 * a.batch * T * h); err != nil {
-				return err
-			}
+	alloc := func(p *cuda.DevicePtr, bytes int) {
+		if err == nil {
+			*p, err = a.k.Device().Alloc(bytes)
 		}
 	}
-	return nil
+	alloc(&a.ws, a.wsSize)
+	if a.layout == attnPacked {
+		for _, p := range []*cuda.DevicePtr{&a.q, &a.kk, &a.v, &a.o} {
+			alloc(p, elem*n)
+		}
+	}
+	if a.prec == attnBF16 {
+		alloc(&a.out, 4*n)
+		alloc(&a.sbuf, 4*sq)
+		alloc(&a.ds16, 2*sq)
+	}
+	return err
 }
 
 // attnScaleFor is the score scale 1/sqrt(d) in float32, as attnScale.
 func attnScaleFor(d int) float32 { return float32(1 / math.Sqrt(float64(d))) }
 
-// The compute type and layout of the model's attention (see attention).
+// The precision and layout of the model's attention (see attention).
 const (
-	attnCompute = cublaslt.Compute32FFastTF32
-	attnLayoutM = attnPacked
+	attnPrecisionM = attnTF32
+	attnLayoutM    = attnPacked
 )
 
 // close releases the plans, the buffers and the handle; nil-safe.
@@ -207,7 +263,7 @@ func (a *attention) close() error {
 			errs = append(errs, p.Destroy())
 		}
 	}
-	for _, p := range []cuda.DevicePtr{a.ws, a.q, a.kk, a.v, a.o} {
+	for _, p := range []cuda.DevicePtr{a.ws, a.q, a.kk, a.v, a.o, a.out, a.sbuf, a.ds16} {
 		if p != 0 {
 			errs = append(errs, a.k.Device().Free(p))
 		}
@@ -256,19 +312,29 @@ func (a *attention) headsAt(w, off int) kernels.HeadLayout {
 }
 
 // split copies, for the packed layout, the parts of qkv named (0, 1, 2 for
-// q, k, v) into a.q, a.kk, a.v.
+// q, k, v) into a.q, a.kk, a.v (in bfloat16 for attnBF16).
 func (a *attention) split(s *cuda.Stream, qkv cuda.DevicePtr, parts ...int) error {
 	dst := []cuda.DevicePtr{a.q, a.kk, a.v}
 	for _, p := range parts {
-		if err := a.k.AttentionSplitHeads(s, dst[p], qkv, a.headsAt(3*a.h, p*a.h)); err != nil {
+		if err := a.splitOne(s, dst[p], qkv, a.headsAt(3*a.h, p*a.h)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// operands returns where the GEMMs read q, k, v of qkv and write y: the
-// packed buffers, or views into the activations.
+// splitOne copies the heads l names in src into the packed dst, in the
+// GEMMs' input format.
+func (a *attention) splitOne(s *cuda.Stream, dst, src cuda.DevicePtr, l kernels.HeadLayout) error {
+	if a.prec == attnBF16 {
+		return a.k.AttentionSplitHeadsBF16(s, dst, src, l)
+	}
+	return a.k.AttentionSplitHeads(s, dst, src, l)
+}
+
+// operands returns where the GEMMs read q, k, v of qkv and the fourth
+// operand (y in forward, dy in backward): the packed buffers, or views into
+// the activations.
 func (a *attention) operands(qkv, y cuda.DevicePtr) (q, k, v, out cuda.DevicePtr) {
 	if a.layout == attnPacked {
 		return a.q, a.kk, a.v, a.o
@@ -277,8 +343,9 @@ func (a *attention) operands(qkv, y cuda.DevicePtr) (q, k, v, out cuda.DevicePtr
 }
 
 // forward queues y [batch·seq, h] = causal softmax(q·kᵀ·scale)·v per head
-// from qkv, leaving the probabilities in p [batch, heads, seq, seq] (which
-// first holds the scores).
+// from qkv, leaving the probabilities in p [batch, heads, seq, seq] (float32,
+// which first holds the scores; for attnBF16 bfloat16 in p's first half,
+// the scores in a.sbuf).
 func (a *attention) forward(s *cuda.Stream, y, p, qkv cuda.DevicePtr) error {
 	if err := checkAligned(y, p, qkv); err != nil {
 		return err
@@ -291,27 +358,37 @@ func (a *attention) forward(s *cuda.Stream, y, p, qkv cuda.DevicePtr) error {
 		}
 	}
 	q, k, v, out := a.operands(qkv, y)
-	if err := a.run(s, a.scores, k, q, p, rowsQKV, rowsQKV, sq); err != nil {
+	scores := p
+	if a.prec == attnBF16 {
+		scores, out = a.sbuf, a.out
+	}
+	if err := a.run(s, a.scores, k, q, scores, rowsQKV, rowsQKV, sq); err != nil {
 		return err
 	}
-	if err := a.k.AttentionSoftmax(s, p, p, a.batch*a.heads, T, a.scale); err != nil {
+	softmax := a.k.AttentionSoftmax
+	if a.prec == attnBF16 {
+		softmax = a.k.AttentionSoftmaxBF16
+	}
+	if err := softmax(s, p, scores, a.batch*a.heads, T, a.scale); err != nil {
 		return err
 	}
 	if err := a.run(s, a.pv, v, p, out, rowsQKV, sq, T*h); err != nil {
 		return err
 	}
 	if a.layout == attnPacked {
-		return a.k.AttentionMergeHeads(s, y, a.o, a.headsAt(h, 0))
+		return a.k.AttentionMergeHeads(s, y, out, a.headsAt(h, 0))
 	}
 	return nil
 }
 
 // backward queues dqkv [batch·seq, 3h] (overwritten) from dy [batch·seq,
-// h], forward's p and qkv, with ds [batch, heads, seq, seq] as scratch (it
-// ends holding the gradient of the scores). The packed layout copies the
-// heads of qkv again (the scratch is shared by every layer) and reuses its
-// buffers for the gradients as they free up: dv in v after dP, dq in the
-// copy of dy after dV, dk in v after dv is merged.
+// h], forward's p and qkv, with ds [batch, heads, seq, seq] (float32) as
+// scratch: it receives dP, then (but for attnBF16, whose score gradient
+// goes to a.ds16) the gradient of the scores. The packed layout copies the
+// heads of qkv again (the scratch is shared by every layer); in float32 it
+// reuses the head buffers for the gradients as they free up (dv in v after
+// dP, dq in the copy of dy after dV, dk in v after dv is merged), in
+// bfloat16 the gradients go through a.out.
 func (a *attention) backward(s *cuda.Stream, dqkv, ds, dy, p, qkv cuda.DevicePtr) error {
 	if err := checkAligned(dqkv, ds, dy, p, qkv); err != nil {
 		return err
@@ -320,15 +397,20 @@ func (a *attention) backward(s *cuda.Stream, dqkv, ds, dy, p, qkv cuda.DevicePtr
 	rowsQKV, rowsY, sq := T*3*h, T*h, a.heads*T*T
 	q, k, v, g := a.operands(qkv, dy)
 	dq, dk, dv := dqkv, dqkv.Add(4*h), dqkv.Add(8*h)
+	dsIn := ds // the score gradient as the last GEMMs read it
 	merge := func(src cuda.DevicePtr, part int) error { return nil }
+	softmaxGrad := a.k.AttentionSoftmaxGrad
 	if a.layout == attnPacked {
 		if err := a.split(s, qkv, 0, 1, 2); err != nil {
 			return err
 		}
-		if err := a.k.AttentionSplitHeads(s, a.o, dy, a.headsAt(h, 0)); err != nil {
+		if err := a.splitOne(s, a.o, dy, a.headsAt(h, 0)); err != nil {
 			return err
 		}
 		dq, dk, dv = a.o, a.v, a.v
+		if a.prec == attnBF16 {
+			dq, dk, dv, dsIn, softmaxGrad = a.out, a.out, a.out, a.ds16, a.k.AttentionSoftmaxGradBF16
+		}
 		merge = func(src cuda.DevicePtr, part int) error {
 			return a.k.AttentionMergeHeads(s, dqkv, src, a.headsAt(3*h, part*h))
 		}
@@ -337,10 +419,10 @@ func (a *attention) backward(s *cuda.Stream, dqkv, ds, dy, p, qkv cuda.DevicePtr
 		func() error { return a.run(s, a.dp, v, g, ds, rowsQKV, rowsY, sq) },
 		func() error { return a.run(s, a.dv, g, p, dv, rowsY, sq, rowsQKV) },
 		func() error { return merge(dv, 2) },
-		func() error { return a.k.AttentionSoftmaxGrad(s, ds, p, ds, a.batch*a.heads, T, a.scale) },
-		func() error { return a.run(s, a.dq, k, ds, dq, rowsQKV, sq, rowsQKV) },
+		func() error { return softmaxGrad(s, dsIn, p, ds, a.batch*a.heads, T, a.scale) },
+		func() error { return a.run(s, a.dq, k, dsIn, dq, rowsQKV, sq, rowsQKV) },
 		func() error { return merge(dq, 0) },
-		func() error { return a.run(s, a.dk, q, ds, dk, rowsQKV, sq, rowsQKV) },
+		func() error { return a.run(s, a.dk, q, dsIn, dk, rowsQKV, sq, rowsQKV) },
 		func() error { return merge(dk, 1) },
 	}
 	for _, step := range steps {

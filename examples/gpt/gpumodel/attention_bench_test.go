@@ -1,11 +1,12 @@
 package gpumodel
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/distopt/distopt/internal/cublaslt"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
 )
@@ -44,35 +45,36 @@ func report(b *testing.B, start time.Time, flops float64) {
 // plus backward) at the 124M shape (batch 8, seq 1024, 12 heads of 64) and
 // the 1.3B shape (batch 4, seq 2048, 16 heads of 128), each pass waited
 // for; TFLOP/s count causal FLOPs (fwd 2·B·H·T²·d, fwd+bwd 6·B·H·T²·d).
-// FP32 (exact products) runs at the 124M shape for comparison with the
-// model's TF32, and the in-place layout for comparison with the packed
-// one.
+// FP32 (exact products) runs at the 124M shape, BF16 and the in-place
+// layout at both, for comparison with the model's TF32 packed.
 func BenchmarkAttention(b *testing.B) {
 	e := newAttnEnv(b)
 	cases := []struct {
 		name                 string
 		batch, seq, heads, d int
-		compute              cublaslt.ComputeType
+		prec                 attnPrecision
 		layout               attnLayout
 	}{
-		{"124M/TF32/packed", 8, 1024, 12, 64, cublaslt.Compute32FFastTF32, attnPacked},
-		{"124M/TF32/in-place", 8, 1024, 12, 64, cublaslt.Compute32FFastTF32, attnInPlace},
-		{"124M/FP32/packed", 8, 1024, 12, 64, cublaslt.Compute32F, attnPacked},
-		{"1.3B/TF32/packed", 4, 2048, 16, 128, cublaslt.Compute32FFastTF32, attnPacked},
-		{"1.3B/TF32/in-place", 4, 2048, 16, 128, cublaslt.Compute32FFastTF32, attnInPlace},
-		{"small/TF32/packed", 2, 256, 12, 64, cublaslt.Compute32FFastTF32, attnPacked},
+		{"124M", 8, 1024, 12, 64, attnTF32, attnPacked},
+		{"124M", 8, 1024, 12, 64, attnBF16, attnPacked},
+		{"124M", 8, 1024, 12, 64, attnTF32, attnInPlace},
+		{"124M", 8, 1024, 12, 64, attnFP32, attnPacked},
+		{"1.3B", 4, 2048, 16, 128, attnTF32, attnPacked},
+		{"1.3B", 4, 2048, 16, 128, attnBF16, attnPacked},
+		{"1.3B", 4, 2048, 16, 128, attnTF32, attnInPlace},
+		{"small", 2, 256, 12, 64, attnTF32, attnPacked},
 	}
 	for _, c := range cases {
 		x := newAttnBuffers(b, e, c.batch, c.seq, c.heads, c.d)
-		a, err := newAttention(e.k, c.batch, c.seq, c.heads*c.d, c.heads, c.compute, c.layout)
+		a, err := newAttention(e.k, c.batch, c.seq, c.heads*c.d, c.heads, c.prec, c.layout)
 		if err != nil {
 			b.Fatal(err)
 		}
 		fl := causalFLOPs(c.batch, c.seq, c.heads, c.d)
 		for _, bwd := range []bool{false, true} {
-			name := c.name + "/fwd"
+			name := fmt.Sprintf("%s/%v/%v/fwd", c.name, c.prec, c.layout)
 			if bwd {
-				name, fl = c.name+"/fwd+bwd", 3*fl
+				name, fl = strings.TrimSuffix(name, "fwd")+"fwd+bwd", 3*fl
 			}
 			b.Run(name, func(b *testing.B) {
 				start := time.Now()

@@ -1,11 +1,13 @@
 package gpumodel
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
 
+	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/examples/gpt/model"
 	"github.com/distopt/distopt/internal/cublaslt"
 	"github.com/distopt/distopt/internal/cuda"
@@ -90,7 +92,9 @@ func compareTensor(t *testing.T, name string, got []float32, want []float64, rel
 // (float32 sums in another order); with TF32 (the model's setting, inputs
 // rounded to 10 mantissa bits) relative L2 1e-2 and elements within 3e-2 of
 // the largest, several times the 1e-3 that TF32's 2^-11 input rounding
-// gives through two GEMMs and the softmax. The probabilities p must match
+// gives through two GEMMs and the softmax; with BF16 (q, k, v, dy, p, ds
+// rounded to 8 significant bits) relative L2 2e-2 and elements within 6e-2,
+// several times the 2^-9 rounding's effect. The probabilities p must match
 // too, zeros above the diagonal included, and dqkv is overwritten whole.
 func TestAttentionMatchesModel(t *testing.T) {
 	e := newAttnEnv(t)
@@ -98,25 +102,31 @@ func TestAttentionMatchesModel(t *testing.T) {
 		{2, 37, 2, 64}, {1, 100, 2, 128}, {3, 64, 4, 16}, {2, 50, 1, 128},
 	}
 	modes := []struct {
-		name      string
-		compute   cublaslt.ComputeType
+		prec      attnPrecision
 		rel, elem float64
-	}{{"FP32", cublaslt.Compute32F, 1e-5, 1e-4}, {"TF32", cublaslt.Compute32FFastTF32, 1e-2, 3e-2}}
+	}{{attnFP32, 1e-5, 1e-4}, {attnTF32, 1e-2, 3e-2}, {attnBF16, 2e-2, 6e-2}}
 	for _, layout := range []attnLayout{attnPacked, attnInPlace} {
 		for _, sh := range shapes {
 			for _, mode := range modes {
-				t.Run(fmt.Sprintf("%v/%s/batch=%d,seq=%d,heads=%d,d=%d", layout, mode.name, sh.batch, sh.seq, sh.heads, sh.d), func(t *testing.T) {
-					checkAttention(t, e, sh.batch, sh.seq, sh.heads, sh.d, mode.compute, layout, mode.rel, mode.elem)
+				if mode.prec == attnBF16 && layout != attnPacked {
+					continue
+				}
+				t.Run(fmt.Sprintf("%v/%v/batch=%d,seq=%d,heads=%d,d=%d", layout, mode.prec, sh.batch, sh.seq, sh.heads, sh.d), func(t *testing.T) {
+					checkAttention(t, e, sh.batch, sh.seq, sh.heads, sh.d, mode.prec, layout, mode.rel, mode.elem)
 				})
 			}
 		}
 	}
 }
 
-func checkAttention(t *testing.T, e *attnEnv, batch, seq, heads, d int, compute cublaslt.ComputeType, layout attnLayout, rel, elem float64) {
+func checkAttention(t *testing.T, e *attnEnv, batch, seq, heads, d int, prec attnPrecision, layout attnLayout, rel, elem float64) {
 	h, rows := heads*d, batch*seq
 	pn := batch * heads * seq * seq
-	a, err := newAttention(e.k, batch, seq, h, heads, compute, layout)
+	a, err := newAttention(e.k, batch, seq, h, heads, prec, layout)
+	if prec == attnBF16 && errors.Is(err, cublaslt.ErrNotSupported) && seq%8 != 0 {
+		// bfloat16 rows of seq elements are not 16-byte aligned.
+		t.Skipf("cuBLASLt has no bfloat16 kernel for rows of %d elements: %v", seq, err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +149,17 @@ func checkAttention(t *testing.T, e *attnEnv, batch, seq, heads, d int, compute 
 	model.Attention(yRef, pRef, qkvRef, batch, seq, h, heads)
 	dqkvRef := make([]float64, rows*3*h)
 	model.AttentionBackward(dqkvRef, dyRef, pRef, qkvRef, batch, seq, h, heads)
-	compareTensor(t, "p", e.download(t, p, pn), pRef, rel, elem)
+	pGot := e.download(t, p, pn)
+	if prec == attnBF16 { // p holds bfloat16
+		raw := make([]uint16, pn)
+		if err := e.s.Download(cuda.Bytes(raw), p); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range raw {
+			pGot[i] = bf16.ToFloat32(v)
+		}
+	}
+	compareTensor(t, "p", pGot, pRef, rel, elem)
 	compareTensor(t, "y", e.download(t, y, rows*h), yRef, rel, elem)
 	got := e.download(t, dqkv, rows*3*h)
 	for part, name := range []string{"dq", "dk", "dv"} {
@@ -154,15 +174,21 @@ func checkAttention(t *testing.T, e *attnEnv, batch, seq, heads, d int, compute 
 	}
 }
 
-// TestAttentionDeterministic runs forward and backward twice at a shape
-// whose GEMMs are large enough for split algorithms and checks that every
-// output repeats bit for bit (cuBLASLt's heuristic choice is fixed per
+// TestAttentionDeterministic runs forward and backward twice, in TF32 and
+// BF16, at a shape whose GEMMs are large enough for split algorithms and
+// checks that every output (y, dqkv, p, ds) repeats bit for bit (cuBLASLt's heuristic choice is fixed per
 // plan; the softmax kernels reduce in a fixed order).
 func TestAttentionDeterministic(t *testing.T) {
 	e := newAttnEnv(t)
+	for _, prec := range []attnPrecision{attnTF32, attnBF16} {
+		t.Run(prec.String(), func(t *testing.T) { checkDeterministic(t, e, prec) })
+	}
+}
+
+func checkDeterministic(t *testing.T, e *attnEnv, prec attnPrecision) {
 	const batch, seq, heads, d = 2, 256, 4, 64
 	h, rows, pn := heads*d, batch*seq, batch*heads*seq*seq
-	a, err := newAttention(e.k, batch, seq, h, heads, attnCompute, attnLayoutM)
+	a, err := newAttention(e.k, batch, seq, h, heads, prec, attnLayoutM)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +206,7 @@ func TestAttentionDeterministic(t *testing.T) {
 		if err := a.backward(e.s, dqkv, ds, dy, p, qkv); err != nil {
 			t.Fatal(err)
 		}
-		outs := [][]float32{e.download(t, y, rows*h), e.download(t, dqkv, rows*3*h), e.download(t, ds, pn)}
+		outs := [][]float32{e.download(t, y, rows*h), e.download(t, dqkv, rows*3*h), e.download(t, p, pn), e.download(t, ds, pn)}
 		if run == 0 {
 			first = outs
 			continue
@@ -198,11 +224,14 @@ func TestAttentionDeterministic(t *testing.T) {
 // TestAttentionBadInput checks that impossible shapes and misaligned
 // buffers are refused with errors, not run.
 func TestAttentionBadInput(t *testing.T) {
-	if _, err := newAttention(nil, 1, 8, 10, 3, attnCompute, attnPacked); err == nil {
+	if _, err := newAttention(nil, 1, 8, 10, 3, attnTF32, attnPacked); err == nil {
 		t.Error("heads not dividing the width: no error")
 	}
-	if _, err := newAttention(nil, 0, 8, 12, 3, attnCompute, attnPacked); err == nil {
+	if _, err := newAttention(nil, 0, 8, 12, 3, attnTF32, attnPacked); err == nil {
 		t.Error("batch 0: no error")
+	}
+	if _, err := newAttention(nil, 1, 8, 12, 3, attnBF16, attnInPlace); err == nil {
+		t.Error("bfloat16 in place: no error")
 	}
 	if err := checkAligned(256, 512+4); err == nil {
 		t.Error("a 4-byte-aligned buffer: no error")

@@ -110,7 +110,7 @@ func (m *Model) alloc() error {
 	m.dqkv, m.ds, m.dfc, m.dg = buf(n*3*h), buf(pn), buf(n*f), buf(n*f)
 	m.dyC, m.dy3C, m.dyF = op(n, h, fp8.E5M2), op(n, 3*h, fp8.E5M2), op(n, f, fp8.E5M2)
 	if err == nil {
-		m.attn, err = newAttention(m.k, m.batch, m.seq, h, m.cfg.Heads, attnCompute, attnLayoutM)
+		m.attn, err = newAttention(m.k, m.batch, m.seq, h, m.cfg.Heads, attnPrecisionM, attnLayoutM)
 	}
 	return err
 }
