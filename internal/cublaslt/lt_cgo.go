@@ -33,6 +33,7 @@ enum {
 	F_DescSetAttribute,
 	F_LayoutCreate,
 	F_LayoutDestroy,
+	F_LayoutSetAttribute,
 	F_PrefCreate,
 	F_PrefDestroy,
 	F_PrefSetAttribute,
@@ -93,17 +94,37 @@ static lt_status lt_layout_create(void **t, uintptr_t *l, int type, uint64_t row
 	return s;
 }
 
+static lt_status lt_layout_set(void **t, uintptr_t l, int attr, const void *buf, size_t n) {
+	return ((lt_status(*)(void *, int, const void *, size_t))t[F_LayoutSetAttribute])((void *)l, attr, buf, n);
+}
+
+// lt_layout_batch sets the batch count (int32) and the stride in elements
+// between consecutive matrices (int64) of a layout.
+static lt_status lt_layout_batch(void **t, uintptr_t l, int32_t count, int64_t stride) {
+	lt_status s = lt_layout_set(t, l, 5, &count, sizeof count);
+	if (s != 0) return s;
+	return lt_layout_set(t, l, 6, &stride, sizeof stride);
+}
+
 static lt_status lt_layout_destroy(void **t, uintptr_t l) {
 	return ((lt_status(*)(void *))t[F_LayoutDestroy])((void *)l);
 }
 
-static lt_status lt_pref_create(void **t, uintptr_t *p, uint64_t workspace) {
+// lt_pref_create makes a preference with a workspace limit and, for each
+// of A, B, C, D whose align[i] is not 0, its minimum buffer alignment in
+// bytes (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES + i).
+static lt_status lt_pref_create(void **t, uintptr_t *p, uint64_t workspace, const uint32_t *align) {
 	void *q = 0;
 	lt_status s = ((lt_status(*)(void **))t[F_PrefCreate])(&q);
 	*p = (uintptr_t)q;
 	if (s != 0) return s;
-	return ((lt_status(*)(void *, int, const void *, size_t))t[F_PrefSetAttribute])(
-		q, 1, &workspace, sizeof workspace);
+	lt_status (*set)(void *, int, const void *, size_t) =
+		(lt_status(*)(void *, int, const void *, size_t))t[F_PrefSetAttribute];
+	s = set(q, 1, &workspace, sizeof workspace);
+	for (int i = 0; i < 4 && s == 0; i++) {
+		if (align[i] != 0) s = set(q, 5 + i, &align[i], sizeof align[i]);
+	}
+	return s;
 }
 
 static lt_status lt_pref_destroy(void **t, uintptr_t p) {
@@ -144,19 +165,20 @@ import (
 type fnTable struct{ t *unsafe.Pointer }
 
 var symbols = [C.F_count]string{
-	C.F_GetVersion:       "cublasLtGetVersion",
-	C.F_Create:           "cublasLtCreate",
-	C.F_Destroy:          "cublasLtDestroy",
-	C.F_DescCreate:       "cublasLtMatmulDescCreate",
-	C.F_DescDestroy:      "cublasLtMatmulDescDestroy",
-	C.F_DescSetAttribute: "cublasLtMatmulDescSetAttribute",
-	C.F_LayoutCreate:     "cublasLtMatrixLayoutCreate",
-	C.F_LayoutDestroy:    "cublasLtMatrixLayoutDestroy",
-	C.F_PrefCreate:       "cublasLtMatmulPreferenceCreate",
-	C.F_PrefDestroy:      "cublasLtMatmulPreferenceDestroy",
-	C.F_PrefSetAttribute: "cublasLtMatmulPreferenceSetAttribute",
-	C.F_AlgoGetHeuristic: "cublasLtMatmulAlgoGetHeuristic",
-	C.F_Matmul:           "cublasLtMatmul",
+	C.F_GetVersion:         "cublasLtGetVersion",
+	C.F_Create:             "cublasLtCreate",
+	C.F_Destroy:            "cublasLtDestroy",
+	C.F_DescCreate:         "cublasLtMatmulDescCreate",
+	C.F_DescDestroy:        "cublasLtMatmulDescDestroy",
+	C.F_DescSetAttribute:   "cublasLtMatmulDescSetAttribute",
+	C.F_LayoutCreate:       "cublasLtMatrixLayoutCreate",
+	C.F_LayoutDestroy:      "cublasLtMatrixLayoutDestroy",
+	C.F_LayoutSetAttribute: "cublasLtMatrixLayoutSetAttribute",
+	C.F_PrefCreate:         "cublasLtMatmulPreferenceCreate",
+	C.F_PrefDestroy:        "cublasLtMatmulPreferenceDestroy",
+	C.F_PrefSetAttribute:   "cublasLtMatmulPreferenceSetAttribute",
+	C.F_AlgoGetHeuristic:   "cublasLtMatmulAlgoGetHeuristic",
+	C.F_Matmul:             "cublasLtMatmul",
 }
 
 // openTable opens the library at path and resolves every entry point.
@@ -217,13 +239,21 @@ func (f *fnTable) layoutCreate(t DataType, rows, cols uint64, ld int64) (uintptr
 	return uintptr(l), Status(s)
 }
 
+func (f *fnTable) layoutBatch(l uintptr, count int32, stride int64) Status {
+	return Status(C.lt_layout_batch(f.t, C.uintptr_t(l), C.int32_t(count), C.int64_t(stride)))
+}
+
 func (f *fnTable) layoutDestroy(l uintptr) Status {
 	return Status(C.lt_layout_destroy(f.t, C.uintptr_t(l)))
 }
 
-func (f *fnTable) prefCreate(workspace uint64) (uintptr, Status) {
+func (f *fnTable) prefCreate(workspace uint64, align [4]uint32) (uintptr, Status) {
 	var p C.uintptr_t
-	s := C.lt_pref_create(f.t, &p, C.uint64_t(workspace))
+	var a [4]C.uint32_t
+	for i, v := range align {
+		a[i] = C.uint32_t(v)
+	}
+	s := C.lt_pref_create(f.t, &p, C.uint64_t(workspace), &a[0])
 	return uintptr(p), Status(s)
 }
 

@@ -27,9 +27,10 @@ func (f *fnTable) descSetPtr(uintptr, descAttr, uint64) Status        { return e
 func (f *fnTable) layoutCreate(DataType, uint64, uint64, int64) (uintptr, Status) {
 	return 0, errStub
 }
-func (f *fnTable) layoutDestroy(uintptr) Status        { return errStub }
-func (f *fnTable) prefCreate(uint64) (uintptr, Status) { return 0, errStub }
-func (f *fnTable) prefDestroy(uintptr) Status          { return errStub }
+func (f *fnTable) layoutBatch(uintptr, int32, int64) Status       { return errStub }
+func (f *fnTable) layoutDestroy(uintptr) Status                   { return errStub }
+func (f *fnTable) prefCreate(uint64, [4]uint32) (uintptr, Status) { return 0, errStub }
+func (f *fnTable) prefDestroy(uintptr) Status                     { return errStub }
 func (f *fnTable) heuristic(h, desc, a, b, c, d, pref uintptr, want int) ([]Algo, Status) {
 	return nil, errStub
 }

@@ -41,22 +41,53 @@ func (h *Handle) Destroy() error {
 
 // Matrix is a column-major matrix layout: Rows x Cols elements of Type,
 // column j starting LD elements after column j-1.
+//
+// A strided batch of matrices sets Batch above 1: matrix i of the batch
+// starts i·Stride elements after the first (CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT
+// and CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET). Stride may be smaller
+// than LD·Cols (interleaved matrices, such as the heads of an attention
+// layer side by side in one row-major activation); the matrices of D must
+// not overlap. Batch 0 and 1 both mean one matrix. Every operand of a spec
+// has the same batch count.
+//
+// Align, if not 0, is the alignment in bytes that every address Run will
+// pass for this operand has (the first matrix's, and so every matrix's if
+// Stride·size is a multiple of it): a power of two from the element size
+// up to 256. 0 keeps the library's assumption of 256 bytes; an operand at
+// a smaller alignment must say so, or the heuristic may pick a kernel that
+// cannot read it.
 type Matrix struct {
 	Type       DataType
 	Rows, Cols int
 	LD         int
+	Batch      int
+	Stride     int64
+	Align      int
 }
 
 func (m Matrix) String() string {
-	return fmt.Sprintf("%dx%d ld=%d type=%d", m.Rows, m.Cols, m.LD, m.Type)
+	s := fmt.Sprintf("%dx%d ld=%d type=%d", m.Rows, m.Cols, m.LD, m.Type)
+	if m.Batch > 1 {
+		s += fmt.Sprintf(" batch=%d stride=%d", m.Batch, m.Stride)
+	}
+	if m.Align != 0 {
+		s += fmt.Sprintf(" align=%d", m.Align)
+	}
+	return s
 }
 
+func (m Matrix) batch() int { return max(m.Batch, 1) }
+
 // Spec describes D = alpha * scaleA*scaleB * op(A)·op(B) + beta * C, with
-// op(A) M x K, op(B) K x N, C and D M x N. FP8 operands on Hopper need
-// TransA = OpT and TransB = OpN (both K-contiguous).
+// op(A) M x K, op(B) K x N, C and D M x N (for each matrix of a batch).
+// FP8 operands on Hopper need TransA = OpT and TransB = OpN (both
+// K-contiguous).
 type Spec struct {
-	TransA, TransB         Op
-	A, B, C, D             Matrix
+	TransA, TransB Op
+	A, B, C, D     Matrix
+	// Compute is the compute type; 0 means Compute32F. With FP32 operands,
+	// Compute32FFastTF32 trades input precision for tensor-core speed.
+	Compute                ComputeType
 	AScaleMode, BScaleMode ScaleMode // for FP8 operands
 	// FastAccum lets FP8 kernels accumulate in the tensor cores' reduced
 	// precision (CUBLASLT_MATMUL_DESC_FAST_ACCUM). Off by default.
@@ -64,7 +95,32 @@ type Spec struct {
 }
 
 func (s Spec) String() string {
-	return fmt.Sprintf("op(A)=%d A[%v] op(B)=%d B[%v] C[%v] D[%v] scale modes %d/%d", s.TransA, s.A, s.TransB, s.B, s.C, s.D, s.AScaleMode, s.BScaleMode)
+	return fmt.Sprintf("op(A)=%d A[%v] op(B)=%d B[%v] C[%v] D[%v] compute %d scale modes %d/%d", s.TransA, s.A, s.TransB, s.B, s.C, s.D, s.compute(), s.AScaleMode, s.BScaleMode)
+}
+
+func (s Spec) compute() ComputeType {
+	if s.Compute == 0 {
+		return Compute32F
+	}
+	return s.Compute
+}
+
+// validate checks what cuBLASLt would reject with a bare status code: batch
+// counts that differ, negative batch counts or strides, alignments that are
+// not powers of two up to 256.
+func (s Spec) validate() error {
+	for i, m := range []Matrix{s.A, s.B, s.C, s.D} {
+		name := "ABCD"[i : i+1]
+		if m.Batch < 0 || m.Stride < 0 || m.batch() != s.A.batch() {
+			return &Error{Op: "cublasLtMatrixLayoutSetAttribute", Status: StatusInvalidValue,
+				Detail: fmt.Sprintf("%s: batch %d stride %d (A's batch %d): counts must match, neither negative", name, m.Batch, m.Stride, s.A.batch())}
+		}
+		if m.Align != 0 && (m.Align&(m.Align-1) != 0 || m.Align < m.Type.Size() || m.Align > 256) {
+			return &Error{Op: "cublasLtMatmulPreferenceSetAttribute", Status: StatusInvalidValue,
+				Detail: fmt.Sprintf("%s: alignment %d bytes: want a power of two from %d to 256", name, m.Align, m.Type.Size())}
+		}
+	}
+	return nil
 }
 
 // Algo is one algorithm the heuristic proposed, with the workspace it needs.
@@ -95,6 +151,9 @@ type Plan struct {
 // matching ErrNotSupported or ErrInvalid that names the spec.
 func (h *Handle) NewPlan(spec Spec, maxWorkspace int, scaleHint cuda.DevicePtr, candidates int) (*Plan, error) {
 	p := &Plan{h: h, spec: spec, fp8: isFP8(spec.A.Type) || isFP8(spec.B.Type)}
+	if err := spec.validate(); err != nil {
+		return nil, err
+	}
 	err := h.d.Do(func() error {
 		if err := p.create(maxWorkspace, scaleHint, max(candidates, 1)); err != nil {
 			p.release()
@@ -114,7 +173,7 @@ func isFP8(t DataType) bool { return t == R8FE4M3 || t == R8FE5M2 }
 func (p *Plan) create(maxWorkspace int, scaleHint cuda.DevicePtr, candidates int) error {
 	f, s := p.h.l.fns, p.spec
 	var st Status
-	if p.desc, st = f.descCreate(Compute32F, R32F); st != StatusSuccess {
+	if p.desc, st = f.descCreate(s.compute(), R32F); st != StatusSuccess {
 		return check("cublasLtMatmulDescCreate", st)
 	}
 	sets := []struct {
@@ -154,8 +213,14 @@ func (p *Plan) create(maxWorkspace int, scaleHint cuda.DevicePtr, candidates int
 		if *m.dst, st = f.layoutCreate(m.m.Type, uint64(m.m.Rows), uint64(m.m.Cols), int64(m.m.LD)); st != StatusSuccess {
 			return fmt.Errorf("%w: layout %v", check("cublasLtMatrixLayoutCreate", st), m.m)
 		}
+		if m.m.Batch > 1 {
+			if st = f.layoutBatch(*m.dst, int32(m.m.Batch), m.m.Stride); st != StatusSuccess {
+				return fmt.Errorf("%w: layout %v", check("cublasLtMatrixLayoutSetAttribute", st), m.m)
+			}
+		}
 	}
-	pref, st := f.prefCreate(uint64(maxWorkspace))
+	align := [4]uint32{uint32(s.A.Align), uint32(s.B.Align), uint32(s.C.Align), uint32(s.D.Align)}
+	pref, st := f.prefCreate(uint64(maxWorkspace), align)
 	if st != StatusSuccess {
 		return check("cublasLtMatmulPreferenceCreate", st)
 	}

@@ -26,9 +26,18 @@ func (t DataType) Size() int {
 // ComputeType is a cublasComputeType_t.
 type ComputeType int32
 
-// Compute32F is CUBLAS_COMPUTE_32F: FP32 accumulation (FP8 and BF16 inputs
-// run on tensor cores with it).
-const Compute32F ComputeType = 68
+// Compute types (cublasComputeType_t values).
+const (
+	// Compute32F is CUBLAS_COMPUTE_32F: FP32 accumulation. FP8, BF16 and
+	// FP16 inputs run on tensor cores with it; FP32 inputs run in full
+	// FP32 on the CUDA cores (exact products, FP32 sums).
+	Compute32F ComputeType = 68
+	// Compute32FFastTF32 is CUBLAS_COMPUTE_32F_FAST_TF32: FP32 inputs are
+	// rounded to TF32 (10 explicit mantissa bits, relative error up to
+	// 2^-11 per input) and multiplied on tensor cores with FP32
+	// accumulation: several times the FP32 speed.
+	Compute32FFastTF32 ComputeType = 77
+)
 
 // Op is a cublasOperation_t.
 type Op int32
@@ -75,3 +84,14 @@ const (
 	descBScaleMode   descAttr = 32
 	prefMaxWorkspace descAttr = 1 // CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES (a preference attribute)
 )
+
+// layoutAttr is a cublasLtMatrixLayoutAttribute_t.
+type layoutAttr int32
+
+const (
+	layoutBatchCount  layoutAttr = 5 // CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, int32
+	layoutBatchStride layoutAttr = 6 // CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, int64 elements
+)
+
+// The preference attributes CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES
+// (uint32) are 5 to 8, in that order; lt_cgo.go sets them.

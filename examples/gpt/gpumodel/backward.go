@@ -64,7 +64,7 @@ func (m *Model) Backward(params Params, grads Grads, ready func(name string) err
 			// m.dx: gradient of x2 = x + Attn(LN1(x)).
 			func() error { return m.linearGrad(params, grads, l, projL, m.dtmp, m.dx, ready) },
 			func() error {
-				return m.k.GPTAttentionGrad(m.s, m.dqkv, m.ds, m.dtmp, a.p, a.qkv, m.batch, m.seq, h, m.cfg.Heads, attnScale(m))
+				return m.attn.backward(m.s, m.dqkv, m.ds, m.dtmp, a.p, a.qkv)
 			},
 			func() error {
 				return m.restore(l, qkvL, func() error { return m.layerNorm(params, lname(l, "ln1"), m.ln, a.mean1, a.rstd1, a.x) }, m.ln)

@@ -2,7 +2,6 @@ package gpumodel
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/examples/gpt/model"
@@ -40,7 +39,6 @@ func (m *Model) Forward(params Params, tokens, targets []int32, dloss float64) e
 	if err := m.k.GPTEmbed(m.s, x, wte, wpe, m.tok, n, m.seq, h); err != nil {
 		return err
 	}
-	scale := attnScale(m)
 	for l := range m.layers {
 		a := &m.layers[l]
 		next := m.xf
@@ -50,7 +48,7 @@ func (m *Model) Forward(params Params, tokens, targets []int32, dloss float64) e
 		steps := []func() error{
 			func() error { return m.layerNorm(params, lname(l, "ln1"), m.ln, a.mean1, a.rstd1, a.x) },
 			func() error { return m.linear(params, l, qkvL, a.qkv, m.ln) },
-			func() error { return m.k.GPTAttention(m.s, m.att, a.p, a.qkv, m.batch, m.seq, h, m.cfg.Heads, scale) },
+			func() error { return m.attn.forward(m.s, m.att, a.p, a.qkv) },
 			func() error { return m.linear(params, l, projL, a.x2, m.att) },
 			func() error { return m.k.GPTAdd(m.s, a.x2, a.x2, a.x, n*h) },
 			func() error { return m.layerNorm(params, lname(l, "ln2"), m.ln, a.mean2, a.rstd2, a.x2) },
@@ -120,6 +118,3 @@ func (m *Model) layerNorm(params Params, name string, y, mean, rstd, x cuda.Devi
 	}
 	return m.k.GPTLayerNorm(m.s, y, mean, rstd, x, w, b, m.rows, m.cfg.Hidden, model.LNEps)
 }
-
-// attnScale is the attention's score scale, 1/sqrt(head width).
-func attnScale(m *Model) float32 { return float32(1 / math.Sqrt(float64(m.cfg.HeadDim()))) }

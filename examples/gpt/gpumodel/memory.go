@@ -76,7 +76,8 @@ func PredictMemory(cfg model.Config, batch, seq int, o Options) (Memory, error) 
 		Saved:            4 * (n*h + n*3*h + n*h + n*f + 4*n),
 		Probs:            4 * pn,
 		Final:            4 * (2*n*h + 3*n + 2*n*v),
-		Scratch:          4 * (2*n*h + n*f + 3*n + v + 1 + 3*n*h + 3*n*h + pn + 2*n*f),
+		Scratch: 4*(2*n*h+n*f+3*n+v+1+3*n*h+3*n*h+pn+2*n*f) +
+			attnScratchBytes(batch, seq, h, cfg.Heads, attnPrecisionM, attnLayoutM),
 	}
 	wl, err := gemm.LayoutOf(o.Recipe)
 	if err != nil {

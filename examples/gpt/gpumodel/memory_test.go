@@ -48,7 +48,8 @@ func TestPredictMemory(t *testing.T) {
 			Final: 4 * (n*h + n*h + n + n + n*v + n*v + n),
 			Scratch: 4 * (n*h + n*h + n*f + // ln, att, gelu
 				n + n + n + v + 1 + // tok, tgt, order, start
-				n*h + n*h + n*h + n*3*h + pn + n*f + n*f), // dx, dln, dtmp, dqkv, ds, dfc, dg
+				n*h + n*h + n*h + n*3*h + pn + n*f + n*f) + // dx, dln, dtmp, dqkv, ds, dfc, dg
+				attnWorkspace + 4*4*n*h, // attention (TF32, packed): cuBLASLt workspace, q, k, v, output heads
 			Engine: m.Engine}
 		if m != want {
 			t.Errorf("%s: %+v, want %+v", c.name, m, want)

@@ -91,6 +91,7 @@ type Model struct {
 	grad              bool      // the last Forward left dlogits for Backward
 	alloc             [nCat]int // bytes the model allocated, by category
 	device            int       // the device allocator's count of the same, and of the kept inputs
+	attn              *attention
 }
 
 // New is NewWith with zero Options.
@@ -163,6 +164,12 @@ func (m *Model) allocate() error {
 	m.tok, m.tgt, m.order, m.start = buf(sc, n), buf(sc, n), buf(sc, n), buf(sc, v+1)
 	m.dx, m.dln, m.dtmp = buf(sc, n*h), buf(sc, n*h), buf(sc, n*h)
 	m.dqkv, m.ds, m.dfc, m.dg = buf(sc, n*3*h), buf(sc, pn), buf(sc, n*f), buf(sc, n*f)
+	if err == nil {
+		m.attn, err = newAttention(m.k, m.batch, m.seq, h, m.cfg.Heads, attnPrecisionM, attnLayoutM)
+	}
+	if err == nil {
+		m.alloc[catScratch] += attnScratchBytes(m.batch, m.seq, h, m.cfg.Heads, attnPrecisionM, attnLayoutM)
+	}
 	return err
 }
 
@@ -179,7 +186,10 @@ func (m *Model) Close() error {
 			}
 		}
 	}
-	m.ptrs, m.layers = nil, nil
+	if m.attn != nil {
+		errs = append(errs, m.attn.close())
+	}
+	m.ptrs, m.layers, m.attn = nil, nil, nil
 	return errors.Join(errs...)
 }
 
