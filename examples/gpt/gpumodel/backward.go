@@ -22,10 +22,47 @@ func (m *Model) Backward(params Params, grads Grads, ready func(name string) err
 		return errors.New("gpumodel: Backward without a Forward with a non-zero dloss since the last Backward")
 	}
 	m.grad = false
-	h, f, n, v := m.cfg.Hidden, m.cfg.FFN, m.rows, m.cfg.Vocab
-	if ready == nil {
-		ready = func(string) error { return nil }
+	// The launches are queued in a few calls to the device's worker (one
+	// per block, see onWorker); the names whose gradients are complete are
+	// handed to ready between those calls, never from the worker, so ready
+	// may wait for other users of the device.
+	var pending []string
+	flush := func() error {
+		for _, name := range pending {
+			if ready != nil {
+				if err := ready(name); err != nil {
+					return err
+				}
+			}
+		}
+		pending = pending[:0]
+		return nil
 	}
+	done := func(name string) error { pending = append(pending, name); return nil }
+	if err := m.onWorker(func() error { return m.backwardHead(params, grads, done) }); err != nil {
+		return err
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	for l := len(m.layers) - 1; l >= 0; l-- {
+		if err := m.onWorker(func() error { return m.backwardLayer(params, grads, l, done) }); err != nil {
+			return err
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+	}
+	if err := m.onWorker(func() error { return m.backwardEmbed(grads, done) }); err != nil {
+		return err
+	}
+	return flush()
+}
+
+// backwardHead queues the gradients of the loss, the tied head and the
+// final LayerNorm.
+func (m *Model) backwardHead(params Params, grads Grads, ready func(string) error) error {
+	h, n, v := m.cfg.Hidden, m.rows, m.cfg.Vocab
 	g := func(name string) (cuda.DevicePtr, error) { return gradPtr(grads, name) }
 	wte, err := hp(params, "embed.tokens")
 	if err != nil {
@@ -44,41 +81,54 @@ func (m *Model) Backward(params Params, grads Grads, ready func(name string) err
 	if err := m.s.Memset32(m.dx, 0, n*h); err != nil {
 		return err
 	}
-	if err := m.layerNormGrad(params, grads, "final_ln", m.xf, m.meanf, m.rstdf, ready); err != nil {
+	return m.layerNormGrad(params, grads, "final_ln", m.xf, m.meanf, m.rstdf, ready)
+}
+
+// backwardLayer queues the gradients of block l given m.dx, the gradient
+// of its output, and leaves the gradient of its input in m.dx.
+func (m *Model) backwardLayer(params Params, grads Grads, l int, ready func(string) error) error {
+	f, n := m.cfg.FFN, m.rows
+	a := &m.layers[l]
+	steps := []func() error{
+		// m.dx: gradient of the block's output x2 + MLP(LN2(x2)).
+		func() error {
+			return m.restore(l, outL, func() error { return m.k.GPTGELU(m.s, m.gelu, a.fc, n*f) }, m.gelu)
+		},
+		func() error { return m.linearGrad(params, grads, l, outL, m.dg, m.dx, ready) },
+		func() error { return m.k.GPTGELUGrad(m.s, m.dfc, m.dg, a.fc, n*f) },
+		func() error {
+			return m.restore(l, fcL, func() error { return m.layerNorm(params, lname(l, "ln2"), m.ln, a.mean2, a.rstd2, a.x2) }, m.ln)
+		},
+		func() error { return m.linearGrad(params, grads, l, fcL, m.dln, m.dfc, ready) },
+		func() error { return m.layerNormGrad(params, grads, lname(l, "ln2"), a.x2, a.mean2, a.rstd2, ready) },
+		// m.dx: gradient of x2 = x + Attn(LN1(x)).
+		func() error { return m.linearGrad(params, grads, l, projL, m.dtmp, m.dx, ready) },
+		func() error {
+			return m.attn.backward(m.s, m.dqkv, m.ds, m.dtmp, a.p, a.qkv)
+		},
+		func() error {
+			return m.restore(l, qkvL, func() error { return m.layerNorm(params, lname(l, "ln1"), m.ln, a.mean1, a.rstd1, a.x) }, m.ln)
+		},
+		func() error { return m.linearGrad(params, grads, l, qkvL, m.dln, m.dqkv, ready) },
+		func() error { return m.layerNormGrad(params, grads, lname(l, "ln1"), a.x, a.mean1, a.rstd1, ready) },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// backwardEmbed queues the gradients of the token and position
+// embeddings from m.dx.
+func (m *Model) backwardEmbed(grads Grads, ready func(string) error) error {
+	h, v := m.cfg.Hidden, m.cfg.Vocab
+	gwte, err := gradPtr(grads, "embed.tokens")
+	if err != nil {
 		return err
 	}
-	for l := len(m.layers) - 1; l >= 0; l-- {
-		a := &m.layers[l]
-		steps := []func() error{
-			// m.dx: gradient of the block's output x2 + MLP(LN2(x2)).
-			func() error {
-				return m.restore(l, outL, func() error { return m.k.GPTGELU(m.s, m.gelu, a.fc, n*f) }, m.gelu)
-			},
-			func() error { return m.linearGrad(params, grads, l, outL, m.dg, m.dx, ready) },
-			func() error { return m.k.GPTGELUGrad(m.s, m.dfc, m.dg, a.fc, n*f) },
-			func() error {
-				return m.restore(l, fcL, func() error { return m.layerNorm(params, lname(l, "ln2"), m.ln, a.mean2, a.rstd2, a.x2) }, m.ln)
-			},
-			func() error { return m.linearGrad(params, grads, l, fcL, m.dln, m.dfc, ready) },
-			func() error { return m.layerNormGrad(params, grads, lname(l, "ln2"), a.x2, a.mean2, a.rstd2, ready) },
-			// m.dx: gradient of x2 = x + Attn(LN1(x)).
-			func() error { return m.linearGrad(params, grads, l, projL, m.dtmp, m.dx, ready) },
-			func() error {
-				return m.attn.backward(m.s, m.dqkv, m.ds, m.dtmp, a.p, a.qkv)
-			},
-			func() error {
-				return m.restore(l, qkvL, func() error { return m.layerNorm(params, lname(l, "ln1"), m.ln, a.mean1, a.rstd1, a.x) }, m.ln)
-			},
-			func() error { return m.linearGrad(params, grads, l, qkvL, m.dln, m.dqkv, ready) },
-			func() error { return m.layerNormGrad(params, grads, lname(l, "ln1"), a.x, a.mean1, a.rstd1, ready) },
-		}
-		for _, step := range steps {
-			if err := step(); err != nil {
-				return err
-			}
-		}
-	}
-	gwpe, err := g("embed.positions")
+	gwpe, err := gradPtr(grads, "embed.positions")
 	if err != nil {
 		return err
 	}

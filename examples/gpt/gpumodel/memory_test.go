@@ -46,9 +46,9 @@ func TestPredictMemory(t *testing.T) {
 		want := Memory{Layers: 3, LinearInputs: c.want, LinearInputsBF16: 2 * n * (3*h + f),
 			Saved: 4 * (n*(h+3*h+h+f) + 4*n), Probs: 4 * pn,
 			Final: 4 * (n*h + n*h + n + n + n*v + n*v + n),
-			Scratch: 4 * (n*h + n*h + n*f + // ln, att, gelu
-				n + n + n + v + 1 + // tok, tgt, order, start
-				n*h + n*h + n*h + n*3*h + pn + n*f + n*f) + // dx, dln, dtmp, dqkv, ds, dfc, dg
+			Scratch: 4*(n*h+n*h+n*f+ // ln, att, gelu
+				n+n+n+v+1+ // tok, tgt, order, start
+				n*h+n*h+n*h+n*3*h+pn+n*f+n*f) + // dx, dln, dtmp, dqkv, ds, dfc, dg
 				attnWorkspace + 4*4*n*h, // attention (TF32, packed): cuBLASLt workspace, q, k, v, output heads
 			Engine: m.Engine}
 		if m != want {

@@ -300,6 +300,10 @@ func weight(params Params, name string) (gemm.Operand, error) {
 // ZeroGrads clears every gradient view; call it before a step's first
 // micro-batch (every gradient is accumulated).
 func (m *Model) ZeroGrads(grads Grads) error {
+	return m.onWorker(func() error { return m.zeroGrads(grads) })
+}
+
+func (m *Model) zeroGrads(grads Grads) error {
 	for _, p := range m.cfg.Params() {
 		g, err := gradPtr(grads, p.Name)
 		if err != nil {
