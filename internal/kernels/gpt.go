@@ -23,12 +23,7 @@ const (
 	kernelGPTAdd            = "gpt_add"
 	kernelGPTGELU           = "gpt_gelu"
 	kernelGPTGELUGrad       = "gpt_gelu_grad"
-	kernelGPTSoftmax        = "gpt_causal_softmax"
-	kernelGPTSoftmaxGrad    = "gpt_causal_softmax_grad"
 	kernelGPTCrossEntropy   = "gpt_cross_entropy"
-	kernelGPTAttention      = "gpt_attention"
-	kernelGPTAttentionGradQ = "gpt_attention_grad_q"
-	kernelGPTAttentionGradK = "gpt_attention_grad_kv"
 	kernelGPTLinear         = "gpt_linear_bf16"
 	kernelGPTLinearGradX    = "gpt_linear_bf16_grad_x"
 	kernelGPTLinearGradW    = "gpt_linear_bf16_grad_w"
@@ -39,8 +34,7 @@ const (
 func gptKernels() []string {
 	names := []string{kernelGPTEmbed, kernelGPTEmbedGradTok, kernelGPTEmbedGradPos, kernelGPTLayerNorm,
 		kernelGPTLayerNormGradX, kernelGPTLayerNormGradW, kernelGPTBiasAdd, kernelGPTColumnSum, kernelGPTColumnFinal,
-		kernelGPTAdd, kernelGPTGELU, kernelGPTGELUGrad, kernelGPTSoftmax, kernelGPTSoftmaxGrad, kernelGPTCrossEntropy,
-		kernelGPTAttention, kernelGPTAttentionGradQ, kernelGPTAttentionGradK,
+		kernelGPTAdd, kernelGPTGELU, kernelGPTGELUGrad, kernelGPTCrossEntropy,
 		kernelGPTLinear, kernelGPTLinearGradX, kernelGPTLinearGradW}
 	for _, v := range rowVariants {
 		for _, base := range []string{kernelGPTLayerNorm, kernelGPTLayerNormGradX, kernelGPTCrossEntropy} {
@@ -177,19 +171,6 @@ func (k *Set) GPTGELUGrad(s *cuda.Stream, dx, dy, x cuda.DevicePtr, n int) error
 	return k.elementwise(s, kernelGPTGELUGrad, n, new(cuda.Args).Ptr(dx).Ptr(dy).Ptr(x).U64(uint64(n)))
 }
 
-// GPTCausalSoftmax queues model.CausalSoftmax in float32 over n matrices
-// [t, t] of scores s into p (p may be s).
-func (k *Set) GPTCausalSoftmax(s *cuda.Stream, p, scores cuda.DevicePtr, n, t int, scale float32) error {
-	return k.warpRows(s, kernelGPTSoftmax, n*t, new(cuda.Args).Ptr(p).Ptr(scores).U64(uint64(n)).U64(uint64(t)).F32(scale))
-}
-
-// GPTCausalSoftmaxGrad queues model.CausalSoftmaxBackward in float32:
-// ds from p and dp (ds may be dp).
-func (k *Set) GPTCausalSoftmaxGrad(s *cuda.Stream, ds, p, dp cuda.DevicePtr, n, t int, scale float32) error {
-	return k.warpRows(s, kernelGPTSoftmaxGrad, n*t, new(cuda.Args).Ptr(ds).Ptr(p).Ptr(dp).U64(uint64(n)).
-		U64(uint64(t)).F32(scale))
-}
-
 // GPTCrossEntropy queues, for each row r of logits [rows, v] (float32)
 // and int32 target: loss[r] = logsumexp(logits[r]) - logits[r, target[r]];
 // and, unless dlogits is 0, dlogits = coef·(softmax(logits[r]) -
@@ -199,31 +180,6 @@ func (k *Set) GPTCrossEntropy(s *cuda.Stream, loss, dlogits, logits, target cuda
 	name := kernelGPTCrossEntropy + rowVariant(v, []cuda.DevicePtr{dlogits, logits}, nil)
 	return k.warpRows(s, name, rows, new(cuda.Args).Ptr(loss).Ptr(dlogits).Ptr(logits).Ptr(target).
 		U64(uint64(rows)).U64(uint64(v)).F32(coef))
-}
-
-// GPTAttention queues model.Attention in float32: y [batch·seq, h] and the
-// probabilities p [batch, heads, seq, seq] (kept for GPTAttentionGrad) from
-// qkv [batch·seq, 3h], with scores scaled by scale (1/sqrt(h/heads)). One
-// warp per query row, sums in the reference's order; heads must divide h.
-// Memory and time grow as seq²: the reference-order version that a fused
-// kernel will replace.
-func (k *Set) GPTAttention(s *cuda.Stream, y, p, qkv cuda.DevicePtr, batch, seq, h, heads int, scale float32) error {
-	return k.warpRows(s, kernelGPTAttention, batch*heads*seq, new(cuda.Args).Ptr(y).Ptr(p).Ptr(qkv).
-		U64(uint64(batch)).U64(uint64(seq)).U64(uint64(h)).U64(uint64(heads)).F32(scale))
-}
-
-// GPTAttentionGrad queues model.AttentionBackward in float32: dqkv
-// [batch·seq, 3h] (overwritten) from dy [batch·seq, h], GPTAttention's p
-// and qkv, using ds [batch, heads, seq, seq] as scratch (it then holds the
-// gradient of the scores).
-func (k *Set) GPTAttentionGrad(s *cuda.Stream, dqkv, ds, dy, p, qkv cuda.DevicePtr, batch, seq, h, heads int, scale float32) error {
-	rows := batch * heads * seq
-	if err := k.warpRows(s, kernelGPTAttentionGradQ, rows, new(cuda.Args).Ptr(dqkv).Ptr(ds).Ptr(dy).Ptr(p).Ptr(qkv).
-		U64(uint64(batch)).U64(uint64(seq)).U64(uint64(h)).U64(uint64(heads)).F32(scale)); err != nil {
-		return err
-	}
-	return k.warpRows(s, kernelGPTAttentionGradK, rows, new(cuda.Args).Ptr(dqkv).Ptr(ds).Ptr(dy).Ptr(p).Ptr(qkv).
-		U64(uint64(batch)).U64(uint64(seq)).U64(uint64(h)).U64(uint64(heads)))
 }
 
 // GPTLinearBF16 queues y = x·wᵀ (model.Linear without bias) for float32 x

@@ -46,15 +46,15 @@ root=$(pwd)
 bin=${BIN:-.gpu-gptlong}
 py=${PYTHON:-/opt/torch/.venv/bin/python}
 STEPS=${STEPS:-2000}
-BATCH=${BATCH:-6}
-SEQ=${SEQ:-1024}
+BATCH=${BATCH:-8}
+SEQ=${SEQ:-256}
 LR=${LR:-1e-3}
 EVAL_EVERY=${EVAL_EVERY:-100}
 EVAL_WINDOWS=${EVAL_WINDOWS:-60}
 RECIPES=${RECIPES:-current delayed tile}
 RESUME_STEPS=${RESUME_STEPS:-60}
 RESUME_RECIPES=${RESUME_RECIPES:-current delayed}
-BENCH_STEPS=${BENCH_STEPS:-20}
+BENCH_STEPS=${BENCH_STEPS:-10}
 BENCH_COMPILE=${BENCH_COMPILE:-0}
 BENCH_BATCH_SMALL=${BENCH_BATCH_SMALL:-16}
 BENCH_BATCH_XL=${BENCH_BATCH_XL:-4}
@@ -67,8 +67,9 @@ build() {
 	mkdir -p $bin
 	go build -ldflags="-s -w" -o $bin/gpt ./examples/gpt
 	go build -ldflags="-s -w" -o $bin/curves ./examples/gpt/curves
+	go test -c -ldflags="-s -w" -o $bin/gpumodel.test ./examples/gpt/gpumodel
 	go run ./examples/gpt/prepare -root "$(go env GOROOT)/src" -out $bin/data
-	xz -T2 -6 $bin/gpt $bin/curves $bin/data/*.tok
+	xz -T2 -6 $bin/gpt $bin/curves $bin/gpumodel.test $bin/data/*.tok
 	du -sh $bin
 }
 
@@ -123,7 +124,7 @@ bench() {
 }
 
 long() {
-	budget=$(($(left) - 30))
+	budget=$(($(left) - ${LOSS_RESERVE:-150}))
 	if [ $budget -lt 60 ]; then
 		echo "loss runs skipped: $budget s left"
 		status=1
@@ -161,18 +162,22 @@ run() {
 	export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 	OUT=${OUT:-.}
 	xz -d -f -T0 $bin/*.xz $bin/data/*.xz
-	chmod +x $bin/gpt $bin/curves
+	chmod +x $bin/gpt $bin/curves $bin/gpumodel.test
 	status=0
 	{
 		echo "== prepare ($(left) s left)"
 		cat $bin/data/meta.json
 		$bin/gpt -data $bin/data -preset small -seq $SEQ -batch $BATCH -export-init $bin/init.safetensors -export-check=false || status=1
+		echo "== loss ($(left) s left)"
+		long
 		echo "== resume ($(left) s left)"
 		resume_check
 		echo "== bench ($(left) s left)"
 		bench
-		echo "== loss ($(left) s left)"
-		long
+		if [ -x $bin/gpumodel.test ]; then
+			echo "== gpumodel tests ($(left) s left)"
+			(cd examples/gpt/gpumodel && DISTOPT_REQUIRE_GPU=1 timeout $(($(left) - 5)) "$root/$bin/gpumodel.test" -test.run 'GPU' -test.v 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok)' ) || status=1
+		fi
 		echo "gpt long status: $status ($(left) s left)"
 	} 2>&1 | tee "$OUT/gpt_long.log"
 	grep -q "gpt long status: 0" "$OUT/gpt_long.log"

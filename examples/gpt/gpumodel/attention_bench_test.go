@@ -106,32 +106,3 @@ func BenchmarkAttention(b *testing.B) {
 		}
 	}
 }
-
-// BenchmarkAttentionNaive times the reference-order kernels of gpt.cu
-// (GPTAttention and GPTAttentionGrad, one warp per row) at the small shape
-// of BenchmarkAttention (batch 2, seq 256, 12 heads of 64), for comparison.
-func BenchmarkAttentionNaive(b *testing.B) {
-	e := newAttnEnv(b)
-	const batch, seq, heads, d = 2, 256, 12, 64
-	x := newAttnBuffers(b, e, batch, seq, heads, d)
-	scale := attnScaleFor(d)
-	fl := causalFLOPs(batch, seq, heads, d)
-	for _, bwd := range []bool{false, true} {
-		name := "small/fwd"
-		if bwd {
-			name, fl = "small/fwd+bwd", 3*fl
-		}
-		pass := func() error {
-			if err := e.k.GPTAttention(e.s, x.y, x.p, x.qkv, batch, seq, heads*d, heads, scale); err != nil {
-				return err
-			}
-			if bwd {
-				if err := e.k.GPTAttentionGrad(e.s, x.dqkv, x.ds, x.dy, x.p, x.qkv, batch, seq, heads*d, heads, scale); err != nil {
-					return err
-				}
-			}
-			return e.s.Synchronize()
-		}
-		b.Run(name, func(b *testing.B) { timePasses(b, pass, fl) })
-	}
-}

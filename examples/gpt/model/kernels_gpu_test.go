@@ -224,24 +224,6 @@ func elementwise(g *gpuEnv, rows, n int) {
 	g.check("add", x, xRef, 1e-6)
 }
 
-func TestGPUCausalSoftmax(t *testing.T) {
-	g := newGPU(t)
-	for _, T := range []int{1, 37, 70} {
-		const n, scale = 5, 0.125
-		s, sRef := g.f32(n*T*T, 8)
-		p := cudatest.Alloc(t, g.d, 4*n*T*T)
-		g.must(g.k.GPTCausalSoftmax(g.s, p, s, n, T, scale))
-		pRef := make([]float64, n*T*T)
-		model.CausalSoftmax(pRef, sRef, n, T, scale)
-		g.check("p", p, pRef, 1e-5)
-		dp, dpRef := g.f32(n*T*T, 1)
-		g.must(g.k.GPTCausalSoftmaxGrad(g.s, dp, p, dp, n, T, scale)) // in place
-		dsRef := make([]float64, n*T*T)
-		model.CausalSoftmaxBackward(dsRef, pRef, dpRef, n, T, scale)
-		g.check("ds", dp, dsRef, 1e-4)
-	}
-}
-
 // TestGPUCrossEntropy covers the register-resident kernels (256, 1000 and
 // 2048 logits), the any-shape one (50 and 3000), and the loss alone
 // (dlogits 0), which must leave the logits intact.
@@ -273,29 +255,6 @@ func TestGPUCrossEntropy(t *testing.T) {
 		model.CrossEntropy(probs, lRef, targets, rows, v)
 		model.CrossEntropyBackward(grad, probs, targets, rows, v, 1)
 		g.check("dlogits", logits, grad, 1e-4)
-	}
-}
-
-func TestGPUAttention(t *testing.T) {
-	g := newGPU(t)
-	for _, c := range []struct{ batch, seq, h, heads int }{{2, 7, 16, 2}, {2, 45, 128, 2}, {1, 70, 48, 3}} {
-		rows := c.batch * c.seq
-		scale := 1 / math.Sqrt(float64(c.h/c.heads))
-		qkv, qkvRef := g.f32(rows*3*c.h, 1)
-		pn := c.batch * c.heads * c.seq * c.seq
-		y, p := cudatest.Alloc(t, g.d, 4*rows*c.h), cudatest.Alloc(t, g.d, 4*pn)
-		g.must(g.k.GPTAttention(g.s, y, p, qkv, c.batch, c.seq, c.h, c.heads, float32(scale)))
-		yRef, pRef := make([]float64, rows*c.h), make([]float64, pn)
-		model.Attention(yRef, pRef, qkvRef, c.batch, c.seq, c.h, c.heads)
-		g.check("p", p, pRef, 1e-4)
-		g.check("y", y, yRef, 1e-4)
-
-		dy, dyRef := g.f32(rows*c.h, 1)
-		dqkv, ds := cudatest.Alloc(t, g.d, 4*rows*3*c.h), cudatest.Alloc(t, g.d, 4*pn)
-		g.must(g.k.GPTAttentionGrad(g.s, dqkv, ds, dy, p, qkv, c.batch, c.seq, c.h, c.heads, float32(scale)))
-		dqkvRef := make([]float64, rows*3*c.h)
-		model.AttentionBackward(dqkvRef, dyRef, pRef, qkvRef, c.batch, c.seq, c.h, c.heads)
-		g.check("dqkv", dqkv, dqkvRef, 2e-4)
 	}
 }
 
