@@ -124,7 +124,7 @@ template <> struct GSTraits<u16> {
     static const int V = 8, P = 256;
 };
 
-constexpr int ilog2(int x) { return x <= 1 ? 0 : 1 + ilog2(x / 2); }
+__host__ __device__ constexpr int ilog2(int x) { return x <= 1 ? 0 : 1 + ilog2(x / 2); }
 static_assert(ilog2(GSTraits<float>::P * GSTraits<float>::V / 2) + GSTraits<float>::W + GSTraits<float>::F <= 53, "f32 window not exact");
 
 // Limbs is a thread's column of the block's shared limbs: limb k at
@@ -304,16 +304,30 @@ struct WindowF {
     }
 };
 
+// BPolicy is how a bfloat16 window moves: after a move on an element of
+// exponent top, A = top - OFF; the slow path adds elements with
+// A <= e < A+WX by the accumulators, and moves the window up for one with
+// e >= A+UP; with RETRY (for "reposition") an iteration the fast path
+// refused first moves the window to its largest exponent (when that changes
+// A and every square is finite), so that the slow path finds its elements
+// in the window rather than moving it element by element. The bound of the
+// header holds when the slow path's products stay below 2^(52-log2(4U)):
+// 14 + 2*WX + log2(4U) <= 52 (checked in WindowB).
+template <int OFF_, int WX_, int UP_, bool RETRY_> struct BPolicy {
+    static const int OFF = OFF_, WX = WX_, UP = UP_;
+    static const bool RETRY = RETRY_;
+};
+typedef BPolicy<11, 14, 14, false> BFirst; // the first policy: A two exponents of headroom above 14
+typedef BPolicy<15, 17, 18, true> BRetry;  // four exponents lower, repositioned by the slow path
+
 // WindowB is a thread's state for bfloat16 gradients: the lowest exponent A
 // of the window, the tests' constants derived from it, two accumulators of
 // x^2*2^-769, the non-finite count and the bookkeeping of the policy that
 // moves the window (scheme and proof in the header).
-struct WindowB {
+template <typename Pol> struct WindowB {
     typedef u16 GT;
     static const int V = GSTraits<u16>::V, P = GSTraits<u16>::P;
-    static const int WX = 14;         // exponents of the slow path's window [A, A+WX)
-    static const int H = 2;           // headroom above the element that moves the window
-    static const int MISSES = 16;     // elements below the window that move it down
+    static const int MISSES = 16; // elements below the window that move it down
     static const int AMIN = 64, AMAX = 171;
 
     double acc0, acc1;
@@ -353,11 +367,12 @@ struct WindowB {
         acc0 = acc1 = 0;
     }
 
-    // move flushes, then sets the window to end H exponents above biased
-    // exponent top.
+    static __device__ __forceinline__ int bottom(int top) { return min(max(top - Pol::OFF, AMIN), AMAX); }
+
+    // move flushes, then sets the window for an element of exponent top.
     __device__ __forceinline__ void move(Limbs &l, int top) {
         flush(l);
-        a = min(max(top + H + 1 - WX, AMIN), AMAX);
+        a = bottom(top);
         kl = (0x8000u - ((u32)a << 7)) * 0x10001u;
         bound = __longlong_as_double((long long)(2 * a - 984 + 1023) << 52);
         below = 0;
@@ -375,7 +390,7 @@ struct WindowB {
         const u32 m = h & 0x7fff;
         if (m == 0) return;
         const int e = (int)(m >> 7);
-        if (a && e >= a && e < a + WX) {
+        if (a && e >= a && e < a + Pol::WX) {
             fma_square(acc, value(m << 13));
             return;
         }
@@ -385,7 +400,7 @@ struct WindowB {
             return;
         }
         if (b) l.add_square(b);
-        if (e >= a + WX) {
+        if (e >= a + Pol::UP) {
             move(l, e);
         } else {
             belowE = max(belowE, (u32)e);
@@ -393,7 +408,25 @@ struct WindowB {
         }
     }
 
+    // top returns the largest exponent among the elements of v.
+    template <int U> static __device__ __forceinline__ u32 top(const uint4 (&v)[U]) {
+        u32 t = 0;
+#pragma unroll
+        for (int k = 0; k < U; k++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const u32 w = word(v[k], i);
+                t = max(t, max(w >> 7 & 0xff, w >> 23 & 0xff));
+            }
+        return t;
+    }
+
+    // iteration adds every element of v by the accumulators and keeps that
+    // when it was exact (tests (a) and (b) of the header); else it restores
+    // the accumulators and sends the elements through the slow path (after
+    // a move of the window with RETRY).
     template <int U> __device__ __forceinline__ void iteration(Limbs &l, const uint4 (&v)[U]) {
+        static_assert(14 + 2 * Pol::WX + ilog2(4 * U) <= 52, "bfloat16 slow path not exact");
         const double s0 = acc0, s1 = acc1;
         u32 low = 0;
 #pragma unroll
@@ -411,6 +444,10 @@ struct WindowB {
         }
         acc0 = s0;
         acc1 = s1;
+        if (Pol::RETRY) {
+            const u32 t = top(v);
+            if (t != 0 && t <= 190 && bottom((int)t) != a) move(l, (int)t);
+        }
 #pragma unroll 1
         for (int j = 0; j < 4 * U; j++) {
             const u32 w = word(pick(v, j >> 2), j & 3);
@@ -613,26 +650,27 @@ template <typename GT> __device__ void grad_stats_v1_kernel(long long *stats, co
 }
 
 
-// The configurations: suffix, U, prefetch, blocks per multiprocessor.
-#define GS_KERNELS(SUF, U, PF, BPM)                                                                                                       \
+// The configurations: suffix, U, prefetch, blocks per multiprocessor, bfloat16
+// window policy.
+#define GS_KERNELS(SUF, U, PF, BPM, POL)                                                                                                       \
     __global__ void __launch_bounds__(GS_BLOCK, BPM) grad_stats_f32##SUF(long long *stats, const float *g, u64 n) {                        \
         grad_stats_kernel<WindowF, U, PF>(stats, 0, 0, g, n);                                                                            \
     }                                                                                                                                    \
     __global__ void __launch_bounds__(GS_BLOCK, BPM) grad_stats_bf16##SUF(long long *stats, const u16 *g, u64 n) {                         \
-        grad_stats_kernel<WindowB, U, PF>(stats, 0, 0, g, n);                                                                            \
+        grad_stats_kernel<WindowB<POL>, U, PF>(stats, 0, 0, g, n);                                                                            \
     }                                                                                                                                    \
     __global__ void __launch_bounds__(GS_BLOCK, BPM) grad_stats_table_f32##SUF(long long *stats, const GSSeg *segs, int nseg) {            \
         grad_stats_kernel<WindowF, U, PF>(stats, segs, nseg, 0, 0);                                                                      \
     }                                                                                                                                    \
     __global__ void __launch_bounds__(GS_BLOCK, BPM) grad_stats_table_bf16##SUF(long long *stats, const GSSeg *segs, int nseg) {           \
-        grad_stats_kernel<WindowB, U, PF>(stats, segs, nseg, 0, 0);                                                                      \
+        grad_stats_kernel<WindowB<POL>, U, PF>(stats, segs, nseg, 0, 0);                                                                      \
     }
 
 extern "C" {
-GS_KERNELS(_u4, 4, false, 4)
-GS_KERNELS(_u4p, 4, true, 4)
-GS_KERNELS(_u8, 8, false, 3)
-GS_KERNELS(_u2p, 2, true, 4)
+GS_KERNELS(_u4, 4, false, 4, BFirst)
+GS_KERNELS(_u2p, 2, true, 4, BFirst)
+GS_KERNELS(_u4r, 4, true, 4, BRetry)
+GS_KERNELS(_u2r, 2, true, 4, BRetry)
 __global__ void grad_stats_v1_f32(long long *stats, const float *g, u64 n) { grad_stats_v1_kernel(stats, g, n); }
 __global__ void grad_stats_v1_bf16(long long *stats, const u16 *g, u64 n) { grad_stats_v1_kernel(stats, g, n); }
 

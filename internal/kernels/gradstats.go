@@ -23,10 +23,10 @@ type gsConfig struct {
 // gradStatsConfigs are every configuration gradstats.cu builds (GS_KERNELS);
 // the tests check each one and the benchmark times each one.
 var gradStatsConfigs = []gsConfig{
-	{"_u4", 4, 4},  // 4 vectors per iteration
-	{"_u4p", 4, 4}, // 4 vectors, the next iteration's loads issued first
-	{"_u8", 8, 3},  // 8 vectors
-	{"_u2p", 2, 4}, // 2 vectors, prefetched
+	{"_u4", 4, 4},  // 4 vectors per iteration, the first bfloat16 window policy
+	{"_u2p", 2, 4}, // 2 vectors, the next iteration's loads issued first
+	{"_u4r", 4, 4}, // 4 vectors, prefetched, the bfloat16 window 4 exponents lower and repositioned
+	{"_u2r", 2, 4}, // 2 vectors, prefetched, repositioned
 }
 
 // gradStatsConfig is the configuration GradStats and GradStatsTable launch.

@@ -198,12 +198,12 @@ func (m *gsModel) start(x float32) {
 func (m *gsModel) counts() (int, int) { return m.fastAdds, m.move }
 
 // modelStats runs the model of the kernel (float32 with tr, bfloat16 when
-// bf with tr.u vectors per iteration) over xs as a grid of the given number
+// bf with tr.u vectors per iteration and window policy pol) over xs as a grid of the given number
 // of threads would (vectors dealt round-robin, U per iteration; the head
 // and tail of an unaligned slice do not matter to the scheme and are left
 // out: xs is taken as aligned) and returns the normalised sum, the elements
 // added by the fast path and the window moves.
-func modelStats(t *testing.T, tr gsTraits, bf bool, xs []float32, threads int) ([backend.StatsLen]int64, int, int) {
+func modelStats(t *testing.T, tr gsTraits, bf bool, pol gsbPolicy, xs []float32, threads int) ([backend.StatsLen]int64, int, int) {
 	if bf {
 		tr.v = 8
 	}
@@ -225,7 +225,7 @@ func modelStats(t *testing.T, tr gsTraits, bf bool, xs []float32, threads int) (
 		}
 		var m threadModel = newGSModel(t, tr)
 		if bf {
-			m = newGSModelB(t, tr.u)
+			m = newGSModelB(t, tr.u, pol)
 		}
 		if th < nv {
 			m.start(xs[th*tr.v])
@@ -272,16 +272,22 @@ func TestGradStatsModel(t *testing.T) {
 		for _, kind := range gradKinds {
 			xs := kind.gen(rand.New(rand.NewPCG(7, uint64(len(kind.name)))), 1<<16+5, bf)
 			want := refStats(xs)
-			for _, u := range []int{2, 4, 8} {
+			for _, c := range []struct {
+				u   int
+				pol gsbPolicy
+			}{{2, gsbFirst}, {4, gsbFirst}, {8, gsbFirst}, {2, gsbRetry}, {4, gsbRetry}} {
 				tr := gsF32
-				tr.u = u
+				tr.u = c.u
+				if !bf && c.pol.retry {
+					continue
+				}
 				for _, threads := range []int{1, 3, 64} {
-					got, fast, moves := modelStats(t, tr, bf, xs, threads)
+					got, fast, moves := modelStats(t, tr, bf, c.pol, xs, threads)
 					if got != want {
-						t.Errorf("bf16=%v %s U=%d threads=%d: model %v, reference %v", bf, kind.name, u, threads, got, want)
+						t.Errorf("bf16=%v %s U=%d %+v threads=%d: model %v, reference %v", bf, kind.name, c.u, c.pol, threads, got, want)
 					}
-					if threads == 64 && u == 4 {
-						t.Logf("bf16=%v %-10s %5.1f%% of elements by the fast path, %d window moves", bf, kind.name, 100*float64(fast)/float64(len(xs)), moves)
+					if threads == 64 && c.u == 4 {
+						t.Logf("bf16=%v %-10s retry=%-5v %5.1f%% of elements by the fast path, %d window moves", bf, kind.name, c.pol.retry, 100*float64(fast)/float64(len(xs)), moves)
 					}
 				}
 			}
@@ -307,9 +313,11 @@ func TestGradStatsModelBF16Exhaustive(t *testing.T) {
 			for len(xs) < 4*8 {
 				xs = append(xs, x)
 			}
-			got, _, _ := modelStats(t, tr, true, xs, 1)
-			if want := refStats(xs); got != want {
-				t.Fatalf("bf16 %#04x after %v: model %v, reference %v", h, first, got, want)
+			for _, pol := range []gsbPolicy{gsbFirst, gsbRetry} {
+				got, _, _ := modelStats(t, tr, true, pol, xs, 1)
+				if want := refStats(xs); got != want {
+					t.Fatalf("bf16 %#04x after %v, %+v: model %v, reference %v", h, first, pol, got, want)
+				}
 			}
 		}
 	}

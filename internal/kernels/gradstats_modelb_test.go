@@ -17,6 +17,7 @@ import (
 type gsModelB struct {
 	lm           *gsModel // limbs and the integer path
 	u            int
+	pol          gsbPolicy
 	acc          [2]float64
 	bound        float64
 	kl           uint32
@@ -28,16 +29,25 @@ type gsModelB struct {
 	moves, slows int
 }
 
+// gsbPolicy mirrors BPolicy of gradstats.cu.
+type gsbPolicy struct {
+	off, wx, up int
+	retry       bool
+}
+
+var (
+	gsbFirst = gsbPolicy{off: 11, wx: 14, up: 14}
+	gsbRetry = gsbPolicy{off: 15, wx: 17, up: 18, retry: true}
+)
+
 const (
-	gsbWX     = 14
-	gsbH      = 2
 	gsbMisses = 16
 	gsbAMin   = 64
 	gsbAMax   = 171
 )
 
-func newGSModelB(t *testing.T, u int) *gsModelB {
-	return &gsModelB{lm: newGSModel(t, gsF32), u: u, bound: 0x1p-1022}
+func newGSModelB(t *testing.T, u int, pol gsbPolicy) *gsModelB {
+	return &gsModelB{lm: newGSModel(t, gsF32), u: u, pol: pol, bound: 0x1p-1022}
 }
 
 // bvalue is WindowB::value: the float64 whose high word is hw.
@@ -73,9 +83,11 @@ func (m *gsModelB) flush() {
 	m.acc = [2]float64{}
 }
 
+func (m *gsModelB) bottom(top int) int { return min(max(top-m.pol.off, gsbAMin), gsbAMax) }
+
 func (m *gsModelB) move(top int) {
 	m.flush()
-	m.a = min(max(top+gsbH+1-gsbWX, gsbAMin), gsbAMax)
+	m.a = m.bottom(top)
 	m.kl = (0x8000 - uint32(m.a)<<7) * 0x10001
 	m.bound = math.Ldexp(1, 2*m.a-984)
 	m.below, m.belowE = 0, 0
@@ -96,7 +108,7 @@ func (m *gsModelB) one(i int, h uint32) {
 		return
 	}
 	e := int(mag >> 7)
-	if m.a != 0 && e >= m.a && e < m.a+gsbWX {
+	if m.a != 0 && e >= m.a && e < m.a+m.pol.wx {
 		s, exact := fmaSquare(m.acc[i], bvalue(mag<<13))
 		if !exact {
 			m.lm.t.Fatalf("inexact slow-path addition of bfloat16 %#04x (A=%d, acc %g)", h, m.a, m.acc[i])
@@ -113,7 +125,7 @@ func (m *gsModelB) one(i int, h uint32) {
 	if b != 0 {
 		m.lm.addSquare(b)
 	}
-	if e >= m.a+gsbWX {
+	if e >= m.a+m.pol.up {
 		m.move(e)
 	} else {
 		m.belowE = max(m.belowE, uint32(e))
@@ -161,6 +173,15 @@ func (m *gsModelB) iteration(it [][]float32) {
 	}
 	m.acc = saved
 	m.slows++
+	if m.pol.retry {
+		t := uint32(0)
+		for _, w := range ws {
+			t = max(t, w>>7&0xff, w>>23&0xff)
+		}
+		if t != 0 && t <= 190 && m.bottom(int(t)) != m.a {
+			m.move(int(t))
+		}
+	}
 	for _, w := range ws {
 		m.one(0, w&0xffff)
 		m.one(1, w>>16)
