@@ -18,7 +18,7 @@ import (
 // same bytes (read plus written) measured in the same run (the copy/
 // sub-benchmarks).
 func BenchmarkGradStats(b *testing.B) {
-	d, sets := loadAll(b)
+	d, sets := loadGradStats(b)
 	k := sets[len(sets)-1]
 	rig := newGSRig(b, d, k, 4*benchN)
 	dst := cudatest.Alloc(b, d, 4*benchN)
@@ -91,7 +91,7 @@ const (
 // bucket (the launches the optimizer made before), against a copy of the
 // same bytes measured in the same run.
 func BenchmarkGradStatsTable(b *testing.B) {
-	d, sets := loadAll(b)
+	d, sets := loadGradStats(b)
 	k := sets[len(sets)-1]
 	const bytes = 2 * gptShard
 	rig := newGSRig(b, d, k, bytes+64*gptBuckets)

@@ -93,6 +93,32 @@ func (r *gsRig) rerun(t testing.TB, xs []float32, bf bool, off int, init stats, 
 	return got
 }
 
+// loadGradStats is loadAll with the gradstats module alone (the tests and
+// benchmarks of this file need no other; the driver compiles less PTX).
+func loadGradStats(t testing.TB) (*cuda.Device, []*Set) {
+	t.Helper()
+	d := cudatest.Require(t)
+	var sets []*Set
+	for _, v := range Variants {
+		if !v.supports(d.Info()) {
+			continue
+		}
+		ptx, err := PTX("gradstats", v)
+		must(t, err)
+		m, err := d.LoadModule(ptx)
+		must(t, err)
+		k := &Set{d: d, v: v, sms: d.Info().Multiprocessors, fns: map[string]*cuda.Function{}, modules: []*cuda.Module{m}}
+		t.Cleanup(func() { k.Close() })
+		for _, e := range entries(ptx) {
+			f, err := m.Function(e)
+			must(t, err)
+			k.fns[e] = f
+		}
+		sets = append(sets, k)
+	}
+	return d, sets
+}
+
 // randomInit returns normalised statistics to start from (the launchers
 // add to what stats holds).
 func randomInit(r *rand.Rand) stats {
@@ -115,7 +141,7 @@ func (r *gsRig) with(c gsConfig, bf bool) func(st, g cuda.DevicePtr, n int) erro
 // gradKinds, for sizes around the vector widths and element offsets that
 // leave the slice unaligned, added to nonzero statistics.
 func TestGradStatsRandom(t *testing.T) {
-	d, sets := loadAll(t)
+	d, sets := loadGradStats(t)
 	sizes := []int{1, 3, 7, 8, 9, 31, 33, 1000, 4097, 1<<20 + 3}
 	for _, k := range sets {
 		rig := newGSRig(t, d, k, 4*sizes[len(sizes)-1])
@@ -173,7 +199,7 @@ func (r *gsRig) grid(c gsConfig, bf bool, blocks uint32) func(st, g cuda.DeviceP
 // 2^22+5 elements (each thread of one block passes 64 flush periods or
 // more) of the typical, scaled and adversarial kinds.
 func TestGradStatsGrids(t *testing.T) {
-	d, sets := loadAll(t)
+	d, sets := loadGradStats(t)
 	const n = 1<<22 + 5
 	for _, k := range sets {
 		rig := newGSRig(t, d, k, 4*n)
@@ -198,7 +224,7 @@ func TestGradStatsGrids(t *testing.T) {
 // (unaligned) address, and each repeated over four aligned vectors (the
 // fast path and a flush of each square).
 func TestGradStatsBF16Exhaustive(t *testing.T) {
-	d, sets := loadAll(t)
+	d, sets := loadGradStats(t)
 	all := make([]float32, 1<<16)
 	rep := make([]float32, 0, 32<<16)
 	for h := range all {
@@ -257,7 +283,7 @@ func TestGradStatsHuge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("huge gradients: not in -short")
 	}
-	d, sets := loadAll(t)
+	d, sets := loadGradStats(t)
 	k := sets[len(sets)-1]
 	rig := newGSRig(t, d, k, 4*(1<<28+1))
 	for _, c := range []struct {
@@ -311,7 +337,7 @@ func hugeGrad(n int, bf bool, kind string) []float32 {
 // element offsets of one buffer, each of its own kind of gradient, for 1,
 // 3 and 24 segments; and the refusal of misaligned and negative segments.
 func TestGradStatsTable(t *testing.T) {
-	d, sets := loadAll(t)
+	d, sets := loadGradStats(t)
 	sizes := []int{0, 1, 5, 8, 9, 17, 1000, 4099, 1 << 18}
 	for _, k := range sets {
 		rig := newGSRig(t, d, k, 4*24*(1<<18+16))
