@@ -45,8 +45,13 @@ func exactGrad(world, nanAt int) optimizertest.GradFunc {
 // it ready, parameter after parameter in the backward order; StepAsync and
 // WaitGathers when async, else Step.
 func trainSharded(ctx context.Context, comm collective.Communicator, params []optimizer.Param, cfg optimizer.Config, steps, micro int, grad optimizertest.GradFunc, async bool) (optimizertest.Result, error) {
+	return trainShardedOn(ctx, comm, optimizer.NewCPU(2), params, cfg, steps, micro, grad, async)
+}
+
+// trainShardedOn is trainSharded on backend be.
+func trainShardedOn(ctx context.Context, comm collective.Communicator, be optimizer.Backend, params []optimizer.Param, cfg optimizer.Config, steps, micro int, grad optimizertest.GradFunc, async bool) (optimizertest.Result, error) {
 	cfg.ShardedGradients, cfg.MicroBatches = true, micro
-	o, err := optimizer.New(ctx, comm, optimizer.NewCPU(2), params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
+	o, err := optimizer.New(ctx, comm, be, params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
 	if err != nil {
 		return optimizertest.Result{}, err
 	}

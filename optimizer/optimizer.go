@@ -58,6 +58,8 @@ type Optimizer struct {
 	stats   collective.Buffer // int64 x StatsLen
 	scales  *scaleState       // host state of the slots' scales
 
+	statsPlan GradStatsPlan // the buckets' statistics in one pass (nil: per bucket)
+
 	step    int
 	broken  error
 	pending *ScalarState // applied by the refresh of LoadPieces
@@ -218,7 +220,10 @@ func (o *Optimizer) allocate() error {
 			return err
 		}
 	}
-	return o.allocPool()
+	if err := o.allocPool(); err != nil {
+		return err
+	}
+	return o.planGradStats()
 }
 
 // allocBucket makes the buffers and the segment table of bucket bi.
@@ -400,6 +405,12 @@ func (o *Optimizer) Close() error {
 		if b != nil {
 			o.be.Free(b)
 		}
+	}
+	if o.statsPlan != nil {
+		if e := o.statsPlan.Close(); err == nil {
+			err = e
+		}
+		o.statsPlan = nil
 	}
 	for _, bk := range o.buckets {
 		for _, b := range []collective.Buffer{bk.grad, bk.acc, bk.master, bk.m, bk.v, bk.data, bk.blocks} {

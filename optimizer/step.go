@@ -157,10 +157,8 @@ func (o *Optimizer) checkGrads(ctx context.Context, res *StepResult) error {
 	if err := o.be.Zero(o.stats, 0, 8*backend.StatsLen); err != nil {
 		return o.fail(err)
 	}
-	for _, bk := range o.buckets {
-		if err := o.be.GradStats(o.stats, o.gradShard(bk), o.cfg.GradType, bk.b.ShardSize); err != nil {
-			return o.fail(err)
-		}
+	if err := o.addGradStats(); err != nil {
+		return o.fail(err)
 	}
 	if err := collective.AllReduce(ctx, o.comm, o.stats, o.stats, collective.Int64, collective.Sum); err != nil {
 		return o.fail(fmt.Errorf("optimizer: gradient norm all-reduce: %w", err))

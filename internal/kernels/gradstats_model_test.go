@@ -9,18 +9,17 @@ import (
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
-// gsTraits mirrors GSTraits of gradstats.cu.
+// gsTraits mirrors GSTraits of gradstats.cu (the f32 window) and a
+// configuration's U.
 type gsTraits struct{ v, w, f, p, u int }
 
-var (
-	gsF32  = gsTraits{v: 4, w: 22, f: 23, p: 128, u: gradStatsVectors}
-	gsBF16 = gsTraits{v: 8, w: 28, f: 15, p: 256, u: gradStatsVectors}
-)
+var gsF32 = gsTraits{v: 4, w: 22, f: 23, p: 128, u: 4}
 
-// gsModel is a Go transcription of one thread of grad_stats_kernel, run on
-// the CPU: it checks the scheme of gradstats.cu (every float64 addition is
-// exact, the flushes and the integer path add the right integers) apart
-// from the GPU, on any input.
+// gsModel is a Go transcription of one thread of the float32 kernels
+// (WindowF), run on the CPU: it checks the scheme of gradstats.cu (every
+// float64 addition is exact, the flushes and the integer path add the right
+// integers) apart from the GPU, on any input. Its limbs also serve the
+// bfloat16 model (gsModelB).
 type gsModel struct {
 	tr             gsTraits
 	t              *testing.T
@@ -179,11 +178,35 @@ func (m *gsModel) stats() [backend.StatsLen]int64 {
 	return s
 }
 
-// modelStats runs the model of the kernel over xs as a grid of the given
-// number of threads would (vectors dealt round-robin, U per iteration; the
-// head and tail of an unaligned slice do not matter to the scheme and are
-// left out: xs is taken as aligned) and returns the normalised sum.
-func modelStats(t *testing.T, tr gsTraits, xs []float32, threads int) ([backend.StatsLen]int64, int, int) {
+// threadModel is the model of one thread of a kernel: start sets the window
+// on the thread's first element, run processes its iterations (U vectors
+// each, V elements per vector), stats returns its limbs and count, counts
+// the elements added by the fast path and the window moves.
+type threadModel interface {
+	start(x float32)
+	run(iters [][][]float32)
+	stats() [backend.StatsLen]int64
+	counts() (fast, moves int)
+}
+
+func (m *gsModel) start(x float32) {
+	if b := math.Float32bits(x * x); b != 0 && b>>23&0xff != 0xff {
+		m.setWindow(int(b >> 23))
+	}
+}
+
+func (m *gsModel) counts() (int, int) { return m.fastAdds, m.move }
+
+// modelStats runs the model of the kernel (float32 with tr, bfloat16 when
+// bf with tr.u vectors per iteration and window policy pol) over xs as a grid of the given number
+// of threads would (vectors dealt round-robin, U per iteration; the head
+// and tail of an unaligned slice do not matter to the scheme and are left
+// out: xs is taken as aligned) and returns the normalised sum, the elements
+// added by the fast path and the window moves.
+func modelStats(t *testing.T, tr gsTraits, bf bool, pol gsbPolicy, xs []float32, threads int) ([backend.StatsLen]int64, int, int) {
+	if bf {
+		tr.v = 8
+	}
 	nv := len(xs) / tr.v
 	var total [backend.StatsLen]int64
 	fast, moves := 0, 0
@@ -200,17 +223,19 @@ func modelStats(t *testing.T, tr gsTraits, xs []float32, threads int) ([backend.
 			}
 			iters = append(iters, it)
 		}
-		m := newGSModel(t, tr)
+		var m threadModel = newGSModel(t, tr)
+		if bf {
+			m = newGSModelB(t, tr.u, pol)
+		}
 		if th < nv {
-			if b := math.Float32bits(xs[th*tr.v] * xs[th*tr.v]); b != 0 && b>>23&0xff != 0xff {
-				m.setWindow(int(b >> 23))
-			}
+			m.start(xs[th*tr.v])
 		}
 		m.run(iters)
 		for k, v := range m.stats() {
 			total[k] += v
 		}
-		fast, moves = fast+m.fastAdds, moves+m.move
+		f, mv := m.counts()
+		fast, moves = fast+f, moves+mv
 	}
 	var tail [backend.StatsLen]int64
 	for _, x := range xs[nv*tr.v:] {
@@ -238,25 +263,32 @@ func refStats(xs []float32) [backend.StatsLen]int64 {
 }
 
 // TestGradStatsModel checks the scheme of gradstats.cu on the CPU: the model
-// of the kernel, run on every kind of input the GPU tests use and on grids
-// small enough that threads pass many flush periods, gives the reference
-// sum, with every float64 addition exact.
+// of the kernel, run on every kind of input the GPU tests use, for every
+// iteration width of the configurations, and on grids small enough that
+// threads pass many flush periods, gives the reference sum, with every
+// float64 addition the scheme keeps exact.
 func TestGradStatsModel(t *testing.T) {
 	for _, bf := range []bool{false, true} {
-		tr := gsF32
-		if bf {
-			tr = gsBF16
-		}
 		for _, kind := range gradKinds {
 			xs := kind.gen(rand.New(rand.NewPCG(7, uint64(len(kind.name)))), 1<<16+5, bf)
 			want := refStats(xs)
-			for _, threads := range []int{1, 3, 64} {
-				got, fast, moves := modelStats(t, tr, xs, threads)
-				if got != want {
-					t.Errorf("bf16=%v %s threads=%d: model %v, reference %v", bf, kind.name, threads, got, want)
+			for _, c := range []struct {
+				u   int
+				pol gsbPolicy
+			}{{2, gsbFirst}, {4, gsbFirst}, {8, gsbFirst}, {2, gsbRetry}, {4, gsbRetry}} {
+				tr := gsF32
+				tr.u = c.u
+				if !bf && c.pol.retry {
+					continue
 				}
-				if threads == 64 {
-					t.Logf("bf16=%v %-8s %5.1f%% of squares by the fast path, %d window moves", bf, kind.name, 100*float64(fast)/float64(len(xs)), moves)
+				for _, threads := range []int{1, 3, 64} {
+					got, fast, moves := modelStats(t, tr, bf, c.pol, xs, threads)
+					if got != want {
+						t.Errorf("bf16=%v %s U=%d %+v threads=%d: model %v, reference %v", bf, kind.name, c.u, c.pol, threads, got, want)
+					}
+					if threads == 64 && c.u == 4 {
+						t.Logf("bf16=%v %-10s retry=%-5v %5.1f%% of elements by the fast path, %d window moves", bf, kind.name, c.pol.retry, 100*float64(fast)/float64(len(xs)), moves)
+					}
 				}
 			}
 		}
@@ -265,17 +297,28 @@ func TestGradStatsModel(t *testing.T) {
 
 // TestGradStatsModelBF16Exhaustive runs the model on every bfloat16 value,
 // each repeated over whole vectors, so that each is added by the fast path
-// and flushed: the fixed point of one square alone must be exact.
+// (or refused by it) and flushed: the fixed point of one square alone must
+// be exact. Then each value after a vector of typical values, and each
+// value with 1.0 (a window at its highest and lowest positions).
 func TestGradStatsModelBF16Exhaustive(t *testing.T) {
+	tr := gsF32
+	typical := make([]float32, 8)
+	for i := range typical {
+		typical[i] = fp8.Float32FromBF16(fp8.BF16FromFloat32(float32(i+1) * 1e-3))
+	}
 	for h := range 1 << 16 {
 		x := fp8.Float32FromBF16(uint16(h))
-		xs := make([]float32, 4*gsBF16.v)
-		for i := range xs {
-			xs[i] = x
-		}
-		got, _, _ := modelStats(t, gsBF16, xs, 1)
-		if want := refStats(xs); got != want {
-			t.Fatalf("bf16 %#04x: model %v, reference %v", h, got, want)
+		for _, first := range [][]float32{nil, typical, {1}, {0x1p100}, {0x1p-60}} {
+			xs := append([]float32(nil), first...)
+			for len(xs) < 4*8 {
+				xs = append(xs, x)
+			}
+			for _, pol := range []gsbPolicy{gsbFirst, gsbRetry} {
+				got, _, _ := modelStats(t, tr, true, pol, xs, 1)
+				if want := refStats(xs); got != want {
+					t.Fatalf("bf16 %#04x after %v, %+v: model %v, reference %v", h, first, pol, got, want)
+				}
+			}
 		}
 	}
 }
@@ -320,6 +363,17 @@ var gradKinds = []gradKind{
 				return 0
 			}
 			return float32(r.NormFloat64())
+		})
+	}},
+	{"edges", func(r *rand.Rand, n int, bf bool) []float32 {
+		// exponents around the ends of the bfloat16 window (64, 171, 184,
+		// 190, 191) and typical values, mixed.
+		es := []int{63, 64, 65, 120, 170, 171, 172, 183, 184, 185, 189, 190, 191, 192, 254}
+		return genWith(r, n, bf, func(i int) float32 {
+			if r.IntN(4) == 0 {
+				return float32(r.NormFloat64() * 1e-3)
+			}
+			return math.Float32frombits(r.Uint32()&0x807fffff | uint32(es[r.IntN(len(es))])<<23)
 		})
 	}},
 	{"special", func(r *rand.Rand, n int, bf bool) []float32 {

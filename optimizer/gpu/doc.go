@@ -6,7 +6,11 @@
 // # Work and ordering
 //
 // Every method queues its work on one compute stream (Backend.Stream): the
-// gradient statistics (two launches), the fused update of a bucket shard
+// gradient statistics (two launches: the exact sums, then their
+// normalisation; as an optimizer.GradStatsPlanner the backend plans every
+// bucket's gradient shard once, in a device table, so that a step's
+// statistics are those two launches whatever the number of buckets), the
+// fused update of a bucket shard
 // (one launch over all its segments: the rule, then the amax, delayed cast,
 // block casts or tile amaxes of its segments' modes, in the same pass), and
 // the cast of current-scaling and tile segments (one launch). Read and Sync
