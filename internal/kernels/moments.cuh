@@ -4,8 +4,11 @@
 // 2^MomentSet.shift (32, 64 or 128) elements, blocks counted from the shard's
 // first element; segments start at block boundaries, so a block is 8, 16 or
 // 32 consecutive lanes of a warp (4 elements each), whose amax one
-// butterfly of shuffles reduces. The reference is optimizer/backend's
-// EncodeMomentBlock, DecodeMoment, EncodeSR, MomentHash.
+// butterfly of shuffles (8, 16 lanes) or one redux.sync (32) reduces. The
+// loads (mom_fetch) are apart from the arithmetic (mom_widen) so that
+// update.cu can have the loads of several passes in flight at once. The
+// reference is optimizer/backend's EncodeMomentBlock, DecodeMoment,
+// EncodeSR, MomentHash.
 #pragma once
 #include "segments.cuh"
 
