@@ -18,7 +18,9 @@
 //
 // Usage:
 //
-//	distopt-bench-update [-n 268435456] [-segments 64] [-iters 20] [-warmup 3]
+//	distopt-bench-update [-n 268435456] [-segments 64] [-iters 20] [-warmup 3] [-tables all]
+//
+// -tables moments prints the copy and the moments table alone.
 package main
 
 import (
@@ -41,8 +43,13 @@ func main() {
 	nseg := flag.Int("segments", 64, "segments (tensors) in the shard")
 	iters := flag.Int("iters", 20, "timed iterations")
 	warmup := flag.Int("warmup", 3, "untimed iterations first")
+	tables := flag.String("tables", "all", "tables to print: all, or moments (the moment storage table alone)")
 	flag.Parse()
-	if err := run(*n, *nseg, *iters, *warmup); err != nil {
+	if *tables != "all" && *tables != "moments" {
+		fmt.Fprintf(os.Stderr, "distopt-bench-update: -tables %q (all or moments)\n", *tables)
+		os.Exit(2)
+	}
+	if err := run(*n, *nseg, *iters, *warmup, *tables == "moments"); err != nil {
 		fmt.Fprintln(os.Stderr, "distopt-bench-update:", err)
 		os.Exit(1)
 	}
@@ -87,7 +94,7 @@ func (x *bench) timeIt(fn func() error) (time.Duration, error) {
 // run measures every recipe and prints the table. It is long on purpose:
 // one straight sequence of allocations and timed launches whose order is the
 // order of the table's rows; split up, the reader would chase the rows.
-func run(n, nseg, iters, warmup int) error {
+func run(n, nseg, iters, warmup int, momentsOnly bool) error {
 	b, err := gpu.New(0)
 	if err != nil {
 		return err
@@ -133,6 +140,9 @@ func run(n, nseg, iters, warmup int) error {
 	copyBW := float64(8*n) / copyT.Seconds() / 1e9
 	fmt.Printf("# distopt-bench-update: %s, n = %d, %d segments, %d iterations\n\n", b.Name(), n, nseg, iters)
 	fmt.Printf("device-to-device copy of %d bytes: %.3f ms, %.0f GB/s (read + write)\n\n", 4*n, ms(copyT), copyBW)
+	if momentsOnly {
+		return x.moments(copyBW, master, grad, out, blocks)
+	}
 	fmt.Println("| recipe | time | min bytes/elem | GB/s on min | of copy | bytes moved/elem | GB/s moved | of copy |")
 	fmt.Println("|---|---|---|---|---|---|---|---|")
 

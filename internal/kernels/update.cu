@@ -37,14 +37,47 @@ struct Hyper {
     float gs, b1, b2, omb1, omb2, eps, rbc2, mom;
 };
 
-// ld_mom and st_mom read and write moment `which` (0: m, 1: v) of 4
-// elements: typed (MT) or, in the _q kernels, through moments.cuh (y: what
-// an FP8 moment stores, m or the root of v).
-template <bool Q, typename MT>
-__device__ __forceinline__ void ld_mom(const MomentSet &ms, int which, u64 i, int cnt, bool vec, float x[4]) {
-    if (Q) mom_load(ms, which, i, cnt, vec, x);
-    else load((const MT *)(which ? ms.p2 : ms.p1), i, cnt, vec, x);
+// In is what phase one of a pass reads (update_kernel): the master, and
+// the gradient and the moments as the words of their storage.
+struct In {
+    u32 p[4];
+    Words g, m, v;
+};
+
+// fetch reads the operands of rule R for the cnt elements at i into in:
+// typed (MT, GT), or in the _q kernels the moments through moments.cuh and
+// the gradient by gbf16; one vector access each when VEC.
+template <int R, typename MT, typename GT, bool Q, bool VEC>
+__device__ __forceinline__ void fetch(const float *master, const MomentSet &ms, const void *grad, bool gbf16, u64 i,
+                                      int cnt, In &in) {
+    ld_words<4, VEC>(master, i, cnt, in.p);
+    if (R == RULE_NONE) return;
+    if (Q && gbf16) ld_words<2, VEC>(grad, i, cnt, in.g.w);
+    else if (Q) ld_words<4, VEC>(grad, i, cnt, in.g.w);
+    else ld_words<sizeof(GT), VEC>(grad, i, cnt, in.g.w);
+#pragma unroll
+    for (int which = 0; which < (R == RULE_ADAMW ? 2 : 1); which++) {
+        Words &w = which ? in.v : in.m;
+        if (Q) mom_fetch<VEC>(ms, which, i, cnt, w);
+        else ld_words<sizeof(MT), VEC>(which ? ms.p2 : ms.p1, i, cnt, w.w);
+    }
 }
+
+// widen_grad and widen_mom turn what fetch read into float32.
+template <bool Q, typename GT> __device__ __forceinline__ void widen_grad(const Words &w, bool gbf16, float g[4]) {
+    if (Q && gbf16) widen<2>(w.w, g);
+    else if (Q) widen<4>(w.w, g);
+    else widen<sizeof(GT)>(w.w, g);
+}
+template <bool Q, typename MT>
+__device__ __forceinline__ void widen_mom(const MomentSet &ms, int which, const Words &w, float x[4]) {
+    if (Q) mom_widen(ms, which, w, x);
+    else widen<sizeof(MT)>(w.w, x);
+}
+
+// st_mom writes moment `which` (0: m, 1: v) of 4 elements: typed (MT) or,
+// in the _q kernels, through moments.cuh (y: what an FP8 moment stores, m
+// or the root of v).
 template <bool Q, typename MT>
 __device__ __forceinline__ void st_mom(const MomentSet &ms, int which, u64 i, int cnt, bool vec, const float x[4],
                                        const float y[4]) {
@@ -52,19 +85,31 @@ __device__ __forceinline__ void st_mom(const MomentSet &ms, int which, u64 i, in
     else store((MT *)(which ? ms.p2 : ms.p1), i, cnt, vec, x);
 }
 
-// ld_grad reads 4 gradient elements: typed (GT), or by gbf16 (_q kernels).
-template <bool Q, typename GT>
-__device__ __forceinline__ void ld_grad(const void *grad, bool gbf16, u64 i, int cnt, bool vec, float g[4]) {
-    if (Q && gbf16) load((const u16 *)grad, i, cnt, vec, g);
-    else if (Q) load((const float *)grad, i, cnt, vec, g);
-    else load((const GT *)grad, i, cnt, vec, g);
-}
+// GROUP is the number of passes whose loads update_kernel issues together
+// in the typed kernels and the _q kernels' bodies of fixed moment types;
+// the _q kernels' body for any types takes one pass at a time (its words
+// of every storage type would cost registers, for every body of the
+// kernel: occupancy).
+#ifndef UPDATE_GROUP
+#define UPDATE_GROUP 2
+#endif
+static const u32 GROUP = UPDATE_GROUP;
 
-template <int R, typename MT, typename GT, Fp8 F, bool TILES, bool Q>
-__device__ void update_kernel(float *__restrict__ master, const MomentSet ms, const void *__restrict__ grad,
-                              const Seg *__restrict__ segs, u32 nseg, u64 nchunks, Hyper h, u8 *__restrict__ fp8,
-                              void *__restrict__ block_scales, u32 *__restrict__ amax, const float *__restrict__ scale,
-                              void *__restrict__ hp, u32 hp_bf16, u32 mx, float fmax, float mfac, u32 pow2, bool gbf16) {
+// update_kernel is the body of every update kernel. In the _q kernels,
+// MK >= 0 fixes the moment types (m in bits 0-3, v in bits 4-7) at compile
+// time, the launch's being those (update_entry); MK < 0 takes them from ms.
+// Each thread issues the loads of G passes together, before the
+// arithmetic and stores of the first (the compiler cannot move a load
+// above a store that may alias it).
+template <int R, typename MT, typename GT, Fp8 F, bool TILES, bool Q, int MK, u32 G>
+__device__ __forceinline__ void update_kernel(float *__restrict__ master, const MomentSet ms_in,
+                                              const void *__restrict__ grad, const Seg *__restrict__ segs, u32 nseg,
+                                              u64 nchunks, Hyper h, u8 *__restrict__ fp8,
+                                              void *__restrict__ block_scales, u32 *__restrict__ amax,
+                                              const float *__restrict__ scale, void *__restrict__ hp, u32 hp_bf16,
+                                              u32 mx, float fmax, float mfac, u32 pow2, bool gbf16) {
+    MomentSet ms = ms_in;
+    if (MK >= 0) ms.t1 = (u32)MK & 15u, ms.t2 = (u32)MK >> 4;
     __shared__ u32 sh[32];
     // the _q kernels' buffers all start 16-byte aligned (the launcher's
     // contract: whole allocations)
@@ -101,20 +146,34 @@ __device__ void update_kernel(float *__restrict__ master, const MomentSet ms, co
         const bool seg_vec = base_vec && s.off % 4 == 0;
         const float dscale = s.mode == MODE_DELAYED ? scale[s.slot] : 1.0f;
         u32 run = 0; // amax key of the chunk (tensor modes, bands)
+        // pass u's elements: rel_of(u) on, cnt_of of them
+        const u64 rel_b = band ? rel0 + (u64)(threadIdx.x >> 5) * s.cols + 4 * lane : rel0 + 4 * threadIdx.x;
+        const u64 rel_u = band ? (u64)(THREADS / 32) * s.cols : (u64)THREADS * 4;
+#define rel_of(u) (rel_b + (u64)(u) * rel_u)
+#define cnt_of(rel) ((rel) < lim ? (int)min(lim - (rel), (u64)4) : 0)
 #pragma unroll
-        for (u32 u = 0; u < UNROLL; u++) {
-            const u64 rel = band ? rel0 + (u64)(u * (THREADS / 32) + (threadIdx.x >> 5)) * s.cols + 4 * lane
-                                 : rel0 + (u64)u * THREADS * 4 + 4 * threadIdx.x;
-            const int cnt = rel < lim ? (int)min(lim - rel, (u64)4) : 0;
+        for (u32 u0 = 0; u0 < UNROLL; u0 += G) {
+        In in[G];
+#pragma unroll
+        for (u32 q = 0; q < G; q++) { // phase one: every load of the group
+            const u64 rel = rel_of(u0 + q);
+            const int cnt = cnt_of(rel);
+            if (seg_vec && cnt == 4) fetch<R, MT, GT, Q, true>(master, ms, grad, gbf16, s.off + rel, cnt, in[q]);
+            else fetch<R, MT, GT, Q, false>(master, ms, grad, gbf16, s.off + rel, cnt, in[q]);
+        }
+#pragma unroll
+        for (u32 q = 0; q < G; q++) { // phase two: arithmetic and stores
+            const u64 rel = rel_of(u0 + q);
+            const int cnt = cnt_of(rel);
             const u64 i = s.off + rel;
             const bool vec = seg_vec && cnt == 4;
             float p[4];
-            load(master, i, cnt, vec, p);
+            widen<4>(in[q].p, p);
             if (R == RULE_ADAMW) {
                 float g[4], m[4], v[4], r[4];
-                ld_grad<Q, GT>(grad, gbf16, i, cnt, vec, g);
-                ld_mom<Q, MT>(ms, 0, i, cnt, vec, m);
-                ld_mom<Q, MT>(ms, 1, i, cnt, vec, v);
+                widen_grad<Q, GT>(in[q].g, gbf16, g);
+                widen_mom<Q, MT>(ms, 0, in[q].m, m);
+                widen_mom<Q, MT>(ms, 1, in[q].v, v);
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
                     const float gj = __fmul_rn(g[j], h.gs);
@@ -130,8 +189,8 @@ __device__ void update_kernel(float *__restrict__ master, const MomentSet ms, co
                 st_mom<Q, MT>(ms, 1, i, cnt, vec, v, r);
             } else if (R == RULE_SGD) {
                 float g[4], b[4];
-                ld_grad<Q, GT>(grad, gbf16, i, cnt, vec, g);
-                ld_mom<Q, MT>(ms, 0, i, cnt, vec, b);
+                widen_grad<Q, GT>(in[q].g, gbf16, g);
+                widen_mom<Q, MT>(ms, 0, in[q].m, b);
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
                     const float gj = __fadd_rn(__fmul_rn(g[j], h.gs), __fmul_rn(s.decay, p[j]));
@@ -201,6 +260,9 @@ __device__ void update_kernel(float *__restrict__ master, const MomentSet ms, co
                 break;
             }
         }
+        }
+#undef rel_of
+#undef cnt_of
         if (s.mode == MODE_CURRENT || s.mode == MODE_DELAYED) block_fold(amax + s.slot, run, sh);
         else if (band) block_fold(amax + s.slot + band_tile, run, sh);
     }
@@ -213,21 +275,58 @@ __device__ void update_kernel(float *__restrict__ master, const MomentSet ms, co
         float mfac, u32 pow2, float *mscales, float *vscales, u32 mtypes, u32 mblock, u32 seed, u64 base
 // mtypes: the MomentType of m (bits 0-3) and v (bits 4-7), and bit 8 set
 // for a bfloat16 gradient (read by the _q kernels only).
-#define UPDATE_ARGS(Q)                                                                                       \
+#define UPDATE_ARGS                                                                                          \
     master, MomentSet{mom1, mom2, mscales, vscales, mtypes & 15u, (mtypes >> 4) & 15u, 31u - __clz(mblock | 1u), seed, base}, grad, \
         segs, nseg, nchunks, Hyper{gs, b1, b2, omb1, omb2, eps, rbc2, mom}, fp8, block_scales, amax, scale, hp,  \
         hp_bf16, mx, fmax, mfac, pow2, (mtypes >> 8) & 1u
 
-// UPDATE defines the kernel NAME and NAME_tiles, the one that also takes
-// MODE_TILE segments.
-#define UPDATE_Q(NAME, R, MT, GT, F, Q)                                                                           \
-    extern "C" __global__ void __launch_bounds__(256) NAME(UPDATE_PARAMS) {                                   \
-        update_kernel<R, MT, GT, F, false, Q>(UPDATE_ARGS(Q));                                               \
+// FP8_FP8 and FP8_BF16 are the MK of update_kernel for the moment types the
+// _q kernels have a body of their own for: both FP8 (and SGD's FP8
+// momentum), FP8 m and bfloat16 v. Other mixes take the body that reads
+// the types at run time.
+static const int FP8_FP8 = MOM_FP8 | MOM_FP8 << 4, FP8_BF16 = MOM_FP8 | MOM_BF16 << 4;
+
+// update_entry picks the body of a kernel: for the _q kernels, by mtypes.
+template <int R, typename MT, typename GT, Fp8 F, bool TILES, bool Q>
+__device__ __forceinline__ void update_entry(UPDATE_PARAMS) {
+    const u32 mt = mtypes & 15u, vt = (mtypes >> 4) & 15u;
+    if (Q && mt == MOM_FP8 && (R == RULE_SGD || vt == MOM_FP8))
+        update_kernel<R, MT, GT, F, TILES, Q, FP8_FP8, GROUP>(UPDATE_ARGS);
+    else if (Q && R == RULE_ADAMW && mt == MOM_FP8 && vt == MOM_BF16)
+        update_kernel<R, MT, GT, F, TILES, Q, FP8_BF16, GROUP>(UPDATE_ARGS);
+    else
+        update_kernel<R, MT, GT, F, TILES, Q, -1, Q ? 1u : GROUP>(UPDATE_ARGS);
+}
+
+// Blocks of 256 threads per SM the kernels are built for (registers per
+// thread: 64 for 4, 80 for 3): bfloat16 moments fit 4 with two passes in
+// flight; float32 moments, the _q kernels and every _tiles kernel 3 (at 4
+// they spill).
+#ifndef UPDATE_MINB_BF16
+#define UPDATE_MINB_BF16 4
+#endif
+#ifndef UPDATE_MINB_F32
+#define UPDATE_MINB_F32 3
+#endif
+#ifndef UPDATE_MINB_Q
+#define UPDATE_MINB_Q 3
+#endif
+
+// UPDATE_Q defines the kernel NAME and NAME_tiles, the one that also takes
+// MODE_TILE segments, for MINB blocks per SM (the _tiles kernel 3).
+#define UPDATE_Q(NAME, R, MT, GT, F, Q, MINB)                                                                    \
+    extern "C" __global__ void __launch_bounds__(256, MINB) NAME(UPDATE_PARAMS) {                             \
+        update_entry<R, MT, GT, F, false, Q>(master, mom1, mom2, grad, segs, nseg, nchunks, gs, b1, b2, omb1, omb2, \
+                                             eps, rbc2, mom, fp8, block_scales, amax, scale, hp, hp_bf16, mx, fmax,    \
+                                             mfac, pow2, mscales, vscales, mtypes, mblock, seed, base);               \
     }                                                                                                          \
-    extern "C" __global__ void __launch_bounds__(256) NAME##_tiles(UPDATE_PARAMS) {                           \
-        update_kernel<R, MT, GT, F, true, Q>(UPDATE_ARGS(Q));                                                \
+    extern "C" __global__ void __launch_bounds__(256, 3) NAME##_tiles(UPDATE_PARAMS) {                        \
+        update_entry<R, MT, GT, F, true, Q>(master, mom1, mom2, grad, segs, nseg, nchunks, gs, b1, b2, omb1, omb2,  \
+                                            eps, rbc2, mom, fp8, block_scales, amax, scale, hp, hp_bf16, mx, fmax,     \
+                                            mfac, pow2, mscales, vscales, mtypes, mblock, seed, base);                \
     }
-#define UPDATE(NAME, R, MT, GT, F) UPDATE_Q(NAME, R, MT, GT, F, false)
+#define UPDATE(NAME, R, MT, GT, F) \
+    UPDATE_Q(NAME, R, MT, GT, F, false, sizeof(MT) == 2 ? UPDATE_MINB_BF16 : UPDATE_MINB_F32)
 
 UPDATE(update_none_e4m3, RULE_NONE, float, float, E4M3)
 UPDATE(update_none_e5m2, RULE_NONE, float, float, E5M2)
@@ -248,7 +347,7 @@ UPDATE(update_sgd_mbf16_gf32_e5m2, RULE_SGD, u16, float, E5M2)
 UPDATE(update_sgd_mbf16_gbf16_e4m3, RULE_SGD, u16, u16, E4M3)
 UPDATE(update_sgd_mbf16_gbf16_e5m2, RULE_SGD, u16, u16, E5M2)
 // Moments of any storage (moments.cuh) and either gradient type.
-UPDATE_Q(update_adamw_q_e4m3, RULE_ADAMW, float, float, E4M3, true)
-UPDATE_Q(update_adamw_q_e5m2, RULE_ADAMW, float, float, E5M2, true)
-UPDATE_Q(update_sgd_q_e4m3, RULE_SGD, float, float, E4M3, true)
-UPDATE_Q(update_sgd_q_e5m2, RULE_SGD, float, float, E5M2, true)
+UPDATE_Q(update_adamw_q_e4m3, RULE_ADAMW, float, float, E4M3, true, UPDATE_MINB_Q)
+UPDATE_Q(update_adamw_q_e5m2, RULE_ADAMW, float, float, E5M2, true, UPDATE_MINB_Q)
+UPDATE_Q(update_sgd_q_e4m3, RULE_SGD, float, float, E4M3, true, UPDATE_MINB_Q)
+UPDATE_Q(update_sgd_q_e5m2, RULE_SGD, float, float, E5M2, true, UPDATE_MINB_Q)
