@@ -10,36 +10,36 @@
 # prepared here (about 82M training and 3.2M validation tokens; xz keeps
 # them near 12 MB).
 #
-# run, in this order, each part writing into $OUT as it goes:
+# run, in this order, each part writing into $OUT as it goes (at the end
+# everything but gpt_long.log and the PNG is packed into
+# $OUT/gpt_long_files.tgz: the device tool brings back at most 8 files):
 #  1. the initial weights of the 124M "small" shape, exported there (344 MB:
 #     too large to carry; no reference loss: -export-check=false).
-#  2. resume check on the GPU: $RESUME_STEPS steps straight, then the same run
-#     stopped at half and resumed from its checkpoint, for each recipe of
-#     $RESUME_RECIPES; `curves -resume` must find every training and
-#     validation loss equal to the last bit. The straight run prints a text
-#     sample generated on the GPU.
-#  3. speed and memory, each run alone on the GPU: 124M and 1.3B shapes,
-#     $BENCH_STEPS steps, distopt (current scaling) and PyTorch (BF16
-#     autocast, flash attention; torch.compile when BENCH_COMPILE=1):
-#     tokens/s, MFU and peak memory (allocated by the process, and NVML's
-#     device memory in use minus the idle figure, sampled by nvidia-smi).
-#  4. the loss runs, concurrently on the one GPU (four processes): distopt
+#  2. the loss runs, concurrently on the one GPU (four processes): distopt
 #     with -recipe current, delayed and tile (128x128 blocks), and PyTorch,
 #     from the same initial weights and batches, $STEPS steps of $BATCH
 #     sequences of $SEQ, validation every $EVAL_EVERY steps on $EVAL_WINDOWS
 #     sequences; then `curves` checks issue 16's criteria (final validation
 #     loss within 1% of PyTorch's, every evaluation after warm-up within 2%)
-#     and draws $OUT/gpt_curves.png. The runs are stopped at the call's
-#     deadline ($TOTAL seconds after the start, less a margin): their curves,
-#     written after every evaluation, then show how far they came.
+#     and draws $OUT/gpt_curves.png. The runs are stopped $LOSS_RESERVE
+#     seconds before the call's deadline ($TOTAL seconds after the start) to
+#     leave time for the rest; their curves, written after every evaluation,
+#     then show how far they came.
+#  3. resume check on the GPU: $RESUME_STEPS steps straight, then the same run
+#     stopped at half and resumed from its checkpoint, for each recipe of
+#     $RESUME_RECIPES; `curves -resume` must find every training and
+#     validation loss equal to the last bit. The straight run prints a text
+#     sample generated on the GPU.
+#  4. speed and memory, each run alone on the GPU: 124M and 1.3B shapes,
+#     $BENCH_STEPS steps, distopt (current scaling) and PyTorch (BF16
+#     autocast, flash attention; torch.compile when BENCH_COMPILE=1):
+#     tokens/s, MFU and peak memory (allocated by the process, and NVML's
+#     device memory in use minus the idle figure, sampled by nvidia-smi).
+#  5. the GPU tests of examples/gpt/gpumodel.
 #
-# Estimate of part 4 with the defaults (2000 steps of 6 x 1024 tokens,
-# 12.3M tokens per run; 624 MFLOP per token): distopt alone at 150k
-# tokens/s, PyTorch at 180k (no compile; 139k was measured alone at 4 x
-# 1024), sharing one GPU: 12.3M x (3/150k + 1/180k) = about 315 s, plus
-# about 10 s of evaluations. Parts 1-3 take about 3 minutes (the first
-# process also compiles the PTX). If the runs are cut at the deadline,
-# lower STEPS or BATCH; `curves -steps K` compares up to step K.
+# Measured on one H200 (2026-12-01, scripts/gpu/NOTES.md) with
+# TOTAL=400: parts 1-2 about 125 s (2000 steps of 8 x 256 tokens, four
+# processes sharing the GPU), 3 about 60 s, 4 about 90 s, 5 about 20 s.
 set -u
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -180,6 +180,7 @@ run() {
 		fi
 		echo "gpt long status: $status ($(left) s left)"
 	} 2>&1 | tee "$OUT/gpt_long.log"
+	(cd "$OUT" && tar czf gpt_long_files.tgz *.json *_*.log && rm -f *.json resume_*.log bench_*.log long_*.log)
 	grep -q "gpt long status: 0" "$OUT/gpt_long.log"
 }
 
