@@ -33,6 +33,7 @@ const peakBF16 = 989e12
 
 // gpuTrainer is what the GPU training loop works with.
 type gpuTrainer struct {
+	first  int // the first step this process runs (after a resume: the checkpoint's)
 	o      options
 	opt    *optimizer.Optimizer
 	comm   collective.Communicator
@@ -167,7 +168,8 @@ func (t *gpuTrainer) loop(ctx context.Context) ([]float64, error) {
 	o := t.o
 	var losses []float64
 	prev := time.Now() // the end of the previous step: the step time is the whole iteration's
-	for step := t.opt.StepCount(); step < o.steps; step++ {
+	t.first = t.opt.StepCount()
+	for step := t.first; step < o.steps; step++ {
 		loss, res, ph, err := t.step(ctx, step)
 		if err != nil {
 			return losses, fmt.Errorf("step %d: %w", step+1, err)
@@ -181,6 +183,9 @@ func (t *gpuTrainer) loop(ctx context.Context) ([]float64, error) {
 			step+1, o.steps, loss, o.config().LR.LR(step+1), res.GradNorm, tokens/dt,
 			100*tokens*o.shape.FlopsPerToken()/dt/peakBF16/float64(t.comm.Size()), 1000*dt,
 			ms(ph.wait), ms(ph.fwdBwd), ms(ph.step), t.memory())
+		if step == t.first {
+			t.activations()
+		}
 		last := step+1 == o.steps || step+1 == o.stopAfter
 		if (o.evalEvery > 0 && (step+1)%o.evalEvery == 0) || last {
 			v, err := t.validLoss(ctx)
@@ -206,6 +211,23 @@ func (t *gpuTrainer) loop(ctx context.Context) ([]float64, error) {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// activations prints, after the first step, the model's activation memory
+// per layer and per micro-batch as allocated (gpumodel.Model.Memory: what
+// each block keeps from forward to backward, by kind) and whether it is
+// what PredictMemory says.
+func (t *gpuTrainer) activations() {
+	r, err := t.m.Memory()
+	if err != nil {
+		fmt.Fprintf(t.out, "activations: %v\n", err)
+		return
+	}
+	verdict := "as predicted"
+	if r.Allocated != r.Predicted {
+		verdict = "predicted: " + r.Predicted.String()
+	}
+	fmt.Fprintf(t.out, "activations: %s; %s\n", r.Allocated, verdict)
+}
 
 // step runs one optimizer step (0-based): forward and backward passes of
 // every micro-batch, gradients accumulated in the optimizer's views and
