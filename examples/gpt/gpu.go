@@ -170,7 +170,12 @@ func (t *gpuTrainer) loop(ctx context.Context) ([]float64, error) {
 	prev := time.Now() // the end of the previous step: the step time is the whole iteration's
 	t.first = t.opt.StepCount()
 	for step := t.first; step < o.steps; step++ {
-		loss, res, ph, err := t.step(ctx, step)
+		sctx, cancel := context.WithTimeout(ctx, o.timeout)
+		loss, res, ph, err := t.step(sctx, step)
+		cancel()
+		if err == nil {
+			err = skipped(res)
+		}
 		if err != nil {
 			return losses, fmt.Errorf("step %d: %w", step+1, err)
 		}
@@ -188,7 +193,9 @@ func (t *gpuTrainer) loop(ctx context.Context) ([]float64, error) {
 		}
 		last := step+1 == o.steps || step+1 == o.stopAfter
 		if (o.evalEvery > 0 && (step+1)%o.evalEvery == 0) || last {
-			v, err := t.validLoss(ctx)
+			vctx, cancel := context.WithTimeout(ctx, o.timeout)
+			v, err := t.validLoss(vctx)
+			cancel()
 			if err != nil {
 				return losses, err
 			}
@@ -198,7 +205,10 @@ func (t *gpuTrainer) loop(ctx context.Context) ([]float64, error) {
 			}
 		}
 		if o.ckpt != "" && ((o.ckptEvery > 0 && (step+1)%o.ckptEvery == 0) || last) {
-			if err := saveCheckpoint(ctx, t.out, t.opt, t.comm, o.ckpt); err != nil {
+			cctx, cancel := context.WithTimeout(ctx, o.timeout)
+			err := saveCheckpoint(cctx, t.out, t.opt, t.comm, o.ckpt)
+			cancel()
+			if err != nil {
 				return losses, err
 			}
 		}

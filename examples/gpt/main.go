@@ -76,7 +76,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	ffn := fs.Int("ffn", 0, "MLP width (0: the preset's)")
 	seq := fs.Int("seq", 0, "context length (0: the preset's)")
 	fs.StringVar(&o.backend, "backend", "cpu", "cpu (in-process ranks, float64 reference compute) or gpu (one process per GPU under distopt run, or GPU 0)")
-	fs.IntVar(&o.ranks, "ranks", 1, "in-process data-parallel ranks")
+	fs.IntVar(&o.ranks, "ranks", 1, "in-process data-parallel ranks (-backend cpu), or the ranks the exported batches are for (-export-init); GPU runs take theirs from the launcher")
 	fs.IntVar(&o.batch, "batch", 4, "sequences per micro-batch per rank")
 	fs.IntVar(&o.micro, "micro", 1, "micro-batches accumulated per step")
 	fs.IntVar(&o.steps, "steps", 20, "optimizer steps (in all, a resumed run included)")
@@ -87,7 +87,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.wd, "wd", 0.1, "weight decay of matrices and embeddings")
 	recipe := fs.String("recipe", "current", "FP8 recipe of the linear weights (fp8.ParseRecipe)")
 	fs.IntVar(&o.evalEvery, "eval-every", 10, "steps between validation losses (0: only at the end)")
-	fs.IntVar(&o.evalWindows, "eval-windows", 8, "validation sequences per evaluation")
+	fs.IntVar(&o.evalWindows, "eval-windows", 8, "validation sequences per evaluation (on the GPU rounded down to a multiple of -batch)")
 	fs.StringVar(&o.ckpt, "ckpt", "", "checkpoint root (none if empty)")
 	fs.IntVar(&o.ckptEvery, "ckpt-every", 0, "steps between checkpoints (0: only at the end)")
 	fs.IntVar(&o.stopAfter, "stop-after", 0, "stop (and save) after this step, as an interrupted run would (0: run to -steps)")
@@ -100,7 +100,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.exportCheck, "export-check", true, "with -export-init: compute the reference loss (a float64 forward pass on the CPU; false skips it for large shapes)")
 	fs.StringVar(&o.curvePath, "curve", "", "write the loss curve and the speed as JSON to this file (examples/gpt/curve), after every evaluation and at the end")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the batch order")
-	fs.DurationVar(&o.timeout, "step-timeout", 10*time.Minute, "deadline of each step")
+	fs.DurationVar(&o.timeout, "step-timeout", 10*time.Minute, "deadline of each step, evaluation and checkpoint (GPU), of each step (CPU)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -132,6 +132,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-backend=%q: want cpu or gpu", o.backend)
 	case o.ranks < 1 || o.batch < 1 || o.micro < 1 || o.steps < 1 || o.evalWindows < 1:
 		return o, fmt.Errorf("-ranks, -batch, -micro, -steps and -eval-windows must be at least 1")
+	case o.backend == "gpu" && o.ranks > 1 && o.exportPath == "":
+		return o, fmt.Errorf("-ranks %d with -backend gpu: GPU runs have one process per GPU; start them with distopt run --nproc-per-node", o.ranks)
+	case o.backend == "cpu" && (o.recompute || o.keepTransposed) && o.exportPath == "":
+		return o, fmt.Errorf("-recompute and -keep-transposed are options of the GPU model (-backend gpu); the CPU reference keeps float64 activations")
+	case o.recompute && o.keepTransposed:
+		return o, fmt.Errorf("-recompute keeps no linear input for backward and -keep-transposed keeps two copies: choose one")
 	case o.resume && o.ckpt == "":
 		return o, fmt.Errorf("-resume needs -ckpt")
 	}

@@ -107,6 +107,9 @@ func rank(o options, comm collective.Communicator, loader data.Loader, valid []u
 		sctx, cancel := context.WithTimeout(ctx, o.timeout)
 		loss, res, err := trainStep(sctx, opt, comm, m, loader, step, r, o.micro)
 		cancel()
+		if err == nil {
+			err = skipped(res)
+		}
 		if err != nil {
 			return losses, fmt.Errorf("step %d: %w", step+1, err)
 		}
@@ -272,4 +275,18 @@ func saveCheckpoint(ctx context.Context, out io.Writer, opt *optimizer.Optimizer
 	}
 	fmt.Fprintf(out, "saved %s\n", info.Dir)
 	return nil
+}
+
+// skipped turns a step the optimizer skipped (non-finite gradients) into
+// an error. The example has no loss scaler that would make a skipped step
+// part of training, and going on would part the loop's step count (which
+// picks the batches, the printed learning rate and the curve's steps) from
+// the optimizer's (which sets the learning rate applied and is saved in
+// checkpoints), so a resumed run would no longer repeat this one. The
+// checkpoints saved so far are intact.
+func skipped(res optimizer.StepResult) error {
+	if !res.Skipped {
+		return nil
+	}
+	return fmt.Errorf("the optimizer skipped the step (%s); stopping: no loss scaler, and the last checkpoint is intact", res.Reason)
 }
