@@ -74,16 +74,8 @@ func New(ctx context.Context, store *rendezvous.Store, cfg Config) (*Comm, error
 	rc := store.Config()
 	id := fmt.Sprintf("%s/%s/%d", rc.RunID, cfg.Name, store.Sequence("grpccomm/"+cfg.Name))
 	c := newComm(store.Rank(), store.Size(), id, cfg, rc.Secret)
-	exchange := func(ctx context.Context, addr string) ([]string, error) {
-		vals, err := store.AllGatherValues(ctx, "grpccomm/"+id+"/addr", []byte(addr))
-		if err != nil {
-			return nil, err
-		}
-		addrs := make([]string, len(vals))
-		for r, v := range vals {
-			addrs[r] = string(v)
-		}
-		return addrs, nil
+	exchange := func(ctx context.Context, addr string) ([][]byte, error) {
+		return store.AllGatherValues(ctx, "grpccomm/"+id+"/addr", []byte(addr))
 	}
 	if err := c.connect(ctx, rc.MasterAddress(), exchange); err != nil {
 		return nil, err
@@ -115,7 +107,7 @@ func newComm(rank, size int, id string, cfg Config, secret string) *Comm {
 // indexed by rank), and opens the streams to every peer; it returns once
 // all are up. With one rank, nothing is opened. master is the store's
 // address, from which the default listening host is found.
-func (c *Comm) connect(ctx context.Context, master string, exchange func(ctx context.Context, addr string) ([]string, error)) error {
+func (c *Comm) connect(ctx context.Context, master string, exchange func(ctx context.Context, addr string) ([][]byte, error)) error {
 	if c.size == 1 {
 		return nil
 	}
@@ -145,7 +137,7 @@ func (c *Comm) connect(ctx context.Context, master string, exchange func(ctx con
 	}
 	for _, p := range c.peers {
 		if p != nil {
-			c.wg.Go(func() { c.dial(p, addrs[p.rank]) })
+			c.wg.Go(func() { c.dial(p, string(addrs[p.rank])) })
 		}
 	}
 	if err := c.waitReady(ctx); err != nil {

@@ -42,7 +42,7 @@ func NewSub(ctx context.Context, store *rendezvous.Store, ranks []int, cfg Confi
 	tag := membersTag(ranks)
 	id := fmt.Sprintf("%s/%s/sub-%s/%d", rc.RunID, cfg.Name, tag, store.Sequence("grpccomm/sub/"+cfg.Name+"/"+tag))
 	c := newComm(me, len(ranks), id, cfg, rc.Secret)
-	exchange := func(ctx context.Context, addr string) ([]string, error) {
+	exchange := func(ctx context.Context, addr string) ([][]byte, error) {
 		key := func(r int) string { return "grpccomm/" + id + "/addr/" + strconv.Itoa(r) }
 		if err := store.Set(ctx, key(store.Rank()), []byte(addr)); err != nil {
 			return nil, err
@@ -51,15 +51,7 @@ func NewSub(ctx context.Context, store *rendezvous.Store, ranks []int, cfg Confi
 		for i, r := range ranks {
 			keys[i] = key(r)
 		}
-		vals, err := store.Wait(ctx, keys...)
-		if err != nil {
-			return nil, err
-		}
-		addrs := make([]string, len(vals))
-		for i, v := range vals {
-			addrs[i] = string(v)
-		}
-		return addrs, nil
+		return store.Wait(ctx, keys...)
 	}
 	if err := c.connect(ctx, rc.MasterAddress(), exchange); err != nil {
 		return nil, err
