@@ -176,7 +176,9 @@ func TestSubConfigErrors(t *testing.T) {
 func TestSubMissingMember(t *testing.T) {
 	checkLeaks(t)
 	stores := dialStores(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	// Long enough for the members' own keys to reach the store on a
+	// loaded machine: the wait for rank 2's key is what must time out.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
