@@ -16,7 +16,8 @@
 // # distopt run
 //
 //	distopt run --nproc-per-node N [--nnodes M --node-rank K]
-//	    [--master-addr A] [--master-port P] [--run-id ID] [--grace D] -- PROGRAM ARGS...
+//	    [--master-addr A] [--master-port P] [--run-id ID] [--group-size G]
+//	    [--grace D] -- PROGRAM ARGS...
 //
 // run starts N copies of PROGRAM, the ranks K*N ... K*N+N-1 of a job of
 // M*N ranks, each with the environment that rendezvous.FromEnv reads:
@@ -28,7 +29,10 @@
 // the master address defaults to 127.0.0.1 and the port to a free one; with
 // several hosts, run once per host with the same --nnodes, --master-addr and
 // --master-port (rank 0's host and a port free there) and --node-rank 0 ..
-// M-1.
+// M-1. --group-size G (a divisor of M*N) asks for hierarchical sharding in
+// groups of G consecutive ranks (collective/hier; G = N makes a group of
+// each host): every rank gets DISTOPT_GROUP_SIZE=G, which
+// hier.GroupSizeFromEnv reads.
 //
 // torchrun's command lines work: every flag may be spelled with '_' for '-'
 // (--nproc_per_node), N may be gpu, cpu or auto, --nnodes takes M:M,
