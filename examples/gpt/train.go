@@ -87,6 +87,7 @@ func rank(o options, comm collective.Communicator, loader data.Loader, valid []u
 	if err != nil {
 		return nil, err
 	}
+	defer opt.Close()
 	if o.resume {
 		info, err := checkpoint.Load(ctx, opt, comm, o.ckpt, checkpoint.LoadOptions{})
 		if err != nil {
