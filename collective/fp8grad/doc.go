@@ -89,8 +89,20 @@
 //
 // With Config.ErrorFeedback each rank adds to its source the residual
 // (source + residual − dequantized value) it kept from the previous
-// reduce-scatter of the same source buffer (same address and length), so
-// that the quantization errors telescope instead of accumulating. The
+// reduce-scatter of the same reduction, so that the quantization errors
+// telescope instead of accumulating. A reduction is named by the op's Tag
+// when it is not 0, else by its source buffer (address and length). The
+// optimizer tags each bucket's gradient reduce-scatter (optimizer.GradTag),
+// so the residual follows the bucket, not the buffer: with
+// optimizer.Config.ShardedGradients a buffer of the pool holds a different
+// bucket from one use to the next, and a run with sharded gradients gives
+// the bits of the run without them (TestShardedErrorFeedback). With
+// sharded gradients and MicroBatches > 1 every micro-batch's
+// reduce-scatter of a bucket carries the residual of the one before (the
+// previous micro-batch's, or the last one of the previous step); the
+// reduced micro-batches are then added, so the errors still telescope
+// over the sum. One tag used for sources of two sizes is refused
+// (collective.ErrInvalid). The
 // residual is float32 over the whole source: 4 bytes per gradient element
 // on every rank (for N parameters, 4N bytes per rank, as much as the
 // unsharded master weights), reported by ResidualBytes. It is off by
