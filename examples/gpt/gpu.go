@@ -57,6 +57,16 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 		return nil, err
 	}
 	defer closeDevice()
+	if o.grads != nil {
+		g, err := gpu.FP8Gradients(be, comm, *o.grads)
+		if err != nil {
+			return nil, err
+		}
+		// Before closeDevice: frees the wrapper's device memory and closes
+		// comm, which closeDevice's second Close then finds closed.
+		defer g.Close()
+		comm = g
+	}
 	if comm.Rank() != 0 {
 		out = io.Discard
 	}
