@@ -96,13 +96,17 @@
 // so the residual follows the bucket, not the buffer: with
 // optimizer.Config.ShardedGradients a buffer of the pool holds a different
 // bucket from one use to the next, and a run with sharded gradients gives
-// the bits of the run without them (TestShardedErrorFeedback). With
+// the bits of the run without them with one micro-batch
+// (TestShardedErrorFeedback). With
 // sharded gradients and MicroBatches > 1 every micro-batch's
 // reduce-scatter of a bucket carries the residual of the one before (the
 // previous micro-batch's, or the last one of the previous step); the
 // reduced micro-batches are then added, so the errors still telescope
 // over the sum. One tag used for sources of two sizes is refused
-// (collective.ErrInvalid). The
+// (collective.ErrInvalid). The residuals are not part of a checkpoint: a
+// run resumed with error feedback starts from zero residuals and is not
+// the bits of the uninterrupted run (without error feedback the Comm keeps
+// no state between calls and it is: TestFP8GradResume in examples/gpt). The
 // residual is float32 over the whole source: 4 bytes per gradient element
 // on every rank (for N parameters, 4N bytes per rank, as much as the
 // unsharded master weights), reported by ResidualBytes. It is off by
@@ -115,6 +119,45 @@
 // the quantization is queued on the caller's stream before the group, the
 // sums after it, and Wait synchronizes that stream. The kernels give the
 // CPU codec's bytes (TestGPUCodec), and a NewDevice Comm the shards of a
-// New Comm over in-process ranks (TestGPUComm). Neither the GPU example
-// nor optimizer/gpu builds one yet.
+// New Comm over in-process ranks (TestGPUComm). optimizer/gpu wraps a
+// rank's NCCL communicator with it (gpu.FP8Gradients, Rank.FP8Gradients),
+// and so does the GPT example's GPU path with -grad-fp8.
+//
+// # Training quality
+//
+// examples/gpt -grad-fp8 e4m3|e5m2 [-grad-block N] [-grad-ef] wraps the
+// communicator of the GPT example. On its CPU path (float64 model,
+// in-process ranks), a 2-layer model (hidden 32, 2 heads, FFN 128,
+// context 32; 35k parameters) trained for 300 steps on the Go sources of
+// GOROOT/src/strings (Go 1.26; examples/gpt/prepare -root), 2 ranks x 8
+// sequences per step, blocks of 128, from the same initial weights and
+// batches, reaches these validation losses (390 validation sequences;
+// step 100, 200, 300; the last column against the bfloat16 reduce-scatter):
+//
+//	default learning rate 3e-3 (TestFP8GradQuality, examples/gpt)
+//	bfloat16        3.3713  3.1183  3.0518
+//	E4M3            3.3729  3.1096  3.0446  -0.24%
+//	E4M3, feedback  3.3764  3.1164  3.0529  +0.04%
+//	E5M2            3.3249  3.0900  3.0248  -0.88%
+//	E5M2, feedback  3.3750  3.1138  3.0511  -0.02%
+//
+//	learning rate 1e-2 (-lr 1e-2)
+//	bfloat16        3.4086  3.1239  3.0366
+//	E4M3            3.4390  3.1518  3.0513  +0.48%
+//	E4M3, feedback  3.4201  3.0980  3.0347  -0.06%
+//	E5M2            3.5012  3.2421  3.1084  +2.36%
+//	E5M2, feedback  3.2990  3.0699  3.0092  -0.90%
+//
+// Every FP8 run is within 1% of the bfloat16 run except E5M2 without
+// error feedback at the higher learning rate, 2.4% worse (E5M2's two
+// mantissa bits give each element a rounding error of up to 2^-3 of its
+// value, E4M3's three up to 2^-4); with error feedback it is within 1%
+// there too. At that learning rate the
+// runs are noisy: the bfloat16 run with another batch order (-seed 2)
+// ends at 3.2916, 8.4% above seed 1. E4M3 is the default and needs no
+// error feedback at either rate. Reproduce with
+//
+//	go run ./examples/gpt/prepare -root $(go env GOROOT)/src/strings -out /tmp/strings
+//	go run ./examples/gpt -data /tmp/strings -layers 2 -hidden 32 -heads 2 -ffn 128 -seq 32 \
+//		-batch 8 -ranks 2 -steps 300 -eval-every 100 -eval-windows 390 -sample 0 -grad-fp8 e5m2 -grad-ef
 package fp8grad

@@ -90,3 +90,24 @@ func points(c curve.Curve) string {
 	}
 	return b.String()
 }
+
+// TestFP8GradResume: with FP8 gradients (no error feedback, so the
+// wrapper keeps no state between steps) a run stopped after step 3 and
+// resumed from its checkpoint gives the training losses of the
+// uninterrupted run bit for bit.
+func TestFP8GradResume(t *testing.T) {
+	dir := writeData(t)
+	common := []string{"-data", dir, "-ranks", "2", "-steps", "6", "-sample", "0", "-grad-fp8", "e4m3", "-grad-block", "16"}
+	full := trainFlags(t, common...)
+	ck := t.TempDir()
+	got := trainFlags(t, append(common, "-ckpt", ck, "-stop-after", "3")...)
+	got = append(got, trainFlags(t, append(common, "-ckpt", ck, "-resume")...)...)
+	if len(got) != len(full) {
+		t.Fatalf("%d losses stopped and resumed, %d uninterrupted", len(got), len(full))
+	}
+	for i := range full {
+		if got[i] != full[i] {
+			t.Fatalf("step %d: loss %v after resuming, %v uninterrupted", i+1, got[i], full[i])
+		}
+	}
+}
