@@ -70,6 +70,9 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 	if comm.Rank() != 0 {
 		out = io.Discard
 	}
+	if o.grads != nil {
+		fmt.Fprintf(out, "gradients reduce-scattered in %v, blocks of %d, error feedback %t\n", o.grads.Format, o.grads.Block, o.grads.ErrorFeedback)
+	}
 	loader := data.Loader{Tokens: c.train, Seq: o.shape.Seq, Batch: o.batch, World: comm.Size(), MicroBatches: o.micro, Seed: o.seed}
 	if err := loader.Validate(); err != nil {
 		return nil, err
