@@ -5,6 +5,7 @@ import (
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/fp8grad"
+	"github.com/distopt/distopt/optimizer"
 )
 
 // FP8Gradients wraps comm, a device communicator on be's GPU whose groups
@@ -12,11 +13,15 @@ import (
 // communicator is), with collective/fp8grad.NewDevice on be's kernels and
 // stream: the gradient reduce-scatters then travel in FP8 with per-block
 // scales and FP32 accumulation (cfg), everything else as before. Pass the
-// result to optimizer.New in place of comm. It owns comm: its Close
-// closes comm.
+// result to optimizer.New in place of comm (whose GPU optimizer.New can no
+// longer check through the wrapper: FP8Gradients refuses a communicator
+// on another GPU than be). It owns comm: its Close closes comm.
 func FP8Gradients(be *Backend, comm collective.Communicator, cfg fp8grad.Config) (*fp8grad.Comm, error) {
 	if be == nil {
 		return nil, fmt.Errorf("gpu: FP8 gradients without a backend: %w", fp8grad.ErrConfig)
+	}
+	if d, ok := comm.(optimizer.OnDevice); ok && d.Ordinal() != be.Ordinal() {
+		return nil, fmt.Errorf("gpu: FP8 gradients of a communicator on GPU %d with the kernels of GPU %d: %w", d.Ordinal(), be.Ordinal(), fp8grad.ErrConfig)
 	}
 	return fp8grad.NewDevice(comm, cfg, fp8grad.Device{Kernels: be.ks, Stream: be.s})
 }
