@@ -58,8 +58,21 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 		return nil, err
 	}
 	defer closeDevice()
+	if o.grads != nil {
+		g, err := gpu.FP8Gradients(be, comm, *o.grads)
+		if err != nil {
+			return nil, err
+		}
+		// Before closeDevice: frees the wrapper's device memory and closes
+		// comm, which closeDevice's second Close then finds closed.
+		defer g.Close()
+		comm = g
+	}
 	if comm.Rank() != 0 {
 		out = io.Discard
+	}
+	if o.grads != nil {
+		fmt.Fprintf(out, "gradients reduce-scattered in %v, blocks of %d, error feedback %t\n", o.grads.Format, o.grads.Block, o.grads.ErrorFeedback)
 	}
 	loader := data.Loader{Tokens: c.train, Seq: o.shape.Seq, Batch: o.batch, World: comm.Size(), MicroBatches: o.micro, Seed: o.seed}
 	if err := loader.Validate(); err != nil {

@@ -32,6 +32,12 @@
 // and backward passes, the optimizer's step) and the device memory; at the
 // end rank 0 prints a text sample generated on the GPU.
 //
+// -grad-fp8 e4m3 (or e5m2) reduce-scatters the gradients in FP8 with
+// per-block scales (-grad-block elements) and FP32 accumulation, with
+// -grad-ef the quantization error carried into the next step
+// (collective/fp8grad: fp8grad.New over the in-process ranks, NewDevice
+// over NCCL on the GPU path).
+//
 // -curve writes the run's losses (every step's training loss, every
 // validation loss, bit for bit) and speed as JSON, the input of the
 // comparison with the PyTorch reference (examples/gpt/curves).
@@ -42,8 +48,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/examples/gpt/model"
 	"github.com/distopt/distopt/fp8"
 )
@@ -59,6 +67,7 @@ type options struct {
 	ckptEvery, sampleLen, stopAfter     int
 	lr, minLR, clip, wd                 float64
 	recipe                              fp8.Recipe
+	grads                               *fp8grad.Config // -grad-fp8: FP8 gradient reduce-scatters, or nil
 	resume, recompute, keepTransposed   bool
 	seed                                uint64
 	timeout                             time.Duration
@@ -99,6 +108,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.exportPath, "export-init", "", "write the initial weights and the reference loss of the first batch to this safetensors file, and exit")
 	fs.BoolVar(&o.exportCheck, "export-check", true, "with -export-init: compute the reference loss (a float64 forward pass on the CPU; false skips it for large shapes)")
 	fs.StringVar(&o.curvePath, "curve", "", "write the loss curve and the speed as JSON to this file (examples/gpt/curve), after every evaluation and at the end")
+	gradFP8 := fs.String("grad-fp8", "", "e4m3 or e5m2: reduce-scatter the gradients in FP8 with FP32 accumulation (collective/fp8grad); empty: in the gradient type")
+	gradBlock := fs.Int("grad-block", fp8grad.DefaultBlock, "with -grad-fp8: elements per FP8 scale")
+	gradEF := fs.Bool("grad-ef", false, "with -grad-fp8: error feedback (each rank's quantization error carried into its next step; 4 bytes per parameter)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the batch order")
 	fs.DurationVar(&o.timeout, "step-timeout", 10*time.Minute, "deadline of each step, evaluation and checkpoint (GPU), of each step (CPU)")
 	if err := fs.Parse(args); err != nil {
@@ -118,6 +130,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.recipe, err = fp8.ParseRecipe(*recipe); err != nil {
 		return o, fmt.Errorf("-recipe: %w", err)
+	}
+	if o.grads, err = gradFlags(*gradFP8, *gradBlock, *gradEF); err != nil {
+		return o, err
 	}
 	if o.warmup == 0 {
 		o.warmup = max(1, o.steps/20)
@@ -142,6 +157,29 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-resume needs -ckpt")
 	}
 	return o, o.shape.Validate()
+}
+
+// gradFlags returns the FP8 gradient configuration of -grad-fp8,
+// -grad-block and -grad-ef (nil without -grad-fp8).
+func gradFlags(format string, block int, ef bool) (*fp8grad.Config, error) {
+	var f fp8.Format
+	switch strings.ToLower(format) {
+	case "":
+		if ef || block != fp8grad.DefaultBlock {
+			return nil, fmt.Errorf("-grad-block and -grad-ef need -grad-fp8")
+		}
+		return nil, nil
+	case "e4m3":
+		f = fp8.E4M3
+	case "e5m2":
+		f = fp8.E5M2
+	default:
+		return nil, fmt.Errorf("-grad-fp8=%q: want e4m3 or e5m2", format)
+	}
+	if block < 1 {
+		return nil, fmt.Errorf("-grad-block=%d: want at least 1", block)
+	}
+	return &fp8grad.Config{Format: f, Block: block, ErrorFeedback: ef}, nil
 }
 
 func main() {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/examples/gpt/data"
 	"github.com/distopt/distopt/examples/gpt/model"
@@ -65,6 +66,16 @@ func train(o options, out io.Writer) ([]float64, error) {
 	fmt.Fprintf(out, "gpt: %d layers, hidden %d, %d heads, FFN %d, context %d: %d parameters; %d ranks x %d micro-batches x %d sequences; %d training tokens\n",
 		o.shape.Layers, o.shape.Hidden, o.shape.Heads, o.shape.FFN, o.shape.Seq, o.shape.NumParams(), o.ranks, o.micro, o.batch, len(c.train))
 	comms := inproc.Communicators(o.ranks)
+	if o.grads != nil {
+		for r, c := range comms {
+			w, err := fp8grad.New(c, *o.grads)
+			if err != nil {
+				return nil, err
+			}
+			comms[r] = w
+		}
+		fmt.Fprintf(out, "gradients reduce-scattered in %v, blocks of %d, error feedback %t\n", o.grads.Format, o.grads.Block, o.grads.ErrorFeedback)
+	}
 	losses := make([][]float64, o.ranks)
 	errs := make([]error, o.ranks)
 	var wg sync.WaitGroup
