@@ -48,12 +48,13 @@ func NewSub(ctx context.Context, cfg Config, ranks []int) (*Comm, error) {
 	}
 	tag := membersTag(ranks)
 	prefix := fmt.Sprintf("collective/nccl/sub-%s/%d/", tag, cfg.Store.Sequence("collective/nccl/sub/"+tag))
-	return open(ctx, cfg, lib, me, len(ranks), prefix)
+	return open(ctx, cfg, lib, me, len(ranks), prefix, " (sub-communicator "+prefix+")")
 }
 
 // open builds the communicator of rank of size ranks whose store keys
-// start with prefix (the body of New, for a sub-communicator).
-func open(ctx context.Context, cfg Config, lib *nccl.Library, rank, size int, prefix string) (*Comm, error) {
+// start with prefix (New's and NewSub's); what, if not empty, follows the
+// rank in its errors.
+func open(ctx context.Context, cfg Config, lib *nccl.Library, rank, size int, prefix, what string) (*Comm, error) {
 	c := &Comm{
 		rank:    rank,
 		size:    size,
@@ -69,7 +70,7 @@ func open(ctx context.Context, cfg Config, lib *nccl.Library, rank, size int, pr
 	if err := c.setUp(ctx); err != nil {
 		c.dev.Do(c.destroyNCCL)
 		c.tearDown()
-		return nil, fmt.Errorf("collective/nccl: rank %d of %d (sub-communicator %s): %w", c.rank, c.size, prefix, err)
+		return nil, fmt.Errorf("collective/nccl: rank %d of %d%s: %w", c.rank, c.size, what, err)
 	}
 	monCtx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
