@@ -15,6 +15,7 @@ import (
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/shard"
 )
 
 // liveFP8 is what an in-process run reports on rank 0: the residual bytes
@@ -235,6 +236,57 @@ func TestPlanGradFP8Absent(t *testing.T) {
 		}
 		if tc.want != "" && (!strings.Contains(p.config, tc.want) || !strings.Contains(legend, tc.want)) {
 			t.Errorf("%q: config %q, legend %q, want %q in both", tc.args, p.config, legend, tc.want)
+		}
+	}
+}
+
+// TestPlanScratchSharded checks the NCCL scratch of -exact-avg with
+// sharded gradients against collective/nccl's growth of its one scratch
+// area, worked out by hand: each bucket is a group of its own, started
+// last bucket first. For the tied 2-layer GPT below at d = 2 the buckets
+// are, in order, 2560 512 1152 6912 2304 4608 4608 6912 2304 4608 4608
+// elements: the last (4608, 18432 bytes widened) makes the area, the
+// first 6912 needs 27648 = 1.5 x 18432 and gets a new area of that size,
+// the old one kept: 46080 bytes, where every bucket widened at once (the
+// full gradient buffers' one group) is 4 x 41088 = 164352. For the 1.3B
+// GPT at d = 8 the last bucket (the head, 103022592 elements) is the
+// largest: 4 bytes per element of it. The comparison row of the other
+// gradient option is that option's own total, scratch included.
+func TestPlanScratchSharded(t *testing.T) {
+	tied := []string{"-layers", "2", "-hidden", "48", "-ffn", "96", "-vocab", "50", "-positions", "8", "-tied", "-bucket", "2048", "-exact-avg", "-bytes", "-d", "2"}
+	l, err := optimizer.NewLayout(plan.GPTConfig{Layers: 2, Hidden: 48, FFN: 96, Vocab: 50, Positions: 8, Tied: true}.Params(), 2, shard.Options{BucketElements: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes []string
+	for _, b := range l.Buckets {
+		sizes = append(sizes, fmt.Sprint(b.Size))
+	}
+	if got := strings.Join(sizes, " "); got != "2560 512 1152 6912 2304 4608 4608 6912 2304 4608 4608" {
+		t.Fatalf("buckets %s: the case below was worked out for others", got)
+	}
+	for _, tc := range []struct {
+		args []string
+		want int64
+	}{
+		{tied, 164352},
+		{append(tied, "-sharded-grads"), 46080},
+		{[]string{"-exact-avg", "-bytes", "-d", "8", "-sharded-grads"}, 4 * 103022592},
+	} {
+		buffers, _ := planOutput(t, []int{1}, tc.args...)
+		if got := atoi64(t, buffers["nccl scratch"][0]); got != tc.want {
+			t.Errorf("%q: nccl scratch %d bytes, want %d", tc.args, got, tc.want)
+		}
+	}
+	for _, sharded := range []bool{false, true} {
+		args, other, row := []string{"-exact-avg", "-d", "8"}, []string{"-exact-avg", "-d", "8", "-sharded-grads"}, "distopt, sharded gradients (-sharded-grads) exact"
+		if sharded {
+			args, other, row = other, args, "distopt, full gradient buffers exact"
+		}
+		_, comparison := planOutput(t, []int{8}, args...)
+		_, own := planOutput(t, []int{8}, other...)
+		if got, want := comparison[row][0], own["distopt, this configuration (exact) as above"][0]; got != want {
+			t.Errorf("sharded %v: other option %s GiB, its own plan %s", sharded, got, want)
 		}
 	}
 }
