@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -287,6 +288,38 @@ func TestPlanScratchSharded(t *testing.T) {
 		_, own := planOutput(t, []int{8}, other...)
 		if got, want := comparison[row][0], own["distopt, this configuration (exact) as above"][0]; got != want {
 			t.Errorf("sharded %v: other option %s GiB, its own plan %s", sharded, got, want)
+		}
+	}
+}
+
+// TestPlanGradFP8Readme checks the README's figures for the 1.3B GPT at d
+// = 8: the staging is 2.06 bytes per parameter and rank with full gradient
+// buffers and 0.45 with sharded ones, the residuals 4.00, and the closed
+// form's full-buffer staging term, 2 x (1 + 4/128), is within 0.01 of the
+// exact figure.
+func TestPlanGradFP8Readme(t *testing.T) {
+	n := float64(0)
+	for _, p := range plan.GPT13B.Params() {
+		n += float64(paramElements(p))
+	}
+	for _, tc := range []struct {
+		sharded           bool
+		staging, residual string
+	}{{false, "2.06", "4.00"}, {true, "0.45", "4.00"}} {
+		args := []string{"-d", "8", "-bytes", "-grad-fp8", "e4m3", "-grad-ef"}
+		if tc.sharded {
+			args = append(args, "-sharded-grads")
+		}
+		buffers, _ := planOutput(t, []int{8}, args...)
+		s, r := float64(atoi64(t, buffers[rowFP8Staging][0]))/n, float64(atoi64(t, buffers[rowFP8Residual][0]))/n
+		if got := fmt.Sprintf("%.2f", s); got != tc.staging {
+			t.Errorf("sharded %v: staging %s bytes/param, README says %s", tc.sharded, got, tc.staging)
+		}
+		if got := fmt.Sprintf("%.2f", r); got != tc.residual {
+			t.Errorf("sharded %v: residuals %s bytes/param, README says %s", tc.sharded, got, tc.residual)
+		}
+		if !tc.sharded && math.Abs(s-2*fp8grad.WireBytesPerElement(128)) > 0.01 {
+			t.Errorf("staging %.4f bytes/param, closed form %.4f", s, 2*fp8grad.WireBytesPerElement(128))
 		}
 	}
 }
