@@ -90,7 +90,8 @@
 // flight at once; with -sharded-grads, -grad-buffers of each bucket size),
 // and "fp8 gradient residuals", with -grad-ef 4 bytes per element of every
 // bucket (the whole gradient, not the shard). The gradient reduce-scatter
-// then needs no NCCL scratch.
+// then needs no NCCL scratch. -steptime does not model the FP8
+// reduce-scatter and refuses -grad-fp8.
 //
 // With -steptime h100|h200 it prints instead the predicted time of every
 // phase of the step (internal/plan's alpha-beta model, nodes of 8 GPUs,

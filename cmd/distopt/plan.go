@@ -139,8 +139,13 @@ func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
 	if err := o.setNumerics(*moments, *grads, *hp, *recipe, *format); err != nil {
 		return o, err
 	}
-	o.gradFP8, err = gradFP8.config()
-	return o, err
+	if o.gradFP8, err = gradFP8.config(); err != nil {
+		return o, err
+	}
+	if o.gradFP8 != nil && o.step.cluster != "" {
+		return o, errors.New("-grad-fp8 with -steptime: the step-time model does not model the FP8 reduce-scatter's wire bytes (plan its memory without -steptime)")
+	}
+	return o, nil
 }
 
 // setNumerics sets the number formats of o's configuration from the
