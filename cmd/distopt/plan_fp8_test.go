@@ -323,3 +323,37 @@ func TestPlanGradFP8Readme(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanLayout checks planLayout, which the FP8 rows and the NCCL
+// scratch are computed over, against the layout of a live optimizer of the
+// same configuration (FP8 moments change the alignment of high-precision
+// parameters): the same buckets, sizes and places.
+func TestPlanLayout(t *testing.T) {
+	params := plan.GPTConfig{Layers: 1, Hidden: 40, FFN: 80, Vocab: 30, Positions: 8}.Params()
+	for _, cfg := range []optimizer.Config{
+		{},
+		{FirstMomentType: optimizer.MomentFP8, SecondMomentType: optimizer.MomentFP8},
+		{FirstMomentType: optimizer.MomentFP8, SecondMomentType: optimizer.MomentBFloat16, MomentBlock: 32},
+		{Rule: optimizer.RuleSGD, Momentum: 0.9, FirstMomentType: optimizer.MomentFP8, MomentBlock: 64},
+	} {
+		cfg.Layout.BucketElements = 3000
+		cfg.LR = optimizer.Constant(1e-3)
+		got, err := planLayout(params, 1, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		init := map[string][]float32{}
+		for _, p := range params {
+			init[p.Name] = make([]float32, paramElements(p))
+		}
+		o, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], optimizer.NewCPU(1), params, optimizer.FromMap(init), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := o.Layout()
+		o.Close()
+		if fmt.Sprint(got.Buckets) != fmt.Sprint(want.Buckets) || fmt.Sprint(got.Places) != fmt.Sprint(want.Places) {
+			t.Errorf("%+v: planLayout\n%v\n%v\nthe optimizer's\n%v\n%v", cfg, got.Buckets, got.Places, want.Buckets, want.Places)
+		}
+	}
+}
