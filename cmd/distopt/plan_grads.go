@@ -26,7 +26,7 @@ func (p *memoryPlan) gradientAlternative(o planOptions, params []optimizer.Param
 	if !cfg.ShardedGradients {
 		p.altName = "distopt, full gradient buffers"
 	}
-	for i, d := range o.ds {
+	for _, d := range o.ds {
 		world, err := o.shardWorld(d)
 		if err != nil {
 			return err
@@ -35,7 +35,15 @@ func (p *memoryPlan) gradientAlternative(o planOptions, params []optimizer.Param
 		if err != nil {
 			return fmt.Errorf("d=%d: %w", d, err)
 		}
-		p.alt = append(p.alt, r.Total()+p.scratch[i])
+		s, err := commScratch(params, world, cfg, o)
+		if err != nil {
+			return fmt.Errorf("d=%d: %w", d, err)
+		}
+		m, err := fp8Memory(params, world, cfg, o.gradFP8)
+		if err != nil {
+			return fmt.Errorf("d=%d: %w", d, err)
+		}
+		p.alt = append(p.alt, r.Total()+s+m.Staging+m.Residual)
 	}
 	return nil
 }
