@@ -1,0 +1,218 @@
+package kernels
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/distopt/distopt/bf16"
+	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cuda/cudatest"
+)
+
+// TestFlashKernelsDefined checks that every kernel the flash launchers
+// name is in the flash module of every variant (CPU only).
+func TestFlashKernelsDefined(t *testing.T) {
+	for _, v := range Variants {
+		ptx, err := PTX("flash", v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := entries(ptx)
+		for _, n := range flashKernels() {
+			if !slices.Contains(names, n) {
+				t.Errorf("flash_%v does not define %s (it defines %v)", v, n, names)
+			}
+		}
+	}
+}
+
+// TestFlashBadInput checks that the launchers refuse, before touching the
+// device, shapes and layouts the kernels cannot take (CPU only: a nil Set).
+func TestFlashBadInput(t *testing.T) {
+	good := FlashShape{Batch: 1, Heads: 2, Seq: 10, D: 64}
+	rows := FlashRows{Ptr: 256, LD: 128}
+	cases := []struct {
+		name string
+		sh   FlashShape
+		o    FlashRows
+		q    cuda.DevicePtr
+	}{
+		{"D 32", FlashShape{1, 2, 10, 32}, rows, 256},
+		{"D 96", FlashShape{1, 1, 10, 96}, FlashRows{256, 96}, 256},
+		{"seq 0", FlashShape{1, 2, 0, 64}, rows, 256},
+		{"LD below heads·D", good, FlashRows{256, 100}, 256},
+		{"odd LD", good, FlashRows{256, 129}, 256},
+		{"rows misaligned", good, FlashRows{260, 128}, 256},
+		{"packed misaligned", good, rows, 264},
+	}
+	var k *Set
+	for _, c := range cases {
+		err := k.FlashForward(nil, c.o, 0, 512, c.q, 256, 256, c.sh, 0.125)
+		if !errors.Is(err, ErrFlashShape) {
+			t.Errorf("FlashForward %s: %v, want ErrFlashShape", c.name, err)
+		}
+		g := FlashGrads{DQ: c.o, DK: rows, DV: rows}
+		err = k.FlashBackward(nil, g, FlashScratch{DO16: 256, DSum: 512}, rows, c.q, 256, 256, 256, 512, c.sh, 0.125)
+		if !errors.Is(err, ErrFlashShape) {
+			t.Errorf("FlashBackward %s: %v, want ErrFlashShape", c.name, err)
+		}
+	}
+	g := FlashGrads{DQ: rows, DK: rows, DV: FlashRows{256, 130}}
+	if err := k.FlashBackward(nil, g, FlashScratch{256, 512}, rows, 256, 256, 256, 256, 512, good, 1); !errors.Is(err, ErrFlashShape) {
+		t.Errorf("FlashBackward with dk, dv of different LD: %v, want ErrFlashShape", err)
+	}
+}
+
+// flashGuard is the bit pattern of the guard columns beside every float32
+// rows tensor of the GPU tests (a NaN no kernel writes). The outputs are
+// rows of LD = heads·D + 8 (o) and 3·heads·D + 8 (dq, dk, dv side by
+// side, like the model's dqkv), so 8 guard columns end every row.
+const flashGuard = 0x7fc0f1a5
+
+func bf16Bytes(x []float64) []byte {
+	u := make([]uint16, len(x))
+	for i, v := range x {
+		u[i] = bf16.FromFloat32(float32(v))
+	}
+	return cuda.Bytes(u)
+}
+
+// rowsOf lays packed [batch·heads, seq, D] values out as rows of ld
+// float32 (head k of token (b, t) at (b·seq + t)·ld + off + k·D), the rest
+// guard bits.
+func rowsOf(x []float64, sh FlashShape, ld, off int) []float32 {
+	out := make([]float32, sh.Batch*sh.Seq*ld)
+	for i := range out {
+		out[i] = math.Float32frombits(flashGuard)
+	}
+	for bh := range sh.Batch * sh.Heads {
+		b, k := bh/sh.Heads, bh%sh.Heads
+		for t := range sh.Seq {
+			for c := range sh.D {
+				out[(b*sh.Seq+t)*ld+off+k*sh.D+c] = float32(x[(bh*sh.Seq+t)*sh.D+c])
+			}
+		}
+	}
+	return out
+}
+
+// packedOf is the inverse of rowsOf, in float64.
+func packedOf(y []float32, sh FlashShape, ld, off int) []float64 {
+	x := make([]float64, sh.Rows()*sh.D)
+	for bh := range sh.Batch * sh.Heads {
+		b, k := bh/sh.Heads, bh%sh.Heads
+		for t := range sh.Seq {
+			for c := range sh.D {
+				x[(bh*sh.Seq+t)*sh.D+c] = float64(y[(b*sh.Seq+t)*ld+off+k*sh.D+c])
+			}
+		}
+	}
+	return x
+}
+
+// guardsIntact checks that rows y of ld left every column outside the
+// heads at offsets offs untouched.
+func guardsIntact(t *testing.T, name string, y []float32, sh FlashShape, ld int, offs ...int) {
+	t.Helper()
+	for i, v := range y {
+		col := i % ld
+		inside := false
+		for _, off := range offs {
+			inside = inside || (col >= off && col < off+sh.Heads*sh.D)
+		}
+		if !inside && math.Float32bits(v) != flashGuard {
+			t.Fatalf("%s: guard column %d of row %d written (%#x)", name, col, i/ld, math.Float32bits(v))
+		}
+	}
+}
+
+// runFlash uploads in, runs FlashForward and FlashBackward on k, and
+// returns the outputs in the packed float64 layout, the raw bits of every
+// output (for the repeat test) and o16.
+func runFlash(t *testing.T, k *Set, s *cuda.Stream, in *flashIn) (flashOut, [][]float32, []uint16) {
+	sh, d := in.sh, k.Device()
+	hd := sh.Heads * sh.D
+	ldo, ldg := hd+8, 3*hd+8
+	upload := func(b []byte) cuda.DevicePtr {
+		p := cudatest.Alloc(t, d, len(b))
+		must(t, s.Upload(p, b))
+		return p
+	}
+	q, kk, v := upload(bf16Bytes(in.q)), upload(bf16Bytes(in.k)), upload(bf16Bytes(in.v))
+	o, dqkv := cudatest.Alloc(t, d, 4*sh.Batch*sh.Seq*ldo), cudatest.Alloc(t, d, 4*sh.Batch*sh.Seq*ldg)
+	must(t, s.Memset32(o, flashGuard, sh.Batch*sh.Seq*ldo))
+	must(t, s.Memset32(dqkv, flashGuard, sh.Batch*sh.Seq*ldg))
+	dO := upload(cuda.Bytes(rowsOf(in.dO, sh, ldo, 0)))
+	o16, lse := cudatest.Alloc(t, d, 2*sh.Rows()*sh.D), cudatest.Alloc(t, d, 4*sh.Rows())
+	n16, nsum := FlashScratchBytes(sh)
+	scr := FlashScratch{DO16: cudatest.Alloc(t, d, n16), DSum: cudatest.Alloc(t, d, nsum)}
+	scale := float32(in.scale)
+	must(t, k.FlashForward(s, FlashRows{o, ldo}, o16, lse, q, kk, v, sh, scale))
+	g := FlashGrads{DQ: FlashRows{dqkv, ldg}, DK: FlashRows{dqkv.Add(4 * hd), ldg}, DV: FlashRows{dqkv.Add(8 * hd), ldg}}
+	must(t, k.FlashBackward(s, g, scr, FlashRows{dO, ldo}, q, kk, v, o16, lse, sh, scale))
+	yo, yg := make([]float32, sh.Batch*sh.Seq*ldo), make([]float32, sh.Batch*sh.Seq*ldg)
+	ylse, y16 := make([]float32, sh.Rows()), make([]uint16, sh.Rows()*sh.D)
+	must(t, s.Download(cuda.Bytes(yo), o))
+	must(t, s.Download(cuda.Bytes(yg), dqkv))
+	must(t, s.Download(cuda.Bytes(ylse), lse))
+	must(t, s.Download(cuda.Bytes(y16), o16))
+	must(t, s.Synchronize())
+	guardsIntact(t, "o", yo, sh, ldo, 0)
+	guardsIntact(t, "dqkv", yg, sh, ldg, 0, hd, 2*hd)
+	lse64 := make([]float64, len(ylse))
+	for i, x := range ylse {
+		lse64[i] = float64(x)
+	}
+	out := flashOut{o: packedOf(yo, sh, ldo, 0), lse: lse64, dq: packedOf(yg, sh, ldg, 0),
+		dk: packedOf(yg, sh, ldg, hd), dv: packedOf(yg, sh, ldg, 2*hd)}
+	return out, [][]float32{yo, yg, ylse}, y16
+}
+
+// TestFlashAttention runs FlashForward and FlashBackward at flashCases
+// (seq 1, below, at and beyond one 64-row tile, ragged last tiles, D 64
+// and 128, several batch elements and heads) on bfloat16 inputs against
+// refFlash, the float64 definition on the same bfloat16 values: every
+// output within flashTol of its largest value (the bfloat16 rounding of
+// p, ds and the kept output, which TestFlashRounding bounds with the tile
+// model, plus float32 sums). o16 must be o rounded to bfloat16, the guard
+// columns around every output untouched, and a second run must give the
+// same bits (fixed summation order, no atomics).
+func TestFlashAttention(t *testing.T) {
+	_, sets := loadAll(t)
+	r := rand.New(rand.NewPCG(21, 22))
+	for _, k := range sets {
+		s := cudatest.Stream(t, k.Device())
+		for _, sh := range flashCases {
+			t.Run(fmt.Sprintf("%v/%+v", k.Variant(), sh), func(t *testing.T) {
+				in := newFlashIn(r, sh, 1.5)
+				want := refFlash(in)
+				got, bits, o16 := runFlash(t, k, s, in)
+				gotN := got.named()
+				for name, w := range want.named() {
+					e := relErr(gotN[name], w)
+					t.Logf("%s: %.3g of the largest value", name, e)
+					if !(e <= flashTol[name]) {
+						t.Errorf("%s differs from the float64 reference by %.3g of its largest value, tolerance %.3g", name, e, flashTol[name])
+					}
+				}
+				for i, x := range got.o {
+					if want := bf16.FromFloat32(float32(x)); o16[i] != want {
+						t.Fatalf("o16[%d] = %#x, want o = %v rounded, %#x", i, o16[i], x, want)
+					}
+				}
+				_, again, _ := runFlash(t, k, s, in)
+				for i := range bits {
+					for j := range bits[i] {
+						if math.Float32bits(bits[i][j]) != math.Float32bits(again[i][j]) {
+							t.Fatalf("output %d element %d: %v, then %v on a second run", i, j, bits[i][j], again[i][j])
+						}
+					}
+				}
+			})
+		}
+	}
+}
