@@ -75,6 +75,9 @@ type attention struct {
 	// float32 scores [batch, heads, seq, seq] and the bfloat16 gradient of
 	// the scores.
 	out, sbuf, ds16 cuda.DevicePtr
+	// attnFlash: the per-row statistic of the backward pass (the bfloat16
+	// output gradient goes to o).
+	dsum cuda.DevicePtr
 }
 
 // attnPrecision is the number format of attention's GEMMs (see attention).
@@ -84,9 +87,10 @@ const (
 	attnTF32 attnPrecision = iota // float32 data, TF32 products, FP32 sums
 	attnFP32                      // float32 data and products
 	attnBF16                      // bfloat16 q, k, v, dy, p, ds; float32 scores, dP and sums
+	attnFlash                     // fused kernels (flash.go): bfloat16 q, k, v, dy; no probabilities kept
 )
 
-func (p attnPrecision) String() string { return [...]string{"TF32", "FP32", "BF16"}[p] }
+func (p attnPrecision) String() string { return [...]string{"TF32", "FP32", "BF16", "flash"}[p] }
 
 // compute returns the cuBLASLt compute type of p.
 func (p attnPrecision) compute() cublaslt.ComputeType {
@@ -133,8 +137,11 @@ func newAttention(k *kernels.Set, batch, seq, h, heads int, prec attnPrecision, 
 	if batch < 1 || seq < 1 || heads < 1 || h < 1 || h%heads != 0 {
 		return nil, fmt.Errorf("gpumodel: attention over batch %d x seq %d, width %d in %d heads: sizes must be positive, heads must divide the width", batch, seq, h, heads)
 	}
-	if prec == attnBF16 && layout != attnPacked {
+	if (prec == attnBF16 || prec == attnFlash) && layout != attnPacked {
 		return nil, fmt.Errorf("gpumodel: attention in %v needs the packed layout", prec)
+	}
+	if prec == attnFlash {
+		return newFlashAttention(k, batch, seq, h, heads)
 	}
 	lib, err := cublaslt.Default()
 	if err != nil {
@@ -231,6 +238,9 @@ func (a *attention) plan() error {
 // allocScratch.
 func attnScratchBytes(batch, seq, h, heads int, prec attnPrecision, layout attnLayout) int {
 	n, sq := batch*seq*h, batch*heads*seq*seq
+	if prec == attnFlash {
+		return flashScratchBytes(batch, seq, h, heads)
+	}
 	elem := 4
 	if prec == attnBF16 {
 		elem = 2
@@ -289,7 +299,7 @@ func (a *attention) close() error {
 			errs = append(errs, p.Destroy())
 		}
 	}
-	for _, p := range []cuda.DevicePtr{a.ws, a.q, a.kk, a.v, a.o, a.out, a.sbuf, a.ds16} {
+	for _, p := range []cuda.DevicePtr{a.ws, a.q, a.kk, a.v, a.o, a.out, a.sbuf, a.ds16, a.dsum} {
 		if p != 0 {
 			errs = append(errs, a.k.Device().Free(p))
 		}
@@ -352,7 +362,7 @@ func (a *attention) split(s *cuda.Stream, qkv cuda.DevicePtr, parts ...int) erro
 // splitOne copies the heads l names in src into the packed dst, in the
 // GEMMs' input format.
 func (a *attention) splitOne(s *cuda.Stream, dst, src cuda.DevicePtr, l kernels.HeadLayout) error {
-	if a.prec == attnBF16 {
+	if a.prec == attnBF16 || a.prec == attnFlash {
 		return a.k.AttentionSplitHeadsBF16(s, dst, src, l)
 	}
 	return a.k.AttentionSplitHeads(s, dst, src, l)
@@ -375,6 +385,9 @@ func (a *attention) operands(qkv, y cuda.DevicePtr) (q, k, v, out cuda.DevicePtr
 func (a *attention) forward(s *cuda.Stream, y, p, qkv cuda.DevicePtr) error {
 	if err := checkAligned(y, p, qkv); err != nil {
 		return err
+	}
+	if a.prec == attnFlash {
+		return a.flashForward(s, y, p, qkv)
 	}
 	T, h := a.seq, a.h
 	rowsQKV, sq := T*3*h, a.heads*T*T
@@ -416,6 +429,9 @@ func (a *attention) forward(s *cuda.Stream, y, p, qkv cuda.DevicePtr) error {
 // dP, dq in the copy of dy after dV, dk in v after dv is merged), in
 // bfloat16 the gradients go through a.out.
 func (a *attention) backward(s *cuda.Stream, dqkv, ds, dy, p, qkv cuda.DevicePtr) error {
+	if a.prec == attnFlash {
+		return a.flashBackward(s, dqkv, dy, p, qkv)
+	}
 	if err := checkAligned(dqkv, ds, dy, p, qkv); err != nil {
 		return err
 	}

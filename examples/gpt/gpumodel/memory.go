@@ -26,7 +26,9 @@ type Memory struct {
 	// fc, and the two LayerNorms' mean and rstd.
 	Saved int
 	// Probs: per layer, the attention probabilities [batch, heads, seq,
-	// seq] in float32.
+	// seq] in float32; with Options.FlashAttention instead the attention
+	// output in bfloat16 [batch·heads, seq, d] and the float32 logsumexp
+	// of every row [batch·heads·seq].
 	Probs int
 	// Final: per step, kept outside the blocks: the final LayerNorm's
 	// input, output, mean and rstd, the logits, their gradient, the losses.
@@ -69,15 +71,19 @@ func PredictMemory(cfg model.Config, batch, seq int, o Options) (Memory, error) 
 		return Memory{}, errors.New("gpumodel: PredictMemory needs Options.Recipe (the optimizer's recipe of the weights)")
 	}
 	n, h, f, v := batch*seq, cfg.Hidden, cfg.FFN, cfg.Vocab
-	pn := batch * cfg.Heads * seq * seq
+	prec := o.attnPrecision()
+	ds := batch * cfg.Heads * seq * seq // the score gradient's scratch
+	if prec == attnFlash {
+		ds = 0
+	}
 	m := Memory{
 		Layers:           cfg.Layers,
 		LinearInputsBF16: 2 * n * (3*h + f),
 		Saved:            4 * (n*h + n*3*h + n*h + n*f + 4*n),
-		Probs:            4 * pn,
+		Probs:            attnKeptBytes(batch, seq, h, cfg.Heads, prec),
 		Final:            4 * (2*n*h + 3*n + 2*n*v),
-		Scratch: 4*(2*n*h+n*f+3*n+v+1+3*n*h+3*n*h+pn+2*n*f) +
-			attnScratchBytes(batch, seq, h, cfg.Heads, attnPrecisionM, attnLayoutM),
+		Scratch: 4*(2*n*h+n*f+3*n+v+1+3*n*h+3*n*h+ds+2*n*f) +
+			attnScratchBytes(batch, seq, h, cfg.Heads, prec, attnLayoutM),
 	}
 	wl, err := gemm.LayoutOf(o.Recipe)
 	if err != nil {

@@ -36,6 +36,23 @@ type Options struct {
 	// the transposed FP8 copy too (gemm.LinearConfig.KeepTransposed): twice
 	// the bytes, no transpose in backward, same bits.
 	KeepTransposed bool
+	// FlashAttention runs attention with the fused kernels of
+	// internal/kernels/flash.cu (bfloat16 q, k, v and output gradient on
+	// the tensor cores, float32 softmax statistics) instead of the TF32
+	// GEMMs: per layer it keeps the bfloat16 output and a logsumexp per
+	// row instead of the float32 probabilities, and needs no seq x seq
+	// scratch. Head widths 64 and 128 only. Off by default until the
+	// model's GPU tests have run with it (DISTOPT_GPT_FLASH=1, see
+	// scripts/gpu/flash.sh).
+	FlashAttention bool
+}
+
+// attnPrecision returns the precision of the model's attention.
+func (o Options) attnPrecision() attnPrecision {
+	if o.FlashAttention {
+		return attnFlash
+	}
+	return attnPrecisionM
 }
 
 // The four linear layers of a block, in forward order.
@@ -138,7 +155,12 @@ const (
 
 func (m *Model) allocate() error {
 	n, h, f, v := m.rows, m.cfg.Hidden, m.cfg.FFN, m.cfg.Vocab
-	pn := m.batch * m.cfg.Heads * m.seq * m.seq
+	prec := m.opts.attnPrecision()
+	kept := attnKeptBytes(m.batch, m.seq, h, m.cfg.Heads, prec) / 4
+	ds := m.batch * m.cfg.Heads * m.seq * m.seq // the score gradient's scratch, none for flash
+	if prec == attnFlash {
+		ds = 0
+	}
 	var err error
 	buf := func(cat, elems int) cuda.DevicePtr {
 		if err != nil {
@@ -154,7 +176,7 @@ func (m *Model) allocate() error {
 	const sv, fi, sc = catSaved, catFinal, catScratch
 	for range m.cfg.Layers {
 		m.layers = append(m.layers, layer{
-			x: buf(sv, n*h), mean1: buf(sv, n), rstd1: buf(sv, n), qkv: buf(sv, n*3*h), p: buf(catProbs, pn),
+			x: buf(sv, n*h), mean1: buf(sv, n), rstd1: buf(sv, n), qkv: buf(sv, n*3*h), p: buf(catProbs, kept),
 			x2: buf(sv, n*h), mean2: buf(sv, n), rstd2: buf(sv, n), fc: buf(sv, n*f),
 		})
 	}
@@ -163,12 +185,15 @@ func (m *Model) allocate() error {
 	m.ln, m.att, m.gelu = buf(sc, n*h), buf(sc, n*h), buf(sc, n*f)
 	m.tok, m.tgt, m.order, m.start = buf(sc, n), buf(sc, n), buf(sc, n), buf(sc, v+1)
 	m.dx, m.dln, m.dtmp = buf(sc, n*h), buf(sc, n*h), buf(sc, n*h)
-	m.dqkv, m.ds, m.dfc, m.dg = buf(sc, n*3*h), buf(sc, pn), buf(sc, n*f), buf(sc, n*f)
-	if err == nil {
-		m.attn, err = newAttention(m.k, m.batch, m.seq, h, m.cfg.Heads, attnPrecisionM, attnLayoutM)
+	m.dqkv, m.dfc, m.dg = buf(sc, n*3*h), buf(sc, n*f), buf(sc, n*f)
+	if ds > 0 {
+		m.ds = buf(sc, ds)
 	}
 	if err == nil {
-		m.alloc[catScratch] += attnScratchBytes(m.batch, m.seq, h, m.cfg.Heads, attnPrecisionM, attnLayoutM)
+		m.attn, err = newAttention(m.k, m.batch, m.seq, h, m.cfg.Heads, prec, attnLayoutM)
+	}
+	if err == nil {
+		m.alloc[catScratch] += attnScratchBytes(m.batch, m.seq, h, m.cfg.Heads, prec, attnLayoutM)
 	}
 	return err
 }

@@ -22,8 +22,9 @@ import (
 )
 
 // testShape has sizes of whole 128-blocks for the hidden and FFN widths
-// (and a partial one nowhere), so every recipe's kernels take it.
-var testShape = model.Config{Layers: 2, Hidden: 128, Heads: 4, FFN: 256, Vocab: 256, Seq: 32}
+// (and a partial one nowhere), so every recipe's kernels take it; heads
+// of 64 under DISTOPT_GPT_FLASH=1 (testFlash).
+var testShape = flashHeads(model.Config{Layers: 2, Hidden: 128, Heads: 4, FFN: 256, Vocab: 256, Seq: 32})
 
 // recipes are the optimizer's weight recipes the model runs with.
 var recipes = []struct {
@@ -77,8 +78,10 @@ func newRigInit(t testing.TB, cfg model.Config, lr float64, r fp8.Recipe, init o
 }
 
 // model returns a model on the rig's device, closed when the test ends.
+// Under DISTOPT_GPT_FLASH=1 the model runs the fused attention kernels.
 func (r *rig) model(t testing.TB, cfg model.Config, batch, seq int, opts Options) *Model {
 	t.Helper()
+	opts.FlashAttention = opts.FlashAttention || testFlash
 	m, err := NewWith(r.e, r.k, cfg, batch, seq, opts)
 	if err != nil {
 		t.Fatal(err)
