@@ -106,3 +106,55 @@ func BenchmarkAttention(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFlashAttention times attention through the fused kernels
+// (attnFlash: the bfloat16 copies of the heads, FlashForward, and for the
+// backward the copies again and FlashBackward) at the shapes of
+// BenchmarkAttention, each pass waited for; TFLOP/s count causal FLOPs as
+// there (fwd 2·B·H·T²·d, fwd+bwd 6·B·H·T²·d; the backward's recomputation
+// of the scores is not counted).
+func BenchmarkFlashAttention(b *testing.B) {
+	e := newAttnEnv(b)
+	cases := []struct {
+		name                 string
+		batch, seq, heads, d int
+	}{
+		{"124M", 8, 1024, 12, 64},
+		{"1.3B", 4, 2048, 16, 128},
+		{"small", 2, 256, 12, 64},
+	}
+	for _, c := range cases {
+		h, rows := c.heads*c.d, c.batch*c.seq
+		r := rand.New(rand.NewPCG(1, 2))
+		qkv, _ := e.upload(b, r, rows*3*h, 1)
+		dy, _ := e.upload(b, r, rows*h, 1)
+		y, dqkv := cudatest.Alloc(b, e.d, 4*rows*h), cudatest.Alloc(b, e.d, 4*rows*3*h)
+		p := cudatest.Alloc(b, e.d, attnKeptBytes(c.batch, c.seq, h, c.heads, attnFlash))
+		a, err := newAttention(e.k, c.batch, c.seq, h, c.heads, attnFlash, attnPacked)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fl := causalFLOPs(c.batch, c.seq, c.heads, c.d)
+		for _, bwd := range []bool{false, true} {
+			name := c.name + "/flash/fwd"
+			if bwd {
+				name, fl = name+"+bwd", 3*fl
+			}
+			pass := func() error {
+				if err := a.forward(e.s, y, p, qkv); err != nil {
+					return err
+				}
+				if bwd {
+					if err := a.backward(e.s, dqkv, 0, dy, p, qkv); err != nil {
+						return err
+					}
+				}
+				return e.s.Synchronize()
+			}
+			b.Run(name, func(b *testing.B) { timePasses(b, pass, fl) })
+		}
+		if err := a.close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
