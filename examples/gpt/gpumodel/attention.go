@@ -84,10 +84,10 @@ type attention struct {
 type attnPrecision int
 
 const (
-	attnTF32 attnPrecision = iota // float32 data, TF32 products, FP32 sums
-	attnFP32                      // float32 data and products
-	attnBF16                      // bfloat16 q, k, v, dy, p, ds; float32 scores, dP and sums
-	attnFlash                     // fused kernels (flash.go): bfloat16 q, k, v, dy; no probabilities kept
+	attnTF32  attnPrecision = iota // float32 data, TF32 products, FP32 sums
+	attnFP32                       // float32 data and products
+	attnBF16                       // bfloat16 q, k, v, dy, p, ds; float32 scores, dP and sums
+	attnFlash                      // fused kernels (flash.go): bfloat16 q, k, v, dy; no probabilities kept
 )
 
 func (p attnPrecision) String() string { return [...]string{"TF32", "FP32", "BF16", "flash"}[p] }
