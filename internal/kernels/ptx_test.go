@@ -16,6 +16,7 @@ func launcherKernels() []string {
 	names := []string{kernelBF16, kernelIota}
 	names = append(names, gradKernels()...)
 	names = append(names, gptKernels()...)
+	names = append(names, flashKernels()...)
 	for _, k := range fp8Kernels {
 		names = append(names, k.encode, k.decode, k.castScaled)
 	}

@@ -16,7 +16,8 @@
 #     model), TestGPUModelMatchesCPU, TestGPUOptionsBitIdentical,
 #     TestGPUDeterminism, TestGPUMemory (allocation = PredictMemory),
 #     TestGPUTraining;
-#  3. benchmarks: BenchmarkFlashAttention beside BenchmarkAttention (TF32
+#  3. benchmarks: BenchmarkFlashKernels (the kernels alone), and
+#     BenchmarkFlashAttention (with the copies of the heads) beside BenchmarkAttention (TF32
 #     and BF16, packed) at the 124M and 1.3B shapes, and BenchmarkMicroBatch
 #     (default against flash) at the 124M and 1.3B presets;
 #  4. TestFlashAttention again under compute-sanitizer memcheck (out of
@@ -50,6 +51,8 @@ run() {
 			-test.run 'Flash|Entries|PTX') || status=1
 		(cd examples/gpt/gpumodel && DISTOPT_GPT_FLASH=1 DISTOPT_REQUIRE_GPU=1 "$root/$bin/gpt_gpumodel.test" -test.v \
 			-test.timeout 150s) || status=1
+		(cd internal/kernels && "$root/$bin/internal_kernels.test" -test.run XXX -test.timeout 60s -test.benchtime 20x \
+			-test.bench 'BenchmarkFlashKernels') || status=1
 		(cd examples/gpt/gpumodel && "$root/$bin/gpt_gpumodel.test" -test.run XXX -test.timeout 150s -test.benchtime 20x \
 			-test.bench 'BenchmarkFlashAttention|BenchmarkAttention/(124M|1.3B)/(TF32|BF16)/packed') || status=1
 		(cd examples/gpt/gpumodel && "$root/$bin/gpt_gpumodel.test" -test.run XXX -test.timeout 150s -test.benchtime 5x \
