@@ -13,7 +13,7 @@ import (
 // and the per-row logsumexp; the backward pass recomputes the
 // probabilities tile by tile in two kernels with fixed summation orders
 // (dK and dV per key tile, dQ per query tile), so results repeat bit for
-// bit.
+// bit. Fragments come from shared memory through ldmatrix (flashLoads).
 const (
 	kernelFlashFwd64   = "flash_fwd_d64"
 	kernelFlashFwd128  = "flash_fwd_d128"
@@ -24,10 +24,38 @@ const (
 	kernelFlashDQ128   = "flash_bwd_dq_d128"
 )
 
+// flashLoads is how the tile kernels load their tensor-core fragments
+// from shared memory; every kernel but flash_bwd_prep exists in both ways,
+// which give the same bits.
+type flashLoads int
+
+const (
+	flashLdmatrix flashLoads = iota // ldmatrix.x4 (the launchers' choice)
+	flashLDS                        // 32- and 16-bit shared loads (kernel name + "_lds")
+)
+
+// flashDefaultLoads is the loading the exported launchers use.
+const flashDefaultLoads = flashLdmatrix
+
+// kernel returns the name of a tile kernel in loading l.
+func (l flashLoads) kernel(name string) string {
+	if l == flashLDS {
+		return name + "_lds"
+	}
+	return name
+}
+
+func (l flashLoads) String() string { return [...]string{"ldmatrix", "lds"}[l] }
+
 // flashKernels lists the kernels of flash.cu.
 func flashKernels() []string {
-	return []string{kernelFlashFwd64, kernelFlashFwd128, kernelFlashPrep, kernelFlashDKDV64, kernelFlashDKDV128,
-		kernelFlashDQ64, kernelFlashDQ128}
+	names := []string{kernelFlashPrep}
+	for _, l := range []flashLoads{flashLdmatrix, flashLDS} {
+		for _, n := range []string{kernelFlashFwd64, kernelFlashFwd128, kernelFlashDKDV64, kernelFlashDKDV128, kernelFlashDQ64, kernelFlashDQ128} {
+			names = append(names, l.kernel(n))
+		}
+	}
+	return names
 }
 
 // Tiles of flash.cu: 64 rows per block (4 warps of 16), and the query rows
@@ -137,10 +165,15 @@ func (k *Set) flashLaunch(s *cuda.Stream, name string, sh FlashShape, shared int
 // FlashBackward reads. Products in bfloat16 with float32 accumulation: the
 // probabilities are rounded to bfloat16 before they multiply v.
 func (k *Set) FlashForward(s *cuda.Stream, o FlashRows, o16, lse, q, kk, v cuda.DevicePtr, sh FlashShape, scale float32) error {
+	return k.flashForward(s, o, o16, lse, q, kk, v, sh, scale, flashDefaultLoads)
+}
+
+// flashForward is FlashForward with the fragment loading l.
+func (k *Set) flashForward(s *cuda.Stream, o FlashRows, o16, lse, q, kk, v cuda.DevicePtr, sh FlashShape, scale float32, l flashLoads) error {
 	if err := errors.Join(sh.Check(), o.check("o", sh), checkPacked("q, k, v, o16", q, kk, v, o16)); err != nil {
 		return err
 	}
-	return k.flashLaunch(s, flashName(sh.D, kernelFlashFwd64, kernelFlashFwd128), sh, flashFwdShared(sh.D),
+	return k.flashLaunch(s, l.kernel(flashName(sh.D, kernelFlashFwd64, kernelFlashFwd128)), sh, flashFwdShared(sh.D),
 		new(cuda.Args).Ptr(o.Ptr).U64(uint64(o.LD)).Ptr(o16).Ptr(lse).Ptr(q).Ptr(kk).Ptr(v).
 			U32(uint32(sh.Heads)).U32(uint32(sh.Seq)).F32(scale))
 }
@@ -174,6 +207,12 @@ func FlashScratchBytes(sh FlashShape) (do16, dsum int) { return 2 * sh.Rows() * 
 // a fixed order (no atomics), so results repeat bit for bit.
 func (k *Set) FlashBackward(s *cuda.Stream, g FlashGrads, scratch FlashScratch, dO FlashRows, q, kk, v, o16, lse cuda.DevicePtr,
 	sh FlashShape, scale float32) error {
+	return k.flashBackward(s, g, scratch, dO, q, kk, v, o16, lse, sh, scale, flashDefaultLoads)
+}
+
+// flashBackward is FlashBackward with the fragment loading l.
+func (k *Set) flashBackward(s *cuda.Stream, g FlashGrads, scratch FlashScratch, dO FlashRows, q, kk, v, o16, lse cuda.DevicePtr,
+	sh FlashShape, scale float32, l flashLoads) error {
 	err := errors.Join(sh.Check(), g.DQ.check("dq", sh), g.DK.check("dk", sh), g.DV.check("dv", sh), dO.check("dO", sh),
 		checkPacked("q, k, v, o16, dO16", q, kk, v, o16, scratch.DO16))
 	if err == nil && g.DK.LD != g.DV.LD {
@@ -190,10 +229,10 @@ func (k *Set) FlashBackward(s *cuda.Stream, g FlashGrads, scratch FlashScratch, 
 	}
 	dkdv := new(cuda.Args).Ptr(g.DK.Ptr).Ptr(g.DV.Ptr).U64(uint64(g.DK.LD)).Ptr(q).Ptr(kk).Ptr(v).Ptr(scratch.DO16).
 		Ptr(lse).Ptr(scratch.DSum).U32(uint32(sh.Heads)).U32(uint32(sh.Seq)).F32(scale)
-	if err := k.flashLaunch(s, flashName(sh.D, kernelFlashDKDV64, kernelFlashDKDV128), sh, flashDKDVShared(sh.D), dkdv); err != nil {
+	if err := k.flashLaunch(s, l.kernel(flashName(sh.D, kernelFlashDKDV64, kernelFlashDKDV128)), sh, flashDKDVShared(sh.D), dkdv); err != nil {
 		return err
 	}
 	dq := new(cuda.Args).Ptr(g.DQ.Ptr).U64(uint64(g.DQ.LD)).Ptr(q).Ptr(kk).Ptr(v).Ptr(scratch.DO16).
 		Ptr(lse).Ptr(scratch.DSum).U32(uint32(sh.Heads)).U32(uint32(sh.Seq)).F32(scale)
-	return k.flashLaunch(s, flashName(sh.D, kernelFlashDQ64, kernelFlashDQ128), sh, flashDQShared(sh.D), dq)
+	return k.flashLaunch(s, l.kernel(flashName(sh.D, kernelFlashDQ64, kernelFlashDQ128)), sh, flashDQShared(sh.D), dq)
 }

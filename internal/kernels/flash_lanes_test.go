@@ -67,6 +67,25 @@ func emuMMA(c *frag, a *[32][4]uint32, b0, b1 *[32]uint32) {
 	}
 }
 
+// emuLdm4 is ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16 by the PTX
+// ISA: lanes 8i..8i+7 give the element indices of the 8 rows of matrix i;
+// lane l receives in register i row l/4, columns 2(l%4) and 2(l%4)+1 of
+// matrix i, or with trans rows 2(l%4) and 2(l%4)+1 of column l/4.
+func emuLdm4(s []uint16, addrs *[32]int, trans bool) (r [32][4]uint32) {
+	for lane := range 32 {
+		for i := range 4 {
+			if trans {
+				col := lane / 4
+				r[lane][i] = uint32(s[addrs[8*i+2*(lane%4)]+col]) | uint32(s[addrs[8*i+2*(lane%4)+1]+col])<<16
+			} else {
+				a := addrs[8*i+lane/4] + 2*(lane%4)
+				r[lane][i] = uint32(s[a]) | uint32(s[a+1])<<16
+			}
+		}
+	}
+	return r
+}
+
 // emuLoadTile is load_tile: rows row0.. of a packed [seq, d] matrix into a
 // swizzled tile of rows rows, zeros beyond seq.
 func emuLoadTile(s, g []uint16, d, rows, row0, seq int) {
@@ -83,44 +102,74 @@ func emuLoadTile(s, g []uint16, d, rows, row0, seq int) {
 	}
 }
 
-// emuRowsProduct is rows_product: acc[n] = rows a0.. of sa times rows of sb.
-func emuRowsProduct(acc []frag, sa []uint16, a0 int, sb []uint16, d int) {
+// emuRowsProduct is rows_product: acc[n] = rows a0.. of sa times rows of
+// sb, the fragments loaded by ldmatrix (ldm) or by 32-bit loads.
+func emuRowsProduct(acc []frag, sa []uint16, a0 int, sb []uint16, d int, ldm bool) {
 	for n := range acc {
 		acc[n] = frag{}
 	}
 	for k := 0; k < d; k += 16 {
 		var a [32][4]uint32
+		var addrs [32]int
 		for lane := range 32 {
-			g, c := lane>>2, lane&3
+			g, c, m := lane>>2, lane&3, lane>>3
 			a[lane] = [4]uint32{emuPair(sa, d, a0+g, k+2*c), emuPair(sa, d, a0+g+8, k+2*c),
 				emuPair(sa, d, a0+g, k+2*c+8), emuPair(sa, d, a0+g+8, k+2*c+8)}
+			addrs[lane] = emuSidx(d, a0+8*(m&1)+(lane&7), k+8*(m>>1))
 		}
-		for n := range acc {
-			var b0, b1 [32]uint32
+		if ldm {
+			a = emuLdm4(sa, &addrs, false)
+		}
+		for n := 0; n < len(acc); n += 2 {
+			var b [32][4]uint32
 			for lane := range 32 {
-				g, c := lane>>2, lane&3
-				b0[lane], b1[lane] = emuPair(sb, d, 8*n+g, k+2*c), emuPair(sb, d, 8*n+g, k+2*c+8)
+				g, c, m := lane>>2, lane&3, lane>>3
+				b[lane] = [4]uint32{emuPair(sb, d, 8*n+g, k+2*c), emuPair(sb, d, 8*n+g, k+2*c+8),
+					emuPair(sb, d, 8*n+8+g, k+2*c), emuPair(sb, d, 8*n+8+g, k+2*c+8)}
+				addrs[lane] = emuSidx(d, 8*n+8*(m>>1)+(lane&7), k+8*(m&1))
 			}
-			emuMMA(&acc[n], &a, &b0, &b1)
+			if ldm {
+				b = emuLdm4(sb, &addrs, false)
+			}
+			emuMMA2(acc[n:n+2], &a, &b)
 		}
 	}
 }
 
-// emuAccumulatePV is accumulate_pv: out += P·V, P in C fragments.
-func emuAccumulatePV(out, p []frag, sv []uint16, d int) {
+// emuMMA2 is the two mma of a pair of n-tiles: b's registers 0, 1 for the
+// first, 2, 3 for the second.
+func emuMMA2(acc []frag, a, b *[32][4]uint32) {
+	for j := range 2 {
+		var b0, b1 [32]uint32
+		for lane := range 32 {
+			b0[lane], b1[lane] = b[lane][2*j], b[lane][2*j+1]
+		}
+		emuMMA(&acc[j], a, &b0, &b1)
+	}
+}
+
+// emuAccumulatePV is accumulate_pv: out += P·V, P in C fragments, the B
+// fragments loaded by ldmatrix.trans (ldm) or by 16-bit loads.
+func emuAccumulatePV(out, p []frag, sv []uint16, d int, ldm bool) {
 	for k := range len(p) / 2 {
 		var a [32][4]uint32
 		for lane := range 32 {
 			x, y := p[2*k][lane], p[2*k+1][lane]
 			a[lane] = [4]uint32{emuPack2(x[0], x[1]), emuPack2(x[2], x[3]), emuPack2(y[0], y[1]), emuPack2(y[2], y[3])}
 		}
-		for n := range out {
-			var b0, b1 [32]uint32
+		for n := 0; n < len(out); n += 2 {
+			var b [32][4]uint32
+			var addrs [32]int
 			for lane := range 32 {
-				g, c := lane>>2, lane&3
-				b0[lane], b1[lane] = emuTPair(sv, d, 16*k+2*c, 8*n+g), emuTPair(sv, d, 16*k+2*c+8, 8*n+g)
+				g, c, m := lane>>2, lane&3, lane>>3
+				b[lane] = [4]uint32{emuTPair(sv, d, 16*k+2*c, 8*n+g), emuTPair(sv, d, 16*k+2*c+8, 8*n+g),
+					emuTPair(sv, d, 16*k+2*c, 8*n+8+g), emuTPair(sv, d, 16*k+2*c+8, 8*n+8+g)}
+				addrs[lane] = emuSidx(d, 16*k+8*(m&1)+(lane&7), 8*n+8*(m>>1))
 			}
-			emuMMA(&out[n], &a, &b0, &b1)
+			if ldm {
+				b = emuLdm4(sv, &addrs, true)
+			}
+			emuMMA2(out[n:n+2], &a, &b)
 		}
 	}
 }
@@ -160,6 +209,7 @@ func emuStoreRows(out []float32, d, r0, seq int, acc []frag, mul [32][2]float32)
 // outputs (float32, packed).
 type emuHead struct {
 	d, seq           int
+	ldm              bool
 	scale            float32
 	q, k, v, dO, o16 []uint16
 	o, lse, dsum     []float32
@@ -186,7 +236,7 @@ func (h *emuHead) forward(qt int) {
 		emuLoadTile(sv, h.v, d, 64, kt*64, seq)
 		for w := range 4 {
 			r0 := qt*64 + 16*w
-			emuRowsProduct(s, sq, 16*w, sk, d)
+			emuRowsProduct(s, sq, 16*w, sk, d, h.ldm)
 			var mx [2][32]float32
 			for lane := range 32 {
 				g, c := lane>>2, lane&3
@@ -230,7 +280,7 @@ func (h *emuHead) forward(qt int) {
 					}
 				}
 			}
-			emuAccumulatePV(acc[w], s, sv, d)
+			emuAccumulatePV(acc[w], s, sv, d, h.ldm)
 		}
 	}
 	for w := range 4 {
@@ -300,8 +350,8 @@ func (h *emuHead) dkdv(kt, bq int) {
 		}
 		for w := range 4 {
 			r0 := kt*64 + 16*w
-			emuRowsProduct(p, sk, 16*w, sq, d)
-			emuRowsProduct(dp, sv, 16*w, sd, d)
+			emuRowsProduct(p, sk, 16*w, sq, d, h.ldm)
+			emuRowsProduct(dp, sv, 16*w, sd, d, h.ldm)
 			for lane := range 32 {
 				g, c := lane>>2, lane&3
 				for n := range bq / 8 {
@@ -317,8 +367,8 @@ func (h *emuHead) dkdv(kt, bq int) {
 					}
 				}
 			}
-			emuAccumulatePV(gv[w], p, sd, d)
-			emuAccumulatePV(gk[w], dp, sq, d)
+			emuAccumulatePV(gv[w], p, sd, d, h.ldm)
+			emuAccumulatePV(gk[w], dp, sq, d, h.ldm)
 		}
 	}
 	var one, sc [32][2]float32
@@ -348,8 +398,8 @@ func (h *emuHead) dqBlock(qt int) {
 		emuLoadTile(sv, h.v, d, 64, kt*64, seq)
 		for w := range 4 {
 			r0 := qt*64 + 16*w
-			emuRowsProduct(p, sq, 16*w, sk, d)
-			emuRowsProduct(dp, sd, 16*w, sv, d)
+			emuRowsProduct(p, sq, 16*w, sk, d, h.ldm)
+			emuRowsProduct(dp, sd, 16*w, sv, d, h.ldm)
 			for lane := range 32 {
 				g, c := lane>>2, lane&3
 				for n := range 8 {
@@ -367,7 +417,7 @@ func (h *emuHead) dqBlock(qt int) {
 					}
 				}
 			}
-			emuAccumulatePV(acc[w], p, sk, d)
+			emuAccumulatePV(acc[w], p, sk, d, h.ldm)
 		}
 	}
 	var sc [32][2]float32
@@ -380,8 +430,9 @@ func (h *emuHead) dqBlock(qt int) {
 }
 
 // emuFlash runs the lane-level model of the four kernels on every head of
-// in and returns the outputs like refFlash's.
-func emuFlash(in *flashIn) flashOut {
+// in, loading fragments by ldmatrix (ldm) or by plain loads, and returns
+// the outputs like refFlash's.
+func emuFlash(in *flashIn, ldm bool) flashOut {
 	sh, d := in.sh, in.sh.D
 	out := flashOut{o: make([]float64, sh.Rows()*d), lse: make([]float64, sh.Rows()), dq: make([]float64, sh.Rows()*d),
 		dk: make([]float64, sh.Rows()*d), dv: make([]float64, sh.Rows()*d)}
@@ -396,7 +447,7 @@ func emuFlash(in *flashIn) flashOut {
 	for bh := range sh.Batch * sh.Heads {
 		lo, hi := bh*sh.Seq*d, (bh+1)*sh.Seq*d
 		n := sh.Seq * d
-		h := &emuHead{d: d, seq: sh.Seq, scale: float32(in.scale), q: bits(in.q[lo:hi]), k: bits(in.k[lo:hi]), v: bits(in.v[lo:hi]),
+		h := &emuHead{d: d, seq: sh.Seq, ldm: ldm, scale: float32(in.scale), q: bits(in.q[lo:hi]), k: bits(in.k[lo:hi]), v: bits(in.v[lo:hi]),
 			dO: make([]uint16, n), o16: make([]uint16, n), o: make([]float32, n), lse: make([]float32, sh.Seq),
 			dsum: make([]float32, sh.Seq), dq: make([]float32, n), dk: make([]float32, n), dv: make([]float32, n)}
 		for qt := range tiles {
@@ -425,9 +476,10 @@ func emuFlash(in *flashIn) flashOut {
 }
 
 // TestFlashLanes runs the lane-level model of the kernels at flashCases
-// against refFlash with the GPU test's tolerances (flashTol): a wrong
-// fragment index, register order, swizzle or reduction gives errors of
-// the order of the outputs themselves.
+// against refFlash with the GPU test's tolerances (flashTol), with both
+// fragment loadings, which must also give the same bits: a wrong fragment
+// index, ldmatrix address, register order, swizzle or reduction gives
+// errors of the order of the outputs themselves.
 func TestFlashLanes(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	for _, sh := range flashCases {
@@ -437,11 +489,17 @@ func TestFlashLanes(t *testing.T) {
 		t.Run(fmt.Sprintf("%+v", sh), func(t *testing.T) {
 			in := newFlashIn(r, sh, 1.5)
 			want := refFlash(in).named()
-			for name, got := range emuFlash(in).named() {
+			ldm, lds := emuFlash(in, true).named(), emuFlash(in, false).named()
+			for name, got := range ldm {
 				e := relErr(got, want[name])
 				t.Logf("%s: %.3g", name, e)
 				if !(e <= flashTol[name]) {
 					t.Errorf("%s: lane model differs from the reference by %.3g of its largest value, tolerance %.3g", name, e, flashTol[name])
+				}
+				for i := range got {
+					if math.Float64bits(got[i]) != math.Float64bits(lds[name][i]) {
+						t.Fatalf("%s[%d]: %v with ldmatrix, %v with plain loads", name, i, got[i], lds[name][i])
+					}
 				}
 			}
 		})

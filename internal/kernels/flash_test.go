@@ -130,10 +130,10 @@ func guardsIntact(t *testing.T, name string, y []float32, sh FlashShape, ld int,
 	}
 }
 
-// runFlash uploads in, runs FlashForward and FlashBackward on k, and
-// returns the outputs in the packed float64 layout, the raw bits of every
-// output (for the repeat test) and o16.
-func runFlash(t *testing.T, k *Set, s *cuda.Stream, in *flashIn) (flashOut, [][]float32, []uint16) {
+// runFlash uploads in, runs the forward and backward kernels of loading l
+// on k, and returns the outputs in the packed float64 layout, the raw bits
+// of every output (for the repeat test) and o16.
+func runFlash(t *testing.T, k *Set, s *cuda.Stream, in *flashIn, l flashLoads) (flashOut, [][]float32, []uint16) {
 	sh, d := in.sh, k.Device()
 	hd := sh.Heads * sh.D
 	ldo, ldg := hd+8, 3*hd+8
@@ -151,9 +151,9 @@ func runFlash(t *testing.T, k *Set, s *cuda.Stream, in *flashIn) (flashOut, [][]
 	n16, nsum := FlashScratchBytes(sh)
 	scr := FlashScratch{DO16: cudatest.Alloc(t, d, n16), DSum: cudatest.Alloc(t, d, nsum)}
 	scale := float32(in.scale)
-	must(t, k.FlashForward(s, FlashRows{o, ldo}, o16, lse, q, kk, v, sh, scale))
+	must(t, k.flashForward(s, FlashRows{o, ldo}, o16, lse, q, kk, v, sh, scale, l))
 	g := FlashGrads{DQ: FlashRows{dqkv, ldg}, DK: FlashRows{dqkv.Add(4 * hd), ldg}, DV: FlashRows{dqkv.Add(8 * hd), ldg}}
-	must(t, k.FlashBackward(s, g, scr, FlashRows{dO, ldo}, q, kk, v, o16, lse, sh, scale))
+	must(t, k.flashBackward(s, g, scr, FlashRows{dO, ldo}, q, kk, v, o16, lse, sh, scale, l))
 	yo, yg := make([]float32, sh.Batch*sh.Seq*ldo), make([]float32, sh.Batch*sh.Seq*ldg)
 	ylse, y16 := make([]float32, sh.Rows()), make([]uint16, sh.Rows()*sh.D)
 	must(t, s.Download(cuda.Bytes(yo), o))
@@ -179,8 +179,10 @@ func runFlash(t *testing.T, k *Set, s *cuda.Stream, in *flashIn) (flashOut, [][]
 // output within flashTol of its largest value (the bfloat16 rounding of
 // p, ds and the kept output, which TestFlashRounding bounds with the tile
 // model, plus float32 sums). o16 must be o rounded to bfloat16, the guard
-// columns around every output untouched, and a second run must give the
-// same bits (fixed summation order, no atomics).
+// columns around every output untouched. Both fragment loadings
+// (ldmatrix and plain shared loads) run, and must give the same bits as
+// each other (the same products in the same order) and as a second run of
+// the launchers' loading (fixed summation order, no atomics).
 func TestFlashAttention(t *testing.T) {
 	_, sets := loadAll(t)
 	r := rand.New(rand.NewPCG(21, 22))
@@ -190,25 +192,30 @@ func TestFlashAttention(t *testing.T) {
 			t.Run(fmt.Sprintf("%v/%+v", k.Variant(), sh), func(t *testing.T) {
 				in := newFlashIn(r, sh, 1.5)
 				want := refFlash(in)
-				got, bits, o16 := runFlash(t, k, s, in)
-				gotN := got.named()
-				for name, w := range want.named() {
-					e := relErr(gotN[name], w)
-					t.Logf("%s: %.3g of the largest value", name, e)
-					if !(e <= flashTol[name]) {
-						t.Errorf("%s differs from the float64 reference by %.3g of its largest value, tolerance %.3g", name, e, flashTol[name])
+				var bits [][][]float32
+				for _, l := range []flashLoads{flashLdmatrix, flashLDS, flashDefaultLoads} {
+					got, b, o16 := runFlash(t, k, s, in, l)
+					bits = append(bits, b)
+					gotN := got.named()
+					for name, w := range want.named() {
+						e := relErr(gotN[name], w)
+						t.Logf("%v %s: %.3g of the largest value", l, name, e)
+						if !(e <= flashTol[name]) {
+							t.Errorf("%v: %s differs from the float64 reference by %.3g of its largest value, tolerance %.3g", l, name, e, flashTol[name])
+						}
+					}
+					for i, x := range got.o {
+						if want := bf16.FromFloat32(float32(x)); o16[i] != want {
+							t.Fatalf("%v: o16[%d] = %#x, want o = %v rounded, %#x", l, i, o16[i], x, want)
+						}
 					}
 				}
-				for i, x := range got.o {
-					if want := bf16.FromFloat32(float32(x)); o16[i] != want {
-						t.Fatalf("o16[%d] = %#x, want o = %v rounded, %#x", i, o16[i], x, want)
-					}
-				}
-				_, again, _ := runFlash(t, k, s, in)
-				for i := range bits {
-					for j := range bits[i] {
-						if math.Float32bits(bits[i][j]) != math.Float32bits(again[i][j]) {
-							t.Fatalf("output %d element %d: %v, then %v on a second run", i, j, bits[i][j], again[i][j])
+				for run := 1; run < len(bits); run++ {
+					for i := range bits[0] {
+						for j := range bits[0][i] {
+							if math.Float32bits(bits[0][i][j]) != math.Float32bits(bits[run][i][j]) {
+								t.Fatalf("output %d element %d: %v with ldmatrix, %v in run %d", i, j, bits[0][i][j], bits[run][i][j], run)
+							}
 						}
 					}
 				}
