@@ -58,6 +58,12 @@ import (
 // on one H200: 1.77 ms against TF32's 1.99 at the 124M shape (B8, T1024),
 // 3.20 against 3.91 ms at the 1.3B shape (B4, T2048); the model keeps TF32
 // until the model's own tests have run with BF16.
+//
+// attnFlash (flash.go, Options.FlashAttention) replaces the six GEMMs and
+// the softmax kernels by the fused kernels of internal/kernels/flash.cu:
+// the same bfloat16 roundings as attnBF16 (q, k, v, dy, p, ds), no
+// seq x seq matrix in memory, and per layer the bfloat16 output and a
+// logsumexp per row kept instead of the probabilities.
 type attention struct {
 	k                          *kernels.Set
 	lt                         *cublaslt.Handle
