@@ -28,7 +28,21 @@
 //
 // Shared tiles are [rows][D] bfloat16 with the 16-byte chunks of row r
 // XOR-swizzled by r mod 8, so that the fragment loads of 8 rows at one
-// column hit 8 different bank groups.
+// column hit 8 different bank groups. Fragments come from the tiles by
+// ldmatrix.x4 (four 8x8 matrices per instruction; .trans for the B operand
+// of P·V, dS·K, Pᵀ·dO, dSᵀ·Q, whose tiles are stored k-major), or in the
+// _lds twins by 32- and 16-bit loads of the same elements. Not yet done:
+// cp.async double buffering of the streamed tiles, and Hopper's wgmma.
+//
+// Per tile, each warp of 16 rows computes S = A·Bᵀ (rows_product, N/8
+// n-tiles x D/16 k-steps of mma), masks and exponentiates it in registers,
+// and accumulates P·V into D/8 n-tiles of float32 (accumulate_pv):
+//   flash_fwd   (query tile): S = Q·Kᵀ, online softmax (running max m and
+//               sum l per row, the accumulator rescaled by exp2(m_old -
+//               m_new)), O += P·V; at the end O/l and lse = m + log l.
+//   flash_dkdv  (key tile):   Sᵀ = K·Qᵀ, Pᵀ = exp(Sᵀ - lse), dPᵀ = V·dOᵀ,
+//               dSᵀ = Pᵀ(dPᵀ - dsum); dV += Pᵀ·dO, dK += dSᵀ·Q.
+//   flash_dq    (query tile): S = Q·Kᵀ, P, dP = dO·Vᵀ, dS; dQ += dS·K.
 //
 // Determinism: every sum has a fixed order (the mma's, the tile loops in
 // increasing order, the quad butterflies); no atomics. dK and dV of a key
