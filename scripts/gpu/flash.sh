@@ -21,7 +21,8 @@
 #     and BF16, packed) at the 124M and 1.3B shapes, and BenchmarkMicroBatch
 #     (default against flash) at the 124M and 1.3B presets;
 #  4. TestFlashAttention again under compute-sanitizer memcheck (out of
-#     bounds and misaligned accesses), when the machine has it.
+#     bounds and misaligned accesses), when the machine has it; its verdict
+#     is its own line ("flash memcheck: ..."), not part of the status.
 set -u
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -59,8 +60,12 @@ run() {
 			-gpt.presets small,1.3b -test.bench 'BenchmarkMicroBatch/.*/(default|flash)$') || status=1
 		san=/usr/local/cuda/bin/compute-sanitizer
 		if [ -x $san ]; then
-			(cd internal/kernels && DISTOPT_REQUIRE_GPU=1 timeout 90 $san --tool memcheck --error-exitcode 3 \
-				"$root/$bin/internal_kernels.test" -test.run 'TestFlashAttention$') || status=1
+			if (cd internal/kernels && DISTOPT_REQUIRE_GPU=1 timeout 90 $san --tool memcheck --error-exitcode 3 \
+				"$root/$bin/internal_kernels.test" -test.run 'TestFlashAttention$'); then
+				echo "flash memcheck: ok"
+			else
+				echo "flash memcheck: FAILED (exit $?: 3 = memcheck errors, 124 = timeout)"
+			fi
 		else
 			echo "flash: no compute-sanitizer at $san; memcheck skipped"
 		fi
