@@ -46,6 +46,7 @@ func (o options) config() optimizer.Config {
 		LR:          optimizer.WarmupCosine{Peak: o.lr, Min: o.minLR, Warmup: o.warmup, Total: o.steps},
 		WeightDecay: o.wd, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8,
 		MaxGradNorm: o.clip, Recipe: o.recipe,
+		FirstMomentType: o.moment1, SecondMomentType: o.moment2, MomentBlock: o.momentBlock,
 	}
 }
 
