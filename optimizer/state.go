@@ -118,6 +118,7 @@ type ScalarState struct {
 
 // Scalars returns the scalar state.
 func (o *Optimizer) Scalars() ScalarState {
+	o.settled()
 	s := ScalarState{Step: o.step}
 	if o.cfg.LossScaler != nil {
 		s.LossScale, s.LossScaleGood = o.cfg.LossScaler.scale, o.cfg.LossScaler.good
@@ -146,6 +147,7 @@ func (o *Optimizer) SetScalars(s ScalarState) error {
 		o.cfg.LossScaler.scale, o.cfg.LossScaler.good = s.LossScale, s.LossScaleGood
 	}
 	o.pending = &s
+	o.ctl.dirty = true
 	return nil
 }
 
