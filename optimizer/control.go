@@ -91,12 +91,8 @@ func (o *Optimizer) deferred(async bool) bool {
 // block back and fills res; deferred, it counts the step as taken until
 // the block is read (resolve).
 func (o *Optimizer) decide(res *StepResult, deferred bool) error {
-	if o.ctl.dirty {
-		o.controlInputs()
-		if err := o.be.Write(o.ctl.buf, 0, o.ctl.host.Encode()); err != nil {
-			return o.fail(err)
-		}
-		o.ctl.dirty = false
+	if err := o.flushControl(); err != nil {
+		return err
 	}
 	if err := o.be.Control(o.ctl.buf, o.stats); err != nil {
 		return o.fail(fmt.Errorf("optimizer: step control: %w", err))
@@ -115,6 +111,20 @@ func (o *Optimizer) decide(res *StepResult, deferred bool) error {
 		return o.fail(err)
 	}
 	o.apply(c, res)
+	return nil
+}
+
+// flushControl writes the host's copy of the block when the host changed
+// it (New, SetScalars): refresh calls it, so that a step finds it written.
+func (o *Optimizer) flushControl() error {
+	if !o.ctl.dirty {
+		return nil
+	}
+	o.controlInputs()
+	if err := o.be.Write(o.ctl.buf, 0, o.ctl.host.Encode()); err != nil {
+		return o.fail(err)
+	}
+	o.ctl.dirty = false
 	return nil
 }
 

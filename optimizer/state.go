@@ -137,6 +137,7 @@ func (o *Optimizer) SetScalars(s ScalarState) error {
 	if len(s.AmaxHistories) != n || len(s.CastScales) != n {
 		return fmt.Errorf("optimizer: state has %d amax histories and %d cast scales, this configuration %d: %w", len(s.AmaxHistories), len(s.CastScales), n, ErrConfig)
 	}
+	o.settled() // a pending decision must not overwrite the state set here
 	for _, h := range s.AmaxHistories {
 		if len(h) != o.cfg.Recipe.History() {
 			return fmt.Errorf("optimizer: saved amax history of length %d, recipe wants %d: %w", len(h), o.cfg.Recipe.History(), ErrConfig)

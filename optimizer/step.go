@@ -30,7 +30,10 @@ func (o *Optimizer) refresh(ctx context.Context, k castKind) error {
 	if err := o.cast(k, &t); err != nil {
 		return err
 	}
-	return o.gather(ctx, &t)
+	if err := o.gather(ctx, &t); err != nil {
+		return err
+	}
+	return o.flushControl() // the host waited already: write the block now, not in a step
 }
 
 // Timings holds the phase durations of a step, as the host saw them. In a
