@@ -7,7 +7,9 @@
 #
 # BIN defaults to .gpu-devstep (git ignores it; carry it to the GPU
 # machine: the binaries are gzipped, 17 MB). The run, in well under three minutes on an H200:
-#   - internal/kernels: every launcher's kernel defined (TestEntries), the
+#   - internal/kernels: the control kernel against backend.Control.Advance
+#     on crafted ties of the float64 rounding (TestStepControl), every
+#     launcher's kernel defined (TestEntries), the
 #     scales and tile-cast kernels with their new control argument;
 #   - optimizer/gpu TestConformance: the CPU reference against the GPU byte
 #     for byte, now with Control (the control kernel against
@@ -49,7 +51,7 @@ export DISTOPT_REQUIRE_GPU=${REQUIRE:-1} NCCL_NVLS_ENABLE=0
 status=0
 nvidia-smi --query-gpu=name,driver_version --format=csv >"$out/env.txt" 2>&1
 cat "$bin/commit" >>"$out/env.txt" 2>/dev/null
-(cd internal/kernels && timeout 60 "$exe/internal_kernels.test" -test.v -test.run 'TestEntries|TestScalesFromAmax|TestTile') \
+(cd internal/kernels && timeout 60 "$exe/internal_kernels.test" -test.v -test.run 'TestEntries|TestScalesFromAmax|TestTile|TestStepControl') \
 	>"$out/kernels.log" 2>&1 || status=1
 grep -E '^(--- FAIL|ok|PASS|FAIL)' "$out/kernels.log" | head -20
 run() { # name timeout pattern
