@@ -66,7 +66,12 @@ func New(ordinal int) (*Backend, error) {
 		dev.Close()
 		return nil, fmt.Errorf("gpu: %w", err)
 	}
-	return &Backend{dev: dev, ks: ks, s: s, tables: map[string]*table{}}, nil
+	b := &Backend{dev: dev, ks: ks, s: s, tables: map[string]*table{}}
+	if err := b.readbackFor(readbackMin); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
 }
 
 // Name implements optimizer.Backend: "cuda:0 NVIDIA H200 (sm_90, PTX sm90)".

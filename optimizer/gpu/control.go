@@ -33,22 +33,8 @@ func (b *Backend) ReadLater(src collective.Buffer, n int) (optimizer.PendingRead
 	if b.closed {
 		return nil, cuda.ErrClosed
 	}
-	if b.rb == nil || b.rb.host.Len() < n {
-		if b.rb != nil {
-			if err := b.freeReadback(); err != nil {
-				return nil, err
-			}
-		}
-		rb := &readback{}
-		var err error
-		if rb.host, err = b.dev.AllocHost(max(n, 256)); err != nil {
-			return nil, fmt.Errorf("gpu: read-back memory: %w", err)
-		}
-		if rb.landed, err = b.dev.NewEvent(false); err != nil {
-			rb.host.Free()
-			return nil, err
-		}
-		b.rb = rb
+	if err := b.readbackFor(n); err != nil {
+		return nil, err
 	}
 	b.rb.n = n
 	if err := b.s.CopyDtoH(b.rb.host.Bytes()[:n], b.ptr(src)); err != nil {
@@ -58,6 +44,33 @@ func (b *Backend) ReadLater(src collective.Buffer, n int) (optimizer.PendingRead
 		return nil, err
 	}
 	return b.rb, nil
+}
+
+// readbackMin is the size of the read-back memory New allocates, so that
+// ReadLater of a control block allocates nothing (cuMemHostAlloc may
+// synchronise the device).
+const readbackMin = 256
+
+// readbackFor makes b.rb hold at least n bytes (b.mu held, or b not shared
+// yet).
+func (b *Backend) readbackFor(n int) error {
+	if b.rb != nil && b.rb.host.Len() >= n {
+		return nil
+	}
+	if err := b.freeReadback(); err != nil {
+		return err
+	}
+	rb := &readback{}
+	var err error
+	if rb.host, err = b.dev.AllocHost(max(n, readbackMin)); err != nil {
+		return fmt.Errorf("gpu: read-back memory: %w", err)
+	}
+	if rb.landed, err = b.dev.NewEvent(false); err != nil {
+		rb.host.Free()
+		return err
+	}
+	b.rb = rb
+	return nil
 }
 
 // Done implements optimizer.PendingRead: a query of the event.

@@ -6,11 +6,12 @@
 #   sh scripts/gpu/devstep.sh            # there, from the repository root
 #
 # BIN defaults to .gpu-devstep (git ignores it; carry it to the GPU
-# machine: the binaries are gzipped, 17 MB). The run, in well under three minutes on an H200:
+# machine: the binaries are gzipped, 17 MB). The run, in well under three
+# minutes on an H200:
 #   - internal/kernels: the control kernel against backend.Control.Advance
-#     on crafted ties of the float64 rounding (TestStepControl), every
-#     launcher's kernel defined (TestEntries), the
-#     scales and tile-cast kernels with their new control argument;
+#     on every bit and on ties of the rounding to float64 (TestStepControl),
+#     every launcher's kernel defined (TestEntries), the scales and
+#     tile-cast kernels with their new control argument;
 #   - optimizer/gpu TestConformance: the CPU reference against the GPU byte
 #     for byte, now with Control (the control kernel against
 #     backend.Control.Advance) and Controlled (update, cast and scales with
