@@ -74,13 +74,16 @@ func (o *Optimizer) controlInputs() {
 
 // deferred reports whether this step leaves its decision on the device:
 // StepAsync on an AsyncReader backend, with scales the backend derives
-// itself (not delayed scaling, whose histories the host keeps).
+// itself (DeviceScaler; DelayedScaler for delayed scaling).
 func (o *Optimizer) deferred(async bool) bool {
-	if !async || o.cfg.Recipe.ScaleSource() == fp8.FromHistory {
+	if !async {
 		return false
 	}
 	if _, ok := o.be.(AsyncReader); !ok {
 		return false
+	}
+	if o.cfg.Recipe.ScaleSource() == fp8.FromHistory {
+		return o.dh != nil
 	}
 	_, ds := o.be.(DeviceScaler)
 	return ds || o.nSlots == 0

@@ -95,8 +95,8 @@
 //     orders itself after the gathers nobody waited for.
 //   - On a backend that reads its memory back without waiting (AsyncReader:
 //     optimizer/gpu), StepAsync also leaves the step's decision on the
-//     device (except with delayed scaling, whose amax histories live on
-//     the host): it queues every phase whatever the decision and returns a
+//     device (with delayed scaling, on a DelayedScaler backend, the amax
+//     histories too): it queues every phase whatever the decision and returns a
 //     Pending result; LastResult (or the next step, StepCount, LossScale,
 //     Scalars) reads the control block later, waiting only when the device
 //     has not got that far. Such a step waits for the device nowhere, and

@@ -66,6 +66,9 @@ type Optimizer struct {
 	ov      *overlap     // the overlapped pipeline (GradReady, StepAsync)
 	pool    *gradPool    // sharded gradients' buffers (nil without them)
 	ctl     control      // the step control block
+	dh      *devHistory  // delayed scaling's histories on the device (nil: host only)
+	// deferNow is set during a step that leaves its decision on the device.
+	deferNow bool
 }
 
 type bucket struct {
@@ -221,6 +224,9 @@ func (o *Optimizer) allocate() error {
 		return err
 	}
 	if err := o.initControl(); err != nil {
+		return err
+	}
+	if err := o.initDelayed(); err != nil {
 		return err
 	}
 	for bi, b := range o.layout.Buckets {
@@ -434,6 +440,10 @@ func (o *Optimizer) Close() error {
 	}
 	for _, b := range []collective.Buffer{o.amax, o.scale, o.scaleIn, o.stats, o.ctl.buf} {
 		free(b)
+	}
+	if o.dh != nil {
+		free(o.dh.hist)
+		free(o.dh.cast)
 	}
 	o.buckets = nil
 	return err

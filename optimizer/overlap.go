@@ -44,8 +44,7 @@ type DeviceOrderer interface {
 // r.PowerOf2), amax holding float32 bits (sign ignored), and leaves them
 // untouched when ctl (a step control block, backend.Control; nil outside a
 // step) has its skip flag set. The optimizer uses it for per-tensor
-// current scaling and 128x128 tiles; delayed scaling keeps its histories
-// on the host.
+// current scaling and 128x128 tiles; delayed scaling needs DelayedScaler.
 type DeviceScaler interface {
 	ScalesFromAmax(scale, scaleInv, amax, ctl collective.Buffer, n int, r fp8.Recipe) error
 }

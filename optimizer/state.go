@@ -119,6 +119,9 @@ type ScalarState struct {
 // Scalars returns the scalar state.
 func (o *Optimizer) Scalars() ScalarState {
 	o.settled()
+	if err := o.pullHistories(); err != nil {
+		return ScalarState{Step: o.step} // the optimizer is broken: usable reports it
+	}
 	s := ScalarState{Step: o.step}
 	if o.cfg.LossScaler != nil {
 		s.LossScale, s.LossScaleGood = o.cfg.LossScaler.scale, o.cfg.LossScaler.good
@@ -138,6 +141,9 @@ func (o *Optimizer) SetScalars(s ScalarState) error {
 		return fmt.Errorf("optimizer: state has %d amax histories and %d cast scales, this configuration %d: %w", len(s.AmaxHistories), len(s.CastScales), n, ErrConfig)
 	}
 	o.settled() // a pending decision must not overwrite the state set here
+	if err := o.pullHistories(); err != nil {
+		return err
+	}
 	for _, h := range s.AmaxHistories {
 		if len(h) != o.cfg.Recipe.History() {
 			return fmt.Errorf("optimizer: saved amax history of length %d, recipe wants %d: %w", len(h), o.cfg.Recipe.History(), ErrConfig)

@@ -33,7 +33,10 @@ func (o *Optimizer) refresh(ctx context.Context, k castKind) error {
 	if err := o.gather(ctx, &t); err != nil {
 		return err
 	}
-	return o.flushControl() // the host waited already: write the block now, not in a step
+	if err := o.flushControl(); err != nil { // the host waited already: write now, not in a step
+		return err
+	}
+	return o.pushHistories()
 }
 
 // Timings holds the phase durations of a step, as the host saw them. In a
@@ -90,14 +93,16 @@ func (o *Optimizer) stepWith(ctx context.Context, async bool) (StepResult, error
 	if err := o.waitAllGathers(ctx); err != nil { // StepAsync's, not waited for
 		return StepResult{}, err
 	}
+	o.deferNow = o.deferred(async)
 	res, err := o.stepPhases(ctx, async)
+	o.deferNow = false
 	o.ctl.last = res
 	return res, err
 }
 
 // stepPhases runs the six phases of a step (see stepWith).
 func (o *Optimizer) stepPhases(ctx context.Context, async bool) (StepResult, error) {
-	deferred := o.deferred(async)
+	deferred := o.deferNow
 	res := StepResult{LossScale: o.LossScale(), ClipCoef: 1}
 	t := &res.Timings
 	reduce := o.reduceGrads
@@ -327,6 +332,15 @@ func (o *Optimizer) reduceAmax(ctx context.Context, k castKind, t *Timings) erro
 			ctl = o.ctl.buf
 		}
 		return o.scalesOnDevice(ctx, ds, op, ctl)
+	}
+	if o.deferNow && k == castStep && o.dh != nil {
+		return o.delayedOnDevice(ctx, op)
+	}
+	if err := o.pullHistories(); err != nil { // the host's state, from the device's steps
+		return err
+	}
+	if o.dh != nil {
+		o.dh.devStale = true // advanced by the host below
 	}
 	if err := o.comm.Start(op).Wait(ctx); err != nil {
 		return o.fail(fmt.Errorf("optimizer: amax all-reduce: %w", err))

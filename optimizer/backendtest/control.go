@@ -127,6 +127,13 @@ func Controlled(t *testing.T, be optimizer.Backend) {
 		if _, ok := be.(optimizer.DeviceScaler); ok {
 			t.Run(fmt.Sprintf("scales/control=%d", c), func(t *testing.T) { scalesControlled(t, be, c) })
 		}
+		if _, ok := be.(optimizer.DelayedScaler); ok {
+			for _, red := range []fp8.HistoryReduce{fp8.HistoryMax, fp8.HistoryMostRecent} {
+				for _, l := range []int{1, 4, 33} {
+					t.Run(fmt.Sprintf("delayed/%v/l=%d/control=%d", red, l, c), func(t *testing.T) { delayedControlled(t, be, c, red, l) })
+				}
+			}
+		}
 	}
 }
 
@@ -197,4 +204,59 @@ func readRef(p *pair, b buf) []byte {
 	got := make([]byte, b.ref.Len())
 	must(p.t, p.ref.Read(got, b.ref, 0))
 	return got
+}
+
+// delayedControlled advances delayed scaling's histories on be (a
+// DelayedScaler) with a control block, against fp8.AmaxHistory: the cast
+// scales and scale_inv of the scales held, every history with the new
+// amax pushed, and the next scales; nothing when skipped. Amaxes and
+// histories hold zeros, subnormals, infinities and NaNs.
+func delayedControlled(t *testing.T, be optimizer.Backend, c controlCase, red fp8.HistoryReduce, l int) {
+	r := rand.New(rand.NewPCG(uint64(l), uint64(c)*2+uint64(red)))
+	rc := fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorDelayed, HistoryLen: l, HistoryReduce: red, Margin: r.IntN(2)}
+	const n = 45
+	special := []float32{0, float32(math.Inf(1)), float32(math.NaN()), 1e-40, 448, 3e38}
+	pick := func() float32 {
+		if r.IntN(6) == 0 {
+			return special[r.IntN(len(special))]
+		}
+		return float32(math.Ldexp(r.Float64(), r.IntN(30)-15))
+	}
+	scale, amax, hist := make([]float32, n), make([]float32, n), make([]float32, n*l)
+	wantScale, wantInv, wantCast, wantHist := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n*l)
+	for i := range n {
+		scale[i] = float32(math.Ldexp(1+r.Float64(), r.IntN(20)-10))
+		amax[i] = pick()
+		h := fp8.NewAmaxHistory(l, red)
+		for j := range l {
+			hist[i*l+j] = pick()
+			h.Push(hist[i*l+j])
+		}
+		h.Push(amax[i])
+		wantCast[i], wantInv[i] = scale[i], 1/scale[i]
+		wantScale[i], _ = h.Scale(rc.Format, rc.Margin, rc.PowerOf2)
+		copy(wantHist[i*l:], h.Values())
+	}
+	inits := [][]byte{encode(scale, collective.Float32), filled(4 * n), filled(4 * n), encode(hist, collective.Float32),
+		encode(amax, collective.Float32), controlBlock(r, c)}
+	bufs := make([]collective.Buffer, len(inits))
+	for i, init := range inits {
+		b, err := be.Alloc(len(init))
+		must(t, err)
+		defer be.Free(b)
+		must(t, be.Write(b, 0, init))
+		bufs[i] = b
+	}
+	must(t, be.(optimizer.DelayedScaler).DelayedScales(bufs[0], bufs[1], bufs[2], bufs[3], bufs[4], bufs[5], n, l, rc))
+	want := [][]byte{encode(wantScale, collective.Float32), encode(wantInv, collective.Float32), encode(wantCast, collective.Float32), encode(wantHist, collective.Float32)}
+	if c == skipControl {
+		want = inits[:4]
+	}
+	for i, name := range []string{"scale", "scale_inv", "cast", "history"} {
+		got := make([]byte, len(want[i]))
+		must(t, be.Read(got, bufs[i], 0))
+		if bad := diff(want[i], got, bytesExact); len(bad) > 0 {
+			t.Errorf("%s after DelayedScales with control %d: %d mismatches; first: %s", name, c, len(bad), bad[0])
+		}
+	}
 }

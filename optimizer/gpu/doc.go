@@ -44,9 +44,11 @@
 // loss scaler) is made by a one-thread kernel (stepctl.cu) into the control
 // block that the update, scales and cast kernels read, and the backend is
 // an optimizer.AsyncReader (a copy into pinned memory and an event): Step
-// waits once to read the decision; StepAsync does not wait at all, except
-// with delayed scaling (the amaxes read into the host's histories) and when
-// the previous step's decision has not been made yet when it starts
+// waits once to read the decision; StepAsync does not wait at all (with
+// delayed scaling the backend is an optimizer.DelayedScaler: the amax
+// histories live on the device, delayed.cu, and the host copies them only
+// for a checkpoint or a synchronous Step), except when the previous step's
+// decision has not been made yet when it starts
 // (cuda.Device.HostSyncs counts the waits; BenchmarkStepAsync reports them
 // per step). A StepAsync can therefore be captured in a CUDA graph
 // (cuda.Stream.BeginCapture; TestStepGraph); the events the capture

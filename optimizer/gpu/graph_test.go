@@ -6,14 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/optimizertest"
 )
 
 // TestStepGraph captures one whole step in a CUDA graph on a one-rank NCCL
-// job, for every recipe whose scales are derived on the device: the
+// job, for every recipe (delayed scaling's histories on the device): the
 // backward's GradReady of every parameter (which starts the
 // reduce-scatters), StepAsync, and WaitGathers, on the backend's stream in
 // thread-local capture mode, where any host wait for the GPU would break
@@ -25,9 +24,6 @@ func TestStepGraph(t *testing.T) {
 	r := ncclOne(t)
 	params := optimizertest.AwkwardParams()
 	for name, cfg := range stepConfigs() {
-		if cfg.Recipe.ScaleSource() == fp8.FromHistory {
-			continue // delayed scaling keeps its histories on the host: not deferred
-		}
 		for _, skip := range []bool{false, true} {
 			grad := func(p optimizer.Param, s int) []float32 {
 				g := optimizertest.Grad(p, uint64(s), s)
