@@ -126,14 +126,24 @@ func compareOverlap(t *testing.T, want, got, cpu optimizertest.Result) {
 // the pipeline's own calls: GradReady (which starts reduce-scatters) and
 // WaitParam (the forward's wait for a gather) leave the device's count of
 // host synchronisations unchanged, step after step, and so does StepAsync
-// (current scaling: the scales and the step's decision stay on the
-// device), whose result LastResult completes.
+// (current and delayed scaling: the scales, the amax histories and the
+// step's decision stay on the device).
 func TestOverlapNoHostWait(t *testing.T) {
 	r := ncclOne(t)
+	for _, name := range []string{"E4M3 TensorCurrent(margin=0, pow2=false)", "E4M3 TensorDelayed(margin=0, pow2=false, history=4 max)"} {
+		cfg, ok := stepConfigs()[name]
+		if !ok {
+			t.Fatalf("no configuration %q", name)
+		}
+		t.Run(name, func(t *testing.T) { noHostWait(t, r, cfg) })
+	}
+}
+
+// noHostWait is TestOverlapNoHostWait for one configuration.
+func noHostWait(t *testing.T, r *Rank, cfg optimizer.Config) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	params := optimizertest.AwkwardParams()
-	cfg := stepConfigs()["E4M3 TensorCurrent(margin=0, pow2=false)"]
 	o, err := optimizer.New(ctx, r.Comm, r.Backend, params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
 	if err != nil {
 		t.Fatal(err)

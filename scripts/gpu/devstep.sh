@@ -11,17 +11,19 @@
 #   - internal/kernels: the control kernel against backend.Control.Advance
 #     on every bit and on ties of the rounding to float64 (TestStepControl),
 #     every launcher's kernel defined (TestEntries), the scales and
-#     tile-cast kernels with their new control argument;
+#     tile-cast kernels with their new control argument (the delayed
+#     scales kernel is checked through TestConformance);
 #   - optimizer/gpu TestConformance: the CPU reference against the GPU byte
 #     for byte, now with Control (the control kernel against
 #     backend.Control.Advance) and Controlled (update, cast and scales with
 #     a control block: the block's gradient scale, nothing written when
-#     skipped);
+#     skipped; DelayedScales against fp8.AmaxHistory);
 #   - the overlap tests: the overlapped (deferred-decision) step against the
 #     synchronous one and the CPU, with a skipped step, and the host-wait
-#     counts (TestOverlapNoHostWait: StepAsync waits 0 times);
+#     counts (TestOverlapNoHostWait: StepAsync waits 0 times, current and
+#     delayed scaling);
 #   - TestStepGraph: one step captured in a CUDA graph and launched, against
-#     the same step uncaptured;
+#     the same step uncaptured, every recipe, taken and skipped;
 #   - BenchmarkStepAsync: host time and host syncs per step (sync, async,
 #     async-idle, graph).
 # Logs go to $OUT (or $BIN/out). Exit status 0 when everything passed.
