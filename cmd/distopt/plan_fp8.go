@@ -121,15 +121,8 @@ func fp8ClosedForm(cfg optimizer.Config, fc *fp8grad.Config, n int64) (float64, 
 	stage := wire
 	form := strconv.FormatFloat(stage, 'g', 4, 64)
 	if cfg.ShardedGradients {
-		k := cfg.GradBuffers
-		if k == 0 {
-			k = 2
-		}
-		b := cfg.Layout.BucketElements
-		if b == 0 {
-			b = shard.DefaultBucketElements
-		}
-		stage = wire * float64(k) * float64(min(int64(b), n)) / float64(n)
+		_, frac := gradPool(cfg, n)
+		stage = wire * frac
 		form = strconv.FormatFloat(stage, 'g', 3, 64)
 	}
 	if fc.ErrorFeedback {

@@ -65,6 +65,15 @@ func gradientClosedForm(cfg optimizer.Config, g float64, n int64) (perRank, shar
 	if !cfg.ShardedGradients {
 		return g, 0, strconv.FormatFloat(g, 'g', 4, 64)
 	}
+	k, frac := gradPool(cfg, n)
+	pool := frac * g
+	return pool, g, fmt.Sprintf("%s (%d buckets)", strconv.FormatFloat(pool, 'g', 3, 64), k)
+}
+
+// gradPool returns the buffers of the sharded-gradient pool (GradBuffers,
+// default 2) and the elements they hold per parameter over n parameters
+// (each a bucket of the layout options, padding ignored).
+func gradPool(cfg optimizer.Config, n int64) (buffers int, perParam float64) {
 	k := cfg.GradBuffers
 	if k == 0 {
 		k = 2
@@ -73,6 +82,5 @@ func gradientClosedForm(cfg optimizer.Config, g float64, n int64) (perRank, shar
 	if b == 0 {
 		b = shard.DefaultBucketElements
 	}
-	pool := float64(k) * float64(min(int64(b), n)) * g / float64(n)
-	return pool, g, fmt.Sprintf("%s (%d buckets)", strconv.FormatFloat(pool, 'g', 3, 64), k)
+	return k, float64(k) * float64(min(int64(b), n)) / float64(n)
 }

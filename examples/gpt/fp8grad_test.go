@@ -51,22 +51,8 @@ func TestFP8GradQuality(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: five training runs")
 	}
-	dir := t.TempDir()
-	if _, err := data.Prepare(filepath.Join(runtime.GOROOT(), "src", "strings"), dir, nil); err != nil {
-		t.Fatal(err)
-	}
-	valid := func(args ...string) curve.Curve {
-		path := filepath.Join(t.TempDir(), "curve.json")
-		trainFlags(t, append(append(append([]string{}, qualityFlags...), "-data", dir, "-curve", path), args...)...)
-		c, err := curve.Read(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(c.Valid) != 3 {
-			t.Fatalf("%q: %d validation losses, want 3", args, len(c.Valid))
-		}
-		return c
-	}
+	q := newQuality(t)
+	valid := q.run
 	base := valid()
 	t.Logf("bfloat16: validation loss %s", points(base))
 	for _, args := range [][]string{
@@ -80,6 +66,37 @@ func TestFP8GradQuality(t *testing.T) {
 			t.Errorf("%q: final validation loss %.4f, bfloat16 %.4f: %+.2f%%, want within 1%%", args, c.Valid[2].Loss, base.Valid[2].Loss, 100*rel)
 		}
 	}
+}
+
+// quality runs the training runs of the quality tests: qualityFlags on
+// the Go sources of GOROOT/src/strings, prepared once.
+type quality struct {
+	t   *testing.T
+	dir string
+}
+
+func newQuality(t *testing.T) quality {
+	dir := t.TempDir()
+	if _, err := data.Prepare(filepath.Join(runtime.GOROOT(), "src", "strings"), dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	return quality{t, dir}
+}
+
+// run trains with qualityFlags and args and returns the curve, which must
+// hold the three validation losses.
+func (q quality) run(args ...string) curve.Curve {
+	t := q.t
+	path := filepath.Join(t.TempDir(), "curve.json")
+	trainFlags(t, append(append(append([]string{}, qualityFlags...), "-data", q.dir, "-curve", path), args...)...)
+	c, err := curve.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Valid) != 3 {
+		t.Fatalf("%q: %d validation losses, want 3", args, len(c.Valid))
+	}
+	return c
 }
 
 // points formats the validation losses of c.

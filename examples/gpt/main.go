@@ -54,6 +54,7 @@ import (
 	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/examples/gpt/model"
 	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/optimizer"
 )
 
 // options are the command's flags.
@@ -68,6 +69,8 @@ type options struct {
 	lr, minLR, clip, wd                 float64
 	recipe                              fp8.Recipe
 	grads                               *fp8grad.Config // -grad-fp8: FP8 gradient reduce-scatters, or nil
+	moment1, moment2                    optimizer.MomentDType
+	momentBlock                         int
 	resume, recompute, keepTransposed   bool
 	seed                                uint64
 	timeout                             time.Duration
@@ -108,6 +111,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.exportPath, "export-init", "", "write the initial weights and the reference loss of the first batch to this safetensors file, and exit")
 	fs.BoolVar(&o.exportCheck, "export-check", true, "with -export-init: compute the reference loss (a float64 forward pass on the CPU; false skips it for large shapes)")
 	fs.StringVar(&o.curvePath, "curve", "", "write the loss curve and the speed as JSON to this file (examples/gpt/curve), after every evaluation and at the end")
+	moments := fs.String("moments", "fp32", "Adam moment types: fp32, bf16 or fp8 for both, or M,V (e.g. fp8,bf16); FP8 moments have a scale per -moment-block elements")
+	fs.IntVar(&o.momentBlock, "moment-block", 128, "block of FP8 moments in elements (32, 64, 128)")
 	gradFP8 := fs.String("grad-fp8", "", "e4m3 or e5m2: reduce-scatter the gradients in FP8 with FP32 accumulation (collective/fp8grad); empty: in the gradient type")
 	gradBlock := fs.Int("grad-block", fp8grad.DefaultBlock, "with -grad-fp8: elements per FP8 scale")
 	gradEF := fs.Bool("grad-ef", false, "with -grad-fp8: error feedback (each rank's quantization error carried into its next step; 4 bytes per parameter)")
@@ -130,6 +135,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.recipe, err = fp8.ParseRecipe(*recipe); err != nil {
 		return o, fmt.Errorf("-recipe: %w", err)
+	}
+	if o.moment1, o.moment2, err = optimizer.ParseMomentTypes(*moments, optimizer.RuleAdamW); err != nil {
+		return o, fmt.Errorf("-moments: %w", err)
 	}
 	if o.grads, err = gradFlags(*gradFP8, *gradBlock, *gradEF); err != nil {
 		return o, err

@@ -46,6 +46,7 @@ func (o options) config() optimizer.Config {
 		LR:          optimizer.WarmupCosine{Peak: o.lr, Min: o.minLR, Warmup: o.warmup, Total: o.steps},
 		WeightDecay: o.wd, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8,
 		MaxGradNorm: o.clip, Recipe: o.recipe,
+		FirstMomentType: o.moment1, SecondMomentType: o.moment2, MomentBlock: o.momentBlock,
 	}
 }
 
@@ -99,12 +100,8 @@ func rank(o options, comm collective.Communicator, loader data.Loader, valid []u
 		return nil, err
 	}
 	defer opt.Close()
-	if o.resume {
-		info, err := checkpoint.Load(ctx, opt, comm, o.ckpt, checkpoint.LoadOptions{})
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(out, "resumed from %s (step %d, saved on %d ranks)\n", info.Dir, info.Step, info.World)
+	if err := resume(ctx, o, out, opt, comm); err != nil {
+		return nil, err
 	}
 	fmt.Fprintf(out, "optimizer memory per rank: %.1f MiB\n", float64(opt.Report().Total())/(1<<20))
 	m := &model.CPU{Config: o.shape, W: map[string][]float64{}}
@@ -273,6 +270,20 @@ func validLoss(m *model.CPU, valid []uint16, windows int) (float64, error) {
 		total += a.Loss
 	}
 	return total / float64(windows), nil
+}
+
+// resume loads the latest checkpoint under -ckpt when -resume asks for it
+// (both training paths).
+func resume(ctx context.Context, o options, out io.Writer, opt *optimizer.Optimizer, comm collective.Communicator) error {
+	if !o.resume {
+		return nil
+	}
+	info, err := checkpoint.Load(ctx, opt, comm, o.ckpt, checkpoint.LoadOptions{})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "resumed from %s (step %d, saved on %d ranks)\n", info.Dir, info.Step, info.World)
+	return nil
 }
 
 // saveCheckpoint waits for the parameter gathers in flight and saves the

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
-	"io"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -53,35 +50,7 @@ func TestKilledNodeGroups(t *testing.T) {
 		return cmd
 	}
 	node0, node1 := node(0), node(1)
-	stdout, err := node0.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	node0.Stderr = &stderr
-	if err := node0.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := node1.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer node1.Process.Kill()
-	defer node0.Process.Kill()
-	sc := bufio.NewScanner(stdout)
-	var seen []string
-	for sc.Scan() {
-		seen = append(seen, sc.Text())
-		if strings.HasPrefix(sc.Text(), "[node 0 rank 0] step ") {
-			break
-		}
-	}
-	if err := node1.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = node1.Wait()
-	rest, _ := io.ReadAll(stdout)
-	err = node0.Wait()
-	out := strings.Join(seen, "\n") + "\n" + string(rest) + stderr.String()
+	out, _, err := killSecondNode(t, node0, node1)
 	if err == nil {
 		t.Fatalf("node 0 succeeded after node 1 was killed:\n%s", out)
 	}
