@@ -35,6 +35,10 @@ type Backend interface {
 	// as by backend.Normalize) the exact sum of squares and the non-finite
 	// count of the first n elements of grad, as backend.AddSquare defines.
 	GradStats(stats, grad collective.Buffer, gt collective.DType, n int) error
+	// Control advances the step control block ctl (backend.ControlBytes
+	// bytes, backend.Control's layout) by backend.Control.Advance over the
+	// reduced statistics stats (queued, as GradStats).
+	Control(ctl, stats collective.Buffer) error
 	// Update runs one bucket shard's update (see backend.UpdateArgs).
 	Update(a *backend.UpdateArgs) error
 	// Cast casts the segments of mode TensorCurrent and Tile with the scales

@@ -200,6 +200,9 @@ func addSquares[G elem](s *[backend.StatsLen]int64, g []G) {
 
 // Cast implements Backend.
 func (c *CPU) Cast(a *backend.CastArgs) error {
+	if _, skip, err := controlled(a.Control, 0); err != nil || skip {
+		return err
+	}
 	master := f32s(a.Master)
 	scales := f32s(a.Scale)
 	out := hostBuf(a.FP8)

@@ -19,8 +19,19 @@ const updateChunk = 1 << 14
 
 // Update implements Backend. Each chunk of a segment is updated by the
 // rule's loop for the storage types (cpu_rules.go), which also returns the
-// chunk's amax; the mode's pass then runs over the chunk's new master.
+// chunk's amax; the mode's pass then runs over the chunk's new master. With
+// a control block, its gradient scale replaces Hyper's, and a skipped step
+// writes nothing.
 func (c *CPU) Update(a *backend.UpdateArgs) error {
+	gs, skip, err := controlled(a.Control, a.Hyper.GradScale)
+	if err != nil || skip {
+		return err
+	}
+	if gs != a.Hyper.GradScale {
+		b := *a
+		b.Hyper.GradScale = gs
+		a = &b
+	}
 	master := f32s(a.Master)
 	run := ruleRunOf(a)
 	var amax []uint32

@@ -9,6 +9,7 @@ import (
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/backend"
 	"github.com/distopt/distopt/optimizer/optimizertest"
 )
 
@@ -19,8 +20,11 @@ type deviceScaler struct {
 	calls int
 }
 
-func (d *deviceScaler) ScalesFromAmax(scale, scaleInv, amax collective.Buffer, n int, r fp8.Recipe) error {
+func (d *deviceScaler) ScalesFromAmax(scale, scaleInv, amax, ctl collective.Buffer, n int, r fp8.Recipe) error {
 	d.calls++
+	if ctl != nil && binary.LittleEndian.Uint32(ctl.(collective.HostBuffer)[backend.ControlSkipOff:]) != 0 {
+		return nil
+	}
 	s, inv, a := scale.(collective.HostBuffer), scaleInv.(collective.HostBuffer), amax.(collective.HostBuffer)
 	for i := range n {
 		sc, si := fp8.ScaleFromAmax(math.Float32frombits(binary.LittleEndian.Uint32(a[4*i:])), r.Format, r.Margin, r.PowerOf2)

@@ -14,7 +14,12 @@
 //     fixed-point sum of squares per rank (backend.AddSquare), then ONE small
 //     all-reduce; a step with a non-finite gradient is skipped on every
 //     rank alike and reported; clipping follows PyTorch's
-//     clip_grad_norm_ (coefficient max_norm/(norm+1e-6), at most 1);
+//     clip_grad_norm_ (coefficient max_norm/(norm+1e-6), at most 1). The
+//     decision (norm, clip coefficient, skip, step count, loss scaler) is
+//     made in the backend's own queue, into the step control block
+//     (backend.Control, Backend.Control), which the update and the cast
+//     read: the gradient scale, and a skip flag that makes them write
+//     nothing;
 //  3. AdamW (or SGD with momentum) on the shard, fused with what the FP8
 //     recipe needs: the amax of the new master, or the cast itself where
 //     the scale is already known (delayed scaling, 1x128 and MXFP8 blocks);
@@ -88,6 +93,14 @@
 //     it calls WaitParam(ctx, name) (or WaitGathers); until then Param, Tensor
 //     and Weights of that parameter return ErrNotGathered. The next step
 //     orders itself after the gathers nobody waited for.
+//   - On a backend that reads its memory back without waiting (AsyncReader:
+//     optimizer/gpu), StepAsync also leaves the step's decision on the
+//     device (with delayed scaling, on a DelayedScaler backend, the amax
+//     histories too): it queues every phase whatever the decision and returns a
+//     Pending result; LastResult (or the next step, StepCount, LossScale,
+//     Scalars) reads the control block later, waiting only when the device
+//     has not got that far. Such a step waits for the device nowhere, and
+//     can be captured in a CUDA graph.
 //
 // Step without GradReady is the simple path and the reference: the pipeline
 // gives the same bits (the same per-bucket stages in the same order; only

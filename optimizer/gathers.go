@@ -22,7 +22,10 @@ import (
 // bits are those of Step: the same stages run in the same order, only the
 // waits move.
 //
-// A skipped step starts no gather: the parameters stay as they were.
+// A skipped step starts no gather: the parameters stay as they were. On a
+// backend that keeps the step's decision on the device (AsyncReader), the
+// result comes back Pending (see LastResult) and a skipped step's gathers
+// run, carrying the unchanged parameters.
 func (o *Optimizer) StepAsync(ctx context.Context) (StepResult, error) {
 	return o.stepWith(ctx, true)
 }

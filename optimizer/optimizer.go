@@ -65,6 +65,10 @@ type Optimizer struct {
 	pending *ScalarState // applied by the refresh of LoadPieces
 	ov      *overlap     // the overlapped pipeline (GradReady, StepAsync)
 	pool    *gradPool    // sharded gradients' buffers (nil without them)
+	ctl     control      // the step control block
+	dh      *devHistory  // delayed scaling's histories on the device (nil: host only)
+	// deferNow is set during a step that leaves its decision on the device.
+	deferNow bool
 }
 
 type bucket struct {
@@ -166,10 +170,16 @@ func (o *Optimizer) Backend() Backend { return o.be }
 func (o *Optimizer) Config() Config { return o.cfg }
 
 // StepCount is the number of steps taken (skipped steps do not count).
-func (o *Optimizer) StepCount() int { return o.step }
+// After a StepAsync it reads the step's decision (LastResult).
+func (o *Optimizer) StepCount() int {
+	o.settled()
+	return o.step
+}
 
-// LossScale is the current loss scale (1 without a loss scaler).
+// LossScale is the current loss scale (1 without a loss scaler). After a
+// StepAsync it reads the step's decision (LastResult).
 func (o *Optimizer) LossScale() float64 {
+	o.settled()
 	if o.cfg.LossScaler == nil {
 		return 1
 	}
@@ -211,6 +221,12 @@ func (o *Optimizer) allocate() error {
 		}
 	}
 	if o.stats, err = o.be.Alloc(8 * backend.StatsLen); err != nil {
+		return err
+	}
+	if err := o.initControl(); err != nil {
+		return err
+	}
+	if err := o.initDelayed(); err != nil {
 		return err
 	}
 	for bi, b := range o.layout.Buckets {
@@ -422,8 +438,12 @@ func (o *Optimizer) Close() error {
 			free(b)
 		}
 	}
-	for _, b := range []collective.Buffer{o.amax, o.scale, o.scaleIn, o.stats} {
+	for _, b := range []collective.Buffer{o.amax, o.scale, o.scaleIn, o.stats, o.ctl.buf} {
 		free(b)
+	}
+	if o.dh != nil {
+		free(o.dh.hist)
+		free(o.dh.cast)
 	}
 	o.buckets = nil
 	return err

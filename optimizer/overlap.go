@@ -41,11 +41,12 @@ type DeviceOrderer interface {
 // amaxes in their own queue (optimizer/gpu), so that the host never reads
 // the amaxes back: ScalesFromAmax sets, for i < n, scale[i] and
 // scaleInv[i] (float32) to fp8.ScaleFromAmax(amax[i], r.Format, r.Margin,
-// r.PowerOf2), amax holding float32 bits (sign ignored). The optimizer uses
-// it for per-tensor current scaling and 128x128 tiles; delayed scaling
-// keeps its histories on the host.
+// r.PowerOf2), amax holding float32 bits (sign ignored), and leaves them
+// untouched when ctl (a step control block, backend.Control; nil outside a
+// step) has its skip flag set. The optimizer uses it for per-tensor
+// current scaling and 128x128 tiles; delayed scaling needs DelayedScaler.
 type DeviceScaler interface {
-	ScalesFromAmax(scale, scaleInv, amax collective.Buffer, n int, r fp8.Recipe) error
+	ScalesFromAmax(scale, scaleInv, amax, ctl collective.Buffer, n int, r fp8.Recipe) error
 }
 
 // overlap is the state of the overlapped pipeline between two steps.

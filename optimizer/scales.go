@@ -114,3 +114,18 @@ func (s *scaleState) Restore(histories [][]float32, cast []float32) {
 		s.Scale[i] = cast[i]
 	}
 }
+
+// set replaces the histories (oldest first), and the scales, scale_inv and
+// cast scales of every slot, with the device's copy of them.
+func (s *scaleState) set(histories [][]float32, scale, inv, cast []float32) {
+	for i, vals := range histories {
+		h := s.recipe.NewHistory()
+		for _, v := range vals {
+			h.Push(v)
+		}
+		s.history[i] = h
+	}
+	copy(s.Scale, scale)
+	copy(s.Inv, inv)
+	copy(s.Cast, cast)
+}

@@ -118,6 +118,10 @@ type ScalarState struct {
 
 // Scalars returns the scalar state.
 func (o *Optimizer) Scalars() ScalarState {
+	o.settled()
+	if err := o.pullHistories(); err != nil {
+		return ScalarState{Step: o.step} // the optimizer is broken: usable reports it
+	}
 	s := ScalarState{Step: o.step}
 	if o.cfg.LossScaler != nil {
 		s.LossScale, s.LossScaleGood = o.cfg.LossScaler.scale, o.cfg.LossScaler.good
@@ -136,6 +140,10 @@ func (o *Optimizer) SetScalars(s ScalarState) error {
 	if len(s.AmaxHistories) != n || len(s.CastScales) != n {
 		return fmt.Errorf("optimizer: state has %d amax histories and %d cast scales, this configuration %d: %w", len(s.AmaxHistories), len(s.CastScales), n, ErrConfig)
 	}
+	o.settled() // a pending decision must not overwrite the state set here
+	if err := o.pullHistories(); err != nil {
+		return err
+	}
 	for _, h := range s.AmaxHistories {
 		if len(h) != o.cfg.Recipe.History() {
 			return fmt.Errorf("optimizer: saved amax history of length %d, recipe wants %d: %w", len(h), o.cfg.Recipe.History(), ErrConfig)
@@ -146,6 +154,7 @@ func (o *Optimizer) SetScalars(s ScalarState) error {
 		o.cfg.LossScaler.scale, o.cfg.LossScaler.good = s.LossScale, s.LossScaleGood
 	}
 	o.pending = &s
+	o.ctl.dirty = true
 	return nil
 }
 

@@ -2,9 +2,7 @@ package optimizer
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/distopt/distopt/collective"
@@ -32,7 +30,13 @@ func (o *Optimizer) refresh(ctx context.Context, k castKind) error {
 	if err := o.cast(k, &t); err != nil {
 		return err
 	}
-	return o.gather(ctx, &t)
+	if err := o.gather(ctx, &t); err != nil {
+		return err
+	}
+	if err := o.flushControl(); err != nil { // the host waited already: write now, not in a step
+		return err
+	}
+	return o.pushHistories()
 }
 
 // Timings holds the phase durations of a step, as the host saw them. In a
@@ -51,7 +55,12 @@ type StepResult struct {
 	GradNorm  float64 // global gradient norm before clipping (after unscaling)
 	ClipCoef  float64 // factor the gradients were multiplied by (1: no clipping)
 	LossScale float64 // the loss scale in effect for this step's gradients
-	Timings   Timings
+	// Pending is set by a StepAsync whose decision stays on the device
+	// (see AsyncReader): Skipped, Reason, GradNorm, ClipCoef and LossScale
+	// are not known yet, and Step counts the step as taken. LastResult
+	// returns them once the device has decided.
+	Pending bool
+	Timings Timings
 }
 
 // Step reduces the gradients, checks them, updates the masters, casts them
@@ -75,12 +84,25 @@ func (o *Optimizer) stepWith(ctx context.Context, async bool) (StepResult, error
 	if err := o.usable(); err != nil {
 		return StepResult{}, err
 	}
-	if err := o.cfg.checkLRs(o.step + 1); err != nil { // before anything moves
+	if err := o.resolve(); err != nil { // the last StepAsync's decision
+		return StepResult{}, err
+	}
+	if err := o.cfg.checkLRs(o.step + 1); err != nil { // with the step count exact
 		return StepResult{}, err
 	}
 	if err := o.waitAllGathers(ctx); err != nil { // StepAsync's, not waited for
 		return StepResult{}, err
 	}
+	o.deferNow = o.deferred(async)
+	res, err := o.stepPhases(ctx, async)
+	o.deferNow = false
+	o.ctl.last = res
+	return res, err
+}
+
+// stepPhases runs the six phases of a step (see stepWith).
+func (o *Optimizer) stepPhases(ctx context.Context, async bool) (StepResult, error) {
+	deferred := o.deferNow
 	res := StepResult{LossScale: o.LossScale(), ClipCoef: 1}
 	t := &res.Timings
 	reduce := o.reduceGrads
@@ -93,14 +115,16 @@ func (o *Optimizer) stepWith(ctx context.Context, async bool) (StepResult, error
 	if err := reduce(ctx, t); err != nil { // 1
 		return res, err
 	}
-	err := o.checkGrads(ctx, &res) // 2
-	if err == nil {
+	err := o.checkGrads(ctx, &res, deferred) // 2
+	if err == nil && !deferred {
 		err = o.settleWorks(ctx) // checkGrads synchronised with the device
 	}
 	if err != nil || res.Skipped {
 		return res, err
 	}
-	if err := o.update(o.hyper(res.ClipCoef/res.LossScale), castStep, t); err != nil { // 3
+	a := o.hyper(res.ClipCoef / res.LossScale) // deferred: the kernels read the gradient scale from the block
+	a.Control = o.ctl.buf
+	if err := o.update(a, castStep, t); err != nil { // 3
 		return res, err
 	}
 	if err := o.reduceAmax(ctx, castStep, t); err != nil { // 4
@@ -108,6 +132,11 @@ func (o *Optimizer) stepWith(ctx context.Context, async bool) (StepResult, error
 	}
 	if err := o.cast(castStep, t); err != nil { // 5
 		return res, err
+	}
+	if deferred {
+		if err := o.readLater(); err != nil {
+			return res, err
+		}
 	}
 	if async {
 		o.startGathers(t) // 6, not waited for
@@ -150,9 +179,10 @@ func (o *Optimizer) reduceGrads(ctx context.Context, t *Timings) error {
 }
 
 // checkGrads is phase 2: the non-finite check and the global norm, with ONE
-// small all-reduce. It fills res (norm, clip coefficient, step count), marks
-// a step with non-finite gradients skipped, and updates the loss scaler.
-func (o *Optimizer) checkGrads(ctx context.Context, res *StepResult) error {
+// small all-reduce, and the step's decision from them in the control block
+// (decide): norm, clip coefficient, skip, step count, loss scaler. Unless
+// deferred it fills res from the block.
+func (o *Optimizer) checkGrads(ctx context.Context, res *StepResult, deferred bool) error {
 	t0 := time.Now()
 	if err := o.be.Zero(o.stats, 0, 8*backend.StatsLen); err != nil {
 		return o.fail(err)
@@ -160,35 +190,14 @@ func (o *Optimizer) checkGrads(ctx context.Context, res *StepResult) error {
 	if err := o.addGradStats(); err != nil {
 		return o.fail(err)
 	}
-	if err := collective.AllReduce(ctx, o.comm, o.stats, o.stats, collective.Int64, collective.Sum); err != nil {
+	op := collective.Op{Kind: collective.OpAllReduce, Dst: o.stats, Src: o.stats, DType: collective.Int64, Reduce: collective.Sum}
+	if err := o.after(ctx, o.comm.Start(op)); err != nil {
 		return o.fail(fmt.Errorf("optimizer: gradient norm all-reduce: %w", err))
 	}
-	raw := make([]byte, 8*backend.StatsLen)
-	if err := o.be.Read(raw, o.stats, 0); err != nil {
-		return o.fail(err)
+	if err := o.decide(res, deferred); err != nil {
+		return err
 	}
-	var st [backend.StatsLen]int64
-	for i := range st {
-		st[i] = int64(binary.LittleEndian.Uint64(raw[8*i:]))
-	}
-	res.GradNorm = math.Sqrt(backend.SumOfSquares(&st)) / res.LossScale
 	res.Timings.Norm = since(&t0)
-	finite := st[backend.NormLimbs] == 0
-	if o.cfg.LossScaler != nil {
-		o.cfg.LossScaler.update(finite)
-	}
-	if !finite {
-		res.Skipped = true
-		res.Reason = fmt.Sprintf("%d gradient elements are not finite (or square past float32)", st[backend.NormLimbs])
-		res.GradNorm = math.Inf(1)
-		res.Step = o.step
-		return nil
-	}
-	if o.cfg.MaxGradNorm > 0 {
-		res.ClipCoef = min(1, o.cfg.MaxGradNorm/(res.GradNorm+1e-6))
-	}
-	o.step++
-	res.Step = o.step
 	return nil
 }
 
@@ -318,7 +327,20 @@ func (o *Optimizer) reduceAmax(ctx context.Context, k castKind, t *Timings) erro
 	}
 	op := collective.Op{Kind: collective.OpAllReduce, Dst: o.amax, Src: o.amax, DType: collective.Uint32, Reduce: collective.Max}
 	if ds, ok := o.be.(DeviceScaler); ok && o.cfg.Recipe.ScaleSource() != fp8.FromHistory {
-		return o.scalesOnDevice(ctx, ds, op)
+		var ctl collective.Buffer
+		if k == castStep {
+			ctl = o.ctl.buf
+		}
+		return o.scalesOnDevice(ctx, ds, op, ctl)
+	}
+	if o.deferNow && k == castStep && o.dh != nil {
+		return o.delayedOnDevice(ctx, op)
+	}
+	if err := o.pullHistories(); err != nil { // the host's state, from the device's steps
+		return err
+	}
+	if o.dh != nil {
+		o.dh.devStale = true // advanced by the host below
 	}
 	if err := o.comm.Start(op).Wait(ctx); err != nil {
 		return o.fail(fmt.Errorf("optimizer: amax all-reduce: %w", err))
@@ -337,17 +359,18 @@ func (o *Optimizer) reduceAmax(ctx context.Context, k castKind, t *Timings) erro
 	return nil
 }
 
-// scalesOnDevice is phase 4 on a DeviceScaler backend for the recipes whose
+// scalesOnDevice is phase 4 on a DeviceScaler backend (ctl: the control
+// block of a step, whose skip flag the backend honours; nil for a refresh) for the recipes whose
 // scales are a function of the reduced amax alone (current scaling, tiles):
 // the backend waits for the all-reduce (on the device where it can) and
 // derives the scales and scale_inv in its own queue; the host reads no
 // amax, and the host scale state, which only delayed scaling needs, is not
 // kept.
-func (o *Optimizer) scalesOnDevice(ctx context.Context, ds DeviceScaler, op collective.Op) error {
+func (o *Optimizer) scalesOnDevice(ctx context.Context, ds DeviceScaler, op collective.Op, ctl collective.Buffer) error {
 	if err := o.after(ctx, o.comm.Start(op)); err != nil {
 		return o.fail(fmt.Errorf("optimizer: amax all-reduce: %w", err))
 	}
-	if err := ds.ScalesFromAmax(o.scale, o.scaleIn, o.amax, o.nSlots, o.cfg.Recipe); err != nil {
+	if err := ds.ScalesFromAmax(o.scale, o.scaleIn, o.amax, ctl, o.nSlots, o.cfg.Recipe); err != nil {
 		return o.fail(fmt.Errorf("optimizer: scales from the reduced amaxes: %w", err))
 	}
 	return nil
@@ -377,6 +400,9 @@ func (o *Optimizer) castBucket(bk *bucket, k castKind) error {
 		return nil
 	}
 	c := backend.CastArgs{N: bk.b.ShardSize, Master: bk.master, Segments: bk.segs, Format: o.cfg.Recipe.Format, FP8: o.fp8Shard(bk), Scale: o.scale}
+	if k == castStep {
+		c.Control = o.ctl.buf
+	}
 	if k == castFirst && o.cfg.Recipe.ScaleSource() == fp8.FromHistory {
 		c.Segments = o.firstCastModes(append([]backend.Segment(nil), bk.segs...), k)
 	}

@@ -295,6 +295,11 @@ func (t *gpuTrainer) step(ctx context.Context, step int) (float64, optimizer.Ste
 	}
 	ph.step = time.Since(start)
 	loss, err = t.opt.MeanOverRanks(ctx, loss)
+	if err == nil && res.Pending { // the decision stayed on the GPU: read it for the log and the skip check
+		tm := res.Timings
+		res, err = t.opt.LastResult()
+		res.Timings = tm
+	}
 	return loss, res, ph, err
 }
 

@@ -57,6 +57,12 @@ enum {
 	F_cuFuncGetAttribute,
 	F_cuFuncSetAttribute,
 	F_cuLaunchKernel,
+	F_cuStreamBeginCapture,
+	F_cuStreamEndCapture,
+	F_cuGraphInstantiateWithFlags,
+	F_cuGraphLaunch,
+	F_cuGraphExecDestroy,
+	F_cuGraphDestroy,
 	F_count
 };
 
@@ -67,6 +73,27 @@ static void cu_set(int i, void *p) { cu_fn[i] = p; }
 #define CU(name, ...) ((CUresult(*)(__VA_ARGS__))cu_fn[F_##name])
 
 static CUresult cu_init(void) { return CU(cuInit, unsigned)(0); }
+
+// CUDA graphs: stream capture (mode: CUstreamCaptureMode), instantiation
+// (flags 0), launch and destruction. Handles are opaque pointers.
+static CUresult cu_stream_begin_capture(uintptr_t s, int mode) {
+	return CU(cuStreamBeginCapture, void *, int)((void *)s, mode);
+}
+static CUresult cu_stream_end_capture(uintptr_t s, uintptr_t *g) {
+	void *h = NULL;
+	CUresult r = CU(cuStreamEndCapture, void *, void **)((void *)s, &h);
+	*g = (uintptr_t)h;
+	return r;
+}
+static CUresult cu_graph_instantiate(uintptr_t g, uintptr_t *e) {
+	void *h = NULL;
+	CUresult r = CU(cuGraphInstantiateWithFlags, void **, void *, unsigned long long)(&h, (void *)g, 0);
+	*e = (uintptr_t)h;
+	return r;
+}
+static CUresult cu_graph_launch(uintptr_t e, uintptr_t s) { return CU(cuGraphLaunch, void *, void *)((void *)e, (void *)s); }
+static CUresult cu_graph_exec_destroy(uintptr_t e) { return CU(cuGraphExecDestroy, void *)((void *)e); }
+static CUresult cu_graph_destroy(uintptr_t g) { return CU(cuGraphDestroy, void *)((void *)g); }
 
 static CUresult cu_driver_version(int *v) { return CU(cuDriverGetVersion, int *)(v); }
 
@@ -282,6 +309,13 @@ var symbols = [C.F_count]string{
 	C.F_cuFuncGetAttribute:        "cuFuncGetAttribute",
 	C.F_cuFuncSetAttribute:        "cuFuncSetAttribute",
 	C.F_cuLaunchKernel:            "cuLaunchKernel",
+	// CUDA graphs (cuGraphInstantiateWithFlags: CUDA 11.4 on).
+	C.F_cuStreamBeginCapture:        "cuStreamBeginCapture_v2",
+	C.F_cuStreamEndCapture:          "cuStreamEndCapture",
+	C.F_cuGraphInstantiateWithFlags: "cuGraphInstantiateWithFlags",
+	C.F_cuGraphLaunch:               "cuGraphLaunch",
+	C.F_cuGraphExecDestroy:          "cuGraphExecDestroy",
+	C.F_cuGraphDestroy:              "cuGraphDestroy",
 }
 
 // openDriver opens the driver library and fills the C table. It is called
@@ -532,3 +566,27 @@ func cuLaunchKernel(f uintptr, grid, block Dim3, shmem int, s uintptr, a *Args) 
 		C.unsigned(block.X), C.unsigned(block.Y), C.unsigned(block.Z),
 		C.unsigned(shmem), C.uintptr_t(s), (*unsafe.Pointer)(params)))
 }
+
+func cuStreamBeginCapture(s uintptr, mode int) Result {
+	return Result(C.cu_stream_begin_capture(C.uintptr_t(s), C.int(mode)))
+}
+
+func cuStreamEndCapture(s uintptr) (uintptr, Result) {
+	var g C.uintptr_t
+	r := C.cu_stream_end_capture(C.uintptr_t(s), &g)
+	return uintptr(g), Result(r)
+}
+
+func cuGraphInstantiate(g uintptr) (uintptr, Result) {
+	var e C.uintptr_t
+	r := C.cu_graph_instantiate(C.uintptr_t(g), &e)
+	return uintptr(e), Result(r)
+}
+
+func cuGraphLaunch(e, s uintptr) Result {
+	return Result(C.cu_graph_launch(C.uintptr_t(e), C.uintptr_t(s)))
+}
+
+func cuGraphExecDestroy(e uintptr) Result { return Result(C.cu_graph_exec_destroy(C.uintptr_t(e))) }
+
+func cuGraphDestroy(g uintptr) Result { return Result(C.cu_graph_destroy(C.uintptr_t(g))) }

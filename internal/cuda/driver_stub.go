@@ -59,3 +59,9 @@ func cuModuleGetFunction(uintptr, string) (uintptr, Result)            { return 
 func cuFuncGetAttribute(FuncAttribute, uintptr) (int, Result)          { return 0, errStub }
 func cuFuncSetAttribute(uintptr, FuncAttribute, int) Result            { return errStub }
 func cuLaunchKernel(uintptr, Dim3, Dim3, int, uintptr, *Args) Result   { return errStub }
+func cuStreamBeginCapture(uintptr, int) Result                         { return errStub }
+func cuStreamEndCapture(uintptr) (uintptr, Result)                     { return 0, errStub }
+func cuGraphInstantiate(uintptr) (uintptr, Result)                     { return 0, errStub }
+func cuGraphLaunch(uintptr, uintptr) Result                            { return errStub }
+func cuGraphExecDestroy(uintptr) Result                                { return errStub }
+func cuGraphDestroy(uintptr) Result                                    { return errStub }

@@ -13,7 +13,7 @@ import (
 
 // launcherKernels lists every kernel name a launcher of this package uses.
 func launcherKernels() []string {
-	names := []string{kernelBF16, kernelIota}
+	names := []string{kernelBF16, kernelIota, kernelStepControl, kernelScales, kernelDelayed}
 	names = append(names, gradKernels()...)
 	names = append(names, gptKernels()...)
 	names = append(names, flashKernels()...)

@@ -50,7 +50,7 @@ func TestScalesFromAmax(t *testing.T) {
 				for _, pow2 := range []bool{false, true} {
 					t.Run(fmt.Sprintf("%v/%v/margin=%d/pow2=%t", k.v, f, margin, pow2), func(t *testing.T) {
 						must(t, s.Memset32(out, 0xdeadbeef, 2*n))
-						must(t, k.ScalesFromAmax(s, out, out.Add(4*n), amax, n, f, margin, pow2))
+						must(t, k.ScalesFromAmax(s, out, out.Add(4*n), amax, 0, n, f, margin, pow2))
 						got := make([]uint32, 2*n)
 						must(t, s.Download(cuda.Bytes(got), out))
 						bad := 0

@@ -10,6 +10,7 @@
 // past a segment's end (a tile segment's table counts the chunks of
 // update.cu's bands, a few more) do nothing.
 #include "segments.cuh"
+#include "stepctl.cuh"
 
 using namespace distopt;
 
@@ -89,11 +90,13 @@ __device__ void segcast_kernel(u8 *__restrict__ fp8, const float *__restrict__ m
 
 extern "C" {
 __global__ void __launch_bounds__(256) segcast_e4m3(u8 *fp8, const float *master, const Seg *segs, u32 nseg, u64 nchunks,
-                                                    const float *scale) {
+                                                    const float *scale, const StepCtl *ctl) {
+    if (ctl_skip(ctl)) return;
     segcast_kernel<E4M3>(fp8, master, segs, nseg, nchunks, scale);
 }
 __global__ void __launch_bounds__(256) segcast_e5m2(u8 *fp8, const float *master, const Seg *segs, u32 nseg, u64 nchunks,
-                                                    const float *scale) {
+                                                    const float *scale, const StepCtl *ctl) {
+    if (ctl_skip(ctl)) return;
     segcast_kernel<E5M2>(fp8, master, segs, nseg, nchunks, scale);
 }
 }

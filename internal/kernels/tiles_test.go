@@ -102,7 +102,7 @@ func checkTiles(t *testing.T, k *Set, s *cuda.Stream, cols, paramOff, n, off int
 	must(t, s.Upload(sp, cuda.Bytes(scales)))
 	for _, f := range []fp8.Format{fp8.E4M3, fp8.E5M2} {
 		dst := newGuarded(t, d, s, n, off)
-		must(t, k.CastSegments(s, dst.ptr().Add(-off), master, table, tp, sp, f))
+		must(t, k.CastSegments(s, dst.ptr().Add(-off), master, table, tp, sp, f, 0))
 		out := dst.read(t, s)
 		ref := make([]byte, n)
 		fp8.CastTiles(ref, x, paramOff, cols, 128, scales[slot:], f)

@@ -26,6 +26,7 @@
 // as the flag gbf16; the others have both moments and the gradient typed
 // by the template.
 #include "moments.cuh"
+#include "stepctl.cuh"
 
 using namespace distopt;
 
@@ -272,9 +273,12 @@ __device__ __forceinline__ void update_kernel(float *__restrict__ master, const 
     float *master, void *mom1, void *mom2, const void *grad, const Seg *segs, u32 nseg, u64 nchunks, float gs,  \
         float b1, float b2, float omb1, float omb2, float eps, float rbc2, float mom,                        \
         u8 *fp8, void *block_scales, u32 *amax, const float *scale, void *hp, u32 hp_bf16, u32 mx, float fmax, \
-        float mfac, u32 pow2, float *mscales, float *vscales, u32 mtypes, u32 mblock, u32 seed, u64 base
+        float mfac, u32 pow2, float *mscales, float *vscales, u32 mtypes, u32 mblock, u32 seed, u64 base,     \
+        const StepCtl *ctl
 // mtypes: the MomentType of m (bits 0-3) and v (bits 4-7), and bit 8 set
-// for a bfloat16 gradient (read by the _q kernels only).
+// for a bfloat16 gradient (read by the _q kernels only). ctl: the step
+// control block (stepctl.cuh), or null: when set, its gradient scale
+// replaces gs, and a skipped step returns before writing anything.
 #define UPDATE_ARGS                                                                                          \
     master, MomentSet{mom1, mom2, mscales, vscales, mtypes & 15u, (mtypes >> 4) & 15u, 31u - __clz(mblock | 1u), seed, base}, grad, \
         segs, nseg, nchunks, Hyper{gs, b1, b2, omb1, omb2, eps, rbc2, mom}, fp8, block_scales, amax, scale, hp,  \
@@ -316,14 +320,18 @@ __device__ __forceinline__ void update_entry(UPDATE_PARAMS) {
 // MODE_TILE segments, for MINB blocks per SM (the _tiles kernel 3).
 #define UPDATE_Q(NAME, R, MT, GT, F, Q, MINB)                                                                    \
     extern "C" __global__ void __launch_bounds__(256, MINB) NAME(UPDATE_PARAMS) {                             \
+        if (ctl_skip(ctl)) return;                                                                             \
+        if (ctl != nullptr) gs = ctl->gs;                                                                      \
         update_entry<R, MT, GT, F, false, Q>(master, mom1, mom2, grad, segs, nseg, nchunks, gs, b1, b2, omb1, omb2, \
                                              eps, rbc2, mom, fp8, block_scales, amax, scale, hp, hp_bf16, mx, fmax,    \
-                                             mfac, pow2, mscales, vscales, mtypes, mblock, seed, base);               \
+                                             mfac, pow2, mscales, vscales, mtypes, mblock, seed, base, ctl);             \
     }                                                                                                          \
     extern "C" __global__ void __launch_bounds__(256, 3) NAME##_tiles(UPDATE_PARAMS) {                        \
+        if (ctl_skip(ctl)) return;                                                                             \
+        if (ctl != nullptr) gs = ctl->gs;                                                                      \
         update_entry<R, MT, GT, F, true, Q>(master, mom1, mom2, grad, segs, nseg, nchunks, gs, b1, b2, omb1, omb2,  \
                                             eps, rbc2, mom, fp8, block_scales, amax, scale, hp, hp_bf16, mx, fmax,     \
-                                            mfac, pow2, mscales, vscales, mtypes, mblock, seed, base);                \
+                                            mfac, pow2, mscales, vscales, mtypes, mblock, seed, base, ctl);              \
     }
 #define UPDATE(NAME, R, MT, GT, F) \
     UPDATE_Q(NAME, R, MT, GT, F, false, sizeof(MT) == 2 ? UPDATE_MINB_BF16 : UPDATE_MINB_F32)

@@ -61,6 +61,11 @@ type UpdateLaunch struct {
 	MomentBlock      int            // 32, 64 or 128 (FP8)
 	MomentSeed       uint32
 	MomentBase       uint64 // bucket position of shard element 0
+
+	// Control is the step control block (StepControl), or 0: when set, the
+	// kernel takes its gradient scale instead of Hyper.GradScale and writes
+	// nothing when its skip flag is set.
+	Control cuda.DevicePtr
 }
 
 // MomentType is the storage of one moment of a PerMoment launch
@@ -138,7 +143,8 @@ func (k *Set) Update(s *cuda.Stream, a *UpdateLaunch) error {
 	}
 	args.Ptr(a.FP8).Ptr(a.BlockScales).Ptr(a.Amax).Ptr(a.Scale).Ptr(a.HP).U32(b2u(a.HPBF16)).U32(b2u(a.MX)).
 		F32(f.Max()).F32(float32(math.Ldexp(1, -a.Margin))).U32(b2u(a.PowerOf2)).
-		Ptr(a.MScales).Ptr(a.VScales).U32(a.momentFlags()).U32(uint32(a.MomentBlock)).U32(a.MomentSeed).U64(a.MomentBase)
+		Ptr(a.MScales).Ptr(a.VScales).U32(a.momentFlags()).U32(uint32(a.MomentBlock)).U32(a.MomentSeed).U64(a.MomentBase).
+		Ptr(a.Control)
 	a2 := *a
 	a2.Format = f
 	return s.Launch(k.function(a2.updateKernel()), cuda.Dim3{X: uint32(min(b, maxChunkBlocks))}, cuda.Dim3{X: blockSize}, 0, args)
@@ -158,11 +164,12 @@ func b2u(b bool) uint32 {
 // CastSegments queues on s the cast of the segments of table (uploaded at
 // tablePtr), which must all be of ModeTensorCurrent or ModeTile:
 // dst[i] = f.Encode(float32(master[i] * scale[slot])), the slot of a tile
-// segment being Slot + fp8.TileIndex(ParamOffset + i - Off, Cols, 128).
-func (k *Set) CastSegments(s *cuda.Stream, dst, master cuda.DevicePtr, table Table, tablePtr cuda.DevicePtr, scale cuda.DevicePtr, f fp8.Format) error {
+// segment being Slot + fp8.TileIndex(ParamOffset + i - Off, Cols, 128);
+// nothing when ctl (a step control block, or 0) has its skip flag set.
+func (k *Set) CastSegments(s *cuda.Stream, dst, master cuda.DevicePtr, table Table, tablePtr cuda.DevicePtr, scale cuda.DevicePtr, f fp8.Format, ctl cuda.DevicePtr) error {
 	if table.Chunks == 0 {
 		return nil
 	}
-	args := new(cuda.Args).Ptr(dst).Ptr(master).Ptr(tablePtr).U32(uint32(table.Segs)).U64(uint64(table.Chunks)).Ptr(scale)
+	args := new(cuda.Args).Ptr(dst).Ptr(master).Ptr(tablePtr).U32(uint32(table.Segs)).U64(uint64(table.Chunks)).Ptr(scale).Ptr(ctl)
 	return s.Launch(k.function("segcast_"+formatName(f)), cuda.Dim3{X: uint32(min(table.Chunks, maxChunkBlocks))}, cuda.Dim3{X: blockSize}, 0, args)
 }

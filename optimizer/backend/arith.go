@@ -103,7 +103,8 @@ func Normalize(stats *[StatsLen]int64) {
 	}
 }
 
-// SumOfSquares converts the limbs to the float64 nearest their exact sum.
+// SumOfSquares converts the limbs to the float64 nearest their exact sum
+// (ties to even), with big numbers: the reference of SumOfSquaresNearest.
 func SumOfSquares(stats *[StatsLen]int64) float64 {
 	s := *stats
 	Normalize(&s)
@@ -112,7 +113,7 @@ func SumOfSquares(stats *[StatsLen]int64) float64 {
 		acc.Lsh(acc, 32)
 		acc.Add(acc, big.NewInt(s[i]))
 	}
-	f := new(big.Float).SetPrec(200).SetInt(acc)
+	f := new(big.Float).SetInt(acc) // precision 0: exact, rounded once by Float64
 	f.SetMantExp(f, -149)
 	v, _ := f.Float64()
 	return v

@@ -65,8 +65,13 @@ type Segment struct {
 // UpdateArgs is one bucket shard's update. Buffers are the backend's own;
 // element offsets count from the start of each buffer.
 type UpdateArgs struct {
-	Rule       Rule
-	Hyper      Hyper
+	Rule  Rule
+	Hyper Hyper
+	// Control, when set, is the step control block (Control's layout):
+	// the update takes its GradScale instead of Hyper.GradScale, and
+	// writes nothing (masters, moments, outputs, amaxes) when its Skip is
+	// set.
+	Control    collective.Buffer
 	N          int               // elements in the shard
 	Master     collective.Buffer // float32 x N
 	M, V       collective.Buffer // moments (V unused for SGD; both unused for RuleNone)
@@ -111,4 +116,7 @@ type CastArgs struct {
 	Format   fp8.Format
 	FP8      collective.Buffer
 	Scale    collective.Buffer // float32 per slot
+	// Control, when set, is the step control block: nothing is written
+	// when its Skip is set.
+	Control collective.Buffer
 }

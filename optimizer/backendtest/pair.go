@@ -23,6 +23,7 @@ type buf struct {
 	ref, be collective.Buffer
 	kind    kind
 	name    string
+	init    []byte // the initial bytes
 }
 
 // kind says how two buffers are compared.
@@ -37,7 +38,7 @@ const (
 // upload allocates init's bytes on both backends.
 func (p *pair) upload(name string, init []byte, k kind) buf {
 	p.t.Helper()
-	b := buf{kind: k, name: name}
+	b := buf{kind: k, name: name, init: init}
 	var err error
 	if b.ref, err = p.ref.Alloc(len(init)); err != nil {
 		p.t.Fatal(err)
@@ -117,5 +118,21 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// untouched checks that the reference's buffers still hold their initial
+// bytes (a skipped step writes nothing; check compares the backend's).
+func (p *pair) untouched(bs ...buf) {
+	p.t.Helper()
+	for _, b := range bs {
+		if b.ref == nil {
+			continue
+		}
+		got := make([]byte, b.ref.Len())
+		must(p.t, p.ref.Read(got, b.ref, 0))
+		if bad := diff(b.init, got, bytesExact); len(bad) > 0 {
+			p.t.Errorf("%s written by a skipped step: %d changes; first: %s", b.name, len(bad), bad[0])
+		}
 	}
 }

@@ -18,6 +18,8 @@ func Run(t *testing.T, be optimizer.Backend) {
 	t.Run("Update", func(t *testing.T) { Update(t, be) })
 	t.Run("Moments", func(t *testing.T) { Moments(t, be) })
 	t.Run("Cast", func(t *testing.T) { Cast(t, be) })
+	t.Run("Control", func(t *testing.T) { Control(t, be) })
+	t.Run("Controlled", func(t *testing.T) { Controlled(t, be) })
 }
 
 func newPair(t *testing.T, be optimizer.Backend) *pair {
@@ -159,7 +161,7 @@ func Update(t *testing.T, be optimizer.Backend) {
 				name := fmt.Sprintf("%s/%v/m=%v/g=%v/special=%v", rc.name, ru.r, ru.mt, ru.gt, special)
 				t.Run(name, func(t *testing.T) {
 					r := rand.New(rand.NewPCG(uint64(ci), uint64(ri*2)+b2u(special)))
-					updateCase(t, newPair(t, be), r, rc, ru.r, ru.mt, ru.gt, special)
+					updateCase(t, newPair(t, be), r, rc, ru.r, ru.mt, ru.gt, special, noControl)
 				})
 			}
 		}
@@ -173,7 +175,7 @@ func b2u(b bool) uint64 {
 	return 0
 }
 
-func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, gt collective.DType, special bool) {
+func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, gt collective.DType, special bool, ctl controlCase) {
 	block := 128 // the tensor recipes' segments are laid out as 1x128's
 	if _, cols := rc.recipe.Block(); rc.recipe.LocalBlocks() {
 		block = cols
@@ -231,9 +233,17 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 		}
 	}
 	a.Segments = l.segs
+	var cb *buf
+	if ctl != noControl {
+		c := p.upload("control", controlBlock(r, ctl), bytesExact)
+		cb = &c
+	}
 	for side := range 2 {
 		b := a
 		pick := func(x buf) collective.Buffer { return []collective.Buffer{x.ref, x.be}[side] }
+		if cb != nil {
+			b.Control = pick(*cb)
+		}
 		b.Master, b.M, b.V, b.Grad, b.FP8, b.Amax, b.Scale, b.BlockScales = pick(bs[0]), pick(bs[1]), pick(bs[2]), pick(bs[3]), pick(bs[4]), pick(bs[5]), pick(bs[6]), pick(bs[7])
 		if rc.hp != 0 {
 			b.HP, b.HPType = pick(bs[8]), rc.hp
@@ -248,6 +258,9 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 		must(t, be.Update(&b))
 	}
 	p.check(bs...)
+	if ctl == skipControl {
+		p.untouched(bs...)
+	}
 }
 
 func momentKind(dt collective.DType) kind {

@@ -23,6 +23,7 @@ type Backend struct {
 
 	mu     sync.Mutex
 	tables map[string]*table // segment tables by their static content
+	rb     *readback         // ReadLater's memory (nil until its first call)
 	closed bool
 }
 
@@ -65,7 +66,12 @@ func New(ordinal int) (*Backend, error) {
 		dev.Close()
 		return nil, fmt.Errorf("gpu: %w", err)
 	}
-	return &Backend{dev: dev, ks: ks, s: s, tables: map[string]*table{}}, nil
+	b := &Backend{dev: dev, ks: ks, s: s, tables: map[string]*table{}}
+	if err := b.readbackFor(readbackMin); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
 }
 
 // Name implements optimizer.Backend: "cuda:0 NVIDIA H200 (sm_90, PTX sm90)".
@@ -208,7 +214,7 @@ func (b *Backend) Update(a *backend.UpdateArgs) error {
 		Master: b.ptr(a.Master), Table: t, TablePtr: tp,
 		Format: a.Recipe.Format, FP8: b.ptr(a.FP8), BlockScales: b.ptr(a.BlockScales),
 		MX: a.Recipe.ScaleType() == fp8.ScaleE8M0, Margin: a.Recipe.Margin, PowerOf2: a.Recipe.PowerOf2,
-		Amax: b.ptr(a.Amax), Scale: b.ptr(a.Scale), HP: b.ptr(a.HP),
+		Amax: b.ptr(a.Amax), Scale: b.ptr(a.Scale), HP: b.ptr(a.HP), Control: b.ptr(a.Control),
 	}
 	if a.Rule != optimizer.RuleNone {
 		l.M, l.V, l.Grad = b.ptr(a.M), b.ptr(a.V), b.ptr(a.Grad)
@@ -236,7 +242,7 @@ func (b *Backend) Cast(a *backend.CastArgs) error {
 	if err != nil {
 		return err
 	}
-	return b.ks.CastSegments(b.s, b.ptr(a.FP8), b.ptr(a.Master), t, tp, b.ptr(a.Scale), a.Format)
+	return b.ks.CastSegments(b.s, b.ptr(a.FP8), b.ptr(a.Master), t, tp, b.ptr(a.Scale), a.Format, b.ptr(a.Control))
 }
 
 // kernelSegment returns s as the kernels read it, with rule r's factors.
@@ -330,7 +336,7 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.closed = true
-	err := b.dropTables()
+	err := errors.Join(b.dropTables(), b.freeReadback())
 	if e := b.s.Destroy(); e != nil && err == nil {
 		err = e
 	}

@@ -40,11 +40,20 @@
 // scaling and 128x128 tiles, the scales and scale_inv of a step are
 // derived from the all-reduced amaxes by a kernel on the compute stream
 // (scales.cu), after a device wait for the all-reduce, so the host neither
-// waits for nor reads the amaxes. A step still waits for the device once to
-// read the gradient statistics (the skip decision and the norm), and, with
-// delayed scaling, to read the amaxes into the host's histories
+// waits for nor reads the amaxes. The step's decision (norm, clip, skip,
+// loss scaler) is made by a one-thread kernel (stepctl.cu) into the control
+// block that the update, scales and cast kernels read, and the backend is
+// an optimizer.AsyncReader (a copy into pinned memory and an event): Step
+// waits once to read the decision; StepAsync does not wait at all (with
+// delayed scaling the backend is an optimizer.DelayedScaler: the amax
+// histories live on the device, delayed.cu, and the host copies them only
+// for a checkpoint or a synchronous Step), except when the previous step's
+// decision has not been made yet when it starts
 // (cuda.Device.HostSyncs counts the waits; BenchmarkStepAsync reports them
-// per step).
+// per step). A StepAsync can therefore be captured in a CUDA graph
+// (cuda.Stream.BeginCapture; TestStepGraph); the events the capture
+// records are internal to the graph, so synchronise the stream after a
+// launch before LastResult.
 //
 // # Choosing a backend
 //

@@ -61,7 +61,8 @@ func accumulate(acc, g []float32) []float32 {
 // declares it ready (GradReady), parameter after parameter in the order ov
 // says; then StepAsync (Step with ov.Sync). The result after the last step
 // (Collect, after WaitGathers) must therefore equal Train's fed
-// Accumulated(grad, micro), bit for bit.
+// Accumulated(grad, micro), bit for bit. A result StepAsync returns Pending
+// is completed by LastResult after the next forward pass.
 func TrainOverlapped(ctx context.Context, comm collective.Communicator, be optimizer.Backend, params []optimizer.Param, cfg optimizer.Config, steps int, grad GradFunc, ov Overlap) (Result, error) {
 	cfg.MicroBatches = ov.micro()
 	o, err := optimizer.New(ctx, comm, be, params, optimizer.FromMap(InitWeights(params, 1)), cfg)
@@ -79,6 +80,9 @@ func TrainOverlapped(ctx context.Context, comm collective.Communicator, be optim
 				return Result{}, fmt.Errorf("step %d: %w", s, err)
 			}
 		}
+		if err := lastResult(o, results); err != nil {
+			return Result{}, fmt.Errorf("step %d: %w", s-1, err)
+		}
 		if err := backward(o, params, s, comm.Rank(), grad, ov); err != nil {
 			return Result{}, fmt.Errorf("step %d: %w", s, err)
 		}
@@ -93,6 +97,9 @@ func TrainOverlapped(ctx context.Context, comm collective.Communicator, be optim
 		results = append(results, sr)
 	}
 	if err := o.WaitGathers(ctx); err != nil {
+		return Result{}, err
+	}
+	if err := lastResult(o, results); err != nil {
 		return Result{}, err
 	}
 	res, err := Collect(o, params)
@@ -125,5 +132,24 @@ func backward(o *optimizer.Optimizer, params []optimizer.Param, s, rank int, gra
 			}
 		}
 	}
+	return nil
+}
+
+// lastResult completes the last of results when StepAsync left it Pending
+// (the step's decision on the device), from LastResult, keeping its
+// timings; it is called before the next step, after the forward pass.
+func lastResult(o *optimizer.Optimizer, results []optimizer.StepResult) error {
+	if len(results) == 0 || !results[len(results)-1].Pending {
+		return nil
+	}
+	r, err := o.LastResult()
+	if err != nil {
+		return err
+	}
+	if r.Pending {
+		return fmt.Errorf("optimizertest: LastResult is still pending")
+	}
+	r.Timings = results[len(results)-1].Timings
+	results[len(results)-1] = r
 	return nil
 }

@@ -1,0 +1,213 @@
+package optimizer
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/optimizer/backend"
+)
+
+// This file holds the step control block: the decision of a step (norm,
+// clip coefficient, skip) and the loss scaler, derived in the backend's own
+// queue from the reduced gradient statistics (Backend.Control), read by the
+// update and the cast there, and by the host only when it asks: at once in
+// Step, later (LastResult, or the next step) in StepAsync on a backend that
+// can read it back without waiting (AsyncReader: optimizer/gpu).
+
+// AsyncReader is implemented by backends whose memory the host reads back
+// without waiting for their queue (optimizer/gpu: a copy into pinned host
+// memory and an event). With it, StepAsync leaves the step's decision on
+// the device: it enqueues every phase whatever the decision (the update,
+// scales and cast kernels read the skip flag of the control block and
+// write nothing on a skipped step), and the host learns the outcome later.
+type AsyncReader interface {
+	// ReadLater queues a copy of the first n bytes of src, ordered after
+	// the work queued so far, into host memory. The returned handle is
+	// valid until the next ReadLater.
+	ReadLater(src collective.Buffer, n int) (PendingRead, error)
+}
+
+// PendingRead is a copy queued by ReadLater.
+type PendingRead interface {
+	// Done reports whether the copy has landed, without waiting.
+	Done() (bool, error)
+	// Bytes waits for the copy (when Done has not reported it) and
+	// returns its bytes, which the caller must not keep past the next
+	// ReadLater.
+	Bytes() ([]byte, error)
+}
+
+// control is the host's side of the control block.
+type control struct {
+	buf   collective.Buffer // the block, backend.ControlBytes in the backend's memory
+	host  backend.Control   // the host's copy: exact unless pend is set
+	dirty bool              // host was changed by the host: write it before the next step
+	pend  PendingRead       // the last StepAsync's block, not read yet
+	// settle is the number of works of ov.settle that were ordered before
+	// the pending copy (they are complete when it has landed).
+	settle int
+	last   StepResult // the last step's result (complete unless pend is set)
+}
+
+// initControl allocates the control block; its content is written before
+// the first step.
+func (o *Optimizer) initControl() error {
+	var err error
+	o.ctl.buf, err = o.be.Alloc(backend.ControlBytes)
+	o.ctl.host = backend.Control{MaxNorm: o.cfg.MaxGradNorm, Scale: 1}
+	o.ctl.dirty = true
+	return err
+}
+
+// controlInputs sets the configuration and state fields of the host copy
+// from the optimizer's (the step count, the loss scaler).
+func (o *Optimizer) controlInputs() {
+	c := &o.ctl.host
+	c.MaxNorm, c.Step, c.Scale = o.cfg.MaxGradNorm, int64(o.step), 1
+	if s := o.cfg.LossScaler; s != nil {
+		c.Growth, c.Backoff, c.MinScale, c.MaxScale = s.GrowthFactor, s.BackoffFactor, s.MinScale, s.MaxScale
+		c.Interval, c.Scale, c.Good = int64(s.GrowthInterval), s.scale, int64(s.good)
+	}
+}
+
+// deferred reports whether this step leaves its decision on the device:
+// StepAsync on an AsyncReader backend, with scales the backend derives
+// itself (DeviceScaler; DelayedScaler for delayed scaling).
+func (o *Optimizer) deferred(async bool) bool {
+	if !async {
+		return false
+	}
+	if _, ok := o.be.(AsyncReader); !ok {
+		return false
+	}
+	if o.cfg.Recipe.ScaleSource() == fp8.FromHistory {
+		return o.dh != nil
+	}
+	_, ds := o.be.(DeviceScaler)
+	return ds || o.nSlots == 0
+}
+
+// decide queues the control kernel over the reduced statistics (writing
+// the block first when the host changed it). Unless deferred, it reads the
+// block back and fills res; deferred, it counts the step as taken until
+// the block is read (resolve).
+func (o *Optimizer) decide(res *StepResult, deferred bool) error {
+	if err := o.flushControl(); err != nil {
+		return err
+	}
+	if err := o.be.Control(o.ctl.buf, o.stats); err != nil {
+		return o.fail(fmt.Errorf("optimizer: step control: %w", err))
+	}
+	if deferred {
+		o.step++ // the factors of a taken step; resolve corrects a skip
+		res.Step, res.Pending = o.step, true
+		return nil
+	}
+	raw := make([]byte, backend.ControlBytes)
+	if err := o.be.Read(raw, o.ctl.buf, 0); err != nil {
+		return o.fail(err)
+	}
+	c, err := backend.DecodeControl(raw)
+	if err != nil {
+		return o.fail(err)
+	}
+	o.apply(c, res)
+	return nil
+}
+
+// flushControl writes the host's copy of the block when the host changed
+// it (New, SetScalars): refresh calls it, so that a step finds it written.
+func (o *Optimizer) flushControl() error {
+	if !o.ctl.dirty {
+		return nil
+	}
+	o.controlInputs()
+	if err := o.be.Write(o.ctl.buf, 0, o.ctl.host.Encode()); err != nil {
+		return o.fail(err)
+	}
+	o.ctl.dirty = false
+	return nil
+}
+
+// apply takes the block c as the host's state and fills res from it.
+func (o *Optimizer) apply(c backend.Control, res *StepResult) {
+	o.ctl.host = c
+	o.step = int(c.Step)
+	if s := o.cfg.LossScaler; s != nil {
+		s.scale, s.good = c.Scale, int(c.Good)
+	}
+	res.Pending = false
+	res.Step, res.GradNorm, res.ClipCoef, res.LossScale = o.step, c.Norm, c.Clip, c.Used
+	res.Skipped = c.Skip != 0
+	res.Reason = ""
+	if res.Skipped {
+		res.Reason = fmt.Sprintf("%d gradient elements are not finite (or square past float32)", c.NonFinite)
+	}
+}
+
+// readLater queues the copy of the block that resolve reads (deferred
+// steps), after the step's last phase before the gathers.
+func (o *Optimizer) readLater() error {
+	p, err := o.be.(AsyncReader).ReadLater(o.ctl.buf, backend.ControlBytes)
+	if err != nil {
+		return o.fail(fmt.Errorf("optimizer: reading the step control block back: %w", err))
+	}
+	o.ctl.pend, o.ctl.settle = p, len(o.ov.settle)
+	return nil
+}
+
+// resolve reads the block of the last deferred step, waiting for it only
+// when it has not landed yet, and makes the host state exact again (step
+// count, loss scaler, the last result). The works the device waited for
+// before the block are complete then: the host releases them.
+func (o *Optimizer) resolve() error {
+	p := o.ctl.pend
+	if p == nil {
+		return nil
+	}
+	o.ctl.pend = nil
+	raw, err := p.Bytes()
+	if err != nil {
+		return o.fail(fmt.Errorf("optimizer: reading the step control block back: %w", err))
+	}
+	c, err := backend.DecodeControl(raw)
+	if err != nil {
+		return o.fail(err)
+	}
+	o.apply(c, &o.ctl.last)
+	n := o.ctl.settle
+	done := o.ov.settle[:n:n]
+	o.ov.settle = append([]collective.Work(nil), o.ov.settle[n:]...)
+	for _, w := range done {
+		if err := w.Wait(context.Background()); err != nil {
+			return o.fail(fmt.Errorf("optimizer: collective: %w", err))
+		}
+	}
+	return nil
+}
+
+// LastResult returns the result of the last step. After a StepAsync whose
+// result came back Pending, it reads the step control block (waiting for
+// the device only when the step has not got that far) and returns the
+// complete result: whether the step was skipped, the gradient norm, the
+// clip coefficient and the loss scale. The next step, StepCount,
+// LossScale and Scalars read it too.
+func (o *Optimizer) LastResult() (StepResult, error) {
+	if err := o.usable(); err != nil {
+		return StepResult{}, err
+	}
+	if err := o.resolve(); err != nil {
+		return StepResult{}, err
+	}
+	return o.ctl.last, nil
+}
+
+// settled resolves the pending block for the accessors of host state that
+// return no error: a failure breaks the optimizer (usable reports it).
+func (o *Optimizer) settled() {
+	if o.ctl.pend != nil && o.broken == nil {
+		_ = o.resolve()
+	}
+}

@@ -1,0 +1,103 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/optimizer"
+)
+
+// Control implements optimizer.Backend: one single-thread launch on the
+// compute stream (kernels.Set.StepControl); the host reads nothing.
+func (b *Backend) Control(ctl, stats collective.Buffer) error {
+	return b.ks.StepControl(b.s, b.ptr(ctl), b.ptr(stats))
+}
+
+// readback is the pinned memory and the event of ReadLater, made at its
+// first call and reused.
+type readback struct {
+	host   *cuda.HostBuffer
+	landed *cuda.Event
+	n      int
+}
+
+// ReadLater implements optimizer.AsyncReader: a copy into pinned host
+// memory queued on the compute stream, and an event recorded after it.
+// Neither waits for the GPU, so a step whose decision stays on the device
+// (and a CUDA graph captured from it) has no host synchronisation.
+func (b *Backend) ReadLater(src collective.Buffer, n int) (optimizer.PendingRead, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, cuda.ErrClosed
+	}
+	if err := b.readbackFor(n); err != nil {
+		return nil, err
+	}
+	b.rb.n = n
+	if err := b.s.CopyDtoH(b.rb.host.Bytes()[:n], b.ptr(src)); err != nil {
+		return nil, err
+	}
+	if err := b.rb.landed.Record(b.s); err != nil {
+		return nil, err
+	}
+	return b.rb, nil
+}
+
+// readbackMin is the size of the read-back memory New allocates, so that
+// ReadLater of a control block allocates nothing (cuMemHostAlloc may
+// synchronise the device).
+const readbackMin = 256
+
+// readbackFor makes b.rb hold at least n bytes (b.mu held, or b not shared
+// yet).
+func (b *Backend) readbackFor(n int) error {
+	if b.rb != nil && b.rb.host.Len() >= n {
+		return nil
+	}
+	if err := b.freeReadback(); err != nil {
+		return err
+	}
+	rb := &readback{}
+	var err error
+	if rb.host, err = b.dev.AllocHost(max(n, readbackMin)); err != nil {
+		return fmt.Errorf("gpu: read-back memory: %w", err)
+	}
+	if rb.landed, err = b.dev.NewEvent(false); err != nil {
+		rb.host.Free()
+		return err
+	}
+	b.rb = rb
+	return nil
+}
+
+// Done implements optimizer.PendingRead: a query of the event.
+func (r *readback) Done() (bool, error) { return r.landed.Query() }
+
+// Bytes implements optimizer.PendingRead: the copy's bytes, after waiting
+// for the event when it has not completed (a host synchronisation).
+func (r *readback) Bytes() ([]byte, error) {
+	done, err := r.landed.Query()
+	if err == nil && !done {
+		err = r.landed.Synchronize()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r.host.Bytes()[:r.n], nil
+}
+
+// freeReadback waits for the stream and frees the read-back memory (b.mu
+// held).
+func (b *Backend) freeReadback() error {
+	if b.rb == nil {
+		return nil
+	}
+	err := errors.Join(b.s.Synchronize(), b.rb.landed.Destroy(), b.rb.host.Free())
+	b.rb = nil
+	return err
+}
+
+var _ optimizer.AsyncReader = (*Backend)(nil)
