@@ -57,6 +57,13 @@ type Op struct {
 	DType  DType    // ReduceScatter, AllReduce
 	Reduce ReduceOp // ReduceScatter, AllReduce
 	Root   int      // Broadcast
+	// Tag names the op across calls, for communicators that keep state
+	// from one call of an op to the next: ops of one nonzero tag are the
+	// same reduction repeated (collective/fp8grad keeps one error
+	// feedback residual per tag). 0 is no tag. Other communicators ignore
+	// it. The optimizer tags each bucket's gradient reduce-scatter
+	// (optimizer.GradTag).
+	Tag uint64
 }
 
 // Validate checks the op's shape against a communicator of size ranks and

@@ -99,9 +99,10 @@ type Config struct {
 	// StepAsync alike. With MicroBatches > 1 the reduce-scatter runs for
 	// every micro-batch (wire bytes x MicroBatches) and the reduced shards
 	// are added in micro-batch order, rounded to GradType (the backend must
-	// be a GradAccumulator: the CPU backend is). Do not combine with
-	// collective/fp8grad's ErrorFeedback, which keeps a residual per source
-	// buffer: the pool's buffers serve several buckets (not detected here).
+	// be a GradAccumulator: the CPU backend is). Each bucket's
+	// reduce-scatter carries its Tag (GradTag), so collective/fp8grad's
+	// error feedback keeps one residual per bucket although the pool's
+	// buffers serve several buckets.
 	ShardedGradients bool
 	// GradBuffers is the number of buffers of the ShardedGradients pool
 	// (default 2). Each holds the largest bucket's gradient.

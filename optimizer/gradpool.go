@@ -202,7 +202,7 @@ func (o *Optimizer) startPooled(b int, first bool) {
 	if first {
 		dst = bk.acc
 	}
-	w := o.comm.Start(collective.Op{Kind: collective.OpReduceScatter, Src: src, Dst: dst, DType: o.cfg.GradType, Reduce: collective.Avg})
+	w := o.comm.Start(collective.Op{Kind: collective.OpReduceScatter, Src: src, Dst: dst, DType: o.cfg.GradType, Reduce: collective.Avg, Tag: GradTag(b)})
 	p.fifo = append(p.fifo, poolFlight{bucket: b, buf: k, first: first, w: w})
 	p.held[b] = -1
 	p.gen[b]++

@@ -158,10 +158,7 @@ func (o *Optimizer) readMoment(bk *bucket, i int, pc shard.Piece) ([]float32, er
 	buf := []collective.Buffer{bk.m, bk.v}[i]
 	t := o.cfg.momentTypes()[i]
 	if t != MomentFP8 {
-		dt := collective.Float32
-		if t == MomentBFloat16 {
-			dt = collective.BFloat16
-		}
+		dt := momentElem(t)
 		return o.readElems(buf, pc.ShardOffset*dt.Size()/4, pc.Len, dt)
 	}
 	b, n := o.cfg.MomentBlock, bk.b.ShardSize
@@ -188,10 +185,7 @@ func (o *Optimizer) writeMoment(bk *bucket, i int, pc shard.Piece, x []float32) 
 	buf := []collective.Buffer{bk.m, bk.v}[i]
 	t := o.cfg.momentTypes()[i]
 	if t != MomentFP8 {
-		dt := collective.Float32
-		if t == MomentBFloat16 {
-			dt = collective.BFloat16
-		}
+		dt := momentElem(t)
 		return o.be.Write(buf, dt.Size()*pc.ShardOffset, encodeElems(x, dt))
 	}
 	b, n := o.cfg.MomentBlock, bk.b.ShardSize
@@ -207,4 +201,13 @@ func (o *Optimizer) writeMoment(bk *bucket, i int, pc shard.Piece, x []float32) 
 		return err
 	}
 	return o.be.Write(buf, n+4*(pc.ShardOffset/b), float32Bytes(inv))
+}
+
+// momentElem is the element type of a moment stored unquantized: float32,
+// or bfloat16 for MomentBFloat16 (the inverse of backend.MomentOf).
+func momentElem(t MomentDType) collective.DType {
+	if t == MomentBFloat16 {
+		return collective.BFloat16
+	}
+	return collective.Float32
 }

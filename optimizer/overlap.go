@@ -167,8 +167,15 @@ func (o *Optimizer) GradReady(name string) error {
 
 // reduceOp is the reduce-scatter (average, in place) of bucket bk.
 func (o *Optimizer) reduceOp(bk *bucket) collective.Op {
-	return collective.Op{Kind: collective.OpReduceScatter, Src: bk.grad, Dst: o.gradShard(bk), DType: o.cfg.GradType, Reduce: collective.Avg}
+	return collective.Op{Kind: collective.OpReduceScatter, Src: bk.grad, Dst: o.gradShard(bk), DType: o.cfg.GradType, Reduce: collective.Avg, Tag: GradTag(bk.idx)}
 }
+
+// GradTag is the collective.Op Tag of bucket b's gradient reduce-scatter,
+// the same with or without sharded gradients and for every micro-batch:
+// b + 1. A communicator that keeps state per reduction (collective/fp8grad's
+// error feedback) keys it by the tag, since with sharded gradients one
+// buffer of the pool serves several buckets.
+func GradTag(b int) uint64 { return uint64(b) + 1 }
 
 // inFlight returns an error wrapping ErrGradReady when bucket b's
 // reduce-scatter has started this step (its gradients must not change).

@@ -115,13 +115,41 @@ func stepAll(ctx context.Context, o *optimizer.Optimizer, r, from, to int) error
 	return nil
 }
 
+// rankDump is what one rank holds of the optimizer state: its pieces and
+// the gathered weights of every parameter.
+type rankDump struct {
+	Pieces  []optimizer.PieceState
+	Weights map[string][]float32
+}
+
+// dumpRank returns o's pieces and gathered weights.
+func dumpRank(o *optimizer.Optimizer) (rankDump, error) {
+	pieces, err := o.ReadPieces()
+	if err != nil {
+		return rankDump{}, err
+	}
+	d := rankDump{Pieces: pieces, Weights: map[string][]float32{}}
+	for _, p := range hierParams {
+		if d.Weights[p.Name], err = o.Weights(p.Name); err != nil {
+			return rankDump{}, err
+		}
+	}
+	return d, nil
+}
+
 // collect adds o's pieces and gathered weights to st under mu, and fails
 // if a replica (another group) put different bits there before.
 func collect(o *optimizer.Optimizer, st fullState, mu *sync.Mutex) error {
-	pieces, err := o.ReadPieces()
+	d, err := dumpRank(o)
 	if err != nil {
 		return err
 	}
+	return merge(d, st, mu)
+}
+
+// merge adds one rank's dump to st under mu, and fails if a replica
+// (another group) put different bits there before.
+func merge(d rankDump, st fullState, mu *sync.Mutex) error {
 	mu.Lock()
 	defer mu.Unlock()
 	put := func(key string, off int, xs []float32, size int) error {
@@ -143,15 +171,12 @@ func collect(o *optimizer.Optimizer, st fullState, mu *sync.Mutex) error {
 	sizes := map[string]int{}
 	for _, p := range hierParams {
 		sizes[p.Name] = elems(p)
-		w, err := o.Weights(p.Name)
-		if err != nil {
-			return err
-		}
+		w := d.Weights[p.Name]
 		if err := put(p.Name+".weights", 0, w, len(w)); err != nil {
 			return err
 		}
 	}
-	for _, p := range pieces {
+	for _, p := range d.Pieces {
 		n := sizes[p.Param]
 		if err := errors.Join(put(p.Param+".master", p.Offset, p.Master, n), put(p.Param+".m", p.Offset, p.M, n), put(p.Param+".v", p.Offset, p.V, n)); err != nil {
 			return err

@@ -192,6 +192,8 @@ func TestNCCLWorker(t *testing.T) {
 		workerSuite(ctx, t)
 	case "loop":
 		workerLoop(ctx, t)
+	case "sub":
+		workerSub(ctx, t) // nccl_sub_test.go
 	default:
 		t.Fatalf("unknown scenario %q", scenario)
 	}

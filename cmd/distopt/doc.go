@@ -16,7 +16,8 @@
 // # distopt run
 //
 //	distopt run --nproc-per-node N [--nnodes M --node-rank K]
-//	    [--master-addr A] [--master-port P] [--run-id ID] [--grace D] -- PROGRAM ARGS...
+//	    [--master-addr A] [--master-port P] [--run-id ID] [--group-size G]
+//	    [--grace D] -- PROGRAM ARGS...
 //
 // run starts N copies of PROGRAM, the ranks K*N ... K*N+N-1 of a job of
 // M*N ranks, each with the environment that rendezvous.FromEnv reads:
@@ -28,7 +29,10 @@
 // the master address defaults to 127.0.0.1 and the port to a free one; with
 // several hosts, run once per host with the same --nnodes, --master-addr and
 // --master-port (rank 0's host and a port free there) and --node-rank 0 ..
-// M-1.
+// M-1. --group-size G (a divisor of M*N) asks for hierarchical sharding in
+// groups of G consecutive ranks (collective/hier; G = N makes a group of
+// each host): every rank gets DISTOPT_GROUP_SIZE=G, which
+// hier.GroupSizeFromEnv reads.
 //
 // torchrun's command lines work: every flag may be spelled with '_' for '-'
 // (--nproc_per_node), N may be gpu, cpu or auto, --nnodes takes M:M,
@@ -57,6 +61,7 @@
 //
 //	distopt plan [-model NAME | -layers L -hidden H -ffn F -vocab V -positions P [-tied] | -params N]
 //	    [-d 1,2,...] [-gpu NAME] [-moments fp32|bf16] [-grads bf16|fp32] [-recipe ...] [-bytes]
+//	    [-sharded-grads] [-grad-fp8 e4m3|e5m2 [-grad-block N] [-grad-ef]] [-exact-avg]
 //
 // plan prints, for a model and each data-parallel size, the bytes per rank
 // of every buffer the optimizer allocates (optimizer.PredictMemory: FP8
@@ -72,6 +77,21 @@
 // a100-80gb, ...) it marks what does not fit that GPU's memory and warns
 // on stderr. With -group G (hierarchical sharding, collective/hier) the
 // state is sharded within groups of G ranks and replicated across them.
+// With -exact-avg the NCCL scratch is every bfloat16 gradient bucket
+// widened to float32 (one group), or with -sharded-grads the one bucket
+// area collective/nccl grows to the largest bucket.
+//
+// With -grad-fp8 e4m3|e5m2 (the FP8 gradient reduce-scatter of
+// collective/fp8grad, blocks of -grad-block elements, default 128) two
+// rows are added, as fp8grad.PredictSteps counts them over the optimizer's
+// buckets: "fp8 gradient staging", the wire buffers of the reduce-scatters
+// in flight, which a device Comm keeps in a pool by size (2 x (1 + 4/128)
+// bytes per element of every bucket with full gradient buffers, all in
+// flight at once; with -sharded-grads, -grad-buffers of each bucket size),
+// and "fp8 gradient residuals", with -grad-ef 4 bytes per element of every
+// bucket (the whole gradient, not the shard). The gradient reduce-scatter
+// then needs no NCCL scratch. -steptime does not model the FP8
+// reduce-scatter and refuses -grad-fp8.
 //
 // With -steptime h100|h200 it prints instead the predicted time of every
 // phase of the step (internal/plan's alpha-beta model, nodes of 8 GPUs,

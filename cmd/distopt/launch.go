@@ -17,6 +17,7 @@ import (
 type launcher struct {
 	stdout, stderr io.Writer
 	grace          time.Duration // between SIGTERM and SIGKILL
+	env            []string      // variables of the job for every rank, beside its rendezvous.Config's
 }
 
 // rankProc is one started rank.
@@ -134,7 +135,7 @@ func (l *launcher) start(program []string, cfg rendezvous.Config, stdout, stderr
 	p := &rankProc{rank: cfg.Rank, name: name, out: newPrefixer(stdout, prefix), err: newPrefixer(stderr, prefix)}
 	p.cmd = exec.Command(program[0], program[1:]...)
 	// Later entries win: the job's variables replace inherited ones.
-	p.cmd.Env = append(os.Environ(), cfg.Environ()...)
+	p.cmd.Env = append(append(os.Environ(), cfg.Environ()...), l.env...)
 	p.cmd.Stdin = nil
 	p.cmd.Stdout = p.out
 	p.cmd.Stderr = p.err

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/internal/progress"
@@ -31,8 +32,9 @@ type planOptions struct {
 	params   int64      // > 0: a model of one FP8 tensor of this many elements instead of model
 	ds       []int
 	cfg      optimizer.Config
-	exactAvg bool // the NCCL communicator's Config.ExactAvg
-	group    int  // > 0: hierarchical sharding within groups of this many ranks (collective/hier)
+	exactAvg bool            // the NCCL communicator's Config.ExactAvg
+	gradFP8  *fp8grad.Config // non-nil: gradients reduce-scattered by collective/fp8grad
+	group    int             // > 0: hierarchical sharding within groups of this many ranks (collective/hier)
 	step     stepOptions
 	bytes    bool     // exact bytes instead of GiB
 	gpu      plan.GPU // Bytes > 0: warn where a configuration does not fit
@@ -104,6 +106,7 @@ func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
 	fs.BoolVar(&o.cfg.ShardedGradients, "sharded-grads", false, "sharded gradients (ZeRO-2): a pool of bucket-sized gradient buffers and a gradient shard per rank instead of a full-size gradient buffer")
 	fs.IntVar(&o.cfg.GradBuffers, "grad-buffers", 0, "buffers of the -sharded-grads pool (0: 2)")
 	sgd := fs.Bool("sgd", false, "SGD with momentum instead of AdamW (one moment)")
+	gradFP8 := registerGradFP8(fs)
 	fs.BoolVar(&o.exactAvg, "exact-avg", false, "the NCCL communicator's ExactAvg: bfloat16 gradients are averaged in float32 scratch")
 	fs.IntVar(&o.group, "group", 0, "hierarchical sharding (collective/hier): shard the state within groups of `G` ranks (a node) and replicate it across groups; every d above G must be a multiple of G (0: flat)")
 	o.step.flags(fs)
@@ -135,6 +138,12 @@ func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
 	}
 	if err := o.setNumerics(*moments, *grads, *hp, *recipe, *format); err != nil {
 		return o, err
+	}
+	if o.gradFP8, err = gradFP8.config(); err != nil {
+		return o, err
+	}
+	if o.gradFP8 != nil && o.step.cluster != "" {
+		return o, errors.New("-grad-fp8 with -steptime: the step-time model does not model the FP8 reduce-scatter's wire bytes (plan its memory without -steptime)")
 	}
 	return o, nil
 }
@@ -275,6 +284,9 @@ type memoryPlan struct {
 	ds            []int
 	reports       []optimizer.MemoryReport // one per d
 	scratch       []int64                  // NCCL scratch per d
+	fp8           []fp8grad.Memory         // FP8 gradient staging and residuals per d (-grad-fp8)
+	fp8Closed     func(d int) float64      // their closed form in bytes per parameter
+	fp8Desc       string                   // the FP8 gradient reduce-scatter, "" without it
 	closedForm    func(d int) float64      // bytes per parameter without scales or padding
 	formula       string
 	alt           []int64 // device total per d under the other gradient option
@@ -285,7 +297,7 @@ type memoryPlan struct {
 // makePlan predicts the memory of every d of o.
 func makePlan(o planOptions) (*memoryPlan, error) {
 	params, desc := o.modelParams()
-	p := &memoryPlan{model: desc, ds: o.ds, gpu: o.gpu}
+	p := &memoryPlan{model: desc, ds: o.ds, gpu: o.gpu, fp8Desc: fp8Description(o.gradFP8)}
 	var nHP int64
 	for _, q := range params {
 		k := int64(1)
@@ -312,11 +324,16 @@ func makePlan(o planOptions) (*memoryPlan, error) {
 			return nil, fmt.Errorf("d=%d: %w", d, err)
 		}
 		p.reports = append(p.reports, r)
-		s, err := commScratch(params, world, o)
+		s, err := commScratch(params, world, o.cfg, o)
 		if err != nil {
 			return nil, fmt.Errorf("d=%d: %w", d, err)
 		}
 		p.scratch = append(p.scratch, s)
+		m, err := fp8Memory(params, world, o.cfg, o.gradFP8)
+		if err != nil {
+			return nil, fmt.Errorf("d=%d: %w", d, err)
+		}
+		p.fp8 = append(p.fp8, m)
 	}
 	o.progress.Report(int64(len(o.ds)), int64(len(o.ds)))
 	cfg := o.cfg
@@ -330,7 +347,12 @@ func makePlan(o planOptions) (*memoryPlan, error) {
 	g, gShard, gForm := gradientClosedForm(cfg, float64(cfg.GradType.Size()), p.n)
 	m, mnames := momentBytes(cfg)
 	weights := (float64(p.nFP8) + hp*float64(nHP)) / float64(p.n)
-	p.closedForm = func(d int) float64 { w, _ := o.shardWorld(d); return weights + g + (gShard+4+m)/float64(w) }
+	f8, f8Form := fp8ClosedForm(cfg, o.gradFP8, p.n)
+	p.fp8Closed = func(int) float64 { return f8 }
+	p.closedForm = func(d int) float64 { w, _ := o.shardWorld(d); return weights + g + f8 + (gShard+4+m)/float64(w) }
+	if f8Form != "" {
+		gForm += " + " + f8Form
+	}
 	p.formula = fmt.Sprintf("%s + %s + %s/d", strconv.FormatFloat(weights, 'g', 4, 64), gForm, strconv.FormatFloat(gShard+4+m, 'g', 6, 64))
 	if o.group > 0 {
 		p.formula = fmt.Sprintf("%s + %s + %s/min(d, %d)", strconv.FormatFloat(weights, 'g', 4, 64), gForm, strconv.FormatFloat(gShard+4+m, 'g', 6, 64), o.group)
@@ -351,6 +373,9 @@ func makePlan(o planOptions) (*memoryPlan, error) {
 	if cfg.ShardedGradients {
 		grads += " sharded"
 	}
+	if o.gradFP8 != nil {
+		avg = fp8Description(o.gradFP8)
+	}
 	p.config = fmt.Sprintf("%s, %v, gradients %v, moments %v, high-precision copies %v, %s",
 		rule, recipe, grads, mnames, cfg.HighPrecisionType, avg)
 	return p, nil
@@ -370,28 +395,54 @@ func (o planOptions) shardWorld(d int) (int, error) {
 }
 
 // commScratch is the scratch memory the NCCL communicator
-// (collective/nccl) allocates for the step's collectives on d ranks: the
-// gradient reduce-scatter of all buckets in one group needs, with ExactAvg
-// and bfloat16 gradients, each bucket widened to float32 (each region
-// aligned to 256 bytes); every other collective of the step (Avg without
-// ExactAvg, integer Max and Sum, byte gathers) runs in place with none.
-func commScratch(params []optimizer.Param, d int, o planOptions) (int64, error) {
-	if !o.exactAvg || (o.cfg.GradType != 0 && o.cfg.GradType != collective.BFloat16) {
+// (collective/nccl) holds for the step's collectives of the optimizer of
+// cfg on d ranks. Only the gradient reduce-scatter needs any: with
+// ExactAvg and bfloat16 gradients each bucket is widened to float32 (each
+// region aligned to 256 bytes); every other collective of the step (Avg
+// without ExactAvg, integer Max and Sum, byte gathers, and the all-to-alls
+// of -grad-fp8) runs in place with none. With full gradient buffers Step
+// reduce-scatters every bucket in one group, whose scratch holds them all;
+// with sharded gradients each bucket is a group of its own, started in the
+// backward order, and the communicator's one scratch area grows to the
+// largest (ncclScratchHeld). Full gradient buffers reduced as each bucket
+// is ready (GradReady) start one group per bucket too: the figure is the
+// larger of the two ways.
+func commScratch(params []optimizer.Param, d int, cfg optimizer.Config, o planOptions) (int64, error) {
+	if !o.exactAvg || o.gradFP8 != nil || (cfg.GradType != 0 && cfg.GradType != collective.BFloat16) {
 		return 0, nil
 	}
-	sp := make([]shard.Param, len(params))
-	for i, p := range params {
-		sp[i] = shard.Param{Name: p.Name, Shape: p.Shape, HighPrecision: p.HighPrecision}
-	}
-	l, err := shard.New(sp, d, o.cfg.Layout)
+	l, err := planLayout(params, d, cfg)
 	if err != nil {
 		return 0, err
 	}
 	var n int64
-	for _, b := range l.Buckets {
-		n += (4*int64(b.Size) + 255) / 256 * 256
+	var needs []int64 // one group per bucket, backward order
+	for b := len(l.Buckets) - 1; b >= 0; b-- {
+		need := (4*int64(l.Buckets[b].Size) + 255) / 256 * 256
+		n += need
+		needs = append(needs, need)
 	}
-	return n, nil
+	if cfg.ShardedGradients {
+		return ncclScratchHeld(needs), nil
+	}
+	return max(n, ncclScratchHeld(needs)), nil
+}
+
+// ncclScratchHeld is the device memory a collective/nccl communicator holds
+// for scratch after groups needing needs bytes, in order: its area grows
+// when a group needs more, to the larger of the need and 1.5 times the
+// area, and the smaller area is kept (retired, not freed: groups queued
+// before may use it) until Close.
+func ncclScratchHeld(needs []int64) int64 {
+	var area, held int64
+	for _, n := range needs {
+		if n <= area {
+			continue
+		}
+		area = max(n, area+area/2)
+		held += area
+	}
+	return held
 }
 
 // write prints the per-buffer table and the comparison table.
@@ -431,6 +482,10 @@ func (p *memoryPlan) write(w io.Writer, bytes bool) {
 		row(b.Name, func(i int) string { return cell(float64(p.reports[i].Get(b.Name))) })
 	}
 	row("nccl scratch", func(i int) string { return cell(float64(p.scratch[i])) })
+	if p.fp8Desc != "" {
+		row(rowFP8Staging, func(i int) string { return cell(float64(p.fp8[i].Staging)) })
+		row(rowFP8Residual, func(i int) string { return cell(float64(p.fp8[i].Residual)) })
+	}
 	row("total (device)", func(i int) string { return cell(float64(p.total(i))) })
 	row("  of which padding", func(i int) string { return cell(float64(p.padding(i))) })
 	if p.gpu.Bytes > 0 {
@@ -481,9 +536,11 @@ func (p *memoryPlan) warn(w io.Writer) {
 	}
 }
 
-// total is the device memory of d = ds[i]: the optimizer's buffers and the
-// NCCL scratch.
-func (p *memoryPlan) total(i int) int64 { return p.reports[i].Total() + p.scratch[i] }
+// total is the device memory of d = ds[i]: the optimizer's buffers, the
+// NCCL scratch and the FP8 gradient staging and residuals.
+func (p *memoryPlan) total(i int) int64 {
+	return p.reports[i].Total() + p.scratch[i] + p.fp8[i].Staging + p.fp8[i].Residual
+}
 
 // padding is the optimizer's device memory beyond the closed form over the
 // unpadded parameters and beyond the scales: the padding of buckets and
@@ -492,6 +549,6 @@ func (p *memoryPlan) total(i int) int64 { return p.reports[i].Total() + p.scratc
 func (p *memoryPlan) padding(i int) int64 {
 	r := p.reports[i]
 	scales := r.Get(optimizer.BufScales) + r.Get(optimizer.BufBlockScales)
-	exact := p.closedForm(p.ds[i]) * float64(p.n)
+	exact := (p.closedForm(p.ds[i]) - p.fp8Closed(p.ds[i])) * float64(p.n)
 	return r.Total() - scales - int64(exact+0.5)
 }

@@ -26,7 +26,7 @@ func (p *memoryPlan) gradientAlternative(o planOptions, params []optimizer.Param
 	if !cfg.ShardedGradients {
 		p.altName = "distopt, full gradient buffers"
 	}
-	for i, d := range o.ds {
+	for _, d := range o.ds {
 		world, err := o.shardWorld(d)
 		if err != nil {
 			return err
@@ -35,7 +35,15 @@ func (p *memoryPlan) gradientAlternative(o planOptions, params []optimizer.Param
 		if err != nil {
 			return fmt.Errorf("d=%d: %w", d, err)
 		}
-		p.alt = append(p.alt, r.Total()+p.scratch[i])
+		s, err := commScratch(params, world, cfg, o)
+		if err != nil {
+			return fmt.Errorf("d=%d: %w", d, err)
+		}
+		m, err := fp8Memory(params, world, cfg, o.gradFP8)
+		if err != nil {
+			return fmt.Errorf("d=%d: %w", d, err)
+		}
+		p.alt = append(p.alt, r.Total()+s+m.Staging+m.Residual)
 	}
 	return nil
 }
@@ -57,6 +65,15 @@ func gradientClosedForm(cfg optimizer.Config, g float64, n int64) (perRank, shar
 	if !cfg.ShardedGradients {
 		return g, 0, strconv.FormatFloat(g, 'g', 4, 64)
 	}
+	k, frac := gradPool(cfg, n)
+	pool := frac * g
+	return pool, g, fmt.Sprintf("%s (%d buckets)", strconv.FormatFloat(pool, 'g', 3, 64), k)
+}
+
+// gradPool returns the buffers of the sharded-gradient pool (GradBuffers,
+// default 2) and the elements they hold per parameter over n parameters
+// (each a bucket of the layout options, padding ignored).
+func gradPool(cfg optimizer.Config, n int64) (buffers int, perParam float64) {
 	k := cfg.GradBuffers
 	if k == 0 {
 		k = 2
@@ -65,6 +82,5 @@ func gradientClosedForm(cfg optimizer.Config, g float64, n int64) (perRank, shar
 	if b == 0 {
 		b = shard.DefaultBucketElements
 	}
-	pool := float64(k) * float64(min(int64(b), n)) * g / float64(n)
-	return pool, g, fmt.Sprintf("%s (%d buckets)", strconv.FormatFloat(pool, 'g', 3, 64), k)
+	return k, float64(k) * float64(min(int64(b), n)) / float64(n)
 }

@@ -280,6 +280,11 @@ func TestPlanUsageErrors(t *testing.T) {
 		{"extra argument", []string{"-d", "2", "more"}, "unexpected arguments"},
 		{"history without delayed scaling", []string{"-history", "8"}, "history"},
 		{"unknown flag", []string{"-nope"}, "not defined"},
+		{"grad-fp8 format", []string{"-grad-fp8", "e3m4"}, "-grad-fp8=\"e3m4\": want e4m3 or e5m2"},
+		{"grad-ef without grad-fp8", []string{"-grad-ef"}, "need -grad-fp8"},
+		{"grad-block without grad-fp8", []string{"-grad-block", "64"}, "need -grad-fp8"},
+		{"grad-fp8 with steptime", []string{"-grad-fp8", "e4m3", "-steptime", "h200"}, "-grad-fp8 with -steptime"},
+		{"negative grad-block", []string{"-grad-fp8", "e4m3", "-grad-block", "-1"}, "-grad-block=-1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer

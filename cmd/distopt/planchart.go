@@ -37,6 +37,9 @@ func (p *memoryPlan) chartLines() []chartLine {
 		lines = append(lines, l)
 	}
 	exact := chartLine{name: "distopt, this configuration (exact)"}
+	if p.fp8Desc != "" {
+		exact.name = "distopt, this configuration with " + p.fp8Desc + " (exact)"
+	}
 	for i := range p.ds {
 		exact.gib = append(exact.gib, float64(p.total(i))/(1<<30))
 	}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/distopt/distopt/collective/hier"
 	"github.com/distopt/distopt/collective/rendezvous"
 )
 
@@ -27,6 +28,7 @@ type runOptions struct {
 	masterPort              int
 	runID                   string
 	grace                   time.Duration
+	groupSize               int // hierarchical sharding's group size; 0: not set
 	program                 []string
 	// torchrun's rendezvous flags, folded into the above by applyTorchrun.
 	standalone                bool
@@ -51,7 +53,7 @@ func runCommand(args []string) int {
 		fmt.Fprintf(os.Stderr, "distopt run: %v\n", err)
 		return 2
 	}
-	l := &launcher{stdout: os.Stdout, stderr: os.Stderr, grace: o.grace}
+	l := &launcher{stdout: os.Stdout, stderr: os.Stderr, grace: o.grace, env: o.env()}
 	return l.run(o.program, cfgs)
 }
 
@@ -75,6 +77,7 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	fs.BoolVar(&o.standalone, "standalone", false, "one host, rank 0's store on a free local port (the default on one host)")
 	fs.StringVar(&o.runID, "run-id", "", "`name` of the run (default random on one host, derived from the master address with several)")
 	fs.StringVar(&o.runID, "rdzv-id", "", "the same as --run-id (torchrun's `name`)")
+	fs.IntVar(&o.groupSize, "group-size", 0, "hierarchical sharding in groups of `G` consecutive ranks (collective/hier; G = nproc-per-node: a group per host): sets "+hier.EnvGroupSize+" for every rank; G divides the world size")
 	fs.DurationVar(&o.grace, "grace", 10*time.Second, "how long stopped ranks get between SIGTERM and SIGKILL")
 	aliases := underscoreAliases(fs)
 	fs.Usage = func() {
@@ -102,6 +105,8 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 		return o, errors.New("with --nnodes > 1, --master-addr and --master-port are required (rank 0's host and a free port there)")
 	case o.grace < 0:
 		return o, fmt.Errorf("--grace=%v is negative", o.grace)
+	case o.groupSize < 0 || o.groupSize > 0 && o.nnodes*o.nproc%o.groupSize != 0:
+		return o, fmt.Errorf("--group-size=%d does not divide the world size %d (--nnodes %d x --nproc-per-node %d)", o.groupSize, o.nnodes*o.nproc, o.nnodes, o.nproc)
 	}
 	return o, nil
 }
@@ -150,6 +155,15 @@ func (o runOptions) configs() ([]rendezvous.Config, error) {
 		}
 	}
 	return cfgs, nil
+}
+
+// env returns the variables of the job that every rank gets besides those
+// of its rendezvous.Config.
+func (o runOptions) env() []string {
+	if o.groupSize == 0 {
+		return nil
+	}
+	return []string{hier.EnvGroupSize + "=" + strconv.Itoa(o.groupSize)}
 }
 
 // jobSecret returns the job's secret: $DISTOPT_JOB_SECRET, or on one host

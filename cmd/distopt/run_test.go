@@ -53,7 +53,7 @@ func child(args []string) int {
 	fmt.Printf("pid %d\n", os.Getpid())
 	switch args[0] {
 	case "env":
-		for _, k := range []string{"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "DISTOPT_RUN_ID", "DISTOPT_JOB_SECRET"} {
+		for _, k := range []string{"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "DISTOPT_RUN_ID", "DISTOPT_JOB_SECRET", "DISTOPT_GROUP_SIZE"} {
 			fmt.Printf("%s=%s\n", k, os.Getenv(k))
 		}
 		fmt.Fprintln(os.Stderr, "to stderr")
@@ -201,7 +201,7 @@ func checkGone(t *testing.T, pids []int) {
 }
 
 func TestRunEnvironmentAndPrefixes(t *testing.T) {
-	l := launch(t, []string{"--nproc-per-node", "3"}, "env")
+	l := launch(t, []string{"--nproc-per-node", "3", "--group-size", "3"}, "env")
 	if status := l.wait(t, 30*time.Second); status != 0 {
 		t.Fatalf("status %d\nstderr:\n%s", status, l.stderr)
 	}
@@ -210,7 +210,7 @@ func TestRunEnvironmentAndPrefixes(t *testing.T) {
 	for r := range 3 {
 		p := fmt.Sprintf("[rank %d] ", r)
 		want := []string{p + "RANK=" + strconv.Itoa(r), p + "WORLD_SIZE=3", p + "LOCAL_RANK=" + strconv.Itoa(r),
-			p + "LOCAL_WORLD_SIZE=3", p + "MASTER_ADDR=127.0.0.1", p + "no newline"}
+			p + "LOCAL_WORLD_SIZE=3", p + "MASTER_ADDR=127.0.0.1", p + "DISTOPT_GROUP_SIZE=3", p + "no newline"}
 		for _, w := range want {
 			if !slices.Contains(out, w) {
 				t.Errorf("no line %q in stdout:\n%s", w, l.stdout)
@@ -259,6 +259,7 @@ func TestRunEnvironmentAndPrefixes(t *testing.T) {
 func TestRunMultiNodeEnvironment(t *testing.T) {
 	args := []string{"--nproc-per-node", "2", "--nnodes", "3", "--node-rank", "1", "--master-addr", "10.1.2.3", "--master-port", "4567"}
 	runIDs := map[string]string{}
+	t.Setenv("DISTOPT_GROUP_SIZE", "") // without --group-size the launcher sets none
 	for _, secret := range []string{"s1", "s2", "s1"} {
 		t.Setenv(rendezvous.EnvSecret, secret)
 		l := launch(t, args, "env")
@@ -269,7 +270,7 @@ func TestRunMultiNodeEnvironment(t *testing.T) {
 		for i, r := range []int{2, 3} {
 			p := fmt.Sprintf("[node 1 rank %d] ", r) // several hosts: the prefix names the node
 			for _, w := range []string{p + "WORLD_SIZE=6", p + "LOCAL_RANK=" + strconv.Itoa(i), p + "LOCAL_WORLD_SIZE=2",
-				p + "MASTER_ADDR=10.1.2.3", p + "MASTER_PORT=4567", p + "DISTOPT_JOB_SECRET=" + secret} {
+				p + "MASTER_ADDR=10.1.2.3", p + "MASTER_PORT=4567", p + "DISTOPT_JOB_SECRET=" + secret, p + "DISTOPT_GROUP_SIZE="} {
 				if !slices.Contains(l.stdout.lines(), w) {
 					t.Errorf("no line %q in stdout:\n%s", w, l.stdout)
 				}
@@ -469,6 +470,8 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"--nproc-per-node", "2"}, "no program to run"},
 		{[]string{"--nproc-per-node", "2", "--nnodes", "2", "--", "true"}, "--master-addr and --master-port are required"},
 		{[]string{"--nproc-per-node", "2", "--nnodes", "2", "--node-rank", "2", "--master-addr", "h", "--master-port", "1", "--", "true"}, "--node-rank=2 is not in [0, 2)"},
+		{[]string{"--nproc-per-node", "3", "--nnodes", "2", "--node-rank", "1", "--master-addr", "h", "--master-port", "1", "--group-size", "4", "--", "true"}, "--group-size=4 does not divide the world size 6 (--nnodes 2 x --nproc-per-node 3)"},
+		{[]string{"--nproc-per-node", "3", "--group-size", "-1", "--", "true"}, "--group-size=-1 does not divide"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -20,19 +20,13 @@ type Comm struct {
 	cfg   Config
 
 	mu        sync.Mutex           // guards residuals
-	residuals map[srcKey][]float32 // error feedback, by source buffer (host)
+	residuals map[resKey][]float32 // error feedback, by tag or source buffer (host)
 	gpu       *gpuCodec            // the device codec (NewDevice), or nil
 }
 
 // crosser is what a hierarchical communicator (collective/hier) has.
 type crosser interface {
 	Cross() collective.Communicator
-}
-
-// srcKey identifies a source buffer of a reduce-scatter across steps.
-type srcKey struct {
-	p uintptr
-	n int
 }
 
 // New wraps inner, a host communicator (NewDevice wraps a device one). A hierarchical communicator (collective/hier, recognized by
@@ -54,7 +48,7 @@ func New(inner collective.Communicator, cfg Config) (*Comm, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Comm{inner: inner, cfg: cfg, residuals: map[srcKey][]float32{}}, nil
+	return &Comm{inner: inner, cfg: cfg, residuals: map[resKey][]float32{}}, nil
 }
 
 // Rank is the inner communicator's rank.
@@ -80,7 +74,7 @@ func (c *Comm) Close() error {
 func (c *Comm) Config() Config { return c.cfg }
 
 // ResidualBytes is the memory the error feedback holds now: 4 bytes per
-// element of every source buffer reduce-scattered so far (0 without error
+// element of every reduction (tag or source buffer) so far (0 without error
 // feedback).
 func (c *Comm) ResidualBytes() int {
 	if c.gpu != nil {
@@ -131,7 +125,10 @@ func (c *Comm) Start(ops ...collective.Op) collective.Work {
 				return collective.DoneWork{Err: errors.Join(err, c.dropAll(w.reductions))}
 			}
 		} else {
-			r = c.encode(op)
+			var err error
+			if r, err = c.encode(op); err != nil {
+				return collective.DoneWork{Err: err}
+			}
 		}
 		w.reductions = append(w.reductions, r)
 		inner = append(inner, collective.Op{Kind: collective.OpAllToAll, Dst: r.recv, Src: r.send})
@@ -151,14 +148,18 @@ type reduction struct {
 }
 
 // encode quantizes the d pieces of op's source.
-func (c *Comm) encode(op collective.Op) *reduction {
+func (c *Comm) encode(op collective.Op) (*reduction, error) {
 	d := c.Size()
 	n := op.Dst.Len() / op.DType.Size()
+	hsrc := op.Src.(collective.HostBuffer)
+	res, err := c.residual(keyOf(op, uintptr(unsafe.Pointer(unsafe.SliceData(hsrc))), len(hsrc)), d*n)
+	if err != nil {
+		return nil, err
+	}
 	pb := PieceBytes(n, c.cfg.Block)
 	send := make(collective.HostBuffer, d*pb)
 	r := &reduction{op: op, n: n, send: send, recv: make(collective.HostBuffer, d*pb)}
-	src := toFloat32(op.Src.(collective.HostBuffer), op.DType)
-	res := c.residual(op.Src.(collective.HostBuffer), len(src))
+	src := toFloat32(hsrc, op.DType)
 	for p := range d {
 		var rp []float32
 		if res != nil {
@@ -166,24 +167,7 @@ func (c *Comm) encode(op collective.Op) *reduction {
 		}
 		Quantize(send[p*pb:(p+1)*pb], src[p*n:(p+1)*n], rp, c.cfg.Block, c.cfg.Format)
 	}
-	return r
-}
-
-// residual returns the error feedback residual of src (n elements), nil
-// without error feedback.
-func (c *Comm) residual(src collective.HostBuffer, n int) []float32 {
-	if !c.cfg.ErrorFeedback || n == 0 {
-		return nil
-	}
-	k := srcKey{uintptr(unsafe.Pointer(unsafe.SliceData(src))), len(src)}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r, ok := c.residuals[k]
-	if !ok {
-		r = make([]float32, n)
-		c.residuals[k] = r
-	}
-	return r
+	return r, nil
 }
 
 // toFloat32 returns the elements of b (BFloat16 or Float32) as float32.

@@ -22,9 +22,10 @@ type Config struct {
 	// (default DefaultBlock). Wire bytes per element: 1 + 4/Block.
 	Block int
 	// ErrorFeedback carries each rank's quantization residual into its
-	// next reduce-scatter of the same source buffer (see the package
-	// documentation). It costs 4 bytes per element of every source
-	// buffer, that is 4 bytes per parameter on every rank.
+	// next reduce-scatter of the same reduction: the same op Tag, or
+	// without a tag the same source buffer (see the package
+	// documentation). It costs 4 bytes per element of every source, that
+	// is 4 bytes per parameter on every rank.
 	ErrorFeedback bool
 }
 

@@ -42,7 +42,7 @@ func NewDevice(inner collective.Communicator, cfg Config, dev Device) (*Comm, er
 	if err != nil {
 		return nil, err
 	}
-	return &Comm{inner: inner, cfg: cfg, gpu: &gpuCodec{dev: dev, residuals: map[srcKey]cuda.DevicePtr{}}}, nil
+	return &Comm{inner: inner, cfg: cfg, gpu: &gpuCodec{dev: dev, residuals: map[resKey]devResidual{}}}, nil
 }
 
 // gpuCodec holds the device state of a Comm: free scratch buffers by
@@ -52,8 +52,14 @@ type gpuCodec struct {
 
 	mu        sync.Mutex
 	free      map[int][]cuda.DevicePtr
-	residuals map[srcKey]cuda.DevicePtr
+	residuals map[resKey]devResidual
 	resBytes  int
+}
+
+// devResidual is a residual in device memory: elems float32.
+type devResidual struct {
+	p     cuda.DevicePtr
+	elems int
 }
 
 // scratch returns n bytes of device memory (a free buffer, or a new one).
@@ -80,13 +86,13 @@ func (g *gpuCodec) release(p cuda.DevicePtr, n int) {
 	g.free[n] = append(g.free[n], p)
 }
 
-// residual returns the residual of the source buffer k (elems float32,
-// zeroed on first use).
-func (g *gpuCodec) residual(k srcKey, elems int) (cuda.DevicePtr, error) {
+// residual returns the residual of k (elems float32, zeroed on first
+// use).
+func (g *gpuCodec) residual(k resKey, elems int) (cuda.DevicePtr, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if p, ok := g.residuals[k]; ok {
-		return p, nil
+	if r, ok := g.residuals[k]; ok {
+		return r.p, k.checkLen(r.elems, elems)
 	}
 	p, err := g.dev.Kernels.Device().Alloc(4 * elems)
 	if err != nil {
@@ -95,7 +101,7 @@ func (g *gpuCodec) residual(k srcKey, elems int) (cuda.DevicePtr, error) {
 	if err := g.dev.Stream.Memset32(p, 0, elems); err != nil {
 		return 0, errors.Join(err, g.dev.Kernels.Device().Free(p))
 	}
-	g.residuals[k] = p
+	g.residuals[k] = devResidual{p, elems}
 	g.resBytes += 4 * elems
 	return p, nil
 }
@@ -111,8 +117,8 @@ func (g *gpuCodec) close() error {
 			errs = append(errs, d.Free(p))
 		}
 	}
-	for _, p := range g.residuals {
-		errs = append(errs, d.Free(p))
+	for _, r := range g.residuals {
+		errs = append(errs, d.Free(r.p))
 	}
 	g.free, g.residuals = nil, nil
 	return errors.Join(errs...)
@@ -145,7 +151,7 @@ func (c *Comm) encodeDevice(op collective.Op) (*reduction, error) {
 	}
 	var res cuda.DevicePtr
 	if c.cfg.ErrorFeedback && n > 0 {
-		if res, err = g.residual(srcKey{src.Ptr, src.Size}, d*n); err != nil {
+		if res, err = g.residual(keyOf(op, src.Ptr, src.Size), d*n); err != nil {
 			return nil, c.dropDevice(r, err)
 		}
 	}

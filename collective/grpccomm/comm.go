@@ -72,38 +72,85 @@ func New(ctx context.Context, store *rendezvous.Store, cfg Config) (*Comm, error
 		return nil, err
 	}
 	rc := store.Config()
+	id := fmt.Sprintf("%s/%s/%d", rc.RunID, cfg.Name, store.Sequence("grpccomm/"+cfg.Name))
+	c := newComm(store.Rank(), store.Size(), id, cfg, rc.Secret)
+	exchange := func(ctx context.Context, addr string) ([][]byte, error) {
+		return store.AllGatherValues(ctx, "grpccomm/"+id+"/addr", []byte(addr))
+	}
+	if err := c.connect(ctx, rc.MasterAddress(), exchange); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// newComm returns the communicator of rank of size ranks named id, not
+// yet connected.
+func newComm(rank, size int, id string, cfg Config, secret string) *Comm {
 	c := &Comm{
-		rank:   store.Rank(),
-		size:   store.Size(),
+		rank:   rank,
+		size:   size,
 		cfg:    cfg,
-		id:     fmt.Sprintf("%s/%s/%d", rc.RunID, cfg.Name, store.Sequence("grpccomm/"+cfg.Name)),
-		secret: rc.Secret,
-		peers:  make([]*peer, store.Size()),
+		id:     id,
+		secret: secret,
+		peers:  make([]*peer, size),
 		groups: make(map[uint64]*group),
 		dead:   make(chan struct{}),
 		torn:   make(chan struct{}),
 	}
 	c.cond = sync.NewCond(&c.mu)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c
+}
+
+// connect serves this rank's endpoint, publishes its address and learns
+// the others' through exchange (which returns every rank's address,
+// indexed by rank), and opens the streams to every peer; it returns once
+// all are up. With one rank, nothing is opened. master is the store's
+// address, from which the default listening host is found.
+func (c *Comm) connect(ctx context.Context, master string, exchange func(ctx context.Context, addr string) ([][]byte, error)) error {
 	if c.size == 1 {
-		return c, nil
+		return nil
 	}
 	for r := range c.peers {
 		if r != c.rank {
 			c.peers[r] = &peer{rank: r, drained: make(chan struct{})}
 		}
 	}
-	host := cfg.Host
+	host := c.cfg.Host
 	if host == "" {
-		if host, err = localHost(rc.MasterAddress()); err != nil {
-			return nil, fmt.Errorf("grpccomm: rank %d: %w (set Config.Host to the address to listen on)", c.rank, err)
+		var err error
+		if host, err = localHost(master); err != nil {
+			return fmt.Errorf("grpccomm: rank %d: %w (set Config.Host to the address to listen on)", c.rank, err)
 		}
 	}
 	lis, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
-		return nil, fmt.Errorf("grpccomm: rank %d: listening on %s: %w", c.rank, host, err)
+		return fmt.Errorf("grpccomm: rank %d: listening on %s: %w", c.rank, host, err)
 	}
-	c.server = grpc.NewServer(
+	c.server = c.newServer()
+	c.wg.Go(func() { _ = c.server.Serve(lis) })
+
+	addrs, err := exchange(ctx, lis.Addr().String())
+	if err != nil {
+		c.abandon()
+		return fmt.Errorf("grpccomm: rank %d: exchanging addresses: %w", c.rank, err)
+	}
+	for _, p := range c.peers {
+		if p != nil {
+			c.wg.Go(func() { c.dial(p, string(addrs[p.rank])) })
+		}
+	}
+	if err := c.waitReady(ctx); err != nil {
+		c.abandon()
+		return err
+	}
+	return nil
+}
+
+// newServer returns the gRPC server of this rank's endpoint.
+func (c *Comm) newServer() *grpc.Server {
+	cfg := c.cfg
+	s := grpc.NewServer(
 		grpc.ForceServerCodecV2(frameCodec{}),
 		grpc.WaitForHandlers(true),
 		rendezvous.AuthServerOption(c.secret), // callers without the job's secret are refused
@@ -116,24 +163,8 @@ func New(ctx context.Context, store *rendezvous.Store, cfg Config) (*Comm, error
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
 	)
-	c.server.RegisterService(&serviceDesc, c)
-	c.wg.Go(func() { _ = c.server.Serve(lis) })
-
-	addrs, err := store.AllGatherValues(ctx, "grpccomm/"+c.id+"/addr", []byte(lis.Addr().String()))
-	if err != nil {
-		c.abandon()
-		return nil, fmt.Errorf("grpccomm: rank %d: exchanging addresses: %w", c.rank, err)
-	}
-	for _, p := range c.peers {
-		if p != nil {
-			c.wg.Go(func() { c.dial(p, string(addrs[p.rank])) })
-		}
-	}
-	if err := c.waitReady(ctx); err != nil {
-		c.abandon()
-		return nil, err
-	}
-	return c, nil
+	s.RegisterService(&serviceDesc, c)
+	return s
 }
 
 // localHost returns the local IP address from which this host reaches

@@ -5,7 +5,9 @@
 // endpoint, publishes its address in the store, and opens one stream to
 // every other rank, on which it sends all its frames for that rank. The
 // service is described by hand and its messages use a codec of this package
-// (no generated code). Data moves directly from rank to rank in chunks of
+// (no generated code). NewSub makes a sub-communicator of some of the
+// job's ranks from the same store (for example a group of hierarchical
+// sharding, collective/hier). Data moves directly from rank to rank in chunks of
 // at most Config.ChunkBytes; memory in flight is bounded by the HTTP/2 flow
 // control window (Config.StreamWindow) and, for reductions, by
 // Config.Window chunks per op and peer. No buffer is copied whole.

@@ -21,42 +21,24 @@ func checkLeaks(t *testing.T) { collectivetest.CheckGoroutines(t) }
 // inProcess connects n ranks of one process (goroutines) through a store
 // served on loopback; everything is closed at the end of t.
 func inProcess(t testing.TB, n int, cfg grpccomm.Config) []*grpccomm.Comm {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := rendezvous.Serve(lis)
-	port := lis.Addr().(*net.TCPAddr).Port
+	stores := dialStores(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	stores := make([]*rendezvous.Store, n)
 	comms := make([]*grpccomm.Comm, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r := range n {
-		wg.Go(func() {
-			rc := rendezvous.Config{Rank: r, WorldSize: n, LocalRank: r, LocalWorldSize: n,
-				MasterAddr: "127.0.0.1", MasterPort: port, RunID: t.Name(), CloseTimeout: time.Second}
-			if stores[r], errs[r] = rendezvous.Dial(ctx, rc); errs[r] == nil {
-				comms[r], errs[r] = grpccomm.New(ctx, stores[r], cfg)
-			}
-		})
+		wg.Go(func() { comms[r], errs[r] = grpccomm.New(ctx, stores[r], cfg) })
 	}
 	wg.Wait()
-	t.Cleanup(func() {
+	t.Cleanup(func() { // before the stores' cleanup
 		var wg sync.WaitGroup
-		for r := range n {
-			wg.Go(func() {
-				if comms[r] != nil {
-					comms[r].Close()
-				}
-				if stores[r] != nil {
-					stores[r].Close()
-				}
-			})
+		for _, c := range comms {
+			if c != nil {
+				wg.Go(func() { c.Close() })
+			}
 		}
 		wg.Wait()
-		srv.Close()
 	})
 	for r, err := range errs {
 		if err != nil {

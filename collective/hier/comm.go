@@ -98,7 +98,7 @@ type work struct {
 func (w *work) launch(ctx context.Context) error {
 	w.once.Do(func() {
 		if w.err = w.first.Wait(ctx); w.err != nil {
-			w.err = fmt.Errorf("hier: within the group: %w", w.err)
+			w.err = w.c.groupErr(w.err)
 			return
 		}
 		w.crossWork = w.c.cross.Start(w.second...)
@@ -111,13 +111,16 @@ func (w *work) launch(ctx context.Context) error {
 // work's cross phase.
 func (w *work) Wait(ctx context.Context) error {
 	if len(w.second) == 0 {
-		return w.first.Wait(ctx)
+		if err := w.first.Wait(ctx); err != nil {
+			return w.c.groupErr(err)
+		}
+		return nil
 	}
 	if err := w.c.launchUpTo(ctx, w); err != nil {
 		return err
 	}
 	if err := w.crossWork.Wait(ctx); err != nil {
-		return fmt.Errorf("hier: across the groups: %w", err)
+		return w.c.crossErr(err)
 	}
 	return nil
 }
@@ -145,4 +148,27 @@ func (c *Comm) launchUpTo(ctx context.Context, w *work) error {
 			return fmt.Errorf("hier: an earlier operation failed: %w", err)
 		}
 	}
+}
+
+// groupErr is the error of the group phase, err. When err names a rank of
+// the group (a *collective.RankError), the error is a RankError that names
+// that rank's global rank and wraps err; errors.As finds it first.
+func (c *Comm) groupErr(err error) error {
+	return globalize(err, "within the group", func(r int) int { return c.cross.Rank()*c.group.Size() + r })
+}
+
+// crossErr is groupErr for the cross-group phase: rank r of the
+// cross-group is rank Rank() of group r.
+func (c *Comm) crossErr(err error) error {
+	return globalize(err, "across the groups", func(r int) int { return r*c.group.Size() + c.group.Rank() })
+}
+
+// globalize wraps err of phase, naming the global rank (global) of the
+// rank it names, if any.
+func globalize(err error, phase string, global func(int) int) error {
+	var re *collective.RankError
+	if !errors.As(err, &re) {
+		return fmt.Errorf("hier: %s: %w", phase, err)
+	}
+	return &collective.RankError{Rank: global(re.Rank), Op: re.Op, Err: fmt.Errorf("hier: %s (its rank %d there): %w", phase, re.Rank, err)}
 }

@@ -23,6 +23,26 @@
 // the parameters; in a flat d-rank ring that spans nodes, the reduce-scatter
 // and the all-gather each carry (d-1)/d of their bytes over the slowest link.
 //
+// # Making the communicators
+//
+// Groups are runs of g consecutive global ranks (rank r is rank r%g of
+// group r/g: with g ranks per node a group is a node), and the cross-group
+// of rank r holds rank r%g of every group; Layout lists both. InProcess
+// makes a whole world in one process. GRPC makes one process's rank from
+// the job's rendezvous store: the group and the cross-group are gRPC
+// sub-communicators of the job (grpccomm.NewSub). Under `distopt run
+// --group-size G` every rank finds G in the environment (GroupSizeFromEnv).
+// For NCCL, nccl.NewSub makes the two sub-communicators the same way (one
+// NCCL unique id per group, exchanged through the store) and New joins
+// them; that path has not yet run on GPUs.
+//
+// # Errors
+//
+// An error of either phase that names a rank (a *collective.RankError of
+// the group or cross-group communicator) comes back as a RankError naming
+// that rank's global rank and wrapping the original, which names the rank
+// within its communicator.
+//
 // # Memory and checkpoints
 //
 // A rank holds the state of a g-rank optimizer: optimizer.PredictMemory

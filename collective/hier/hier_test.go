@@ -57,67 +57,86 @@ func forEach(t *testing.T, comms []*hier.Comm, f func(ctx context.Context, r int
 
 // The reduce-scatter of a hierarchical world leaves on rank i of every
 // group slice i (of g) of the reduction over all d ranks, computed here
-// directly in float64; all-reduce, all-gather and broadcast act within the
-// group. d = 6 in every factorization.
+// directly in float64. d = 6 in every factorization, in-process and over
+// gRPC sub-communicators.
 func TestReduceScatterReducesOverAllRanks(t *testing.T) {
 	const d, per = 6, 5
-	for _, g := range []int{1, 2, 3, 6} {
-		for _, op := range []collective.ReduceOp{collective.Sum, collective.Avg, collective.Max} {
-			t.Run(fmt.Sprintf("g=%d/%v", g, op), func(t *testing.T) {
-				comms, err := hier.InProcess(d, g)
+	for _, w := range worlds {
+		for _, g := range []int{1, 2, 3, 6} {
+			t.Run(fmt.Sprintf("%s/g=%d", w.name, g), func(t *testing.T) {
+				comms, err := w.make(t, d, g)
 				if err != nil {
 					t.Fatal(err)
 				}
-				n := g * per
-				want := make([]float32, n)
-				for j := range want {
-					acc := math.Inf(-1)
-					if op != collective.Max {
-						acc = 0
-					}
-					for r := range d {
-						if op == collective.Max {
-							acc = math.Max(acc, float64(input(r, j)))
-						} else {
-							acc += float64(input(r, j))
-						}
-					}
-					if op == collective.Avg {
-						acc /= d
-					}
-					want[j] = float32(acc)
+				for _, op := range []collective.ReduceOp{collective.Sum, collective.Avg, collective.Max} {
+					reduceScatterCase(t, comms, d, g, per, op)
 				}
-				forEach(t, comms, func(ctx context.Context, r int, c *hier.Comm) error {
-					src := make([]float32, n)
-					for j := range src {
-						src[j] = input(r, j)
-					}
-					buf := f32(src)
-					i := c.Rank()
-					dst := buf.Slice(4*i*per, 4*(i+1)*per) // in place, as the optimizer does
-					if err := collective.ReduceScatter(ctx, c, dst, buf, collective.Float32, op); err != nil {
-						return err
-					}
-					got := floats(dst.(collective.HostBuffer))
-					for j, v := range got {
-						if w := want[i*per+j]; v != w {
-							return fmt.Errorf("rank %d (group %d, rank %d in it): element %d = %v, want %v", r, r/g, i, i*per+j, v, w)
-						}
-					}
-					return nil
-				})
 			})
 		}
 	}
 }
 
-// All-reduce, all-gather and broadcast act within the group only.
-func TestOtherOpsStayInTheGroup(t *testing.T) {
-	const d, g = 6, 3
-	comms, err := hier.InProcess(d, g)
-	if err != nil {
-		t.Fatal(err)
+// reduceScatterCase checks one reduction of
+// TestReduceScatterReducesOverAllRanks against float64.
+func reduceScatterCase(t *testing.T, comms []*hier.Comm, d, g, per int, op collective.ReduceOp) {
+	t.Helper()
+	n := g * per
+	want := make([]float32, n)
+	for j := range want {
+		acc := math.Inf(-1)
+		if op != collective.Max {
+			acc = 0
+		}
+		for r := range d {
+			if op == collective.Max {
+				acc = math.Max(acc, float64(input(r, j)))
+			} else {
+				acc += float64(input(r, j))
+			}
+		}
+		if op == collective.Avg {
+			acc /= float64(d)
+		}
+		want[j] = float32(acc)
 	}
+	forEach(t, comms, func(ctx context.Context, r int, c *hier.Comm) error {
+		src := make([]float32, n)
+		for j := range src {
+			src[j] = input(r, j)
+		}
+		buf := f32(src)
+		i := c.Rank()
+		dst := buf.Slice(4*i*per, 4*(i+1)*per) // in place, as the optimizer does
+		if err := collective.ReduceScatter(ctx, c, dst, buf, collective.Float32, op); err != nil {
+			return err
+		}
+		got := floats(dst.(collective.HostBuffer))
+		for j, v := range got {
+			if w := want[i*per+j]; v != w {
+				return fmt.Errorf("%v: rank %d (group %d, rank %d in it): element %d = %v, want %v", op, r, r/g, i, i*per+j, v, w)
+			}
+		}
+		return nil
+	})
+}
+
+// All-reduce, all-gather and broadcast act within the group only; ranks
+// and sizes are those of Layout.
+func TestOtherOpsStayInTheGroup(t *testing.T) {
+	for _, w := range worlds {
+		t.Run(w.name, func(t *testing.T) {
+			const d, g = 6, 3
+			comms, err := w.make(t, d, g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			otherOps(t, comms, d, g)
+		})
+	}
+}
+
+// otherOps is TestOtherOpsStayInTheGroup on one world.
+func otherOps(t *testing.T, comms []*hier.Comm, d, g int) {
 	forEach(t, comms, func(ctx context.Context, r int, c *hier.Comm) error {
 		if c.GlobalRank() != r || c.Size() != g || c.Rank() != r%g || c.Cross().Rank() != r/g || c.Cross().Size() != d/g {
 			return fmt.Errorf("rank %d: global %d, rank %d of %d, cross %d of %d", r, c.GlobalRank(), c.Rank(), c.Size(), c.Cross().Rank(), c.Cross().Size())
@@ -155,11 +174,20 @@ func TestOtherOpsStayInTheGroup(t *testing.T) {
 // still issue their cross-group phases in start order: no mismatch, no
 // hang, and both results right.
 func TestWaitOrderDoesNotMatter(t *testing.T) {
-	const d, g = 4, 2
-	comms, err := hier.InProcess(d, g)
-	if err != nil {
-		t.Fatal(err)
+	for _, w := range worlds {
+		t.Run(w.name, func(t *testing.T) {
+			const d, g = 4, 2
+			comms, err := w.make(t, d, g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitOrder(t, comms, d)
+		})
 	}
+}
+
+// waitOrder is TestWaitOrderDoesNotMatter on one world.
+func waitOrder(t *testing.T, comms []*hier.Comm, d int) {
 	forEach(t, comms, func(ctx context.Context, r int, c *hier.Comm) error {
 		a, b := f32([]float32{1, 2}), f32([]float32{10, 20})
 		i := c.Rank()

@@ -68,30 +68,8 @@ func New(ctx context.Context, cfg Config) (*Comm, error) {
 	if err != nil {
 		return nil, fmt.Errorf("collective/nccl: %w", err)
 	}
-	c := &Comm{
-		rank:    cfg.Store.Rank(),
-		size:    cfg.Store.Size(),
-		cfg:     cfg,
-		dev:     cfg.Device,
-		lib:     lib,
-		live:    make(map[*Work]struct{}),
-		kick:    make(chan struct{}, 1),
-		failedc: make(chan struct{}),
-		stopc:   make(chan struct{}),
-	}
-	c.prefix = fmt.Sprintf("collective/nccl/%d/", cfg.Store.Sequence("collective/nccl"))
-	if err := c.setUp(ctx); err != nil {
-		c.dev.Do(c.destroyNCCL)
-		c.tearDown()
-		return nil, fmt.Errorf("collective/nccl: rank %d of %d: %w", c.rank, c.size, err)
-	}
-	monCtx, cancel := context.WithCancel(context.Background())
-	c.cancel = cancel
-	c.wg.Add(3)
-	go c.issuer()
-	go c.watch(monCtx)
-	go c.heartbeat(monCtx)
-	return c, nil
+	prefix := fmt.Sprintf("collective/nccl/%d/", cfg.Store.Sequence("collective/nccl"))
+	return open(ctx, cfg, lib, cfg.Store.Rank(), cfg.Store.Size(), prefix, "")
 }
 
 // setUp allocates the communicator's device resources and builds the NCCL

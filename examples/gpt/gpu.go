@@ -19,7 +19,6 @@ import (
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/kernels"
 	"github.com/distopt/distopt/optimizer"
-	"github.com/distopt/distopt/optimizer/checkpoint"
 	"github.com/distopt/distopt/optimizer/gpu"
 )
 
@@ -58,8 +57,21 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 		return nil, err
 	}
 	defer closeDevice()
+	if o.grads != nil {
+		g, err := gpu.FP8Gradients(be, comm, *o.grads)
+		if err != nil {
+			return nil, err
+		}
+		// Before closeDevice: frees the wrapper's device memory and closes
+		// comm, which closeDevice's second Close then finds closed.
+		defer g.Close()
+		comm = g
+	}
 	if comm.Rank() != 0 {
 		out = io.Discard
+	}
+	if o.grads != nil {
+		fmt.Fprintf(out, "gradients reduce-scattered in %v, blocks of %d, error feedback %t\n", o.grads.Format, o.grads.Block, o.grads.ErrorFeedback)
 	}
 	loader := data.Loader{Tokens: c.train, Seq: o.shape.Seq, Batch: o.batch, World: comm.Size(), MicroBatches: o.micro, Seed: o.seed}
 	if err := loader.Validate(); err != nil {
@@ -90,12 +102,8 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 		return nil, err
 	}
 	defer m.Close()
-	if o.resume {
-		info, err := checkpoint.Load(ctx, opt, comm, o.ckpt, checkpoint.LoadOptions{})
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(out, "resumed from %s (step %d, saved on %d ranks)\n", info.Dir, info.Step, info.World)
+	if err := resume(ctx, o, out, opt, comm); err != nil {
+		return nil, err
 	}
 	fmt.Fprintf(out, "gpt on %d GPU(s) (%s): %d parameters, %d x %d x %d sequences of %d per step, recipe %s; optimizer %.1f MiB per rank\n",
 		comm.Size(), be.Name(), o.shape.NumParams(), comm.Size(), o.micro, o.batch, o.shape.Seq, fp8.RecipeName(o.recipe.Scaling), float64(opt.Report().Total())/(1<<20))
@@ -170,7 +178,12 @@ func (t *gpuTrainer) loop(ctx context.Context) ([]float64, error) {
 	prev := time.Now() // the end of the previous step: the step time is the whole iteration's
 	t.first = t.opt.StepCount()
 	for step := t.first; step < o.steps; step++ {
-		loss, res, ph, err := t.step(ctx, step)
+		sctx, cancel := context.WithTimeout(ctx, o.timeout)
+		loss, res, ph, err := t.step(sctx, step)
+		cancel()
+		if err == nil {
+			err = skipped(res)
+		}
 		if err != nil {
 			return losses, fmt.Errorf("step %d: %w", step+1, err)
 		}
@@ -188,7 +201,11 @@ func (t *gpuTrainer) loop(ctx context.Context) ([]float64, error) {
 		}
 		last := step+1 == o.steps || step+1 == o.stopAfter
 		if (o.evalEvery > 0 && (step+1)%o.evalEvery == 0) || last {
-			v, err := t.validLoss(ctx)
+			var v float64
+			err := within(ctx, o.timeout, func(ctx context.Context) (err error) {
+				v, err = t.validLoss(ctx)
+				return err
+			})
 			if err != nil {
 				return losses, err
 			}
@@ -198,7 +215,9 @@ func (t *gpuTrainer) loop(ctx context.Context) ([]float64, error) {
 			}
 		}
 		if o.ckpt != "" && ((o.ckptEvery > 0 && (step+1)%o.ckptEvery == 0) || last) {
-			if err := saveCheckpoint(ctx, t.out, t.opt, t.comm, o.ckpt); err != nil {
+			if err := within(ctx, o.timeout, func(ctx context.Context) error {
+				return saveCheckpoint(ctx, t.out, t.opt, t.comm, o.ckpt)
+			}); err != nil {
 				return losses, err
 			}
 		}
@@ -211,6 +230,13 @@ func (t *gpuTrainer) loop(ctx context.Context) ([]float64, error) {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// within runs fn under a deadline d after now (-step-timeout).
+func within(ctx context.Context, d time.Duration, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return fn(ctx)
+}
 
 // activations prints, after the first step, the model's activation memory
 // per layer and per micro-batch as allocated (gpumodel.Model.Memory: what

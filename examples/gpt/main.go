@@ -32,6 +32,12 @@
 // and backward passes, the optimizer's step) and the device memory; at the
 // end rank 0 prints a text sample generated on the GPU.
 //
+// -grad-fp8 e4m3 (or e5m2) reduce-scatters the gradients in FP8 with
+// per-block scales (-grad-block elements) and FP32 accumulation, with
+// -grad-ef the quantization error carried into the next step
+// (collective/fp8grad: fp8grad.New over the in-process ranks, NewDevice
+// over NCCL on the GPU path).
+//
 // -curve writes the run's losses (every step's training loss, every
 // validation loss, bit for bit) and speed as JSON, the input of the
 // comparison with the PyTorch reference (examples/gpt/curves).
@@ -42,10 +48,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/examples/gpt/model"
 	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/optimizer"
 )
 
 // options are the command's flags.
@@ -59,6 +68,9 @@ type options struct {
 	ckptEvery, sampleLen, stopAfter     int
 	lr, minLR, clip, wd                 float64
 	recipe                              fp8.Recipe
+	grads                               *fp8grad.Config // -grad-fp8: FP8 gradient reduce-scatters, or nil
+	moment1, moment2                    optimizer.MomentDType
+	momentBlock                         int
 	resume, recompute, keepTransposed   bool
 	seed                                uint64
 	timeout                             time.Duration
@@ -76,7 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	ffn := fs.Int("ffn", 0, "MLP width (0: the preset's)")
 	seq := fs.Int("seq", 0, "context length (0: the preset's)")
 	fs.StringVar(&o.backend, "backend", "cpu", "cpu (in-process ranks, float64 reference compute) or gpu (one process per GPU under distopt run, or GPU 0)")
-	fs.IntVar(&o.ranks, "ranks", 1, "in-process data-parallel ranks")
+	fs.IntVar(&o.ranks, "ranks", 1, "in-process data-parallel ranks (-backend cpu), or the ranks the exported batches are for (-export-init); GPU runs take theirs from the launcher")
 	fs.IntVar(&o.batch, "batch", 4, "sequences per micro-batch per rank")
 	fs.IntVar(&o.micro, "micro", 1, "micro-batches accumulated per step")
 	fs.IntVar(&o.steps, "steps", 20, "optimizer steps (in all, a resumed run included)")
@@ -87,7 +99,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.wd, "wd", 0.1, "weight decay of matrices and embeddings")
 	recipe := fs.String("recipe", "current", "FP8 recipe of the linear weights (fp8.ParseRecipe)")
 	fs.IntVar(&o.evalEvery, "eval-every", 10, "steps between validation losses (0: only at the end)")
-	fs.IntVar(&o.evalWindows, "eval-windows", 8, "validation sequences per evaluation")
+	fs.IntVar(&o.evalWindows, "eval-windows", 8, "validation sequences per evaluation (on the GPU rounded down to a multiple of -batch)")
 	fs.StringVar(&o.ckpt, "ckpt", "", "checkpoint root (none if empty)")
 	fs.IntVar(&o.ckptEvery, "ckpt-every", 0, "steps between checkpoints (0: only at the end)")
 	fs.IntVar(&o.stopAfter, "stop-after", 0, "stop (and save) after this step, as an interrupted run would (0: run to -steps)")
@@ -99,8 +111,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.exportPath, "export-init", "", "write the initial weights and the reference loss of the first batch to this safetensors file, and exit")
 	fs.BoolVar(&o.exportCheck, "export-check", true, "with -export-init: compute the reference loss (a float64 forward pass on the CPU; false skips it for large shapes)")
 	fs.StringVar(&o.curvePath, "curve", "", "write the loss curve and the speed as JSON to this file (examples/gpt/curve), after every evaluation and at the end")
+	moments := fs.String("moments", "fp32", "Adam moment types: fp32, bf16 or fp8 for both, or M,V (e.g. fp8,bf16); FP8 moments have a scale per -moment-block elements")
+	fs.IntVar(&o.momentBlock, "moment-block", 128, "block of FP8 moments in elements (32, 64, 128)")
+	gradFP8 := fs.String("grad-fp8", "", "e4m3 or e5m2: reduce-scatter the gradients in FP8 with FP32 accumulation (collective/fp8grad); empty: in the gradient type")
+	gradBlock := fs.Int("grad-block", fp8grad.DefaultBlock, "with -grad-fp8: elements per FP8 scale")
+	gradEF := fs.Bool("grad-ef", false, "with -grad-fp8: error feedback (each rank's quantization error carried into its next step; 4 bytes per parameter)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the batch order")
-	fs.DurationVar(&o.timeout, "step-timeout", 10*time.Minute, "deadline of each step")
+	fs.DurationVar(&o.timeout, "step-timeout", 10*time.Minute, "deadline of each step, evaluation and checkpoint (GPU), of each step (CPU)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -119,6 +136,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.recipe, err = fp8.ParseRecipe(*recipe); err != nil {
 		return o, fmt.Errorf("-recipe: %w", err)
 	}
+	if o.moment1, o.moment2, err = optimizer.ParseMomentTypes(*moments, optimizer.RuleAdamW); err != nil {
+		return o, fmt.Errorf("-moments: %w", err)
+	}
+	if o.grads, err = gradFlags(*gradFP8, *gradBlock, *gradEF); err != nil {
+		return o, err
+	}
 	if o.warmup == 0 {
 		o.warmup = max(1, o.steps/20)
 	}
@@ -132,10 +155,39 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-backend=%q: want cpu or gpu", o.backend)
 	case o.ranks < 1 || o.batch < 1 || o.micro < 1 || o.steps < 1 || o.evalWindows < 1:
 		return o, fmt.Errorf("-ranks, -batch, -micro, -steps and -eval-windows must be at least 1")
+	case o.backend == "gpu" && o.ranks > 1 && o.exportPath == "":
+		return o, fmt.Errorf("-ranks %d with -backend gpu: GPU runs have one process per GPU; start them with distopt run --nproc-per-node", o.ranks)
+	case o.backend == "cpu" && (o.recompute || o.keepTransposed) && o.exportPath == "":
+		return o, fmt.Errorf("-recompute and -keep-transposed are options of the GPU model (-backend gpu); the CPU reference keeps float64 activations")
+	case o.recompute && o.keepTransposed:
+		return o, fmt.Errorf("-recompute keeps no linear input for backward and -keep-transposed keeps two copies: choose one")
 	case o.resume && o.ckpt == "":
 		return o, fmt.Errorf("-resume needs -ckpt")
 	}
 	return o, o.shape.Validate()
+}
+
+// gradFlags returns the FP8 gradient configuration of -grad-fp8,
+// -grad-block and -grad-ef (nil without -grad-fp8).
+func gradFlags(format string, block int, ef bool) (*fp8grad.Config, error) {
+	var f fp8.Format
+	switch strings.ToLower(format) {
+	case "":
+		if ef || block != fp8grad.DefaultBlock {
+			return nil, fmt.Errorf("-grad-block and -grad-ef need -grad-fp8")
+		}
+		return nil, nil
+	case "e4m3":
+		f = fp8.E4M3
+	case "e5m2":
+		f = fp8.E5M2
+	default:
+		return nil, fmt.Errorf("-grad-fp8=%q: want e4m3 or e5m2", format)
+	}
+	if block < 1 {
+		return nil, fmt.Errorf("-grad-block=%d: want at least 1", block)
+	}
+	return &fp8grad.Config{Format: f, Block: block, ErrorFeedback: ef}, nil
 }
 
 func main() {

@@ -15,6 +15,7 @@ import (
 	"github.com/distopt/distopt/examples/gpt/data"
 	"github.com/distopt/distopt/examples/gpt/model"
 	"github.com/distopt/distopt/internal/safetensors"
+	"github.com/distopt/distopt/optimizer"
 )
 
 // writeData writes token files of a small, repetitive Go-like text into a
@@ -166,9 +167,15 @@ func TestSampleContext(t *testing.T) {
 func TestFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-preset", "huge"}, {"-backend", "tpu"}, {"-export-check", "maybe"}, {"-heads", "5"}, {"-ranks", "0"}, {"-resume"}, {"-recipe", "nope"}, {"extra"},
+		{"-backend", "gpu", "-ranks", "2"}, {"-recompute"}, {"-keep-transposed"}, {"-backend", "gpu", "-recompute", "-keep-transposed"},
 	} {
 		if _, err := parseFlags(args, &bytes.Buffer{}); err == nil {
 			t.Errorf("%v accepted", args)
+		}
+	}
+	for _, args := range [][]string{{"-backend", "gpu", "-ranks", "2", "-export-init", "x"}, {"-backend", "gpu", "-recompute"}} {
+		if _, err := parseFlags(args, &bytes.Buffer{}); err != nil {
+			t.Errorf("%v refused: %v", args, err)
 		}
 	}
 	var out, errOut bytes.Buffer
@@ -263,5 +270,16 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSkipped: a skipped step stops the run with the optimizer's reason.
+func TestSkipped(t *testing.T) {
+	if err := skipped(optimizer.StepResult{Step: 3, GradNorm: 1}); err != nil {
+		t.Errorf("a step taken: %v", err)
+	}
+	err := skipped(optimizer.StepResult{Step: 3, Skipped: true, Reason: "2 non-finite gradient values"})
+	if err == nil || !strings.Contains(err.Error(), "2 non-finite gradient values") {
+		t.Errorf("a skipped step: %v", err)
 	}
 }

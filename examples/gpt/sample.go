@@ -19,7 +19,7 @@ type nextLogits func(context []int32) ([]float64, error)
 // gives (temperature sampleTemperature, seeded: the same text every run),
 // reading at most the last seq tokens as context. Both training paths
 // sample through it: the CPU one with cpuNext, the GPU one with
-// gpuSampler.next.
+// gpuNext.
 func generate(next nextLogits, prompt []byte, n, seq int, seed uint64) ([]byte, error) {
 	toks := data.Encode(prompt)
 	if len(toks) == 0 {

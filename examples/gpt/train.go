@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/examples/gpt/data"
 	"github.com/distopt/distopt/examples/gpt/model"
@@ -45,6 +46,7 @@ func (o options) config() optimizer.Config {
 		LR:          optimizer.WarmupCosine{Peak: o.lr, Min: o.minLR, Warmup: o.warmup, Total: o.steps},
 		WeightDecay: o.wd, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8,
 		MaxGradNorm: o.clip, Recipe: o.recipe,
+		FirstMomentType: o.moment1, SecondMomentType: o.moment2, MomentBlock: o.momentBlock,
 	}
 }
 
@@ -65,6 +67,16 @@ func train(o options, out io.Writer) ([]float64, error) {
 	fmt.Fprintf(out, "gpt: %d layers, hidden %d, %d heads, FFN %d, context %d: %d parameters; %d ranks x %d micro-batches x %d sequences; %d training tokens\n",
 		o.shape.Layers, o.shape.Hidden, o.shape.Heads, o.shape.FFN, o.shape.Seq, o.shape.NumParams(), o.ranks, o.micro, o.batch, len(c.train))
 	comms := inproc.Communicators(o.ranks)
+	if o.grads != nil {
+		for r, c := range comms {
+			w, err := fp8grad.New(c, *o.grads)
+			if err != nil {
+				return nil, err
+			}
+			comms[r] = w
+		}
+		fmt.Fprintf(out, "gradients reduce-scattered in %v, blocks of %d, error feedback %t\n", o.grads.Format, o.grads.Block, o.grads.ErrorFeedback)
+	}
 	losses := make([][]float64, o.ranks)
 	errs := make([]error, o.ranks)
 	var wg sync.WaitGroup
@@ -87,12 +99,9 @@ func rank(o options, comm collective.Communicator, loader data.Loader, valid []u
 	if err != nil {
 		return nil, err
 	}
-	if o.resume {
-		info, err := checkpoint.Load(ctx, opt, comm, o.ckpt, checkpoint.LoadOptions{})
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(out, "resumed from %s (step %d, saved on %d ranks)\n", info.Dir, info.Step, info.World)
+	defer opt.Close()
+	if err := resume(ctx, o, out, opt, comm); err != nil {
+		return nil, err
 	}
 	fmt.Fprintf(out, "optimizer memory per rank: %.1f MiB\n", float64(opt.Report().Total())/(1<<20))
 	m := &model.CPU{Config: o.shape, W: map[string][]float64{}}
@@ -107,6 +116,9 @@ func rank(o options, comm collective.Communicator, loader data.Loader, valid []u
 		sctx, cancel := context.WithTimeout(ctx, o.timeout)
 		loss, res, err := trainStep(sctx, opt, comm, m, loader, step, r, o.micro)
 		cancel()
+		if err == nil {
+			err = skipped(res)
+		}
 		if err != nil {
 			return losses, fmt.Errorf("step %d: %w", step+1, err)
 		}
@@ -260,6 +272,20 @@ func validLoss(m *model.CPU, valid []uint16, windows int) (float64, error) {
 	return total / float64(windows), nil
 }
 
+// resume loads the latest checkpoint under -ckpt when -resume asks for it
+// (both training paths).
+func resume(ctx context.Context, o options, out io.Writer, opt *optimizer.Optimizer, comm collective.Communicator) error {
+	if !o.resume {
+		return nil
+	}
+	info, err := checkpoint.Load(ctx, opt, comm, o.ckpt, checkpoint.LoadOptions{})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "resumed from %s (step %d, saved on %d ranks)\n", info.Dir, info.Step, info.World)
+	return nil
+}
+
 // saveCheckpoint waits for the parameter gathers in flight and saves the
 // optimizer's state under dir (both training paths).
 func saveCheckpoint(ctx context.Context, out io.Writer, opt *optimizer.Optimizer, comm collective.Communicator, dir string) error {
@@ -272,4 +298,18 @@ func saveCheckpoint(ctx context.Context, out io.Writer, opt *optimizer.Optimizer
 	}
 	fmt.Fprintf(out, "saved %s\n", info.Dir)
 	return nil
+}
+
+// skipped turns a step the optimizer skipped (non-finite gradients) into
+// an error. The example has no loss scaler that would make a skipped step
+// part of training, and going on would part the loop's step count (which
+// picks the batches, the printed learning rate and the curve's steps) from
+// the optimizer's (which sets the learning rate applied and is saved in
+// checkpoints), so a resumed run would no longer repeat this one. The
+// checkpoints saved so far are intact.
+func skipped(res optimizer.StepResult) error {
+	if !res.Skipped {
+		return nil
+	}
+	return fmt.Errorf("the optimizer skipped the step (%s); stopping: no loss scaler, and the last checkpoint is intact", res.Reason)
 }

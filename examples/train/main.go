@@ -35,10 +35,13 @@
 //
 // -group-size G shards the optimizer state within groups of G ranks and
 // replicates it across the groups (collective/hier: gradients
-// reduce-scattered in the group and all-reduced across groups). In-process
-// any divisor of -ranks works; under the launcher 1 (every rank a group:
-// the two-node GPU check "2 groups x 1") or WORLD_SIZE (flat). The printed
-// loss is then averaged within the group only.
+// reduce-scattered in the group and all-reduced across groups). Any
+// divisor of the number of ranks works in-process and, with the CPU
+// backend, under the launcher (`distopt run --group-size G` sets it for
+// every rank; the groups are gRPC sub-communicators); with -backend gpu 1
+// (every rank a group: the two-node GPU check "2 groups x 1") or
+// WORLD_SIZE (flat). The printed loss is then averaged within the group
+// only.
 //
 // Over several hosts (distopt run --nnodes 2 --node-rank K, see the
 // launcher), an error that names a lost rank also names the node it ran on.
@@ -106,7 +109,7 @@ func teacherWeights() weights {
 // stateDigest is the -state-digest flag (see the command's doc).
 var (
 	stateDigest = flag.Bool("state-digest", false, "print every rank's SHA-256 of its optimizer state and of the gathered weights at the end")
-	groupSize   = flag.Int("group-size", 0, "hierarchical sharding (collective/hier): shard within groups of this many ranks, replicate across them (0: flat); under the launcher 1 or WORLD_SIZE")
+	groupSize   = flag.Int("group-size", 0, "hierarchical sharding (collective/hier): shard within groups of this many ranks, replicate across them (0: flat, or under the launcher DISTOPT_GROUP_SIZE); with -backend gpu 1 or WORLD_SIZE")
 	gradFP8     = flag.String("grad-fp8", "", "e4m3 or e5m2: reduce-scatter the gradients in FP8 with FP32 accumulation (collective/fp8grad; CPU backend, flat sharding); empty: as the gradient type")
 	backendName = flag.String("backend", "cpu", "cpu, or gpu (under the launcher: GPU LOCAL_RANK, CUDA backend and NCCL)")
 )
@@ -333,19 +336,30 @@ func fp8Grads(comm collective.Communicator) (collective.Communicator, error) {
 	return fp8grad.New(comm, fp8grad.Config{Format: f})
 }
 
-// grouped applies -group-size to the communicator of a launched rank: 0 or
+// grouped applies -group-size (or DISTOPT_GROUP_SIZE, which `distopt run
+// --group-size` sets) to the communicator flat of a launched rank: 0 or
 // WORLD_SIZE keeps it flat; 1 makes every rank a group of its own (the
 // state replicated, the gradients all-reduced: collective/hier with a
-// one-rank group). Other sizes need a communicator per group, which this
-// example does not make.
-func grouped(comm collective.Communicator) (collective.Communicator, error) {
-	switch *groupSize {
-	case 0, comm.Size():
-		return comm, nil
-	case 1:
-		return hier.New(single.New(comm.Memory(), nil), comm)
+// one-rank group); other sizes make the groups and cross-groups as gRPC
+// sub-communicators of the job (CPU backend only: nccl.NewSub, the NCCL
+// equivalent, has not run on GPUs yet). The caller closes the result.
+func grouped(ctx context.Context, store *rendezvous.Store, flat collective.Communicator) (collective.Communicator, error) {
+	g := *groupSize
+	if g == 0 {
+		var err error
+		if g, err = hier.GroupSizeFromEnv(flat.Size()); err != nil {
+			return nil, err
+		}
 	}
-	return nil, fmt.Errorf("-group-size=%d: under the launcher, 1 or WORLD_SIZE (%d)", *groupSize, comm.Size())
+	switch {
+	case g == 0 || g == flat.Size():
+		return flat, nil
+	case g == 1:
+		return hier.New(single.New(flat.Memory(), nil), flat)
+	case *backendName == "cpu":
+		return hier.GRPC(ctx, store, g, grpccomm.Config{})
+	}
+	return nil, fmt.Errorf("-group-size=%d: with -backend gpu, 1 or WORLD_SIZE (%d)", g, flat.Size())
 }
 
 // runOptions are the deadlines that bound the operations of a run (see the
@@ -500,15 +514,19 @@ func processRank(out io.Writer, steps, bs int, teacher, init weights, cfg optimi
 	}
 	defer be.Close()
 	defer flat.Close()
-	comm, err := grouped(flat)
-	if err == nil {
-		comm, err = fp8Grads(comm)
-	}
+	comm, err := grouped(ctx, store, flat)
 	if err != nil {
 		return nil, optimizer.MemoryReport{}, 0, err
 	}
-	cfg.Store = store // ranks compare their configuration's fingerprint here first
 	via := fmt.Sprintf("%s (one process per rank, rendezvous at %s)", transport, net.JoinHostPort(rc.MasterAddr, strconv.Itoa(rc.MasterPort)))
+	if h, ok := comm.(*hier.Comm); ok {
+		defer comm.Close()
+		via += fmt.Sprintf(", hierarchical: %d groups of %d ranks", h.Cross().Size(), h.Size())
+	}
+	if comm, err = fp8Grads(comm); err != nil {
+		return nil, optimizer.MemoryReport{}, 0, err
+	}
+	cfg.Store = store // ranks compare their configuration's fingerprint here first
 	losses, rep, err := rankOn(out, via, comm, be, steps, bs, teacher, init, cfg, dl)
 	if err == nil {
 		bctx, cancel := context.WithTimeout(context.Background(), dl.step)

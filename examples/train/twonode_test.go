@@ -136,39 +136,7 @@ func TestKilledNode(t *testing.T) {
 	args := []string{train, "-steps", "100000", "-step-delay", "20ms", "-step-timeout", stepTimeout.String()}
 	port := freeTCPPort(t)
 	node0, node1 := nodeCommand(distopt, port, 0, args...), nodeCommand(distopt, port, 1, args...)
-	stdout, err := node0.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	node0.Stderr = &stderr
-	if err := node0.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := node1.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer node1.Process.Kill()
-	defer node0.Process.Kill()
-
-	// Wait until the job trains: rank 0 prints its steps.
-	sc := bufio.NewScanner(stdout)
-	var seen []string
-	for sc.Scan() {
-		seen = append(seen, sc.Text())
-		if strings.HasPrefix(sc.Text(), "[node 0 rank 0] step ") {
-			break
-		}
-	}
-	if err := node1.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = node1.Wait()
-	killed := time.Now()
-	rest, _ := io.ReadAll(stdout)
-	err = node0.Wait()
-	took := time.Since(killed)
-	out := strings.Join(seen, "\n") + "\n" + string(rest) + stderr.String()
+	out, took, err := killSecondNode(t, node0, node1)
 	if err == nil {
 		t.Fatalf("node 0 succeeded after node 1 was killed:\n%s", out)
 	}
@@ -184,6 +152,44 @@ func TestKilledNode(t *testing.T) {
 		t.Logf("node 0's output:\n%s", out)
 	}
 	t.Logf("node 0 failed %v after node 1 was killed (step deadline %v)", took.Round(time.Millisecond), stepTimeout)
+}
+
+// killSecondNode starts both nodes, waits until node 0's rank 0 trains (it
+// prints its steps), kills node 1's launcher and returns node 0's output
+// (stdout and stderr), how long node 0 took to exit after the kill, and
+// its exit error.
+func killSecondNode(t *testing.T, node0, node1 *exec.Cmd) (string, time.Duration, error) {
+	t.Helper()
+	stdout, err := node0.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	node0.Stderr = &stderr
+	if err := node0.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := node1.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer node1.Process.Kill()
+	defer node0.Process.Kill()
+	sc := bufio.NewScanner(stdout)
+	var seen []string
+	for sc.Scan() {
+		seen = append(seen, sc.Text())
+		if strings.HasPrefix(sc.Text(), "[node 0 rank 0] step ") {
+			break
+		}
+	}
+	if err := node1.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = node1.Wait()
+	killed := time.Now()
+	rest, _ := io.ReadAll(stdout)
+	err = node0.Wait()
+	return strings.Join(seen, "\n") + "\n" + string(rest) + stderr.String(), time.Since(killed), err
 }
 
 // weightsOf returns the weights digests of digest lines.

@@ -221,10 +221,13 @@ func (p *Plan) create(maxWorkspace int, scaleHint cuda.DevicePtr, candidates int
 	}
 	align := [4]uint32{uint32(s.A.Align), uint32(s.B.Align), uint32(s.C.Align), uint32(s.D.Align)}
 	pref, st := f.prefCreate(uint64(maxWorkspace), align)
+	if pref != 0 {
+		// Also when an attribute was refused: the preference exists then.
+		defer f.prefDestroy(pref)
+	}
 	if st != StatusSuccess {
 		return check("cublasLtMatmulPreferenceCreate", st)
 	}
-	defer f.prefDestroy(pref)
 	algos, st := f.heuristic(p.h.h, p.desc, p.a, p.b, p.c, p.d, pref, candidates)
 	if st != StatusSuccess {
 		return check("cublasLtMatmulAlgoGetHeuristic", st)

@@ -1,5 +1,6 @@
 // gpt.cu: the elementwise operations of a GPT-2 style decoder
-// (examples/gpt), its reference-order softmax, cross-entropy and attention.
+// (examples/gpt) and the any-width versions of its row-wise kernels
+// (LayerNorm, cross-entropy). Attention is in attention.cu.
 // Row-wise kernels with the row in registers are in gptrows.cu, column
 // reductions in gptcols.cu, the BF16 output head in gpthead.cu.
 //

@@ -17,7 +17,10 @@ using namespace distopt;
 #define HT 64 // output tile side
 #define HK 16 // summed-index step
 
-namespace {
+// A named namespace, not an anonymous one: nvcc names the shared arrays of
+// functions in an anonymous namespace after a hash of the source's path,
+// which would make the generated PTX depend on where it was generated.
+namespace gpthead {
 
 __device__ __forceinline__ float ldf(const float *p) { return *p; }
 __device__ __forceinline__ float ldf(const u16 *p) { return bf16_to_f32(*p); }
@@ -87,7 +90,9 @@ __device__ __forceinline__ void store_tile(float *out, const float (&acc)[4][4],
             }
 }
 
-} // namespace
+} // namespace gpthead
+
+using namespace gpthead;
 
 // gpt_linear_bf16 (model.Linear without bias): y[r, o] = sum_i x[r, i]*w[o,
 // i], x float32 [rows, in], w bfloat16 [out, in]. Grid (ceil(out/64),

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/rendezvous"
 	"github.com/distopt/distopt/optimizer"
@@ -19,6 +21,8 @@ type Rank struct {
 	Backend *Backend
 	Comm    *nccl.Comm
 	Store   *rendezvous.Store // the job's rendezvous store (also optimizer.Config.Store)
+
+	grads *fp8grad.Comm // the wrapper of Comm made by FP8Gradients, or nil
 }
 
 // Setup opens GPU rc.LocalRank, connects to the job's rendezvous store and
@@ -61,10 +65,15 @@ func SetupFromEnv(ctx context.Context, cfg nccl.Config) (*Rank, error) {
 	return Setup(ctx, rc, cfg)
 }
 
-// Close closes the communicator, then the backend (and with it the
+// Close closes the communicator (the FP8 gradient wrapper of FP8Gradients
+// when there is one, which closes Comm), then the backend (and with it the
 // device), then the store. Close the optimizer first.
 func (r *Rank) Close() error {
-	return errors.Join(r.Comm.Close(), r.Backend.Close(), r.Store.Close())
+	var comm collective.Communicator = r.Comm
+	if r.grads != nil {
+		comm = r.grads
+	}
+	return errors.Join(comm.Close(), r.Backend.Close(), r.Store.Close())
 }
 
 var (

@@ -272,8 +272,20 @@ def write_curve(path, out, timed_tokens, timed_s, fpt, mem):
         out["speed"] = {"tokens_per_s": tps, "mfu": tps * fpt / PEAK_BF16,
                         "peak_alloc_bytes": torch.cuda.max_memory_allocated(), "peak_used_bytes": mem.peak_used}
     with open(path + ".tmp", "w") as f:
-        json.dump(out, f)
+        json.dump(finite_json(out), f, allow_nan=False)
     os.replace(path + ".tmp", path)
+
+
+def finite_json(v):
+    """v with every non-finite float written as the string examples/gpt/curve
+    reads ("NaN", "+Inf", "-Inf"): JSON has no NaN."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if math.isnan(v) else ("+Inf" if v > 0 else "-Inf")
+    if isinstance(v, dict):
+        return {k: finite_json(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [finite_json(x) for x in v]
+    return v
 
 
 def train_run(args, meta, tensors, train, valid):

@@ -13,8 +13,10 @@ package curve
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 )
 
 // Point is one loss of a run, after optimizer step Step (from 1). In JSON
@@ -24,21 +26,37 @@ type Point struct {
 	Loss float64
 }
 
-// MarshalJSON writes [step, loss].
+// MarshalJSON writes [step, loss]; a loss that is not finite (JSON has
+// no NaN or infinities) is written as the string "NaN", "+Inf" or "-Inf",
+// as scripts/gpt/torch_gpt.py writes it, so that a diverged run still
+// leaves its curve.
 func (p Point) MarshalJSON() ([]byte, error) {
+	if math.IsNaN(p.Loss) || math.IsInf(p.Loss, 0) {
+		return json.Marshal([2]any{p.Step, strconv.FormatFloat(p.Loss, 'g', -1, 64)})
+	}
 	return json.Marshal([2]any{p.Step, p.Loss})
 }
 
-// UnmarshalJSON reads [step, loss].
+// UnmarshalJSON reads [step, loss], the loss a number or one of the
+// strings MarshalJSON writes for non-finite values.
 func (p *Point) UnmarshalJSON(b []byte) error {
-	var a []float64
+	var a []json.RawMessage
 	if err := json.Unmarshal(b, &a); err != nil {
 		return fmt.Errorf("curve: a point must be [step, loss]: %w", err)
 	}
-	if len(a) != 2 || a[0] != float64(int(a[0])) || a[0] < 1 {
+	var step float64
+	if len(a) != 2 || json.Unmarshal(a[0], &step) != nil || step != float64(int(step)) || step < 1 {
 		return fmt.Errorf("curve: point %s: want [step, loss] with an integer step from 1", b)
 	}
-	p.Step, p.Loss = int(a[0]), a[1]
+	var loss float64
+	if err := json.Unmarshal(a[1], &loss); err != nil {
+		var s string
+		if json.Unmarshal(a[1], &s) != nil || (s != "NaN" && s != "+Inf" && s != "-Inf") {
+			return fmt.Errorf("curve: point %s: the loss must be a number, \"NaN\", \"+Inf\" or \"-Inf\"", b)
+		}
+		loss, _ = strconv.ParseFloat(s, 64)
+	}
+	p.Step, p.Loss = int(step), loss
 	return nil
 }
 

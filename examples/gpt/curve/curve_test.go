@@ -127,7 +127,19 @@ func TestJSONRoundTrip(t *testing.T) {
 	if got, err := Read(py); err != nil || len(got.Train) != 2 || got.Train[1] != (Point{2, 5.25}) || got.Speed.PeakUsedBytes != 456 || got.Name != "torch.json" {
 		t.Errorf("Python's file: %+v, %v", got, err)
 	}
-	for _, bad := range []string{`{"train": [[1.5, 2]]}`, `{"train": [[1]]}`, `{"train": [[2, 1], [2, 1]]}`, `{"valid": [[0, 1]]}`} {
+	// A diverged run: non-finite losses survive the round trip (NaN as NaN).
+	nf := Curve{Name: "nf", Train: []Point{{1, math.NaN()}, {2, math.Inf(1)}, {3, math.Inf(-1)}}}
+	if err := Write(path, nf); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Read(path); err != nil || !math.IsNaN(got.Train[0].Loss) || !math.IsInf(got.Train[1].Loss, 1) || !math.IsInf(got.Train[2].Loss, -1) {
+		t.Errorf("non-finite losses read back as %+v, %v", got, err)
+	}
+	os.WriteFile(py, []byte(`{"train": [[1, "NaN"], [2, "+Inf"]]}`), 0o644)
+	if got, err := Read(py); err != nil || !math.IsNaN(got.Train[0].Loss) || !math.IsInf(got.Train[1].Loss, 1) {
+		t.Errorf("Python's non-finite losses: %+v, %v", got, err)
+	}
+	for _, bad := range []string{`{"train": [[1.5, 2]]}`, `{"train": [[1]]}`, `{"train": [[2, 1], [2, 1]]}`, `{"valid": [[0, 1]]}`, `{"train": [[1, "nan"]]}`, `{"train": [["1", 2]]}`} {
 		os.WriteFile(py, []byte(bad), 0o644)
 		if _, err := Read(py); err == nil {
 			t.Errorf("%s accepted", bad)

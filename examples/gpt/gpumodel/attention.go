@@ -54,8 +54,10 @@ import (
 // seq x seq matrices that bound these GEMMs, and BF16 tensor-core speed, at
 // bfloat16's rounding (2^-9): errors up to 4e-3 relative against the
 // float64 model, still below the FP8 of the linear layers. It needs
-// 1.5·batch·heads·seq² float32 more scratch, and was not yet measured
-// warm (see BenchmarkAttention).
+// 1.5·batch·heads·seq² float32 more scratch. Forward and backward, warm,
+// on one H200: 1.77 ms against TF32's 1.99 at the 124M shape (B8, T1024),
+// 3.20 against 3.91 ms at the 1.3B shape (B4, T2048); the model keeps TF32
+// until the model's own tests have run with BF16.
 type attention struct {
 	k                          *kernels.Set
 	lt                         *cublaslt.Handle

@@ -7,7 +7,6 @@ import (
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/gemm"
 	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/internal/kernels"
 )
 
 // Backward queues the backward pass of the last Forward and accumulates
@@ -132,13 +131,7 @@ func (m *Model) backwardEmbed(grads Grads, ready func(string) error) error {
 	if err != nil {
 		return err
 	}
-	order, start := kernels.TokenRows(m.tokens, v)
-	if err := m.s.Upload(m.order, cuda.Bytes(order)); err != nil {
-		return err
-	}
-	if err := m.s.Upload(m.start, cuda.Bytes(start)); err != nil {
-		return err
-	}
+	// m.order and m.start were uploaded by Forward (upload).
 	if err := m.k.GPTEmbedGradTokens(m.s, gwte, m.dx, m.order, m.start, v, h); err != nil {
 		return err
 	}

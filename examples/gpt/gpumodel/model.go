@@ -86,7 +86,6 @@ type Model struct {
 	order, start      cuda.DevicePtr
 	dx, dln, dtmp     cuda.DevicePtr
 	dqkv, ds, dfc, dg cuda.DevicePtr
-	tokens            []int32
 	ptrs              []cuda.DevicePtr
 	grad              bool      // the last Forward left dlogits for Backward
 	alloc             [nCat]int // bytes the model allocated, by category
@@ -354,9 +353,18 @@ func (m *Model) upload(tokens, targets []int32) error {
 			return fmt.Errorf("gpumodel: token %d or target %d at %d outside the vocabulary", tokens[i], targets[i], i)
 		}
 	}
-	m.tokens = append(m.tokens[:0], tokens...)
-	if err := m.s.Upload(m.tok, cuda.Bytes(tokens)); err != nil {
-		return err
+	// The rows of each token, for the embedding's gradient, go up now too:
+	// an upload waits for the stream (cuda.Stream.Upload), which here is
+	// idle or nearly, but in the backward pass would make the host wait for
+	// the whole pass before queuing the last kernels.
+	order, start := kernels.TokenRows(tokens, m.cfg.Vocab)
+	for _, u := range []struct {
+		dst cuda.DevicePtr
+		src []int32
+	}{{m.tok, tokens}, {m.tgt, targets}, {m.order, order}, {m.start, start}} {
+		if err := m.s.Upload(u.dst, cuda.Bytes(u.src)); err != nil {
+			return err
+		}
 	}
-	return m.s.Upload(m.tgt, cuda.Bytes(targets))
+	return nil
 }

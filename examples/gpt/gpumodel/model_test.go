@@ -288,21 +288,29 @@ func TestGPUOptionsBitIdentical(t *testing.T) {
 	}
 }
 
-// TestGPUDeterminism logs a SHA-256 of the bits of two micro-batches
-// (losses, logits, gradients) per recipe; scripts compare the lines of
-// two processes (the same inputs must give the same bits).
+// TestGPUDeterminism: two fresh rigs (optimizer, engine, model) given the
+// same inputs give the same bits (losses, logits, gradients of two
+// micro-batches) per recipe. It also logs their SHA-256, which scripts
+// compare between two processes.
 func TestGPUDeterminism(t *testing.T) {
 	for _, rc := range recipes[:3] {
 		t.Run(rc.name, func(t *testing.T) {
-			r := newRig(t, testShape, 1e-3, rc.r)
-			got := twoMicroBatches(t, r, r.model(t, testShape, 2, 32, Options{}))
-			h := sha256.New()
-			h.Write(got.losses)
-			h.Write(got.logits)
-			for _, p := range testShape.Params() {
-				h.Write(got.grads[p.Name])
+			hash := func() []byte {
+				r := newRig(t, testShape, 1e-3, rc.r)
+				got := twoMicroBatches(t, r, r.model(t, testShape, 2, 32, Options{}))
+				h := sha256.New()
+				h.Write(got.losses)
+				h.Write(got.logits)
+				for _, p := range testShape.Params() {
+					h.Write(got.grads[p.Name])
+				}
+				return h.Sum(nil)
 			}
-			t.Logf("determinism %s %x", rc.name, h.Sum(nil))
+			a, b := hash(), hash()
+			if !bytes.Equal(a, b) {
+				t.Errorf("two runs on the same inputs differ: %x and %x", a, b)
+			}
+			t.Logf("determinism %s %x", rc.name, a)
 		})
 	}
 }
