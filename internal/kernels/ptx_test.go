@@ -25,7 +25,10 @@ func launcherKernels() []string {
 			for flags := range 16 { // moment bf16, gradient bf16, tiles, per-moment storage
 				a := UpdateLaunch{Rule: r, Format: f, MomentBF16: flags&1 != 0, GradBF16: flags&2 != 0, PerMoment: flags&8 != 0}
 				a.Table.Tiles = flags&4 != 0
-				names = append(names, a.updateKernel())
+				for _, mv := range [][2]MomentType{{MomentF32, MomentF32}, {MomentFP8, MomentFP8}, {MomentFP8, MomentBF16}} {
+					a.MType, a.VType = mv[0], mv[1]
+					names = append(names, a.updateKernel())
+				}
 			}
 		}
 	}

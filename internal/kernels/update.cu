@@ -21,10 +21,11 @@
 // with --fmad=false). Amax keys are the bits of |x| (optimizer.AbsBits).
 // Elements outside every segment are not touched.
 //
-// The _q kernels (Q) take the storage of each moment at run time (float32,
-// bfloat16, or FP8 with block scales: moments.cuh) and the gradient's type
-// as the flag gbf16; the others have both moments and the gradient typed
-// by the template.
+// The _q kernels (Q) take the storage of each moment (float32, bfloat16,
+// or FP8 with block scales: moments.cuh) at run time, or fixed at compile
+// time (_q_fp8_fp8, _q_fp8_bf16, _q_fp8), and the gradient's type as the
+// flag gbf16; the others have both moments and the gradient typed by the
+// template.
 #include "moments.cuh"
 #include "stepctl.cuh"
 
@@ -87,10 +88,9 @@ __device__ __forceinline__ void st_mom(const MomentSet &ms, int which, u64 i, in
 }
 
 // GROUP is the number of passes whose loads update_kernel issues together
-// in the typed kernels and the _q kernels' bodies of fixed moment types;
-// the _q kernels' body for any types takes one pass at a time (its words
-// of every storage type would cost registers, for every body of the
-// kernel: occupancy).
+// in the typed kernels and the _q kernels of fixed moment types; the _q
+// kernels of any types take one pass at a time (their words of every
+// storage type would cost registers: occupancy).
 #ifndef UPDATE_GROUP
 #define UPDATE_GROUP 2
 #endif
@@ -98,7 +98,8 @@ static const u32 GROUP = UPDATE_GROUP;
 
 // update_kernel is the body of every update kernel. In the _q kernels,
 // MK >= 0 fixes the moment types (m in bits 0-3, v in bits 4-7) at compile
-// time, the launch's being those (update_entry); MK < 0 takes them from ms.
+// time, the launch's being those (the launcher's choice of kernel); MK < 0
+// takes them from ms.
 // Each thread issues the loads of G passes together, before the
 // arithmetic and stores of the first (the compiler cannot move a load
 // above a store that may alias it).
@@ -284,28 +285,18 @@ __device__ __forceinline__ void update_kernel(float *__restrict__ master, const 
         segs, nseg, nchunks, Hyper{gs, b1, b2, omb1, omb2, eps, rbc2, mom}, fp8, block_scales, amax, scale, hp,  \
         hp_bf16, mx, fmax, mfac, pow2, (mtypes >> 8) & 1u
 
-// FP8_FP8 and FP8_BF16 are the MK of update_kernel for the moment types the
-// _q kernels have a body of their own for: both FP8 (and SGD's FP8
-// momentum), FP8 m and bfloat16 v. Other mixes take the body that reads
-// the types at run time.
-static const int FP8_FP8 = MOM_FP8 | MOM_FP8 << 4, FP8_BF16 = MOM_FP8 | MOM_BF16 << 4;
-
-// update_entry picks the body of a kernel: for the _q kernels, by mtypes.
-template <int R, typename MT, typename GT, Fp8 F, bool TILES, bool Q>
-__device__ __forceinline__ void update_entry(UPDATE_PARAMS) {
-    const u32 mt = mtypes & 15u, vt = (mtypes >> 4) & 15u;
-    if (Q && mt == MOM_FP8 && (R == RULE_SGD || vt == MOM_FP8))
-        update_kernel<R, MT, GT, F, TILES, Q, FP8_FP8, GROUP>(UPDATE_ARGS);
-    else if (Q && R == RULE_ADAMW && mt == MOM_FP8 && vt == MOM_BF16)
-        update_kernel<R, MT, GT, F, TILES, Q, FP8_BF16, GROUP>(UPDATE_ARGS);
-    else
-        update_kernel<R, MT, GT, F, TILES, Q, -1, Q ? 1u : GROUP>(UPDATE_ARGS);
-}
+// The _q kernels: moments of any storage (moments.cuh), read at run time
+// from mtypes (MK -1, one pass at a time: the words of every storage type
+// would cost registers), and, each a kernel of its own so that it has the
+// registers (and occupancy) it needs alone, the bodies of fixed moment
+// types the launcher picks for those types (their mtypes' moment bits are
+// not read): FP8 m and v (SGD: FP8 momentum), FP8 m and bfloat16 v.
+static const int ANY = -1, FP8_FP8 = MOM_FP8 | MOM_FP8 << 4, FP8_BF16 = MOM_FP8 | MOM_BF16 << 4;
 
 // Blocks of 256 threads per SM the kernels are built for (registers per
-// thread: 64 for 4, 80 for 3): bfloat16 moments fit 4 with two passes in
-// flight; float32 moments, the _q kernels and every _tiles kernel 3 (at 4
-// they spill).
+// thread: 64 for 4, 80 for 3): bfloat16 moments and the _q kernels of
+// fixed types fit 4 with two passes in flight; float32 moments, the _q
+// kernels of any types and every _tiles kernel 3 (at 4 they spill).
 #ifndef UPDATE_MINB_BF16
 #define UPDATE_MINB_BF16 4
 #endif
@@ -315,26 +306,29 @@ __device__ __forceinline__ void update_entry(UPDATE_PARAMS) {
 #ifndef UPDATE_MINB_Q
 #define UPDATE_MINB_Q 3
 #endif
+#ifndef UPDATE_MINB_QFIXED
+#define UPDATE_MINB_QFIXED 4
+#endif
 
-// UPDATE_Q defines the kernel NAME and NAME_tiles, the one that also takes
+#define UPDATE_CALL(R, MT, GT, F, TILES, Q, MK, G) update_kernel<R, MT, GT, F, TILES, Q, MK, G>(UPDATE_ARGS)
+
+// UPDATE_K defines the kernel NAME and NAME_tiles, the one that also takes
 // MODE_TILE segments, for MINB blocks per SM (the _tiles kernel 3).
-#define UPDATE_Q(NAME, R, MT, GT, F, Q, MINB)                                                                    \
-    extern "C" __global__ void __launch_bounds__(256, MINB) NAME(UPDATE_PARAMS) {                             \
-        if (ctl_skip(ctl)) return;                                                                             \
-        if (ctl != nullptr) gs = ctl->gs;                                                                      \
-        update_entry<R, MT, GT, F, false, Q>(master, mom1, mom2, grad, segs, nseg, nchunks, gs, b1, b2, omb1, omb2, \
-                                             eps, rbc2, mom, fp8, block_scales, amax, scale, hp, hp_bf16, mx, fmax,    \
-                                             mfac, pow2, mscales, vscales, mtypes, mblock, seed, base, ctl);             \
-    }                                                                                                          \
-    extern "C" __global__ void __launch_bounds__(256, 3) NAME##_tiles(UPDATE_PARAMS) {                        \
-        if (ctl_skip(ctl)) return;                                                                             \
-        if (ctl != nullptr) gs = ctl->gs;                                                                      \
-        update_entry<R, MT, GT, F, true, Q>(master, mom1, mom2, grad, segs, nseg, nchunks, gs, b1, b2, omb1, omb2,  \
-                                            eps, rbc2, mom, fp8, block_scales, amax, scale, hp, hp_bf16, mx, fmax,     \
-                                            mfac, pow2, mscales, vscales, mtypes, mblock, seed, base, ctl);              \
+#define UPDATE_K(NAME, R, MT, GT, F, Q, MK, G, MINB)                                                 \
+    extern "C" __global__ void __launch_bounds__(256, MINB) NAME(UPDATE_PARAMS) {                \
+        if (ctl_skip(ctl)) return;                                                                \
+        if (ctl != nullptr) gs = ctl->gs;                                                         \
+        UPDATE_CALL(R, MT, GT, F, false, Q, MK, G);                                               \
+    }                                                                                             \
+    extern "C" __global__ void __launch_bounds__(256, 3) NAME##_tiles(UPDATE_PARAMS) {           \
+        if (ctl_skip(ctl)) return;                                                                \
+        if (ctl != nullptr) gs = ctl->gs;                                                         \
+        UPDATE_CALL(R, MT, GT, F, true, Q, MK, G);                                                \
     }
 #define UPDATE(NAME, R, MT, GT, F) \
-    UPDATE_Q(NAME, R, MT, GT, F, false, sizeof(MT) == 2 ? UPDATE_MINB_BF16 : UPDATE_MINB_F32)
+    UPDATE_K(NAME, R, MT, GT, F, false, ANY, GROUP, sizeof(MT) == 2 ? UPDATE_MINB_BF16 : UPDATE_MINB_F32)
+#define UPDATE_Q(NAME, R, F, MK) \
+    UPDATE_K(NAME, R, float, float, F, true, MK, MK == ANY ? 1u : GROUP, MK == ANY ? UPDATE_MINB_Q : UPDATE_MINB_QFIXED)
 
 UPDATE(update_none_e4m3, RULE_NONE, float, float, E4M3)
 UPDATE(update_none_e5m2, RULE_NONE, float, float, E5M2)
@@ -355,7 +349,13 @@ UPDATE(update_sgd_mbf16_gf32_e5m2, RULE_SGD, u16, float, E5M2)
 UPDATE(update_sgd_mbf16_gbf16_e4m3, RULE_SGD, u16, u16, E4M3)
 UPDATE(update_sgd_mbf16_gbf16_e5m2, RULE_SGD, u16, u16, E5M2)
 // Moments of any storage (moments.cuh) and either gradient type.
-UPDATE_Q(update_adamw_q_e4m3, RULE_ADAMW, float, float, E4M3, true, UPDATE_MINB_Q)
-UPDATE_Q(update_adamw_q_e5m2, RULE_ADAMW, float, float, E5M2, true, UPDATE_MINB_Q)
-UPDATE_Q(update_sgd_q_e4m3, RULE_SGD, float, float, E4M3, true, UPDATE_MINB_Q)
-UPDATE_Q(update_sgd_q_e5m2, RULE_SGD, float, float, E5M2, true, UPDATE_MINB_Q)
+UPDATE_Q(update_adamw_q_e4m3, RULE_ADAMW, E4M3, ANY)
+UPDATE_Q(update_adamw_q_e5m2, RULE_ADAMW, E5M2, ANY)
+UPDATE_Q(update_sgd_q_e4m3, RULE_SGD, E4M3, ANY)
+UPDATE_Q(update_sgd_q_e5m2, RULE_SGD, E5M2, ANY)
+UPDATE_Q(update_adamw_q_fp8_fp8_e4m3, RULE_ADAMW, E4M3, FP8_FP8)
+UPDATE_Q(update_adamw_q_fp8_fp8_e5m2, RULE_ADAMW, E5M2, FP8_FP8)
+UPDATE_Q(update_adamw_q_fp8_bf16_e4m3, RULE_ADAMW, E4M3, FP8_BF16)
+UPDATE_Q(update_adamw_q_fp8_bf16_e5m2, RULE_ADAMW, E5M2, FP8_BF16)
+UPDATE_Q(update_sgd_q_fp8_e4m3, RULE_SGD, E4M3, FP8_FP8)
+UPDATE_Q(update_sgd_q_fp8_e5m2, RULE_SGD, E5M2, FP8_FP8)

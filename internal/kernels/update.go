@@ -99,6 +99,22 @@ func formatName(f fp8.Format) string {
 	return "e4m3"
 }
 
+// fixedMoments names the moment types of a PerMoment launch that have
+// kernels of their own (update.cu: bodies compiled for those types, with
+// the registers they need alone): "_fp8_fp8" (SGD: "_fp8") and
+// "_fp8_bf16"; "" for the kernels that read the types at run time.
+func (a *UpdateLaunch) fixedMoments() string {
+	switch {
+	case a.MType == MomentFP8 && a.Rule == RuleSGD:
+		return "_fp8"
+	case a.MType == MomentFP8 && a.VType == MomentFP8:
+		return "_fp8_fp8"
+	case a.MType == MomentFP8 && a.VType == MomentBF16:
+		return "_fp8_bf16"
+	}
+	return ""
+}
+
 // updateKernel returns the name of the kernel of a launch: the _tiles
 // variant when the table has ModeTile segments (only it handles them; the
 // others are built without that code).
@@ -113,7 +129,7 @@ func (a *UpdateLaunch) updateKernel() string {
 	case RuleAdamW, RuleSGD:
 		r := map[Rule]string{RuleAdamW: "adamw", RuleSGD: "sgd"}[a.Rule]
 		if a.PerMoment {
-			return fmt.Sprintf("update_%s_q_%s%s", r, formatName(a.Format), suffix)
+			return fmt.Sprintf("update_%s_q%s_%s%s", r, a.fixedMoments(), formatName(a.Format), suffix)
 		}
 		return fmt.Sprintf("update_%s_m%s_g%s_%s%s", r, typeName(a.MomentBF16), typeName(a.GradBF16), formatName(a.Format), suffix)
 	}
