@@ -30,14 +30,13 @@ var gradStatsConfigs = []gsConfig{
 }
 
 // gradStatsConfig is the configuration GradStats and GradStatsTable launch:
-// u4, the one whose bits have been checked on a GPU (the optimizer/gpu
-// conformance suite against the CPU backend). u4r is the fastest on the
-// 709M bfloat16 gradients of the 1.42B GPT's shard at d = 2 in one table
-// launch (0.523 ms on one H200, against 0.537-0.674 for the others, u4
-// 0.674; 2^28 typical bfloat16: u4r 0.233 ms, u2p 0.226, u4 0.274;
-// float32: 93.6% of copy), but has not yet run the GPU tests: it becomes
-// the default once TestGradStats* pass with it on a GPU.
-var gradStatsConfig = gradStatsConfigs[0]
+// u4r, the fastest on the 709M bfloat16 gradients of the 1.42B GPT's shard
+// at d = 2 in one table launch (one H200: 0.521 ms, 69% of copy, against
+// 0.535-0.681 for the others, u4 0.681; 2^28 typical bfloat16: u4r 0.233
+// ms, u2p 0.226, u4 0.274; float32: 93.6% of copy). Every configuration's
+// bits are checked on a GPU by TestGradStats* (and the default's by the
+// optimizer/gpu conformance suite against the CPU backend).
+var gradStatsConfig = gradStatsConfigs[2]
 
 // GradStats queues on s the addition of the statistics of optimizer.AddSquare
 // over the n elements of grad (bfloat16 when bf16, else float32; grad need
