@@ -143,6 +143,15 @@ func (c *Comm) finishIssue(w *Work) error {
 		return err
 	}
 	w.recorded = true
+	// A group queued while the stream is captured into a CUDA graph runs
+	// at each launch of the graph, not now: its done event lives inside the
+	// graph and cannot be queried. The host has nothing to wait for: the
+	// graph's launches are ordered on the stream they are launched on.
+	captured, err := c.stream.Capturing()
+	if err != nil {
+		return err
+	}
+	w.completed = captured
 	return nil
 }
 

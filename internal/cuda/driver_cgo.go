@@ -63,6 +63,7 @@ enum {
 	F_cuGraphLaunch,
 	F_cuGraphExecDestroy,
 	F_cuGraphDestroy,
+	F_cuStreamIsCapturing,
 	F_count
 };
 
@@ -94,6 +95,11 @@ static CUresult cu_graph_instantiate(uintptr_t g, uintptr_t *e) {
 static CUresult cu_graph_launch(uintptr_t e, uintptr_t s) { return CU(cuGraphLaunch, void *, void *)((void *)e, (void *)s); }
 static CUresult cu_graph_exec_destroy(uintptr_t e) { return CU(cuGraphExecDestroy, void *)((void *)e); }
 static CUresult cu_graph_destroy(uintptr_t g) { return CU(cuGraphDestroy, void *)((void *)g); }
+// cu_stream_is_capturing stores the stream's CUstreamCaptureStatus
+// (0 none, 1 active, 2 invalidated) in *st.
+static CUresult cu_stream_is_capturing(uintptr_t s, int *st) {
+	return CU(cuStreamIsCapturing, void *, int *)((void *)s, st);
+}
 
 static CUresult cu_driver_version(int *v) { return CU(cuDriverGetVersion, int *)(v); }
 
@@ -316,6 +322,7 @@ var symbols = [C.F_count]string{
 	C.F_cuGraphLaunch:               "cuGraphLaunch",
 	C.F_cuGraphExecDestroy:          "cuGraphExecDestroy",
 	C.F_cuGraphDestroy:              "cuGraphDestroy",
+	C.F_cuStreamIsCapturing:         "cuStreamIsCapturing",
 }
 
 // openDriver opens the driver library and fills the C table. It is called
@@ -590,3 +597,9 @@ func cuGraphLaunch(e, s uintptr) Result {
 func cuGraphExecDestroy(e uintptr) Result { return Result(C.cu_graph_exec_destroy(C.uintptr_t(e))) }
 
 func cuGraphDestroy(g uintptr) Result { return Result(C.cu_graph_destroy(C.uintptr_t(g))) }
+
+func cuStreamIsCapturing(s uintptr) (int, Result) {
+	var st C.int
+	r := C.cu_stream_is_capturing(C.uintptr_t(s), &st)
+	return int(st), Result(r)
+}

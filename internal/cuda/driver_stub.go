@@ -65,3 +65,4 @@ func cuGraphInstantiate(uintptr) (uintptr, Result)                     { return 
 func cuGraphLaunch(uintptr, uintptr) Result                            { return errStub }
 func cuGraphExecDestroy(uintptr) Result                                { return errStub }
 func cuGraphDestroy(uintptr) Result                                    { return errStub }
+func cuStreamIsCapturing(uintptr) (int, Result)                        { return 0, errStub }

@@ -22,6 +22,21 @@ const (
 	CaptureRelaxed CaptureMode = 2
 )
 
+// Capturing reports whether work queued on s is being captured
+// (cuStreamIsCapturing): s is in a capture begun with BeginCapture, or
+// joined one by waiting on an event recorded in a capturing stream. A
+// capture that a forbidden call invalidated counts as capturing (its work
+// is not run either). Capturing is itself allowed during any capture.
+func (s *Stream) Capturing() (bool, error) {
+	var st int
+	err := s.d.Do(func() error {
+		var r Result
+		st, r = cuStreamIsCapturing(s.h)
+		return check("cuStreamIsCapturing", r)
+	})
+	return st != 0, err
+}
+
 // Graph is a captured graph, instantiated: a CUgraphExec and the CUgraph
 // it was made from.
 type Graph struct {

@@ -1,7 +1,6 @@
 package gpu
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"sync"
@@ -21,27 +20,12 @@ type Backend struct {
 	ks  *kernels.Set
 	s   *cuda.Stream
 
-	mu     sync.Mutex
-	tables map[string]*table // segment tables by their static content
-	rb     *readback         // ReadLater's memory (nil until its first call)
-	closed bool
+	mu      sync.Mutex
+	tables  map[string]*table // segment tables by their static content
+	retired []*table          // tables dropped while a captured graph may read their capture copies
+	rb      *readback         // ReadLater's memory (nil until its first call)
+	closed  bool
 }
-
-// table is the device copy of a segment table whose static part (offsets,
-// modes, slots) is fixed while its per-step factors (StepSize, Decay) change
-// with the learning-rate schedule: new factors are copied into the same
-// device buffer asynchronously, from pinned staging memory, in stream order,
-// so a step allocates nothing and never waits for the GPU to upload them.
-type table struct {
-	dev     cuda.DevicePtr
-	staging *cuda.HostBuffer
-	copied  *cuda.Event // recorded after the last copy out of staging
-	last    []byte      // the bytes on the device
-}
-
-// maxTables bounds the cache of segment tables; when it is full the cache
-// is emptied (after a synchronization).
-const maxTables = 64
 
 // New opens GPU ordinal, loads the kernels in the variant its compute
 // capability takes (kernels.VariantFor) and creates the compute stream.
@@ -252,80 +236,6 @@ func kernelSegment(r optimizer.Rule, s backend.Segment) kernels.Segment {
 		StepSize: step, Decay: second, ParamOffset: s.ParamOffset, Cols: s.Cols}
 }
 
-// table returns the device copy of t. Tables are cached by their static
-// part; a table whose factors differ from the device copy's is copied again
-// into the same buffer, after the previous copy out of the staging memory
-// has completed.
-func (b *Backend) table(kind byte, t kernels.Table) (cuda.DevicePtr, error) {
-	if t.Chunks == 0 {
-		return 0, nil
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return 0, cuda.ErrClosed
-	}
-	key := string(kind) + string(kernels.StaticPart(t.Bytes))
-	e, ok := b.tables[key]
-	if !ok {
-		if len(b.tables) >= maxTables {
-			if err := b.dropTables(); err != nil {
-				return 0, err
-			}
-		}
-		var err error
-		e = &table{}
-		if e.dev, err = b.dev.Alloc(len(t.Bytes)); err != nil {
-			return 0, fmt.Errorf("gpu: segment table: %w", err)
-		}
-		if e.staging, err = b.dev.AllocHost(len(t.Bytes)); err != nil {
-			b.dev.Free(e.dev)
-			return 0, fmt.Errorf("gpu: segment table staging: %w", err)
-		}
-		if e.copied, err = b.dev.NewEvent(false); err != nil {
-			e.staging.Free()
-			b.dev.Free(e.dev)
-			return 0, err
-		}
-		b.tables[key] = e
-	}
-	if bytes.Equal(e.last, t.Bytes) {
-		return e.dev, nil
-	}
-	if e.last != nil {
-		// The staging memory is free once the previous copy out of it has
-		// completed: usually long ago (a step's host wait came since), so
-		// look before waiting.
-		done, err := e.copied.Query()
-		if err == nil && !done {
-			err = e.copied.Synchronize()
-		}
-		if err != nil {
-			return 0, err
-		}
-	}
-	stage := e.staging.Bytes()[:len(t.Bytes)]
-	copy(stage, t.Bytes)
-	if err := b.s.CopyHtoD(e.dev, stage); err != nil {
-		return 0, err
-	}
-	if err := e.copied.Record(b.s); err != nil {
-		return 0, err
-	}
-	e.last = append(e.last[:0], t.Bytes...)
-	return e.dev, nil
-}
-
-// dropTables waits for the stream and frees every cached table (b.mu held).
-func (b *Backend) dropTables() error {
-	err := b.s.Synchronize()
-	for k, e := range b.tables {
-		err = errors.Join(err, e.copied.Destroy(), e.staging.Free(), b.dev.Free(e.dev))
-		delete(b.tables, k)
-	}
-	return err
-}
-
 // Close implements optimizer.Backend: it waits for the stream, frees the
 // cached tables, unloads the kernels and closes the device. Buffers not
 // freed before are released with the device's primary context.
@@ -336,7 +246,7 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.closed = true
-	err := errors.Join(b.dropTables(), b.freeReadback())
+	err := errors.Join(b.freeTables(), b.freeReadback())
 	if e := b.s.Destroy(); e != nil && err == nil {
 		err = e
 	}

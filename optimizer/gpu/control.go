@@ -21,6 +21,12 @@ type readback struct {
 	host   *cuda.HostBuffer
 	landed *cuda.Event
 	n      int
+	// captured: the copy was queued during a CUDA graph capture, so landed
+	// was recorded inside the graph and cannot be queried; the copy lands
+	// when a launch of the graph has run, which the host learns from the
+	// stream (the graph is launched on it).
+	captured bool
+	s        *cuda.Stream
 }
 
 // ReadLater implements optimizer.AsyncReader: a copy into pinned host
@@ -33,10 +39,14 @@ func (b *Backend) ReadLater(src collective.Buffer, n int) (optimizer.PendingRead
 	if b.closed {
 		return nil, cuda.ErrClosed
 	}
+	capturing, err := b.s.Capturing()
+	if err != nil {
+		return nil, err
+	}
 	if err := b.readbackFor(n); err != nil {
 		return nil, err
 	}
-	b.rb.n = n
+	b.rb.n, b.rb.captured, b.rb.s = n, capturing, b.s
 	if err := b.s.CopyDtoH(b.rb.host.Bytes()[:n], b.ptr(src)); err != nil {
 		return nil, err
 	}
@@ -73,15 +83,26 @@ func (b *Backend) readbackFor(n int) error {
 	return nil
 }
 
-// Done implements optimizer.PendingRead: a query of the event.
-func (r *readback) Done() (bool, error) { return r.landed.Query() }
+// Done implements optimizer.PendingRead: a query of the event (of the
+// stream for a copy a graph captured).
+func (r *readback) Done() (bool, error) {
+	if r.captured {
+		return r.s.Query()
+	}
+	return r.landed.Query()
+}
 
 // Bytes implements optimizer.PendingRead: the copy's bytes, after waiting
-// for the event when it has not completed (a host synchronisation).
+// for the event when it has not completed (a host synchronisation; for a
+// copy a graph captured, for the stream the graph was launched on).
 func (r *readback) Bytes() ([]byte, error) {
-	done, err := r.landed.Query()
+	done, err := r.Done()
 	if err == nil && !done {
-		err = r.landed.Synchronize()
+		if r.captured {
+			err = r.s.Synchronize()
+		} else {
+			err = r.landed.Synchronize()
+		}
 	}
 	if err != nil {
 		return nil, err

@@ -51,9 +51,17 @@
 // decision has not been made yet when it starts
 // (cuda.Device.HostSyncs counts the waits; BenchmarkStepAsync reports them
 // per step). A StepAsync can therefore be captured in a CUDA graph
-// (cuda.Stream.BeginCapture; TestStepGraph); the events the capture
-// records are internal to the graph, so synchronise the stream after a
-// launch before LastResult.
+// (cuda.Stream.BeginCapture; TestStepGraph) once one step has been taken
+// uncaptured (it makes the segment tables; a capture may not allocate).
+// During a capture the backend queries no event: the segment tables are
+// copied from capture-only pinned buffers, and the NCCL groups and the
+// decision's read-back count as settled for the host, since they run at
+// each launch of the graph, on the stream it is launched on; LastResult
+// after a launch waits for that stream. A graph replays what it captured,
+// including the step's learning rate and bias corrections (they are in the
+// segment tables): launching it again repeats those factors, right for SGD
+// at a constant rate but not for Adam, whose bias corrections change every
+// step (moving the factors to the device is an open item).
 //
 // # Choosing a backend
 //

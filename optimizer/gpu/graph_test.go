@@ -112,7 +112,7 @@ func graphTwin(t *testing.T, ctx context.Context, r *Rank, params []optimizer.Pa
 }
 
 // captureStep captures what step queues on s into a graph.
-func captureStep(t *testing.T, s *cuda.Stream, step func()) *cuda.Graph {
+func captureStep(t testing.TB, s *cuda.Stream, step func()) *cuda.Graph {
 	t.Helper()
 	if err := s.BeginCapture(cuda.CaptureThreadLocal); err != nil {
 		t.Fatal(err)

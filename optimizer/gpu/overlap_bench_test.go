@@ -83,14 +83,7 @@ func benchSteps(b *testing.B, ctx context.Context, r *Rank, o *optimizer.Optimiz
 		if _, err := o.LastResult(); err != nil {
 			b.Fatal(err)
 		}
-		if err := s.BeginCapture(cuda.CaptureThreadLocal); err != nil {
-			b.Fatal(err)
-		}
-		iteration()
-		var err error
-		if g, err = s.EndCapture(); err != nil {
-			b.Fatal(err)
-		}
+		g = captureStep(b, s, iteration)
 		defer g.Destroy()
 		stepTime, stepSyncs = 0, 0
 	}
