@@ -165,8 +165,9 @@ type stepTimes struct {
 	// wait is spent in WaitGathers (the previous step's all-gathers not
 	// yet done), fwdBwd in the forward and backward passes up to the
 	// last micro-batch's loss read back (a host-device synchronization,
-	// so it covers their device time), step in StepAsync (the optimizer's
-	// host work; its device work overlaps the next step).
+	// so it covers their device time) less the StepAsync queued before
+	// that read, step in StepAsync (the optimizer's host work; its device
+	// work overlaps the losses' read-back and the next step).
 	wait, fwdBwd, step time.Duration
 }
 
@@ -272,7 +273,7 @@ func (t *gpuTrainer) step(ctx context.Context, step int) (float64, optimizer.Ste
 	}
 	n := t.loader.Batch * t.loader.Seq
 	in, tg := make([]int32, n), make([]int32, n)
-	loss := 0.0
+	pend := make([]*gpumodel.PendingLoss, 0, t.o.micro)
 	for micro := range t.o.micro {
 		t.loader.MicroBatch(in, tg, step, t.comm.Rank(), micro)
 		if err := t.m.Forward(t.opt.Param, in, tg, 1/float64(t.o.micro)); err != nil {
@@ -281,19 +282,29 @@ func (t *gpuTrainer) step(ctx context.Context, step int) (float64, optimizer.Ste
 		if err := t.m.Backward(t.opt.Param, t.opt.Grad, t.opt.GradReady); err != nil {
 			return 0, optimizer.StepResult{}, ph, err
 		}
-		l, err := t.m.Loss() // the step's host-device synchronization
+		p, err := t.m.LossLater() // no wait: the next micro-batch is queued behind this one
 		if err != nil {
 			return 0, optimizer.StepResult{}, ph, err
 		}
-		loss += l / float64(t.o.micro)
+		pend = append(pend, p)
 	}
-	ph.fwdBwd = time.Since(start)
-	start = time.Now()
+	queued := time.Now()
 	res, err := t.opt.StepAsync(ctx)
 	if err != nil {
 		return 0, res, ph, err
 	}
-	ph.step = time.Since(start)
+	ph.step = time.Since(queued)
+	// The losses come back while the optimizer's step runs on the device:
+	// the step's host-device synchronization.
+	loss := 0.0
+	for _, p := range pend {
+		l, err := p.Value()
+		if err != nil {
+			return 0, res, ph, err
+		}
+		loss += l / float64(t.o.micro)
+	}
+	ph.fwdBwd = time.Since(start) - ph.step
 	loss, err = t.opt.MeanOverRanks(ctx, loss)
 	if err == nil && res.Pending { // the decision stayed on the GPU: read it for the log and the skip check
 		tm := res.Timings

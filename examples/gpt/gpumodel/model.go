@@ -108,6 +108,11 @@ type Model struct {
 	alloc             [nCat]int // bytes the model allocated, by category
 	device            int       // the device allocator's count of the same, and of the kept inputs
 	attn              *attention
+	// pinned host memory (staging.go): the upload slots and the loss
+	// read-backs, all of them and those not in flight
+	up                [uploadSlots]*staging
+	upNext            int
+	lossAll, lossFree []*staging
 }
 
 // New is NewWith with zero Options.
@@ -213,6 +218,7 @@ func (m *Model) Close() error {
 	if m.attn != nil {
 		errs = append(errs, m.attn.close())
 	}
+	errs = append(errs, m.freeStaging())
 	m.ptrs, m.layers, m.attn = nil, nil, nil
 	return errors.Join(errs...)
 }
@@ -366,30 +372,4 @@ func (m *Model) Logits(dst []float32) error {
 		return fmt.Errorf("gpumodel: Logits into %d floats, want %d x %d = %d", len(dst), m.rows, m.cfg.Vocab, want)
 	}
 	return m.s.Download(cuda.Bytes(dst), m.logits)
-}
-
-// upload checks and uploads a micro-batch's tokens and targets.
-func (m *Model) upload(tokens, targets []int32) error {
-	if len(tokens) != m.rows || len(targets) != m.rows {
-		return fmt.Errorf("gpumodel: %d tokens and %d targets, want %d", len(tokens), len(targets), m.rows)
-	}
-	for i := range tokens {
-		if tokens[i] < 0 || int(tokens[i]) >= m.cfg.Vocab || targets[i] < 0 || int(targets[i]) >= m.cfg.Vocab {
-			return fmt.Errorf("gpumodel: token %d or target %d at %d outside the vocabulary", tokens[i], targets[i], i)
-		}
-	}
-	// The rows of each token, for the embedding's gradient, go up now too:
-	// an upload waits for the stream (cuda.Stream.Upload), which here is
-	// idle or nearly, but in the backward pass would make the host wait for
-	// the whole pass before queuing the last kernels.
-	order, start := kernels.TokenRows(tokens, m.cfg.Vocab)
-	for _, u := range []struct {
-		dst cuda.DevicePtr
-		src []int32
-	}{{m.tok, tokens}, {m.tgt, targets}, {m.order, order}, {m.start, start}} {
-		if err := m.s.Upload(u.dst, cuda.Bytes(u.src)); err != nil {
-			return err
-		}
-	}
-	return nil
 }
