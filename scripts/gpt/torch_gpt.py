@@ -23,6 +23,10 @@ starts at SplitMix64(seed + g * 0x9E3779B97F4A7C15) mod (tokens - seq)).
             validation losses as [step, loss], and the speed), after every
             evaluation and at the end.
 
+  --precision fp32: the same run without autocast and without TF32 (float32
+            throughout): how far the BF16 reference itself is from full
+            precision, the scale against which the FP8 runs' gaps are read.
+
   --shape small|1.3b|tiny without --init: the preset's shape with PyTorch's
             own random initialisation (N(0, 0.02) matrices), for speed and
             memory only (the 1.3B weights are too large to export).
@@ -55,6 +59,7 @@ import torch.nn.functional as F
 M64 = (1 << 64) - 1
 PEAK_BF16 = 989e12  # examples/gpt/gpu.go peakBF16
 UNTIMED_STEPS = 3  # examples/gpt/record.go untimedSteps
+AUTOCAST = True  # --precision bf16 (main sets it)
 PRESETS = {  # model.Presets: layers, hidden, heads, ffn, vocab, seq
     "tiny": (2, 64, 4, 256, 256, 64),
     "small": (12, 768, 12, 3072, 256, 1024),
@@ -231,7 +236,7 @@ def valid_loss(m, valid, seq, windows, batch, dev):
     if groups < 1:
         sys.exit("--eval-windows must be at least the batch")
     total = 0.0
-    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=AUTOCAST):
         for g in range(groups):
             rows = [valid[k * seq:k * seq + seq + 1].astype(np.int64) for k in range(g * batch, (g + 1) * batch)]
             w = torch.from_numpy(np.stack(rows)).to(dev)
@@ -324,7 +329,7 @@ def train_run(args, meta, tensors, train, valid):
             for r in range(loader.world):
                 for k in range(loader.micro):
                     x, y = (z.to(dev, non_blocking=True) for z in loader.micro_batch(step, r, k))
-                    with torch.autocast("cuda", dtype=torch.bfloat16):
+                    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=AUTOCAST):
                         loss = fwd(x, y)
                     (loss / parts).backward()
                     total += loss.item() / parts
@@ -382,8 +387,15 @@ def main():
     ap.add_argument("--eval-every", type=int, default=10)
     ap.add_argument("--eval-windows", type=int, default=8)
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--precision", choices=["bf16", "fp32"], default="bf16",
+                    help="bf16: BF16 autocast (the reference); fp32: no autocast and no TF32 (how far BF16 itself is from full precision)")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
+    global AUTOCAST
+    AUTOCAST = args.precision == "bf16"
+    if not AUTOCAST:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     if bool(args.init) == bool(args.shape):
         sys.exit("give --init FILE or --shape PRESET (not both)")
     meta, tensors = read_safetensors(args.init) if args.init else ({}, None)

@@ -21,7 +21,10 @@
 #     sequences of $SEQ, validation every $EVAL_EVERY steps on $EVAL_WINDOWS
 #     sequences; then `curves` checks issue 16's criteria (final validation
 #     loss within 1% of PyTorch's, every evaluation after warm-up within 2%)
-#     and draws $OUT/gpt_curves.png. The runs are stopped $LOSS_RESERVE
+#     and draws $OUT/gpt_curves.png. With TORCH_FP32=1 (the default) a fifth
+#     process trains PyTorch without autocast (float32, no TF32), compared
+#     with the BF16 reference by the same checker: how far BF16 itself is
+#     from full precision, the scale for reading the FP8 runs' gaps. The runs are stopped $LOSS_RESERVE
 #     seconds before the call's deadline ($TOTAL seconds after the start) to
 #     leave time for the rest; their curves, written after every evaluation,
 #     then show how far they came.
@@ -59,6 +62,7 @@ BENCH_COMPILE=${BENCH_COMPILE:-0}
 BENCH_BATCH_SMALL=${BENCH_BATCH_SMALL:-16}
 BENCH_BATCH_XL=${BENCH_BATCH_XL:-4}
 TOTAL=${TOTAL:-570}
+TORCH_FP32=${TORCH_FP32:-1}
 WARMUP=$((STEPS / 20))
 
 build() {
@@ -141,10 +145,16 @@ long() {
 	timeout $budget "$py" scripts/gpt/torch_gpt.py --data $bin/data --init $bin/init.safetensors --lr $LR --steps $STEPS \
 		--eval-every $EVAL_EVERY --eval-windows $EVAL_WINDOWS --name "PyTorch BF16" --out "$OUT/long_torch.json" >"$OUT/long_torch.log" 2>&1 &
 	pids="$pids $!"
+	if [ "$TORCH_FP32" = 1 ]; then
+		timeout $budget "$py" scripts/gpt/torch_gpt.py --data $bin/data --init $bin/init.safetensors --lr $LR --steps $STEPS \
+			--eval-every $EVAL_EVERY --eval-windows $EVAL_WINDOWS --precision fp32 --name "PyTorch FP32" \
+			--out "$OUT/long_torch_fp32.json" >"$OUT/long_torch_fp32.log" 2>&1 &
+		pids="$pids $!"
+	fi
 	for p in $pids; do
 		wait $p || status=1
 	done
-	for r in $RECIPES torch; do
+	for r in $RECIPES torch $([ "$TORCH_FP32" = 1 ] && echo torch_fp32); do
 		echo "== long_$r"
 		grep -v '^step ' "$OUT/long_$r.log" | tail -n 8
 		grep '^step ' "$OUT/long_$r.log" | tail -n 2
@@ -155,6 +165,10 @@ long() {
 	done
 	$bin/curves -ref "$OUT/long_torch.json" -steps $STEPS -warmup $WARMUP -png "$OUT/gpt_curves.png" \
 		-title "examples/gpt 124M shape on one H200: validation loss" $runs || status=1
+	if [ "$TORCH_FP32" = 1 ]; then
+		echo "== PyTorch FP32 against PyTorch BF16 (the scale of a precision change's effect; not a criterion)"
+		$bin/curves -ref "$OUT/long_torch.json" -steps $STEPS -warmup $WARMUP "$OUT/long_torch_fp32.json"
+	fi
 }
 
 run() {
