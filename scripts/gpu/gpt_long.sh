@@ -37,7 +37,10 @@
 #     $BENCH_STEPS steps, distopt (current scaling) and PyTorch (BF16
 #     autocast, flash attention; torch.compile when BENCH_COMPILE=1):
 #     tokens/s, MFU and peak memory (allocated by the process, and NVML's
-#     device memory in use minus the idle figure, sampled by nvidia-smi).
+#     device memory in use minus the idle figure, sampled by nvidia-smi);
+#     then distopt at 1.3B again with $BENCH_LOWMEM (default: 8-bit first
+#     moment, BF16 second moment, recomputed LayerNorm/GELU inputs; empty:
+#     none), the configuration that trades nothing but bits for memory.
 #  5. the GPU tests of examples/gpt/gpumodel.
 #
 # Measured on one H200 (2026-12-01, scripts/gpu/NOTES.md) with
@@ -63,6 +66,7 @@ BENCH_BATCH_SMALL=${BENCH_BATCH_SMALL:-16}
 BENCH_BATCH_XL=${BENCH_BATCH_XL:-4}
 TOTAL=${TOTAL:-570}
 TORCH_FP32=${TORCH_FP32:-1}
+BENCH_LOWMEM=${BENCH_LOWMEM-"-moments fp8,bf16 -recompute"}
 WARMUP=$((STEPS / 20))
 
 build() {
@@ -123,8 +127,18 @@ bench() {
 			--eval-every 0 --eval-windows $b --sdpa flash $compile --name "torch $p" --out "$OUT/bench_torch_$p.json" >"$OUT/bench_torch_$p.log" 2>&1 || status=1
 		tail -n 2 "$OUT/bench_torch_$p.log"
 	done
+	lowmem=""
+	if [ -n "$BENCH_LOWMEM" ]; then
+		# shellcheck disable=SC2086 # BENCH_LOWMEM holds several flags
+		peakmem bench_distopt_1.3b_lowmem $bin/gpt -backend gpu -data $bin/data -preset 1.3b -batch $BENCH_BATCH_XL \
+			-steps $BENCH_STEPS -eval-every 0 -eval-windows $BENCH_BATCH_XL -sample 0 $BENCH_LOWMEM \
+			-curve "$OUT/bench_distopt_1.3b_lowmem.json" >"$OUT/bench_distopt_1.3b_lowmem.log" 2>&1 || status=1
+		tail -n 3 "$OUT/bench_distopt_1.3b_lowmem.log"
+		lowmem="$OUT/bench_distopt_1.3b_lowmem.json $OUT/bench_torch_1.3b.json"
+	fi
+	# shellcheck disable=SC2086
 	$bin/curves -speed "$OUT/bench_distopt_small.json" "$OUT/bench_torch_small.json" \
-		"$OUT/bench_distopt_1.3b.json" "$OUT/bench_torch_1.3b.json" || status=1
+		"$OUT/bench_distopt_1.3b.json" "$OUT/bench_torch_1.3b.json" $lowmem || status=1
 }
 
 long() {
