@@ -1,8 +1,10 @@
 package nccl
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/distopt/distopt/collective"
 )
@@ -55,5 +57,43 @@ func TestFailureReports(t *testing.T) {
 		if _, err := decodeFailure([]byte(bad)); err == nil && bad != "lost 1" {
 			t.Errorf("decodeFailure(%q) accepted", bad)
 		}
+	}
+}
+
+// TestAwaitLostPeer checks the wait after an ncclRemoteError: the failure
+// the heartbeat watcher records (naming the lost rank) is what the waiting
+// group reports; with none, the wait ends at its bound and reports nothing
+// (the caller then reports the NCCL error as its own); a one-rank
+// communicator has no peer to wait for.
+func TestAwaitLostPeer(t *testing.T) {
+	comm := func(size int, peerTimeout time.Duration) *Comm {
+		return &Comm{rank: 0, size: size, failedc: make(chan struct{}),
+			cfg: Config{Heartbeat: time.Millisecond, PeerTimeout: peerTimeout}}
+	}
+	c := comm(2, time.Hour)
+	lost := newFailure(failLost, 1, "no heartbeat for 15s, seen by rank 0", false)
+	go func() { // the watcher
+		c.mu.Lock()
+		c.failure = lost
+		close(c.failedc)
+		c.mu.Unlock()
+	}()
+	if got := c.awaitLostPeer(context.Background()); got != lost {
+		t.Errorf("with the watcher's failure: got %+v, want %+v", got, lost)
+	}
+	var re *collective.RankError
+	if err := lost.errFor(0, "reduce-scatter"); !errors.As(err, &re) || re.Rank != 1 || !errors.Is(err, collective.ErrPeerLost) {
+		t.Errorf("the reported error %v does not name rank 1 as lost", err)
+	}
+	if got := comm(2, time.Millisecond).awaitLostPeer(context.Background()); got != nil {
+		t.Errorf("with no failure: got %+v, want nil after the bound", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if got := comm(2, time.Hour).awaitLostPeer(ctx); got != nil {
+		t.Errorf("with ctx done: got %+v, want nil", got)
+	}
+	if got := comm(1, time.Hour).awaitLostPeer(context.Background()); got != nil {
+		t.Errorf("one rank: got %+v, want nil at once", got)
 	}
 }

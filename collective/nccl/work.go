@@ -118,6 +118,11 @@ func (w *Work) wait(ctx context.Context) error {
 		case pollGone:
 			return c.failureNow().errFor(c.rank, w.name)
 		case pollFailed:
+			if errors.Is(err, nccl.ErrRemote) {
+				if f := c.awaitLostPeer(ctx); f != nil {
+					return f.errFor(c.rank, w.name)
+				}
+			}
 			f := newFailure(failAborted, c.rank, err.Error(), true)
 			f.cause = fmt.Errorf("%w: %w", collective.ErrAborted, err)
 			c.fail(f, true)
@@ -156,6 +161,27 @@ func (c *Comm) poll(w *Work) (pollState, error) {
 		return pollFailed, err
 	}
 	return st, failed
+}
+
+// awaitLostPeer waits, after NCCL reported ncclRemoteError (a peer process
+// exited or the network failed: NCCL does not say which peer), for the
+// heartbeats to name the rank that is gone: at most a peer timeout and two
+// heartbeats, or until ctx ends. It returns the communicator's failure if
+// one came in that time (the watcher's, naming the lost rank, or any
+// other), and nil otherwise, when the caller reports the NCCL error as its
+// own. Reporting first would stop this rank's watcher before it could tell.
+func (c *Comm) awaitLostPeer(ctx context.Context) *failure {
+	if c.size < 2 || c.cfg.Heartbeat < 0 {
+		return c.failureNow()
+	}
+	t := time.NewTimer(c.cfg.PeerTimeout + 2*c.cfg.Heartbeat)
+	defer t.Stop()
+	select {
+	case <-c.failedc:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return c.failureNow()
 }
 
 // giveUp aborts the communicator because ctx ended while waiting for w.
