@@ -3,6 +3,7 @@
 # 18: dithered second moment, branch-free scales), in two halves:
 #
 #   sh scripts/gpu/momfast.sh build [DIR]   build machine (Go, xz): binaries into DIR
+#   sh scripts/gpu/momfast.sh runsh [DIR]   (only DIR/run.sh again)
 #   sh DIR/run.sh [DIR]                     GPU machine, repository root (any checkout)
 #
 # DIR defaults to .gpu-momfast (git-ignored). build writes the stripped test
@@ -42,8 +43,14 @@ build() {
 	rm -f "$dir/momfast.tar.xz"
 	(cd "$dir/pack" && tar cf - *) | xz -T1 --lzma2=preset=9,dict=192MiB >"$dir/momfast.tar.xz"
 	rm -rf "$dir/pack"
-	sed -n '/^#!/,$p' scripts/gpu/momfast.sh | sed 's/^dir=\${2:-\.gpu-momfast}$/dir=${1:-.gpu-momfast}/; s/^case "\${1:-}" in$/case run in/' >"$dir/run.sh"
+	runsh
 	du -sh "$dir/momfast.tar.xz"
+}
+
+# runsh writes the run half, DIR/run.sh: this script with DIR as its first
+# argument and run as its action.
+runsh() {
+	sed 's/^dir=\${2:-\.gpu-momfast}$/dir=${1:-.gpu-momfast}/; s/^case "\${1:-}" in$/case run in/' scripts/gpu/momfast.sh >"$dir/run.sh"
 }
 
 run() {
@@ -67,11 +74,13 @@ run() {
 		fi
 		chmod +x "$bin"/x/*
 		echo "built from $(cat "$bin/x/commit")"
-		(cd optimizer/gpu && timeout 90 "$bin/x/optimizer_gpu.test" -test.run 'TestConformance|TestStep$' -test.timeout 85s) >"$bin/og.log" 2>&1 || status=1
-		grep -E -- '^(--- FAIL|FAIL|ok|PASS)' "$bin/og.log" | head -30
-		grep -E -A6 -- '--- FAIL' "$bin/og.log" | head -60
-		(cd internal/kernels && timeout 30 "$bin/x/internal_kernels.test" -test.run 'TestEntries|TestPTXTargets|Model|TestTileSegments|TestStepControl' -test.short) >"$bin/ik.log" 2>&1 || status=1
-		tail -3 "$bin/ik.log"
+		(cd optimizer/gpu && timeout 90 "$bin/x/optimizer_gpu.test" -test.v -test.run 'TestConformance|TestStep$' -test.timeout 85s) >"$bin/og.log" 2>&1 || status=1
+		echo "optimizer/gpu: $(grep -c -- '--- PASS' "$bin/og.log") passed, $(grep -c -- '--- FAIL' "$bin/og.log") failed, $(grep -c -- '--- SKIP' "$bin/og.log") skipped; Moments: $(grep -c -- '--- PASS: TestConformance/Moments/' "$bin/og.log") passed"
+		grep -E -A8 -- '--- FAIL' "$bin/og.log" | head -60
+		tail -2 "$bin/og.log"
+		(cd internal/kernels && timeout 30 "$bin/x/internal_kernels.test" -test.v -test.short \
+			-test.run 'TestEntries|TestPTXTargets|TestDitherModel|TestMomentScaleModel|TestTileSegments|TestStepControl') >"$bin/ik.log" 2>&1 || status=1
+		grep -E -- '^(--- |ok|FAIL|PASS)' "$bin/ik.log" | head -20
 		for b in "$bin"/x/bench-*; do
 			echo "== $(basename "$b") -tables moments"
 			timeout 30 "$b" -tables moments || status=1
@@ -84,9 +93,10 @@ run() {
 
 case "${1:-}" in
 build) build ;;
+runsh) runsh ;;
 run) run ;;
 *)
-	echo "usage: sh scripts/gpu/momfast.sh build|run [DIR]" >&2
+	echo "usage: sh scripts/gpu/momfast.sh build|runsh|run [DIR]" >&2
 	exit 2
 	;;
 esac
