@@ -81,9 +81,12 @@ run() {
 		(cd internal/kernels && timeout 30 "$bin/x/internal_kernels.test" -test.v -test.short \
 			-test.run 'TestEntries|TestPTXTargets|TestDitherModel|TestMomentScaleModel|TestTileSegments|TestStepControl') >"$bin/ik.log" 2>&1 || status=1
 		grep -E -- '^(--- |ok|FAIL|PASS)' "$bin/ik.log" | head -20
+		echo "== bench-update -tables moments"
+		timeout 30 "$bin/x/bench-update" -tables moments || status=1
 		for b in "$bin"/x/bench-*; do
-			echo "== $(basename "$b") -tables moments"
-			timeout 30 "$b" -tables moments || status=1
+			[ "$(basename "$b")" = bench-update ] && continue
+			echo "== $(basename "$b") -tables moments -iters 10 (experiment)"
+			timeout 20 "$b" -tables moments -iters 10 -warmup 2 || status=1
 		done
 		echo "== momfast status $status"
 	} >"$log" 2>&1
