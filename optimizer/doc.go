@@ -49,9 +49,12 @@
 // the second moment is stored as its square root (half the dynamic range
 // in log scale, and the quantity the update divides by, so a relative
 // error of the code is the same relative error of the step) and rounded
-// stochastically, with random bits hashed from the step, the bucket and
-// the element's place in it, so that the 0.1% a step changes it by is not
-// rounded away (backend.EncodeMomentBlock). Blocks start at parameter and
+// stochastically, so that the 0.1% a step changes it by is not rounded
+// away: 16 random bits per element, hashed from the step, the bucket and
+// the element's place in it (one hash for two neighbours), offset the
+// float32 bits of the scaled root by less than half an E4M3 step, which
+// the hardware's conversion then rounds to nearest (backend.EncodeDither,
+// backend.EncodeMomentBlock). Blocks start at parameter and
 // shard boundaries (the layout's alignment: FP8 buckets' Align, and
 // high-precision buckets' HighPrecisionAlign, raised to the block): the
 // bits stay the same at any d, and checkpoints save the decoded values,

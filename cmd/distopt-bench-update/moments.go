@@ -22,7 +22,7 @@ func (x *bench) moments(copyBW float64, master, grad, out, blocks collective.Buf
 	F32, BF16, FP8 := backend.MomentFloat32, backend.MomentBFloat16, backend.MomentFP8
 	combos := [][2]backend.MomentDType{{F32, F32}, {BF16, BF16}, {FP8, BF16}, {FP8, FP8}}
 	segs, _ := layout(n, 64, backend.ModeBlock)
-	fmt.Printf("\nAdamW + Block1x128 E4M3 in one pass, bfloat16 gradients, by moment storage (FP8 moments: blocks of %d, second moment rounded stochastically)\n\n", block)
+	fmt.Printf("\nAdamW + Block1x128 E4M3 in one pass, bfloat16 gradients, by moment storage (FP8 moments: blocks of %d, second moment's root rounded stochastically by a dither, one hash per two elements)\n\n", block)
 	fmt.Println("| moments m / v | time | bytes moved/elem | GB/s | of copy | speed-up over fp32 moments |")
 	fmt.Println("|---|---|---|---|---|---|")
 	var base time.Duration

@@ -99,30 +99,39 @@ func TestLongRunUnderLauncher(t *testing.T) {
 // TestFP8MomentsQuality trains the example's model (4 ranks, the default
 // 200 steps and a run of 1000) with FP32 moments and with FP8 moments (E4M3
 // first moment, stochastically rounded E4M3 root of the second, blocks of
-// 128): the final losses agree to 1%. (BFloat16 moments land 0.5% and 3%
-// away on the same runs: differences of this size are the example's noise.)
+// 128) from three initial weights: the mean final losses agree to 1%. One
+// run alone is too noisy for that bound: the stochastic rounding is a
+// different random path of the training, and single runs land up to about
+// 1.2% away from FP32 (the same rounding with another seed constant gives
+// 0.40% and 1.16% at 200 steps; BFloat16 moments land 0.5% and 3% away on
+// the same runs).
 func TestFP8MomentsQuality(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trains the model four times")
+		t.Skip("trains the model twelve times")
 	}
-	teacher, init := teacherWeights(), initWeights(1)
+	teacher := teacherWeights()
 	for _, steps := range []int{200, 1000} {
-		final := map[string]float64{}
-		for _, m := range []string{"fp32", "fp8"} {
-			cfg := optimizer.Config{LR: optimizer.WarmupCosine{Peak: 3e-3, Min: 3e-4, Warmup: steps / 10, Total: steps}, WeightDecay: 0.01, MaxGradNorm: 1}
-			if err := setMoments(&cfg, m, 128); err != nil {
-				t.Fatal(err)
+		mean := map[string]float64{}
+		for seed := uint64(1); seed <= 3; seed++ {
+			init := initWeights(seed)
+			for _, m := range []string{"fp32", "fp8"} {
+				cfg := optimizer.Config{LR: optimizer.WarmupCosine{Peak: 3e-3, Min: 3e-4, Warmup: steps / 10, Total: steps}, WeightDecay: 0.01, MaxGradNorm: 1}
+				if err := setMoments(&cfg, m, 128); err != nil {
+					t.Fatal(err)
+				}
+				losses, _, err := trainSharded(io.Discard, 4, steps, 16, teacher, init, cfg, testDeadlines)
+				if err != nil {
+					t.Fatal(err)
+				}
+				final := losses[len(losses)-1]
+				t.Logf("%d steps, initial weights %d: %s moments end at %.5f", steps, seed, m, final)
+				mean[m] += final / 3
 			}
-			losses, _, err := trainSharded(io.Discard, 4, steps, 16, teacher, init, cfg, testDeadlines)
-			if err != nil {
-				t.Fatal(err)
-			}
-			final[m] = losses[len(losses)-1]
 		}
-		rel := math.Abs(final["fp8"]-final["fp32"]) / final["fp32"]
-		t.Logf("%d steps: final loss fp32 moments %.5f, fp8 moments %.5f (%.2f%%)", steps, final["fp32"], final["fp8"], 100*rel)
+		rel := math.Abs(mean["fp8"]-mean["fp32"]) / mean["fp32"]
+		t.Logf("%d steps: mean final loss fp32 moments %.5f, fp8 moments %.5f (%.2f%%)", steps, mean["fp32"], mean["fp8"], 100*rel)
 		if rel > 0.01 {
-			t.Errorf("%d steps: FP8 moments end at %.5f, FP32 moments at %.5f: %.2f%% apart", steps, final["fp8"], final["fp32"], 100*rel)
+			t.Errorf("%d steps: FP8 moments end at %.5f on average, FP32 moments at %.5f: %.2f%% apart", steps, mean["fp8"], mean["fp32"], 100*rel)
 		}
 	}
 }

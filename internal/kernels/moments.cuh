@@ -8,7 +8,7 @@
 // loads (mom_fetch) are apart from the arithmetic (mom_widen) so that
 // update.cu can have the loads of several passes in flight at once. The
 // reference is optimizer/backend's EncodeMomentBlock, DecodeMoment,
-// EncodeSR, MomentHash.
+// EncodeDither, DitherBits.
 #pragma once
 #include "segments.cuh"
 
@@ -36,59 +36,87 @@ __device__ __forceinline__ u32 mix32(u32 x) {
 }
 
 // moment_hash is backend.MomentHash.
-__device__ __forceinline__ u32 moment_hash(u32 seed, u64 pos) {
-    return mix32(seed ^ (u32)pos ^ ((u32)(pos >> 32) * 0xc2b2ae35u));
+__device__ __forceinline__ u32 moment_hash(u32 seed, u64 q) {
+    return mix32(seed ^ (u32)q ^ ((u32)(q >> 32) * 0xc2b2ae35u));
 }
 
-// encode_sr_slow is backend.EncodeSR: E4M3 with stochastic rounding by
-// rnd, for any z.
-__device__ __noinline__ u32 encode_sr_slow(float z, u32 rnd) {
-    const u32 b = __float_as_uint(z), a = b & 0x7fffffffu;
-    if (a == 0 || a >= 0x7f800000u) return encode<E4M3>(z);
-    int e = (int)(a >> 23);
-    u32 m = a & 0x7fffffu;
-    if (e == 0) e = 1;
-    else m |= 0x800000u;
-    const int qe = max(e - 130, -9);
-    const u32 k = (u32)(qe - (e - 150)); // at least 20
-    u32 n = 0, t = 0;                    // t: the fraction as a 32-bit fixed point
-    if (k <= 24) n = m >> k, t = (m & ((1u << k) - 1)) << (32 - k);
-    else if (k <= 32) t = m << (32 - k);
-    else if (k < 64) t = m >> (k - 32);
-    if (t > rnd) n++;
-    float v = __fmul_rn((float)n, __uint_as_float((u32)(qe + 127) << 23));
-    if (b >> 31) v = -v;
-    return encode<E4M3>(v);
+// decode4_mom returns the four E4M3 codes of w (the low byte first) as
+// float32, NaN codes as a NaN of any payload (mom_widen multiplies them by
+// the scale, which gives the canonical NaN anyway): with the hardware
+// conversion two codes per instruction.
+__device__ __forceinline__ void decode4_mom(u32 w, float x[4]) {
+#if DISTOPT_FP8_HW
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        u32 h2;
+        asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"((u16)(w >> (16 * h))));
+        asm("cvt.f32.f16 %0, %1;" : "=f"(x[2 * h]) : "h"((u16)h2));
+        asm("cvt.f32.f16 %0, %1;" : "=f"(x[2 * h + 1]) : "h"((u16)(h2 >> 16)));
+    }
+#else
+#pragma unroll
+    for (int j = 0; j < 4; j++) x[j] = decode_soft<E4M3>((w >> (8 * j)) & 0xffu);
+#endif
 }
 
-// encode_sr is backend.EncodeSR: E4M3 with stochastic rounding by rnd.
-// For 2^-6 <= |z| < Inf (E4M3's normal binades and above, the common case)
-// the spacing q is 2^-3 of z's binade, the low 20 bits of z's float32
-// significand: rounding up when that fraction f exceeds rnd's top 20 bits R
-// (backend.EncodeSR's t > rnd, t's low 12 bits being zero) is a carry out
-// of f + (2^20-1-R), and z's bits thus rounded, shifted right by 20, are
-// the E4M3 code plus 120<<3 (the bias difference), saturated at 0x7e (a
-// carry into float32's exponent moves to the next binade, as n = 16 does).
-// Every other z takes encode_sr_slow (moments_model_test.go checks the
-// two against the reference).
-__device__ __forceinline__ u32 encode_sr(float z, u32 rnd) {
-    const u32 b = __float_as_uint(z), a = b & 0x7fffffffu;
-    if (a - 0x3c800000u < 0x7f800000u - 0x3c800000u)
-        return min(((a + (~rnd >> 12)) >> 20) - 0x3c0u, 0x7eu) | ((b >> 24) & 0x80u);
-    return encode_sr_slow(z, rnd);
+// dither4 is backend.EncodeDither's rounding of the four scaled roots z at
+// bucket positions pos..pos+3 (pos a multiple of 4: the launcher's
+// contract) before the conversion to nearest: the bits of z[j], at least
+// 2^19, plus DitherOffset of half j&1 of moment_hash(seed, pos/2 + j/2);
+// or, when the block's amax key k is Inf or NaN, z[j] itself. The roots
+// are never negative (v >= +0, and the GPU's NaN is positive), so their
+// bits are their AbsBits, and a NaN of either sign encodes to 0x7f.
+__device__ __forceinline__ void dither4(const MomentSet &ms, u64 pos, u32 k, const float z[4], u32 d[4]) {
+    const bool live = k < 0x7f800000u;
+    // pos/2 is even: pos/2 + 1 differs in bit 0 only
+    const u32 x = ms.seed ^ (u32)(pos >> 1) ^ ((u32)(pos >> 33) * 0xc2b2ae35u);
+    const u32 h0 = live ? mix32(x) : 0u, h1 = live ? mix32(x ^ 1u) : 0u;
+    const u32 bias = live ? 0x7fff8u : 0u; // 2^19 - 8
+    const u32 r[4] = {h0 << 4, h0 >> 12, h1 << 4, h1 >> 12};
+#pragma unroll
+    for (int j = 0; j < 4; j++) d[j] = max(__float_as_uint(z[j]), 0x80000u) + (r[j] & 0xffff0u) - bias;
+}
+
+// encode4_mom packs the E4M3 codes (to nearest) of the four float32 bit
+// patterns d, d[0] into the low byte.
+__device__ __forceinline__ u32 encode4_mom(const u32 d[4]) {
+#if DISTOPT_FP8_HW
+    u16 lo, hi;
+    u32 w;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(__uint_as_float(d[1])), "f"(__uint_as_float(d[0])));
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(__uint_as_float(d[3])), "f"(__uint_as_float(d[2])));
+    asm("mov.b32 %0, {%1, %2};" : "=r"(w) : "h"(lo), "h"(hi));
+    return w;
+#else
+    u32 w = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) w |= encode_soft<E4M3>(__uint_as_float(d[j])) << (8 * j);
+    return w;
+#endif
+}
+
+// store_codes writes the first cnt bytes of w at c + i (one word when vec).
+__device__ __forceinline__ void store_codes(u8 *c, u64 i, int cnt, bool vec, u32 w) {
+    if (vec) {
+        *reinterpret_cast<u32 *>(c + i) = w;
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        if (j < cnt) c[i + j] = (u8)(w >> (8 * j));
 }
 
 // moment_scale is backend.MomentScale: fp8.ScaleFromAmax(amax, E4M3, 0,
-// power of two) from the bits of the amax key k, without a division.
+// power of two) from the bits of the amax key k, without a division or a
+// branch: s = 135 - E - (M > 1.75) for k's biased exponent E and mantissa
+// M, at most 127 (which a subnormal k gives), scale 2^s and scale_inv 2^-s
+// (2^-127 is the subnormal 0x00400000); 1 and 1 for a zero, infinite or
+// NaN k.
 __device__ __forceinline__ void moment_scale(u32 k, float &sc, float &inv) {
-    if (k == 0 || k >= 0x7f800000u) {
-        sc = 1.0f, inv = 1.0f;
-        return;
-    }
-    const int e = (int)(k >> 23);
-    const int s = e == 0 ? 127 : min(8 - (e - 127) - ((k & 0x7fffffu) > 0x600000u ? 1 : 0), 127);
-    sc = __uint_as_float((u32)(s + 127) << 23);
-    inv = s == 127 ? __uint_as_float(0x00400000u) : __uint_as_float((u32)(127 - s) << 23); // 2^-127 is subnormal
+    const int s = min(135 - (int)(k >> 23) - ((k & 0x7fffffu) > 0x600000u ? 1 : 0), 127);
+    const bool special = k - 1u >= 0x7f7fffffu; // k == 0 or k >= 0x7f800000
+    sc = __uint_as_float(special ? 0x3f800000u : (u32)(s + 127) << 23);
+    inv = __uint_as_float(special ? 0x3f800000u : s == 127 ? 0x00400000u : (u32)(127 - s) << 23);
 }
 
 // Words is what a pass reads of one operand before any arithmetic, so that
@@ -165,9 +193,11 @@ __device__ __forceinline__ void mom_widen(const MomentSet &ms, int which, const 
         widen<2>(r.w, x);
         return;
     }
+    float c[4];
+    decode4_mom(r.w[0], c);
 #pragma unroll
     for (int j = 0; j < 4; j++) {
-        const float d = __fmul_rn(decode<E4M3>((r.w[0] >> (8 * j)) & 0xffu), r.inv);
+        const float d = __fmul_rn(c[j], r.inv);
         x[j] = which ? __fmul_rn(d, d) : d;
     }
 }
@@ -175,8 +205,8 @@ __device__ __forceinline__ void mom_widen(const MomentSet &ms, int which, const 
 // mom_store writes the first cnt of moment `which` at i: x (float32,
 // bfloat16), or for FP8 y (m itself, or the root of v) encoded with the
 // scale of its block's amax, reduced over the block's lanes (every lane of
-// the warp must call it), m to nearest and v stochastically
-// (backend.EncodeMomentBlock); the block's first lane writes the scale_inv.
+// the warp must call it), m to nearest and v dithered (dither4,
+// backend.EncodeMomentBlock); the block's first lane writes the scale_inv.
 __device__ __forceinline__ void mom_store(const MomentSet &ms, int which, u64 i, int cnt, bool vec, const float x[4],
                                           const float y[4]) {
     const u32 t = which ? ms.t2 : ms.t1;
@@ -189,7 +219,11 @@ __device__ __forceinline__ void mom_store(const MomentSet &ms, int which, u64 i,
         store((u16 *)p, i, cnt, vec, x);
         return;
     }
-    u32 k = keys4(y, cnt);
+    // the roots of v are never negative (dither4): their bits are their keys
+    u32 k = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        if (j < cnt) k = max(k, which ? __float_as_uint(y[j]) : amax_bits(y[j]));
     const u32 lanes = 1u << (ms.shift - 2);
     if (lanes == 32) {
         k = __reduce_max_sync(FULL, k);
@@ -202,29 +236,11 @@ __device__ __forceinline__ void mom_store(const MomentSet &ms, int which, u64 i,
     float sc, inv;
     moment_scale(k, sc, inv);
     float z[4];
+    u32 d[4];
 #pragma unroll
-    for (int j = 0; j < 4; j++) z[j] = __fmul_rn(y[j], sc);
-    u8 *c = (u8 *)p;
-    if (which == 0) {
-        cast_store<E4M3>(c, i, cnt, vec, z);
-    } else {
-        // moment_hash(seed, pos + j) with the high half's product taken
-        // once (pos + j carries into it when the low half wraps)
-        const u64 pos = ms.base + i;
-        const u32 lo = (u32)pos, hc = (u32)(pos >> 32) * 0xc2b2ae35u;
-        u32 w = 0;
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const u32 l = lo + (u32)j, h = l < lo ? hc + 0xc2b2ae35u : hc;
-            w |= encode_sr(z[j], mix32(ms.seed ^ l ^ h)) << (8 * j);
-        }
-        if (vec) *reinterpret_cast<u32 *>(c + i) = w;
-        else {
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                if (j < cnt) c[i + j] = (u8)(w >> (8 * j));
-        }
-    }
+    for (int j = 0; j < 4; j++) z[j] = __fmul_rn(y[j], sc), d[j] = __float_as_uint(z[j]);
+    if (which) dither4(ms, ms.base + i, k, z, d);
+    store_codes((u8 *)p, i, cnt, vec, encode4_mom(d));
     if (((threadIdx.x & 31) & (lanes - 1)) == 0 && cnt > 0) (which ? ms.s2 : ms.s1)[i >> ms.shift] = inv;
 }
 

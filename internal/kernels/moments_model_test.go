@@ -5,105 +5,126 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
-// encodeSRModel is a Go transcription of moments.cuh's encode_sr: the
-// carry-and-shift form for 2^-6 <= |z| < Inf, the reference's steps
-// (encode_sr_slow, backend.EncodeSR) for the rest.
-func encodeSRModel(z float32, rnd uint32) uint8 {
-	b := math.Float32bits(z)
-	a := b & 0x7fffffff
-	if a-0x3c800000 < 0x7f800000-0x3c800000 {
-		return uint8(min((a+(^rnd>>12))>>20-0x3c0, 0x7e) | (b>>24)&0x80)
-	}
-	return backend.EncodeSR(z, rnd)
+// mix32Model is murmur3's 32-bit finaliser (moments.cuh's mix32).
+func mix32Model(x uint32) uint32 {
+	x ^= x >> 16
+	x *= 0x85ebca6b
+	x ^= x >> 13
+	x *= 0xc2b2ae35
+	x ^= x >> 16
+	return x
 }
 
-// momentHashModel is a Go transcription of mom_store's random bits of the
-// four elements from pos: moment_hash(seed, pos+j) with the product of the
-// high half taken once.
-func momentHashModel(seed uint32, pos uint64) [4]uint32 {
-	lo, hc := uint32(pos), uint32(pos>>32)*0xc2b2ae35
-	var r [4]uint32
-	for j := range r {
-		l := lo + uint32(j)
-		h := hc
-		if l < lo {
-			h += 0xc2b2ae35
-		}
-		x := seed ^ l ^ h
-		x ^= x >> 16
-		x *= 0x85ebca6b
-		x ^= x >> 13
-		x *= 0xc2b2ae35
-		x ^= x >> 16
-		r[j] = x
+// dither4Model is a Go transcription of moments.cuh's dither4 and
+// encode4_mom: the codes of the four scaled roots z at bucket positions
+// pos..pos+3 (pos a multiple of 4) of a block whose amax key is k, from
+// their raw bits (the kernel's shortcut for AbsBits), with one hash per
+// pair of elements (pos/2 and pos/2 ^ 1).
+func dither4Model(seed uint32, pos uint64, k uint32, z [4]float32) [4]uint8 {
+	live := k < 0x7f800000
+	x := seed ^ uint32(pos>>1) ^ uint32(pos>>33)*0xc2b2ae35
+	var h0, h1, bias uint32
+	if live {
+		h0, h1, bias = mix32Model(x), mix32Model(x^1), 0x7fff8
 	}
-	return r
+	r := [4]uint32{h0 << 4, h0 >> 12, h1 << 4, h1 >> 12}
+	var c [4]uint8
+	for j := range c {
+		d := max(math.Float32bits(z[j]), 0x80000) + r[j]&0xffff0 - bias
+		c[j] = fp8.E4M3.Encode(math.Float32frombits(d))
+	}
+	return c
 }
 
-// TestEncodeSRModel checks the kernel's form of stochastic rounding against
-// backend.EncodeSR: every float32 of E4M3's normal binades and the ones
-// above them (and every other class: zeros, subnormals, Inf, NaN, both
-// signs) on a lattice of significands that includes the ends of each
-// rounding interval, each against random bits that straddle the rounding
-// threshold (the fraction's top 20 bits, and one either side) as well as
-// uniform ones.
-func TestEncodeSRModel(t *testing.T) {
+// momentScaleModel is a Go transcription of moments.cuh's branch-free
+// moment_scale.
+func momentScaleModel(k uint32) (sc, inv float32) {
+	c := 0
+	if k&0x7fffff > 0x600000 {
+		c = 1
+	}
+	s := min(135-int(k>>23)-c, 127)
+	if k-1 >= 0x7f7fffff {
+		return 1, 1
+	}
+	ib := uint32(127-s) << 23
+	if s == 127 {
+		ib = 0x00400000
+	}
+	return math.Float32frombits(uint32(s+127) << 23), math.Float32frombits(ib)
+}
+
+// TestDitherModel checks the kernel's form of the second moment's rounding
+// against backend.EncodeMomentBlock, element by element: blocks of roots
+// (never negative, as the kernel assumes) at positions that are multiples
+// of 4, with the low half of pos/2 about to wrap, zeros, float32
+// subnormals, E4M3 values, the values next to every rounding edge (bits
+// 2^19 either side of an E4M3 value), and blocks with an Inf or NaN root
+// (then rounded to nearest). The kernel scales z = y * scale first, as
+// EncodeMomentBlock does.
+func TestDitherModel(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 18))
-	step := uint32(1 << 9)
+	iters := 20000
 	if testing.Short() {
-		step = 1 << 13
+		iters = 2000
 	}
-	bad := 0
-	check := func(z float32, rnd uint32) {
-		if got, want := encodeSRModel(z, rnd), backend.EncodeSR(z, rnd); got != want && bad < 10 {
-			bad++
-			t.Errorf("EncodeSR(%g = %#08x, rnd %#08x): kernel form %#02x, reference %#02x", z, math.Float32bits(z), rnd, got, want)
-		}
-	}
-	for e := uint32(0); e < 256; e++ {
-		for _, sign := range []uint32{0, 0x80000000} {
-			// the lattice, plus the significands next to each rounding edge
-			// (fraction 0 and all ones within the 20 low bits)
-			for m := uint32(0); m < 1<<23; m += step {
-				for _, mm := range []uint32{m, m | 0xfffff, m &^ 0xfffff, (m &^ 0xfffff) + 1, m + uint32(r.IntN(int(step)))} {
-					z := math.Float32frombits(sign | e<<23 | mm&0x7fffff)
-					f := mm & 0xfffff
-					check(z, r.Uint32())
-					for _, d := range []int64{-1, 0, 1} {
-						if R := int64(f) + d; R >= 0 && R < 1<<20 {
-							check(z, uint32(R)<<12|uint32(r.IntN(1<<12)))
-						}
-					}
-				}
+	for it := range iters {
+		var y [4]float32
+		e := r.IntN(60) - 40
+		for j := range y {
+			y[j] = float32(math.Ldexp(r.Float64(), e-r.IntN(8)))
+			switch r.IntN(8) {
+			case 0:
+				y[j] = 0
+			case 1:
+				y[j] = math.Float32frombits(uint32(r.IntN(1 << 21))) // subnormal
+			case 2: // next to a rounding edge once scaled (any scale: powers of two)
+				b := math.Float32bits(float32(fp8.E4M3.Decode(uint8(r.IntN(0x7f))))) + uint32(r.IntN(1<<21)) - 1<<20
+				y[j] = math.Float32frombits(b)
 			}
 		}
-	}
-	for _, rnd := range []uint32{0, 1, 0xfff, 0x1000, 0x7fffffff, 0xfffff000, 0xffffffff} {
-		for _, z := range []float32{0, float32(math.Copysign(0, -1)), 448, 464, 480, 1e30, math.MaxFloat32,
-			float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 0x1p-6, 0x1p-7, 0x1p-9, 0x1p-10, 0x1p-126, 0x1p-149} {
-			check(z, rnd)
-			check(-z, rnd)
+		if it%50 == 0 {
+			y[r.IntN(4)] = []float32{float32(math.Inf(1)), float32(math.NaN())}[r.IntN(2)]
+		}
+		pos := (r.Uint64() >> uint(r.IntN(64))) &^ 3
+		if it%4 == 0 { // the low half of pos/2 about to wrap
+			pos = (pos&^0x1ffffffff | uint64(0x1ffffffff-r.IntN(8))) &^ 3
+		}
+		seed := r.Uint32()
+		v := make([]float32, 4)
+		var k uint32
+		for j := range y {
+			v[j] = y[j] * y[j] // EncodeMomentBlock takes v, roots it
+			k = max(k, math.Float32bits(float32(math.Sqrt(float64(v[j])))))
+		}
+		want := make([]byte, 4)
+		backend.EncodeMomentBlock(want, v, true, seed, pos)
+		sc, _ := momentScaleModel(k)
+		var z [4]float32
+		for j := range z {
+			z[j] = float32(math.Sqrt(float64(v[j]))) * sc
+		}
+		if got := dither4Model(seed, pos, k, z); [4]uint8(want) != got {
+			t.Fatalf("roots %v at pos %#x seed %#x: kernel form %#v, reference %#v", y, pos, seed, got, want)
 		}
 	}
 }
 
-// TestMomentHashModel checks the kernel's hashes of four consecutive
-// positions against backend.MomentHash, across the wrap of the low half.
-func TestMomentHashModel(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	for it := range 100000 {
-		pos := r.Uint64() >> uint(r.IntN(64))
-		if it%4 == 0 { // the low half about to wrap
-			pos = pos&^0xffffffff | uint64(0xffffffff-r.IntN(5))
-		}
-		seed := r.Uint32()
-		got := momentHashModel(seed, pos)
-		for j, g := range got {
-			if want := backend.MomentHash(seed, pos+uint64(j)); g != want {
-				t.Fatalf("hash of (seed %#x, pos %#x + %d): kernel form %#x, reference %#x", seed, pos, j, g, want)
+// TestMomentScaleModel checks the kernel's branch-free moment_scale against
+// backend.MomentScale: every exponent with the mantissas around 1.75 and
+// at the ends, zero, subnormals, Inf and NaN keys.
+func TestMomentScaleModel(t *testing.T) {
+	for e := uint32(0); e < 256; e++ {
+		for _, m := range []uint32{0, 1, 2, 0x5fffff, 0x600000, 0x600001, 0x7ffffe, 0x7fffff} {
+			k := e<<23 | m
+			s, inv := momentScaleModel(k)
+			ws, winv := backend.MomentScale(k)
+			if math.Float32bits(s) != math.Float32bits(ws) || math.Float32bits(inv) != math.Float32bits(winv) {
+				t.Fatalf("key %#08x: kernel form %g, %g; reference %g, %g", k, s, inv, ws, winv)
 			}
 		}
 	}

@@ -147,6 +147,9 @@ func (k *Set) Update(s *cuda.Stream, a *UpdateLaunch) error {
 	if a.PerMoment && (a.MType == MomentFP8 || a.VType == MomentFP8) && !slices.Contains([]int{32, 64, 128}, a.MomentBlock) {
 		return fmt.Errorf("kernels: FP8 moments in blocks of %d elements (32, 64 or 128)", a.MomentBlock)
 	}
+	if a.PerMoment && a.Rule == RuleAdamW && a.VType == MomentFP8 && a.MomentBase%4 != 0 {
+		return fmt.Errorf("kernels: FP8 second moments from bucket position %d: MomentBase must be a multiple of 4 (the kernels hash 4 elements at once)", a.MomentBase)
+	}
 	f := a.Format
 	if !f.Valid() {
 		f = fp8.E4M3

@@ -86,7 +86,9 @@ type UpdateArgs struct {
 	MomentBlock  int
 	// MomentSeed and MomentBase drive the stochastic rounding of FP8
 	// second moments: shard element i is at MomentBase+i in its bucket
-	// (EncodeMomentBlock's pos).
+	// (EncodeMomentBlock's pos). MomentBase is even (a multiple of the
+	// block in the optimizer): the CUDA kernels draw the random bits of
+	// two neighbours, 2j and 2j+1, from one hash (DitherBits).
 	MomentSeed       uint32
 	MomentBase       int
 	MScales, VScales collective.Buffer

@@ -9,7 +9,7 @@
 // must reproduce bit for bit is specified here: AdamWElem and SGDElem per
 // element, AddSquare, Normalize and SumOfSquares for the exact gradient
 // statistics, AbsBits for amax keys, and EncodeMomentBlock, DecodeMoment
-// and EncodeSR for moments stored in FP8 (moments.go). Each update rule is
+// and EncodeDither for moments stored in FP8 (moments.go). Each update rule is
 // defined once, in
 // rule.go: its name, moments, per-step scalars (Hyper) and per-parameter
 // factors (Segment's StepSize, Shrink, WeightDecay).

@@ -118,19 +118,22 @@ func MomentScale(k uint32) (scale, scaleInv float32) {
 // of elements) as E4M3 codes and returns the block's scale_inv:
 //
 //	y[i]    = x[i], or sqrt32(x[i]) when root (the second moment)
-//	scale   = MomentScale(max AbsBits(y[i]))
+//	k       = max AbsBits(y[i])
+//	scale   = MomentScale(k)
 //	z[i]    = float32(y[i] * scale)                     (exact: a power of two)
 //	dst[i]  = E4M3.Encode(z[i])                          first moment
-//	dst[i]  = EncodeSR(z[i], MomentHash(seed, pos+i))    second moment
+//	dst[i]  = EncodeDither(z[i], DitherBits(seed, pos+i)) second moment, k finite
+//	dst[i]  = E4M3.Encode(|z[i]|)                        second moment, k Inf or NaN
 //	return    1/scale
 //
-// The second moment is rounded stochastically, so that the small change
-// beta2 makes to it in a step (0.1%) survives in expectation instead of
-// being rounded away every step (3 mantissa bits). pos is the element's
-// place in its bucket, which does not depend on the data-parallel size;
-// seed is MomentSeed of the step and bucket. DecodeMoment inverts the
-// encoding up to its rounding; values that DecodeMoment returned encode
-// back to themselves whatever the seed.
+// The second moment is rounded stochastically (EncodeDither: to one of its
+// two E4M3 neighbours, up with the probability of its place between them,
+// to 2^-16), so that the small change beta2 makes to it in a step (0.1%)
+// survives in expectation instead of being rounded away every step (3
+// mantissa bits). pos is the element's place in its bucket, which does not
+// depend on the data-parallel size; seed is MomentSeed of the step and
+// bucket. DecodeMoment inverts the encoding up to its rounding; values that
+// DecodeMoment returned encode back to themselves whatever the seed.
 func EncodeMomentBlock(dst []byte, x []float32, root bool, seed uint32, pos uint64) float32 {
 	var k uint32
 	var stack [128]float32 // the largest of MomentBlocks: no allocation
@@ -148,10 +151,14 @@ func EncodeMomentBlock(dst []byte, x []float32, root bool, seed uint32, pos uint
 	}
 	scale, inv := MomentScale(k)
 	for i, v := range y {
-		if root {
-			dst[i] = EncodeSR(float32(v*scale), MomentHash(seed, pos+uint64(i)))
-		} else {
-			dst[i] = MomentFormat.Encode(float32(v * scale))
+		z := float32(v * scale)
+		switch {
+		case !root:
+			dst[i] = MomentFormat.Encode(z)
+		case k < 0x7f800000:
+			dst[i] = EncodeDither(z, DitherBits(seed, pos+uint64(i)))
+		default:
+			dst[i] = MomentFormat.Encode(math.Float32frombits(AbsBits(z)))
 		}
 	}
 	return inv
@@ -163,10 +170,17 @@ func MomentSeed(step, bucket int) uint32 {
 	return mix32(uint32(step)*0x9e3779b9 ^ uint32(bucket)*0x85ebca77 ^ 0x27d4eb2f)
 }
 
-// MomentHash returns the 32 random bits of the element at pos under seed:
-// murmur3's finaliser of the seed and both halves of pos.
-func MomentHash(seed uint32, pos uint64) uint32 {
-	return mix32(seed ^ uint32(pos) ^ uint32(pos>>32)*0xc2b2ae35)
+// MomentHash returns 32 random bits of the index q under seed: murmur3's
+// finaliser of the seed and both halves of q.
+func MomentHash(seed uint32, q uint64) uint32 {
+	return mix32(seed ^ uint32(q) ^ uint32(q>>32)*0xc2b2ae35)
+}
+
+// DitherBits returns the 16 random bits of the element at pos under seed:
+// half pos&1 (0: the low one) of MomentHash(seed, pos>>1), so that one hash
+// serves two neighbouring elements.
+func DitherBits(seed uint32, pos uint64) uint32 {
+	return MomentHash(seed, pos>>1) >> (16 * (pos & 1)) & 0xffff
 }
 
 // mix32 is murmur3's 32-bit finaliser.
@@ -179,45 +193,32 @@ func mix32(x uint32) uint32 {
 	return x
 }
 
-// EncodeSR rounds z to E4M3 stochastically with the random bits rnd: z lies
-// between two neighbours n*q and (n+1)*q, q being the spacing of E4M3 there
-// (2^(e-3) for z in [2^e, 2^(e+1)), 2^-9 below 2^-6); the result is the
-// upper one when frac*2^32 > rnd*2^k (frac the part of z above n*q in units
-// of 2^-k of q: the probability of rounding up is frac/q, to 2^-32), then
-// encoded exactly (E4M3.Encode; above 448 it saturates). NaN, infinities and
-// zeros encode as E4M3.Encode does.
-func EncodeSR(z float32, rnd uint32) uint8 {
-	b := math.Float32bits(z)
-	a := b & 0x7fffffff
-	if a == 0 || a >= 0x7f800000 {
-		return MomentFormat.Encode(z)
-	}
-	e, m := int(a>>23), a&0x7fffff
-	if e == 0 {
-		e = 1
-	} else {
-		m |= 0x800000
-	}
-	// z = m * 2^(e-150), m < 2^24; the spacing is q = 2^qe = 2^k units
-	qe := max(e-127-3, -9)
-	k := uint(qe - (e - 150)) // at least 20
-	var n, t uint32           // t: the fraction n*q..z as a 32-bit fixed point
-	switch {
-	case k <= 24:
-		n, t = m>>k, (m&(1<<k-1))<<(32-k)
-	case k <= 32:
-		t = m << (32 - k)
-	case k < 64:
-		t = m >> (k - 32)
-	}
-	if t > rnd {
-		n++
-	}
-	v := float32(n) * math.Float32frombits(uint32(qe+127)<<23)
-	if b&0x80000000 != 0 {
-		v = -v
-	}
-	return MomentFormat.Encode(v)
+// DitherOffset is the offset EncodeDither adds to the bits of |z| for the
+// random bits r (0 <= r < 2^16): 16r + 8 - 2^19, in (-2^19, 2^19), centred
+// on zero.
+func DitherOffset(r uint32) int32 { return int32(r<<4) + 8 - 1<<19 }
+
+// EncodeDither rounds the finite z, |z| <= 448, to E4M3 stochastically with
+// the 16 random bits r and returns the code of |z| so rounded:
+//
+//	d = max(AbsBits(z), 2^19) + DitherOffset(r)        (in (0, 2^20) below 2^19)
+//	code = E4M3.Encode(float32frombits(d))
+//
+// In E4M3's normal range (|z| >= 2^-6) one E4M3 step is 2^20 units of the
+// float32 bits, and the bits are linear in the value between two
+// neighbours, so adding a uniform offset of (-1/2, 1/2) step and rounding
+// to nearest (the hardware conversion) gives the upper neighbour with the
+// probability of z's place between them (quantised to 2^-16): the rounding
+// is unbiased. An E4M3 value (any r) comes back as itself: the offset stays
+// under half a step. (Values below 2^19 units, float32 subnormals, encode
+// to zero either way: the floor only keeps d positive.) Below 2^-6 (E4M3's subnormals, steps of 2^21 units and
+// more, the block's smallest 2^-15 of its amax) the dither covers only part
+// of a step: values there round to nearest unless they lie within 2^19
+// units of a midpoint. The sign of z is dropped (the second moment's root
+// is never negative).
+func EncodeDither(z float32, r uint32) uint8 {
+	d := int32(max(AbsBits(z), 1<<19)) + DitherOffset(r)
+	return MomentFormat.Encode(math.Float32frombits(uint32(d)))
 }
 
 // DecodeMoment returns the moment value of an FP8 code of a block with

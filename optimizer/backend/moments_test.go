@@ -11,7 +11,8 @@ import (
 // moment or its root) is within E4M3's rounding of y under scale_inv inv:
 // to nearest (sr false), half a unit in the last of 3 mantissa bits (2^-4
 // relative) for normal codes, half the subnormal step (2^-10 * inv) below
-// them; stochastic (sr), less than a whole unit (2^-3, 2^-9 * inv).
+// them; stochastic (sr, EncodeDither), less than a whole unit (2^-3,
+// 2^-9 * inv).
 func quantBound(got, y, inv float32, sr bool) bool {
 	d := math.Abs(float64(got) - float64(y))
 	if sr {
@@ -100,26 +101,21 @@ func TestMomentDTypeBytes(t *testing.T) {
 	}
 }
 
-// TestEncodeSR checks the stochastic rounding against its definition: the
-// result is one of the two E4M3 neighbours of z (z itself when it is an
-// E4M3 value, whatever the random bits), and over many random words the
-// mean of the results is z to within the statistical error.
-func TestEncodeSR(t *testing.T) {
+// TestEncodeDither checks the dithered rounding against its definition
+// over every one of its 2^16 random words: the result is always one of the
+// two E4M3 neighbours of |z| (|z| itself when it is an E4M3 value, zero
+// included); in E4M3's normal range the mean over the words is |z| to
+// within the quantisation of the probability (half of 2^-16 of a step);
+// and among the values between two neighbours, those closer to the upper
+// one round up more often.
+func TestEncodeDither(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	var grid []float64 // the non-negative E4M3 values, ascending
 	for c := range 0x7f {
 		grid = append(grid, float64(MomentFormat.Decode(uint8(c))))
 	}
-	for it := range 3000 {
-		z := float32(math.Ldexp(r.Float64(), 9-r.IntN(20)))
-		if it%3 == 0 {
-			z = float32(grid[r.IntN(len(grid))])
-		}
-		if it%5 == 0 {
-			z = -z
-		}
-		az := math.Abs(float64(z))
-		down, up := 0.0, grid[len(grid)-1]
+	neighbours := func(az float64) (down, up float64) {
+		down, up = 0, grid[len(grid)-1]
 		for _, g := range grid {
 			if g <= az {
 				down = g
@@ -128,22 +124,55 @@ func TestEncodeSR(t *testing.T) {
 				up = g
 			}
 		}
-		const draws = 4000
+		return down, up
+	}
+	for it := range 400 {
+		z := float32(math.Ldexp(1+r.Float64(), -r.IntN(16)+8)) // [2^-7, 512)
+		z = min(z, 448)
+		if it%4 == 0 {
+			z = float32(grid[r.IntN(len(grid))])
+		}
+		if it%5 == 0 {
+			z = -z
+		}
+		az := math.Abs(float64(z))
+		down, up := neighbours(az)
 		sum := 0.0
-		for range draws {
-			got := math.Abs(float64(MomentFormat.Decode(EncodeSR(z, r.Uint32()))))
+		for w := range uint32(1 << 16) {
+			got := float64(MomentFormat.Decode(EncodeDither(z, w)))
 			if got != down && got != up {
-				t.Fatalf("%g rounds to %g, not to a neighbour (%g, %g)", z, got, down, up)
+				t.Fatalf("%g (r %#x) rounds to %g, not to a neighbour (%g, %g)", z, w, got, down, up)
 			}
 			sum += got
 		}
-		if down == up {
+		if az < 0x1p-6 || down == up {
 			continue
 		}
-		p := (az - down) / (up - down) // the probability of rounding up
-		sd := (up - down) * math.Sqrt(p*(1-p)/draws)
-		if mean := sum / draws; math.Abs(mean-az) > 5*sd+1e-12 {
-			t.Fatalf("%g: mean of %d roundings %g, %.1f standard deviations off", z, draws, mean, math.Abs(mean-az)/sd)
+		if mean := sum / (1 << 16); math.Abs(mean-az) > (up-down)*0x1p-17*(1+1e-9) {
+			t.Fatalf("%g: mean over every random word %g, %g steps off", z, mean, (mean-az)/(up-down))
+		}
+	}
+}
+
+// TestEncodeMomentBlockNonFinite checks that a second-moment block with an
+// infinite or NaN root is rounded to nearest (no dither), its scale 1:
+// Inf saturates to 448, NaN gives the NaN code, and the finite values
+// round as E4M3.Encode does, whatever the seed.
+func TestEncodeMomentBlockNonFinite(t *testing.T) {
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	x := []float32{inf, 4, 2.1 * 2.1, 0, 1e-3}
+	y := []float32{nan, 4, 2.1 * 2.1, 0}
+	for seed := range uint32(20) {
+		for _, b := range [][]float32{x, y} {
+			codes := make([]byte, len(b))
+			if inv := EncodeMomentBlock(codes, b, true, seed, uint64(seed)*7); inv != 1 {
+				t.Fatalf("scale_inv %g of a non-finite block, want 1", inv)
+			}
+			for i, c := range codes {
+				if want := MomentFormat.Encode(sqrt32(b[i])); c != want {
+					t.Fatalf("seed %d: %g encodes to %#x, want %#x", seed, b[i], c, want)
+				}
+			}
 		}
 	}
 }
