@@ -36,6 +36,7 @@ func BenchmarkGPUReduceScatter(b *testing.B) {
 			comms := make([]collective.Communicator, 2)
 			srcs := make([]collective.DeviceBuffer, 2)
 			dsts := make([]collective.DeviceBuffer, 2)
+			sets := make([]*kernels.Set, 2) // fp8: closed after the communicators
 			err = onAll(devs, func(r int, dev *cuda.Device) error {
 				s := cudatest.Stream(b, dev)
 				c, err := nccl.New(ctx, nccl.Config{Store: stores[r], Device: dev, Compute: s})
@@ -48,6 +49,7 @@ func BenchmarkGPUReduceScatter(b *testing.B) {
 					if err != nil {
 						return err
 					}
+					sets[r] = k
 					if comms[r], err = fp8grad.NewDevice(c, fp8grad.Config{}, fp8grad.Device{Kernels: k, Stream: s}); err != nil {
 						return err
 					}
@@ -64,6 +66,11 @@ func BenchmarkGPUReduceScatter(b *testing.B) {
 				for _, c := range comms {
 					if c != nil {
 						c.Close()
+					}
+				}
+				for _, k := range sets {
+					if k != nil {
+						k.Close()
 					}
 				}
 			}()
