@@ -130,10 +130,34 @@ func guardsIntact(t *testing.T, name string, y []float32, sh FlashShape, ld int,
 	}
 }
 
-// runFlash uploads in, runs the forward and backward kernels of loading l
-// on k, and returns the outputs in the packed float64 layout, the raw bits
-// of every output (for the repeat test) and o16.
-func runFlash(t *testing.T, k *Set, s *cuda.Stream, in *flashIn, l flashLoads) (flashOut, [][]float32, []uint16) {
+// flashConfig is the variant of each tile kernel in one run.
+type flashConfig struct {
+	fwd, kv, qv flashVariant
+}
+
+func (c flashConfig) String() string { return fmt.Sprintf("fwd %v, dkdv %v, dq %v", c.fwd, c.kv, c.qv) }
+
+// flashConfigs returns, for head width d, one configuration per variant
+// (each kernel in that variant where it exists, else in flashLdmatrix)
+// and then the launchers' defaults.
+func flashConfigs(d int) []flashConfig {
+	pick := func(p flashPass, v flashVariant) flashVariant {
+		if _, ok := flashTileOf(p, d, v); ok {
+			return v
+		}
+		return flashLdmatrix
+	}
+	var cs []flashConfig
+	for _, v := range flashVariants {
+		cs = append(cs, flashConfig{pick(flashFwd, v), pick(flashDKDV, v), pick(flashDQ, v)})
+	}
+	return append(cs, flashConfig{flashDefault(flashFwd, d), flashDefault(flashDKDV, d), flashDefault(flashDQ, d)})
+}
+
+// runFlash uploads in, runs the forward and backward kernels of
+// configuration cfg on k, and returns the outputs in the packed float64
+// layout, the raw bits of every output (for the repeat test) and o16.
+func runFlash(t *testing.T, k *Set, s *cuda.Stream, in *flashIn, cfg flashConfig) (flashOut, [][]float32, []uint16) {
 	sh, d := in.sh, k.Device()
 	hd := sh.Heads * sh.D
 	ldo, ldg := hd+8, 3*hd+8
@@ -151,9 +175,9 @@ func runFlash(t *testing.T, k *Set, s *cuda.Stream, in *flashIn, l flashLoads) (
 	n16, nsum := FlashScratchBytes(sh)
 	scr := FlashScratch{DO16: cudatest.Alloc(t, d, n16), DSum: cudatest.Alloc(t, d, nsum)}
 	scale := float32(in.scale)
-	must(t, k.flashForward(s, FlashRows{o, ldo}, o16, lse, q, kk, v, sh, scale, l))
+	must(t, k.flashForward(s, FlashRows{o, ldo}, o16, lse, q, kk, v, sh, scale, cfg.fwd))
 	g := FlashGrads{DQ: FlashRows{dqkv, ldg}, DK: FlashRows{dqkv.Add(4 * hd), ldg}, DV: FlashRows{dqkv.Add(8 * hd), ldg}}
-	must(t, k.flashBackward(s, g, scr, FlashRows{dO, ldo}, q, kk, v, o16, lse, sh, scale, l))
+	must(t, k.flashBackward(s, g, scr, FlashRows{dO, ldo}, q, kk, v, o16, lse, sh, scale, cfg.kv, cfg.qv))
 	yo, yg := make([]float32, sh.Batch*sh.Seq*ldo), make([]float32, sh.Batch*sh.Seq*ldg)
 	ylse, y16 := make([]float32, sh.Rows()), make([]uint16, sh.Rows()*sh.D)
 	must(t, s.Download(cuda.Bytes(yo), o))
@@ -172,51 +196,71 @@ func runFlash(t *testing.T, k *Set, s *cuda.Stream, in *flashIn, l flashLoads) (
 	return out, [][]float32{yo, yg, ylse}, y16
 }
 
+// sameBits returns "" when a and b (outputs of runFlash) hold the same
+// bits, else where they first differ.
+func sameBits(a, b [][]float32) string {
+	for i := range a {
+		for j := range a[i] {
+			if math.Float32bits(a[i][j]) != math.Float32bits(b[i][j]) {
+				return fmt.Sprintf("output %d element %d: %v and %v", i, j, a[i][j], b[i][j])
+			}
+		}
+	}
+	return ""
+}
+
 // TestFlashAttention runs FlashForward and FlashBackward at flashCases
 // (seq 1, below, at and beyond one 64-row tile, ragged last tiles, D 64
 // and 128, several batch elements and heads) on bfloat16 inputs against
-// refFlash, the float64 definition on the same bfloat16 values: every
-// output within flashTol of its largest value (the bfloat16 rounding of
-// p, ds and the kept output, which TestFlashRounding bounds with the tile
-// model, plus float32 sums). o16 must be o rounded to bfloat16, the guard
-// columns around every output untouched. Both fragment loadings
-// (ldmatrix and plain shared loads) run, and must give the same bits as
-// each other (the same products in the same order) and as a second run of
-// the launchers' loading (fixed summation order, no atomics).
+// refFlash, the float64 definition on the same bfloat16 values, in every
+// configuration of flashConfigs (each variant of the tile kernels, and the
+// launchers' defaults): every output within flashTol of its largest value
+// (the bfloat16 rounding of p, ds and the kept output, which
+// TestFlashRounding bounds with the tile model, plus float32 sums), o16 o
+// rounded to bfloat16, the guard columns around every output untouched,
+// and a second run of the same configuration equal to the bit (fixed
+// summation order, no atomics). The subtest "same-bits" then demands that
+// every configuration gave the bits of the first (flashLdmatrix): the
+// variants compute the same products in the same order.
 func TestFlashAttention(t *testing.T) {
 	_, sets := loadAll(t)
 	r := rand.New(rand.NewPCG(21, 22))
 	for _, k := range sets {
 		s := cudatest.Stream(t, k.Device())
 		for _, sh := range flashCases {
-			t.Run(fmt.Sprintf("%v/%+v", k.Variant(), sh), func(t *testing.T) {
-				in := newFlashIn(r, sh, 1.5)
-				want := refFlash(in)
-				var bits [][][]float32
-				for _, l := range []flashLoads{flashLdmatrix, flashLDS, flashDefaultLoads} {
-					got, b, o16 := runFlash(t, k, s, in, l)
+			in := newFlashIn(r, sh, 1.5)
+			want := refFlash(in)
+			var bits [][][]float32
+			cfgs := flashConfigs(sh.D)
+			for _, cfg := range cfgs {
+				t.Run(fmt.Sprintf("%v/%+v/%v", k.Variant(), sh, cfg), func(t *testing.T) {
+					got, b, o16 := runFlash(t, k, s, in, cfg)
 					bits = append(bits, b)
 					gotN := got.named()
 					for name, w := range want.named() {
 						e := relErr(gotN[name], w)
-						t.Logf("%v %s: %.3g of the largest value", l, name, e)
+						t.Logf("%s: %.3g of the largest value", name, e)
 						if !(e <= flashTol[name]) {
-							t.Errorf("%v: %s differs from the float64 reference by %.3g of its largest value, tolerance %.3g", l, name, e, flashTol[name])
+							t.Errorf("%s differs from the float64 reference by %.3g of its largest value, tolerance %.3g", name, e, flashTol[name])
 						}
 					}
 					for i, x := range got.o {
 						if want := bf16.FromFloat32(float32(x)); o16[i] != want {
-							t.Fatalf("%v: o16[%d] = %#x, want o = %v rounded, %#x", l, i, o16[i], x, want)
+							t.Fatalf("o16[%d] = %#x, want o = %v rounded, %#x", i, o16[i], x, want)
 						}
 					}
+					if _, again, _ := runFlash(t, k, s, in, cfg); sameBits(b, again) != "" {
+						t.Errorf("a second run differs: %s", sameBits(b, again))
+					}
+				})
+			}
+			t.Run(fmt.Sprintf("%v/%+v/same-bits", k.Variant(), sh), func(t *testing.T) {
+				if len(bits) != len(cfgs) {
+					t.Skip("a configuration failed")
 				}
-				for run := 1; run < len(bits); run++ {
-					for i := range bits[0] {
-						for j := range bits[0][i] {
-							if math.Float32bits(bits[0][i][j]) != math.Float32bits(bits[run][i][j]) {
-								t.Fatalf("output %d element %d: %v with ldmatrix, %v in run %d", i, j, bits[0][i][j], bits[run][i][j], run)
-							}
-						}
+				for i := 1; i < len(bits); i++ {
+					if d := sameBits(bits[0], bits[i]); d != "" {
+						t.Errorf("%v and %v differ: %s", cfgs[0], cfgs[i], d)
 					}
 				}
 			})

@@ -1,0 +1,77 @@
+#!/bin/sh
+# flashspeed.sh builds (here) and runs (on a GPU machine) the checks and
+# the benchmark of every variant of the fused attention kernels
+# (internal/kernels/flash.cu: ldmatrix, lds, pipe, wide; issue 16).
+#
+#   scripts/gpu/flashspeed.sh build   # build machine: the internal/kernels test
+#                                     # binary, xz-compressed, into $BIN
+#                                     # (default /work/main/.gpu-flashspeed), and
+#                                     # this script as $BIN/run.sh
+#   sh .gpu-flashspeed/run.sh run     # GPU machine, from the root of a checkout;
+#                                     # log to $OUT/flashspeed.log
+#
+# run, GPU required (no skips), well under two minutes:
+#  1. TestFlash* and TestEntries with DISTOPT_REQUIRE_GPU=1 (-test.short: the
+#     CPU lane model runs its short cases only): every variant's kernels
+#     against the float64 reference at D 64/128 and ragged seq, a repeat run
+#     equal to the bit, guard columns, and the same bits across variants;
+#  2. BenchmarkFlashKernels -test.benchtime 20x: every variant of each tile
+#     kernel and the launchers' defaults at the 124M and 1.3B shapes;
+#  3. TestFlashAttention under compute-sanitizer memcheck (cp.async and
+#     ldmatrix addresses), when the machine has it; its verdict is its own
+#     line ("flashspeed memcheck: ..."), not part of the status.
+set -u
+bin=${BIN:-/work/main/.gpu-flashspeed}
+
+build() {
+	set -e
+	cd "$(dirname "$0")/../.."
+	mkdir -p "$bin"
+	rm -f "$bin"/*.test "$bin"/*.xz "$bin"/READY "$bin"/READY2
+	go test -c -ldflags="-s -w" -o "$bin/kernels.test" ./internal/kernels
+	xz -9 "$bin/kernels.test"
+	git rev-parse HEAD >"$bin/commit"
+	cp scripts/gpu/flashspeed.sh "$bin/run.sh"
+	du -sh "$bin"
+}
+
+run() {
+	set +e
+	bin=.gpu-flashspeed
+	root=$(pwd)
+	export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+	log=${OUT:-.}/flashspeed.log
+	xz -dkf $bin/kernels.test.xz
+	chmod +x $bin/kernels.test
+	status=0
+	{
+		nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
+		echo "built from $(cat $bin/commit)"
+		(cd internal/kernels && DISTOPT_REQUIRE_GPU=1 "$root/$bin/kernels.test" -test.v -test.short -test.timeout 100s \
+			-test.run 'Flash|Entries') || status=1
+		(cd internal/kernels && DISTOPT_REQUIRE_GPU=1 "$root/$bin/kernels.test" -test.run XXX -test.timeout 60s \
+			-test.benchtime 20x -test.bench 'BenchmarkFlashKernels') || status=1
+		san=/usr/local/cuda/bin/compute-sanitizer
+		if [ -x $san ]; then
+			if (cd internal/kernels && DISTOPT_REQUIRE_GPU=1 timeout 60 $san --tool memcheck --error-exitcode 3 \
+				"$root/$bin/kernels.test" -test.short -test.run 'TestFlashAttention$' >"$root/$bin/memcheck.txt" 2>&1); then
+				echo "flashspeed memcheck: ok"
+			else
+				echo "flashspeed memcheck: FAILED (exit $?: 3 = memcheck errors, 124 = timeout)"
+				grep -v '^=== RUN\|^    --- PASS\|^--- PASS' "$root/$bin/memcheck.txt" | head -40
+			fi
+		else
+			echo "flashspeed: no compute-sanitizer at $san; memcheck skipped"
+		fi
+		echo "flashspeed status: $status"
+	} >"$log" 2>&1
+	cat "$log"
+	exit $status
+}
+
+# As $BIN/run.sh without an argument it runs.
+case "${1:-$(basename "$0" .sh)}" in
+build) build ;;
+run) run ;;
+*) echo "usage: $0 build|run" >&2; exit 2 ;;
+esac
