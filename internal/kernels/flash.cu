@@ -948,11 +948,14 @@ FLASH_DKDV(flash_bwd_dkdv_d128_pipe, flash_dkdv_w<128, 32, 1>)
 
 // _wide: two m-tiles per warp (blocks of 128 rows). Forward key tiles of
 // 64, shared (128 + 4·64)·D·2 bytes; dQ key tiles of 64 (D = 64) or 32 (D
-// = 128), shared (2·128 + 4·N)·D·2; dK/dV query tiles of 32, shared
-// 4·128·D + 2·(4·32·D + 256), for D = 64 only (at D = 128 the dK and dV
-// accumulators of 32 rows would not fit the registers).
+// = 128), shared (2·128 + 4·N)·D·2; dK/dV at D = 64 query tiles of 32,
+// shared 4·128·D + 2·(4·32·D + 256). At D = 128 the dK and dV accumulators
+// of 32 rows would not fit the registers: there the wide dK/dV kernel has
+// one m-tile a warp and query tiles of 64 (shared 4·64·D + 2·(4·64·D +
+// 512)).
 FLASH_FWD(flash_fwd_d64_wide, flash_fwd_w<64, 2>)
 FLASH_FWD(flash_fwd_d128_wide, flash_fwd_w<128, 2>)
 FLASH_DQ(flash_bwd_dq_d64_wide, flash_dq_w<64, 64, 2>)
 FLASH_DQ(flash_bwd_dq_d128_wide, flash_dq_w<128, 32, 2>)
 FLASH_DKDV(flash_bwd_dkdv_d64_wide, flash_dkdv_w<64, 32, 2>)
+FLASH_DKDV(flash_bwd_dkdv_d128_wide, flash_dkdv_w<128, 64, 1>)

@@ -44,8 +44,9 @@ const (
 	// (batch·heads, tiles) with the longest rows first ("_pipe").
 	flashPipe
 	// flashWide: flashPipe with two m-tiles a warp (blocks of 128 rows),
-	// every B fragment feeding two products ("_wide"); not for the dK/dV
-	// kernel at D = 128.
+	// every B fragment feeding two products ("_wide"); the dK/dV kernel at
+	// D = 128 keeps one m-tile (its accumulators) and streams query tiles
+	// of 64 instead of 32.
 	flashWide
 )
 
@@ -124,34 +125,41 @@ func flashTileOf(p flashPass, d int, v flashVariant) (flashTile, bool) {
 		}
 		return t, true
 	case flashPipe, flashWide:
-		mt := 1
-		if v == flashWide {
-			mt = 2
-		}
-		if v == flashWide && p == flashDKDV && d == 128 {
-			return flashTile{}, false
-		}
-		r := 64 * mt
+		mt, n := flashWideTiles(p, d, v)
+		r := 16 * mt * 4
 		t := flashTile{name: base + "_" + v.String(), rows: r, headsX: true}
 		switch p {
-		case flashFwd: // Q, then K and V twice, key tiles of 64
-			t.shared = (r + 4*64) * d * 2
-		case flashDKDV: // K, V, then twice Q, dO, lse, dsum of bq queries
-			bq := 64
-			if d == 128 || mt == 2 {
-				bq = 32
-			}
-			t.shared = 4*r*d + 2*(4*bq*d+8*bq)
-		case flashDQ: // Q, dO, then K and V twice, key tiles of n
-			n := 64
-			if d == 128 && mt == 2 {
-				n = 32
-			}
+		case flashFwd: // Q, then K and V twice
+			t.shared = (r + 4*n) * d * 2
+		case flashDKDV: // K, V, then twice Q, dO, lse, dsum
+			t.shared = 4*r*d + 2*(4*n*d+8*n)
+		case flashDQ: // Q, dO, then K and V twice
 			t.shared = (2*r + 4*n) * d * 2
 		}
 		return t, true
 	}
 	return flashTile{}, false
+}
+
+// flashWideTiles returns the m-tiles per warp of pass p's kernel in
+// variant flashPipe or flashWide and the rows of the tiles it streams (key
+// tiles, or query tiles for the dK/dV kernel), as flash.cu instantiates
+// them: pipe one m-tile (dK/dV query tiles of 32 at D = 128 for the
+// registers); wide two (dQ key tiles of 32 at D = 128, dK/dV query tiles
+// of 32), except the dK/dV kernel at D = 128: one m-tile and query tiles
+// of 64.
+func flashWideTiles(p flashPass, d int, v flashVariant) (mt, n int) {
+	switch {
+	case v == flashPipe && p == flashDKDV && d == 128:
+		return 1, 32
+	case v == flashPipe:
+		return 1, 64
+	case p == flashDKDV && d == 128:
+		return 1, 64
+	case p == flashDKDV, p == flashDQ && d == 128:
+		return 2, 32
+	}
+	return 2, 64
 }
 
 // flashKernels lists the kernels of flash.cu.

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"regexp"
+	"strconv"
 	"testing"
 
 	"github.com/distopt/distopt/bf16"
@@ -362,6 +365,60 @@ func TestFlashRounding(t *testing.T) {
 			t.Logf("%+v %s: %.3g", sh, name, e)
 			if !(e <= flashTol[name]/2) {
 				t.Errorf("%+v %s: bfloat16 rounding costs %.3g of the largest value, tolerance %.3g", sh, name, e, flashTol[name])
+			}
+		}
+	}
+}
+
+// flashEntryRE matches the entry points of the pipe and wide kernels in
+// flash.cu: FLASH_FWD(name, flash_fwd_w<D, MT>), FLASH_DQ(name,
+// flash_dq_w<D, N, MT>), FLASH_DKDV(name, flash_dkdv_w<D, BQ, MT>).
+var flashEntryRE = regexp.MustCompile(`(?m)^FLASH_(?:FWD|DQ|DKDV)\((\w+), flash_(fwd|dq|dkdv)_w<(\d+), (\d+)(?:, (\d+))?>\)`)
+
+// TestFlashTilesMatchSource checks that flash.go's description of the pipe
+// and wide kernels (flashTileOf, flashWideTiles: rows per block, tile rows,
+// hence the shared memory the launcher gives) is what flash.cu
+// instantiates under each name, and that every such kernel is described
+// (CPU only: reads flash.cu).
+func TestFlashTilesMatchSource(t *testing.T) {
+	src, err := os.ReadFile("flash.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	passes := map[string]flashPass{"fwd": flashFwd, "dkdv": flashDKDV, "dq": flashDQ}
+	found := map[string]bool{}
+	for _, m := range flashEntryRE.FindAllStringSubmatch(string(src), -1) {
+		name, p := m[1], passes[m[2]]
+		d, _ := strconv.Atoi(m[3])
+		mt, n := 0, flashRows
+		if m[5] == "" { // flash_fwd_w<D, MT>: key tiles of 64
+			mt, _ = strconv.Atoi(m[4])
+		} else {
+			n, _ = strconv.Atoi(m[4])
+			mt, _ = strconv.Atoi(m[5])
+		}
+		found[name] = true
+		ok := false
+		for _, v := range []flashVariant{flashPipe, flashWide} {
+			tile, has := flashTileOf(p, d, v)
+			if !has || tile.name != name {
+				continue
+			}
+			ok = true
+			if wm, wn := flashWideTiles(p, d, v); wm != mt || wn != n || tile.rows != 64*mt {
+				t.Errorf("%s: flash.cu has %d m-tiles and tiles of %d, flash.go %d and %d (rows %d)", name, mt, n, wm, wn, tile.rows)
+			}
+		}
+		if !ok {
+			t.Errorf("%s: in flash.cu, not a pipe or wide kernel of flash.go", name)
+		}
+	}
+	for _, v := range []flashVariant{flashPipe, flashWide} {
+		for _, p := range []flashPass{flashFwd, flashDKDV, flashDQ} {
+			for _, d := range []int{64, 128} {
+				if tile, has := flashTileOf(p, d, v); has && !found[tile.name] {
+					t.Errorf("%s: named by flash.go, not instantiated in flash.cu", tile.name)
+				}
 			}
 		}
 	}
