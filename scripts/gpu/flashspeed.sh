@@ -12,7 +12,9 @@
 #
 # run, GPU required (no skips), well under two minutes:
 #  1. TestFlash* and TestEntries with DISTOPT_REQUIRE_GPU=1 (-test.short: the
-#     CPU lane model runs its short cases only): every variant's kernels
+#     CPU lane model runs its short cases only; TestFlashTilesMatchSource,
+#     which reads this branch's flash.cu, is left to the build machine, as
+#     the run is in a checkout of main): every variant's kernels
 #     against the float64 reference at D 64/128 and ragged seq, a repeat run
 #     equal to the bit, guard columns, and the same bits across variants;
 #  2. BenchmarkFlashKernels -test.benchtime 20x: every variant of each tile
@@ -48,7 +50,7 @@ run() {
 		nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
 		echo "built from $(cat $bin/commit)"
 		(cd internal/kernels && DISTOPT_REQUIRE_GPU=1 "$root/$bin/kernels.test" -test.v -test.short -test.timeout 100s \
-			-test.run 'Flash|Entries') || status=1
+			-test.run 'Flash|^TestEntries$' -test.skip 'TestFlashTilesMatchSource') || status=1
 		(cd internal/kernels && DISTOPT_REQUIRE_GPU=1 "$root/$bin/kernels.test" -test.run XXX -test.timeout 60s \
 			-test.benchtime 20x -test.bench 'BenchmarkFlashKernels') || status=1
 		san=/usr/local/cuda/bin/compute-sanitizer
