@@ -7,7 +7,7 @@
 #                                     # binary, xz-compressed, into $BIN
 #                                     # (default /work/main/.gpu-flashspeed), and
 #                                     # this script as $BIN/run.sh
-#   sh .gpu-flashspeed/run.sh run     # GPU machine, from the root of a checkout;
+#   sh .gpu-flashspeed/run.sh         # GPU machine, from the root of a checkout;
 #                                     # log to $OUT/flashspeed.log
 #
 # run, GPU required (no skips), well under two minutes:
@@ -19,9 +19,14 @@
 #     equal to the bit, guard columns, and the same bits across variants;
 #  2. BenchmarkFlashKernels -test.benchtime 20x: every variant of each tile
 #     kernel and the launchers' defaults at the 124M and 1.3B shapes;
-#  3. TestFlashAttention under compute-sanitizer memcheck (cp.async and
-#     ldmatrix addresses), when the machine has it; its verdict is its own
-#     line ("flashspeed memcheck: ..."), not part of the status.
+#  3. Nsight Compute, when the machine has it: a few metrics (time,
+#     registers, occupancy limits, tensor pipe, shared-memory wavefronts
+#     and bank conflicts) of the D = 128 kernels of the 1.3B benchmark;
+#     information only, not part of the status;
+#  4. TestFlashAttention (sm90 set) under compute-sanitizer memcheck
+#     (cp.async and ldmatrix addresses), when the machine has it; its
+#     verdict is its own line ("flashspeed memcheck: ..."), not part of the
+#     status.
 set -u
 bin=${BIN:-/work/main/.gpu-flashspeed}
 
@@ -53,14 +58,23 @@ run() {
 			-test.run 'Flash|^TestEntries$' -test.skip 'TestFlashTilesMatchSource') || status=1
 		(cd internal/kernels && DISTOPT_REQUIRE_GPU=1 "$root/$bin/kernels.test" -test.run XXX -test.timeout 60s \
 			-test.benchtime 20x -test.bench 'BenchmarkFlashKernels') || status=1
+		ncu=/usr/local/cuda/bin/ncu
+		if [ -x $ncu ]; then
+			echo "flashspeed ncu (1.3B shape, two launches of each kernel):"
+			(cd internal/kernels && DISTOPT_REQUIRE_GPU=1 timeout 45 $ncu -k 'regex:flash_(fwd|bwd_dkdv|bwd_dq)_d128' \
+				--csv --page raw --metrics \
+				gpu__time_duration.sum,launch__registers_per_thread,launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem,sm__warps_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,smsp__inst_executed.avg.per_cycle_active,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+				"$root/$bin/kernels.test" -test.run XXX -test.bench 'BenchmarkFlashKernels/1.3B/(fwd|dkdv|dq)/' \
+				-test.benchtime 1x 2>&1 | grep -v '^==PROF==' | cut -c1-400 | head -80) || echo "flashspeed ncu: failed"
+		fi
 		san=/usr/local/cuda/bin/compute-sanitizer
 		if [ -x $san ]; then
-			if (cd internal/kernels && DISTOPT_REQUIRE_GPU=1 timeout 60 $san --tool memcheck --error-exitcode 3 \
-				"$root/$bin/kernels.test" -test.short -test.run 'TestFlashAttention$' >"$root/$bin/memcheck.txt" 2>&1); then
+			if (cd internal/kernels && DISTOPT_REQUIRE_GPU=1 timeout 35 $san --tool memcheck --error-exitcode 3 \
+				"$root/$bin/kernels.test" -test.short -test.run 'TestFlashAttention$/sm90/' >"$root/$bin/memcheck.txt" 2>&1); then
 				echo "flashspeed memcheck: ok"
 			else
 				echo "flashspeed memcheck: FAILED (exit $?: 3 = memcheck errors, 124 = timeout)"
-				grep -v '^=== RUN\|^    --- PASS\|^--- PASS' "$root/$bin/memcheck.txt" | head -40
+				grep -v '^=== RUN\|^    --- PASS\|^--- PASS\|^    flash_test' "$root/$bin/memcheck.txt" | head -40
 			fi
 		else
 			echo "flashspeed: no compute-sanitizer at $san; memcheck skipped"
