@@ -31,7 +31,9 @@ func TestFlashKernelsDefined(t *testing.T) {
 }
 
 // TestFlashBadInput checks that the launchers refuse, before touching the
-// device, shapes and layouts the kernels cannot take (CPU only: a nil Set).
+// device, shapes and layouts the kernels cannot take (CPU only: a nil Set),
+// among them more than 65535 tiles of a head for the pipe and wide
+// kernels, whose grid has the tiles in y.
 func TestFlashBadInput(t *testing.T) {
 	good := FlashShape{Batch: 1, Heads: 2, Seq: 10, D: 64}
 	rows := FlashRows{Ptr: 256, LD: 128}
@@ -59,6 +61,12 @@ func TestFlashBadInput(t *testing.T) {
 		err = k.FlashBackward(nil, g, FlashScratch{DO16: 256, DSum: 512}, rows, c.q, 256, 256, 256, 512, c.sh, 0.125)
 		if !errors.Is(err, ErrFlashShape) {
 			t.Errorf("FlashBackward %s: %v, want ErrFlashShape", c.name, err)
+		}
+	}
+	long := FlashShape{Batch: 1, Heads: 1, Seq: 65535*128 + 1, D: 64} // 65536 tiles of 128 rows
+	for _, v := range []flashVariant{flashPipe, flashWide} {
+		if err := k.flashForward(nil, FlashRows{256, 64}, 0, 512, 256, 256, 256, long, 0.125, v); !errors.Is(err, ErrFlashShape) {
+			t.Errorf("%v forward at seq %d: %v, want ErrFlashShape", v, long.Seq, err)
 		}
 	}
 	g := FlashGrads{DQ: rows, DK: rows, DV: FlashRows{256, 130}}
