@@ -779,13 +779,40 @@ __device__ void flash_dq_w(float *dq, u64 ld, const u16 *q, const u16 *k, const 
         store_rows<D>(dq + rows_offset(bh, heads, seq, ld, D), ld, w0 + 16 * mt, iseq, acc[mt], sc);
 }
 
+// The dS tiles of the _ds variant: per head, the 64 x 64 tiles (query
+// tile a, key tile b <= a) of the lower triangle, tile (a, b) at index
+// a(a+1)/2 + b, each [key mod 64][query mod 64] bfloat16, row-major (dSᵀ,
+// the score gradient rounded as the dK and dQ products round it; load_tile
+// swizzles it into shared memory). Elements outside the causal triangle or
+// beyond seq hold zeros.
+
+// ds_tiles returns the first dS tile of head bh.
+__device__ __forceinline__ u16 *ds_tiles(u16 *ds, u32 bh, int seq) {
+    const u64 nt = (u64)(seq + 63) / 64;
+    return ds + (u64)bh * (nt * (nt + 1) / 2) * 4096;
+}
+
+// store_ds writes the dSᵀ C fragments dp (one m-tile: key rows r0 = w0 +
+// g and r0 + 8, query columns col0 = first + 2c and on) rounded to
+// bfloat16 into the dS tiles of a head.
+template <int BQ> __device__ __forceinline__ void store_ds(u16 *tiles, const float (*dp)[4], int r0, int col0) {
+#pragma unroll
+    for (int n = 0; n < BQ / 8; n++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = r0 + 8 * h, col = col0 + 8 * n, a = col >> 6, b = r >> 6;
+            u16 *tile = tiles + (u64)(a * (a + 1) / 2 + b) * 4096;
+            *reinterpret_cast<u32 *>(tile + (r & 63) * 64 + (col & 63)) = pack2(dp[n][2 * h], dp[n][2 * h + 1]);
+        }
+}
+
 // flash_dkdv_w: block (bh, reversed key tile of R = 64·MT rows), query
 // tiles of BQ rows (with their lse and dsum) double-buffered, from the
 // diagonal to the last; dK and dV summed over the query rows in the 16-row
 // steps of flash_dkdv.
-template <int D, int BQ, int MT>
+template <int D, int BQ, int MT, bool Store = false>
 __device__ void flash_dkdv_w(float *dk, float *dv, u64 ld, const u16 *q, const u16 *k, const u16 *v, const u16 *dO,
-                             const float *lse, const float *dsum, u32 heads, u32 seq, float scale) {
+                             const float *lse, const float *dsum, u32 heads, u32 seq, float scale, u16 *ds = nullptr) {
     constexpr int R = Wide<MT>::rows;
     constexpr u32 stage = 2 * 2 * BQ * D + 2 * 4 * BQ; // Q, dO, lse, dsum of one query tile
     extern __shared__ uint4 smem_raw[];
@@ -797,8 +824,9 @@ __device__ void flash_dkdv_w(float *dk, float *dv, u64 ld, const u16 *q, const u
     const u64 head = (u64)bh * seq * D;
     const int w0 = kt * R + 16 * MT * warp; // the warp's first key row
     const int first = kt * R / BQ, last = (iseq - 1) / BQ;
-    // The warp skips query tiles that end before its first key row.
-    const int wfirst = w0 < iseq ? w0 / BQ : last + 1;
+    // The warp skips query tiles that end before its first key row (with
+    // Store none: every element of the dS tiles is written).
+    const int wfirst = Store ? first : w0 < iseq ? w0 / BQ : last + 1;
     const float *glse = lse + (u64)bh * seq, *gsum = dsum + (u64)bh * seq;
     auto load = [&](int it) {
         const u32 b = sbuf + stage * (it & 1);
@@ -833,6 +861,7 @@ __device__ void flash_dkdv_w(float *dk, float *dv, u64 ld, const u16 *q, const u
             tscores<BQ, MT, true>(p, dp, slse, sdot, cl, w0 + g, 2 * c, it * BQ, iseq);
         else
             tscores<BQ, MT, false>(p, dp, slse, sdot, cl, w0 + g, 2 * c, it * BQ, iseq);
+        if (Store) store_ds<BQ>(ds_tiles(ds, bh, iseq), dp[0], w0 + g, it * BQ + 2 * c);
         accumulate_pv_w<D, BQ, MT>(gv, p, sd);  // dV += Pᵀ·dO
         accumulate_pv_w<D, BQ, MT>(gk, dp, sq); // dK += dSᵀ·Q
     }
@@ -842,6 +871,51 @@ __device__ void flash_dkdv_w(float *dk, float *dv, u64 ld, const u16 *q, const u
         store_rows<D>(dk + rows_offset(bh, heads, seq, ld, D), ld, w0 + 16 * mt, iseq, gk[mt], sc);
         store_rows<D>(dv + rows_offset(bh, heads, seq, ld, D), ld, w0 + 16 * mt, iseq, gv[mt], one);
     }
+}
+
+// flash_dq_ds: block (bh, reversed query tile a of 64 rows), 4 warps of 16
+// rows: dq = scale·Σ_{b<=a} dS(a, b)·K_b from the dS tiles that
+// flash_dkdv_w<..., true> stored, the tile and K_b double-buffered by
+// cp.async; the A fragments by ldmatrix.trans of the dSᵀ tile. The sum
+// runs over the keys in flash_dq's 16-key steps.
+template <int D>
+__device__ void flash_dq_ds(float *dq, u64 ld, const u16 *k, const u16 *ds, u32 heads, u32 seq, float scale) {
+    constexpr u32 stage = 2 * 64 * 64 + 2 * 64 * D; // a dS tile, a K tile
+    extern __shared__ uint4 smem_raw[];
+    const u32 base = smem_addr(smem_raw), bh = blockIdx.x;
+    const int a = gridDim.y - 1 - blockIdx.y, iseq = (int)seq;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, m = lane >> 3;
+    const u16 *tiles = ds_tiles(const_cast<u16 *>(ds), bh, iseq) + (u64)(a * (a + 1) / 2) * 4096;
+    const u16 *kh = k + (u64)bh * seq * D;
+    auto load = [&](int b) {
+        const u32 st = base + stage * (b & 1);
+        load_tile_async<64, 64>(st, tiles + (u64)b * 4096, 0, 64);
+        load_tile_async<D, 64>(st + 2 * 64 * 64, kh, b * 64, iseq);
+        cp_async_commit();
+    };
+    load(0);
+    float acc[D / 8][4];
+#pragma unroll
+    for (int n = 0; n < D / 8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0;
+    for (int b = 0; b <= a; b++) {
+        cp_async_sync();
+        if (b < a) load(b + 1);
+        const u32 st = base + stage * (b & 1), sk = st + 2 * 64 * 64;
+#pragma unroll
+        for (int kk = 0; kk < 64; kk += 16) {
+            u32 af[4]; // A (16 queries x 16 keys) from the dSᵀ tile, transposed
+            ldsm4<true>(af, st + 2 * sidx<64>(kk + 8 * (m >> 1) + (lane & 7), 16 * warp + 8 * (m & 1)));
+#pragma unroll
+            for (int n = 0; n < D / 8; n += 2) {
+                u32 bf[4];
+                ldsm4<true>(bf, sk + 2 * sidx<D>(kk + 8 * (m & 1) + (lane & 7), 8 * n + 8 * (m >> 1)));
+                mmaw(acc[n], af, bf[0], bf[1]);
+                mmaw(acc[n + 1], af, bf[2], bf[3]);
+            }
+        }
+    }
+    const float sc[2] = {scale, scale};
+    store_rows<D>(dq + rows_offset(bh, heads, seq, ld, D), ld, a * 64 + 16 * warp, iseq, acc, sc);
 }
 
 } // namespace
@@ -959,3 +1033,27 @@ FLASH_DQ(flash_bwd_dq_d64_wide, flash_dq_w<64, 64, 2>)
 FLASH_DQ(flash_bwd_dq_d128_wide, flash_dq_w<128, 32, 2>)
 FLASH_DKDV(flash_bwd_dkdv_d64_wide, flash_dkdv_w<64, 32, 2>)
 FLASH_DKDV(flash_bwd_dkdv_d128_wide, flash_dkdv_w<128, 64, 1>)
+
+// _ds: the dK/dV kernel of _pipe that also stores dSᵀ (rounded to
+// bfloat16) into the dS tiles ds (see ds_tiles; 2·batch·heads·t(t+1)/2·4096
+// bytes, t = ceil(seq/64)), and a dQ kernel that reads them instead of
+// recomputing the scores: dQ costs one product instead of three. The
+// arguments are those of the other variants and ds; flash_bwd_dq_*_ds
+// reads only dq, ld, k, heads, seq, scale and ds. Shared memory: dK/dV as
+// _pipe; dQ 2·(2·64·64 + 2·64·D) bytes.
+#define FLASH_DKDV_DS(name, ...)                                                                                   \
+    extern "C" __global__ void __launch_bounds__(kThreads)                                                         \
+        name(float *dk, float *dv, u64 ld, const u16 *q, const u16 *k, const u16 *v, const u16 *do16,               \
+             const float *lse, const float *dsum, u32 heads, u32 seq, float scale, u16 *ds) {                      \
+        __VA_ARGS__(dk, dv, ld, q, k, v, do16, lse, dsum, heads, seq, scale, ds);                                  \
+    }
+#define FLASH_DQ_DS(name, D)                                                                                       \
+    extern "C" __global__ void __launch_bounds__(kThreads)                                                         \
+        name(float *dq, u64 ld, const u16 *q, const u16 *k, const u16 *v, const u16 *do16, const float *lse,        \
+             const float *dsum, u32 heads, u32 seq, float scale, const u16 *ds) {                                  \
+        flash_dq_ds<D>(dq, ld, k, ds, heads, seq, scale);                                                          \
+    }
+FLASH_DKDV_DS(flash_bwd_dkdv_d64_ds, flash_dkdv_w<64, 64, 1, true>)
+FLASH_DKDV_DS(flash_bwd_dkdv_d128_ds, flash_dkdv_w<128, 32, 1, true>)
+FLASH_DQ_DS(flash_bwd_dq_d64_ds, 64)
+FLASH_DQ_DS(flash_bwd_dq_d128_ds, 128)

@@ -48,12 +48,18 @@ const (
 	// D = 128 keeps one m-tile (its accumulators) and streams query tiles
 	// of 64 instead of 32.
 	flashWide
+	// flashDS (backward only, both kernels together, never a default): the
+	// dK/dV kernel of flashPipe also stores the score gradient dS (rounded
+	// to bfloat16, as the products round it) into scratch tiles
+	// (flashDSBytes), and the dQ kernel reads them: one product instead of
+	// three ("_ds").
+	flashDS
 )
 
 // flashVariants lists every variant.
-var flashVariants = []flashVariant{flashLdmatrix, flashLDS, flashPipe, flashWide}
+var flashVariants = []flashVariant{flashLdmatrix, flashLDS, flashPipe, flashWide, flashDS}
 
-func (v flashVariant) String() string { return [...]string{"ldmatrix", "lds", "pipe", "wide"}[v] }
+func (v flashVariant) String() string { return [...]string{"ldmatrix", "lds", "pipe", "wide", "ds"}[v] }
 
 // flashPass is one of the three tile kernels.
 type flashPass int
@@ -124,6 +130,15 @@ func flashTileOf(p flashPass, d int, v flashVariant) (flashTile, bool) {
 			t.shared = 4 * flashRows * d * 2
 		}
 		return t, true
+	case flashDS:
+		switch p {
+		case flashDKDV: // flashPipe's, storing dS
+			t, _ := flashTileOf(p, d, flashPipe)
+			t.name = base + "_ds"
+			return t, true
+		case flashDQ: // a dS tile and a key tile, twice
+			return flashTile{name: base + "_ds", rows: 64, shared: 2 * (2*64*64 + 2*64*d), headsX: true}, true
+		}
 	case flashPipe, flashWide:
 		mt, n := flashWideTiles(p, d, v)
 		r := 16 * mt * 4
@@ -315,17 +330,30 @@ func FlashScratchBytes(sh FlashShape) (do16, dsum int) { return 2 * sh.Rows() * 
 // a fixed order (no atomics), so results repeat bit for bit.
 func (k *Set) FlashBackward(s *cuda.Stream, g FlashGrads, scratch FlashScratch, dO FlashRows, q, kk, v, o16, lse cuda.DevicePtr,
 	sh FlashShape, scale float32) error {
-	return k.flashBackward(s, g, scratch, dO, q, kk, v, o16, lse, sh, scale, flashDefault(flashDKDV, sh.D), flashDefault(flashDQ, sh.D))
+	return k.flashBackward(s, g, scratch, dO, q, kk, v, o16, lse, sh, scale, flashDefault(flashDKDV, sh.D), flashDefault(flashDQ, sh.D), 0)
+}
+
+// flashDSBytes returns the bytes of the dS tiles of variant flashDS: per
+// head the t(t+1)/2 tiles of 64 x 64 bfloat16 of the lower triangle, t =
+// ceil(seq/64).
+func flashDSBytes(sh FlashShape) int {
+	t := (sh.Seq + 63) / 64
+	return 2 * sh.Batch * sh.Heads * t * (t + 1) / 2 * 64 * 64
 }
 
 // flashBackward is FlashBackward with the dK/dV kernel of variant kv and
-// the dQ kernel of variant qv.
+// the dQ kernel of variant qv; ds (flashDSBytes, 16-byte aligned) is the
+// dS scratch of flashDS, which both or neither must be.
 func (k *Set) flashBackward(s *cuda.Stream, g FlashGrads, scratch FlashScratch, dO FlashRows, q, kk, v, o16, lse cuda.DevicePtr,
-	sh FlashShape, scale float32, kv, qv flashVariant) error {
+	sh FlashShape, scale float32, kv, qv flashVariant, ds cuda.DevicePtr) error {
 	err := errors.Join(sh.Check(), g.DQ.check("dq", sh), g.DK.check("dk", sh), g.DV.check("dv", sh), dO.check("dO", sh),
 		checkPacked("q, k, v, o16, dO16", q, kk, v, o16, scratch.DO16))
 	if err == nil && g.DK.LD != g.DV.LD {
 		err = fmt.Errorf("%w: dk and dv with different LD (%d, %d)", ErrFlashShape, g.DK.LD, g.DV.LD)
+	}
+	if err == nil && ((kv == flashDS) != (qv == flashDS) || (kv == flashDS) != (ds != 0) || ds%16 != 0) {
+		err = fmt.Errorf("kernels: flash variant %v with dK/dV %v, dQ %v and dS scratch %#x: both or neither, with aligned scratch",
+			flashDS, kv, qv, uint64(ds))
 	}
 	if err != nil {
 		return err
@@ -336,16 +364,17 @@ func (k *Set) flashBackward(s *cuda.Stream, g FlashGrads, scratch FlashScratch, 
 	if err := k.warpRows(s, kernelFlashPrep, rows, prep); err != nil {
 		return err
 	}
-	if err := k.flashGrad(s, flashDKDV, kv, g, scratch, q, kk, v, lse, sh, scale); err != nil {
+	if err := k.flashGrad(s, flashDKDV, kv, g, scratch, q, kk, v, lse, sh, scale, ds); err != nil {
 		return err
 	}
-	return k.flashGrad(s, flashDQ, qv, g, scratch, q, kk, v, lse, sh, scale)
+	return k.flashGrad(s, flashDQ, qv, g, scratch, q, kk, v, lse, sh, scale, ds)
 }
 
 // flashGrad queues the backward tile kernel p (flashDKDV or flashDQ) in
-// variant fv, after flash_bwd_prep has filled scratch.
+// variant fv, after flash_bwd_prep has filled scratch (and for flashDS's
+// dQ kernel, after its dK/dV kernel has filled ds).
 func (k *Set) flashGrad(s *cuda.Stream, p flashPass, fv flashVariant, g FlashGrads, scratch FlashScratch, q, kk, v, lse cuda.DevicePtr,
-	sh FlashShape, scale float32) error {
+	sh FlashShape, scale float32, ds cuda.DevicePtr) error {
 	args := new(cuda.Args)
 	if p == flashDKDV {
 		args.Ptr(g.DK.Ptr).Ptr(g.DV.Ptr).U64(uint64(g.DK.LD))
@@ -353,5 +382,8 @@ func (k *Set) flashGrad(s *cuda.Stream, p flashPass, fv flashVariant, g FlashGra
 		args.Ptr(g.DQ.Ptr).U64(uint64(g.DQ.LD))
 	}
 	args.Ptr(q).Ptr(kk).Ptr(v).Ptr(scratch.DO16).Ptr(lse).Ptr(scratch.DSum).U32(uint32(sh.Heads)).U32(uint32(sh.Seq)).F32(scale)
+	if fv == flashDS {
+		args.Ptr(ds)
+	}
 	return k.flashLaunch(s, p, fv, sh, args)
 }

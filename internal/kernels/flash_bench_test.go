@@ -12,12 +12,14 @@ import (
 // of the heads) at the GPT's 124M shape (batch 8, seq 1024, 12 heads of
 // 64) and 1.3B shape (batch 4, seq 2048, 16 heads of 128), in the variant
 // the device loads: every variant of each tile kernel (fwd, dkdv, dq, each
-// launch waited for), then FlashForward and FlashBackward (its three
-// kernels) with the launchers' defaults ("default"). causal-TFLOP/s count
+// launch waited for; dq of flashDS reads the dS its dkdv stored), the
+// whole backward pass of each variant ("bwd": prep, dkdv, dq), then
+// FlashForward and FlashBackward with the launchers' defaults ("default").
+// causal-TFLOP/s count
 // the causal FLOPs of the products: forward 2·B·H·T²·D (q·kᵀ and p·v over
 // the lower half), backward 5·B·H·T²·D (the scores recomputed, dP, dV, dQ,
 // dK); mma-TFLOP/s count the products a backward kernel runs (dK/dV 4 and
-// dQ 3 of those B·H·T²·D).
+// dQ 3 of those B·H·T²·D, flashDS's dQ 1).
 func BenchmarkFlashKernels(b *testing.B) {
 	d, sets := loadAll(b)
 	k := sets[len(sets)-1]
@@ -43,8 +45,18 @@ func BenchmarkFlashKernels(b *testing.B) {
 		fwd := func(fv flashVariant) func() error {
 			return func() error { return k.flashForward(s, FlashRows{o, hd}, o16, lse, q, kk, v, sh, scale, fv) }
 		}
+		ds := cudatest.Alloc(b, d, flashDSBytes(sh))
 		grad := func(p flashPass, fv flashVariant) func() error {
-			return func() error { return k.flashGrad(s, p, fv, g, scr, q, kk, v, lse, sh, scale) }
+			return func() error { return k.flashGrad(s, p, fv, g, scr, q, kk, v, lse, sh, scale, ds) }
+		}
+		bwd := func(fv flashVariant) func() error {
+			var dsv cuda.DevicePtr
+			if fv == flashDS {
+				dsv = ds
+			}
+			return func() error {
+				return k.flashBackward(s, g, scr, FlashRows{dO, hd}, q, kk, v, o16, lse, sh, scale, fv, fv, dsv)
+			}
 		}
 		// The backward kernels read the forward's lse and o16 and the prep's scratch.
 		must(b, k.FlashForward(s, FlashRows{o, hd}, o16, lse, q, kk, v, sh, scale))
@@ -56,6 +68,12 @@ func BenchmarkFlashKernels(b *testing.B) {
 			flops      float64
 		}
 		var passes []pass
+		dqProducts := func(fv flashVariant) float64 {
+			if fv == flashDS {
+				return 1
+			}
+			return 3
+		}
 		for _, fv := range flashVariants {
 			for _, p := range []struct {
 				p     flashPass
@@ -63,8 +81,8 @@ func BenchmarkFlashKernels(b *testing.B) {
 				unit  string
 				run   func() error
 			}{{flashFwd, 2 * unit, "causal-TFLOP/s", fwd(fv)}, {flashDKDV, 4 * unit, "mma-TFLOP/s", grad(flashDKDV, fv)},
-				{flashDQ, 3 * unit, "mma-TFLOP/s", grad(flashDQ, fv)}} {
-				if _, ok := flashTileOf(p.p, sh.D, fv); ok {
+				{flashDQ, dqProducts(fv) * unit, "mma-TFLOP/s", grad(flashDQ, fv)}, {flashBwd, 5 * unit, "causal-TFLOP/s", bwd(fv)}} {
+				if flashHas(p.p, sh.D, fv) {
 					passes = append(passes, pass{p.p.String() + "/" + fv.String(), p.unit, p.run, p.flops})
 				}
 			}
@@ -89,4 +107,17 @@ func BenchmarkFlashKernels(b *testing.B) {
 			})
 		}
 	}
+}
+
+// flashBwd stands, in the benchmark, for the whole backward pass.
+const flashBwd flashPass = -1
+
+// flashHas reports whether variant v has the kernel of pass p at head
+// width d (for flashBwd: both backward kernels).
+func flashHas(p flashPass, d int, v flashVariant) bool {
+	if p == flashBwd {
+		return flashHas(flashDKDV, d, v) && flashHas(flashDQ, d, v)
+	}
+	_, ok := flashTileOf(p, d, v)
+	return ok
 }

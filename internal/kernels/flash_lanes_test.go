@@ -214,6 +214,7 @@ type emuHead struct {
 	q, k, v, dO, o16 []uint16
 	o, lse, dsum     []float32
 	dq, dk, dv       []float32
+	ds               []uint16 // the dS tiles of flashDS
 }
 
 // forward is flash_fwd's block qt.
@@ -429,7 +430,7 @@ func emuFlash(in *flashIn, v flashVariant) flashOut {
 
 // forwardAll runs the forward kernel of variant v on every tile of h.
 func (h *emuHead) forwardAll(v flashVariant) {
-	if v == flashLdmatrix || v == flashLDS {
+	if v != flashPipe && v != flashWide {
 		for qt := range (h.seq + 63) / 64 {
 			h.forward(qt)
 		}
@@ -451,9 +452,24 @@ func (h *emuHead) backwardAll(v flashVariant) {
 		}
 		return
 	}
+	if v == flashDS {
+		t := (h.seq + 63) / 64
+		h.ds = make([]uint16, t*(t+1)/2*4096)
+		for i := range h.ds {
+			h.ds[i] = 0x7fc1 // NaN, as the GPU test fills it
+		}
+		_, bq := flashWideTiles(flashDKDV, h.d, flashPipe)
+		for kt := range t {
+			h.dkdvW(kt, 1, bq, true)
+		}
+		for a := range t {
+			h.dqDS(a)
+		}
+		return
+	}
 	mt, bq := flashWideTiles(flashDKDV, h.d, v)
 	for kt := range (h.seq + 64*mt - 1) / (64 * mt) {
-		h.dkdvW(kt, mt, bq)
+		h.dkdvW(kt, mt, bq, false)
 	}
 	mt, n := flashWideTiles(flashDQ, h.d, v)
 	for qt := range (h.seq + 64*mt - 1) / (64 * mt) {

@@ -1,6 +1,10 @@
 package kernels
 
-import "math"
+import (
+	"math"
+
+	"github.com/distopt/distopt/bf16"
+)
 
 // The lane model of the pipe and wide kernels ("The wide kernels" in
 // flash.cu): blocks of R = 64·mt rows, warp w owning rows w0 = R·tile +
@@ -263,8 +267,9 @@ func (h *emuHead) storeW(out []float32, t, mt int, acc [][][]frag, mul float32) 
 }
 
 // dkdvW is flash_dkdv_w's block kt: mt m-tiles of keys a warp, query
-// tiles of bq.
-func (h *emuHead) dkdvW(kt, mt, bq int) {
+// tiles of bq; with store (flashDS) no tile skipped and dSᵀ stored into
+// h.ds.
+func (h *emuHead) dkdvW(kt, mt, bq int, store bool) {
 	d, seq, r := h.d, h.seq, 64*mt
 	sk, sv, sq, sd := make([]uint16, r*d), make([]uint16, r*d), make([]uint16, bq*d), make([]uint16, bq*d)
 	emuLoadTile(sk, h.k, d, r, kt*r, seq)
@@ -288,7 +293,9 @@ func (h *emuHead) dkdvW(kt, mt, bq int) {
 		for w := range 4 {
 			w0 := kt*r + 16*mt*w
 			wfirst := last + 1
-			if w0 < seq {
+			if store {
+				wfirst = kt * r / bq
+			} else if w0 < seq {
 				wfirst = w0 / bq
 			}
 			if it < wfirst {
@@ -299,6 +306,9 @@ func (h *emuHead) dkdvW(kt, mt, bq int) {
 			emuRowsProductW(dp, sv, 16*mt*w, sd, d)
 			masked := it*bq < w0+16*mt-1 || it*bq+bq > seq
 			emuTScores(p, dp, slse, sdot, cl, w0, it*bq, seq, masked)
+			if store {
+				emuStoreDS(h.ds, dp[0], w0, it*bq)
+			}
 			emuAccumulatePVW(gv[w], p, sd, d)
 			emuAccumulatePVW(gk[w], dp, sq, d)
 		}
@@ -330,4 +340,54 @@ func emuTScores(p, dp [][]frag, slse, sdot []float32, cl float32, w0, col0, seq 
 			}
 		}
 	}
+}
+
+// emuStoreDS is store_ds: the dSᵀ fragments dp of a warp (key rows w0..,
+// query columns col0..) rounded to bfloat16 into the tiles of a head.
+func emuStoreDS(tiles []uint16, dp []frag, w0, col0 int) {
+	for lane := range 32 {
+		g, c := lane>>2, lane&3
+		for n := range dp {
+			for hh := range 2 {
+				r, col := w0+g+8*hh, col0+8*n+2*c
+				a, b := col>>6, r>>6
+				i := (a*(a+1)/2+b)*4096 + (r&63)*64 + col&63
+				tiles[i], tiles[i+1] = bf16.FromFloat32(dp[n][lane][2*hh]), bf16.FromFloat32(dp[n][lane][2*hh+1])
+			}
+		}
+	}
+}
+
+// dqDS is flash_dq_ds's block a: 4 warps of 16 query rows, dQ from the dS
+// tiles (a, 0..a) by ldmatrix.trans and the key tiles.
+func (h *emuHead) dqDS(a int) {
+	d := h.d
+	sds, sk := make([]uint16, 64*64), make([]uint16, 64*d)
+	acc := make([][][]frag, 4)
+	for w := range 4 {
+		acc[w] = frags(1, d/8)
+	}
+	for b := 0; b <= a; b++ {
+		emuLoadTile(sds, h.ds[(a*(a+1)/2+b)*4096:], 64, 64, 0, 64)
+		emuLoadTile(sk, h.k, d, 64, b*64, h.seq)
+		for w := range 4 {
+			for kk := 0; kk < 64; kk += 16 {
+				var addrs [32]int
+				for lane := range 32 {
+					m := lane >> 3
+					addrs[lane] = emuSidx(64, kk+8*(m>>1)+(lane&7), 16*w+8*(m&1))
+				}
+				af := emuLdm4(sds, &addrs, true)
+				for n := 0; n < d/8; n += 2 {
+					for lane := range 32 {
+						m := lane >> 3
+						addrs[lane] = emuSidx(d, kk+8*(m&1)+(lane&7), 8*n+8*(m>>1))
+					}
+					bf := emuLdm4(sk, &addrs, true)
+					emuMMA2(acc[w][0][n:n+2], &af, &bf)
+				}
+			}
+		}
+	}
+	h.storeW(h.dq, a, 1, acc, h.scale)
 }

@@ -372,8 +372,9 @@ func TestFlashRounding(t *testing.T) {
 
 // flashEntryRE matches the entry points of the pipe and wide kernels in
 // flash.cu: FLASH_FWD(name, flash_fwd_w<D, MT>), FLASH_DQ(name,
-// flash_dq_w<D, N, MT>), FLASH_DKDV(name, flash_dkdv_w<D, BQ, MT>).
-var flashEntryRE = regexp.MustCompile(`(?m)^FLASH_(?:FWD|DQ|DKDV)\((\w+), flash_(fwd|dq|dkdv)_w<(\d+), (\d+)(?:, (\d+))?>\)`)
+// flash_dq_w<D, N, MT>), FLASH_DKDV(name, flash_dkdv_w<D, BQ, MT>), and
+// FLASH_DKDV_DS(name, flash_dkdv_w<D, BQ, MT, true>) of flashDS.
+var flashEntryRE = regexp.MustCompile(`(?m)^FLASH_(?:FWD|DQ|DKDV)(?:_DS)?\((\w+), flash_(fwd|dq|dkdv)_w<(\d+), (\d+)(?:, (\d+))?(?:, true)?>\)`)
 
 // TestFlashTilesMatchSource checks that flash.go's description of the pipe
 // and wide kernels (flashTileOf, flashWideTiles: rows per block, tile rows,
@@ -399,24 +400,28 @@ func TestFlashTilesMatchSource(t *testing.T) {
 		}
 		found[name] = true
 		ok := false
-		for _, v := range []flashVariant{flashPipe, flashWide} {
+		for _, v := range []flashVariant{flashPipe, flashWide, flashDS} {
 			tile, has := flashTileOf(p, d, v)
 			if !has || tile.name != name {
 				continue
 			}
 			ok = true
-			if wm, wn := flashWideTiles(p, d, v); wm != mt || wn != n || tile.rows != 64*mt {
+			wv := v
+			if v == flashDS { // flashPipe's dK/dV kernel
+				wv = flashPipe
+			}
+			if wm, wn := flashWideTiles(p, d, wv); wm != mt || wn != n || tile.rows != 64*mt {
 				t.Errorf("%s: flash.cu has %d m-tiles and tiles of %d, flash.go %d and %d (rows %d)", name, mt, n, wm, wn, tile.rows)
 			}
 		}
 		if !ok {
-			t.Errorf("%s: in flash.cu, not a pipe or wide kernel of flash.go", name)
+			t.Errorf("%s: in flash.cu, not a pipe, wide or ds kernel of flash.go", name)
 		}
 	}
-	for _, v := range []flashVariant{flashPipe, flashWide} {
+	for _, v := range []flashVariant{flashPipe, flashWide, flashDS} {
 		for _, p := range []flashPass{flashFwd, flashDKDV, flashDQ} {
 			for _, d := range []int{64, 128} {
-				if tile, has := flashTileOf(p, d, v); has && !found[tile.name] {
+				if tile, has := flashTileOf(p, d, v); has && !(v == flashDS && p == flashDQ) && !found[tile.name] {
 					t.Errorf("%s: named by flash.go, not instantiated in flash.cu", tile.name)
 				}
 			}

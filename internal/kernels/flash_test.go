@@ -33,7 +33,9 @@ func TestFlashKernelsDefined(t *testing.T) {
 // TestFlashBadInput checks that the launchers refuse, before touching the
 // device, shapes and layouts the kernels cannot take (CPU only: a nil Set),
 // among them more than 65535 tiles of a head for the pipe and wide
-// kernels, whose grid has the tiles in y.
+// kernels, whose grid has the tiles in y, and flashDS for one backward
+// kernel only, or without (aligned) dS scratch, or dS scratch for another
+// variant.
 func TestFlashBadInput(t *testing.T) {
 	good := FlashShape{Batch: 1, Heads: 2, Seq: 10, D: 64}
 	rows := FlashRows{Ptr: 256, LD: 128}
@@ -67,6 +69,16 @@ func TestFlashBadInput(t *testing.T) {
 	for _, v := range []flashVariant{flashPipe, flashWide} {
 		if err := k.flashForward(nil, FlashRows{256, 64}, 0, 512, 256, 256, 256, long, 0.125, v); !errors.Is(err, ErrFlashShape) {
 			t.Errorf("%v forward at seq %d: %v, want ErrFlashShape", v, long.Seq, err)
+		}
+	}
+	gr := FlashGrads{DQ: rows, DK: rows, DV: rows}
+	for _, c := range []struct {
+		kv, qv flashVariant
+		ds     cuda.DevicePtr
+	}{{flashDS, flashLdmatrix, 4096}, {flashPipe, flashDS, 4096}, {flashDS, flashDS, 0}, {flashDS, flashDS, 4100}, {flashPipe, flashPipe, 4096}} {
+		err := k.flashBackward(nil, gr, FlashScratch{256, 512}, rows, 256, 256, 256, 256, 512, good, 1, c.kv, c.qv, c.ds)
+		if err == nil || errors.Is(err, ErrFlashShape) {
+			t.Errorf("backward with dK/dV %v, dQ %v, dS scratch %#x: %v, want the dS error", c.kv, c.qv, uint64(c.ds), err)
 		}
 	}
 	g := FlashGrads{DQ: rows, DK: rows, DV: FlashRows{256, 130}}
@@ -146,8 +158,9 @@ type flashConfig struct {
 func (c flashConfig) String() string { return fmt.Sprintf("fwd %v, dkdv %v, dq %v", c.fwd, c.kv, c.qv) }
 
 // flashConfigs returns, for head width d, one configuration per variant
-// (each kernel in that variant where it exists, else in flashLdmatrix)
-// and then the launchers' defaults.
+// (each kernel in that variant where it exists, else in flashLdmatrix),
+// the launchers' defaults before flashDS, the one variant that is never
+// a default.
 func flashConfigs(d int) []flashConfig {
 	pick := func(p flashPass, v flashVariant) flashVariant {
 		if _, ok := flashTileOf(p, d, v); ok {
@@ -157,9 +170,12 @@ func flashConfigs(d int) []flashConfig {
 	}
 	var cs []flashConfig
 	for _, v := range flashVariants {
-		cs = append(cs, flashConfig{pick(flashFwd, v), pick(flashDKDV, v), pick(flashDQ, v)})
+		if v != flashDS {
+			cs = append(cs, flashConfig{pick(flashFwd, v), pick(flashDKDV, v), pick(flashDQ, v)})
+		}
 	}
-	return append(cs, flashConfig{flashDefault(flashFwd, d), flashDefault(flashDKDV, d), flashDefault(flashDQ, d)})
+	cs = append(cs, flashConfig{flashDefault(flashFwd, d), flashDefault(flashDKDV, d), flashDefault(flashDQ, d)})
+	return append(cs, flashConfig{pick(flashFwd, flashDS), flashDS, flashDS})
 }
 
 // runFlash uploads in, runs the forward and backward kernels of
@@ -185,7 +201,13 @@ func runFlash(t *testing.T, k *Set, s *cuda.Stream, in *flashIn, cfg flashConfig
 	scale := float32(in.scale)
 	must(t, k.flashForward(s, FlashRows{o, ldo}, o16, lse, q, kk, v, sh, scale, cfg.fwd))
 	g := FlashGrads{DQ: FlashRows{dqkv, ldg}, DK: FlashRows{dqkv.Add(4 * hd), ldg}, DV: FlashRows{dqkv.Add(8 * hd), ldg}}
-	must(t, k.flashBackward(s, g, scr, FlashRows{dO, ldo}, q, kk, v, o16, lse, sh, scale, cfg.kv, cfg.qv))
+	var ds cuda.DevicePtr
+	if cfg.kv == flashDS { // NaN bits, so that an element left unwritten shows in dq
+		n := flashDSBytes(sh)
+		ds = cudatest.Alloc(t, d, n)
+		must(t, s.Memset32(ds, 0x7fc17fc1, n/4))
+	}
+	must(t, k.flashBackward(s, g, scr, FlashRows{dO, ldo}, q, kk, v, o16, lse, sh, scale, cfg.kv, cfg.qv, ds))
 	yo, yg := make([]float32, sh.Batch*sh.Seq*ldo), make([]float32, sh.Batch*sh.Seq*ldg)
 	ylse, y16 := make([]float32, sh.Rows()), make([]uint16, sh.Rows()*sh.D)
 	must(t, s.Download(cuda.Bytes(yo), o))
@@ -233,42 +255,52 @@ func sameBits(a, b [][]float32) string {
 func TestFlashAttention(t *testing.T) {
 	_, sets := loadAll(t)
 	r := rand.New(rand.NewPCG(21, 22))
+	ins := make([]*flashIn, len(flashCases))
+	wants := make([]map[string][]float64, len(flashCases))
+	for i, sh := range flashCases {
+		ins[i] = newFlashIn(r, sh, 1.5)
+		wants[i] = refFlash(ins[i]).named()
+	}
 	for _, k := range sets {
 		s := cudatest.Stream(t, k.Device())
-		for _, sh := range flashCases {
-			in := newFlashIn(r, sh, 1.5)
-			want := refFlash(in)
-			var bits [][][]float32
-			cfgs := flashConfigs(sh.D)
-			for _, cfg := range cfgs {
-				t.Run(fmt.Sprintf("%v/%+v/%v", k.Variant(), sh, cfg), func(t *testing.T) {
-					got, b, o16 := runFlash(t, k, s, in, cfg)
-					bits = append(bits, b)
+		// bits[i][j]: shape i, configuration j; the configurations run in
+		// the outer loop, so that a kernel fault ends the run of its own
+		// configuration and those after it only.
+		bits := make([][][][]float32, len(flashCases))
+		for j := range flashConfigs(64) {
+			for i, sh := range flashCases {
+				cfg := flashConfigs(sh.D)[j]
+				t.Run(fmt.Sprintf("%v/%v/%+v", k.Variant(), cfg, sh), func(t *testing.T) {
+					got, b, o16 := runFlash(t, k, s, ins[i], cfg)
+					bits[i] = append(bits[i], b)
 					gotN := got.named()
-					for name, w := range want.named() {
+					for name, w := range wants[i] {
 						e := relErr(gotN[name], w)
 						t.Logf("%s: %.3g of the largest value", name, e)
 						if !(e <= flashTol[name]) {
 							t.Errorf("%s differs from the float64 reference by %.3g of its largest value, tolerance %.3g", name, e, flashTol[name])
 						}
 					}
-					for i, x := range got.o {
-						if want := bf16.FromFloat32(float32(x)); o16[i] != want {
-							t.Fatalf("o16[%d] = %#x, want o = %v rounded, %#x", i, o16[i], x, want)
+					for e, x := range got.o {
+						if want := bf16.FromFloat32(float32(x)); o16[e] != want {
+							t.Fatalf("o16[%d] = %#x, want o = %v rounded, %#x", e, o16[e], x, want)
 						}
 					}
-					if _, again, _ := runFlash(t, k, s, in, cfg); sameBits(b, again) != "" {
+					if _, again, _ := runFlash(t, k, s, ins[i], cfg); sameBits(b, again) != "" {
 						t.Errorf("a second run differs: %s", sameBits(b, again))
 					}
 				})
 			}
-			t.Run(fmt.Sprintf("%v/%+v/same-bits", k.Variant(), sh), func(t *testing.T) {
-				if len(bits) != len(cfgs) {
+		}
+		for i, sh := range flashCases {
+			t.Run(fmt.Sprintf("%v/same-bits/%+v", k.Variant(), sh), func(t *testing.T) {
+				cfgs := flashConfigs(sh.D)
+				if len(bits[i]) != len(cfgs) {
 					t.Skip("a configuration failed")
 				}
-				for i := 1; i < len(bits); i++ {
-					if d := sameBits(bits[0], bits[i]); d != "" {
-						t.Errorf("%v and %v differ: %s", cfgs[0], cfgs[i], d)
+				for j := 1; j < len(cfgs); j++ {
+					if d := sameBits(bits[i][0], bits[i][j]); d != "" {
+						t.Errorf("%v and %v differ: %s", cfgs[0], cfgs[j], d)
 					}
 				}
 			})
