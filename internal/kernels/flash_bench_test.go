@@ -83,7 +83,7 @@ func BenchmarkFlashKernels(b *testing.B) {
 			}{{flashFwd, 2 * unit, "causal-TFLOP/s", fwd(fv)}, {flashDKDV, 4 * unit, "mma-TFLOP/s", grad(flashDKDV, fv)},
 				{flashDQ, dqProducts(fv) * unit, "mma-TFLOP/s", grad(flashDQ, fv)}, {flashBwd, 5 * unit, "causal-TFLOP/s", bwd(fv)}} {
 				if flashHas(p.p, sh.D, fv) {
-					passes = append(passes, pass{p.p.String() + "/" + fv.String(), p.unit, p.run, p.flops})
+					passes = append(passes, pass{flashPassName(p.p) + "/" + fv.String(), p.unit, p.run, p.flops})
 				}
 			}
 		}
@@ -120,4 +120,12 @@ func flashHas(p flashPass, d int, v flashVariant) bool {
 	}
 	_, ok := flashTileOf(p, d, v)
 	return ok
+}
+
+// flashPassName names pass p in the benchmark ("bwd" for flashBwd).
+func flashPassName(p flashPass) string {
+	if p == flashBwd {
+		return "bwd"
+	}
+	return p.String()
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/distopt/distopt/bf16"
@@ -425,6 +426,30 @@ func TestFlashTilesMatchSource(t *testing.T) {
 					t.Errorf("%s: named by flash.go, not instantiated in flash.cu", tile.name)
 				}
 			}
+		}
+	}
+}
+
+// TestFlashBenchNames checks the sub-benchmark names of
+// BenchmarkFlashKernels (CPU only: the benchmark itself needs a GPU), one
+// per pass and variant that has it.
+func TestFlashBenchNames(t *testing.T) {
+	for _, d := range []int{64, 128} {
+		seen := map[string]bool{}
+		for _, v := range flashVariants {
+			for _, p := range []flashPass{flashFwd, flashDKDV, flashDQ, flashBwd} {
+				if !flashHas(p, d, v) {
+					continue
+				}
+				name := flashPassName(p) + "/" + v.String()
+				if seen[name] || strings.Contains(name, "%!") {
+					t.Errorf("D %d: sub-benchmark %q twice or malformed", d, name)
+				}
+				seen[name] = true
+			}
+		}
+		if !seen["bwd/ds"] || !seen["fwd/wide"] || seen["fwd/ds"] {
+			t.Errorf("D %d: sub-benchmarks %v", d, seen)
 		}
 	}
 }
