@@ -61,7 +61,7 @@ run() {
 		ncu=/usr/local/cuda/bin/ncu
 		if [ -x $ncu ]; then
 			echo "flashspeed ncu (1.3B shape, two launches of each kernel):"
-			(cd internal/kernels && DISTOPT_REQUIRE_GPU=1 timeout 45 $ncu -k 'regex:flash_(fwd|bwd_dkdv|bwd_dq)_d128' \
+			(cd internal/kernels && DISTOPT_REQUIRE_GPU=1 timeout 45 $ncu -k 'regex:flash_(fwd|bwd_dkdv|bwd_dq)_d128' --launch-count 40 \
 				--csv --page raw --metrics \
 				gpu__time_duration.sum,launch__registers_per_thread,launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem,sm__warps_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,smsp__inst_executed.avg.per_cycle_active,dram__throughput.avg.pct_of_peak_sustained_elapsed \
 				"$root/$bin/kernels.test" -test.run XXX -test.bench 'BenchmarkFlashKernels/1.3B/(fwd|dkdv|dq)/' \
