@@ -73,13 +73,38 @@ const (
 func (p flashPass) String() string { return [...]string{"fwd", "dkdv", "dq"}[p] }
 
 // flashDefault returns the variant the exported launchers use for pass p
-// at head width d: the fastest that passed the GPU tests (see
-// BenchmarkFlashKernels).
+// at head width d: the fastest that passed the GPU tests. Measured with
+// BenchmarkFlashKernels on one H200 (2026-12-01, driver 580.159, 20
+// launches each, every variant passing TestFlashAttention with the same
+// bits as flashLdmatrix), ms per launch:
+//
+//	124M shape (batch 8, 12 heads of 64, seq 1024)
+//	        ldmatrix  lds    pipe   wide   ds
+//	fwd     0.185     0.187  0.135  0.127  -      wide: 102 causal-TFLOP/s
+//	dkdv    0.299     0.337  0.171  0.174  0.224
+//	dq      0.227     0.203  0.135  0.136  0.092  (ds: one product)
+//	bwd     0.496     0.495  0.275  0.276  0.291  (prep + dkdv + dq)
+//
+//	1.3B shape (batch 4, 16 heads of 128, seq 2048)
+//	        ldmatrix  lds    pipe   wide   ds
+//	fwd     0.745     0.652  0.433  0.344  -      wide: 200 causal-TFLOP/s
+//	dkdv    1.033     1.387  0.601  0.601  0.694  pipe: 229 mma-TFLOP/s
+//	dq      0.791     0.858  0.424  0.404  0.184  wide: 255 mma-TFLOP/s
+//	bwd     1.776     2.226  1.020  0.994  0.866  (prep + dkdv + dq)
+//
+// The defaults before (forward lds, backward ldmatrix) took 0.195 + 0.494
+// ms at 124M and 0.657 + 1.777 ms at 1.3B. flashDS is faster still for the
+// whole 1.3B backward (0.866 ms, 199 causal-TFLOP/s) but needs its dS
+// scratch (flashDSBytes: 277 MB at the 1.3B shape), which FlashScratch
+// does not carry, so it is no default.
 func flashDefault(p flashPass, d int) flashVariant {
-	if p == flashFwd {
-		return flashLDS
+	switch {
+	case p == flashFwd:
+		return flashWide
+	case p == flashDQ && d == 128:
+		return flashWide
 	}
-	return flashLdmatrix
+	return flashPipe
 }
 
 // flashTile is one tile kernel: its entry, the rows of a block's own tile
