@@ -30,8 +30,9 @@
 // XOR-swizzled by r mod 8, so that the fragment loads of 8 rows at one
 // column hit 8 different bank groups. Fragments come from the tiles by
 // ldmatrix.x4 (four 8x8 matrices per instruction; .trans for the B operand
-// of P·V, dS·K, Pᵀ·dO, dSᵀ·Q, whose tiles are stored k-major), or in the
-// _lds twins by 32- and 16-bit loads of the same elements. The _pipe and
+// of P·V, dS·K, Pᵀ·dO, dSᵀ·Q, whose tiles are stored k-major). (An _lds
+// twin of the first kernels loaded them by 32- and 16-bit loads: slower on
+// an H200 in every pass, dropped.) The _pipe and
 // _wide kernels ("The wide kernels" below) add cp.async double buffering,
 // unmasked inner tiles, a longest-first grid and (wide) two m-tiles per
 // warp. Not done: Hopper's wgmma and TMA.
@@ -67,16 +68,6 @@ constexpr float kLn2 = 0.6931471805599453f;
 // sidx is the element index of (r, col) in a swizzled [rows][D] tile.
 template <int D> __device__ __forceinline__ int sidx(int r, int col) {
     return r * D + ((((col >> 3) ^ (r & 7))) << 3) + (col & 7);
-}
-
-// pair loads the bfloat16 pair (r, col), (r, col+1) of a tile, col even.
-template <int D> __device__ __forceinline__ u32 pair(const u16 *s, int r, int col) {
-    return *reinterpret_cast<const u32 *>(s + sidx<D>(r, col));
-}
-
-// tpair loads (r, col), (r+1, col): two rows of one column.
-template <int D> __device__ __forceinline__ u32 tpair(const u16 *s, int r, int col) {
-    return (u32)s[sidx<D>(r, col)] | (u32)s[sidx<D>(r + 1, col)] << 16;
 }
 
 // pack2 rounds lo and hi to bfloat16 (nearest even) into one register.
@@ -127,44 +118,31 @@ template <int D, int R> __device__ __forceinline__ void load_tile(u16 *s, const 
 }
 
 // load_a returns the A fragment of rows r0..r0+15, columns k0..k0+15 of a
-// shared tile: with Ldm one ldmatrix.x4 (matrices: rows r0.., r0+8.. at
-// columns k0, then the same at k0+8), else four 32-bit loads.
-template <int D, bool Ldm> __device__ __forceinline__ void load_a(u32 *a, const u16 *s, int r0, int k0) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
-    if (Ldm) {
-        const int m = lane >> 3;
-        ldm4<false>(a, s + sidx<D>(r0 + 8 * (m & 1) + (lane & 7), k0 + 8 * (m >> 1)));
-        return;
-    }
-    a[0] = pair<D>(s, r0 + g, k0 + 2 * c);
-    a[1] = pair<D>(s, r0 + g + 8, k0 + 2 * c);
-    a[2] = pair<D>(s, r0 + g, k0 + 2 * c + 8);
-    a[3] = pair<D>(s, r0 + g + 8, k0 + 2 * c + 8);
+// shared tile: one ldmatrix.x4 (matrices: rows r0.., r0+8.. at columns k0,
+// then the same at k0+8).
+template <int D> __device__ __forceinline__ void load_a(u32 *a, const u16 *s, int r0, int k0) {
+    const int lane = threadIdx.x & 31, m = lane >> 3;
+    ldm4<false>(a, s + sidx<D>(r0 + 8 * (m & 1) + (lane & 7), k0 + 8 * (m >> 1)));
 }
 
 // rows_product: acc[N/8][4] = A·Bᵀ for A rows a0..a0+15 of sa and B rows
 // 0..N-1 of sb (both [.][D] shared tiles): the scores of 16 rows against N
-// columns, the reduction over D. With Ldm the B fragments of two n-tiles
-// come from one ldmatrix.x4 (rows 8n.. at columns k and k+8, then rows
-// 8n+8.. at the same).
-template <int D, int N, bool Ldm>
+// columns, the reduction over D. The B fragments of two n-tiles come from
+// one ldmatrix.x4 (rows 8n.. at columns k and k+8, then rows 8n+8.. at the
+// same).
+template <int D, int N>
 __device__ __forceinline__ void rows_product(float (*acc)[4], const u16 *sa, int a0, const u16 *sb) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3, m = lane >> 3;
+    const int lane = threadIdx.x & 31, m = lane >> 3;
 #pragma unroll
     for (int n = 0; n < N / 8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0;
 #pragma unroll
     for (int k = 0; k < D; k += 16) {
         u32 a[4];
-        load_a<D, Ldm>(a, sa, a0, k);
+        load_a<D>(a, sa, a0, k);
 #pragma unroll
         for (int n = 0; n < N / 8; n += 2) {
             u32 b[4];
-            if (Ldm) {
-                ldm4<false>(b, sb + sidx<D>(8 * n + 8 * (m >> 1) + (lane & 7), k + 8 * (m & 1)));
-            } else {
-                b[0] = pair<D>(sb, 8 * n + g, k + 2 * c), b[1] = pair<D>(sb, 8 * n + g, k + 2 * c + 8);
-                b[2] = pair<D>(sb, 8 * n + 8 + g, k + 2 * c), b[3] = pair<D>(sb, 8 * n + 8 + g, k + 2 * c + 8);
-            }
+            ldm4<false>(b, sb + sidx<D>(8 * n + 8 * (m >> 1) + (lane & 7), k + 8 * (m & 1)));
             mma(acc[n], a, b[0], b[1]);
             mma(acc[n + 1], a, b[2], b[3]);
         }
@@ -172,12 +150,12 @@ __device__ __forceinline__ void rows_product(float (*acc)[4], const u16 *sa, int
 }
 
 // accumulate_pv: out[D/8][4] += P·V for P 16 x N in C fragments (rounded to
-// bfloat16 here) and V rows 0..N-1 of the shared tile sv. With Ldm the B
-// fragments of two n-tiles come from one ldmatrix.x4.trans (rows 16k..
-// and 16k+8.. at column 8n, then the same at 8n+8), else from 16-bit loads.
-template <int D, int N, bool Ldm>
+// bfloat16 here) and V rows 0..N-1 of the shared tile sv. The B fragments
+// of two n-tiles come from one ldmatrix.x4.trans (rows 16k.. and 16k+8.. at
+// column 8n, then the same at 8n+8).
+template <int D, int N>
 __device__ __forceinline__ void accumulate_pv(float (*out)[4], const float (*p)[4], const u16 *sv) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3, m = lane >> 3;
+    const int lane = threadIdx.x & 31, m = lane >> 3;
 #pragma unroll
     for (int k = 0; k < N / 16; k++) {
         const u32 a[4] = {pack2(p[2 * k][0], p[2 * k][1]), pack2(p[2 * k][2], p[2 * k][3]),
@@ -185,12 +163,7 @@ __device__ __forceinline__ void accumulate_pv(float (*out)[4], const float (*p)[
 #pragma unroll
         for (int n = 0; n < D / 8; n += 2) {
             u32 b[4];
-            if (Ldm) {
-                ldm4<true>(b, sv + sidx<D>(16 * k + 8 * (m & 1) + (lane & 7), 8 * n + 8 * (m >> 1)));
-            } else {
-                b[0] = tpair<D>(sv, 16 * k + 2 * c, 8 * n + g), b[1] = tpair<D>(sv, 16 * k + 2 * c + 8, 8 * n + g);
-                b[2] = tpair<D>(sv, 16 * k + 2 * c, 8 * n + 8 + g), b[3] = tpair<D>(sv, 16 * k + 2 * c + 8, 8 * n + 8 + g);
-            }
+            ldm4<true>(b, sv + sidx<D>(16 * k + 8 * (m & 1) + (lane & 7), 8 * n + 8 * (m >> 1)));
             mma(out[n], a, b[0], b[1]);
             mma(out[n + 1], a, b[2], b[3]);
         }
@@ -230,7 +203,7 @@ __device__ __forceinline__ u64 rows_offset(u32 bh, u32 heads, u32 seq, u64 ld, i
 }
 
 // flash_fwd: block (query tile, bh); see flash_fwd_d64.
-template <int D, bool Ldm>
+template <int D>
 __device__ void flash_fwd(float *o, u64 ldo, u16 *o16, float *lse, const u16 *q, const u16 *k, const u16 *v, u32 heads,
                           u32 seq, float scale) {
     extern __shared__ uint4 smem_raw[];
@@ -252,7 +225,7 @@ __device__ void flash_fwd(float *o, u64 ldo, u16 *o16, float *lse, const u16 *q,
         load_tile<D, kRows>(sv, v + head, kt * kRows, seq);
         __syncthreads();
         float s[kRows / 8][4];
-        rows_product<D, kRows, Ldm>(s, sq, 16 * warp, sk);
+        rows_product<D, kRows>(s, sq, 16 * warp, sk);
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (int n = 0; n < kRows / 8; n++)
@@ -282,7 +255,7 @@ __device__ void flash_fwd(float *o, u64 ldo, u16 *o16, float *lse, const u16 *q,
         for (int n = 0; n < D / 8; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) acc[n][e] *= alpha[e >> 1];
-        accumulate_pv<D, kRows, Ldm>(acc, s, sv);
+        accumulate_pv<D, kRows>(acc, s, sv);
     }
     float inv[2];
 #pragma unroll
@@ -313,7 +286,7 @@ template <int R> __device__ __forceinline__ void load_stats(float *s, const floa
 
 // flash_dkdv: block (key tile, bh); see flash_bwd_dkdv_d64. BQ query rows
 // per tile of the loop.
-template <int D, int BQ, bool Ldm>
+template <int D, int BQ>
 __device__ void flash_dkdv(float *dk, float *dv, u64 ld, const u16 *q, const u16 *k, const u16 *v, const u16 *dO,
                            const float *lse, const float *dsum, u32 heads, u32 seq, float scale) {
     extern __shared__ uint4 smem_raw[];
@@ -341,8 +314,8 @@ __device__ void flash_dkdv(float *dk, float *dv, u64 ld, const u16 *q, const u16
         load_stats<BQ>(sdot, dsum + (u64)bh * seq, it * BQ, seq, 1.0f);
         __syncthreads();
         float p[BQ / 8][4], dp[BQ / 8][4];
-        rows_product<D, BQ, Ldm>(p, sk, 16 * warp, sq); // Sᵀ: keys x queries
-        rows_product<D, BQ, Ldm>(dp, sv, 16 * warp, sd); // dPᵀ = V·dOᵀ
+        rows_product<D, BQ>(p, sk, 16 * warp, sq); // Sᵀ: keys x queries
+        rows_product<D, BQ>(dp, sv, 16 * warp, sd); // dPᵀ = V·dOᵀ
 #pragma unroll
         for (int n = 0; n < BQ / 8; n++)
 #pragma unroll
@@ -352,8 +325,8 @@ __device__ void flash_dkdv(float *dk, float *dv, u64 ld, const u16 *q, const u16
                 p[n][e] = ok ? exp2f(p[n][e] * cl - slse[jl]) : 0.0f;
                 dp[n][e] = p[n][e] * (dp[n][e] - sdot[jl]);
             }
-        accumulate_pv<D, BQ, Ldm>(gv, p, sd);  // dV += Pᵀ·dO
-        accumulate_pv<D, BQ, Ldm>(gk, dp, sq); // dK += dSᵀ·Q
+        accumulate_pv<D, BQ>(gv, p, sd);  // dV += Pᵀ·dO
+        accumulate_pv<D, BQ>(gk, dp, sq); // dK += dSᵀ·Q
     }
     const float one[2] = {1.0f, 1.0f}, sc[2] = {scale, scale};
     store_rows<D>(dk + rows_offset(bh, heads, seq, ld, D), ld, r0, seq, gk, sc);
@@ -361,7 +334,7 @@ __device__ void flash_dkdv(float *dk, float *dv, u64 ld, const u16 *q, const u16
 }
 
 // flash_dq: block (query tile, bh); see flash_bwd_dq_d64.
-template <int D, bool Ldm>
+template <int D>
 __device__ void flash_dq(float *dq, u64 ld, const u16 *q, const u16 *k, const u16 *v, const u16 *dO, const float *lse,
                          const float *dsum, u32 heads, u32 seq, float scale) {
     extern __shared__ uint4 smem_raw[];
@@ -390,8 +363,8 @@ __device__ void flash_dq(float *dq, u64 ld, const u16 *q, const u16 *k, const u1
         load_tile<D, kRows>(sv, v + head, kt * kRows, seq);
         __syncthreads();
         float p[kRows / 8][4], dp[kRows / 8][4];
-        rows_product<D, kRows, Ldm>(p, sq, 16 * warp, sk);
-        rows_product<D, kRows, Ldm>(dp, sd, 16 * warp, sv);
+        rows_product<D, kRows>(p, sq, 16 * warp, sk);
+        rows_product<D, kRows>(dp, sd, 16 * warp, sv);
 #pragma unroll
         for (int n = 0; n < kRows / 8; n++)
 #pragma unroll
@@ -401,7 +374,7 @@ __device__ void flash_dq(float *dq, u64 ld, const u16 *q, const u16 *k, const u1
                 const float pe = ok ? exp2f(p[n][e] * cl - rl[h]) : 0.0f;
                 p[n][e] = pe * (dp[n][e] - rd[h]);
             }
-        accumulate_pv<D, kRows, Ldm>(acc, p, sk); // dQ += dS·K
+        accumulate_pv<D, kRows>(acc, p, sk); // dQ += dS·K
     }
     const float sc[2] = {scale, scale};
     store_rows<D>(dq + rows_offset(bh, heads, seq, ld, D), ld, r0, seq, acc, sc);
@@ -921,11 +894,10 @@ __device__ void flash_dq_ds(float *dq, u64 ld, const u16 *k, const u16 *ds, u32 
 } // namespace
 
 // Entry points. Every tile kernel comes in the variants of flash.go's
-// flashVariant: the plain name loads the fragments with ldmatrix, the _lds
-// twin with 32- and 16-bit shared loads, _pipe and _wide are the kernels
-// of "The wide kernels" above; all compute the same products in the same
-// order, so they give the same bits (the tests run every variant; flash.go
-// picks the launchers').
+// flashVariant: the plain name is the first kernels above, _pipe, _wide and
+// _ds those of "The wide kernels"; all compute the same products in the
+// same order, so they give the same bits (the tests run every variant;
+// flash.go picks the launchers').
 //
 // FLASH_FWD(name, fn) defines kernel name calling the device function fn
 // (a template instance: the variadic argument keeps its commas); likewise
@@ -949,7 +921,7 @@ __device__ void flash_dq_ds(float *dq, u64 ld, const u16 *k, const u16 *ds, u32 
         __VA_ARGS__(dq, ld, q, k, v, do16, lse, dsum, heads, seq, scale);                                          \
     }
 
-// flash_fwd_d64, flash_fwd_d128 (and _lds): causal attention of head width
+// flash_fwd_d64, flash_fwd_d128: causal attention of head width
 // D, grid (ceil(seq/64), batch·heads), 128 threads, dynamic shared memory
 // 3·64·D·2 bytes. For every (bh, query row i < seq), with
 // s_j = scale·q_i·k_j and the softmax over j <= i:
@@ -958,10 +930,8 @@ __device__ void flash_dq_ds(float *dq, u64 ld, const u16 *k, const u16 *ds, u32 
 //   o16 (optional, may be null): the same rounded to bfloat16, packed.
 // q, k, v packed bfloat16 [batch·heads, seq, D], 16-byte aligned; o
 // 8-byte aligned, ldo even.
-FLASH_FWD(flash_fwd_d64, flash_fwd<64, true>)
-FLASH_FWD(flash_fwd_d128, flash_fwd<128, true>)
-FLASH_FWD(flash_fwd_d64_lds, flash_fwd<64, false>)
-FLASH_FWD(flash_fwd_d128_lds, flash_fwd<128, false>)
+FLASH_FWD(flash_fwd_d64, flash_fwd<64>)
+FLASH_FWD(flash_fwd_d128, flash_fwd<128>)
 
 // flash_bwd_prep: one warp per row r < rows (= batch·heads·seq; bh = r /
 // seq, t = r mod seq) of head width d (a multiple of 8): do16[r] = dO's
@@ -985,26 +955,22 @@ extern "C" __global__ void flash_bwd_prep(u16 *do16, float *dsum, const float *d
     }
 }
 
-// flash_bwd_dkdv_d64, flash_bwd_dkdv_d128 (and _lds): grid (ceil(seq/64),
+// flash_bwd_dkdv_d64, flash_bwd_dkdv_d128: grid (ceil(seq/64),
 // batch·heads), 128 threads; one block per 64 keys loops over the query
 // tiles (64 rows for D = 64, 32 for D = 128) from its diagonal on:
 //   p_ij = exp(scale·q_i·k_j - lse_i) for j <= i < seq, ds_ij = p_ij·(dO_i·v_j - dsum_i)
 //   dv_j = Σ_i p_ij·dO_i,  dk_j = scale·Σ_i ds_ij·q_i
 // written to the rows layout (dk, dv, ld). do16 and dsum from
 // flash_bwd_prep, lse from flash_fwd.
-FLASH_DKDV(flash_bwd_dkdv_d64, flash_dkdv<64, 64, true>)
-FLASH_DKDV(flash_bwd_dkdv_d128, flash_dkdv<128, 32, true>)
-FLASH_DKDV(flash_bwd_dkdv_d64_lds, flash_dkdv<64, 64, false>)
-FLASH_DKDV(flash_bwd_dkdv_d128_lds, flash_dkdv<128, 32, false>)
+FLASH_DKDV(flash_bwd_dkdv_d64, flash_dkdv<64, 64>)
+FLASH_DKDV(flash_bwd_dkdv_d128, flash_dkdv<128, 32>)
 
-// flash_bwd_dq_d64, flash_bwd_dq_d128 (and _lds): grid (ceil(seq/64),
+// flash_bwd_dq_d64, flash_bwd_dq_d128: grid (ceil(seq/64),
 // batch·heads), 128 threads; one block per 64 queries loops over the key
 // tiles up to its diagonal: dq_i = scale·Σ_{j<=i} ds_ij·k_j (ds as in
 // flash_bwd_dkdv).
-FLASH_DQ(flash_bwd_dq_d64, flash_dq<64, true>)
-FLASH_DQ(flash_bwd_dq_d128, flash_dq<128, true>)
-FLASH_DQ(flash_bwd_dq_d64_lds, flash_dq<64, false>)
-FLASH_DQ(flash_bwd_dq_d128_lds, flash_dq<128, false>)
+FLASH_DQ(flash_bwd_dq_d64, flash_dq<64>)
+FLASH_DQ(flash_bwd_dq_d128, flash_dq<128>)
 
 // The pipe and wide entry points (see "The wide kernels"): the arguments,
 // outputs and bits of the kernels above, grid (batch·heads, ceil(seq/R)),

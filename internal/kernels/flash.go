@@ -34,10 +34,10 @@ type flashVariant int
 const (
 	// flashLdmatrix: blocks of 64 rows, 4 warps of one 16-row m-tile,
 	// fragments by ldmatrix.x4, tiles loaded through registers between two
-	// barriers, grid (tiles, batch·heads).
+	// barriers, grid (tiles, batch·heads). The reference of the others'
+	// bits. (Its twin with 32- and 16-bit shared loads instead of ldmatrix,
+	// "lds", was slower on the H200 in every pass and is gone.)
 	flashLdmatrix flashVariant = iota
-	// flashLDS: flashLdmatrix with 32- and 16-bit shared loads ("_lds").
-	flashLDS
 	// flashPipe: blocks of 64 rows; the streamed tiles by cp.async into two
 	// buffers (the next one loading during the products), tiles inside the
 	// causal triangle unmasked, a warp's fully masked tiles skipped, grid
@@ -57,9 +57,9 @@ const (
 )
 
 // flashVariants lists every variant.
-var flashVariants = []flashVariant{flashLdmatrix, flashLDS, flashPipe, flashWide, flashDS}
+var flashVariants = []flashVariant{flashLdmatrix, flashPipe, flashWide, flashDS}
 
-func (v flashVariant) String() string { return [...]string{"ldmatrix", "lds", "pipe", "wide", "ds"}[v] }
+func (v flashVariant) String() string { return [...]string{"ldmatrix", "pipe", "wide", "ds"}[v] }
 
 // flashPass is one of the three tile kernels.
 type flashPass int
@@ -76,7 +76,8 @@ func (p flashPass) String() string { return [...]string{"fwd", "dkdv", "dq"}[p] 
 // at head width d: the fastest that passed the GPU tests. Measured with
 // BenchmarkFlashKernels on one H200 (2026-12-01, driver 580.159, 20
 // launches each, every variant passing TestFlashAttention with the same
-// bits as flashLdmatrix), ms per launch:
+// bits as flashLdmatrix; lds was flashLdmatrix with plain shared loads,
+// since dropped), ms per launch:
 //
 //	124M shape (batch 8, 12 heads of 64, seq 1024)
 //	        ldmatrix  lds    pipe   wide   ds
@@ -140,11 +141,8 @@ func flashTileOf(p flashPass, d int, v flashVariant) (flashTile, bool) {
 	base := [...]string{flashName(d, kernelFlashFwd64, kernelFlashFwd128), flashName(d, kernelFlashDKDV64, kernelFlashDKDV128),
 		flashName(d, kernelFlashDQ64, kernelFlashDQ128)}[p]
 	switch v {
-	case flashLdmatrix, flashLDS:
+	case flashLdmatrix:
 		t := flashTile{name: base, rows: flashRows}
-		if v == flashLDS {
-			t.name += "_lds"
-		}
 		switch p {
 		case flashFwd:
 			t.shared = 3 * flashRows * d * 2

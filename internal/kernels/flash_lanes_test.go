@@ -390,8 +390,11 @@ func (h *emuHead) dqBlock(qt int) {
 }
 
 // emuFlash runs the lane-level model of the four kernels of variant v on
-// every head of in and returns the outputs like refFlash's.
-func emuFlash(in *flashIn, v flashVariant) flashOut {
+// every head of in and returns the outputs like refFlash's; for
+// flashLdmatrix, ldm false loads the fragments by plain loads of the
+// elements that the PTX fragment tables name instead of by ldmatrix (a
+// model-only cross-check of the ldmatrix addresses).
+func emuFlash(in *flashIn, v flashVariant, ldm bool) flashOut {
 	sh, d := in.sh, in.sh.D
 	out := flashOut{o: make([]float64, sh.Rows()*d), lse: make([]float64, sh.Rows()), dq: make([]float64, sh.Rows()*d),
 		dk: make([]float64, sh.Rows()*d), dv: make([]float64, sh.Rows()*d)}
@@ -405,7 +408,7 @@ func emuFlash(in *flashIn, v flashVariant) flashOut {
 	for bh := range sh.Batch * sh.Heads {
 		lo, hi := bh*sh.Seq*d, (bh+1)*sh.Seq*d
 		n := sh.Seq * d
-		h := &emuHead{d: d, seq: sh.Seq, ldm: v != flashLDS, scale: float32(in.scale), q: bits(in.q[lo:hi]), k: bits(in.k[lo:hi]), v: bits(in.v[lo:hi]),
+		h := &emuHead{d: d, seq: sh.Seq, ldm: ldm, scale: float32(in.scale), q: bits(in.q[lo:hi]), k: bits(in.k[lo:hi]), v: bits(in.v[lo:hi]),
 			dO: make([]uint16, n), o16: make([]uint16, n), o: make([]float32, n), lse: make([]float32, sh.Seq),
 			dsum: make([]float32, sh.Seq), dq: make([]float32, n), dk: make([]float32, n), dv: make([]float32, n)}
 		h.forwardAll(v)
@@ -445,7 +448,7 @@ func (h *emuHead) forwardAll(v flashVariant) {
 // backwardAll runs the dK/dV and dQ kernels of variant v on every tile of
 // h (after prep).
 func (h *emuHead) backwardAll(v flashVariant) {
-	if v == flashLdmatrix || v == flashLDS {
+	if v == flashLdmatrix {
 		for t := range (h.seq + 63) / 64 {
 			h.dkdv(t, flashDKDVQuery(h.d))
 			h.dqBlock(t)
@@ -479,10 +482,11 @@ func (h *emuHead) backwardAll(v flashVariant) {
 
 // TestFlashLanes runs the lane-level model of the kernels of every
 // variant at flashCases against refFlash with the GPU test's tolerances
-// (flashTol), and demands of every variant the bits of flashLdmatrix: a
-// wrong fragment index, ldmatrix address, register order, swizzle,
-// reduction, m-tile offset, tile skip or unmasked tile gives errors of the
-// order of the outputs themselves, or other bits.
+// (flashTol), and demands of every variant the bits of flashLdmatrix, and
+// of flashLdmatrix the bits of its model with plain element loads instead
+// of ldmatrix: a wrong fragment index, ldmatrix address, register order,
+// swizzle, reduction, m-tile offset, tile skip or unmasked tile gives
+// errors of the order of the outputs themselves, or other bits.
 func TestFlashLanes(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	for _, sh := range flashCases {
@@ -492,12 +496,15 @@ func TestFlashLanes(t *testing.T) {
 		t.Run(fmt.Sprintf("%+v", sh), func(t *testing.T) {
 			in := newFlashIn(r, sh, 1.5)
 			want := refFlash(in).named()
-			base := emuFlash(in, flashLdmatrix).named()
+			base := emuFlash(in, flashLdmatrix, true).named()
+			runs := map[string]map[string][]float64{"ldmatrix with plain loads": emuFlash(in, flashLdmatrix, false).named()}
 			for _, v := range flashVariants {
-				got := base
+				runs[v.String()] = base
 				if v != flashLdmatrix {
-					got = emuFlash(in, v).named()
+					runs[v.String()] = emuFlash(in, v, true).named()
 				}
+			}
+			for v, got := range runs {
 				for name, x := range got {
 					e := relErr(x, want[name])
 					t.Logf("%v %s: %.3g", v, name, e)
