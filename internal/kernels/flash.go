@@ -48,11 +48,11 @@ const (
 	// D = 128 keeps one m-tile (its accumulators) and streams query tiles
 	// of 64 instead of 32.
 	flashWide
-	// flashDS (backward only, both kernels together, never a default): the
-	// dK/dV kernel of flashPipe also stores the score gradient dS (rounded
-	// to bfloat16, as the products round it) into scratch tiles
-	// (flashDSBytes), and the dQ kernel reads them: one product instead of
-	// three ("_ds").
+	// flashDS (backward only, both kernels together; FlashBackward's choice
+	// when FlashScratch.DS is given): the dK/dV kernel of flashPipe also
+	// stores the score gradient dS (rounded to bfloat16, as the products
+	// round it) into scratch tiles (FlashDSBytes), and the dQ kernel reads
+	// them: one product instead of three ("_ds").
 	flashDS
 )
 
@@ -96,8 +96,8 @@ func (p flashPass) String() string { return [...]string{"fwd", "dkdv", "dq"}[p] 
 // The defaults before (forward lds, backward ldmatrix) took 0.195 + 0.494
 // ms at 124M and 0.657 + 1.777 ms at 1.3B. flashDS is faster still for the
 // whole 1.3B backward (0.866 ms, 199 causal-TFLOP/s) but needs its dS
-// scratch (flashDSBytes: 277 MB at the 1.3B shape), which FlashScratch
-// does not carry, so it is no default.
+// scratch (FlashScratch.DS, FlashDSBytes: 277 MB at the 1.3B shape), so
+// FlashBackward takes it only when the caller gives that scratch.
 func flashDefault(p flashPass, d int) flashVariant {
 	switch {
 	case p == flashFwd:
@@ -331,9 +331,14 @@ type FlashGrads struct {
 
 // FlashScratch is FlashBackward's scratch: DO16 the bfloat16 output
 // gradient, packed (2·Rows·D bytes, 16-byte aligned), and DSum the per-row
-// dot products of the output and its gradient (4·Rows bytes).
+// dot products of the output and its gradient (4·Rows bytes). DS is
+// optional: 0, or FlashDSBytes (16-byte aligned) for the score gradient,
+// with which FlashBackward stores dS in its dK/dV kernel and forms dQ from
+// it (one product instead of three; the same bits). On one H200 that made
+// the 1.3B shape's backward 0.866 ms instead of 0.99 ms (277 MB of DS),
+// the 124M shape's 0.291 ms instead of 0.275 ms (104 MB).
 type FlashScratch struct {
-	DO16, DSum cuda.DevicePtr
+	DO16, DSum, DS cuda.DevicePtr
 }
 
 // FlashScratchBytes returns the bytes of the two FlashScratch buffers.
@@ -350,23 +355,29 @@ func FlashScratchBytes(sh FlashShape) (do16, dsum int) { return 2 * sh.Rows() * 
 //	dq_i = scale·Σ_{j≤i} ds_ij·k_j                                  (one block per tile of queries)
 //
 // p and ds are rounded to bfloat16 before they multiply; every sum runs in
-// a fixed order (no atomics), so results repeat bit for bit.
+// a fixed order (no atomics), so results repeat bit for bit. With
+// scratch.DS set the dS of the dK/dV kernel is kept there and dQ formed
+// from it (variant flashDS), else the dQ kernel recomputes it.
 func (k *Set) FlashBackward(s *cuda.Stream, g FlashGrads, scratch FlashScratch, dO FlashRows, q, kk, v, o16, lse cuda.DevicePtr,
 	sh FlashShape, scale float32) error {
+	if scratch.DS != 0 {
+		return k.flashBackward(s, g, scratch, dO, q, kk, v, o16, lse, sh, scale, flashDS, flashDS, scratch.DS)
+	}
 	return k.flashBackward(s, g, scratch, dO, q, kk, v, o16, lse, sh, scale, flashDefault(flashDKDV, sh.D), flashDefault(flashDQ, sh.D), 0)
 }
 
-// flashDSBytes returns the bytes of the dS tiles of variant flashDS: per
-// head the t(t+1)/2 tiles of 64 x 64 bfloat16 of the lower triangle, t =
-// ceil(seq/64).
-func flashDSBytes(sh FlashShape) int {
+// FlashDSBytes returns the bytes of FlashScratch.DS (the dS tiles of
+// variant flashDS): per head the t(t+1)/2 tiles of 64 x 64 bfloat16 of the
+// lower triangle, t = ceil(seq/64).
+func FlashDSBytes(sh FlashShape) int {
 	t := (sh.Seq + 63) / 64
 	return 2 * sh.Batch * sh.Heads * t * (t + 1) / 2 * 64 * 64
 }
 
 // flashBackward is FlashBackward with the dK/dV kernel of variant kv and
-// the dQ kernel of variant qv; ds (flashDSBytes, 16-byte aligned) is the
-// dS scratch of flashDS, which both or neither must be.
+// the dQ kernel of variant qv; ds (FlashDSBytes, 16-byte aligned) is the
+// dS scratch of flashDS, which both or neither must be (scratch.DS is not
+// read here).
 func (k *Set) flashBackward(s *cuda.Stream, g FlashGrads, scratch FlashScratch, dO FlashRows, q, kk, v, o16, lse cuda.DevicePtr,
 	sh FlashShape, scale float32, kv, qv flashVariant, ds cuda.DevicePtr) error {
 	err := errors.Join(sh.Check(), g.DQ.check("dq", sh), g.DK.check("dk", sh), g.DV.check("dv", sh), dO.check("dO", sh),

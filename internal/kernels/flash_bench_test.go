@@ -45,7 +45,7 @@ func BenchmarkFlashKernels(b *testing.B) {
 		fwd := func(fv flashVariant) func() error {
 			return func() error { return k.flashForward(s, FlashRows{o, hd}, o16, lse, q, kk, v, sh, scale, fv) }
 		}
-		ds := cudatest.Alloc(b, d, flashDSBytes(sh))
+		ds := cudatest.Alloc(b, d, FlashDSBytes(sh))
 		grad := func(p flashPass, fv flashVariant) func() error {
 			return func() error { return k.flashGrad(s, p, fv, g, scr, q, kk, v, lse, sh, scale, ds) }
 		}

@@ -35,7 +35,7 @@ func TestFlashKernelsDefined(t *testing.T) {
 // among them more than 65535 tiles of a head for the pipe and wide
 // kernels, whose grid has the tiles in y, and flashDS for one backward
 // kernel only, or without (aligned) dS scratch, or dS scratch for another
-// variant.
+// variant (FlashBackward with a misaligned FlashScratch.DS).
 func TestFlashBadInput(t *testing.T) {
 	good := FlashShape{Batch: 1, Heads: 2, Seq: 10, D: 64}
 	rows := FlashRows{Ptr: 256, LD: 128}
@@ -76,13 +76,16 @@ func TestFlashBadInput(t *testing.T) {
 		kv, qv flashVariant
 		ds     cuda.DevicePtr
 	}{{flashDS, flashLdmatrix, 4096}, {flashPipe, flashDS, 4096}, {flashDS, flashDS, 0}, {flashDS, flashDS, 4100}, {flashPipe, flashPipe, 4096}} {
-		err := k.flashBackward(nil, gr, FlashScratch{256, 512}, rows, 256, 256, 256, 256, 512, good, 1, c.kv, c.qv, c.ds)
+		err := k.flashBackward(nil, gr, FlashScratch{DO16: 256, DSum: 512}, rows, 256, 256, 256, 256, 512, good, 1, c.kv, c.qv, c.ds)
 		if err == nil || errors.Is(err, ErrFlashShape) {
 			t.Errorf("backward with dK/dV %v, dQ %v, dS scratch %#x: %v, want the dS error", c.kv, c.qv, uint64(c.ds), err)
 		}
 	}
+	if err := k.FlashBackward(nil, gr, FlashScratch{DO16: 256, DSum: 512, DS: 4100}, rows, 256, 256, 256, 256, 512, good, 1); err == nil {
+		t.Errorf("FlashBackward with misaligned dS scratch: no error")
+	}
 	g := FlashGrads{DQ: rows, DK: rows, DV: FlashRows{256, 130}}
-	if err := k.FlashBackward(nil, g, FlashScratch{256, 512}, rows, 256, 256, 256, 256, 512, good, 1); !errors.Is(err, ErrFlashShape) {
+	if err := k.FlashBackward(nil, g, FlashScratch{DO16: 256, DSum: 512}, rows, 256, 256, 256, 256, 512, good, 1); !errors.Is(err, ErrFlashShape) {
 		t.Errorf("FlashBackward with dk, dv of different LD: %v, want ErrFlashShape", err)
 	}
 }
@@ -203,7 +206,7 @@ func runFlash(t *testing.T, k *Set, s *cuda.Stream, in *flashIn, cfg flashConfig
 	g := FlashGrads{DQ: FlashRows{dqkv, ldg}, DK: FlashRows{dqkv.Add(4 * hd), ldg}, DV: FlashRows{dqkv.Add(8 * hd), ldg}}
 	var ds cuda.DevicePtr
 	if cfg.kv == flashDS { // NaN bits, so that an element left unwritten shows in dq
-		n := flashDSBytes(sh)
+		n := FlashDSBytes(sh)
 		ds = cudatest.Alloc(t, d, n)
 		must(t, s.Memset32(ds, 0x7fc17fc1, n/4))
 	}
