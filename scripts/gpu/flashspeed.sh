@@ -1,7 +1,7 @@
 #!/bin/sh
 # flashspeed.sh builds (here) and runs (on a GPU machine) the checks and
 # the benchmark of every variant of the fused attention kernels
-# (internal/kernels/flash.cu: ldmatrix, lds, pipe, wide; issue 16).
+# (internal/kernels/flash.cu: ldmatrix, pipe, wide, ds; issue 16).
 #
 #   scripts/gpu/flashspeed.sh build   # build machine: the internal/kernels test
 #                                     # binary, xz-compressed, into $BIN
@@ -21,8 +21,10 @@
 #     kernel and the launchers' defaults at the 124M and 1.3B shapes;
 #  3. Nsight Compute, when the machine has it: a few metrics (time,
 #     registers, occupancy limits, tensor pipe, shared-memory wavefronts
-#     and bank conflicts) of the D = 128 kernels of the 1.3B benchmark;
-#     information only, not part of the status;
+#     and bank conflicts) of the D = 128 kernels of the 1.3B benchmark, as
+#     "kernel | metric | value" lines (--page details; the first run's raw
+#     page cut the metrics off; this form not yet run); information only,
+#     not part of the status;
 #  4. TestFlashAttention (sm90 set) under compute-sanitizer memcheck
 #     (cp.async and ldmatrix addresses), when the machine has it; its
 #     verdict is its own line ("flashspeed memcheck: ..."), not part of the
@@ -62,10 +64,10 @@ run() {
 		if [ -x $ncu ]; then
 			echo "flashspeed ncu (1.3B shape, two launches of each kernel):"
 			(cd internal/kernels && DISTOPT_REQUIRE_GPU=1 timeout 45 $ncu -k 'regex:flash_(fwd|bwd_dkdv|bwd_dq)_d128' --launch-count 40 \
-				--csv --page raw --metrics \
+				--csv --page details --print-units base --metrics \
 				gpu__time_duration.sum,launch__registers_per_thread,launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem,sm__warps_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,smsp__inst_executed.avg.per_cycle_active,dram__throughput.avg.pct_of_peak_sustained_elapsed \
 				"$root/$bin/kernels.test" -test.run XXX -test.bench 'BenchmarkFlashKernels/1.3B/(fwd|dkdv|dq)/' \
-				-test.benchtime 1x 2>&1 | grep -v '^==PROF==' | cut -c1-400 | head -80) || echo "flashspeed ncu: failed"
+				-test.benchtime 1x 2>&1 | grep -v '^==PROF==' | awk -F'","' 'NF > 4 {print $5 " | " $(NF-2) " | " $NF}' | head -200) || echo "flashspeed ncu: failed"
 		fi
 		san=/usr/local/cuda/bin/compute-sanitizer
 		if [ -x $san ]; then
