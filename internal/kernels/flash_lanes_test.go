@@ -214,6 +214,7 @@ type emuHead struct {
 	q, k, v, dO, o16 []uint16
 	o, lse, dsum     []float32
 	dq, dk, dv       []float32
+	ds               []uint16 // the dS tiles of flashDS
 }
 
 // forward is flash_fwd's block qt.
@@ -253,53 +254,12 @@ func (h *emuHead) forward(qt int) {
 					}
 				}
 			}
-			var base, alpha [32][2]float32
-			for hh := range 2 {
-				q := emuQuad(mx[hh], func(a, b float32) float32 { return max(a, b) })
-				for lane := range 32 {
-					mn := max(m[w][lane][hh], q[lane])
-					base[lane][hh] = mn
-					if math.IsInf(float64(mn), -1) {
-						base[lane][hh] = 0
-					}
-					alpha[lane][hh] = exp2f(m[w][lane][hh] - base[lane][hh])
-					m[w][lane][hh] = mn
-					l[w][lane][hh] *= alpha[lane][hh]
-				}
-			}
-			for lane := range 32 {
-				for n := range 8 {
-					for e := range 4 {
-						s[n][lane][e] = exp2f(s[n][lane][e] - base[lane][e>>1])
-						l[w][lane][e>>1] += s[n][lane][e]
-					}
-				}
-				for n := range d / 8 {
-					for e := range 4 {
-						acc[w][n][lane][e] *= alpha[lane][e>>1]
-					}
-				}
-			}
+			emuSoftmaxStep(s, acc[w], &m[w], &l[w], mx)
 			emuAccumulatePV(acc[w], s, sv, d, h.ldm)
 		}
 	}
 	for w := range 4 {
-		r0 := qt*64 + 16*w
-		var inv [32][2]float32
-		for hh := range 2 {
-			var v [32]float32
-			for lane := range 32 {
-				v[lane] = l[w][lane][hh]
-			}
-			v = emuQuad(v, func(a, b float32) float32 { return a + b })
-			for lane := range 32 {
-				inv[lane][hh] = 1 / v[lane]
-				if r := r0 + lane>>2 + 8*hh; lane&3 == 0 && r < seq {
-					h.lse[r] = (m[w][lane][hh] + float32(math.Log2(float64(v[lane])))) * 0.6931471805599453
-				}
-			}
-		}
-		emuStoreRows(h.o, d, r0, seq, acc[w], inv)
+		h.finishRows(qt*64+16*w, acc[w], &m[w], &l[w])
 	}
 }
 
@@ -429,10 +389,12 @@ func (h *emuHead) dqBlock(qt int) {
 	}
 }
 
-// emuFlash runs the lane-level model of the four kernels on every head of
-// in, loading fragments by ldmatrix (ldm) or by plain loads, and returns
-// the outputs like refFlash's.
-func emuFlash(in *flashIn, ldm bool) flashOut {
+// emuFlash runs the lane-level model of the four kernels of variant v on
+// every head of in and returns the outputs like refFlash's; for
+// flashLdmatrix, ldm false loads the fragments by plain loads of the
+// elements that the PTX fragment tables name instead of by ldmatrix (a
+// model-only cross-check of the ldmatrix addresses).
+func emuFlash(in *flashIn, v flashVariant, ldm bool) flashOut {
 	sh, d := in.sh, in.sh.D
 	out := flashOut{o: make([]float64, sh.Rows()*d), lse: make([]float64, sh.Rows()), dq: make([]float64, sh.Rows()*d),
 		dk: make([]float64, sh.Rows()*d), dv: make([]float64, sh.Rows()*d)}
@@ -443,16 +405,13 @@ func emuFlash(in *flashIn, ldm bool) flashOut {
 		}
 		return u
 	}
-	tiles := (sh.Seq + 63) / 64
 	for bh := range sh.Batch * sh.Heads {
 		lo, hi := bh*sh.Seq*d, (bh+1)*sh.Seq*d
 		n := sh.Seq * d
 		h := &emuHead{d: d, seq: sh.Seq, ldm: ldm, scale: float32(in.scale), q: bits(in.q[lo:hi]), k: bits(in.k[lo:hi]), v: bits(in.v[lo:hi]),
 			dO: make([]uint16, n), o16: make([]uint16, n), o: make([]float32, n), lse: make([]float32, sh.Seq),
 			dsum: make([]float32, sh.Seq), dq: make([]float32, n), dk: make([]float32, n), dv: make([]float32, n)}
-		for qt := range tiles {
-			h.forward(qt)
-		}
+		h.forwardAll(v)
 		for i, x := range h.o {
 			h.o16[i] = bf16.FromFloat32(x)
 		}
@@ -461,10 +420,7 @@ func emuFlash(in *flashIn, ldm bool) flashOut {
 			dOf[i] = float32(in.dO[lo+i])
 		}
 		h.prep(dOf)
-		for t := range tiles {
-			h.dkdv(t, flashDKDVQuery(d))
-			h.dqBlock(t)
-		}
+		h.backwardAll(v)
 		for i := range n {
 			out.o[lo+i], out.dq[lo+i], out.dk[lo+i], out.dv[lo+i] = float64(h.o[i]), float64(h.dq[i]), float64(h.dk[i]), float64(h.dv[i])
 		}
@@ -475,11 +431,62 @@ func emuFlash(in *flashIn, ldm bool) flashOut {
 	return out
 }
 
-// TestFlashLanes runs the lane-level model of the kernels at flashCases
-// against refFlash with the GPU test's tolerances (flashTol), with both
-// fragment loadings, which must also give the same bits: a wrong fragment
-// index, ldmatrix address, register order, swizzle or reduction gives
-// errors of the order of the outputs themselves.
+// forwardAll runs the forward kernel of variant v on every tile of h.
+func (h *emuHead) forwardAll(v flashVariant) {
+	if v != flashPipe && v != flashWide {
+		for qt := range (h.seq + 63) / 64 {
+			h.forward(qt)
+		}
+		return
+	}
+	mt, _ := flashWideTiles(flashFwd, h.d, v)
+	for qt := range (h.seq + 64*mt - 1) / (64 * mt) {
+		h.forwardW(qt, mt)
+	}
+}
+
+// backwardAll runs the dK/dV and dQ kernels of variant v on every tile of
+// h (after prep).
+func (h *emuHead) backwardAll(v flashVariant) {
+	if v == flashLdmatrix {
+		for t := range (h.seq + 63) / 64 {
+			h.dkdv(t, flashDKDVQuery(h.d))
+			h.dqBlock(t)
+		}
+		return
+	}
+	if v == flashDS {
+		t := (h.seq + 63) / 64
+		h.ds = make([]uint16, t*(t+1)/2*4096)
+		for i := range h.ds {
+			h.ds[i] = 0x7fc1 // NaN, as the GPU test fills it
+		}
+		_, bq := flashWideTiles(flashDKDV, h.d, flashPipe)
+		for kt := range t {
+			h.dkdvW(kt, 1, bq, true)
+		}
+		for a := range t {
+			h.dqDS(a)
+		}
+		return
+	}
+	mt, bq := flashWideTiles(flashDKDV, h.d, v)
+	for kt := range (h.seq + 64*mt - 1) / (64 * mt) {
+		h.dkdvW(kt, mt, bq, false)
+	}
+	mt, n := flashWideTiles(flashDQ, h.d, v)
+	for qt := range (h.seq + 64*mt - 1) / (64 * mt) {
+		h.dqW(qt, mt, n)
+	}
+}
+
+// TestFlashLanes runs the lane-level model of the kernels of every
+// variant at flashCases against refFlash with the GPU test's tolerances
+// (flashTol), and demands of every variant the bits of flashLdmatrix, and
+// of flashLdmatrix the bits of its model with plain element loads instead
+// of ldmatrix: a wrong fragment index, ldmatrix address, register order,
+// swizzle, reduction, m-tile offset, tile skip or unmasked tile gives
+// errors of the order of the outputs themselves, or other bits.
 func TestFlashLanes(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	for _, sh := range flashCases {
@@ -489,16 +496,25 @@ func TestFlashLanes(t *testing.T) {
 		t.Run(fmt.Sprintf("%+v", sh), func(t *testing.T) {
 			in := newFlashIn(r, sh, 1.5)
 			want := refFlash(in).named()
-			ldm, lds := emuFlash(in, true).named(), emuFlash(in, false).named()
-			for name, got := range ldm {
-				e := relErr(got, want[name])
-				t.Logf("%s: %.3g", name, e)
-				if !(e <= flashTol[name]) {
-					t.Errorf("%s: lane model differs from the reference by %.3g of its largest value, tolerance %.3g", name, e, flashTol[name])
+			base := emuFlash(in, flashLdmatrix, true).named()
+			runs := map[string]map[string][]float64{"ldmatrix with plain loads": emuFlash(in, flashLdmatrix, false).named()}
+			for _, v := range flashVariants {
+				runs[v.String()] = base
+				if v != flashLdmatrix {
+					runs[v.String()] = emuFlash(in, v, true).named()
 				}
-				for i := range got {
-					if math.Float64bits(got[i]) != math.Float64bits(lds[name][i]) {
-						t.Fatalf("%s[%d]: %v with ldmatrix, %v with plain loads", name, i, got[i], lds[name][i])
+			}
+			for v, got := range runs {
+				for name, x := range got {
+					e := relErr(x, want[name])
+					t.Logf("%v %s: %.3g", v, name, e)
+					if !(e <= flashTol[name]) {
+						t.Errorf("%v %s: lane model differs from the reference by %.3g of its largest value, tolerance %.3g", v, name, e, flashTol[name])
+					}
+					for i := range x {
+						if math.Float64bits(x[i]) != math.Float64bits(base[name][i]) {
+							t.Fatalf("%v %s[%d]: %v, with ldmatrix %v", v, name, i, x[i], base[name][i])
+						}
 					}
 				}
 			}

@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/distopt/distopt/bf16"
@@ -363,6 +367,89 @@ func TestFlashRounding(t *testing.T) {
 			if !(e <= flashTol[name]/2) {
 				t.Errorf("%+v %s: bfloat16 rounding costs %.3g of the largest value, tolerance %.3g", sh, name, e, flashTol[name])
 			}
+		}
+	}
+}
+
+// flashEntryRE matches the entry points of the pipe and wide kernels in
+// flash.cu: FLASH_FWD(name, flash_fwd_w<D, MT>), FLASH_DQ(name,
+// flash_dq_w<D, N, MT>), FLASH_DKDV(name, flash_dkdv_w<D, BQ, MT>), and
+// FLASH_DKDV_DS(name, flash_dkdv_w<D, BQ, MT, true>) of flashDS.
+var flashEntryRE = regexp.MustCompile(`(?m)^FLASH_(?:FWD|DQ|DKDV)(?:_DS)?\((\w+), flash_(fwd|dq|dkdv)_w<(\d+), (\d+)(?:, (\d+))?(?:, true)?>\)`)
+
+// TestFlashTilesMatchSource checks that flash.go's description of the pipe
+// and wide kernels (flashTileOf, flashWideTiles: rows per block, tile rows,
+// hence the shared memory the launcher gives) is what flash.cu
+// instantiates under each name, and that every such kernel is described
+// (CPU only: reads flash.cu).
+func TestFlashTilesMatchSource(t *testing.T) {
+	src, err := os.ReadFile("flash.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	passes := map[string]flashPass{"fwd": flashFwd, "dkdv": flashDKDV, "dq": flashDQ}
+	found := map[string]bool{}
+	for _, m := range flashEntryRE.FindAllStringSubmatch(string(src), -1) {
+		name, p := m[1], passes[m[2]]
+		d, _ := strconv.Atoi(m[3])
+		mt, n := 0, flashRows
+		if m[5] == "" { // flash_fwd_w<D, MT>: key tiles of 64
+			mt, _ = strconv.Atoi(m[4])
+		} else {
+			n, _ = strconv.Atoi(m[4])
+			mt, _ = strconv.Atoi(m[5])
+		}
+		found[name] = true
+		ok := false
+		for _, v := range []flashVariant{flashPipe, flashWide, flashDS} {
+			tile, has := flashTileOf(p, d, v)
+			if !has || tile.name != name {
+				continue
+			}
+			ok = true
+			wv := v
+			if v == flashDS { // flashPipe's dK/dV kernel
+				wv = flashPipe
+			}
+			if wm, wn := flashWideTiles(p, d, wv); wm != mt || wn != n || tile.rows != 64*mt {
+				t.Errorf("%s: flash.cu has %d m-tiles and tiles of %d, flash.go %d and %d (rows %d)", name, mt, n, wm, wn, tile.rows)
+			}
+		}
+		if !ok {
+			t.Errorf("%s: in flash.cu, not a pipe, wide or ds kernel of flash.go", name)
+		}
+	}
+	for _, v := range []flashVariant{flashPipe, flashWide, flashDS} {
+		for _, p := range []flashPass{flashFwd, flashDKDV, flashDQ} {
+			for _, d := range []int{64, 128} {
+				if tile, has := flashTileOf(p, d, v); has && !(v == flashDS && p == flashDQ) && !found[tile.name] {
+					t.Errorf("%s: named by flash.go, not instantiated in flash.cu", tile.name)
+				}
+			}
+		}
+	}
+}
+
+// TestFlashBenchNames checks the sub-benchmark names of
+// BenchmarkFlashKernels (CPU only: the benchmark itself needs a GPU), one
+// per pass and variant that has it.
+func TestFlashBenchNames(t *testing.T) {
+	for _, d := range []int{64, 128} {
+		seen := map[string]bool{}
+		for _, v := range flashVariants {
+			for _, p := range []flashPass{flashFwd, flashDKDV, flashDQ, flashBwd} {
+				if !flashHas(p, d, v) {
+					continue
+				}
+				name := flashPassName(p) + "/" + v.String()
+				if seen[name] || strings.Contains(name, "%!") {
+					t.Errorf("D %d: sub-benchmark %q twice or malformed", d, name)
+				}
+				seen[name] = true
+			}
+		}
+		if !seen["bwd/ds"] || !seen["fwd/wide"] || seen["fwd/ds"] {
+			t.Errorf("D %d: sub-benchmarks %v", d, seen)
 		}
 	}
 }

@@ -31,7 +31,11 @@ func TestFlashKernelsDefined(t *testing.T) {
 }
 
 // TestFlashBadInput checks that the launchers refuse, before touching the
-// device, shapes and layouts the kernels cannot take (CPU only: a nil Set).
+// device, shapes and layouts the kernels cannot take (CPU only: a nil Set),
+// among them more than 65535 tiles of a head for the pipe and wide
+// kernels, whose grid has the tiles in y, and flashDS for one backward
+// kernel only, or without (aligned) dS scratch, or dS scratch for another
+// variant (FlashBackward with a misaligned FlashScratch.DS).
 func TestFlashBadInput(t *testing.T) {
 	good := FlashShape{Batch: 1, Heads: 2, Seq: 10, D: 64}
 	rows := FlashRows{Ptr: 256, LD: 128}
@@ -61,8 +65,27 @@ func TestFlashBadInput(t *testing.T) {
 			t.Errorf("FlashBackward %s: %v, want ErrFlashShape", c.name, err)
 		}
 	}
+	long := FlashShape{Batch: 1, Heads: 1, Seq: 65535*128 + 1, D: 64} // 65536 tiles of 128 rows
+	for _, v := range []flashVariant{flashPipe, flashWide} {
+		if err := k.flashForward(nil, FlashRows{256, 64}, 0, 512, 256, 256, 256, long, 0.125, v); !errors.Is(err, ErrFlashShape) {
+			t.Errorf("%v forward at seq %d: %v, want ErrFlashShape", v, long.Seq, err)
+		}
+	}
+	gr := FlashGrads{DQ: rows, DK: rows, DV: rows}
+	for _, c := range []struct {
+		kv, qv flashVariant
+		ds     cuda.DevicePtr
+	}{{flashDS, flashLdmatrix, 4096}, {flashPipe, flashDS, 4096}, {flashDS, flashDS, 0}, {flashDS, flashDS, 4100}, {flashPipe, flashPipe, 4096}} {
+		err := k.flashBackward(nil, gr, FlashScratch{DO16: 256, DSum: 512}, rows, 256, 256, 256, 256, 512, good, 1, c.kv, c.qv, c.ds)
+		if err == nil || errors.Is(err, ErrFlashShape) {
+			t.Errorf("backward with dK/dV %v, dQ %v, dS scratch %#x: %v, want the dS error", c.kv, c.qv, uint64(c.ds), err)
+		}
+	}
+	if err := k.FlashBackward(nil, gr, FlashScratch{DO16: 256, DSum: 512, DS: 4100}, rows, 256, 256, 256, 256, 512, good, 1); err == nil {
+		t.Errorf("FlashBackward with misaligned dS scratch: no error")
+	}
 	g := FlashGrads{DQ: rows, DK: rows, DV: FlashRows{256, 130}}
-	if err := k.FlashBackward(nil, g, FlashScratch{256, 512}, rows, 256, 256, 256, 256, 512, good, 1); !errors.Is(err, ErrFlashShape) {
+	if err := k.FlashBackward(nil, g, FlashScratch{DO16: 256, DSum: 512}, rows, 256, 256, 256, 256, 512, good, 1); !errors.Is(err, ErrFlashShape) {
 		t.Errorf("FlashBackward with dk, dv of different LD: %v, want ErrFlashShape", err)
 	}
 }
@@ -130,10 +153,38 @@ func guardsIntact(t *testing.T, name string, y []float32, sh FlashShape, ld int,
 	}
 }
 
-// runFlash uploads in, runs the forward and backward kernels of loading l
-// on k, and returns the outputs in the packed float64 layout, the raw bits
-// of every output (for the repeat test) and o16.
-func runFlash(t *testing.T, k *Set, s *cuda.Stream, in *flashIn, l flashLoads) (flashOut, [][]float32, []uint16) {
+// flashConfig is the variant of each tile kernel in one run.
+type flashConfig struct {
+	fwd, kv, qv flashVariant
+}
+
+func (c flashConfig) String() string { return fmt.Sprintf("fwd %v, dkdv %v, dq %v", c.fwd, c.kv, c.qv) }
+
+// flashConfigs returns, for head width d, one configuration per variant
+// (each kernel in that variant where it exists, else in flashLdmatrix),
+// the launchers' defaults before flashDS, the one variant that is never
+// a default.
+func flashConfigs(d int) []flashConfig {
+	pick := func(p flashPass, v flashVariant) flashVariant {
+		if _, ok := flashTileOf(p, d, v); ok {
+			return v
+		}
+		return flashLdmatrix
+	}
+	var cs []flashConfig
+	for _, v := range flashVariants {
+		if v != flashDS {
+			cs = append(cs, flashConfig{pick(flashFwd, v), pick(flashDKDV, v), pick(flashDQ, v)})
+		}
+	}
+	cs = append(cs, flashConfig{flashDefault(flashFwd, d), flashDefault(flashDKDV, d), flashDefault(flashDQ, d)})
+	return append(cs, flashConfig{pick(flashFwd, flashDS), flashDS, flashDS})
+}
+
+// runFlash uploads in, runs the forward and backward kernels of
+// configuration cfg on k, and returns the outputs in the packed float64
+// layout, the raw bits of every output (for the repeat test) and o16.
+func runFlash(t *testing.T, k *Set, s *cuda.Stream, in *flashIn, cfg flashConfig) (flashOut, [][]float32, []uint16) {
 	sh, d := in.sh, k.Device()
 	hd := sh.Heads * sh.D
 	ldo, ldg := hd+8, 3*hd+8
@@ -151,9 +202,15 @@ func runFlash(t *testing.T, k *Set, s *cuda.Stream, in *flashIn, l flashLoads) (
 	n16, nsum := FlashScratchBytes(sh)
 	scr := FlashScratch{DO16: cudatest.Alloc(t, d, n16), DSum: cudatest.Alloc(t, d, nsum)}
 	scale := float32(in.scale)
-	must(t, k.flashForward(s, FlashRows{o, ldo}, o16, lse, q, kk, v, sh, scale, l))
+	must(t, k.flashForward(s, FlashRows{o, ldo}, o16, lse, q, kk, v, sh, scale, cfg.fwd))
 	g := FlashGrads{DQ: FlashRows{dqkv, ldg}, DK: FlashRows{dqkv.Add(4 * hd), ldg}, DV: FlashRows{dqkv.Add(8 * hd), ldg}}
-	must(t, k.flashBackward(s, g, scr, FlashRows{dO, ldo}, q, kk, v, o16, lse, sh, scale, l))
+	var ds cuda.DevicePtr
+	if cfg.kv == flashDS { // NaN bits, so that an element left unwritten shows in dq
+		n := FlashDSBytes(sh)
+		ds = cudatest.Alloc(t, d, n)
+		must(t, s.Memset32(ds, 0x7fc17fc1, n/4))
+	}
+	must(t, k.flashBackward(s, g, scr, FlashRows{dO, ldo}, q, kk, v, o16, lse, sh, scale, cfg.kv, cfg.qv, ds))
 	yo, yg := make([]float32, sh.Batch*sh.Seq*ldo), make([]float32, sh.Batch*sh.Seq*ldg)
 	ylse, y16 := make([]float32, sh.Rows()), make([]uint16, sh.Rows()*sh.D)
 	must(t, s.Download(cuda.Bytes(yo), o))
@@ -172,51 +229,81 @@ func runFlash(t *testing.T, k *Set, s *cuda.Stream, in *flashIn, l flashLoads) (
 	return out, [][]float32{yo, yg, ylse}, y16
 }
 
+// sameBits returns "" when a and b (outputs of runFlash) hold the same
+// bits, else where they first differ.
+func sameBits(a, b [][]float32) string {
+	for i := range a {
+		for j := range a[i] {
+			if math.Float32bits(a[i][j]) != math.Float32bits(b[i][j]) {
+				return fmt.Sprintf("output %d element %d: %v and %v", i, j, a[i][j], b[i][j])
+			}
+		}
+	}
+	return ""
+}
+
 // TestFlashAttention runs FlashForward and FlashBackward at flashCases
 // (seq 1, below, at and beyond one 64-row tile, ragged last tiles, D 64
 // and 128, several batch elements and heads) on bfloat16 inputs against
-// refFlash, the float64 definition on the same bfloat16 values: every
-// output within flashTol of its largest value (the bfloat16 rounding of
-// p, ds and the kept output, which TestFlashRounding bounds with the tile
-// model, plus float32 sums). o16 must be o rounded to bfloat16, the guard
-// columns around every output untouched. Both fragment loadings
-// (ldmatrix and plain shared loads) run, and must give the same bits as
-// each other (the same products in the same order) and as a second run of
-// the launchers' loading (fixed summation order, no atomics).
+// refFlash, the float64 definition on the same bfloat16 values, in every
+// configuration of flashConfigs (each variant of the tile kernels, and the
+// launchers' defaults): every output within flashTol of its largest value
+// (the bfloat16 rounding of p, ds and the kept output, which
+// TestFlashRounding bounds with the tile model, plus float32 sums), o16 o
+// rounded to bfloat16, the guard columns around every output untouched,
+// and a second run of the same configuration equal to the bit (fixed
+// summation order, no atomics). The subtest "same-bits" then demands that
+// every configuration gave the bits of the first (flashLdmatrix): the
+// variants compute the same products in the same order.
 func TestFlashAttention(t *testing.T) {
 	_, sets := loadAll(t)
 	r := rand.New(rand.NewPCG(21, 22))
+	ins := make([]*flashIn, len(flashCases))
+	wants := make([]map[string][]float64, len(flashCases))
+	for i, sh := range flashCases {
+		ins[i] = newFlashIn(r, sh, 1.5)
+		wants[i] = refFlash(ins[i]).named()
+	}
 	for _, k := range sets {
 		s := cudatest.Stream(t, k.Device())
-		for _, sh := range flashCases {
-			t.Run(fmt.Sprintf("%v/%+v", k.Variant(), sh), func(t *testing.T) {
-				in := newFlashIn(r, sh, 1.5)
-				want := refFlash(in)
-				var bits [][][]float32
-				for _, l := range []flashLoads{flashLdmatrix, flashLDS, flashDefaultLoads} {
-					got, b, o16 := runFlash(t, k, s, in, l)
-					bits = append(bits, b)
+		// bits[i][j]: shape i, configuration j; the configurations run in
+		// the outer loop, so that a kernel fault ends the run of its own
+		// configuration and those after it only.
+		bits := make([][][][]float32, len(flashCases))
+		for j := range flashConfigs(64) {
+			for i, sh := range flashCases {
+				cfg := flashConfigs(sh.D)[j]
+				t.Run(fmt.Sprintf("%v/%v/%+v", k.Variant(), cfg, sh), func(t *testing.T) {
+					got, b, o16 := runFlash(t, k, s, ins[i], cfg)
+					bits[i] = append(bits[i], b)
 					gotN := got.named()
-					for name, w := range want.named() {
+					for name, w := range wants[i] {
 						e := relErr(gotN[name], w)
-						t.Logf("%v %s: %.3g of the largest value", l, name, e)
+						t.Logf("%s: %.3g of the largest value", name, e)
 						if !(e <= flashTol[name]) {
-							t.Errorf("%v: %s differs from the float64 reference by %.3g of its largest value, tolerance %.3g", l, name, e, flashTol[name])
+							t.Errorf("%s differs from the float64 reference by %.3g of its largest value, tolerance %.3g", name, e, flashTol[name])
 						}
 					}
-					for i, x := range got.o {
-						if want := bf16.FromFloat32(float32(x)); o16[i] != want {
-							t.Fatalf("%v: o16[%d] = %#x, want o = %v rounded, %#x", l, i, o16[i], x, want)
+					for e, x := range got.o {
+						if want := bf16.FromFloat32(float32(x)); o16[e] != want {
+							t.Fatalf("o16[%d] = %#x, want o = %v rounded, %#x", e, o16[e], x, want)
 						}
 					}
+					if _, again, _ := runFlash(t, k, s, ins[i], cfg); sameBits(b, again) != "" {
+						t.Errorf("a second run differs: %s", sameBits(b, again))
+					}
+				})
+			}
+		}
+		for i, sh := range flashCases {
+			t.Run(fmt.Sprintf("%v/same-bits/%+v", k.Variant(), sh), func(t *testing.T) {
+				cfgs := flashConfigs(sh.D)
+				if len(bits[i]) != len(cfgs) {
+					t.Skip("a configuration failed")
 				}
-				for run := 1; run < len(bits); run++ {
-					for i := range bits[0] {
-						for j := range bits[0][i] {
-							if math.Float32bits(bits[0][i][j]) != math.Float32bits(bits[run][i][j]) {
-								t.Fatalf("output %d element %d: %v with ldmatrix, %v in run %d", i, j, bits[0][i][j], bits[run][i][j], run)
-							}
-						}
+				for j := 1; j < len(cfgs); j++ {
+					if d := sameBits(bits[i][0], bits[i][j]); d != "" {
+						t.Errorf("%v and %v differ: %s", cfgs[0], cfgs[j], d)
 					}
 				}
 			})
