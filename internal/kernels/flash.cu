@@ -57,7 +57,10 @@
 
 using namespace distopt;
 
-namespace {
+// A named namespace, not an anonymous one: the names of an anonymous
+// namespace's __shared__ arrays carry a hash of the file's path, so the
+// PTX would depend on where the repository is checked out (check_ptx.sh).
+namespace flashk {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
@@ -891,7 +894,9 @@ __device__ void flash_dq_ds(float *dq, u64 ld, const u16 *k, const u16 *ds, u32 
     store_rows<D>(dq + rows_offset(bh, heads, seq, ld, D), ld, a * 64 + 16 * warp, iseq, acc, sc);
 }
 
-} // namespace
+} // namespace flashk
+
+using namespace flashk;
 
 // Entry points. Every tile kernel comes in the variants of flash.go's
 // flashVariant: the plain name is the first kernels above, _pipe, _wide and
