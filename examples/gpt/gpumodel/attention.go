@@ -56,10 +56,10 @@ import (
 // float64 model, still below the FP8 of the linear layers. It needs
 // 1.5·batch·heads·seq² float32 more scratch. Forward and backward, warm,
 // on one H200: 1.77 ms against TF32's 1.99 at the 124M shape (B8, T1024),
-// 3.20 against 3.91 ms at the 1.3B shape (B4, T2048); the model keeps TF32
-// until the model's own tests have run with BF16.
+// 3.20 against 3.91 ms at the 1.3B shape (B4, T2048); the GEMM path of the
+// model (Options.Attention AttentionGEMM) runs in TF32.
 //
-// attnFlash (flash.go, Options.FlashAttention) replaces the six GEMMs and
+// attnFlash (flash.go, AttentionFlash: the model's default) replaces the six GEMMs and
 // the softmax kernels by the fused kernels of internal/kernels/flash.cu:
 // the same bfloat16 roundings as attnBF16 (q, k, v, dy, p, ds), no
 // seq x seq matrix in memory, and per layer the bfloat16 output and a
@@ -288,7 +288,8 @@ func (a *attention) allocScratch(elem int) error {
 // attnScaleFor is the score scale 1/sqrt(d) in float32, as attnScale.
 func attnScaleFor(d int) float32 { return float32(1 / math.Sqrt(float64(d))) }
 
-// The precision and layout of the model's attention (see attention).
+// The precision of the model's attention with AttentionGEMM, and the
+// layout of its heads (see attention).
 const (
 	attnPrecisionM = attnTF32
 	attnLayoutM    = attnPacked

@@ -35,6 +35,7 @@ func TestPredictMemory(t *testing.T) {
 		{"blocks recompute", Options{Recipe: tiles, Recompute: true}, n*h + blocks(h)},
 		{"blocks keep", Options{Recipe: tiles, KeepTransposed: true}, 2*n*(3*h+f) + 3*blocks(h) + blocks(f) + 3*tileT(h) + tileT(f)},
 	} {
+		c.o.Attention = AttentionGEMM // TestPredictMemoryFlash has the default's attention
 		m, err := PredictMemory(cfg, batch, seq, c.o)
 		if err != nil {
 			t.Fatal(err)

@@ -19,42 +19,6 @@ type Params func(name string) (optimizer.ParamView, error)
 // Grads gives a parameter's gradient view (optimizer.Optimizer.Grad).
 type Grads func(name string) (optimizer.GradView, error)
 
-// Options are the model's trades of memory against time. The zero value
-// keeps every FP8 linear input once and transposes it in backward.
-type Options struct {
-	// Recipe is the FP8 recipe of the linear weights, the optimizer's
-	// Config.Recipe; it picks the activations' scaling (ActivationRecipes).
-	// Zero: read from the gathered weights at the first Forward. Forward
-	// refuses weights of another scale layout.
-	Recipe fp8.Recipe
-	// Recompute keeps neither the LayerNorm outputs nor the GELU output for
-	// backward, not even in FP8: backward recomputes them (the forward
-	// kernels again, from x and fc) and quantizes them again. Same bits as
-	// without it; only the attention output's FP8 copy stays kept.
-	Recompute bool
-	// KeepTransposed keeps, for every linear layer that keeps its input,
-	// the transposed FP8 copy too (gemm.LinearConfig.KeepTransposed): twice
-	// the bytes, no transpose in backward, same bits.
-	KeepTransposed bool
-	// FlashAttention runs attention with the fused kernels of
-	// internal/kernels/flash.cu (bfloat16 q, k, v and output gradient on
-	// the tensor cores, float32 softmax statistics) instead of the TF32
-	// GEMMs: per layer it keeps the bfloat16 output and a logsumexp per
-	// row instead of the float32 probabilities, and needs no seq x seq
-	// scratch. Head widths 64 and 128 only. Off by default until the
-	// model's GPU tests have run with it (DISTOPT_GPT_FLASH=1, see
-	// scripts/gpu/flash.sh).
-	FlashAttention bool
-}
-
-// attnPrecision returns the precision of the model's attention.
-func (o Options) attnPrecision() attnPrecision {
-	if o.FlashAttention {
-		return attnFlash
-	}
-	return attnPrecisionM
-}
-
 // The four linear layers of a block, in forward order.
 const (
 	qkvL  = iota // attn.qkv, input LN1(x)
@@ -110,14 +74,17 @@ type Model struct {
 	attn              *attention
 }
 
-// New is NewWith with zero Options.
+// New is NewWith with zero Options (flash attention: head widths 64 and
+// 128 only).
 func New(e *gemm.Engine, k *kernels.Set, cfg model.Config, batch, seq int) (*Model, error) {
 	return NewWith(e, k, cfg, batch, seq, Options{})
 }
 
 // NewWith allocates the model's buffers on the engine's device; k must be
 // loaded on the same device. seq may be below cfg.Seq. batch·seq, and the
-// hidden and FFN sizes, must be multiples of 16 (the FP8 GEMMs' rule). The
+// hidden and FFN sizes, must be multiples of 16 (the FP8 GEMMs' rule).
+// With Options.Attention AttentionFlash (the default) the head width must
+// be 64 or 128; other widths are refused, naming AttentionGEMM. The
 // linear layers allocate their kept inputs at the first Forward.
 func NewWith(e *gemm.Engine, k *kernels.Set, cfg model.Config, batch, seq int, o Options) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
@@ -131,6 +98,9 @@ func NewWith(e *gemm.Engine, k *kernels.Set, cfg model.Config, batch, seq int, o
 		if _, _, err := ActivationRecipes(o.Recipe); err != nil {
 			return nil, err
 		}
+	}
+	if err := o.check(cfg, batch, seq); err != nil {
+		return nil, err
 	}
 	m := &Model{cfg: cfg, opts: o, batch: batch, seq: seq, rows: batch * seq, d: k.Device(), s: e.Stream(), k: k, e: e}
 	before := m.d.Usage().DeviceBytes
