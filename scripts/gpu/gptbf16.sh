@@ -46,10 +46,10 @@ build() {
 # step NAME TIMEOUT DIR BINARY ARGS...: runs a test binary in DIR, its
 # output into the log, and a summary of it on stdout.
 step() {
-	n=$1 limit=$2 dir=$3 exe=$4
+	n=$1 limit=$2 dir=$3 prog=$4
 	shift 4
 	echo "== $n" >>"$log"
-	(cd "$dir" && timeout "$limit" "$exe" "$@") >>"$log" 2>&1
+	(cd "$dir" && timeout "$limit" "$prog" "$@") >>"$log" 2>&1
 	rc=$?
 	[ $rc -eq 0 ] || status=1
 	echo "== $n: exit $rc" | tee -a "$log"
