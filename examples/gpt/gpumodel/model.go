@@ -42,9 +42,10 @@ func recomputed(i int) bool { return i != projL }
 
 // layer holds what one block keeps from forward to backward (see Memory).
 type layer struct {
-	x, mean1, rstd1, qkv, p cuda.DevicePtr // float32 saved tensors, attention probabilities
-	x2, mean2, rstd2, fc    cuda.DevicePtr
-	lin                     [nLinear]*gemm.Linear // hold the FP8 linear inputs
+	x, mean1, rstd1, x2, mean2, rstd2 cuda.DevicePtr        // float32: the residual stream, LayerNorm statistics
+	qkv, fc                           cuda.DevicePtr        // bfloat16: the linear outputs attention and GELU read
+	p                                 cuda.DevicePtr        // what attention keeps (attnKeptBytes)
+	lin                               [nLinear]*gemm.Linear // hold the FP8 linear inputs
 }
 
 // Model is the model on one device for micro-batches of batch x seq tokens.
@@ -61,7 +62,9 @@ type Model struct {
 	// kept outside the blocks (Final)
 	xf, lnf, meanf, rstdf, logits, dlogits, losses cuda.DevicePtr
 	// shared transient buffers (Scratch): one block's LayerNorm, attention
-	// and GELU outputs, the gradients, the token indices
+	// and GELU outputs, the gradients, the token indices; in Forward dqkv
+	// and dfc take the float32 products of the qkv and fc layers before
+	// their bias and rounding to bfloat16
 	ln, att, gelu     cuda.DevicePtr
 	tok, tgt          cuda.DevicePtr
 	order, start      cuda.DevicePtr
@@ -115,7 +118,7 @@ func NewWith(e *gemm.Engine, k *kernels.Set, cfg model.Config, batch, seq int, o
 
 // Memory categories of the model's own buffers.
 const (
-	catSaved   = iota // float32 tensors kept per layer
+	catSaved   = iota // float32 and bfloat16 tensors kept per layer
 	catProbs          // attention probabilities kept per layer
 	catFinal          // kept outside the blocks
 	catScratch        // shared, transient
@@ -125,41 +128,45 @@ const (
 func (m *Model) allocate() error {
 	n, h, f, v := m.rows, m.cfg.Hidden, m.cfg.FFN, m.cfg.Vocab
 	prec := m.opts.attnPrecision()
-	kept := attnKeptBytes(m.batch, m.seq, h, m.cfg.Heads, prec) / 4
+	kept := attnKeptBytes(m.batch, m.seq, h, m.cfg.Heads, prec)
 	ds := m.batch * m.cfg.Heads * m.seq * m.seq // the score gradient's scratch, none for flash
 	if prec == attnFlash {
 		ds = 0
 	}
 	var err error
-	buf := func(cat, elems int) cuda.DevicePtr {
+	// buf allocates a buffer of bytes bytes in category cat.
+	buf := func(cat, bytes int) cuda.DevicePtr {
 		if err != nil {
 			return 0
 		}
 		var p cuda.DevicePtr
-		if p, err = m.d.Alloc(4 * max(elems, 1)); err == nil {
+		if p, err = m.d.Alloc(max(bytes, 4)); err == nil {
 			m.ptrs = append(m.ptrs, p)
-			m.alloc[cat] += 4 * max(elems, 1)
+			m.alloc[cat] += max(bytes, 4)
 		}
 		return p
 	}
 	const sv, fi, sc = catSaved, catFinal, catScratch
 	for range m.cfg.Layers {
 		m.layers = append(m.layers, layer{
-			x: buf(sv, n*h), mean1: buf(sv, n), rstd1: buf(sv, n), qkv: buf(sv, n*3*h), p: buf(catProbs, kept),
-			x2: buf(sv, n*h), mean2: buf(sv, n), rstd2: buf(sv, n), fc: buf(sv, n*f),
+			x: buf(sv, 4*n*h), mean1: buf(sv, 4*n), rstd1: buf(sv, 4*n), qkv: buf(sv, 2*n*3*h), p: buf(catProbs, kept),
+			x2: buf(sv, 4*n*h), mean2: buf(sv, 4*n), rstd2: buf(sv, 4*n), fc: buf(sv, 2*n*f),
 		})
 	}
-	m.xf, m.lnf, m.meanf, m.rstdf = buf(fi, n*h), buf(fi, n*h), buf(fi, n), buf(fi, n)
-	m.logits, m.dlogits, m.losses = buf(fi, n*v), buf(fi, n*v), buf(fi, n)
-	m.ln, m.att, m.gelu = buf(sc, n*h), buf(sc, n*h), buf(sc, n*f)
-	m.tok, m.tgt, m.order, m.start = buf(sc, n), buf(sc, n), buf(sc, n), buf(sc, v+1)
-	m.dx, m.dln, m.dtmp = buf(sc, n*h), buf(sc, n*h), buf(sc, n*h)
-	m.dqkv, m.dfc, m.dg = buf(sc, n*3*h), buf(sc, n*f), buf(sc, n*f)
+	m.xf, m.lnf, m.meanf, m.rstdf = buf(fi, 4*n*h), buf(fi, 4*n*h), buf(fi, 4*n), buf(fi, 4*n)
+	m.logits, m.dlogits, m.losses = buf(fi, 4*n*v), buf(fi, 4*n*v), buf(fi, 4*n)
+	m.ln, m.att, m.gelu = buf(sc, 4*n*h), buf(sc, 4*n*h), buf(sc, 4*n*f)
+	m.tok, m.tgt, m.order, m.start = buf(sc, 4*n), buf(sc, 4*n), buf(sc, 4*n), buf(sc, 4*(v+1))
+	m.dx, m.dln, m.dtmp = buf(sc, 4*n*h), buf(sc, 4*n*h), buf(sc, 4*n*h)
+	m.dqkv, m.dfc, m.dg = buf(sc, 4*n*3*h), buf(sc, 4*n*f), buf(sc, 4*n*f)
 	if ds > 0 {
-		m.ds = buf(sc, ds)
+		m.ds = buf(sc, 4*ds)
 	}
 	if err == nil {
 		m.attn, err = newAttention(m.k, m.batch, m.seq, h, m.cfg.Heads, prec, attnLayoutM)
+	}
+	if err == nil {
+		err = m.attn.setQKVBF16()
 	}
 	if err == nil {
 		m.alloc[catScratch] += attnScratchBytes(m.batch, m.seq, h, m.cfg.Heads, prec, attnLayoutM)

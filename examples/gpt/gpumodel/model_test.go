@@ -131,7 +131,8 @@ func (r *rig) grads(t testing.TB, cfg model.Config) map[string][]byte {
 // shared dimension but compound through the blocks; typically a few
 // percent, while a wrong scale, transpose or block index gives errors of
 // order 1). The logits (Logits) must give the loss the GPU computed.
-// Both attentions (flash and GEMM) are checked.
+// Both attentions (flash and GEMM) are checked. The reference rounds qkv
+// and fc to bfloat16 where the GPU model keeps them so (model.CPU.BF16).
 func TestGPUModelMatchesCPU(t *testing.T) {
 	for _, at := range attentions {
 		for _, rc := range recipes {
@@ -161,7 +162,7 @@ func modelMatchesCPU(t *testing.T, rc fp8.Recipe, at Attention) {
 		t.Fatal(err)
 	}
 	checkLogits(t, m, targets, loss)
-	ref := &model.CPU{Config: testShape, W: map[string][]float64{}}
+	ref := &model.CPU{Config: testShape, W: map[string][]float64{}, BF16: true}
 	for _, p := range testShape.Params() {
 		w, err := r.o.Weights(p.Name)
 		if err != nil {
