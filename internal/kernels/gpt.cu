@@ -121,6 +121,29 @@ extern "C" __global__ void gpt_bias_add(float *y, const u16 *b, u64 rows, u64 n)
     for (u64 e = thread_index(); e < rows * n; e += grid_stride()) y[e] += bf16_to_f32(b[e % n]);
 }
 
+// gpt_bias_residual (the bias of model.Linear, then the residual
+// connection): y[r, o] = (y[r, o] + b[o]) + x[r, o], y and x float32, b
+// bfloat16; the bits of gpt_bias_add followed by gpt_add in one pass. The
+// float4 path also needs rows*n below 2^32.
+extern "C" __global__ void gpt_bias_residual(float *y, const float *x, const u16 *b, u64 rows, u64 n) {
+    if ((n & 3) == 0 && aligned(y, 16) && aligned(x, 16) && aligned(b, 8) && rows * n < (1ull << 32)) {
+        const u32 n4 = (u32)(n >> 2);
+        float4 *y4 = reinterpret_cast<float4 *>(y);
+        const float4 *x4 = reinterpret_cast<const float4 *>(x);
+        for (u64 e = thread_index(); e < rows * n4; e += grid_stride()) {
+            const float4 w = bf16x4(b + 4 * ((u32)e % n4)), r = x4[e];
+            float4 v = y4[e];
+            v.x = (v.x + w.x) + r.x;
+            v.y = (v.y + w.y) + r.y;
+            v.z = (v.z + w.z) + r.z;
+            v.w = (v.w + w.w) + r.w;
+            y4[e] = v;
+        }
+        return;
+    }
+    for (u64 e = thread_index(); e < rows * n; e += grid_stride()) y[e] = (y[e] + bf16_to_f32(b[e % n])) + x[e];
+}
+
 // gpt_bias_add_bf16 (model.Linear's bias, and the bfloat16 the model keeps
 // of qkv and fc): y[r, o] = bf16(x[r, o] + b[o]), the float32 sum rounded
 // to nearest even (model.RoundBF16 of the float32 sum), y bfloat16, x

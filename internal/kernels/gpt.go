@@ -20,6 +20,7 @@ const (
 	kernelGPTLayerNormGradW = "gpt_layernorm_grad_wb_partial"
 	kernelGPTBiasAdd        = "gpt_bias_add"
 	kernelGPTBiasAddBF16    = "gpt_bias_add_bf16"
+	kernelGPTBiasResidual   = "gpt_bias_residual"
 	kernelGPTColumnSum      = "gpt_column_sum_partial"
 	kernelGPTColumnFinal    = "gpt_column_sum_final"
 	kernelGPTAdd            = "gpt_add"
@@ -39,7 +40,7 @@ func gptKernels() []string {
 	names := []string{kernelGPTEmbed, kernelGPTEmbedGradTok, kernelGPTEmbedGradPos, kernelGPTLayerNorm,
 		kernelGPTLayerNormGradX, kernelGPTLayerNormGradW, kernelGPTBiasAdd, kernelGPTColumnSum, kernelGPTColumnFinal,
 		kernelGPTAdd, kernelGPTGELU, kernelGPTGELUGrad, kernelGPTCrossEntropy,
-		kernelGPTBiasAddBF16, kernelGPTGELUBF16, kernelGPTGELUGradBF16,
+		kernelGPTBiasAddBF16, kernelGPTBiasResidual, kernelGPTGELUBF16, kernelGPTGELUGradBF16,
 		kernelGPTLinear, kernelGPTLinearGradX, kernelGPTLinearGradW}
 	for _, v := range rowVariants {
 		for _, base := range []string{kernelGPTLayerNorm, kernelGPTLayerNormGradX, kernelGPTCrossEntropy} {
@@ -151,6 +152,14 @@ func (k *Set) GPTLayerNormGradWB(s *cuda.Stream, dw, db, dy, x, mean, rstd cuda.
 // GPTBiasAdd queues y[r, i] += b[i] (float32 y [rows, n], bfloat16 b).
 func (k *Set) GPTBiasAdd(s *cuda.Stream, y, b cuda.DevicePtr, rows, n int) error {
 	return k.elementwise(s, kernelGPTBiasAdd, rows*n, new(cuda.Args).Ptr(y).Ptr(b).U64(uint64(rows)).U64(uint64(n)))
+}
+
+// GPTBiasResidual queues y[r, i] = (y[r, i] + b[i]) + x[r, i] (float32 y
+// and x [rows, n], bfloat16 b): a linear layer's bias and the residual
+// connection in one pass, the bits of GPTBiasAdd then GPTAdd. y must not
+// overlap x.
+func (k *Set) GPTBiasResidual(s *cuda.Stream, y, x, b cuda.DevicePtr, rows, n int) error {
+	return k.elementwise(s, kernelGPTBiasResidual, rows*n, new(cuda.Args).Ptr(y).Ptr(x).Ptr(b).U64(uint64(rows)).U64(uint64(n)))
 }
 
 // GPTBiasAddBF16 queues y[r, i] = bf16(x[r, i] + b[i]): the float32 sum of
