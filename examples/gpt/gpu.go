@@ -97,7 +97,8 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 		return nil, err
 	}
 	defer k.Close()
-	m, err := gpumodel.NewWith(e, k, o.shape, o.batch, o.shape.Seq, gpumodel.Options{Recipe: o.recipe, Recompute: o.recompute, KeepTransposed: o.keepTransposed})
+	m, err := gpumodel.NewWith(e, k, o.shape, o.batch, o.shape.Seq, gpumodel.Options{Recipe: o.recipe, Recompute: o.recompute, KeepTransposed: o.keepTransposed,
+		Attention: o.attention})
 	if err != nil {
 		return nil, err
 	}

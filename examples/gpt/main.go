@@ -27,6 +27,10 @@
 //	go build -o bin/ ./cmd/distopt ./examples/gpt
 //	bin/distopt run --nproc-per-node 2 -- bin/gpt -backend gpu -preset small -data data/gpt
 //
+// Attention runs in the fused kernels of internal/kernels/flash.cu (head
+// widths 64 and 128; other widths are refused); -attention gemm takes the
+// TF32 GEMMs instead (any head width, more memory).
+//
 // Its progress line adds MFU (against the BF16 dense peak of an H200), the
 // host times of the step's phases (waiting for the all-gathers, forward
 // and backward passes, the optimizer's step) and the device memory; at the
@@ -52,6 +56,7 @@ import (
 	"time"
 
 	"github.com/distopt/distopt/collective/fp8grad"
+	"github.com/distopt/distopt/examples/gpt/gpumodel"
 	"github.com/distopt/distopt/examples/gpt/model"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
@@ -68,6 +73,7 @@ type options struct {
 	ckptEvery, sampleLen, stopAfter     int
 	lr, minLR, clip, wd                 float64
 	recipe                              fp8.Recipe
+	attention                           gpumodel.Attention
 	grads                               *fp8grad.Config // -grad-fp8: FP8 gradient reduce-scatters, or nil
 	moment1, moment2                    optimizer.MomentDType
 	momentBlock                         int
@@ -104,6 +110,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.ckptEvery, "ckpt-every", 0, "steps between checkpoints (0: only at the end)")
 	fs.IntVar(&o.stopAfter, "stop-after", 0, "stop (and save) after this step, as an interrupted run would (0: run to -steps)")
 	fs.BoolVar(&o.recompute, "recompute", false, "GPU: keep no FP8 copy of the LayerNorm and GELU outputs; recompute them in backward (same bits, less memory)")
+	attention := fs.String("attention", "flash", "GPU: attention kernels: flash (fused, head widths 64 and 128 only) or gemm (TF32 GEMMs and softmax kernels, any head width, float32 probabilities kept)")
 	fs.BoolVar(&o.keepTransposed, "keep-transposed", false, "GPU: keep the transposed FP8 linear inputs for backward instead of making them there (same bits, more memory)")
 	fs.BoolVar(&o.resume, "resume", false, "continue from the latest checkpoint under -ckpt")
 	fs.IntVar(&o.sampleLen, "sample", 200, "bytes of text to generate at the end (0: none)")
@@ -136,6 +143,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.recipe, err = fp8.ParseRecipe(*recipe); err != nil {
 		return o, fmt.Errorf("-recipe: %w", err)
 	}
+	if o.attention, err = gpumodel.ParseAttention(*attention); err != nil {
+		return o, fmt.Errorf("-attention: %w", err)
+	}
+	attentionSet := false
+	fs.Visit(func(f *flag.Flag) { attentionSet = attentionSet || f.Name == "attention" })
 	if o.moment1, o.moment2, err = optimizer.ParseMomentTypes(*moments, optimizer.RuleAdamW); err != nil {
 		return o, fmt.Errorf("-moments: %w", err)
 	}
@@ -157,8 +169,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-ranks, -batch, -micro, -steps and -eval-windows must be at least 1")
 	case o.backend == "gpu" && o.ranks > 1 && o.exportPath == "":
 		return o, fmt.Errorf("-ranks %d with -backend gpu: GPU runs have one process per GPU; start them with distopt run --nproc-per-node", o.ranks)
-	case o.backend == "cpu" && (o.recompute || o.keepTransposed) && o.exportPath == "":
-		return o, fmt.Errorf("-recompute and -keep-transposed are options of the GPU model (-backend gpu); the CPU reference keeps float64 activations")
+	case o.backend == "cpu" && (o.recompute || o.keepTransposed || attentionSet) && o.exportPath == "":
+		return o, fmt.Errorf("-recompute, -keep-transposed and -attention are options of the GPU model (-backend gpu); the CPU reference keeps float64 activations and computes attention exactly")
 	case o.recompute && o.keepTransposed:
 		return o, fmt.Errorf("-recompute keeps no linear input for backward and -keep-transposed keeps two copies: choose one")
 	case o.resume && o.ckpt == "":

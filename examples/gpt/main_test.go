@@ -13,6 +13,7 @@ import (
 
 	"github.com/distopt/distopt/examples/gpt/curve"
 	"github.com/distopt/distopt/examples/gpt/data"
+	"github.com/distopt/distopt/examples/gpt/gpumodel"
 	"github.com/distopt/distopt/examples/gpt/model"
 	"github.com/distopt/distopt/internal/safetensors"
 	"github.com/distopt/distopt/optimizer"
@@ -168,14 +169,22 @@ func TestFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-preset", "huge"}, {"-backend", "tpu"}, {"-export-check", "maybe"}, {"-heads", "5"}, {"-ranks", "0"}, {"-resume"}, {"-recipe", "nope"}, {"extra"},
 		{"-backend", "gpu", "-ranks", "2"}, {"-recompute"}, {"-keep-transposed"}, {"-backend", "gpu", "-recompute", "-keep-transposed"},
+		{"-backend", "gpu", "-attention", "fused"}, {"-attention", "gemm"}, {"-attention", "flash"},
 	} {
 		if _, err := parseFlags(args, &bytes.Buffer{}); err == nil {
 			t.Errorf("%v accepted", args)
 		}
 	}
-	for _, args := range [][]string{{"-backend", "gpu", "-ranks", "2", "-export-init", "x"}, {"-backend", "gpu", "-recompute"}} {
-		if _, err := parseFlags(args, &bytes.Buffer{}); err != nil {
-			t.Errorf("%v refused: %v", args, err)
+	for _, c := range []struct {
+		args []string
+		want gpumodel.Attention
+	}{{[]string{"-backend", "gpu", "-ranks", "2", "-export-init", "x"}, gpumodel.AttentionFlash}, {[]string{"-backend", "gpu", "-recompute"}, gpumodel.AttentionFlash},
+		{[]string{"-backend", "gpu", "-attention", "gemm"}, gpumodel.AttentionGEMM}, {[]string{"-backend", "gpu", "-attention", "flash"}, gpumodel.AttentionFlash}} {
+		o, err := parseFlags(c.args, &bytes.Buffer{})
+		if err != nil {
+			t.Errorf("%v refused: %v", c.args, err)
+		} else if o.attention != c.want {
+			t.Errorf("%v: attention %v, want %v", c.args, o.attention, c.want)
 		}
 	}
 	var out, errOut bytes.Buffer

@@ -217,22 +217,23 @@ __device__ void softmax_grad_rows4(P *ds, const P *p, const float *dp, u64 n, u6
 }
 
 // split_heads: see attn_split_heads below; T is the packed side's element
-// type (the row-major side is float32).
-template <typename T>
-__device__ void split_heads(T *dst, const float *src, u64 batch, u64 seq, u64 heads, u64 d, u64 ld, u64 off) {
+// type, S the row-major side's (float32 or bfloat16 each).
+template <typename T, typename S>
+__device__ void split_heads(T *dst, const S *src, u64 batch, u64 seq, u64 heads, u64 d, u64 ld, u64 off) {
     const u64 rows = batch * seq;
     const u32 h = (u32)(heads * d), dd = (u32)d;
-    const bool vec = d % 4 == 0 && ld % 4 == 0 && off % 4 == 0 && aligned(dst, 4 * sizeof(T)) && aligned(src, 16);
+    const bool vec = d % 4 == 0 && ld % 4 == 0 && off % 4 == 0 && aligned(dst, 4 * sizeof(T)) &&
+                     aligned(src, 4 * sizeof(S));
     for (u64 r = blockIdx.x; r < rows; r += gridDim.x) {
         const u64 b = r / seq, t = r % seq;
-        const float *in = src + r * ld + off;
+        const S *in = src + r * ld + off;
         T *out = dst + (b * heads * seq + t) * d; // head 0 of row (b, t)
         if (vec) {
             for (u32 col = 4 * threadIdx.x; col < h; col += 4 * blockDim.x)
                 put4(out + (u64)(col / dd) * seq * d + col % dd, get4(in + col));
         } else {
             for (u32 col = threadIdx.x; col < h; col += blockDim.x)
-                put(out + (u64)(col / dd) * seq * d + col % dd, in[col]);
+                put(out + (u64)(col / dd) * seq * d + col % dd, get(in + col));
         }
     }
 }
@@ -294,8 +295,10 @@ extern "C" __global__ void attn_softmax_grad4_bf16(u16 *ds, const u16 *p, const 
 // (b, t) of width ld holding the heads side by side from column off (head
 // hh in columns off + hh*d .. off + hh*d + d - 1), and the packed layout the
 // batched GEMMs read with one batch stride, [batch, heads, seq, d]. One
-// block per row (grid-stride); float4 accesses when d, ld and off are
-// multiples of 4 and both pointers 16-byte aligned. Exact copies.
+// block per row (grid-stride); four elements at a time when d, ld and off
+// are multiples of 4 and both pointers aligned to four elements (16 bytes
+// of float32, 8 of bfloat16). Exact copies but for the rounding to
+// bfloat16 where the source is float32.
 
 // attn_split_heads: dst[((b*heads + hh)*seq + t)*d + c] =
 // src[(b*seq + t)*ld + off + hh*d + c].
@@ -308,6 +311,22 @@ extern "C" __global__ void attn_split_heads(float *dst, const float *src, u64 ba
 // even), for GEMMs with bfloat16 inputs.
 extern "C" __global__ void attn_split_heads_bf16(u16 *dst, const float *src, u64 batch, u64 seq, u64 heads, u64 d,
                                                  u64 ld, u64 off) {
+    split_heads(dst, src, batch, seq, heads, d, ld, off);
+}
+
+// attn_split_heads_from_bf16: attn_split_heads of a bfloat16 src into
+// float32 (exact widening), for the float32 GEMMs on the model's bfloat16
+// qkv.
+extern "C" __global__ void attn_split_heads_from_bf16(float *dst, const u16 *src, u64 batch, u64 seq, u64 heads,
+                                                      u64 d, u64 ld, u64 off) {
+    split_heads(dst, src, batch, seq, heads, d, ld, off);
+}
+
+// attn_split_heads_bf16_from_bf16: attn_split_heads with both sides
+// bfloat16 (an exact copy, but every NaN becomes 0x7fff), for the fused
+// kernels and bfloat16 GEMMs on the model's bfloat16 qkv.
+extern "C" __global__ void attn_split_heads_bf16_from_bf16(u16 *dst, const u16 *src, u64 batch, u64 seq, u64 heads,
+                                                           u64 d, u64 ld, u64 off) {
     split_heads(dst, src, batch, seq, heads, d, ld, off);
 }
 

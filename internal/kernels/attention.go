@@ -31,13 +31,16 @@ const (
 	kernelAttnSoftmaxGradBF16  = "attn_softmax_grad_bf16"
 	kernelAttnSoftmaxGrad4BF16 = "attn_softmax_grad4_bf16"
 	kernelAttnSplitHeadsBF16   = "attn_split_heads_bf16"
+	kernelAttnSplitFromBF16    = "attn_split_heads_from_bf16"
+	kernelAttnSplitBF16ToBF16  = "attn_split_heads_bf16_from_bf16"
 )
 
 // attentionKernels lists the kernels of attention.cu.
 func attentionKernels() []string {
 	return []string{kernelAttnSoftmax, kernelAttnSoftmax4, kernelAttnSoftmaxGrad, kernelAttnSoftmaxGrad4,
 		kernelAttnSplitHeads, kernelAttnMergeHeads, kernelAttnSoftmaxBF16, kernelAttnSoftmax4BF16,
-		kernelAttnSoftmaxGradBF16, kernelAttnSoftmaxGrad4BF16, kernelAttnSplitHeadsBF16}
+		kernelAttnSoftmaxGradBF16, kernelAttnSoftmaxGrad4BF16, kernelAttnSplitHeadsBF16, kernelAttnSplitFromBF16,
+		kernelAttnSplitBF16ToBF16}
 }
 
 // vec4 reports whether rows of t elements starting at every pointer in ps
@@ -106,7 +109,8 @@ func (k *Set) AttentionSoftmaxGradBF16(s *cuda.Stream, ds, p, dp cuda.DevicePtr,
 }
 
 // HeadLayout describes where the heads of an attention layer lie in a
-// row-major activation of batch·seq rows of LD float32: head k of row
+// row-major activation of batch·seq rows of LD elements (float32, or
+// bfloat16 for the launchers that say so): head k of row
 // (b, t) in columns Off + k·D .. Off + k·D + D - 1 of row b·Seq + t.
 type HeadLayout struct {
 	Batch, Seq, Heads, D int
@@ -142,6 +146,18 @@ func (k *Set) AttentionSplitHeads(s *cuda.Stream, dst, src cuda.DevicePtr, l Hea
 // nearest even), for GEMMs with bfloat16 inputs.
 func (k *Set) AttentionSplitHeadsBF16(s *cuda.Stream, dst, src cuda.DevicePtr, l HeadLayout) error {
 	return k.headKernel(s, kernelAttnSplitHeadsBF16, dst, src, l)
+}
+
+// AttentionSplitHeadsFromBF16 is AttentionSplitHeads from a bfloat16 src
+// into float32 dst (exact).
+func (k *Set) AttentionSplitHeadsFromBF16(s *cuda.Stream, dst, src cuda.DevicePtr, l HeadLayout) error {
+	return k.headKernel(s, kernelAttnSplitFromBF16, dst, src, l)
+}
+
+// AttentionSplitHeadsBF16FromBF16 is AttentionSplitHeads with src and dst
+// bfloat16: an exact copy, but that every NaN becomes 0x7fff.
+func (k *Set) AttentionSplitHeadsBF16FromBF16(s *cuda.Stream, dst, src cuda.DevicePtr, l HeadLayout) error {
+	return k.headKernel(s, kernelAttnSplitBF16ToBF16, dst, src, l)
 }
 
 // AttentionMergeHeads is the inverse of AttentionSplitHeads: the packed

@@ -4,9 +4,11 @@
 // Row-wise kernels with the row in registers are in gptrows.cu, column
 // reductions in gptcols.cu, the BF16 output head in gpthead.cu.
 //
-// Activations and gradients are float32; parameters read here (token and
-// position embeddings, LayerNorm weights and biases, linear biases) are the
-// optimizer's gathered high-precision copies in bfloat16. Every reduction
+// Activations and gradients are float32 but for the linear outputs the
+// model keeps for backward (qkv, fc), which are bfloat16 (gpt_bias_add_bf16
+// writes them; the _bf16 GELU kernels read them); parameters read here
+// (token and position embeddings, LayerNorm weights and biases, linear
+// biases) are the optimizer's gathered high-precision copies in bfloat16. Every reduction
 // runs in a fixed order (warp shuffles over a fixed lane assignment, or one
 // thread looping over rows), so that results are the same from run to run.
 // The reference computations are the float64 functions of
@@ -119,6 +121,50 @@ extern "C" __global__ void gpt_bias_add(float *y, const u16 *b, u64 rows, u64 n)
     for (u64 e = thread_index(); e < rows * n; e += grid_stride()) y[e] += bf16_to_f32(b[e % n]);
 }
 
+// gpt_bias_residual (the bias of model.Linear, then the residual
+// connection): y[r, o] = (y[r, o] + b[o]) + x[r, o], y and x float32, b
+// bfloat16; the bits of gpt_bias_add followed by gpt_add in one pass. The
+// float4 path also needs rows*n below 2^32.
+extern "C" __global__ void gpt_bias_residual(float *y, const float *x, const u16 *b, u64 rows, u64 n) {
+    if ((n & 3) == 0 && aligned(y, 16) && aligned(x, 16) && aligned(b, 8) && rows * n < (1ull << 32)) {
+        const u32 n4 = (u32)(n >> 2);
+        float4 *y4 = reinterpret_cast<float4 *>(y);
+        const float4 *x4 = reinterpret_cast<const float4 *>(x);
+        for (u64 e = thread_index(); e < rows * n4; e += grid_stride()) {
+            const float4 w = bf16x4(b + 4 * ((u32)e % n4)), r = x4[e];
+            float4 v = y4[e];
+            v.x = (v.x + w.x) + r.x;
+            v.y = (v.y + w.y) + r.y;
+            v.z = (v.z + w.z) + r.z;
+            v.w = (v.w + w.w) + r.w;
+            y4[e] = v;
+        }
+        return;
+    }
+    for (u64 e = thread_index(); e < rows * n; e += grid_stride()) y[e] = (y[e] + bf16_to_f32(b[e % n])) + x[e];
+}
+
+// gpt_bias_add_bf16 (model.Linear's bias, and the bfloat16 the model keeps
+// of qkv and fc): y[r, o] = bf16(x[r, o] + b[o]), the float32 sum rounded
+// to nearest even (model.RoundBF16 of the float32 sum), y bfloat16, x
+// float32 (the GEMM's output), b bfloat16. Four elements per thread when n
+// is a multiple of 4, x 16-byte and y, b 8-byte aligned and rows*n below
+// 2^32.
+extern "C" __global__ void gpt_bias_add_bf16(u16 *y, const float *x, const u16 *b, u64 rows, u64 n) {
+    if ((n & 3) == 0 && aligned(y, 8) && aligned(x, 16) && aligned(b, 8) && rows * n < (1ull << 32)) {
+        const u32 n4 = (u32)(n >> 2);
+        const float4 *x4 = reinterpret_cast<const float4 *>(x);
+        uint2 *y4 = reinterpret_cast<uint2 *>(y);
+        for (u64 e = thread_index(); e < rows * n4; e += grid_stride()) {
+            const float4 w = bf16x4(b + 4 * ((u32)e % n4)), v = x4[e];
+            y4[e] = make_uint2(bf16_rn(v.x + w.x) | bf16_rn(v.y + w.y) << 16,
+                               bf16_rn(v.z + w.z) | bf16_rn(v.w + w.w) << 16);
+        }
+        return;
+    }
+    for (u64 e = thread_index(); e < rows * n; e += grid_stride()) y[e] = (u16)bf16_rn(x[e] + bf16_to_f32(b[e % n]));
+}
+
 #define GELU_K 0.7978845608028654f
 #define GELU_C 0.044715f
 
@@ -144,19 +190,27 @@ struct GeluGradOp {
     }
 };
 
-// map2 sets y[i] = f(a[i], b[i]) for i < n; b may be null when f ignores
-// it. y may be a or b.
-template <class F> __device__ __forceinline__ void map2(float *y, const float *a, const float *b, u64 n, F f) {
-    if ((n & 3) == 0 && aligned(y, 16) && aligned(a, 16) && aligned(b, 16)) {
-        const float4 *a4 = reinterpret_cast<const float4 *>(a), *b4 = reinterpret_cast<const float4 *>(b);
+// Loads of one or four consecutive float32 or bfloat16 inputs (four: 16
+// or 8 bytes, aligned), widened to float32.
+__device__ __forceinline__ float ld1(const float *p) { return *p; }
+__device__ __forceinline__ float ld1(const u16 *p) { return bf16_to_f32(*p); }
+__device__ __forceinline__ float4 ld4(const float *p) { return *reinterpret_cast<const float4 *>(p); }
+__device__ __forceinline__ float4 ld4(const u16 *p) { return bf16x4(p); }
+
+// map2 sets y[i] = f(a[i], b[i]) for i < n, a and b float32 or bfloat16
+// (widened); b may be null when f ignores it. y may be a or b when they
+// are float32.
+template <class A, class B, class F>
+__device__ __forceinline__ void map2(float *y, const A *a, const B *b, u64 n, F f) {
+    if ((n & 3) == 0 && aligned(y, 16) && aligned(a, 4 * sizeof(A)) && aligned(b, 4 * sizeof(B))) {
         float4 *y4 = reinterpret_cast<float4 *>(y);
         for (u64 i = thread_index(); i < n >> 2; i += grid_stride()) {
-            const float4 u = a4[i], v = b != nullptr ? b4[i] : make_float4(0, 0, 0, 0);
+            const float4 u = ld4(a + 4 * i), v = b != nullptr ? ld4(b + 4 * i) : make_float4(0, 0, 0, 0);
             y4[i] = make_float4(f(u.x, v.x), f(u.y, v.y), f(u.z, v.z), f(u.w, v.w));
         }
         return;
     }
-    for (u64 i = thread_index(); i < n; i += grid_stride()) y[i] = f(a[i], b != nullptr ? b[i] : 0.0f);
+    for (u64 i = thread_index(); i < n; i += grid_stride()) y[i] = f(ld1(a + i), b != nullptr ? ld1(b + i) : 0.0f);
 }
 
 } // namespace
@@ -165,10 +219,23 @@ template <class F> __device__ __forceinline__ void map2(float *y, const float *a
 extern "C" __global__ void gpt_add(float *y, const float *a, const float *b, u64 n) { map2(y, a, b, n, AddOp()); }
 
 // gpt_gelu (model.GELU): y = 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))).
-extern "C" __global__ void gpt_gelu(float *y, const float *x, u64 n) { map2(y, x, nullptr, n, GeluOp()); }
+extern "C" __global__ void gpt_gelu(float *y, const float *x, u64 n) {
+    map2(y, x, (const float *)nullptr, n, GeluOp());
+}
+
+// gpt_gelu_bf16: gpt_gelu of a bfloat16 x (the model's kept fc), y float32.
+extern "C" __global__ void gpt_gelu_bf16(float *y, const u16 *x, u64 n) {
+    map2(y, x, (const float *)nullptr, n, GeluOp());
+}
 
 // gpt_gelu_grad (model.GELUBackward): dx = dy*GELU'(x).
 extern "C" __global__ void gpt_gelu_grad(float *dx, const float *dy, const float *x, u64 n) {
+    map2(dx, dy, x, n, GeluGradOp());
+}
+
+// gpt_gelu_grad_bf16: gpt_gelu_grad of a bfloat16 x (the model's kept fc);
+// dx and dy float32.
+extern "C" __global__ void gpt_gelu_grad_bf16(float *dx, const float *dy, const u16 *x, u64 n) {
     map2(dx, dy, x, n, GeluGradOp());
 }
 

@@ -4,9 +4,10 @@ import "github.com/distopt/distopt/internal/cuda"
 
 // The kernels of gpt.cu: the operations of examples/gpt's GPT-2 style
 // decoder that are not matrix products. Activations and gradients are
-// float32, the parameters they read (embeddings, LayerNorm weights and
-// biases, linear biases) bfloat16, as the optimizer gathers high-precision
-// parameters. Each launcher's doc names its float64 reference in
+// float32 but for the kept linear outputs (the _BF16 launchers: written by
+// GPTBiasAddBF16, read by GPTGELUBF16 and GPTGELUGradBF16), the parameters
+// they read (embeddings, LayerNorm weights and biases, linear biases)
+// bfloat16, as the optimizer gathers high-precision parameters. Each launcher's doc names its float64 reference in
 // examples/gpt/model; every reduction runs in a fixed order, so results
 // repeat bit for bit from run to run. Sizes must be non-negative (they
 // panic otherwise); zero rows queue nothing.
@@ -18,11 +19,15 @@ const (
 	kernelGPTLayerNormGradX = "gpt_layernorm_grad_x"
 	kernelGPTLayerNormGradW = "gpt_layernorm_grad_wb_partial"
 	kernelGPTBiasAdd        = "gpt_bias_add"
+	kernelGPTBiasAddBF16    = "gpt_bias_add_bf16"
+	kernelGPTBiasResidual   = "gpt_bias_residual"
 	kernelGPTColumnSum      = "gpt_column_sum_partial"
 	kernelGPTColumnFinal    = "gpt_column_sum_final"
 	kernelGPTAdd            = "gpt_add"
 	kernelGPTGELU           = "gpt_gelu"
 	kernelGPTGELUGrad       = "gpt_gelu_grad"
+	kernelGPTGELUBF16       = "gpt_gelu_bf16"
+	kernelGPTGELUGradBF16   = "gpt_gelu_grad_bf16"
 	kernelGPTCrossEntropy   = "gpt_cross_entropy"
 	kernelGPTLinear         = "gpt_linear_bf16"
 	kernelGPTLinearGradX    = "gpt_linear_bf16_grad_x"
@@ -35,6 +40,7 @@ func gptKernels() []string {
 	names := []string{kernelGPTEmbed, kernelGPTEmbedGradTok, kernelGPTEmbedGradPos, kernelGPTLayerNorm,
 		kernelGPTLayerNormGradX, kernelGPTLayerNormGradW, kernelGPTBiasAdd, kernelGPTColumnSum, kernelGPTColumnFinal,
 		kernelGPTAdd, kernelGPTGELU, kernelGPTGELUGrad, kernelGPTCrossEntropy,
+		kernelGPTBiasAddBF16, kernelGPTBiasResidual, kernelGPTGELUBF16, kernelGPTGELUGradBF16,
 		kernelGPTLinear, kernelGPTLinearGradX, kernelGPTLinearGradW}
 	for _, v := range rowVariants {
 		for _, base := range []string{kernelGPTLayerNorm, kernelGPTLayerNormGradX, kernelGPTCrossEntropy} {
@@ -148,6 +154,23 @@ func (k *Set) GPTBiasAdd(s *cuda.Stream, y, b cuda.DevicePtr, rows, n int) error
 	return k.elementwise(s, kernelGPTBiasAdd, rows*n, new(cuda.Args).Ptr(y).Ptr(b).U64(uint64(rows)).U64(uint64(n)))
 }
 
+// GPTBiasResidual queues y[r, i] = (y[r, i] + b[i]) + x[r, i] (float32 y
+// and x [rows, n], bfloat16 b): a linear layer's bias and the residual
+// connection in one pass, the bits of GPTBiasAdd then GPTAdd. y must not
+// overlap x.
+func (k *Set) GPTBiasResidual(s *cuda.Stream, y, x, b cuda.DevicePtr, rows, n int) error {
+	return k.elementwise(s, kernelGPTBiasResidual, rows*n, new(cuda.Args).Ptr(y).Ptr(x).Ptr(b).U64(uint64(rows)).U64(uint64(n)))
+}
+
+// GPTBiasAddBF16 queues y[r, i] = bf16(x[r, i] + b[i]): the float32 sum of
+// a float32 x [rows, n] (a linear layer's product) and a bfloat16 bias,
+// rounded to the nearest bfloat16 (ties to even) into y [rows, n]: the
+// linear outputs the GPT model keeps in bfloat16 (model.RoundBF16 of the
+// float32 sum). y must not overlap x.
+func (k *Set) GPTBiasAddBF16(s *cuda.Stream, y, x, b cuda.DevicePtr, rows, n int) error {
+	return k.elementwise(s, kernelGPTBiasAddBF16, rows*n, new(cuda.Args).Ptr(y).Ptr(x).Ptr(b).U64(uint64(rows)).U64(uint64(n)))
+}
+
 // GPTColumnSum queues db[i] += Σ_r dy[r, i] (a bias gradient), summed in
 // the fixed two-pass order of gptcols.cu through the stream's scratch.
 func (k *Set) GPTColumnSum(s *cuda.Stream, db, dy cuda.DevicePtr, rows, n int) error {
@@ -169,6 +192,17 @@ func (k *Set) GPTGELU(s *cuda.Stream, y, x cuda.DevicePtr, n int) error {
 // GPTGELUGrad queues dx = dy·GELU'(x) (model.GELUBackward) in float32.
 func (k *Set) GPTGELUGrad(s *cuda.Stream, dx, dy, x cuda.DevicePtr, n int) error {
 	return k.elementwise(s, kernelGPTGELUGrad, n, new(cuda.Args).Ptr(dx).Ptr(dy).Ptr(x).U64(uint64(n)))
+}
+
+// GPTGELUBF16 queues y = model.GELU(x) for a bfloat16 x, y float32.
+func (k *Set) GPTGELUBF16(s *cuda.Stream, y, x cuda.DevicePtr, n int) error {
+	return k.elementwise(s, kernelGPTGELUBF16, n, new(cuda.Args).Ptr(y).Ptr(x).U64(uint64(n)))
+}
+
+// GPTGELUGradBF16 queues dx = dy·GELU'(x) (model.GELUBackward) for a
+// bfloat16 x, dx and dy float32.
+func (k *Set) GPTGELUGradBF16(s *cuda.Stream, dx, dy, x cuda.DevicePtr, n int) error {
+	return k.elementwise(s, kernelGPTGELUGradBF16, n, new(cuda.Args).Ptr(dx).Ptr(dy).Ptr(x).U64(uint64(n)))
 }
 
 // GPTCrossEntropy queues, for each row r of logits [rows, v] (float32)

@@ -61,7 +61,7 @@ PEAK_BF16 = 989e12  # examples/gpt/gpu.go peakBF16
 UNTIMED_STEPS = 3  # examples/gpt/record.go untimedSteps
 AUTOCAST = True  # --precision bf16 (main sets it)
 PRESETS = {  # model.Presets: layers, hidden, heads, ffn, vocab, seq
-    "tiny": (2, 64, 4, 256, 256, 64),
+    "tiny": (2, 64, 1, 256, 256, 64),
     "small": (12, 768, 12, 3072, 256, 1024),
     "1.3b": (24, 2048, 16, 8192, 256, 2048),
 }

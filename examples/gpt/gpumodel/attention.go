@@ -12,9 +12,10 @@ import (
 
 // attention runs causal multi-head attention (model.Attention and
 // AttentionBackward) as strided-batched cuBLASLt GEMMs around the kernels
-// of internal/kernels/attention.cu, on the float32 activations of the
-// model: qkv [batch·seq, 3h] (queries, keys, values side by side, head k
-// in columns [k·d, (k+1)·d) of each), y [batch·seq, h], and the
+// of internal/kernels/attention.cu, on the activations of the model: qkv
+// [batch·seq, 3h] (queries, keys, values side by side, head k in columns
+// [k·d, (k+1)·d) of each; float32, or bfloat16 as the model keeps it:
+// setQKVBF16), y [batch·seq, h] and its gradient (float32), and the
 // probabilities p [batch, heads, seq, seq] kept for the backward pass.
 //
 // The six GEMMs of a forward and backward pass, per (batch, head), with Xc
@@ -56,10 +57,10 @@ import (
 // float64 model, still below the FP8 of the linear layers. It needs
 // 1.5·batch·heads·seq² float32 more scratch. Forward and backward, warm,
 // on one H200: 1.77 ms against TF32's 1.99 at the 124M shape (B8, T1024),
-// 3.20 against 3.91 ms at the 1.3B shape (B4, T2048); the model keeps TF32
-// until the model's own tests have run with BF16.
+// 3.20 against 3.91 ms at the 1.3B shape (B4, T2048); the GEMM path of the
+// model (Options.Attention AttentionGEMM) runs in TF32.
 //
-// attnFlash (flash.go, Options.FlashAttention) replaces the six GEMMs and
+// attnFlash (flash.go, AttentionFlash: the model's default) replaces the six GEMMs and
 // the softmax kernels by the fused kernels of internal/kernels/flash.cu:
 // the same bfloat16 roundings as attnBF16 (q, k, v, dy, p, ds), no
 // seq x seq matrix in memory, and per layer the bfloat16 output and a
@@ -84,6 +85,9 @@ type attention struct {
 	// attnFlash: the per-row statistic of the backward pass (the bfloat16
 	// output gradient goes to o).
 	dsum cuda.DevicePtr
+	// qkv16: forward and backward read qkv in bfloat16 (the model's kept
+	// linear output, setQKVBF16) instead of float32.
+	qkv16 bool
 }
 
 // attnPrecision is the number format of attention's GEMMs (see attention).
@@ -288,7 +292,8 @@ func (a *attention) allocScratch(elem int) error {
 // attnScaleFor is the score scale 1/sqrt(d) in float32, as attnScale.
 func attnScaleFor(d int) float32 { return float32(1 / math.Sqrt(float64(d))) }
 
-// The precision and layout of the model's attention (see attention).
+// The precision of the model's attention with AttentionGEMM, and the
+// layout of its heads (see attention).
 const (
 	attnPrecisionM = attnTF32
 	attnLayoutM    = attnPacked
@@ -353,23 +358,40 @@ func (a *attention) headsAt(w, off int) kernels.HeadLayout {
 	return kernels.HeadLayout{Batch: a.batch, Seq: a.seq, Heads: a.heads, D: a.d, LD: w, Off: off}
 }
 
+// setQKVBF16 makes forward and backward read qkv in bfloat16, as the model
+// keeps it (the GEMMs and fused kernels read the packed copies, widened to
+// float32 for attnTF32 and attnFP32): packed layout only.
+func (a *attention) setQKVBF16() error {
+	if a.layout != attnPacked {
+		return fmt.Errorf("gpumodel: attention on a bfloat16 qkv needs the packed layout, not %v", a.layout)
+	}
+	a.qkv16 = true
+	return nil
+}
+
 // split copies, for the packed layout, the parts of qkv named (0, 1, 2 for
-// q, k, v) into a.q, a.kk, a.v (in bfloat16 for attnBF16).
+// q, k, v) into a.q, a.kk, a.v (in bfloat16 for attnBF16 and attnFlash).
 func (a *attention) split(s *cuda.Stream, qkv cuda.DevicePtr, parts ...int) error {
 	dst := []cuda.DevicePtr{a.q, a.kk, a.v}
 	for _, p := range parts {
-		if err := a.splitOne(s, dst[p], qkv, a.headsAt(3*a.h, p*a.h)); err != nil {
+		if err := a.splitOne(s, dst[p], qkv, a.qkv16, a.headsAt(3*a.h, p*a.h)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// splitOne copies the heads l names in src into the packed dst, in the
-// GEMMs' input format.
-func (a *attention) splitOne(s *cuda.Stream, dst, src cuda.DevicePtr, l kernels.HeadLayout) error {
-	if a.prec == attnBF16 || a.prec == attnFlash {
+// splitOne copies the heads l names in src (bfloat16 if src16, else
+// float32) into the packed dst, in the GEMMs' input format.
+func (a *attention) splitOne(s *cuda.Stream, dst, src cuda.DevicePtr, src16 bool, l kernels.HeadLayout) error {
+	bf := a.prec == attnBF16 || a.prec == attnFlash
+	switch {
+	case bf && src16:
+		return a.k.AttentionSplitHeadsBF16FromBF16(s, dst, src, l)
+	case bf:
 		return a.k.AttentionSplitHeadsBF16(s, dst, src, l)
+	case src16:
+		return a.k.AttentionSplitHeadsFromBF16(s, dst, src, l)
 	}
 	return a.k.AttentionSplitHeads(s, dst, src, l)
 }
@@ -452,7 +474,7 @@ func (a *attention) backward(s *cuda.Stream, dqkv, ds, dy, p, qkv cuda.DevicePtr
 		if err := a.split(s, qkv, 0, 1, 2); err != nil {
 			return err
 		}
-		if err := a.splitOne(s, a.o, dy, a.headsAt(h, 0)); err != nil {
+		if err := a.splitOne(s, a.o, dy, false, a.headsAt(h, 0)); err != nil {
 			return err
 		}
 		dq, dk, dv = a.o, a.v, a.v

@@ -58,6 +58,20 @@ func (e *attnEnv) download(tb testing.TB, p cuda.DevicePtr, n int) []float32 {
 	return v
 }
 
+// uploadBF16 rounds ref to bfloat16 in place and uploads it as bfloat16.
+func (e *attnEnv) uploadBF16(tb testing.TB, ref []float64) cuda.DevicePtr {
+	v := make([]uint16, len(ref))
+	for i, x := range ref {
+		v[i] = bf16.FromFloat32(float32(x))
+		ref[i] = float64(bf16.ToFloat32(v[i]))
+	}
+	p := cudatest.Alloc(tb, e.d, 2*max(len(v), 1))
+	if err := e.s.Upload(p, cuda.Bytes(v)); err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
 // compareTensor checks got against want: relative L2 error at most rel,
 // and every element within elem times the largest |want|.
 func compareTensor(t *testing.T, name string, got []float32, want []float64, rel, elem float64) {
@@ -98,7 +112,9 @@ func compareTensor(t *testing.T, name string, got []float32, want []float64, rel
 // too, zeros above the diagonal included, and dqkv is overwritten whole.
 // attnFlash (the fused kernels; packed layout, d 64 and 128) is held to
 // BF16's tolerances (the same roundings: q, k, v, dy, p, ds); it keeps no
-// probabilities, so p is not compared.
+// probabilities, so p is not compared. The packed layout runs each
+// precision on a float32 qkv and on a bfloat16 one too (setQKVBF16, as the
+// model keeps it; the reference then reads the same bfloat16 values).
 func TestAttentionMatchesModel(t *testing.T) {
 	e := newAttnEnv(t)
 	shapes := []struct{ batch, seq, heads, d int }{
@@ -117,15 +133,24 @@ func TestAttentionMatchesModel(t *testing.T) {
 				if mode.prec == attnFlash && sh.d != 64 && sh.d != 128 {
 					continue
 				}
-				t.Run(fmt.Sprintf("%v/%v/batch=%d,seq=%d,heads=%d,d=%d", layout, mode.prec, sh.batch, sh.seq, sh.heads, sh.d), func(t *testing.T) {
-					checkAttention(t, e, sh.batch, sh.seq, sh.heads, sh.d, mode.prec, layout, mode.rel, mode.elem)
-				})
+				for _, qkv16 := range []bool{false, true} {
+					if qkv16 && layout != attnPacked {
+						continue
+					}
+					name := fmt.Sprintf("%v/%v/batch=%d,seq=%d,heads=%d,d=%d", layout, mode.prec, sh.batch, sh.seq, sh.heads, sh.d)
+					if qkv16 {
+						name += "/qkv=bf16"
+					}
+					t.Run(name, func(t *testing.T) {
+						checkAttention(t, e, sh.batch, sh.seq, sh.heads, sh.d, mode.prec, layout, qkv16, mode.rel, mode.elem)
+					})
+				}
 			}
 		}
 	}
 }
 
-func checkAttention(t *testing.T, e *attnEnv, batch, seq, heads, d int, prec attnPrecision, layout attnLayout, rel, elem float64) {
+func checkAttention(t *testing.T, e *attnEnv, batch, seq, heads, d int, prec attnPrecision, layout attnLayout, qkv16 bool, rel, elem float64) {
 	h, rows := heads*d, batch*seq
 	pn := batch * heads * seq * seq
 	a, err := newAttention(e.k, batch, seq, h, heads, prec, layout)
@@ -139,6 +164,12 @@ func checkAttention(t *testing.T, e *attnEnv, batch, seq, heads, d int, prec att
 	defer a.close()
 	r := rand.New(rand.NewPCG(uint64(seq), uint64(d)))
 	qkv, qkvRef := e.upload(t, r, rows*3*h, 1)
+	if qkv16 {
+		qkv = e.uploadBF16(t, qkvRef)
+		if err := a.setQKVBF16(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	dy, dyRef := e.upload(t, r, rows*h, 1)
 	dqkv, _ := e.upload(t, r, rows*3*h, 100) // garbage that must be overwritten
 	y, ds := cudatest.Alloc(t, e.d, 4*rows*h), cudatest.Alloc(t, e.d, 4*pn)
@@ -247,6 +278,9 @@ func TestAttentionBadInput(t *testing.T) {
 	}
 	if _, err := newAttention(nil, 1, 8, 128, 2, attnFlash, attnInPlace); err == nil {
 		t.Error("flash in place: no error")
+	}
+	if err := (&attention{layout: attnInPlace}).setQKVBF16(); err == nil {
+		t.Error("bfloat16 qkv in place: no error")
 	}
 	if err := checkAligned(256, 512+4); err == nil {
 		t.Error("a 4-byte-aligned buffer: no error")

@@ -91,10 +91,10 @@ func (m *Model) backwardLayer(params Params, grads Grads, l int, ready func(stri
 	steps := []func() error{
 		// m.dx: gradient of the block's output x2 + MLP(LN2(x2)).
 		func() error {
-			return m.restore(l, outL, func() error { return m.k.GPTGELU(m.s, m.gelu, a.fc, n*f) }, m.gelu)
+			return m.restore(l, outL, func() error { return m.k.GPTGELUBF16(m.s, m.gelu, a.fc, n*f) }, m.gelu)
 		},
 		func() error { return m.linearGrad(params, grads, l, outL, m.dg, m.dx, ready) },
-		func() error { return m.k.GPTGELUGrad(m.s, m.dfc, m.dg, a.fc, n*f) },
+		func() error { return m.k.GPTGELUGradBF16(m.s, m.dfc, m.dg, a.fc, n*f) },
 		func() error {
 			return m.restore(l, fcL, func() error { return m.layerNorm(params, lname(l, "ln2"), m.ln, a.mean2, a.rstd2, a.x2) }, m.ln)
 		},

@@ -20,13 +20,19 @@
 // # Memory
 //
 // Between Forward and Backward each block keeps only what Backward reads:
-// the FP8 linear inputs (held by the gemm.Linears), x, x2, qkv and fc in
-// float32, the LayerNorms' mean and rstd, and the attention
-// probabilities (with Options.FlashAttention, the fused kernels of
-// internal/kernels/flash.cu, instead the bfloat16 attention output and a
-// float32 logsumexp per row: 32.5 MiB per layer instead of 1 GiB at the
-// 1.3B shape). The LayerNorm, attention and GELU outputs live in
-// buffers shared by all blocks. Options.Recompute drops the FP8 copies of
+// the FP8 linear inputs (held by the gemm.Linears), the residual stream x
+// and x2 and the LayerNorms' mean and rstd in float32, the outputs of the
+// qkv and fc layers (attention's and GELU's inputs) in bfloat16 as
+// PyTorch's autocast keeps them (each the float32 product plus the bias,
+// rounded once: kernels.GPTBiasAddBF16; model.CPU.BF16 rounds the
+// reference at the same points), and what attention needs: by
+// default (Options.Attention AttentionFlash, the fused kernels of
+// internal/kernels/flash.cu) the bfloat16 attention output and a float32
+// logsumexp per row, 32.5 MiB per layer at the 1.3B shape; with
+// AttentionGEMM (TF32 GEMMs, any head width) the float32 probabilities,
+// 1 GiB per layer there. At that shape a layer keeps 496.6 MiB (720.6 with
+// qkv and fc in float32). The LayerNorm, attention and GELU outputs live
+// in float32 buffers shared by all blocks, as do the gradients. Options.Recompute drops the FP8 copies of
 // the LayerNorm and GELU outputs too and recomputes them in Backward (the
 // same bits); Options.KeepTransposed keeps the transposed FP8 inputs
 // instead of transposing in Backward (the same bits). PredictMemory

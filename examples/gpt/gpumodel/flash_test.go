@@ -1,27 +1,14 @@
 package gpumodel
 
 import (
-	"os"
 	"testing"
 
 	"github.com/distopt/distopt/examples/gpt/model"
 	"github.com/distopt/distopt/fp8"
 )
 
-// testFlash turns Options.FlashAttention on for every model the GPU tests
-// make (rig.model), and gives testShape heads of 64 (the fused kernels'
-// narrowest): DISTOPT_GPT_FLASH=1 (scripts/gpu/flash.sh).
-var testFlash = os.Getenv("DISTOPT_GPT_FLASH") == "1"
-
-// flashHeads returns c with heads of 64 when testFlash is set.
-func flashHeads(c model.Config) model.Config {
-	if testFlash {
-		c.Heads = c.Hidden / 64
-	}
-	return c
-}
-
-// TestPredictMemoryFlash checks PredictMemory with FlashAttention against
+// TestPredictMemoryFlash checks PredictMemory with flash attention (the
+// default) against the GEMM attention's prediction and
 // the bytes worked out here: per layer the bfloat16 output (2 bytes per
 // element of batch·seq·h) and a float32 logsumexp per row of every head
 // instead of the float32 probabilities (4·batch·heads·seq²); in the
@@ -44,11 +31,11 @@ func TestPredictMemoryFlash(t *testing.T) {
 	}{{cfg, 3, 48}, {cfg, 2, 64}, {big, 4, big.Seq}} {
 		n, h, heads := c.batch*c.seq, c.cfg.Hidden, c.cfg.Heads
 		pn, rows := c.batch*heads*c.seq*c.seq, c.batch*heads*c.seq
-		base, err := PredictMemory(c.cfg, c.batch, c.seq, Options{Recipe: cur})
+		base, err := PredictMemory(c.cfg, c.batch, c.seq, Options{Recipe: cur, Attention: AttentionGEMM})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := PredictMemory(c.cfg, c.batch, c.seq, Options{Recipe: cur, FlashAttention: true})
+		got, err := PredictMemory(c.cfg, c.batch, c.seq, Options{Recipe: cur})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +46,7 @@ func TestPredictMemoryFlash(t *testing.T) {
 			t.Errorf("%+v batch %d seq %d: %+v, want %+v", c.cfg, c.batch, c.seq, got, want)
 		}
 		if base.Probs != 4*pn {
-			t.Errorf("without flash: probabilities %d bytes, want %d", base.Probs, 4*pn)
+			t.Errorf("GEMM attention: probabilities %d bytes, want %d", base.Probs, 4*pn)
 		}
 		t.Logf("%d layers, batch %d, seq %d: per layer %.1f MiB -> %.1f MiB, per step %.2f GiB -> %.2f GiB",
 			c.cfg.Layers, c.batch, c.seq, float64(base.PerLayer())/(1<<20), float64(got.PerLayer())/(1<<20),

@@ -58,15 +58,13 @@ func (m *Model) forward(params Params, tokens, targets []int32, dloss float64) e
 		}
 		steps := []func() error{
 			func() error { return m.layerNorm(params, lname(l, "ln1"), m.ln, a.mean1, a.rstd1, a.x) },
-			func() error { return m.linear(params, l, qkvL, a.qkv, m.ln) },
+			func() error { return m.linear(params, l, qkvL, m.dqkv, a.qkv, 0, m.ln) },
 			func() error { return m.attn.forward(m.s, m.att, a.p, a.qkv) },
-			func() error { return m.linear(params, l, projL, a.x2, m.att) },
-			func() error { return m.k.GPTAdd(m.s, a.x2, a.x2, a.x, n*h) },
+			func() error { return m.linear(params, l, projL, a.x2, 0, a.x, m.att) },
 			func() error { return m.layerNorm(params, lname(l, "ln2"), m.ln, a.mean2, a.rstd2, a.x2) },
-			func() error { return m.linear(params, l, fcL, a.fc, m.ln) },
-			func() error { return m.k.GPTGELU(m.s, m.gelu, a.fc, n*f) },
-			func() error { return m.linear(params, l, outL, next, m.gelu) },
-			func() error { return m.k.GPTAdd(m.s, next, next, a.x2, n*h) },
+			func() error { return m.linear(params, l, fcL, m.dfc, a.fc, 0, m.ln) },
+			func() error { return m.k.GPTGELUBF16(m.s, m.gelu, a.fc, n*f) },
+			func() error { return m.linear(params, l, outL, next, 0, a.x2, m.gelu) },
 		}
 		for _, step := range steps {
 			if err := step(); err != nil {
@@ -93,9 +91,13 @@ func (m *Model) forward(params Params, tokens, targets []int32, dloss float64) e
 
 // linear runs y = x·Wᵀ + b for linear layer i of block l: x (float32
 // [rows, in]) is quantized by the layer, which keeps it for backward (or,
-// recomputed, does not). The device allocator's count of what the layer
-// allocates (its kept input, at the first Forward) joins the model's.
-func (m *Model) linear(params Params, l, i int, y, x cuda.DevicePtr) error {
+// recomputed, does not). Either y16 or res is 0: y (float32) receives the
+// product, then y16 the bfloat16 of y + b (GPTBiasAddBF16: the sum rounded
+// once, the output the block keeps), or y becomes (y + b) + res
+// (GPTBiasResidual: the residual connection). The device allocator's
+// count of what the layer allocates (its kept input, at the first
+// Forward) joins the model's.
+func (m *Model) linear(params Params, l, i int, y, y16, res, x cuda.DevicePtr) error {
 	name := lname(l, linearNames[i])
 	w, err := weight(params, name)
 	if err != nil {
@@ -111,7 +113,10 @@ func (m *Model) linear(params Params, l, i int, y, x cuda.DevicePtr) error {
 	if err != nil {
 		return err
 	}
-	return m.k.GPTBiasAdd(m.s, y, b, m.rows, w.Rows)
+	if y16 != 0 {
+		return m.k.GPTBiasAddBF16(m.s, y16, y, b, m.rows, w.Rows)
+	}
+	return m.k.GPTBiasResidual(m.s, y, res, b, m.rows, w.Rows)
 }
 
 // engineBytes is what the engine's growing buffers hold.

@@ -22,13 +22,15 @@ type Memory struct {
 	// LinearInputsBF16: per layer, what the same four inputs take in
 	// bfloat16 (2 bytes per element), as PyTorch's autocast keeps them.
 	LinearInputsBF16 int
-	// Saved: per layer, the float32 tensors backward reads: x, qkv, x2,
-	// fc, and the two LayerNorms' mean and rstd.
+	// Saved: per layer, the other tensors backward reads: the residual
+	// stream x and x2 and the two LayerNorms' mean and rstd in float32,
+	// the linear outputs qkv and fc (attention's and GELU's inputs) in
+	// bfloat16, as PyTorch's autocast keeps them.
 	Saved int
-	// Probs: per layer, the attention probabilities [batch, heads, seq,
-	// seq] in float32; with Options.FlashAttention instead the attention
-	// output in bfloat16 [batch·heads, seq, d] and the float32 logsumexp
-	// of every row [batch·heads·seq].
+	// Probs: per layer, what attention keeps: with flash attention (the
+	// default) its output in bfloat16 [batch·heads, seq, d] and the
+	// float32 logsumexp of every row [batch·heads·seq]; with AttentionGEMM
+	// the probabilities [batch, heads, seq, seq] in float32.
 	Probs int
 	// Final: per step, kept outside the blocks: the final LayerNorm's
 	// input, output, mean and rstd, the logits, their gradient, the losses.
@@ -57,7 +59,7 @@ func (m Memory) LinearRatio() float64 { return float64(m.LinearInputs) / float64
 
 func (m Memory) String() string {
 	const mib = 1 << 20
-	return fmt.Sprintf("per layer %.2f MiB (FP8 linear inputs %.2f MiB = %.4fx of BF16's %.2f MiB, float32 saved %.2f MiB, attention probabilities %.2f MiB); per step %.2f MiB (%d layers, final %.2f MiB, scratch %.2f MiB, engine %.2f MiB)",
+	return fmt.Sprintf("per layer %.2f MiB (FP8 linear inputs %.2f MiB = %.4fx of BF16's %.2f MiB, saved %.2f MiB, attention %.2f MiB); per step %.2f MiB (%d layers, final %.2f MiB, scratch %.2f MiB, engine %.2f MiB)",
 		float64(m.PerLayer())/mib, float64(m.LinearInputs)/mib, m.LinearRatio(), float64(m.LinearInputsBF16)/mib,
 		float64(m.Saved)/mib, float64(m.Probs)/mib, float64(m.Step())/mib, m.Layers, float64(m.Final)/mib,
 		float64(m.Scratch)/mib, float64(m.Engine)/mib)
@@ -65,10 +67,14 @@ func (m Memory) String() string {
 
 // PredictMemory returns the activation memory of a model of shape cfg on
 // micro-batches of batch x seq tokens with options o, from the shapes
-// alone. o.Recipe must be set (the optimizer's recipe).
+// alone. o.Recipe must be set (the optimizer's recipe); options New
+// refuses (flash attention on heads it does not take) are refused here too.
 func PredictMemory(cfg model.Config, batch, seq int, o Options) (Memory, error) {
 	if o.Recipe == (fp8.Recipe{}) {
 		return Memory{}, errors.New("gpumodel: PredictMemory needs Options.Recipe (the optimizer's recipe of the weights)")
+	}
+	if err := o.check(cfg, batch, seq); err != nil {
+		return Memory{}, err
 	}
 	n, h, f, v := batch*seq, cfg.Hidden, cfg.FFN, cfg.Vocab
 	prec := o.attnPrecision()
@@ -79,7 +85,7 @@ func PredictMemory(cfg model.Config, batch, seq int, o Options) (Memory, error) 
 	m := Memory{
 		Layers:           cfg.Layers,
 		LinearInputsBF16: 2 * n * (3*h + f),
-		Saved:            4 * (n*h + n*3*h + n*h + n*f + 4*n),
+		Saved:            4*(n*h+n*h+4*n) + 2*(n*3*h+n*f),
 		Probs:            attnKeptBytes(batch, seq, h, cfg.Heads, prec),
 		Final:            4 * (2*n*h + 3*n + 2*n*v),
 		Scratch: 4*(2*n*h+n*f+3*n+v+1+3*n*h+3*n*h+ds+2*n*f) +

@@ -12,7 +12,7 @@ import (
 // 4 bytes of scale per layer input; 1x128 blocks: plus 4 bytes per block
 // of 128 along each row; the attention output's alone under Recompute;
 // doubled, with the transposes' scales, under KeepTransposed) and the
-// float32 categories against the model's buffers counted by hand.
+// other categories against the model's buffers counted by hand.
 func TestPredictMemory(t *testing.T) {
 	cfg := model.Config{Layers: 3, Hidden: 256, Heads: 4, FFN: 640, Vocab: 256, Seq: 64}
 	const batch, seq = 3, 48
@@ -35,6 +35,7 @@ func TestPredictMemory(t *testing.T) {
 		{"blocks recompute", Options{Recipe: tiles, Recompute: true}, n*h + blocks(h)},
 		{"blocks keep", Options{Recipe: tiles, KeepTransposed: true}, 2*n*(3*h+f) + 3*blocks(h) + blocks(f) + 3*tileT(h) + tileT(f)},
 	} {
+		c.o.Attention = AttentionGEMM // TestPredictMemoryFlash has the default's attention
 		m, err := PredictMemory(cfg, batch, seq, c.o)
 		if err != nil {
 			t.Fatal(err)
@@ -44,7 +45,7 @@ func TestPredictMemory(t *testing.T) {
 		}
 		pn := batch * cfg.Heads * seq * seq
 		want := Memory{Layers: 3, LinearInputs: c.want, LinearInputsBF16: 2 * n * (3*h + f),
-			Saved: 4 * (n*(h+3*h+h+f) + 4*n), Probs: 4 * pn,
+			Saved: 4*(n*(h+h)+4*n) + 2*n*(3*h+f), Probs: 4 * pn, // x, x2, statistics; qkv, fc in bfloat16
 			Final: 4 * (n*h + n*h + n + n + n*v + n*v + n),
 			Scratch: 4*(n*h+n*h+n*f+ // ln, att, gelu
 				n+n+n+v+1+ // tok, tgt, order, start

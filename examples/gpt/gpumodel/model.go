@@ -19,42 +19,6 @@ type Params func(name string) (optimizer.ParamView, error)
 // Grads gives a parameter's gradient view (optimizer.Optimizer.Grad).
 type Grads func(name string) (optimizer.GradView, error)
 
-// Options are the model's trades of memory against time. The zero value
-// keeps every FP8 linear input once and transposes it in backward.
-type Options struct {
-	// Recipe is the FP8 recipe of the linear weights, the optimizer's
-	// Config.Recipe; it picks the activations' scaling (ActivationRecipes).
-	// Zero: read from the gathered weights at the first Forward. Forward
-	// refuses weights of another scale layout.
-	Recipe fp8.Recipe
-	// Recompute keeps neither the LayerNorm outputs nor the GELU output for
-	// backward, not even in FP8: backward recomputes them (the forward
-	// kernels again, from x and fc) and quantizes them again. Same bits as
-	// without it; only the attention output's FP8 copy stays kept.
-	Recompute bool
-	// KeepTransposed keeps, for every linear layer that keeps its input,
-	// the transposed FP8 copy too (gemm.LinearConfig.KeepTransposed): twice
-	// the bytes, no transpose in backward, same bits.
-	KeepTransposed bool
-	// FlashAttention runs attention with the fused kernels of
-	// internal/kernels/flash.cu (bfloat16 q, k, v and output gradient on
-	// the tensor cores, float32 softmax statistics) instead of the TF32
-	// GEMMs: per layer it keeps the bfloat16 output and a logsumexp per
-	// row instead of the float32 probabilities, and needs no seq x seq
-	// scratch. Head widths 64 and 128 only. Off by default until the
-	// model's GPU tests have run with it (DISTOPT_GPT_FLASH=1, see
-	// scripts/gpu/flash.sh).
-	FlashAttention bool
-}
-
-// attnPrecision returns the precision of the model's attention.
-func (o Options) attnPrecision() attnPrecision {
-	if o.FlashAttention {
-		return attnFlash
-	}
-	return attnPrecisionM
-}
-
 // The four linear layers of a block, in forward order.
 const (
 	qkvL  = iota // attn.qkv, input LN1(x)
@@ -78,9 +42,10 @@ func recomputed(i int) bool { return i != projL }
 
 // layer holds what one block keeps from forward to backward (see Memory).
 type layer struct {
-	x, mean1, rstd1, qkv, p cuda.DevicePtr // float32 saved tensors, attention probabilities
-	x2, mean2, rstd2, fc    cuda.DevicePtr
-	lin                     [nLinear]*gemm.Linear // hold the FP8 linear inputs
+	x, mean1, rstd1, x2, mean2, rstd2 cuda.DevicePtr        // float32: the residual stream, LayerNorm statistics
+	qkv, fc                           cuda.DevicePtr        // bfloat16: the linear outputs attention and GELU read
+	p                                 cuda.DevicePtr        // what attention keeps (attnKeptBytes)
+	lin                               [nLinear]*gemm.Linear // hold the FP8 linear inputs
 }
 
 // Model is the model on one device for micro-batches of batch x seq tokens.
@@ -97,7 +62,9 @@ type Model struct {
 	// kept outside the blocks (Final)
 	xf, lnf, meanf, rstdf, logits, dlogits, losses cuda.DevicePtr
 	// shared transient buffers (Scratch): one block's LayerNorm, attention
-	// and GELU outputs, the gradients, the token indices
+	// and GELU outputs, the gradients, the token indices; in Forward dqkv
+	// and dfc take the float32 products of the qkv and fc layers before
+	// their bias and rounding to bfloat16
 	ln, att, gelu     cuda.DevicePtr
 	tok, tgt          cuda.DevicePtr
 	order, start      cuda.DevicePtr
@@ -115,14 +82,17 @@ type Model struct {
 	lossAll, lossFree []*staging
 }
 
-// New is NewWith with zero Options.
+// New is NewWith with zero Options (flash attention: head widths 64 and
+// 128 only).
 func New(e *gemm.Engine, k *kernels.Set, cfg model.Config, batch, seq int) (*Model, error) {
 	return NewWith(e, k, cfg, batch, seq, Options{})
 }
 
 // NewWith allocates the model's buffers on the engine's device; k must be
 // loaded on the same device. seq may be below cfg.Seq. batch·seq, and the
-// hidden and FFN sizes, must be multiples of 16 (the FP8 GEMMs' rule). The
+// hidden and FFN sizes, must be multiples of 16 (the FP8 GEMMs' rule).
+// With Options.Attention AttentionFlash (the default) the head width must
+// be 64 or 128; other widths are refused, naming AttentionGEMM. The
 // linear layers allocate their kept inputs at the first Forward.
 func NewWith(e *gemm.Engine, k *kernels.Set, cfg model.Config, batch, seq int, o Options) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
@@ -137,6 +107,9 @@ func NewWith(e *gemm.Engine, k *kernels.Set, cfg model.Config, batch, seq int, o
 			return nil, err
 		}
 	}
+	if err := o.check(cfg, batch, seq); err != nil {
+		return nil, err
+	}
 	m := &Model{cfg: cfg, opts: o, batch: batch, seq: seq, rows: batch * seq, d: k.Device(), s: e.Stream(), k: k, e: e}
 	before := m.d.Usage().DeviceBytes
 	err := m.allocate()
@@ -150,7 +123,7 @@ func NewWith(e *gemm.Engine, k *kernels.Set, cfg model.Config, batch, seq int, o
 
 // Memory categories of the model's own buffers.
 const (
-	catSaved   = iota // float32 tensors kept per layer
+	catSaved   = iota // float32 and bfloat16 tensors kept per layer
 	catProbs          // attention probabilities kept per layer
 	catFinal          // kept outside the blocks
 	catScratch        // shared, transient
@@ -160,41 +133,45 @@ const (
 func (m *Model) allocate() error {
 	n, h, f, v := m.rows, m.cfg.Hidden, m.cfg.FFN, m.cfg.Vocab
 	prec := m.opts.attnPrecision()
-	kept := attnKeptBytes(m.batch, m.seq, h, m.cfg.Heads, prec) / 4
+	kept := attnKeptBytes(m.batch, m.seq, h, m.cfg.Heads, prec)
 	ds := m.batch * m.cfg.Heads * m.seq * m.seq // the score gradient's scratch, none for flash
 	if prec == attnFlash {
 		ds = 0
 	}
 	var err error
-	buf := func(cat, elems int) cuda.DevicePtr {
+	// buf allocates a buffer of bytes bytes in category cat.
+	buf := func(cat, bytes int) cuda.DevicePtr {
 		if err != nil {
 			return 0
 		}
 		var p cuda.DevicePtr
-		if p, err = m.d.Alloc(4 * max(elems, 1)); err == nil {
+		if p, err = m.d.Alloc(max(bytes, 4)); err == nil {
 			m.ptrs = append(m.ptrs, p)
-			m.alloc[cat] += 4 * max(elems, 1)
+			m.alloc[cat] += max(bytes, 4)
 		}
 		return p
 	}
 	const sv, fi, sc = catSaved, catFinal, catScratch
 	for range m.cfg.Layers {
 		m.layers = append(m.layers, layer{
-			x: buf(sv, n*h), mean1: buf(sv, n), rstd1: buf(sv, n), qkv: buf(sv, n*3*h), p: buf(catProbs, kept),
-			x2: buf(sv, n*h), mean2: buf(sv, n), rstd2: buf(sv, n), fc: buf(sv, n*f),
+			x: buf(sv, 4*n*h), mean1: buf(sv, 4*n), rstd1: buf(sv, 4*n), qkv: buf(sv, 2*n*3*h), p: buf(catProbs, kept),
+			x2: buf(sv, 4*n*h), mean2: buf(sv, 4*n), rstd2: buf(sv, 4*n), fc: buf(sv, 2*n*f),
 		})
 	}
-	m.xf, m.lnf, m.meanf, m.rstdf = buf(fi, n*h), buf(fi, n*h), buf(fi, n), buf(fi, n)
-	m.logits, m.dlogits, m.losses = buf(fi, n*v), buf(fi, n*v), buf(fi, n)
-	m.ln, m.att, m.gelu = buf(sc, n*h), buf(sc, n*h), buf(sc, n*f)
-	m.tok, m.tgt, m.order, m.start = buf(sc, n), buf(sc, n), buf(sc, n), buf(sc, v+1)
-	m.dx, m.dln, m.dtmp = buf(sc, n*h), buf(sc, n*h), buf(sc, n*h)
-	m.dqkv, m.dfc, m.dg = buf(sc, n*3*h), buf(sc, n*f), buf(sc, n*f)
+	m.xf, m.lnf, m.meanf, m.rstdf = buf(fi, 4*n*h), buf(fi, 4*n*h), buf(fi, 4*n), buf(fi, 4*n)
+	m.logits, m.dlogits, m.losses = buf(fi, 4*n*v), buf(fi, 4*n*v), buf(fi, 4*n)
+	m.ln, m.att, m.gelu = buf(sc, 4*n*h), buf(sc, 4*n*h), buf(sc, 4*n*f)
+	m.tok, m.tgt, m.order, m.start = buf(sc, 4*n), buf(sc, 4*n), buf(sc, 4*n), buf(sc, 4*(v+1))
+	m.dx, m.dln, m.dtmp = buf(sc, 4*n*h), buf(sc, 4*n*h), buf(sc, 4*n*h)
+	m.dqkv, m.dfc, m.dg = buf(sc, 4*n*3*h), buf(sc, 4*n*f), buf(sc, 4*n*f)
 	if ds > 0 {
-		m.ds = buf(sc, ds)
+		m.ds = buf(sc, 4*ds)
 	}
 	if err == nil {
 		m.attn, err = newAttention(m.k, m.batch, m.seq, h, m.cfg.Heads, prec, attnLayoutM)
+	}
+	if err == nil {
+		err = m.attn.setQKVBF16()
 	}
 	if err == nil {
 		m.alloc[catScratch] += attnScratchBytes(m.batch, m.seq, h, m.cfg.Heads, prec, attnLayoutM)

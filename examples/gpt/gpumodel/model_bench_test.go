@@ -26,15 +26,15 @@ func fastInit(name string, offset int, dst []float32) error {
 // loss gradient, then Backward accumulating every gradient) of each preset
 // of -gpt.presets (default the 124M shape, "small") at the example's
 // default batch of 4 sequences of the full context, per-tensor current
-// scaling, with the default options, with Recompute, with KeepTransposed
-// and with FlashAttention (each with an engine of its own). It reports tokens/s;
+// scaling, with the default options (flash attention), with the GEMM
+// attention (AttentionGEMM), with Recompute and with KeepTransposed (each
+// with an engine of its own). It reports tokens/s;
 // the FP8 linear inputs kept per layer (kept-MiB/layer) with their ratio
 // to bfloat16 (kept/bf16); the activation memory of the step as the model
 // allocated it (activation-MiB/step: Memory's Allocated.Step), as
 // PredictMemory predicts it (predicted-MiB/step), and the device
 // allocator's count of the model's own allocations (device-MiB, the same
-// without the engine's buffer). Attention is the reference kernel of
-// gpt.cu.
+// without the engine's buffer).
 func BenchmarkMicroBatch(b *testing.B) {
 	for _, preset := range strings.Split(*benchPresets, ",") {
 		cfg, err := model.Preset(preset)
@@ -48,8 +48,8 @@ func BenchmarkMicroBatch(b *testing.B) {
 		for _, c := range []struct {
 			name string
 			o    Options
-		}{{"default", Options{}}, {"recompute", Options{Recompute: true}}, {"keep-transposed", Options{KeepTransposed: true}},
-			{"flash", Options{FlashAttention: true}}} {
+		}{{"flash", Options{}}, {"gemm", Options{Attention: AttentionGEMM}}, {"recompute", Options{Recompute: true}},
+			{"keep-transposed", Options{KeepTransposed: true}}} {
 			b.Run(preset+"/"+c.name, func(b *testing.B) {
 				e, err := gemm.New(r.be.Device(), r.be.Stream())
 				if err != nil {

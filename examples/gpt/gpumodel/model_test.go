@@ -22,9 +22,13 @@ import (
 )
 
 // testShape has sizes of whole 128-blocks for the hidden and FFN widths
-// (and a partial one nowhere), so every recipe's kernels take it; heads
-// of 64 under DISTOPT_GPT_FLASH=1 (testFlash).
-var testShape = flashHeads(model.Config{Layers: 2, Hidden: 128, Heads: 4, FFN: 256, Vocab: 256, Seq: 32})
+// (and a partial one nowhere), so every recipe's kernels take it, and
+// heads of 64, which both attentions take.
+var testShape = model.Config{Layers: 2, Hidden: 128, Heads: 2, FFN: 256, Vocab: 256, Seq: 32}
+
+// attentions are the model's attention implementations; the GPU tests
+// run each.
+var attentions = []Attention{AttentionFlash, AttentionGEMM}
 
 // recipes are the optimizer's weight recipes the model runs with.
 var recipes = []struct {
@@ -78,10 +82,8 @@ func newRigInit(t testing.TB, cfg model.Config, lr float64, r fp8.Recipe, init o
 }
 
 // model returns a model on the rig's device, closed when the test ends.
-// Under DISTOPT_GPT_FLASH=1 the model runs the fused attention kernels.
 func (r *rig) model(t testing.TB, cfg model.Config, batch, seq int, opts Options) *Model {
 	t.Helper()
-	opts.FlashAttention = opts.FlashAttention || testFlash
 	m, err := NewWith(r.e, r.k, cfg, batch, seq, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -129,62 +131,70 @@ func (r *rig) grads(t testing.TB, cfg model.Config) map[string][]byte {
 // shared dimension but compound through the blocks; typically a few
 // percent, while a wrong scale, transpose or block index gives errors of
 // order 1). The logits (Logits) must give the loss the GPU computed.
+// Both attentions (flash and GEMM) are checked. The reference rounds qkv
+// and fc to bfloat16 where the GPU model keeps them so (model.CPU.BF16).
 func TestGPUModelMatchesCPU(t *testing.T) {
-	for _, rc := range recipes {
-		t.Run(rc.name, func(t *testing.T) {
-			const batch, seq = 2, 32
-			r := newRig(t, testShape, 1e-3, rc.r)
-			m := r.model(t, testShape, batch, seq, Options{})
-			tokens, targets := randomTokens(batch*seq, testShape.Vocab, 1), randomTokens(batch*seq, testShape.Vocab, 2)
-			if err := m.ZeroGrads(r.o.Grad); err != nil {
-				t.Fatal(err)
-			}
-			if err := m.Forward(r.o.Param, tokens, targets, 1); err != nil {
-				t.Fatal(err)
-			}
-			if err := m.Backward(r.o.Param, r.o.Grad, nil); err != nil {
-				t.Fatal(err)
-			}
-			loss, err := m.Loss()
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkLogits(t, m, targets, loss)
-			ref := &model.CPU{Config: testShape, W: map[string][]float64{}}
-			for _, p := range testShape.Params() {
-				w, err := r.o.Weights(p.Name)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, x := range w {
-					ref.W[p.Name] = append(ref.W[p.Name], float64(x))
-				}
-			}
-			a, err := ref.Forward(tokens, targets, batch, seq)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("loss %.6f on the GPU, %.6f in the reference", loss, a.Loss)
-			if math.Abs(loss-a.Loss) > 0.02*a.Loss {
-				t.Errorf("loss %v on the GPU, %v in the reference", loss, a.Loss)
-			}
-			want := ref.Backward(a)
-			got := r.grads(t, testShape)
-			for _, p := range testShape.Params() {
-				var num, den float64
-				g := cuda.View[float32](got[p.Name])
-				for i, w := range want[p.Name] {
-					d := float64(g[i]) - w
-					num += d * d
-					den += w * w
-				}
-				rel := math.Sqrt(num / den)
-				t.Logf("%-22s relative L2 error %.4f", p.Name, rel)
-				if !(rel < 0.25) {
-					t.Errorf("%s: gradient relative L2 error %.3f", p.Name, rel)
-				}
-			}
-		})
+	for _, at := range attentions {
+		for _, rc := range recipes {
+			t.Run(at.String()+"/"+rc.name, func(t *testing.T) { modelMatchesCPU(t, rc.r, at) })
+		}
+	}
+}
+
+// modelMatchesCPU is TestGPUModelMatchesCPU for weights of recipe rc and
+// attention at.
+func modelMatchesCPU(t *testing.T, rc fp8.Recipe, at Attention) {
+	const batch, seq = 2, 32
+	r := newRig(t, testShape, 1e-3, rc)
+	m := r.model(t, testShape, batch, seq, Options{Attention: at})
+	tokens, targets := randomTokens(batch*seq, testShape.Vocab, 1), randomTokens(batch*seq, testShape.Vocab, 2)
+	if err := m.ZeroGrads(r.o.Grad); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Forward(r.o.Param, tokens, targets, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Backward(r.o.Param, r.o.Grad, nil); err != nil {
+		t.Fatal(err)
+	}
+	loss, err := m.Loss()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLogits(t, m, targets, loss)
+	ref := &model.CPU{Config: testShape, W: map[string][]float64{}, BF16: true}
+	for _, p := range testShape.Params() {
+		w, err := r.o.Weights(p.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range w {
+			ref.W[p.Name] = append(ref.W[p.Name], float64(x))
+		}
+	}
+	a, err := ref.Forward(tokens, targets, batch, seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("loss %.6f on the GPU, %.6f in the reference", loss, a.Loss)
+	if math.Abs(loss-a.Loss) > 0.02*a.Loss {
+		t.Errorf("loss %v on the GPU, %v in the reference", loss, a.Loss)
+	}
+	want := ref.Backward(a)
+	got := r.grads(t, testShape)
+	for _, p := range testShape.Params() {
+		var num, den float64
+		g := cuda.View[float32](got[p.Name])
+		for i, w := range want[p.Name] {
+			d := float64(g[i]) - w
+			num += d * d
+			den += w * w
+		}
+		rel := math.Sqrt(num / den)
+		t.Logf("%-22s relative L2 error %.4f", p.Name, rel)
+		if !(rel < 0.25) {
+			t.Errorf("%s: gradient relative L2 error %.3f", p.Name, rel)
+		}
 	}
 }
 
@@ -260,61 +270,70 @@ func twoMicroBatches(t testing.TB, r *rig, m *Model) run {
 // the same (recomputation reruns deterministic kernels and quantizes the
 // same bits again; a kept transpose is the transient one made earlier).
 // It also checks that Backward is refused after an evaluation Forward
-// (dloss 0).
+// (dloss 0). It runs with both attentions.
 func TestGPUOptionsBitIdentical(t *testing.T) {
-	for _, rc := range recipes {
-		t.Run(rc.name, func(t *testing.T) {
-			const batch, seq = 2, 32
-			r := newRig(t, testShape, 1e-3, rc.r)
-			base := twoMicroBatches(t, r, r.model(t, testShape, batch, seq, Options{}))
-			for _, o := range []Options{{Recompute: true}, {KeepTransposed: true}, {Recompute: true, KeepTransposed: true}} {
-				m := r.model(t, testShape, batch, seq, o)
-				got := twoMicroBatches(t, r, m)
-				name := fmt.Sprintf("recompute=%v keep-transposed=%v", o.Recompute, o.KeepTransposed)
-				if !bytes.Equal(got.losses, base.losses) || !bytes.Equal(got.logits, base.logits) {
-					t.Errorf("%s: losses or logits differ from the default run's", name)
-				}
-				for _, p := range testShape.Params() {
-					if !bytes.Equal(got.grads[p.Name], base.grads[p.Name]) {
-						t.Errorf("%s: gradient of %s differs from the default run's", name, p.Name)
-					}
-				}
-				tokens := randomTokens(m.rows, m.cfg.Vocab, 1)
-				if err := m.Forward(r.o.Param, tokens, tokens, 0); err != nil {
-					t.Fatal(err)
-				}
-				if err := m.Backward(r.o.Param, r.o.Grad, nil); err == nil {
-					t.Errorf("%s: Backward after a Forward with dloss 0: no error", name)
-				}
+	for _, at := range attentions {
+		for _, rc := range recipes {
+			t.Run(at.String()+"/"+rc.name, func(t *testing.T) { optionsBitIdentical(t, rc.r, at) })
+		}
+	}
+}
+
+// optionsBitIdentical is TestGPUOptionsBitIdentical for weights of recipe
+// rc and attention at.
+func optionsBitIdentical(t *testing.T, rc fp8.Recipe, at Attention) {
+	const batch, seq = 2, 32
+	r := newRig(t, testShape, 1e-3, rc)
+	base := twoMicroBatches(t, r, r.model(t, testShape, batch, seq, Options{Attention: at}))
+	for _, o := range []Options{{Recompute: true}, {KeepTransposed: true}, {Recompute: true, KeepTransposed: true}} {
+		o.Attention = at
+		m := r.model(t, testShape, batch, seq, o)
+		got := twoMicroBatches(t, r, m)
+		name := fmt.Sprintf("recompute=%v keep-transposed=%v", o.Recompute, o.KeepTransposed)
+		if !bytes.Equal(got.losses, base.losses) || !bytes.Equal(got.logits, base.logits) {
+			t.Errorf("%s: losses or logits differ from the default run's", name)
+		}
+		for _, p := range testShape.Params() {
+			if !bytes.Equal(got.grads[p.Name], base.grads[p.Name]) {
+				t.Errorf("%s: gradient of %s differs from the default run's", name, p.Name)
 			}
-		})
+		}
+		tokens := randomTokens(m.rows, m.cfg.Vocab, 1)
+		if err := m.Forward(r.o.Param, tokens, tokens, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Backward(r.o.Param, r.o.Grad, nil); err == nil {
+			t.Errorf("%s: Backward after a Forward with dloss 0: no error", name)
+		}
 	}
 }
 
 // TestGPUDeterminism: two fresh rigs (optimizer, engine, model) given the
 // same inputs give the same bits (losses, logits, gradients of two
 // micro-batches) per recipe. It also logs their SHA-256, which scripts
-// compare between two processes.
+// compare between two processes. Both attentions.
 func TestGPUDeterminism(t *testing.T) {
-	for _, rc := range recipes[:3] {
-		t.Run(rc.name, func(t *testing.T) {
-			hash := func() []byte {
-				r := newRig(t, testShape, 1e-3, rc.r)
-				got := twoMicroBatches(t, r, r.model(t, testShape, 2, 32, Options{}))
-				h := sha256.New()
-				h.Write(got.losses)
-				h.Write(got.logits)
-				for _, p := range testShape.Params() {
-					h.Write(got.grads[p.Name])
+	for _, at := range attentions {
+		for _, rc := range recipes[:3] {
+			t.Run(at.String()+"/"+rc.name, func(t *testing.T) {
+				hash := func() []byte {
+					r := newRig(t, testShape, 1e-3, rc.r)
+					got := twoMicroBatches(t, r, r.model(t, testShape, 2, 32, Options{Attention: at}))
+					h := sha256.New()
+					h.Write(got.losses)
+					h.Write(got.logits)
+					for _, p := range testShape.Params() {
+						h.Write(got.grads[p.Name])
+					}
+					return h.Sum(nil)
 				}
-				return h.Sum(nil)
-			}
-			a, b := hash(), hash()
-			if !bytes.Equal(a, b) {
-				t.Errorf("two runs on the same inputs differ: %x and %x", a, b)
-			}
-			t.Logf("determinism %s %x", rc.name, a)
-		})
+				a, b := hash(), hash()
+				if !bytes.Equal(a, b) {
+					t.Errorf("two runs on the same inputs differ: %x and %x", a, b)
+				}
+				t.Logf("determinism %s/%s %x", at, rc.name, a)
+			})
+		}
 	}
 }
 
@@ -323,47 +342,56 @@ func TestGPUDeterminism(t *testing.T) {
 // layers allocated and what the engine's activation buffer holds; the
 // device allocator's own count of the model's allocations equals their
 // sum; a second step allocates nothing; the FP8 linear inputs stay at or
-// below 0.52x of bfloat16 without KeepTransposed.
+// below 0.52x of bfloat16 without KeepTransposed. Both attentions.
 func TestGPUMemory(t *testing.T) {
-	for _, rc := range recipes[:3] {
-		for _, o := range []Options{{}, {Recompute: true}, {KeepTransposed: true}} {
-			t.Run(fmt.Sprintf("%s/recompute=%v/keep=%v", rc.name, o.Recompute, o.KeepTransposed), func(t *testing.T) {
-				r := newRig(t, testShape, 1e-3, rc.r)
-				m := r.model(t, testShape, 2, 32, o)
-				twoMicroBatches(t, r, m)
-				rep, err := m.Memory()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if rep.Predicted != rep.Allocated {
-					t.Errorf("predicted %+v\nallocated %+v", rep.Predicted, rep.Allocated)
-				}
-				a := rep.Allocated
-				if want := a.Layers*a.PerLayer() + a.Final + a.Scratch; rep.Device != want {
-					t.Errorf("the device allocator counted %d bytes, the categories sum to %d", rep.Device, want)
-				}
-				before := r.be.Device().Usage().DeviceBytes
-				twoMicroBatches(t, r, m)
-				if after := r.be.Device().Usage().DeviceBytes; after != before {
-					t.Errorf("a second step allocated %d bytes", after-before)
-				}
-				if !o.KeepTransposed && a.LinearRatio() > 0.52 {
-					t.Errorf("FP8 linear inputs at %.4fx of bfloat16", a.LinearRatio())
-				}
-				t.Logf("%v", a)
-			})
+	for _, at := range attentions {
+		for _, rc := range recipes[:3] {
+			for _, o := range []Options{{Attention: at}, {Recompute: true, Attention: at}, {KeepTransposed: true, Attention: at}} {
+				t.Run(fmt.Sprintf("%s/%s/recompute=%v/keep=%v", at, rc.name, o.Recompute, o.KeepTransposed), func(t *testing.T) {
+					r := newRig(t, testShape, 1e-3, rc.r)
+					m := r.model(t, testShape, 2, 32, o)
+					twoMicroBatches(t, r, m)
+					rep, err := m.Memory()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if rep.Predicted != rep.Allocated {
+						t.Errorf("predicted %+v\nallocated %+v", rep.Predicted, rep.Allocated)
+					}
+					a := rep.Allocated
+					if want := a.Layers*a.PerLayer() + a.Final + a.Scratch; rep.Device != want {
+						t.Errorf("the device allocator counted %d bytes, the categories sum to %d", rep.Device, want)
+					}
+					before := r.be.Device().Usage().DeviceBytes
+					twoMicroBatches(t, r, m)
+					if after := r.be.Device().Usage().DeviceBytes; after != before {
+						t.Errorf("a second step allocated %d bytes", after-before)
+					}
+					if !o.KeepTransposed && a.LinearRatio() > 0.52 {
+						t.Errorf("FP8 linear inputs at %.4fx of bfloat16", a.LinearRatio())
+					}
+					t.Logf("%v", a)
+				})
+			}
 		}
 	}
 }
 
 // TestGPUTraining takes 30 AdamW steps on one repeated batch through the
 // overlapped pipeline (GradReady during the backward pass, StepAsync,
-// WaitGathers), with 128x128 weight tiles and Recompute: the loss must
-// fall below half its start.
+// WaitGathers), with 128x128 weight tiles and Recompute, with each
+// attention: the loss must fall below half its start.
 func TestGPUTraining(t *testing.T) {
+	for _, at := range attentions {
+		t.Run(at.String(), func(t *testing.T) { training(t, at) })
+	}
+}
+
+// training is TestGPUTraining with attention at.
+func training(t *testing.T, at Attention) {
 	const batch, seq = 2, 32
 	r := newRig(t, testShape, 3e-3, recipes[2].r)
-	m := r.model(t, testShape, batch, seq, Options{Recompute: true})
+	m := r.model(t, testShape, batch, seq, Options{Recompute: true, Attention: at})
 	ctx := context.Background()
 	tokens := randomTokens(batch*seq, 16, 5) // a small alphabet: learnable
 	targets := append(tokens[1:], tokens[0])

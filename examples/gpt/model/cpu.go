@@ -10,6 +10,12 @@ import (
 type CPU struct {
 	Config
 	W map[string][]float64
+	// BF16 rounds the two linear outputs the GPU model
+	// (examples/gpt/gpumodel) keeps in bfloat16, qkv and fc, after their
+	// bias (RoundBF16), so that the reference rounds where the GPU does:
+	// attention, GELU and their gradients then read the rounded values.
+	// Off: everything stays float64.
+	BF16 bool
 }
 
 // NewCPU returns the model with the initial values of Config.Init.
@@ -77,6 +83,7 @@ func (m *CPU) Forward(tokens, targets []int32, batch, seq int) (*Activations, er
 			fc: make([]float64, n*f), gelu: make([]float64, n*f)}
 		LayerNorm(k.ln1, k.mean1, k.rstd1, x, m.w(l, "ln1.weight"), m.w(l, "ln1.bias"), n, h)
 		Linear(k.qkv, k.ln1, m.w(l, "attn.qkv.weight"), m.w(l, "attn.qkv.bias"), n, h, 3*h)
+		m.round(k.qkv)
 		Attention(k.att, k.probs, k.qkv, batch, seq, h, m.Heads)
 		Linear(k.x2, k.att, m.w(l, "attn.proj.weight"), m.w(l, "attn.proj.bias"), n, h, h)
 		for i := range k.x2 {
@@ -84,6 +91,7 @@ func (m *CPU) Forward(tokens, targets []int32, batch, seq int) (*Activations, er
 		}
 		LayerNorm(k.ln2, k.mean2, k.rstd2, k.x2, m.w(l, "ln2.weight"), m.w(l, "ln2.bias"), n, h)
 		Linear(k.fc, k.ln2, m.w(l, "mlp.fc.weight"), m.w(l, "mlp.fc.bias"), n, h, f)
+		m.round(k.fc)
 		GELU(k.gelu, k.fc)
 		x = make([]float64, n*h)
 		Linear(x, k.gelu, m.w(l, "mlp.proj.weight"), m.w(l, "mlp.proj.bias"), n, f, h)
@@ -99,6 +107,13 @@ func (m *CPU) Forward(tokens, targets []int32, batch, seq int) (*Activations, er
 	a.probs = make([]float64, n*m.Vocab)
 	a.Loss = CrossEntropy(a.probs, a.logits, targets, n, m.Vocab)
 	return a, nil
+}
+
+// round applies RoundBF16 to x when m.BF16 is set.
+func (m *CPU) round(x []float64) {
+	if m.BF16 {
+		RoundBF16(x)
+	}
 }
 
 // Backward returns the gradient of a.Loss with respect to every weight.

@@ -177,9 +177,9 @@ func TestGPULayerNorm(t *testing.T) {
 	}
 }
 
-// TestGPUElementwise covers the scalar paths (70 columns) and the float4
-// ones (768 and 3072 columns), with rows spanning several chunks of the
-// column sum.
+// TestGPUElementwise (with the fused bias and residual connection) covers
+// the scalar paths (70 columns) and the float4 ones (768 and 3072
+// columns), with rows spanning several chunks of the column sum.
 func TestGPUElementwise(t *testing.T) {
 	g := newGPU(t)
 	for _, c := range []struct{ rows, n int }{{33, 70}, {37, 768}, {700, 768}, {300, 3072}} {
@@ -207,6 +207,7 @@ func elementwise(g *gpuEnv, rows, n int) {
 		xRef[i] += bRef[i%n]
 	}
 	g.check("bias add", x, xRef, 1e-6)
+	biasResidual(g, rows, n, b, bRef)
 	db, dbRef := g.f32(n, 1)
 	g.must(g.k.GPTColumnSum(g.s, db, dy, rows, n))
 	model.LinearBackward(nil, nil, dbRef, dyRef, nil, nil, rows, 0, n)
@@ -222,6 +223,24 @@ func elementwise(g *gpuEnv, rows, n int) {
 		xRef[i] += dyRef[i]
 	}
 	g.check("add", x, xRef, 1e-6)
+}
+
+// biasResidual checks GPTBiasResidual bit for bit against (y + b) + x
+// in float32 (IEEE additions, exact on both sides) and against GPTBiasAdd
+// then GPTAdd, whose bits the model used to take.
+func biasResidual(g *gpuEnv, rows, n int, b cuda.DevicePtr, bRef []float64) {
+	y, yRef := g.f32(rows*n, 2)
+	x, xRef := g.f32(rows*n, 2)
+	y2 := g.upload32(yRef)
+	g.must(g.k.GPTBiasResidual(g.s, y, x, b, rows, n))
+	g.must(g.k.GPTBiasAdd(g.s, y2, b, rows, n))
+	g.must(g.k.GPTAdd(g.s, y2, y2, x, rows*n))
+	want := make([]float64, rows*n)
+	for i := range want {
+		want[i] = float64(float32(float32(yRef[i])+float32(bRef[i%n])) + float32(xRef[i]))
+	}
+	g.checkExact("bias residual", y, want)
+	g.checkExact("bias add then add", y2, want)
 }
 
 // TestGPUCrossEntropy covers the register-resident kernels (256, 1000 and

@@ -1,0 +1,101 @@
+package gpumodel
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/distopt/distopt/examples/gpt/model"
+	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/internal/kernels"
+)
+
+// Options are the model's trades of memory against time. The zero value
+// runs attention with the fused kernels and keeps every FP8 linear input
+// once, transposing it in backward.
+type Options struct {
+	// Recipe is the FP8 recipe of the linear weights, the optimizer's
+	// Config.Recipe; it picks the activations' scaling (ActivationRecipes).
+	// Zero: read from the gathered weights at the first Forward. Forward
+	// refuses weights of another scale layout.
+	Recipe fp8.Recipe
+	// Recompute keeps neither the LayerNorm outputs nor the GELU output for
+	// backward, not even in FP8: backward recomputes them (the forward
+	// kernels again, from x and fc) and quantizes them again. Same bits as
+	// without it; only the attention output's FP8 copy stays kept.
+	Recompute bool
+	// KeepTransposed keeps, for every linear layer that keeps its input,
+	// the transposed FP8 copy too (gemm.LinearConfig.KeepTransposed): twice
+	// the bytes, no transpose in backward, same bits.
+	KeepTransposed bool
+	// Attention picks the kernels of attention: AttentionFlash (the zero
+	// value) or AttentionGEMM.
+	Attention Attention
+}
+
+// Attention is the implementation of the model's attention.
+type Attention int
+
+const (
+	// AttentionFlash, the default, runs the fused kernels of
+	// internal/kernels/flash.cu (bfloat16 q, k, v and output gradient on
+	// the tensor cores, float32 softmax statistics): per layer it keeps
+	// the bfloat16 output and a logsumexp per row, and needs no seq x seq
+	// scratch. Head widths (Hidden/Heads) 64 and 128 only: New refuses
+	// others.
+	AttentionFlash Attention = iota
+	// AttentionGEMM runs six batched TF32 GEMMs of cuBLASLt around the
+	// softmax kernels of internal/kernels/attention.cu: any head width,
+	// float32 probabilities [batch, heads, seq, seq] kept per layer and a
+	// score-gradient scratch of the same size.
+	AttentionGEMM
+)
+
+var attentionNames = [...]string{AttentionFlash: "flash", AttentionGEMM: "gemm"}
+
+// String returns "flash" or "gemm" (ParseAttention's names).
+func (a Attention) String() string {
+	if a < 0 || int(a) >= len(attentionNames) {
+		return fmt.Sprintf("Attention(%d)", int(a))
+	}
+	return attentionNames[a]
+}
+
+// ParseAttention returns the Attention named "flash" or "gemm" (any case).
+func ParseAttention(s string) (Attention, error) {
+	for i, n := range attentionNames {
+		if strings.EqualFold(s, n) {
+			return Attention(i), nil
+		}
+	}
+	return 0, fmt.Errorf("gpumodel: attention %q: want %s", s, strings.Join(attentionNames[:], " or "))
+}
+
+// attnPrecision returns the precision of the model's attention.
+func (o Options) attnPrecision() attnPrecision {
+	if o.Attention == AttentionFlash {
+		return attnFlash
+	}
+	return attnPrecisionM
+}
+
+// check refuses options the model of shape cfg on batch x seq tokens
+// cannot run: an unknown Attention, or flash attention on heads of a width
+// its kernels do not take (no silent fallback to the GEMMs).
+func (o Options) check(cfg model.Config, batch, seq int) error {
+	switch o.Attention {
+	case AttentionGEMM:
+		return nil
+	case AttentionFlash:
+	default:
+		return fmt.Errorf("gpumodel: Options.Attention %v: want AttentionFlash or AttentionGEMM", o.Attention)
+	}
+	if d := cfg.HeadDim(); d != 64 && d != 128 {
+		return fmt.Errorf("gpumodel: head width %d (hidden %d in %d heads): flash attention, the default, takes head widths 64 and 128 only; "+
+			"choose the heads accordingly or set Options.Attention to AttentionGEMM (examples/gpt: -attention gemm)", d, cfg.Hidden, cfg.Heads)
+	}
+	sh := kernels.FlashShape{Batch: batch, Heads: cfg.Heads, Seq: seq, D: cfg.HeadDim()}
+	if err := sh.Check(); err != nil {
+		return fmt.Errorf("gpumodel: flash attention (Options.Attention AttentionFlash): %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,64 @@
+package gpumodel
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/distopt/distopt/examples/gpt/model"
+	"github.com/distopt/distopt/fp8"
+)
+
+// TestFlashHeadWidths checks that flash attention, the default, refuses
+// head widths its kernels do not take, in NewWith (before touching the
+// device: nil engine and kernels) and in PredictMemory, with an error that
+// names the width and AttentionGEMM; that AttentionGEMM takes them; that
+// widths 64 and 128 pass; and that an unknown Attention is refused.
+func TestFlashHeadWidths(t *testing.T) {
+	cur := fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}
+	for _, c := range []struct {
+		hidden, heads int
+		ok            bool
+	}{{128, 4, false}, {128, 8, false}, {192, 2, false}, {256, 1, false}, {128, 2, true}, {256, 2, true}, {384, 3, true}} {
+		cfg := model.Config{Layers: 1, Hidden: c.hidden, Heads: c.heads, FFN: 256, Vocab: 256, Seq: 32}
+		_, err := PredictMemory(cfg, 2, 32, Options{Recipe: cur})
+		if c.ok {
+			if err != nil {
+				t.Errorf("hidden %d in %d heads: %v", c.hidden, c.heads, err)
+			}
+			continue
+		}
+		want := []string{fmt.Sprintf("head width %d ", c.hidden/c.heads), "AttentionGEMM"}
+		_, errNew := NewWith(nil, nil, cfg, 2, 32, Options{})
+		for _, e := range []error{err, errNew} {
+			if e == nil || !strings.Contains(e.Error(), want[0]) || !strings.Contains(e.Error(), want[1]) {
+				t.Errorf("hidden %d in %d heads: error %v, want one naming %q and %q", c.hidden, c.heads, e, want[0], want[1])
+			}
+		}
+		if _, err := PredictMemory(cfg, 2, 32, Options{Recipe: cur, Attention: AttentionGEMM}); err != nil {
+			t.Errorf("hidden %d in %d heads with AttentionGEMM: %v", c.hidden, c.heads, err)
+		}
+	}
+	if _, err := NewWith(nil, nil, testShape, 2, 32, Options{Attention: 7}); err == nil {
+		t.Error("Attention(7): no error")
+	}
+}
+
+// TestParseAttention checks the names of Attention both ways.
+func TestParseAttention(t *testing.T) {
+	for _, a := range []Attention{AttentionFlash, AttentionGEMM} {
+		for _, s := range []string{a.String(), strings.ToUpper(a.String())} {
+			if got, err := ParseAttention(s); err != nil || got != a {
+				t.Errorf("ParseAttention(%q) = %v, %v; want %v", s, got, err, a)
+			}
+		}
+	}
+	if AttentionFlash.String() != "flash" || AttentionGEMM.String() != "gemm" {
+		t.Errorf("names %q, %q; want flash, gemm", AttentionFlash, AttentionGEMM)
+	}
+	for _, s := range []string{"", "fused", "tf32"} {
+		if _, err := ParseAttention(s); err == nil {
+			t.Errorf("ParseAttention(%q): no error", s)
+		}
+	}
+}
