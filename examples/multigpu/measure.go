@@ -154,7 +154,7 @@ func (m *measurer) run(ctx context.Context, warmup int) (*overlapRank, error) {
 	}
 	// The pass's own waits after its iterations (WaitGathers' settle, the
 	// clock's read, the backend's Sync, the barrier) are not the loop's.
-	r.HostSyncs = float64(m.hostSyncs()-s0-m.idleSyncs) / float64(m.n+1)
+	r.HostSyncs = float64(m.hostSyncs()-s0-m.idleSyncs) / float64(m.n+2)
 	r.Medians = account(median(r.ComputeMs), median(r.CommMs), median(r.StepMs), median(r.IterMs))
 	for k := range r.IterMs {
 		r.Iteration = append(r.Iteration, account(r.ComputeMs[k], r.CommMs[k], r.StepMs[k], r.IterMs[k]).Exposed)
@@ -169,15 +169,19 @@ func (m *measurer) hostSyncs() int64 {
 	return m.syncs()
 }
 
-// pass runs n+1 iterations of kind k with a mark at the start of each and
-// returns the n intervals: each iteration's time from its start to the
-// next one's, in which the next iteration's waits for this one's
-// collectives fall. Then it settles: the gathers waited for, the queue
-// drained, every rank at a barrier.
+// pass runs n+2 iterations of kind k, the last n+1 with a mark at their
+// start, and returns the n intervals: each iteration's time from its start
+// to the next one's, in which the next iteration's waits for this one's
+// collectives fall. The first iteration is not timed: it leaves the
+// gathers in flight that a timed iteration waits for, as in training.
+// Then the pass settles: the gathers waited for, the queue drained, every
+// rank at a barrier.
 func (m *measurer) pass(ctx context.Context, k iterKind) ([]float64, error) {
-	for i := range m.n + 1 {
-		if err := m.clk.Mark(); err != nil {
-			return nil, err
+	for i := range m.n + 2 {
+		if i > 0 {
+			if err := m.clk.Mark(); err != nil {
+				return nil, err
+			}
 		}
 		if err := m.t.iteration(ctx, k); err != nil {
 			return nil, fmt.Errorf("%s iteration %d: %w", k, i+1, err)
