@@ -32,6 +32,30 @@
 // -plain-steps without those waits, whose wall time is the step time
 // reported. Every step starts with a barrier after the gradients' upload.
 //
+// # With real compute: -compute gemm
+//
+// -compute gemm replaces the synthetic gradients by the FP8 GEMMs of every
+// linear layer (QKV, attention output, MLP up and down of each block, and
+// the untied head; gemm.Linear, -tokens rows per micro-batch,
+// -micro-batches per step) and takes the optimizer's overlapped step
+// (schedule.go): the forward pass waits for each parameter's bucket
+// (WaitParam: the stream waits, not the host) before its GEMM reads the
+// gathered FP8 weight in place; the backward pass writes each weight
+// gradient with the weight-gradient GEMM straight into the optimizer's
+// gradient view (the other gradients, of embeddings, norms and biases,
+// with a copy of their size) and declares it ready (GradReady), which
+// starts a bucket's reduce-scatter once all its parameters are; then
+// StepAsync returns with the all-gathers in flight. Four passes of -steps
+// iterations are timed by CUDA events on the stream (measure.go):
+// compute (forward and backward alone), comm (the collectives of one
+// recorded step replayed alone), step (the step alone) and overlapped
+// (training). The optimizer's own work is step - comm, the exposed
+// communication overlapped - compute - (step - comm). They are printed per
+// iteration and in summary.json, drawn in step_phases.png, and compared
+// with scripts/bench/torch_overlap.py's JSON given to -baseline:
+//
+//	distopt run --nproc-per-node 2 -- multigpu -compute gemm -tokens 16384 -steps 10 -out results -baseline torch_overlap.json
+//
 // Without a GPU: -backend cpu runs the same program on the CPU backend, under
 // the launcher (gRPC between the processes) or, without it, as -ranks
 // in-process ranks; a small model suits it:
