@@ -10,14 +10,19 @@
 #
 # build writes the xz-compressed multigpu binary, the two Python scripts and
 # this script's run half (run.sh) into $BIN, so that the run needs nothing
-# of this branch's checkout. run, on ONE GPU (d = 1, no launcher: the
-# launcher's variables set by hand):
+# of this branch's checkout (7.5 MB). The launcher is not carried: its
+# variables are set by hand (loopback store). run, on ONE GPU (d = 1):
 #   1. torch_overlap.py at world size 1 (torchrun)       -> $OUT/torch1.json
 #   2. multigpu -compute gemm at d = 1, compared with 1  -> $OUT/d1/ (summary.json, charts)
 #   3. multigpu -compute gemm -recipe tile, 2 steps (the 128x128-tile path)
-# and everything printed -> $OUT/overlapcompute.log.
+# on TWO or more GPUs instead, d = 2 on GPUs 0 and 1, for NVLink and for
+# NCCL_P2P_DISABLE=1 (NCCL over shared memory, about one 200 Gb/s link):
+#   torch_overlap.py under torchrun                      -> $OUT/torch2nvlink.json, torch2shm.json
+#   multigpu -compute gemm, both ranks started here      -> $OUT/d2nvlink/, $OUT/d2shm/
+# and everything printed -> $OUT/overlapcompute.log. TOKENS (default
+# 16384) and STEPS (timed iterations per pass, default 5) change the run.
 #
-# Two GPUs (not run here): see the commands at the end of this file.
+# The same with the launcher: see the commands at the end of this file.
 set -u
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-.gpu-overlapcompute}
@@ -52,6 +57,56 @@ bin=${BIN:-.gpu-overlapcompute}
 out=${OUT:-/tmp/overlapcompute-out}
 mkdir -p "$out"
 tmp=$(mktemp -d)
+# single: d = 1, no launcher (its variables set by hand, loopback store).
+single() {
+	st=0
+	echo "== 1. PyTorch baseline (torch._scaled_mm, async collectives), world size 1, $tokens tokens"
+	bl=""
+	if timeout 60 torchrun --standalone --nproc-per-node 1 "$bin/torch_overlap.py" --tokens "$tokens" --steps "$steps" \
+		--json "$out/torch1.json"; then
+		bl="-baseline $out/torch1.json"
+	else
+		st=1
+	fi
+	echo "== 2. distopt -compute gemm, d = 1, $tokens tokens"
+	# shellcheck disable=SC2086 # bl holds a flag and its value
+	RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29533 \
+		timeout 70 "$tmp/multigpu" -compute gemm -tokens "$tokens" -warmup 2 -steps "$steps" -timeout 65s -out "$out/d1" $bl || st=1
+	echo "== 3. distopt -compute gemm -recipe tile (128x128 weights, 1x128 activations), d = 1, 2 iterations per pass"
+	RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29534 \
+		timeout 40 "$tmp/multigpu" -compute gemm -recipe tile -tokens "$tokens" -warmup 1 -steps 2 -timeout 35s || st=1
+	return $st
+}
+
+# pair LABEL ENV: d = 2 on GPUs 0 and 1 with the environment ENV (e.g.
+# NCCL_P2P_DISABLE=1): the PyTorch baseline under torchrun, then distopt's
+# two ranks started by hand with the launcher's variables (rank 1 in the
+# background, its last lines printed after).
+pair() {
+	st=0
+	echo "== $1: PyTorch baseline, world size 2, $tokens tokens ${2:-(NVLink)}"
+	bl=""
+	# shellcheck disable=SC2086 # $2 is an assignment or nothing
+	if env $2 timeout 75 torchrun --standalone --nproc-per-node 2 "$bin/torch_overlap.py" --tokens "$tokens" --steps "$steps" \
+		--json "$out/torch2$1.json"; then
+		bl="-baseline $out/torch2$1.json"
+	else
+		st=1
+	fi
+	echo "== $1: distopt -compute gemm, d = 2, $tokens tokens ${2:-(NVLink)}"
+	port=$((29540 + ${#1}))
+	# shellcheck disable=SC2086
+	env $2 RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+		timeout 90 "$tmp/multigpu" -compute gemm -tokens "$tokens" -warmup 2 -steps "$steps" -timeout 85s >"$tmp/rank1.log" 2>&1 &
+	p1=$!
+	# shellcheck disable=SC2086
+	env $2 RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+		timeout 90 "$tmp/multigpu" -compute gemm -tokens "$tokens" -warmup 2 -steps "$steps" -timeout 85s -out "$out/d2$1" $bl || st=1
+	wait $p1 || st=1
+	tail -4 "$tmp/rank1.log" | sed 's/^/[rank 1] /'
+	return $st
+}
+
 run() {
 	export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 	export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
@@ -65,25 +120,14 @@ run() {
 	xz -dc "$bin/multigpu.xz" >"$tmp/multigpu" && chmod +x "$tmp/multigpu" || return 1
 	tokens=${TOKENS:-16384}
 	steps=${STEPS:-5}
+	gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 	status=0
-
-	echo "== 1. PyTorch baseline (torch._scaled_mm, async collectives), world size 1, $tokens tokens"
-	bl=""
-	if timeout 60 torchrun --standalone --nproc-per-node 1 "$bin/torch_overlap.py" --tokens "$tokens" --steps "$steps" \
-		--json "$out/torch1.json"; then
-		bl="-baseline $out/torch1.json"
+	if [ "$gpus" -ge 2 ]; then
+		pair nvlink "" || status=1
+		pair shm "NCCL_P2P_DISABLE=1" || status=1
 	else
-		status=1
+		single || status=1
 	fi
-
-	echo "== 2. distopt -compute gemm, d = 1, $tokens tokens"
-	# One rank needs no launcher: its variables by hand (loopback store).
-	export RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29533
-	# shellcheck disable=SC2086 # bl holds a flag and its value
-	timeout 70 "$tmp/multigpu" -compute gemm -tokens "$tokens" -warmup 2 -steps "$steps" -timeout 65s -out "$out/d1" $bl || status=1
-
-	echo "== 3. distopt -compute gemm -recipe tile (128x128 weights, 1x128 activations), d = 1, 2 iterations per pass"
-	MASTER_PORT=29534 timeout 40 "$tmp/multigpu" -compute gemm -recipe tile -tokens "$tokens" -warmup 1 -steps 2 -timeout 35s || status=1
 	nvidia-smi --query-gpu=index,memory.used --format=csv
 	echo "== overlapcompute: $([ $status -eq 0 ] && echo all ran || echo FAILURES)"
 	return $status
