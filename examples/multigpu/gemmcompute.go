@@ -111,11 +111,15 @@ func (c *gemmCompute) alloc(n int) (cuda.DevicePtr, error) {
 	return p, err
 }
 
-// fill writes n bytes of bfloat16 N(0, std^2) samples at p: 2^20 drawn on
-// the host, repeated on the device.
+// fillPeriod is the number of samples fill draws on the host: a prime, so
+// that the repeats do not line up with the rows of any layer's operands.
+const fillPeriod = 1048573
+
+// fill writes n bytes of bfloat16 N(0, std^2) samples at p: fillPeriod
+// drawn on the host, repeated on the device.
 func (c *gemmCompute) fill(p cuda.DevicePtr, n int, std float64, seed uint64) error {
 	r := rand.New(rand.NewPCG(seed, 0xac7))
-	chunk := make([]byte, min(n, 2<<20))
+	chunk := make([]byte, min(n, 2*fillPeriod))
 	for i := 0; i+1 < len(chunk); i += 2 {
 		b := fp8.BF16FromFloat32(float32(std * r.NormFloat64()))
 		chunk[i], chunk[i+1] = byte(b), byte(b>>8)
