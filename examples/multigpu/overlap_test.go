@@ -116,7 +116,7 @@ func TestReportOverlap(t *testing.T) {
 	if err := report(o, ranks, &out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"PyTorch (torch_overlap)", "[ok  ] exposed communication", "[ok  ] overlapped iteration no slower than PyTorch's", "host waits for the GPU per overlapped iteration: 1.00"} {
+	for _, want := range []string{"PyTorch (torch_overlap)", "[ok  ] exposed communication", "[ok  ] overlapped iteration no slower than PyTorch's", "host waits for the GPU per overlapped iteration: 1.00;"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}

@@ -80,7 +80,7 @@ func reportOverlap(o options, s *summary, w io.Writer) error {
 		row("PyTorch (torch_overlap)", bl.Medians)
 	}
 	fmt.Fprintln(w, "(step: the step alone; optimizer = step - comm; exposed = overlapped - compute - optimizer; overhead = overlapped / (compute + optimizer) - 1)")
-	fmt.Fprintf(w, "host waits for the GPU per overlapped iteration: %.2f\n", r.HostSyncs)
+	fmt.Fprintf(w, "host waits for the GPU per overlapped iteration: %.2f; gradient norm of the last step %.4g\n", r.HostSyncs, s.Ranks[0].GradNorm)
 	s.Targets = overlapTargets(s.World, r)
 	for _, t := range s.Targets {
 		mark := "ok  "
