@@ -55,7 +55,7 @@ func runComputeRank(ctx context.Context, j *job, o options, out io.Writer) (_ *r
 		return nil, err
 	}
 	return &rankSummary{Rank: j.rank, World: j.size, Backend: gb.Name(), Params: o.gpt.NumParams(), Predicted: pred.Total(),
-		Buffers: pred.Buffers, GradNorm: res.GradNorm, Overlap: ov}, nil
+		Buffers: pred.Buffers, GradNorm: res.GradNorm, ExpectedGradNorm: expectedGEMMNorm(params, o.grads.Tokens, o.micro, j.size), Overlap: ov}, nil
 }
 
 // writeIterations prints one line per timed iteration of each pass, and

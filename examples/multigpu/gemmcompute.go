@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 
 	"github.com/distopt/distopt/collective"
@@ -40,6 +41,31 @@ type gemmCompute struct {
 	y, dx  cuda.DevicePtr // outputs and input gradients
 	dyLen  int            // bytes of dy
 	allocs []cuda.DevicePtr
+}
+
+// dyStd is the standard deviation of the output gradients (the inputs':
+// 1).
+const dyStd = 1.0 / 1024
+
+// expectedGEMMNorm is the gradient norm the random operands predict for
+// the average of d ranks' gradients (every rank draws its own): a weight
+// gradient's entries sum tokens products of independent N(0, 1) and
+// N(0, dyStd^2) samples, micro times over (the same operands each
+// micro-batch), so their mean square is micro^2 tokens dyStd^2; a copied
+// gradient's entries are output-gradient samples, mean square dyStd^2 (the
+// last micro-batch's). FP8 quantization of the operands changes the
+// products by a few percent.
+func expectedGEMMNorm(params []optimizer.Param, tokens, micro, d int) float64 {
+	var sq float64
+	for _, p := range params {
+		n := float64(numElements(p.Shape))
+		if isGEMM(p) {
+			sq += n * float64(micro*micro) * float64(tokens) * dyStd * dyStd
+		} else {
+			sq += n * dyStd * dyStd
+		}
+	}
+	return math.Sqrt(sq / float64(d))
 }
 
 // activationRecipes returns the recipes of a layer's input and output
@@ -89,7 +115,7 @@ func newGEMMCompute(gb *gpu.Backend, params []optimizer.Param, r fp8.Recipe, tok
 		p   *cuda.DevicePtr
 		n   int
 		std float64
-	}{{&c.x, 2 * tokens * widestIn, 1}, {&c.dy, c.dyLen, 1.0 / 1024}, {&c.y, c.dyLen, 0}, {&c.dx, 2 * tokens * widestIn, 0}} {
+	}{{&c.x, 2 * tokens * widestIn, 1}, {&c.dy, c.dyLen, dyStd}, {&c.y, c.dyLen, 0}, {&c.dx, 2 * tokens * widestIn, 0}} {
 		if *b.p, err = c.alloc(b.n); err != nil {
 			return nil, err
 		}

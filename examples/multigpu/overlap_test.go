@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/internal/plan"
 )
 
 // TestAccount checks the accounting against the two ends it must give:
@@ -109,14 +111,14 @@ func TestReportOverlap(t *testing.T) {
 	}
 	o := options{gpt: smallGPT, out: dir, baseline: bl, recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}}
 	ranks := []*rankSummary{
-		{Rank: 0, World: 2, Backend: "test", Params: smallGPT.NumParams(), Overlap: &overlapRank{Medians: account(100, 20, 25, 106), Tokens: 64, Micro: 1, Passes: 3}},
+		{Rank: 0, World: 2, Backend: "test", Params: smallGPT.NumParams(), GradNorm: 100, ExpectedGradNorm: 104, Overlap: &overlapRank{Medians: account(100, 20, 25, 106), Tokens: 64, Micro: 1, Passes: 3}},
 		{Rank: 1, World: 2, Backend: "test", Params: smallGPT.NumParams(), Overlap: &overlapRank{Medians: account(101, 21, 24, 107), Tokens: 64, Micro: 1, Passes: 3, HostSyncs: 1}},
 	}
 	var out bytes.Buffer
 	if err := report(o, ranks, &out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"PyTorch (torch_overlap)", "[ok  ] exposed communication", "[ok  ] overlapped iteration no slower than PyTorch's", "host waits for the GPU per overlapped iteration: 1.00;"} {
+	for _, want := range []string{"PyTorch (torch_overlap)", "[ok  ] exposed communication", "[ok  ] overlapped iteration no slower than PyTorch's", "[ok  ] the GEMMs' weight gradients reach the optimizer", "host waits for the GPU per overlapped iteration: 1.00\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
@@ -139,4 +141,51 @@ func TestReportOverlap(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkPNG(t, filepath.Join(dir, "step_phases.png"))
+}
+
+// TestExpectedGEMMNorm checks the norm the random operands predict against
+// a simulation: weight gradients dyᵀx of random operands summed over the
+// micro-batches, the other gradients output-gradient samples, two ranks
+// averaged.
+func TestExpectedGEMMNorm(t *testing.T) {
+	gpt := plan.GPTConfig{Layers: 1, Hidden: 32, FFN: 64, Vocab: 48, Positions: 16}
+	const tokens, micro, d = 256, 2, 2
+	r := rand.New(rand.NewPCG(1, 2))
+	var sq float64
+	for _, p := range gpt.Params() {
+		n := numElements(p.Shape)
+		sum := make([]float64, n)
+		for range d {
+			if !isGEMM(p) {
+				for k := range sum {
+					sum[k] += dyStd * r.NormFloat64()
+				}
+				continue
+			}
+			out, in := p.Shape[0], p.Shape[1]
+			x, dy := make([]float64, tokens*in), make([]float64, tokens*out)
+			for k := range x {
+				x[k] = r.NormFloat64()
+			}
+			for k := range dy {
+				dy[k] = dyStd * r.NormFloat64()
+			}
+			for o := range out {
+				for i := range in {
+					var s float64
+					for tk := range tokens {
+						s += dy[tk*out+o] * x[tk*in+i]
+					}
+					sum[o*in+i] += micro * s
+				}
+			}
+		}
+		for _, v := range sum {
+			sq += (v / d) * (v / d)
+		}
+	}
+	got, want := math.Sqrt(sq), expectedGEMMNorm(gpt.Params(), tokens, micro, d)
+	if math.Abs(got/want-1) > 0.03 {
+		t.Errorf("simulated norm %g, predicted %g", got, want)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 
 	"github.com/distopt/distopt/internal/barplot"
@@ -80,8 +81,10 @@ func reportOverlap(o options, s *summary, w io.Writer) error {
 		row("PyTorch (torch_overlap)", bl.Medians)
 	}
 	fmt.Fprintln(w, "(step: the step alone; optimizer = step - comm; exposed = overlapped - compute - optimizer; overhead = overlapped / (compute + optimizer) - 1)")
-	fmt.Fprintf(w, "host waits for the GPU per overlapped iteration: %.2f; gradient norm of the last step %.4g\n", r.HostSyncs, s.Ranks[0].GradNorm)
-	s.Targets = overlapTargets(s.World, r)
+	g, want := s.Ranks[0].GradNorm, s.Ranks[0].ExpectedGradNorm
+	fmt.Fprintf(w, "host waits for the GPU per overlapped iteration: %.2f\n", r.HostSyncs)
+	s.Targets = append(overlapTargets(s.World, r), target{Name: "the GEMMs' weight gradients reach the optimizer: gradient norm within 10% of the operands' prediction",
+		OK: math.Abs(g/want-1) <= 0.1, Detail: fmt.Sprintf("norm of the last step %.5g, predicted %.5g (%+.1f%%)", g, want, 100*(g/want-1))})
 	for _, t := range s.Targets {
 		mark := "ok  "
 		switch {
