@@ -61,11 +61,12 @@ func (r *recorder) recorded() [][]collective.Op {
 	return r.groups
 }
 
-// replay starts the recorded groups again, in order, on the wrapped
-// communicator, and orders the backend after each (on the device when the
-// backend is a DeviceOrderer, else the host waits). The works the device
-// alone waited for are returned: wait for them on the host once the
-// backend has synchronised (settle).
+// replay starts the recorded groups again, all of them, in order, on the
+// wrapped communicator, then orders the backend after each (on the device
+// when the backend is a DeviceOrderer, else the host waits): the
+// collectives run back to back, as nothing but communication would. The
+// works the device alone waited for are returned: wait for them on the
+// host once the backend has synchronised (settle).
 //
 // The groups act on the optimizer's own buffers, in place, as the step
 // does. Between two steps this leaves the state unchanged: the all-gathers
@@ -74,14 +75,19 @@ func (r *recorder) recorded() [][]collective.Op {
 // step before use, and the reduce-scatters change only gradients, which
 // the next iteration writes again in full.
 func (r *recorder) replay(ctx context.Context, be optimizer.Backend) ([]collective.Work, error) {
+	groups := r.recorded()
+	works := make([]collective.Work, len(groups))
+	for i, g := range groups {
+		works[i] = r.Communicator.Start(g...)
+	}
 	var pending []collective.Work
 	d, device := be.(optimizer.DeviceOrderer)
-	for i, g := range r.recorded() {
-		w := r.Communicator.Start(g...)
+	var errs []error
+	for i, w := range works {
 		if device {
 			queued, err := d.After(w)
 			if err != nil {
-				return pending, fmt.Errorf("replay of group %d: %w", i, err)
+				errs = append(errs, fmt.Errorf("replay of group %d: %w", i, err))
 			}
 			if queued {
 				pending = append(pending, w)
@@ -89,10 +95,10 @@ func (r *recorder) replay(ctx context.Context, be optimizer.Backend) ([]collecti
 			}
 		}
 		if err := w.Wait(ctx); err != nil {
-			return pending, fmt.Errorf("replay of group %d (%s): %w", i, g[0].Kind, err)
+			errs = append(errs, fmt.Errorf("replay of group %d (%s): %w", i, groups[i][0].Kind, err))
 		}
 	}
-	return pending, nil
+	return pending, errors.Join(errs...)
 }
 
 // settle waits on the host for works the device already waited for.

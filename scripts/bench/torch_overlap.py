@@ -42,8 +42,8 @@ first layer that reads it.
 Passes, each --steps iterations timed by CUDA events at the start of each
 of --steps + 1 iterations on the current stream, after one untimed (the
 host never waits inside a pass): compute (forward and backward, no collective), comm (the
-step's collectives alone: every reduce-scatter, the norm all-reduce, every
-all-gather), step (the step alone, collectives included), overlapped (the
+step's collectives alone, started back to back: every reduce-scatter, the
+norm all-reduce, every all-gather), step (the step alone, collectives included), overlapped (the
 training iteration). optimizer = step - comm; exposed = overlapped -
 compute - optimizer: the same accounting as examples/multigpu (medians,
 slowest rank).
@@ -212,15 +212,16 @@ class Model:
             self.ag[b] = dist.all_gather_into_tensor(p, ps, async_op=True)
 
     def iteration(self, kind):
-        if kind == "comm":
+        if kind == "comm":  # every collective started, back to back, then waited for
             for b in reversed(range(len(self.buckets))):
                 self.start_rs(b)
+            norm = dist.all_reduce(self.sq, async_op=True)
+            for b, (p, _, ps, _, _) in enumerate(self.views):
+                self.ag[b] = dist.all_gather_into_tensor(p, ps, async_op=True)
             for b in reversed(range(len(self.buckets))):
                 self.rs[b].wait()
                 self.rs[b] = None
-            dist.all_reduce(self.sq)
-            for b, (p, _, ps, _, _) in enumerate(self.views):
-                self.ag[b] = dist.all_gather_into_tensor(p, ps, async_op=True)
+            norm.wait()
             for b in range(len(self.buckets)):
                 self.wait_gather(b)
             return
