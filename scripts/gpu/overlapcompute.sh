@@ -20,7 +20,9 @@
 #   torch_overlap.py under torchrun                      -> $OUT/torch2nvlink.json, torch2shm.json
 #   multigpu -compute gemm, both ranks started here      -> $OUT/d2nvlink/, $OUT/d2shm/
 # and everything printed -> $OUT/overlapcompute.log. TOKENS (default
-# 16384) and STEPS (timed iterations per pass, default 5) change the run.
+# 16384) and STEPS (timed iterations per pass, default 10: at d = 1 the
+# compute pass varies by +-5% between iterations, more than the
+# communication) change the run.
 #
 # The same with the launcher: see the commands at the end of this file.
 set -u
@@ -119,7 +121,7 @@ run() {
 	nvidia-smi --query-gpu=index,name,driver_version,memory.total,memory.used --format=csv
 	xz -dc "$bin/multigpu.xz" >"$tmp/multigpu" && chmod +x "$tmp/multigpu" || return 1
 	tokens=${TOKENS:-16384}
-	steps=${STEPS:-5}
+	steps=${STEPS:-10}
 	gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 	status=0
 	if [ "$gpus" -ge 2 ]; then
