@@ -81,6 +81,18 @@ func writeCharts(o options, s *summary) ([]string, error) {
 	}); err != nil {
 		return nil, err
 	}
+	if s.Overlap != nil {
+		err := save("step_phases.png", &barplot.Chart{
+			Title: fmt.Sprintf("Training iteration, d = %d: compute, the optimizer's own work, exposed communication", s.World),
+			Subtitle: desc + fmt.Sprintf("; FP8 GEMMs of every linear layer, %d tokens x %d micro-batches per step; medians of the slowest rank",
+				s.Overlap.Tokens, s.Overlap.Micro),
+			Unit:   "ms",
+			Series: overlapSeries,
+			Bars:   overlapBars(s.World, s.Overlap),
+			Format: func(v float64) string { return fmt.Sprintf("%.1f ms", v) },
+		})
+		return files, err
+	}
 	phaseBars := []barplot.Bar{{Label: fmt.Sprintf("distopt, FP8 all-gather (step %.1f ms)", s.PlainMs), Values: s.PhaseMs}}
 	if bl := s.Baseline; bl != nil && bl.World == s.World {
 		phaseBars = append(phaseBars, barplot.Bar{Label: fmt.Sprintf("PyTorch ZeRO-1, BF16 all-gather (step %.1f ms)", bl.PlainStepMs), Values: baselinePhases(bl)})

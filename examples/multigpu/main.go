@@ -32,6 +32,30 @@
 // -plain-steps without those waits, whose wall time is the step time
 // reported. Every step starts with a barrier after the gradients' upload.
 //
+// # With real compute: -compute gemm
+//
+// -compute gemm replaces the synthetic gradients by the FP8 GEMMs of every
+// linear layer (QKV, attention output, MLP up and down of each block, and
+// the untied head; gemm.Linear, -tokens rows per micro-batch,
+// -micro-batches per step) and takes the optimizer's overlapped step
+// (schedule.go): the forward pass waits for each parameter's bucket
+// (WaitParam: the stream waits, not the host) before its GEMM reads the
+// gathered FP8 weight in place; the backward pass writes each weight
+// gradient with the weight-gradient GEMM straight into the optimizer's
+// gradient view (the other gradients, of embeddings, norms and biases,
+// with a copy of their size) and declares it ready (GradReady), which
+// starts a bucket's reduce-scatter once all its parameters are; then
+// StepAsync returns with the all-gathers in flight. Four passes of -steps
+// iterations are timed by CUDA events on the stream (measure.go):
+// compute (forward and backward alone), comm (the collectives of one
+// recorded step replayed alone), step (the step alone) and overlapped
+// (training). The optimizer's own work is step - comm, the exposed
+// communication overlapped - compute - (step - comm). They are printed per
+// iteration and in summary.json, drawn in step_phases.png, and compared
+// with scripts/bench/torch_overlap.py's JSON given to -baseline:
+//
+//	distopt run --nproc-per-node 2 -- multigpu -compute gemm -tokens 16384 -steps 10 -out results -baseline torch_overlap.json
+//
 // Without a GPU: -backend cpu runs the same program on the CPU backend, under
 // the launcher (gRPC between the processes) or, without it, as -ranks
 // in-process ranks; a small model suits it:
@@ -76,6 +100,8 @@ type options struct {
 	out, baseline             string
 	replot                    string // summary.json to draw the charts of, without running
 	timeout                   time.Duration
+	compute                   string // synthetic (gradients uploaded) or gemm (the FP8 GEMMs of every layer, overlapped)
+	micro                     int    // micro-batches per step (-compute gemm)
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -86,7 +112,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.backend, "backend", "gpu", "gpu (NCCL, under the launcher) or cpu")
 	fs.IntVar(&o.ranks, "ranks", 2, "in-process ranks when not started by the launcher (CPU backend)")
 	fs.IntVar(&o.warmup, "warmup", 2, "steps before the timed ones")
-	fs.IntVar(&o.steps, "steps", 20, "timed steps, each phase waited for")
+	fs.IntVar(&o.steps, "steps", 20, "timed steps, each phase waited for (-compute gemm: timed iterations of each pass)")
 	fs.IntVar(&o.plainSteps, "plain-steps", 10, "timed steps without waits between phases (the step time)")
 	fs.IntVar(&o.pool, "pool", 2, "gradient sets made per rank and cycled through")
 	moments := fs.String("moments", "fp32", "Adam moments: fp32, bf16 or fp8 (E4M3, a float32 scale per 128) for both, or M,V (e.g. fp8,bf16)")
@@ -94,13 +120,17 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.lr, "lr", 1e-4, "learning rate (AdamW, weight decay 0.1)")
 	fs.Float64Var(&o.grads.Scale, "grad-scale", 1e-3, "gradient scale (see gradModel)")
 	fs.Float64Var(&o.grads.Decay, "grad-decay", 0.97, "gradient decay per block going back from the head")
-	fs.IntVar(&o.grads.Tokens, "tokens", 16384, "tokens per rank's micro-batch (rows of the token embedding's gradient)")
+	fs.IntVar(&o.grads.Tokens, "tokens", 16384, "tokens per rank's micro-batch (rows of the token embedding's gradient; with -compute gemm the rows of every GEMM)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the synthetic gradients")
 	fs.IntVar(&o.workers, "workers", 0, "host goroutines per rank for the gradients and the CPU backend (0: CPUs / ranks on the host)")
 	fs.StringVar(&o.out, "out", "", "directory for summary.json and the PNG charts (rank 0; none if empty)")
 	fs.StringVar(&o.baseline, "baseline", "", "JSON of scripts/bench/torch_zero1.py to compare with")
 	fs.StringVar(&o.replot, "replot", "", "draw the charts of this summary.json into -out (default: its directory) without running")
 	fs.DurationVar(&o.timeout, "timeout", 20*time.Minute, "deadline of the whole run")
+	fs.StringVar(&o.compute, "compute", "synthetic", "synthetic: gradients uploaded before each synchronous step, its phases timed; "+
+		"gemm: each iteration runs every linear layer's FP8 GEMMs (forward, data and weight gradient, -tokens rows per micro-batch) "+
+		"with the step overlapped, and reports compute, communication and exposed communication (GPU backend)")
+	fs.IntVar(&o.micro, "micro-batches", 1, "micro-batches per step, gradients accumulated (-compute gemm)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -129,7 +159,38 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	case o.gpt.Layers < 0 || o.gpt.Hidden < 1 || o.gpt.FFN < 1 || o.gpt.Vocab < 2 || o.gpt.Positions < 1:
 		return o, fmt.Errorf("model %+v: sizes must be positive (vocabulary at least 2)", o.gpt)
 	}
-	return o, nil
+	return o, o.validateCompute()
+}
+
+// validateCompute checks the flags of -compute.
+func (o options) validateCompute() error {
+	switch o.compute {
+	case "synthetic":
+		if o.micro != 1 {
+			return fmt.Errorf("-micro-batches=%d: only -compute gemm accumulates micro-batches", o.micro)
+		}
+		return nil
+	case "gemm":
+	default:
+		return fmt.Errorf("-compute=%q: want synthetic or gemm", o.compute)
+	}
+	switch {
+	case o.backend != "gpu":
+		return errors.New("-compute gemm runs the FP8 GEMMs on the GPU: it needs -backend gpu")
+	case o.warmup < 1:
+		return errors.New("-compute gemm needs -warmup of at least 1 (the warm-up step's collectives are replayed to time them alone)")
+	case o.micro < 1:
+		return fmt.Errorf("-micro-batches=%d: want at least 1", o.micro)
+	case o.grads.Tokens < 16 || o.grads.Tokens%16 != 0:
+		return fmt.Errorf("-tokens=%d: the GEMMs need a positive multiple of 16 rows per micro-batch", o.grads.Tokens)
+	}
+	for _, p := range o.gpt.Params() {
+		if isGEMM(p) && (p.Shape[0]%16 != 0 || p.Shape[1]%16 != 0) {
+			return fmt.Errorf("-compute gemm: %s is %dx%d: FP8 GEMMs need both sizes multiples of 16 (-hidden, -ffn, -vocab)", p.Name, p.Shape[0], p.Shape[1])
+		}
+	}
+	_, _, err := activationRecipes(o.recipe)
+	return err
 }
 
 // config is the optimizer configuration of the run.
@@ -242,6 +303,9 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 
 // runRank makes the gradients, the optimizer, and takes the steps.
 func runRank(ctx context.Context, j *job, o options, workers int, out io.Writer) (*rankSummary, error) {
+	if o.compute == "gemm" {
+		return runComputeRank(ctx, j, o, out)
+	}
 	params := o.gpt.Params()
 	cfg := o.config()
 	pred, err := optimizer.PredictMemory(params, j.size, cfg)

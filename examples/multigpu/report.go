@@ -31,6 +31,7 @@ type rankSummary struct {
 	Predicted        int64                   `json:"predicted_bytes"` // optimizer.PredictMemory's Total
 	Buffers          []optimizer.BufferBytes `json:"buffers"`
 	Memory           *memSummary             `json:"nvml,omitempty"`
+	Overlap          *overlapRank            `json:"overlap,omitempty"` // -compute gemm
 }
 
 // gatherSummaries gives every rank all ranks' summaries, in rank order.
@@ -99,6 +100,7 @@ func zero1PerParam(d int) float64 { return 4 + 16/float64(d) }
 type target struct {
 	Name   string `json:"name"`
 	OK     bool   `json:"ok"`
+	NA     bool   `json:"not_applicable,omitempty"` // the goal's condition does not hold
 	Detail string `json:"detail"`
 }
 
@@ -114,6 +116,7 @@ type summary struct {
 	Ranks    []*rankSummary `json:"ranks"`
 	Baseline *baseline      `json:"baseline,omitempty"`
 	Targets  []target       `json:"targets,omitempty"`
+	Overlap  *overlapResult `json:"overlap,omitempty"` // -compute gemm
 }
 
 // report prints the run's summary and writes the files of -out.
@@ -125,6 +128,9 @@ func report(o options, ranks []*rankSummary, w io.Writer) error {
 			s.PhaseMs[i] = max(s.PhaseMs[i], v)
 		}
 		s.StepMs, s.PlainMs = max(s.StepMs, r.StepMs), max(s.PlainMs, r.PlainStepMs)
+	}
+	if ranks[0].Overlap != nil {
+		return reportOverlap(o, &s, w)
 	}
 	if o.baseline != "" {
 		bl, err := readBaseline(o.baseline)
@@ -145,20 +151,25 @@ func report(o options, ranks []*rankSummary, w io.Writer) error {
 		}
 		fmt.Fprintf(w, "[%s] %s: %s\n", mark, t.Name, t.Detail)
 	}
+	return writeOut(o, &s, w)
+}
+
+// writeOut writes summary.json and the charts into -out, if set.
+func writeOut(o options, s *summary, w io.Writer) error {
 	if o.out == "" {
 		return nil
 	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(&s, "", "  ")
+	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(o.out, "summary.json"), append(b, '\n'), 0o644); err != nil {
 		return err
 	}
-	files, err := writeCharts(o, &s)
+	files, err := writeCharts(o, s)
 	if err != nil {
 		return err
 	}
