@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"github.com/distopt/distopt/bf16"
@@ -14,20 +13,7 @@ import (
 
 // TestAttentionKernelsDefined checks that every kernel the attention
 // launchers name is in the attention module of every variant (CPU only).
-func TestAttentionKernelsDefined(t *testing.T) {
-	for _, v := range Variants {
-		ptx, err := PTX("attention", v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		names := entries(ptx)
-		for _, n := range attentionKernels() {
-			if !slices.Contains(names, n) {
-				t.Errorf("attention_%v does not define %s (it defines %v)", v, n, names)
-			}
-		}
-	}
-}
+func TestAttentionKernelsDefined(t *testing.T) { checkDefined(t, "attention", attentionKernels()) }
 
 // refCausalSoftmax is model.CausalSoftmax (examples/gpt/model), restated in
 // float64 so that this package's tests need no example package.

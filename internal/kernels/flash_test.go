@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"github.com/distopt/distopt/bf16"
@@ -15,20 +14,7 @@ import (
 
 // TestFlashKernelsDefined checks that every kernel the flash launchers
 // name is in the flash module of every variant (CPU only).
-func TestFlashKernelsDefined(t *testing.T) {
-	for _, v := range Variants {
-		ptx, err := PTX("flash", v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		names := entries(ptx)
-		for _, n := range flashKernels() {
-			if !slices.Contains(names, n) {
-				t.Errorf("flash_%v does not define %s (it defines %v)", v, n, names)
-			}
-		}
-	}
-}
+func TestFlashKernelsDefined(t *testing.T) { checkDefined(t, "flash", flashKernels()) }
 
 // TestFlashBadInput checks that the launchers refuse, before touching the
 // device, shapes and layouts the kernels cannot take (CPU only: a nil Set),

@@ -127,3 +127,22 @@ func TestVariantFor(t *testing.T) {
 		}
 	}
 }
+
+// checkDefined checks that module defines every kernel of names in every
+// variant's PTX (CPU only: the launchers of a module must find their
+// kernels).
+func checkDefined(t *testing.T, module string, names []string) {
+	t.Helper()
+	for _, v := range Variants {
+		ptx, err := PTX(module, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defined := entries(ptx)
+		for _, n := range names {
+			if !slices.Contains(defined, n) {
+				t.Errorf("%s_%v does not define %s (it defines %v)", module, v, n, defined)
+			}
+		}
+	}
+}
