@@ -102,6 +102,7 @@ type options struct {
 	timeout                   time.Duration
 	compute                   string // synthetic (gradients uploaded) or gemm (the FP8 GEMMs of every layer, overlapped)
 	micro                     int    // micro-batches per step (-compute gemm)
+	shardedGrads              bool   // Config.ShardedGradients (ZeRO-2)
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -131,6 +132,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		"gemm: each iteration runs every linear layer's FP8 GEMMs (forward, data and weight gradient, -tokens rows per micro-batch) "+
 		"with the step overlapped, and reports compute, communication and exposed communication (GPU backend)")
 	fs.IntVar(&o.micro, "micro-batches", 1, "micro-batches per step, gradients accumulated (-compute gemm)")
+	fs.BoolVar(&o.shardedGrads, "sharded-grads", false, "ZeRO-2: no full-size gradient buffer, a pool of bucket-sized buffers reduce-scattered as each bucket is declared ready "+
+		"(synthetic: the upload declares each gradient ready as it writes it, last parameter first, so the reduce-scatters run during the upload and the step's own phase only waits)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -181,6 +184,8 @@ func (o options) validateCompute() error {
 		return errors.New("-compute gemm needs -warmup of at least 1 (the warm-up step's collectives are replayed to time them alone)")
 	case o.micro < 1:
 		return fmt.Errorf("-micro-batches=%d: want at least 1", o.micro)
+	case o.shardedGrads && o.micro > 1:
+		return fmt.Errorf("-sharded-grads with -micro-batches=%d: the GPU backend does not accumulate sharded gradients yet", o.micro)
 	case o.grads.Tokens < 16 || o.grads.Tokens%16 != 0:
 		return fmt.Errorf("-tokens=%d: the GEMMs need a positive multiple of 16 rows per micro-batch", o.grads.Tokens)
 	}
@@ -196,7 +201,7 @@ func (o options) validateCompute() error {
 // config is the optimizer configuration of the run.
 func (o options) config() optimizer.Config {
 	return optimizer.Config{LR: optimizer.Constant(o.lr), WeightDecay: 0.1, MomentType: o.moments, Recipe: o.recipe,
-		FirstMomentType: o.first, SecondMomentType: o.second}
+		FirstMomentType: o.first, SecondMomentType: o.second, ShardedGradients: o.shardedGrads}
 }
 
 func main() {
@@ -352,7 +357,7 @@ func runRank(ctx context.Context, j *job, o options, workers int, out io.Writer)
 	for step := range total {
 		sync.On = step < o.warmup+o.steps
 		tu := time.Now()
-		if err := upload(opt, names, pool[step%len(pool)]); err != nil {
+		if err := upload(opt, names, pool[step%len(pool)], o.shardedGrads); err != nil {
 			return nil, err
 		}
 		uploadTime := time.Since(tu)
@@ -408,15 +413,27 @@ func gradSeed(seed uint64, rank, set int) uint64 {
 	return splitMix64(seed ^ splitMix64(uint64(rank)<<32|uint64(set)))
 }
 
-// upload writes one gradient set into the optimizer's gradient views.
-func upload(opt *optimizer.Optimizer, names []string, grads [][]byte) error {
-	for i, name := range names {
-		v, err := opt.Grad(name)
+// upload writes one gradient set into the optimizer's gradient views. With
+// sharded gradients (ready) it goes last parameter first, as a backward
+// pass would, and declares each gradient ready once written: the pooled
+// buffers are then reduce-scattered as their buckets complete.
+func upload(opt *optimizer.Optimizer, names []string, grads [][]byte, ready bool) error {
+	for k := range names {
+		i := k
+		if ready {
+			i = len(names) - 1 - k
+		}
+		v, err := opt.Grad(names[i])
 		if err != nil {
 			return err
 		}
 		if err := opt.Backend().Write(v.Data, 0, grads[i]); err != nil {
 			return err
+		}
+		if ready {
+			if err := opt.GradReady(names[i]); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
