@@ -1,11 +1,10 @@
 package nccl
 
 import (
+	"context"
 	"errors"
-	"fmt"
 	"time"
 
-	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/internal/nccl"
 )
 
@@ -119,10 +118,7 @@ func (c *Comm) issue(w *Work) {
 			w.settle(f.errFor(c.rank, w.name))
 			return
 		}
-		f := newFailure(failAborted, c.rank, err.Error(), true)
-		f.cause = fmt.Errorf("%w: %w", collective.ErrAborted, err)
-		c.fail(f, true)
-		w.settle(c.failureNow().errFor(c.rank, w.name))
+		w.settle(c.failNCCL(context.Background(), err).errFor(c.rank, w.name))
 		return
 	}
 	w.trace.issued = time.Now()

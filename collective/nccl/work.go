@@ -118,15 +118,7 @@ func (w *Work) wait(ctx context.Context) error {
 		case pollGone:
 			return c.failureNow().errFor(c.rank, w.name)
 		case pollFailed:
-			if errors.Is(err, nccl.ErrRemote) {
-				if f := c.awaitLostPeer(ctx); f != nil {
-					return f.errFor(c.rank, w.name)
-				}
-			}
-			f := newFailure(failAborted, c.rank, err.Error(), true)
-			f.cause = fmt.Errorf("%w: %w", collective.ErrAborted, err)
-			c.fail(f, true)
-			return c.failureNow().errFor(c.rank, w.name)
+			return c.failNCCL(ctx, err).errFor(c.rank, w.name)
 		}
 		if !p.pause(ctx.Done()) {
 			return c.giveUp(w, ctx)
@@ -163,18 +155,45 @@ func (c *Comm) poll(w *Work) (pollState, error) {
 	return st, failed
 }
 
-// awaitLostPeer waits, after NCCL reported ncclRemoteError (a peer process
-// exited or the network failed: NCCL does not say which peer), for the
-// heartbeats to name the rank that is gone: at most a peer timeout and two
-// heartbeats, or until ctx ends. It returns the communicator's failure if
-// one came in that time (the watcher's, naming the lost rank, or any
-// other), and nil otherwise, when the caller reports the NCCL error as its
-// own. Reporting first would stop this rank's watcher before it could tell.
+// failNCCL makes err, an error NCCL or CUDA reported to this rank, the
+// communicator's failure unless one came first, and returns the failure.
+// An ncclRemoteError (a peer process exited or the network failed; NCCL
+// does not say which peer) is first given lostPeerWait to be explained by
+// the heartbeats, which name the rank that is gone: reporting it as this
+// rank's own at once would stop this rank's watcher, and tell every rank
+// that this one aborted. Every path that meets an NCCL error goes through
+// here (the issuer's and the waiters'; after an asynchronous error NCCL
+// returns it from every later call too).
+func (c *Comm) failNCCL(ctx context.Context, err error) *failure {
+	if errors.Is(err, nccl.ErrRemote) {
+		if f := c.awaitLostPeer(ctx); f != nil {
+			return f
+		}
+	}
+	f := newFailure(failAborted, c.rank, err.Error(), true)
+	f.cause = fmt.Errorf("%w: %w", collective.ErrAborted, err)
+	c.fail(f, true)
+	return c.failureNow()
+}
+
+// lostPeerWait bounds the wait for the heartbeats' verdict after an
+// ncclRemoteError: the watcher may see the lost peer's last beat one
+// heartbeat late, decides once per heartbeat once PeerTimeout has passed,
+// may spend a store call's timeout (at least 500 ms) on a tick, and the
+// other ranks learn its verdict through the store.
+func (c *Comm) lostPeerWait() time.Duration {
+	return c.cfg.PeerTimeout + 3*c.cfg.Heartbeat + max(c.cfg.Heartbeat, 500*time.Millisecond) + publishTimeout
+}
+
+// awaitLostPeer waits up to lostPeerWait, or until ctx ends, for the
+// communicator's first failure (the watcher's, naming the lost rank, or
+// any other) and returns it, or nil if none came. A one-rank communicator,
+// or one without heartbeats, has nobody to wait for.
 func (c *Comm) awaitLostPeer(ctx context.Context) *failure {
 	if c.size < 2 || c.cfg.Heartbeat < 0 {
 		return c.failureNow()
 	}
-	t := time.NewTimer(c.cfg.PeerTimeout + 2*c.cfg.Heartbeat)
+	t := time.NewTimer(c.lostPeerWait())
 	defer t.Stop()
 	select {
 	case <-c.failedc:

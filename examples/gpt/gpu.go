@@ -167,8 +167,9 @@ type stepTimes struct {
 	// yet done), fwdBwd in the forward and backward passes up to the
 	// last micro-batch's loss read back (a host-device synchronization,
 	// so it covers their device time) less the StepAsync queued before
-	// that read, step in StepAsync (the optimizer's host work; its device
-	// work overlaps the losses' read-back and the next step).
+	// that read, step in StepAsync (the optimizer's host work). The mean
+	// over ranks and LastResult after it wait for the update and cast on
+	// the device: that wait is in none of the three.
 	wait, fwdBwd, step time.Duration
 }
 

@@ -133,7 +133,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		"with the step overlapped, and reports compute, communication and exposed communication (GPU backend)")
 	fs.IntVar(&o.micro, "micro-batches", 1, "micro-batches per step, gradients accumulated (-compute gemm)")
 	fs.BoolVar(&o.shardedGrads, "sharded-grads", false, "ZeRO-2: no full-size gradient buffer, a pool of bucket-sized buffers reduce-scattered as each bucket is declared ready "+
-		"(synthetic: the upload declares each gradient ready as it writes it, last parameter first, so the reduce-scatters run during the upload and the step's own phase only waits)")
+		"(-compute synthetic only: the upload declares each gradient ready as it writes it, last parameter first, so the reduce-scatters run during the upload "+
+		"and the barrier after it; the rs phase and the step time then leave them out: compare memory, not phases, with an unsharded run)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -184,8 +185,8 @@ func (o options) validateCompute() error {
 		return errors.New("-compute gemm needs -warmup of at least 1 (the warm-up step's collectives are replayed to time them alone)")
 	case o.micro < 1:
 		return fmt.Errorf("-micro-batches=%d: want at least 1", o.micro)
-	case o.shardedGrads && o.micro > 1:
-		return fmt.Errorf("-sharded-grads with -micro-batches=%d: the GPU backend does not accumulate sharded gradients yet", o.micro)
+	case o.shardedGrads:
+		return errors.New("-sharded-grads with -compute gemm: the compute-only pass writes every weight gradient before declaring any ready, more than the pool of bucket buffers holds; use it with -compute synthetic")
 	case o.grads.Tokens < 16 || o.grads.Tokens%16 != 0:
 		return fmt.Errorf("-tokens=%d: the GEMMs need a positive multiple of 16 rows per micro-batch", o.grads.Tokens)
 	}

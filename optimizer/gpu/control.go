@@ -47,6 +47,15 @@ func (b *Backend) ReadLater(src collective.Buffer, n int) (optimizer.PendingRead
 		return nil, err
 	}
 	b.rb.n, b.rb.captured, b.rb.s = n, capturing, b.s
+	if capturing {
+		// Until a launch of the graph overwrites it, the block reads as
+		// "not written" (no real block is all ones: its step count would
+		// be -1), so reading the result before a launch fails instead of
+		// returning the block of an earlier step.
+		for i := range n {
+			b.rb.host.Bytes()[i] = 0xff
+		}
+	}
 	if err := b.s.CopyDtoH(b.rb.host.Bytes()[:n], b.ptr(src)); err != nil {
 		return nil, err
 	}
@@ -107,7 +116,22 @@ func (r *readback) Bytes() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.host.Bytes()[:r.n], nil
+	raw := r.host.Bytes()[:r.n]
+	if r.captured && notWritten(raw) {
+		return nil, errors.New("gpu: the step control block of a captured step has not been written: launch the graph on the backend's stream before reading the step's result")
+	}
+	return raw, nil
+}
+
+// notWritten reports whether raw still holds the all-ones pattern ReadLater
+// leaves in a captured read-back.
+func notWritten(raw []byte) bool {
+	for _, c := range raw {
+		if c != 0xff {
+			return false
+		}
+	}
+	return true
 }
 
 // freeReadback waits for the stream and frees the read-back memory (b.mu

@@ -57,7 +57,11 @@
 // copied from capture-only pinned buffers, and the NCCL groups and the
 // decision's read-back count as settled for the host, since they run at
 // each launch of the graph, on the stream it is launched on; LastResult
-// after a launch waits for that stream. A graph replays what it captured,
+// after a launch waits for that stream (before the first launch it is an
+// error: the block has not been written). The capture must end with
+// WaitGathers (or WaitParam of every bucket) after StepAsync: that joins
+// the communication stream back into the capture; without it EndCapture
+// fails, or a gather issued after the capture waits on an event of it. A graph replays what it captured,
 // including the step's learning rate and bias corrections (they are in the
 // segment tables): launching it again repeats those factors, right for SGD
 // at a constant rate but not for Adam, whose bias corrections change every

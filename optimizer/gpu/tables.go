@@ -47,14 +47,14 @@ func (b *Backend) table(kind byte, t kernels.Table) (cuda.DevicePtr, error) {
 	if t.Chunks == 0 {
 		return 0, nil
 	}
-	capturing, err := b.s.Capturing()
-	if err != nil {
-		return 0, err
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return 0, cuda.ErrClosed
+	}
+	capturing, err := b.s.Capturing()
+	if err != nil {
+		return 0, err
 	}
 	key := string(kind) + string(kernels.StaticPart(t.Bytes))
 	e, ok := b.tables[key]

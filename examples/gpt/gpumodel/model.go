@@ -181,7 +181,9 @@ func (m *Model) allocate() error {
 
 // Close frees the model's buffers and its linear layers' kept inputs.
 func (m *Model) Close() error {
-	var errs []error
+	// Nothing queued may still read or write what is freed below (the
+	// staging copies included).
+	errs := []error{m.s.Synchronize()}
 	for _, p := range m.ptrs {
 		errs = append(errs, m.d.Free(p))
 	}

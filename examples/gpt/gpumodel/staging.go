@@ -85,18 +85,24 @@ func (m *Model) upload(tokens, targets []int32) error {
 	}
 	order, start := kernels.TokenRows(tokens, m.cfg.Vocab)
 	mem := st.buf.Bytes()
+	var err error
+	queued := false
 	for _, u := range []struct {
 		dst cuda.DevicePtr
 		src []int32
 	}{{m.tok, tokens}, {m.tgt, targets}, {m.order, order}, {m.start, start}} {
 		n := copy(mem, cuda.Bytes(u.src))
-		if err := m.s.CopyHtoD(u.dst, mem[:n]); err != nil {
-			return err
+		if err = m.s.CopyHtoD(u.dst, mem[:n]); err != nil {
+			break
 		}
+		queued = true
 		mem = mem[n:]
 	}
-	st.used = true
-	return st.done.Record(m.s)
+	if queued { // the slot's next user waits for whatever was queued out of it
+		st.used = true
+		err = errors.Join(err, st.done.Record(m.s))
+	}
+	return err
 }
 
 // PendingLoss is a micro-batch's loss on its way to the host (LossLater).
