@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/optimizertest"
 	"github.com/distopt/distopt/shard"
 )
 
@@ -59,7 +59,7 @@ func runFP8Rank(r int, inner collective.Communicator, params []optimizer.Param, 
 	ctx := context.Background()
 	init := map[string][]float32{}
 	for _, p := range params {
-		init[p.Name] = make([]float32, paramElements(p))
+		init[p.Name] = make([]float32, optimizertest.Numel(p.Shape))
 	}
 	o, err := optimizer.New(ctx, c, optimizer.NewCPU(1), params, optimizer.FromMap(init), cfg)
 	if err != nil {
@@ -68,12 +68,7 @@ func runFP8Rank(r int, inner collective.Communicator, params []optimizer.Param, 
 	defer o.Close()
 	for step := range 3 {
 		for i := len(params) - 1; i >= 0; i-- {
-			g := make([]float32, paramElements(params[i]))
-			rng := rand.New(rand.NewPCG(uint64(step), uint64(r*1000+i)))
-			for j := range g {
-				g[j] = float32(rng.NormFloat64())
-			}
-			if err := o.SetGrad(params[i].Name, g); err != nil {
+			if err := o.SetGrad(params[i].Name, optimizertest.RankGrad(params[i], step, r)); err != nil {
 				return err
 			}
 			if err := o.GradReady(params[i].Name); err != nil {
@@ -92,15 +87,6 @@ func runFP8Rank(r int, inner collective.Communicator, params []optimizer.Param, 
 		live.gradBufs, live.ranks, live.reportSize = o.Config().GradBuffers, c.Size(), o.Report().Total()
 	}
 	return nil
-}
-
-// paramElements is the number of elements of p.
-func paramElements(p optimizer.Param) int {
-	n := 1
-	for _, s := range p.Shape {
-		n *= s
-	}
-	return n
 }
 
 // TestPlanGradFP8 runs `distopt plan -grad-fp8` for small models at d =
@@ -300,7 +286,7 @@ func TestPlanScratchSharded(t *testing.T) {
 func TestPlanGradFP8Readme(t *testing.T) {
 	n := float64(0)
 	for _, p := range plan.GPT13B.Params() {
-		n += float64(paramElements(p))
+		n += float64(optimizertest.Numel(p.Shape))
 	}
 	for _, tc := range []struct {
 		sharded           bool
@@ -344,7 +330,7 @@ func TestPlanLayout(t *testing.T) {
 		}
 		init := map[string][]float32{}
 		for _, p := range params {
-			init[p.Name] = make([]float32, paramElements(p))
+			init[p.Name] = make([]float32, optimizertest.Numel(p.Shape))
 		}
 		o, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], optimizer.NewCPU(1), params, optimizer.FromMap(init), cfg)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/optimizertest"
 	"github.com/distopt/distopt/shard"
 )
 
@@ -124,33 +125,10 @@ func residualAfterSteps(t *testing.T, params []optimizer.Param, d int, cfg optim
 	comms := wrap(t, inproc.Communicators(d), fc)
 	out := make([]int, d)
 	err := onAll(comms, func(r int, c *fp8grad.Comm) error {
-		ctx := context.Background()
-		init := map[string][]float32{}
-		for _, p := range params {
-			init[p.Name] = make([]float32, elements(p))
-		}
-		o, err := optimizer.New(ctx, c, optimizer.NewCPU(1), params, optimizer.FromMap(init), cfg)
+		_, err := optimizertest.TrainOverlapped(context.Background(), c, optimizer.NewCPU(1), params, cfg, 3,
+			optimizertest.RankGrad, optimizertest.Overlap{Sync: true})
 		if err != nil {
 			return err
-		}
-		defer o.Close()
-		for step := range 3 {
-			for i := len(params) - 1; i >= 0; i-- {
-				g := make([]float32, elements(params[i]))
-				rng := rand.New(rand.NewPCG(uint64(step), uint64(r*8+i)))
-				for j := range g {
-					g[j] = float32(rng.NormFloat64())
-				}
-				if err := o.SetGrad(params[i].Name, g); err != nil {
-					return err
-				}
-				if err := o.GradReady(params[i].Name); err != nil {
-					return err
-				}
-			}
-			if _, err := o.Step(ctx); err != nil {
-				return err
-			}
 		}
 		out[r] = c.ResidualBytes()
 		return nil
@@ -159,13 +137,4 @@ func residualAfterSteps(t *testing.T, params []optimizer.Param, d int, cfg optim
 		t.Fatal(err)
 	}
 	return out
-}
-
-// elements is the number of elements of p.
-func elements(p optimizer.Param) int {
-	n := 1
-	for _, s := range p.Shape {
-		n *= s
-	}
-	return n
 }
