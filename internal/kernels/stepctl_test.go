@@ -9,6 +9,7 @@ import (
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
 	"github.com/distopt/distopt/optimizer/backend"
+	"github.com/distopt/distopt/optimizer/backendtest"
 )
 
 // controlCases returns statistics for TestStepControl: every single bit of
@@ -19,29 +20,7 @@ import (
 func controlCases(r *rand.Rand) [][backend.StatsLen]int64 {
 	var out [][backend.StatsLen]int64
 	out = append(out, [backend.StatsLen]int64{})
-	const bits = 32*(backend.NormLimbs-1) + 62
-	for k := range bits {
-		var s [backend.StatsLen]int64
-		s[k/32] = 1 << (k % 32)
-		out = append(out, s)
-	}
-	for top := 54; top < bits; top++ {
-		for _, sticky := range []bool{false, true} {
-			var s [backend.StatsLen]int64
-			set := func(k int) { s[k/32] += 1 << (k % 32) }
-			set(top)
-			for k := top - 52; k < top; k++ {
-				if r.IntN(2) == 1 {
-					set(k)
-				}
-			}
-			set(top - 53)
-			if sticky {
-				set(r.IntN(top - 53))
-			}
-			out = append(out, s)
-		}
-	}
+	out = append(out, backendtest.BitsAndTies(r)...)
 	for range 500 {
 		var s [backend.StatsLen]int64
 		for i := range backend.NormLimbs - 1 {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/optimizer/backend"
+	"github.com/distopt/distopt/optimizer/backendtest"
 )
 
 // randomStats returns limbs of a random non-negative sum: each limb a
@@ -49,29 +50,9 @@ func TestSumOfSquaresNearest(t *testing.T) {
 	for range 200000 {
 		check(randomStats(r))
 	}
-	for k := range 32*(backend.NormLimbs-1) + 62 {
-		var s [backend.StatsLen]int64
-		s[k/32] = 1 << (k % 32)
+	// every single bit, and ties at every position (backendtest.BitsAndTies)
+	for _, s := range backendtest.BitsAndTies(r) {
 		check(s)
-	}
-	// ties at every position: bit top, 52 bits below it random, then the
-	// round bit, then nothing or one sticky bit.
-	for top := 54; top < 32*(backend.NormLimbs-1)+62; top++ {
-		for _, sticky := range []bool{false, true} {
-			var s [backend.StatsLen]int64
-			set := func(k int) { s[k/32] += 1 << (k % 32) }
-			set(top)
-			for k := top - 52; k < top; k++ {
-				if r.IntN(2) == 1 {
-					set(k)
-				}
-			}
-			set(top - 53)
-			if sticky {
-				set(r.IntN(top - 53))
-			}
-			check(s)
-		}
 	}
 }
 
