@@ -199,10 +199,12 @@ func TestNCCLWorker(t *testing.T) {
 	}
 }
 
-// workerSuite runs collectivetest's per-rank checks: the operations (with
-// exact averages), the deadline abort, and the close check, each on a new
-// communicator over one store.
-func workerSuite(ctx context.Context, t *testing.T) {
+// ncclWorker opens what every NCCL worker process of these tests needs: its
+// place in the job (from the launcher's environment), the GPU of its local
+// rank, the job's store, and device buffers on that GPU; all closed when
+// the test ends.
+func ncclWorker(ctx context.Context, t *testing.T) (rendezvous.Config, *cuda.Device, *rendezvous.Store, *nccltest.Buffers) {
+	t.Helper()
 	rc, err := rendezvous.FromEnv()
 	if err != nil {
 		t.Fatal(err)
@@ -211,14 +213,22 @@ func workerSuite(ctx context.Context, t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer dev.Close()
+	t.Cleanup(func() { dev.Close() })
 	store, err := rendezvous.Connect(ctx, rc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	t.Cleanup(func() { store.Close() })
 	bufs := nccltest.NewBuffers(dev)
-	defer bufs.Close()
+	t.Cleanup(func() { bufs.Close() }) // runs first: the buffers before the device
+	return rc, dev, store, bufs
+}
+
+// workerSuite runs collectivetest's per-rank checks: the operations (with
+// exact averages), the deadline abort, and the close check, each on a new
+// communicator over one store.
+func workerSuite(ctx context.Context, t *testing.T) {
+	_, dev, store, bufs := ncclWorker(ctx, t)
 	opts := bufs.Options(collectivetest.Options{LargeBytes: 4 << 20, Deadline: time.Second, Slack: 5 * time.Second, Timeout: 2 * time.Minute})
 	cfg := nccl.Config{Store: store, Device: dev, ExactAvg: true, Heartbeat: 250 * time.Millisecond, PeerTimeout: 5 * time.Second}
 	steps := []struct {

@@ -19,8 +19,6 @@ import (
 	"github.com/distopt/distopt/collective/hier"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/nccl/nccltest"
-	"github.com/distopt/distopt/collective/rendezvous"
-	"github.com/distopt/distopt/internal/cuda"
 )
 
 // TestNCCLSub: the conformance checks on a sub-communicator of both ranks
@@ -44,22 +42,7 @@ func TestNCCLSub(t *testing.T) {
 
 // workerSub is one rank of TestNCCLSub.
 func workerSub(ctx context.Context, t *testing.T) {
-	rc, err := rendezvous.FromEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := cuda.Open(rc.LocalRank)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	store, err := rendezvous.Connect(ctx, rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	bufs := nccltest.NewBuffers(dev)
-	defer bufs.Close()
+	rc, dev, store, bufs := ncclWorker(ctx, t)
 	cfg := nccl.Config{Store: store, Device: dev, ExactAvg: true}
 
 	rev, err := nccl.NewSub(ctx, cfg, []int{1, 0})
