@@ -42,14 +42,7 @@ func TestInProcessRun(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s summary
-	if err := json.Unmarshal(b, &s); err != nil {
-		t.Fatal(err)
-	}
+	s := readSummary(t, dir)
 	if s.World != 2 || len(s.Ranks) != 2 || s.Params != smallGPT.NumParams() || len(s.PhaseMs) != len(phaseNames) {
 		t.Fatalf("summary: world %d, %d ranks, %d params, %d phases", s.World, len(s.Ranks), s.Params, len(s.PhaseMs))
 	}
@@ -68,6 +61,20 @@ func TestInProcessRun(t *testing.T) {
 	for _, name := range []string{"memory_plan.png", "step_phases.png"} {
 		checkPNG(t, filepath.Join(dir, name))
 	}
+}
+
+// readSummary reads the summary.json a run wrote into dir.
+func readSummary(t *testing.T, dir string) summary {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s summary
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func checkPNG(t *testing.T, path string) {

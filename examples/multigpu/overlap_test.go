@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -123,14 +122,7 @@ func TestReportOverlap(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s summary
-	if err := json.Unmarshal(b, &s); err != nil {
-		t.Fatal(err)
-	}
+	s := readSummary(t, dir)
 	if s.Overlap == nil || s.Overlap.Medians != account(101, 21, 25, 107) || s.Overlap.Baseline.Medians.Exposed != 140-110-6 {
 		t.Fatalf("summary overlap %+v", s.Overlap)
 	}

@@ -2,9 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -28,15 +25,7 @@ func TestShardedGradsRun(t *testing.T) {
 		if code := run(append(args, extra...), &out, &errb); code != 0 {
 			t.Fatalf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", extra, code, out.String(), errb.String())
 		}
-		b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var s summary
-		if err := json.Unmarshal(b, &s); err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return readSummary(t, dir)
 	}
 	plain, sharded := summaryOf(), summaryOf("-sharded-grads")
 	first, second, err := optimizer.ParseMomentTypes("fp8,bf16", optimizer.RuleAdamW)
