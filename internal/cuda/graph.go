@@ -48,13 +48,24 @@ type Graph struct {
 // until EndCapture it is recorded, not run. Work of other streams that
 // waits on events recorded in s during the capture joins it.
 func (s *Stream) BeginCapture(mode CaptureMode) error {
-	return s.d.Do(func() error { return check("cuStreamBeginCapture", cuStreamBeginCapture(s.h, int(mode))) })
+	err := s.d.Do(func() error { return check("cuStreamBeginCapture", cuStreamBeginCapture(s.h, int(mode))) })
+	if err == nil {
+		s.begun.Store(true)
+	}
+	return err
 }
+
+// CaptureBegun reports whether a capture begun on s by BeginCapture has not
+// been ended yet. It asks the driver nothing (no hand-off to the device's
+// worker), for hot paths of code that owns s; a capture s only joined
+// through an event is not reported: Capturing sees both.
+func (s *Stream) CaptureBegun() bool { return s.begun.Load() }
 
 // EndCapture ends the capture begun on s and instantiates the graph. A
 // capture that a forbidden call invalidated, or whose forked streams did
 // not join s again, fails here with the driver's error.
 func (s *Stream) EndCapture() (*Graph, error) {
+	s.begun.Store(false)
 	gr := &Graph{d: s.d}
 	err := s.d.Do(func() error {
 		var r Result

@@ -40,6 +40,9 @@ func TestGraphCapture(t *testing.T) {
 	if !capturing(s) || capturing(other) {
 		t.Fatalf("during the capture: Capturing of the stream %v, of another %v; want true, false", capturing(s), capturing(other))
 	}
+	if !s.CaptureBegun() || other.CaptureBegun() {
+		t.Fatalf("during the capture: CaptureBegun of the stream %v, of another %v; want true, false", s.CaptureBegun(), other.CaptureBegun())
+	}
 	// other joins the capture by waiting on an event recorded in it, does
 	// the device-to-host copy, and is joined back.
 	err := s.CopyHtoD(p, in.Bytes())
@@ -66,8 +69,8 @@ func TestGraphCapture(t *testing.T) {
 		t.Fatalf("capture: %v; EndCapture: %v", err, endErr)
 	}
 	defer g.Destroy()
-	if capturing(s) || capturing(other) {
-		t.Error("Capturing after EndCapture")
+	if capturing(s) || capturing(other) || s.CaptureBegun() {
+		t.Error("Capturing or CaptureBegun after EndCapture")
 	}
 	if err := s.Synchronize(); err != nil {
 		t.Fatal(err)

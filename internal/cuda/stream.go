@@ -1,14 +1,18 @@
 package cuda
 
-import "fmt"
+import (
+	"fmt"
+	"sync/atomic"
+)
 
 // Stream is a queue of device work (a CUstream). Streams are created
 // non-blocking: they do not synchronize with the legacy default stream.
 // Work queued on one stream runs in order; order across streams only through
 // events (Event.Record, Stream.Wait).
 type Stream struct {
-	d *Device
-	h uintptr
+	d     *Device
+	h     uintptr
+	begun atomic.Bool // BeginCapture succeeded, EndCapture not called yet
 }
 
 // cuStreamNonBlocking is CU_STREAM_NON_BLOCKING.

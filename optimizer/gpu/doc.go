@@ -51,7 +51,8 @@
 // decision has not been made yet when it starts
 // (cuda.Device.HostSyncs counts the waits; BenchmarkStepAsync reports them
 // per step). A StepAsync can therefore be captured in a CUDA graph
-// (cuda.Stream.BeginCapture; TestStepGraph) once one step has been taken
+// (BeginCapture on the backend's own Stream, which is how it knows, without
+// asking the driver; TestStepGraph) once one step has been taken
 // uncaptured (it makes the segment tables; a capture may not allocate).
 // During a capture the backend queries no event: the segment tables are
 // copied from capture-only pinned buffers, and the NCCL groups and the
@@ -61,11 +62,12 @@
 // error: the block has not been written). The capture must end with
 // WaitGathers (or WaitParam of every bucket) after StepAsync: that joins
 // the communication stream back into the capture; without it EndCapture
-// fails, or a gather issued after the capture waits on an event of it. A graph replays what it captured,
-// including the step's learning rate and bias corrections (they are in the
-// segment tables): launching it again repeats those factors, right for SGD
-// at a constant rate but not for Adam, whose bias corrections change every
-// step (moving the factors to the device is an open item).
+// fails, or a gather issued after the capture waits on an event of it. A
+// graph replays what it captured, including the step's learning rate and
+// bias corrections (they are in the segment tables): launching it again
+// repeats those factors, right for SGD at a constant rate but not for
+// Adam, whose bias corrections change every step (moving the factors to
+// the device is an open item).
 //
 // # Choosing a backend
 //

@@ -52,16 +52,14 @@ func (b *Backend) table(kind byte, t kernels.Table) (cuda.DevicePtr, error) {
 	if b.closed {
 		return 0, cuda.ErrClosed
 	}
-	capturing, err := b.s.Capturing()
-	if err != nil {
-		return 0, err
-	}
+	capturing := b.s.CaptureBegun()
 	key := string(kind) + string(kernels.StaticPart(t.Bytes))
 	e, ok := b.tables[key]
 	if !ok && capturing {
 		return 0, errors.New("gpu: a segment table first needed during a CUDA graph capture: take one step (the same buckets and recipe) uncaptured before capturing")
 	}
 	if !ok {
+		var err error
 		if e, err = b.newTable(len(t.Bytes)); err != nil {
 			return 0, err
 		}
