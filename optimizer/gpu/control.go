@@ -49,8 +49,9 @@ func (b *Backend) ReadLater(src collective.Buffer, n int) (optimizer.PendingRead
 		// "not written" (no real block is all ones: its step count would
 		// be -1), so reading the result before a launch fails instead of
 		// returning the block of an earlier step.
-		for i := range n {
-			b.rb.host.Bytes()[i] = 0xff
+		raw := b.rb.host.Bytes()[:n]
+		for i := range raw {
+			raw[i] = notWrittenByte
 		}
 	}
 	if err := b.s.CopyDtoH(b.rb.host.Bytes()[:n], b.ptr(src)); err != nil {
@@ -120,11 +121,14 @@ func (r *readback) Bytes() ([]byte, error) {
 	return raw, nil
 }
 
+// notWrittenByte fills a captured read-back until a launch writes it.
+const notWrittenByte = 0xff
+
 // notWritten reports whether raw still holds the all-ones pattern ReadLater
 // leaves in a captured read-back.
 func notWritten(raw []byte) bool {
 	for _, c := range raw {
-		if c != 0xff {
+		if c != notWrittenByte {
 			return false
 		}
 	}
