@@ -3,7 +3,9 @@ package model
 import (
 	"hash/fnv"
 	"math"
+	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/distopt/distopt/examples/gpt/data"
 	"github.com/distopt/distopt/optimizer"
@@ -34,11 +36,33 @@ func (c Config) Init() optimizer.InitFunc {
 		h := fnv.New64a()
 		h.Write([]byte(name))
 		key := h.Sum64()
-		for i := range dst {
-			dst[i] = float32(std * normal(key, uint64(offset+i)))
-		}
+		fillNormal(dst, key, offset, std)
 		return nil
 	}
+}
+
+// initChunk is the number of elements one goroutine of fillNormal draws:
+// large enough that starting it costs nothing against its work.
+const initChunk = 1 << 20
+
+// fillNormal sets dst[i] = std x normal(key, offset+i), in chunks spread
+// over the CPUs (each element depends only on its index, so the values do
+// not depend on the split): the 1.3B shape's 1.4G draws take about a minute
+// on one core.
+func fillNormal(dst []float32, key uint64, offset int, std float64) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for lo := 0; lo < len(dst); lo += initChunk {
+		hi := min(lo+initChunk, len(dst))
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			for i := lo; i < hi; i++ {
+				dst[i] = float32(std * normal(key, uint64(offset+i)))
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // normal is a standard normal sample that depends only on (key, i).
