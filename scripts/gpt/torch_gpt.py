@@ -26,6 +26,9 @@ starts at SplitMix64(seed + g * 0x9E3779B97F4A7C15) mod (tokens - seq)).
   --precision fp32: the same run without autocast and without TF32 (float32
             throughout): how far the BF16 reference itself is from full
             precision, the scale against which the FP8 runs' gaps are read.
+  --precision tf32: float32 weights and activations, matrix products in TF32
+            (10-bit mantissa, float32 accumulation): another precision
+            point, several times faster than fp32 at large batches.
 
   --shape small|1.3b|tiny without --init: the preset's shape with PyTorch's
             own random initialisation (N(0, 0.02) matrices), for speed and
@@ -387,15 +390,16 @@ def main():
     ap.add_argument("--eval-every", type=int, default=10)
     ap.add_argument("--eval-windows", type=int, default=8)
     ap.add_argument("--compile", action="store_true")
-    ap.add_argument("--precision", choices=["bf16", "fp32"], default="bf16",
-                    help="bf16: BF16 autocast (the reference); fp32: no autocast and no TF32 (how far BF16 itself is from full precision)")
+    ap.add_argument("--precision", choices=["bf16", "fp32", "tf32"], default="bf16",
+                    help="bf16: BF16 autocast (the reference); fp32: no autocast and no TF32 (how far BF16 itself is from full precision); tf32: no autocast, TF32 matrix products")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
     global AUTOCAST
     AUTOCAST = args.precision == "bf16"
     if not AUTOCAST:
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+        tf32 = args.precision == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
     if bool(args.init) == bool(args.shape):
         sys.exit("give --init FILE or --shape PRESET (not both)")
     meta, tensors = read_safetensors(args.init) if args.init else ({}, None)

@@ -21,10 +21,12 @@
 #     sequences of $SEQ, validation every $EVAL_EVERY steps on $EVAL_WINDOWS
 #     sequences; then `curves` checks issue 16's criteria (final validation
 #     loss within 1% of PyTorch's, every evaluation after warm-up within 2%)
-#     and draws $OUT/gpt_curves.png. With TORCH_FP32=1 (the default) a fifth
-#     process trains PyTorch without autocast (float32, no TF32), compared
-#     with the BF16 reference by the same checker: how far BF16 itself is
-#     from full precision, the scale for reading the FP8 runs' gaps. The runs are stopped $LOSS_RESERVE
+#     and draws $OUT/gpt_curves.png. With TORCH_OTHER=fp32 (the default) a
+#     fifth process trains PyTorch without autocast (float32, no TF32),
+#     compared with the BF16 reference by the same checker: how far BF16
+#     itself is from full precision, the scale for reading the FP8 runs'
+#     gaps (TORCH_OTHER=tf32: float32 with TF32 products, faster at large
+#     batches; empty: no fifth run). The runs are stopped $LOSS_RESERVE
 #     seconds before the call's deadline ($TOTAL seconds after the start) to
 #     leave time for the rest; their curves, written after every evaluation,
 #     then show how far they came.
@@ -42,6 +44,10 @@
 #     moment, BF16 second moment, recomputed LayerNorm/GELU inputs; empty:
 #     none), the configuration that trades nothing but bits for memory.
 #  5. the GPU tests of examples/gpt/gpumodel.
+#  6. (not by default) fp8grad: the small shape for $FP8GRAD_STEPS steps with
+#     gradients reduce-scattered in BF16, in FP8 (E4M3), and in FP8 with
+#     error feedback; the last lines of each side by side.
+# PARTS (default "loss resume bench tests") picks and orders parts 2-6.
 #
 # Measured on one H200 (2026-12-01, scripts/gpu/NOTES.md) with
 # TOTAL=400: parts 1-2 about 125 s (2000 steps of 8 x 256 tokens, four
@@ -65,7 +71,8 @@ BENCH_COMPILE=${BENCH_COMPILE:-0}
 BENCH_BATCH_SMALL=${BENCH_BATCH_SMALL:-16}
 BENCH_BATCH_XL=${BENCH_BATCH_XL:-4}
 TOTAL=${TOTAL:-570}
-TORCH_FP32=${TORCH_FP32:-1}
+TORCH_OTHER=${TORCH_OTHER-fp32}
+PARTS=${PARTS:-loss resume bench tests}
 BENCH_LOWMEM=${BENCH_LOWMEM-"-moments fp8,bf16 -recompute"}
 WARMUP=$((STEPS / 20))
 
@@ -159,16 +166,16 @@ long() {
 	timeout $budget "$py" scripts/gpt/torch_gpt.py --data $bin/data --init $bin/init.safetensors --lr $LR --steps $STEPS \
 		--eval-every $EVAL_EVERY --eval-windows $EVAL_WINDOWS --name "PyTorch BF16" --out "$OUT/long_torch.json" >"$OUT/long_torch.log" 2>&1 &
 	pids="$pids $!"
-	if [ "$TORCH_FP32" = 1 ]; then
+	if [ -n "$TORCH_OTHER" ]; then
 		timeout $budget "$py" scripts/gpt/torch_gpt.py --data $bin/data --init $bin/init.safetensors --lr $LR --steps $STEPS \
-			--eval-every $EVAL_EVERY --eval-windows $EVAL_WINDOWS --precision fp32 --name "PyTorch FP32" \
-			--out "$OUT/long_torch_fp32.json" >"$OUT/long_torch_fp32.log" 2>&1 &
+			--eval-every $EVAL_EVERY --eval-windows $EVAL_WINDOWS --precision $TORCH_OTHER \
+			--name "PyTorch $TORCH_OTHER" --out "$OUT/long_torch_other.json" >"$OUT/long_torch_other.log" 2>&1 &
 		pids="$pids $!"
 	fi
 	for p in $pids; do
 		wait $p || status=1
 	done
-	for r in $RECIPES torch $([ "$TORCH_FP32" = 1 ] && echo torch_fp32); do
+	for r in $RECIPES torch $([ -n "$TORCH_OTHER" ] && echo torch_other); do
 		echo "== long_$r"
 		grep -v '^step ' "$OUT/long_$r.log" | tail -n 8
 		grep '^step ' "$OUT/long_$r.log" | tail -n 2
@@ -179,10 +186,22 @@ long() {
 	done
 	$bin/curves -ref "$OUT/long_torch.json" -steps $STEPS -warmup $WARMUP -png "$OUT/gpt_curves.png" \
 		-title "examples/gpt 124M shape on one H200: validation loss" $runs || status=1
-	if [ "$TORCH_FP32" = 1 ]; then
-		echo "== PyTorch FP32 against PyTorch BF16 (the scale of a precision change's effect; not a criterion)"
-		$bin/curves -ref "$OUT/long_torch.json" -steps $STEPS -warmup $WARMUP "$OUT/long_torch_fp32.json"
+	if [ -n "$TORCH_OTHER" ]; then
+		echo "== PyTorch $TORCH_OTHER against PyTorch BF16 (the scale of a precision change's effect; not a criterion)"
+		$bin/curves -ref "$OUT/long_torch.json" -steps $STEPS -warmup $WARMUP "$OUT/long_torch_other.json"
 	fi
+}
+
+fp8grad() {
+	for g in "" "-grad-fp8 e4m3" "-grad-fp8 e4m3 -grad-ef"; do
+		n=fp8grad_$(echo "x $g" | tr -c 'a-z0-9\n' '_')
+		# shellcheck disable=SC2086 # $g holds flags
+		timeout 120 $bin/gpt -backend gpu -data $bin/data -preset small -seq $SEQ -batch $BATCH -lr $LR -steps ${FP8GRAD_STEPS:-100} \
+			-eval-every ${FP8GRAD_STEPS:-100} -eval-windows 64 -sample 0 $g >"$OUT/$n.log" 2>&1 || status=1
+		echo "gradients ${g:-in float32}:"
+		grep -E 'gradients reduce|validation loss|rror|panic' "$OUT/$n.log" | tail -3
+		grep -E '^step +[0-9]+/' "$OUT/$n.log" | tail -1
+	done
 }
 
 run() {
@@ -196,19 +215,22 @@ run() {
 		echo "== prepare ($(left) s left)"
 		cat $bin/data/meta.json
 		$bin/gpt -data $bin/data -preset small -seq $SEQ -batch $BATCH -export-init $bin/init.safetensors -export-check=false || status=1
-		echo "== loss ($(left) s left)"
-		long
-		echo "== resume ($(left) s left)"
-		resume_check
-		echo "== bench ($(left) s left)"
-		bench
-		if [ -x $bin/gpumodel.test ]; then
-			echo "== gpumodel tests ($(left) s left)"
-			(cd examples/gpt/gpumodel && DISTOPT_REQUIRE_GPU=1 timeout $(($(left) - 5)) "$root/$bin/gpumodel.test" -test.run 'GPU' -test.v 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok)' ) || status=1
-		fi
+		for part in $PARTS; do
+			echo "== $part ($(left) s left)"
+			case $part in
+			loss) long ;;
+			resume) resume_check ;;
+			bench) bench ;;
+			tests)
+				(cd examples/gpt/gpumodel && DISTOPT_REQUIRE_GPU=1 timeout $(($(left) - 5)) "$root/$bin/gpumodel.test" -test.run 'GPU' -test.v 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok)') || status=1
+				;;
+			fp8grad) fp8grad ;;
+			*) echo "unknown part $part (want loss, resume, bench, tests, fp8grad)"; status=1 ;;
+			esac
+		done
 		echo "gpt long status: $status ($(left) s left)"
 	} 2>&1 | tee "$OUT/gpt_long.log"
-	(cd "$OUT" && tar czf gpt_long_files.tgz *.json *_*.log && rm -f *.json resume_*.log bench_*.log long_*.log)
+	(cd "$OUT" && tar czf gpt_long_files.tgz *.json *_*.log && rm -f *.json *_*.log)
 	grep -q "gpt long status: 0" "$OUT/gpt_long.log"
 }
 

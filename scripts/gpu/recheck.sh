@@ -1,0 +1,106 @@
+#!/bin/sh
+# recheck.sh runs, in one call on a one-GPU machine, what changed after the
+# previous GPU call and was checked on the CPU only (the list is in
+# scripts/gpu/NOTES.md, "Waiting for a GPU"), plus issue 18's one-GPU NVML
+# check of sharded gradients (the GPT example's FP8-gradient smoke is part
+# fp8grad of gpt_long.sh).
+#
+#   sh scripts/gpu/recheck.sh build   # here: binaries (xz) into $BIN
+#   sh scripts/gpu/recheck.sh run     # there (carry $BIN); logs into $OUT
+#
+# run:
+#  1. concurrently on the one GPU (correctness only, nothing timed):
+#     internal/kernels TestFlash* (every variant with the final per-pass
+#     defaults), internal/cuda (TestGraphCapture and the rest, also under
+#     -race), optimizer/gpu (TestStepGraph, the overlap tests, TestStep,
+#     TestConformance), collective/nccl;
+#  2. alone: BenchmarkStepAsync (host time and host syncs per step);
+#  3. examples/multigpu at d = 1 with sharded gradients and 8-bit moments
+#     (synthetic gradients, the 1.42B shape): NVML per rank against the
+#     planner's prediction.
+# BIN defaults to .gpu-recheck (ignored by git).
+set -u
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+bin=${BIN:-.gpu-recheck}
+
+build() {
+	set -e
+	rm -rf "$bin"
+	mkdir -p "$bin"
+	for p in internal/kernels internal/cuda optimizer/gpu collective/nccl; do
+		go test -c -ldflags="-s -w" -o "$bin/$(echo $p | tr / _).test" ./$p
+	done
+	go test -race -c -o "$bin/internal_cuda.race.test" ./internal/cuda
+	export CGO_CFLAGS="${CGO_CFLAGS:-} -Wno-deprecated-declarations" # go-nvml's header
+	go build -ldflags="-s -w" -o "$bin/distopt" ./cmd/distopt
+	go build -ldflags="-s -w" -o "$bin/multigpu" ./examples/multigpu
+	xz -T2 -6 "$bin"/*.test "$bin/distopt" "$bin/multigpu"
+	{
+		git rev-parse HEAD
+		git status --porcelain --untracked-files=no | sed 's/^/modified: /'
+	} >"$bin/commit"
+	du -sh "$bin"
+}
+
+# t NAME DIR TIMEOUT BINARY ARGS...: one test binary in its package
+# directory, its log in $OUT/NAME.log and a summary on stdout.
+t() {
+	name=$1 dir=$2 limit=$3 exe=$4
+	shift 4
+	start=$(date +%s)
+	(cd "$dir" && timeout "$limit" "$root/$bin/$exe" -test.v "$@") >"$OUT/$name.log" 2>&1
+	rc=$?
+	{
+		echo "== $name: exit $rc after $(($(date +%s) - start)) s"
+		grep -E '^(--- FAIL|FAIL|panic|ok|PASS)' "$OUT/$name.log" | head -20
+		grep -E -A6 '^\s*--- FAIL' "$OUT/$name.log" | head -40
+		echo "   $(grep -c -- '--- PASS' "$OUT/$name.log") passed, $(grep -c -- '--- SKIP' "$OUT/$name.log") skipped"
+	} >"$OUT/$name.summary"
+	return $rc
+}
+
+run() {
+	set +e
+	OUT=${OUT:-$root/$bin/out}
+	mkdir -p "$OUT"
+	export LD_LIBRARY_PATH="/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+	export NCCL_NVLS_ENABLE=0
+	xz -d -f -T0 "$bin"/*.xz
+	chmod +x "$bin"/*.test "$bin/distopt" "$bin/multigpu"
+	status=0
+	cat "$bin/commit"
+	nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+	echo "== 1. correctness, concurrently"
+	export DISTOPT_REQUIRE_GPU=0 # the two-GPU tests skip on one GPU (listed in the logs)
+	t kernels internal/kernels 200 internal_kernels.test -test.run 'TestFlash' &
+	p1=$!
+	t cuda internal/cuda 120 internal_cuda.test &
+	p2=$!
+	t cuda_race internal/cuda 150 internal_cuda.race.test -test.run 'TestGraphCapture|TestStream' &
+	p3=$!
+	t optimizer optimizer/gpu 200 optimizer_gpu.test -test.run 'TestStepGraph|TestOverlap|TestStep$|TestConformance|TestGraph' &
+	p4=$!
+	t nccl collective/nccl 120 collective_nccl.test &
+	p5=$!
+	for p in $p1 $p2 $p3 $p4 $p5; do wait $p || status=1; done
+	cat "$OUT"/*.summary
+	echo "== 2. BenchmarkStepAsync"
+	(cd optimizer/gpu && timeout 120 "$root/$bin/optimizer_gpu.test" -test.run '^$' -test.bench StepAsync -test.benchtime 20x) 2>&1 |
+		tee "$OUT/stepasync.log" | grep -E '^(Benchmark|ok|FAIL|---)' || status=1
+	echo "== 3. multigpu d = 1, sharded gradients, 8-bit moments: NVML against the planner"
+	for m in fp8,bf16 fp8; do
+		timeout 150 "$bin/distopt" run --nproc-per-node 1 -- "$bin/multigpu" -sharded-grads -moments "$m" -steps 3 -plain-steps 3 \
+			>"$OUT/multigpu_$m.log" 2>&1 || status=1
+		grep -i -E 'nvml|predict|bytes/param|error|panic' "$OUT/multigpu_$m.log" | head -8
+	done
+	echo "== recheck.sh: $([ $status -eq 0 ] && echo all passed || echo FAILURES)"
+	(cd "$OUT" && tar czf recheck_logs.tgz ./*.log && rm -f ./*.log ./*.summary)
+	return $status
+}
+
+case "${1:-}" in
+build) build ;;
+run) run ;;
+*) echo "usage: $0 build|run" >&2; exit 2 ;;
+esac
