@@ -21,12 +21,13 @@
 #     sequences of $SEQ, validation every $EVAL_EVERY steps on $EVAL_WINDOWS
 #     sequences; then `curves` checks issue 16's criteria (final validation
 #     loss within 1% of PyTorch's, every evaluation after warm-up within 2%)
-#     and draws $OUT/gpt_curves.png. With TORCH_OTHER=fp32 (the default) a
-#     fifth process trains PyTorch without autocast (float32, no TF32),
-#     compared with the BF16 reference by the same checker: how far BF16
-#     itself is from full precision, the scale for reading the FP8 runs'
-#     gaps (TORCH_OTHER=tf32: float32 with TF32 products, faster at large
-#     batches; empty: no fifth run). The runs are stopped $LOSS_RESERVE
+#     and draws $OUT/gpt_curves.png and $OUT/gpt_curves_diff.png (each run
+#     relative to PyTorch's, with the criteria's bands). With
+#     TORCH_OTHER=tf32 (the default) a fifth process trains PyTorch without
+#     autocast (float32 with TF32 matrix products; fp32: no TF32, several
+#     times slower at this batch; empty: no fifth run), compared with the
+#     BF16 reference by the same checker: how far a change of precision
+#     alone moves the reference, the scale for reading the FP8 runs' gaps. The runs are stopped $LOSS_RESERVE
 #     seconds before the call's deadline ($TOTAL seconds after the start) to
 #     leave time for the rest; their curves, written after every evaluation,
 #     then show how far they came.
@@ -49,20 +50,22 @@
 #     error feedback; the last lines of each side by side.
 # PARTS (default "loss resume bench tests") picks and orders parts 2-6.
 #
-# Measured on one H200 (2026-12-01, scripts/gpu/NOTES.md) with
-# TOTAL=400: parts 1-2 about 125 s (2000 steps of 8 x 256 tokens, four
-# processes sharing the GPU), 3 about 60 s, 4 about 90 s, 5 about 20 s.
+# Measured on one H200 (2026-12-01, scripts/gpu/NOTES.md): parts 1-2 about
+# 270 s (2000 steps of 32 x 256 tokens, five processes sharing the GPU;
+# about 170 s at 8 x 256), 3 about 60 s, 4 about 90 s, 5 about 50 s on a
+# fresh machine: the default PARTS fit one call with TOTAL=580 at 8 x 256;
+# at 32 x 256 run PARTS=loss alone.
 set -u
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 bin=${BIN:-.gpu-gptlong}
 py=${PYTHON:-/opt/torch/.venv/bin/python}
 STEPS=${STEPS:-2000}
-BATCH=${BATCH:-8}
+BATCH=${BATCH:-32}
 SEQ=${SEQ:-256}
 LR=${LR:-1e-3}
 EVAL_EVERY=${EVAL_EVERY:-100}
-EVAL_WINDOWS=${EVAL_WINDOWS:-60}
+EVAL_WINDOWS=${EVAL_WINDOWS:-200}
 RECIPES=${RECIPES:-current delayed tile}
 RESUME_STEPS=${RESUME_STEPS:-60}
 RESUME_RECIPES=${RESUME_RECIPES:-current delayed tile}
@@ -71,7 +74,7 @@ BENCH_COMPILE=${BENCH_COMPILE:-0}
 BENCH_BATCH_SMALL=${BENCH_BATCH_SMALL:-16}
 BENCH_BATCH_XL=${BENCH_BATCH_XL:-4}
 TOTAL=${TOTAL:-570}
-TORCH_OTHER=${TORCH_OTHER-fp32}
+TORCH_OTHER=${TORCH_OTHER-tf32}
 PARTS=${PARTS:-loss resume bench tests}
 BENCH_LOWMEM=${BENCH_LOWMEM-"-moments fp8,bf16 -recompute"}
 WARMUP=$((STEPS / 20))
@@ -184,7 +187,7 @@ long() {
 	for r in $RECIPES; do
 		runs="$runs $OUT/long_$r.json"
 	done
-	$bin/curves -ref "$OUT/long_torch.json" -steps $STEPS -warmup $WARMUP -png "$OUT/gpt_curves.png" \
+	$bin/curves -ref "$OUT/long_torch.json" -steps $STEPS -warmup $WARMUP -png "$OUT/gpt_curves.png" -diff-png "$OUT/gpt_curves_diff.png" \
 		-title "examples/gpt 124M shape on one H200: validation loss" $runs || status=1
 	if [ -n "$TORCH_OTHER" ]; then
 		echo "== PyTorch $TORCH_OTHER against PyTorch BF16 (the scale of a precision change's effect; not a criterion)"
@@ -230,8 +233,10 @@ run() {
 		done
 		echo "gpt long status: $status ($(left) s left)"
 	} 2>&1 | tee "$OUT/gpt_long.log"
-	(cd "$OUT" && tar czf gpt_long_files.tgz *.json *_*.log && rm -f *.json *_*.log)
 	grep -q "gpt long status: 0" "$OUT/gpt_long.log"
+	rc=$?
+	(cd "$OUT" && tar czf gpt_long_files.tgz *.json *_*.log && rm -f *.json resume_*.log bench_*.log long_*.log fp8grad_*.log)
+	return $rc
 }
 
 case "${1:-}" in

@@ -229,3 +229,30 @@ func TestWriteSpeed(t *testing.T) {
 		t.Errorf("a run without speed: %v", err)
 	}
 }
+
+func TestDifferences(t *testing.T) {
+	ref := Curve{Name: "ref", Valid: []Point{{100, 2}, {200, 1.6}, {300, 1.25}}}
+	run := Curve{Name: "run", Valid: []Point{{100, 2.5}, {300, 1}, {400, 0.5}}}
+	got := Differences(ref, run)
+	want := []Point{{100, 0.25}, {300, -0.2}} // step 200 missing from run, 400 from ref
+	if len(got) != len(want) {
+		t.Fatalf("%v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i].Step != want[i].Step || math.Abs(got[i].Loss-want[i].Loss) > 1e-15 {
+			t.Errorf("%d: %v, want %v", i, got[i], want[i])
+		}
+	}
+	path := filepath.Join(t.TempDir(), "d.png")
+	c := Criteria{Final: 0.01, Every: 0.02, Warmup: 50}
+	if err := PlotDiff(path, "test", ref, []Curve{run}, c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(err)
+	}
+	c.Warmup = 300 // nothing after the warm-up: refused, naming the run
+	if err := PlotDiff(path, "test", ref, []Curve{run}, c); err == nil || !strings.Contains(err.Error(), "run has no validation loss") {
+		t.Errorf("no point after the warm-up: %v, want an error naming the run", err)
+	}
+}

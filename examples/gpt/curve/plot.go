@@ -71,3 +71,69 @@ func movingAverage(ps []Point, w int) plotter.XYs {
 	}
 	return xy
 }
+
+// Differences is run's validation loss relative to ref's at every step both
+// evaluated, (run - ref) / ref, in the order of ref's evaluations: negative
+// where the run's loss is lower.
+func Differences(ref, run Curve) []Point {
+	got := map[int]float64{}
+	for _, p := range run.Valid {
+		got[p.Step] = p.Loss
+	}
+	var d []Point
+	for _, p := range ref.Valid {
+		if v, ok := got[p.Step]; ok {
+			d = append(d, Point{Step: p.Step, Loss: (v - p.Loss) / p.Loss})
+		}
+	}
+	return d
+}
+
+// PlotDiff draws each run's Differences from ref, in percent, after warmup
+// steps, with the criteria's bands (c.Final and c.Every either side of
+// zero) as thin grey lines: how far each run's curve is from the
+// reference's, and whether that is more than what other runs (for example
+// the reference trained at another precision) show.
+func PlotDiff(path, title string, ref Curve, runs []Curve, c Criteria) error {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "step"
+	p.Y.Label.Text = fmt.Sprintf("validation loss relative to %s (%%)", ref.Name)
+	p.Add(plotter.NewGrid())
+	last := 0
+	for _, q := range ref.Valid {
+		last = max(last, q.Step)
+	}
+	for _, band := range []float64{c.Final, -c.Final, c.Every, -c.Every} {
+		l, err := plotter.NewLine(plotter.XYs{{X: float64(c.Warmup), Y: 100 * band}, {X: float64(last), Y: 100 * band}})
+		if err != nil {
+			return fmt.Errorf("curve: %w", err)
+		}
+		l.Color, l.Width, l.Dashes = plotutil.Color(7), vg.Points(0.5), plotutil.Dashes(1)
+		p.Add(l)
+	}
+	for i, r := range runs {
+		var xy plotter.XYs
+		for _, d := range Differences(ref, r) {
+			if d.Step > c.Warmup {
+				xy = append(xy, plotter.XY{X: float64(d.Step), Y: 100 * d.Loss})
+			}
+		}
+		if len(xy) == 0 {
+			return fmt.Errorf("curve: %s has no validation loss at the steps %s evaluated after step %d", r.Name, ref.Name, c.Warmup)
+		}
+		l, s, err := plotter.NewLinePoints(xy)
+		if err != nil {
+			return fmt.Errorf("curve: %s: %w", r.Name, err)
+		}
+		col := plotutil.Color(i + 1) // Plot draws the reference in colour 0
+		l.Color, s.Color, l.Width = col, col, vg.Points(1.5)
+		p.Add(l, s)
+		p.Legend.Add(r.Name, l, s)
+	}
+	p.Legend.Top = true
+	if err := p.Save(8*vg.Inch, 5*vg.Inch, path); err != nil {
+		return fmt.Errorf("curve: %w", err)
+	}
+	return nil
+}

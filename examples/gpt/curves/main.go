@@ -4,6 +4,8 @@
 //
 //	curves -ref torch.json -steps 2000 -warmup 100 -png curves.png current.json delayed.json tile.json
 //
+// (-diff-png FILE also draws each run's relative difference from the
+// reference at every evaluation, with the criteria's bands)
 // prints a table (final validation loss of each run, its relative
 // difference from the reference's, the worst difference after warm-up)
 // and exits 1 unless every run is within -final (1%) of the reference at
@@ -50,6 +52,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.Warmup, "warmup", 0, "steps of warm-up: evaluations up to this step are not compared")
 	fs.IntVar(&c.Steps, "steps", 0, "step of the last evaluation every run must reach (0: the reference's last)")
 	png := fs.String("png", "", "draw the curves (reference first) into this image")
+	diffPNG := fs.String("diff-png", "", "draw each run's validation loss relative to the reference's, with the criteria's bands, into this image")
 	title := fs.String("title", "validation loss", "title of the image")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -63,7 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case *ref == "" || fs.NArg() == 0:
 		err = errors.New("want -ref FILE and at least one run's curve, or -resume FULL PART...")
 	default:
-		err = compare(*ref, fs.Args(), c, *png, *title, stdout)
+		err = compare(*ref, fs.Args(), c, images{*png, *diffPNG, *title}, stdout)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "curves:", err)
@@ -85,7 +88,11 @@ func load(path string) (curve.Curve, error) {
 	return curve.ParseLog(f, strings.TrimSuffix(path[strings.LastIndex(path, "/")+1:], ".log"))
 }
 
-func compare(refPath string, paths []string, c curve.Criteria, png, title string, out io.Writer) error {
+// images are compare's optional pictures: the curves, and the runs'
+// differences from the reference.
+type images struct{ curves, diff, title string }
+
+func compare(refPath string, paths []string, c curve.Criteria, img images, out io.Writer) error {
 	ref, err := load(refPath)
 	if err != nil {
 		return err
@@ -96,11 +103,17 @@ func compare(refPath string, paths []string, c curve.Criteria, png, title string
 			return err
 		}
 	}
-	if png != "" {
-		if err := curve.Plot(png, title, append([]curve.Curve{ref}, runs...)); err != nil {
+	if img.curves != "" {
+		if err := curve.Plot(img.curves, img.title, append([]curve.Curve{ref}, runs...)); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "wrote %s\n", png)
+		fmt.Fprintf(out, "wrote %s\n", img.curves)
+	}
+	if img.diff != "" {
+		if err := curve.PlotDiff(img.diff, img.title, ref, runs, c); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "wrote %s\n", img.diff)
 	}
 	rows := curve.Check(ref, runs, c)
 	if err := curve.WriteTable(out, ref.Name, rows); err != nil {
