@@ -30,6 +30,11 @@ starts at SplitMix64(seed + g * 0x9E3779B97F4A7C15) mod (tokens - seq)).
             (10-bit mantissa, float32 accumulation): another precision
             point, several times faster than fp32 at large batches.
 
+  Under torchrun with more than one process: DDP, one GPU per process (the
+            --init file must have been exported for that many ranks; with
+            --shape, the batch is per rank). Tokens/s count every rank's
+            tokens, MFU is per GPU, memory is rank 0's.
+
   --shape small|1.3b|tiny without --init: the preset's shape with PyTorch's
             own random initialisation (N(0, 0.02) matrices), for speed and
             memory only (the 1.3B weights are too large to export).
@@ -272,12 +277,12 @@ class Memory:
         return torch.cuda.max_memory_allocated(), total - free
 
 
-def write_curve(path, out, timed_tokens, timed_s, fpt, mem):
+def write_curve(path, out, timed_tokens, timed_s, fpt, mem, world=1):
     if not path:
         return
     if timed_s > 0:
         tps = timed_tokens / timed_s
-        out["speed"] = {"tokens_per_s": tps, "mfu": tps * fpt / PEAK_BF16,
+        out["speed"] = {"tokens_per_s": tps, "mfu": tps * fpt / PEAK_BF16 / world,
                         "peak_alloc_bytes": torch.cuda.max_memory_allocated(), "peak_used_bytes": mem.peak_used}
     with open(path + ".tmp", "w") as f:
         json.dump(finite_json(out), f, allow_nan=False)
@@ -297,29 +302,46 @@ def finite_json(v):
 
 
 def train_run(args, meta, tensors, train, valid):
-    dev = torch.device("cuda")
+    # Under torchrun with WORLD_SIZE > 1: one process per GPU, DDP (each
+    # rank reads its own micro-batches, the gradients all-reduced in BF16
+    # buckets during backward, as every DDP user runs it); otherwise one GPU
+    # computes the whole global batch.
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    torch.cuda.set_device(dev)
+    if world > 1:
+        torch.distributed.init_process_group("nccl", device_id=dev)
     if tensors is None:
         m, meta = random_init(PRESETS[args.shape], dev)
-        meta.update(batch=str(args.batch or 4), micro=str(args.micro or 1), world="1", seed=str(args.seed))
+        meta.update(batch=str(args.batch or 4), micro=str(args.micro or 1), world=str(world), seed=str(args.seed))
     else:
         m = build(meta, tensors)
+        if world > 1 and int(meta["world"]) != world:
+            sys.exit(f"{args.init} was exported for {meta['world']} ranks; torchrun started {world}")
     m = m.to(dev)
     seq = int(meta["seq"])
     batch = args.batch or int(meta["batch"])
     micro = args.micro or int(meta["micro"])
     loader = Loader(train, seq, batch, int(meta["world"]), micro, int(meta["seed"]))
+    ranks = [rank] if world > 1 else range(loader.world)  # the loader ranks this process computes
+    ddp = torch.nn.parallel.DistributedDataParallel(m, device_ids=[dev.index]) if world > 1 else None
     decay = [p for p in m.parameters() if p.dim() >= 2]
     no_decay = [p for p in m.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.wd}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95), eps=1e-8, fused=True)
     min_lr = args.min_lr if args.min_lr > 0 else args.lr / 10
     warmup = args.warmup if args.warmup > 0 else max(1, args.steps // 20)
-    fwd = torch.compile(m) if args.compile else m
+    fwd = ddp if ddp is not None else m
+    fwd = torch.compile(fwd) if args.compile else fwd
     parts = loader.world * loader.micro
     fpt = flops_per_token(*(int(meta[k]) for k in ("layers", "hidden", "ffn", "vocab", "seq")))
     nparams = sum(p.numel() for p in m.parameters())
-    print(f"torch on {torch.cuda.get_device_name()}: {nparams} parameters, {loader.global_batch()} sequences of {seq} per step, "
-          f"compile {args.compile}, attention {args.sdpa}", flush=True)
+    if rank != 0:
+        sys.stdout = open(os.devnull, "w")
+        args.out = ""
+    print(f"torch on {world} x {torch.cuda.get_device_name()}: {nparams} parameters, {loader.global_batch()} sequences of {seq} per step, "
+          f"compile {args.compile}, attention {args.sdpa}{', DDP' if ddp is not None else ''}", flush=True)
     out = {"name": args.name, "train": [], "valid": []}
     mem = Memory()
     timed_tokens, timed_s = 0, 0.0
@@ -328,14 +350,21 @@ def train_run(args, meta, tensors, train, valid):
             t0 = time.time()
             for g in opt.param_groups:
                 g["lr"] = lr_at(step + 1, args.lr, min_lr, warmup, args.steps)
-            total = 0.0
-            for r in range(loader.world):
+            total = torch.zeros((), device=dev)
+            for r in ranks:
                 for k in range(loader.micro):
                     x, y = (z.to(dev, non_blocking=True) for z in loader.micro_batch(step, r, k))
-                    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=AUTOCAST):
-                        loss = fwd(x, y)
-                    (loss / parts).backward()
-                    total += loss.item() / parts
+                    sync = ddp is None or k == loader.micro - 1
+                    with (contextlib.nullcontext() if sync else ddp.no_sync()):
+                        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=AUTOCAST):
+                            loss = fwd(x, y)
+                        # DDP averages over the ranks: each rank's part is
+                        # 1/micro of its loss, the sum over ranks /world.
+                        (loss / (loader.micro if ddp is not None else parts)).backward()
+                    total += loss.detach() / parts
+            if ddp is not None:
+                torch.distributed.all_reduce(total)
+            total = total.item()
             norm = torch.nn.utils.clip_grad_norm_(m.parameters(), args.clip) if args.clip > 0 else torch.tensor(0.0)
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -346,18 +375,20 @@ def train_run(args, meta, tensors, train, valid):
                 timed_tokens, timed_s = timed_tokens + tokens, timed_s + dt
             alloc, used = mem.sample()
             print(f"step {step + 1:5d}/{args.steps}  loss {total:.4f}  grad norm {norm.item():.3f}  {tokens / dt:8.0f} tokens/s  "
-                  f"MFU {100 * tokens * fpt / dt / PEAK_BF16:.1f}%  {1000 * dt:.1f} ms  "
+                  f"MFU {100 * tokens * fpt / dt / PEAK_BF16 / world:.1f}%  {1000 * dt:.1f} ms  "
                   f"memory {alloc / 2**30:.2f} GiB peak allocated, {used / 2**30:.2f} GiB in use on the device", flush=True)
             out["train"].append([step + 1, total])
             if (args.eval_every > 0 and (step + 1) % args.eval_every == 0) or step + 1 == args.steps:
                 v = valid_loss(m, valid, seq, args.eval_windows, batch, dev)
                 print(f"step {step + 1:5d}  validation loss {v:.4f} ({v / math.log(2):.3f} bits per byte)", flush=True)
                 out["valid"].append([step + 1, v])
-                write_curve(args.out, out, timed_tokens, timed_s, fpt, mem)
-    write_curve(args.out, out, timed_tokens, timed_s, fpt, mem)
+                write_curve(args.out, out, timed_tokens, timed_s, fpt, mem, world)
+    write_curve(args.out, out, timed_tokens, timed_s, fpt, mem, world)
+    if ddp is not None:
+        torch.distributed.destroy_process_group()
     if timed_s > 0:
         tps = timed_tokens / timed_s
-        print(f"speed: {tps:.0f} tokens/s, MFU {100 * tps * fpt / PEAK_BF16:.1f}%; peak memory "
+        print(f"speed: {tps:.0f} tokens/s, MFU {100 * tps * fpt / PEAK_BF16 / world:.1f}%; peak memory "
               f"{torch.cuda.max_memory_allocated() / 2**30:.2f} GiB allocated, {mem.peak_used / 2**30:.2f} GiB in use on the device", flush=True)
     return 0
 
