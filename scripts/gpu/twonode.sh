@@ -20,7 +20,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 root=$(pwd)
-bin=.gpu/twonode
+bin=${BIN:-.gpu/twonode}
 
 # The binaries travel compressed ($bin/bin.tgz, about half their size:
 # the device call carries 64 MiB at most) and run unpacks them into $bin.
