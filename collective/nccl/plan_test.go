@@ -131,3 +131,31 @@ func TestAddrResolve(t *testing.T) {
 		t.Errorf("scratch address resolved to %#x", got)
 	}
 }
+
+// TestPlanOneRank checks that on one rank an in-place reduction plans
+// nothing (its result is its input), whatever the type and operation, and
+// that one out of place still copies through NCCL.
+func TestPlanOneRank(t *testing.T) {
+	const src, dst = 0x10000, 0x90000
+	pl := planner{rank: 0, size: 1, exactAvg: true, barrier: 0x500}
+	for _, dt := range []collective.DType{collective.BFloat16, collective.Float32, collective.Float64, collective.Int64} {
+		for _, r := range []collective.ReduceOp{collective.Sum, collective.Avg, collective.Max} {
+			if dt == collective.Int64 && r == collective.Avg {
+				continue
+			}
+			for _, k := range []collective.OpKind{collective.OpReduceScatter, collective.OpAllReduce} {
+				op := collective.Op{Kind: k, Dst: dbuf(dst, 8*dt.Size()), Src: dbuf(dst, 8*dt.Size()), DType: dt, Reduce: r}
+				if err := op.Validate(1, collective.Device); err != nil {
+					t.Fatalf("test op invalid: %v", err)
+				}
+				if p := pl.plan([]collective.Op{op}); !p.empty() {
+					t.Errorf("%v %v %v in place on one rank: plan %+v, want nothing", k, dt, r, p)
+				}
+				op.Src = dbuf(src, 8*dt.Size())
+				if p := pl.plan([]collective.Op{op}); len(p.calls) != 1 {
+					t.Errorf("%v %v %v out of place on one rank: plan %+v, want one NCCL call", k, dt, r, p)
+				}
+			}
+		}
+	}
+}

@@ -327,7 +327,7 @@ func runRank(ctx context.Context, j *job, o options, workers int, out io.Writer)
 		o.gpt.NumParams(), j.size, j.be.Name(), o.pool, time.Since(t0).Seconds())
 
 	sync := &phaseSync{Backend: j.be, Comm: j.comm, Ctx: ctx}
-	opt, err := optimizer.New(ctx, j.comm, sync, params, initValues(o.gpt.Layers), cfg)
+	opt, err := optimizer.New(ctx, j.comm, timedBackend(sync), params, initValues(o.gpt.Layers), cfg)
 	if err != nil {
 		return nil, err
 	}

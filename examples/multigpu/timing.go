@@ -8,6 +8,7 @@ import (
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
+	"github.com/distopt/distopt/optimizer/gpu"
 )
 
 // phaseSync wraps a backend so that the step's phase timings measure the
@@ -60,6 +61,50 @@ func (p *phaseSync) wait(n *int, per int) error {
 	}
 	*n = 0
 	return collective.Barrier(p.Ctx, p.Comm)
+}
+
+// phaseSyncGPU is phaseSync over the GPU backend. It embeds the concrete
+// *gpu.Backend, so that the optimizer still finds every optional interface
+// the backend implements (GradStatsPlanner: the statistics of all buckets
+// in one launch; DeviceScaler, DelayedScaler: scales derived on the device;
+// AsyncReader, DeviceOrderer, GradAccumulator, OnDevice). phaseSync alone,
+// an interface wrapped in an interface, hides them: the optimizer then
+// falls back to one statistics launch per bucket and scales read back by
+// the host, and the example would time a slower step than a user's.
+type phaseSyncGPU struct {
+	*gpu.Backend
+	sync *phaseSync // its Backend is the same *gpu.Backend
+}
+
+// Update implements optimizer.Backend.
+func (p phaseSyncGPU) Update(a *backend.UpdateArgs) error { return p.sync.Update(a) }
+
+// Cast implements optimizer.Backend.
+func (p phaseSyncGPU) Cast(a *backend.CastArgs) error { return p.sync.Cast(a) }
+
+// phaseSyncCPU is phaseSync over the CPU backend, for the same reason
+// (the CPU backend is a GradAccumulator).
+type phaseSyncCPU struct {
+	*optimizer.CPU
+	sync *phaseSync
+}
+
+// Update implements optimizer.Backend.
+func (p phaseSyncCPU) Update(a *backend.UpdateArgs) error { return p.sync.Update(a) }
+
+// Cast implements optimizer.Backend.
+func (p phaseSyncCPU) Cast(a *backend.CastArgs) error { return p.sync.Cast(a) }
+
+// timedBackend returns the backend the optimizer gets: s behind the wrapper
+// that keeps its backend's optional interfaces.
+func timedBackend(s *phaseSync) optimizer.Backend {
+	switch b := s.Backend.(type) {
+	case *gpu.Backend:
+		return phaseSyncGPU{Backend: b, sync: s}
+	case *optimizer.CPU:
+		return phaseSyncCPU{CPU: b, sync: s}
+	}
+	return s
 }
 
 // timeBarrier returns the median time of n barriers on c, in milliseconds.
