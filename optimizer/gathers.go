@@ -30,16 +30,6 @@ func (o *Optimizer) StepAsync(ctx context.Context) (StepResult, error) {
 	return o.stepWith(ctx, true)
 }
 
-// startGathers is phase 6 of StepAsync: the all-gather of every bucket, one
-// group per bucket in bucket order, not waited for.
-func (o *Optimizer) startGathers(t *Timings) {
-	t0 := time.Now()
-	for b, bk := range o.buckets {
-		o.ov.gathers[b] = o.comm.Start(o.gatherOps(bk)...)
-	}
-	t.AllGather = since(&t0)
-}
-
 // WaitParam waits for the all-gather of the named parameter's bucket, if
 // one is in flight (StepAsync), and makes the parameter readable. On the
 // CPU backend it blocks until the gather is done, or ctx ends. On a backend

@@ -41,8 +41,10 @@ func (o *Optimizer) refresh(ctx context.Context, k castKind) error {
 
 // Timings holds the phase durations of a step, as the host saw them. In a
 // step whose gradients were declared ready (GradReady), ReduceScatter is
-// only the wait for the reduce-scatters already in flight; in StepAsync,
-// AllGather is the time to start the gathers.
+// only the wait for the reduce-scatters already in flight. Each bucket's
+// all-gather starts right after its cast is queued, so Cast includes
+// starting the gathers; AllGather is Step's wait for them (0 in StepAsync,
+// which returns with them in flight).
 type Timings struct {
 	ReduceScatter, Norm, Update, AmaxReduce, Cast, AllGather time.Duration
 }
@@ -130,7 +132,7 @@ func (o *Optimizer) stepPhases(ctx context.Context, async bool) (StepResult, err
 	if err := o.reduceAmax(ctx, castStep, t); err != nil { // 4
 		return res, err
 	}
-	if err := o.cast(castStep, t); err != nil { // 5
+	if err := o.castGather(t); err != nil { // 5, and 6 started bucket by bucket
 		return res, err
 	}
 	if deferred {
@@ -139,10 +141,9 @@ func (o *Optimizer) stepPhases(ctx context.Context, async bool) (StepResult, err
 		}
 	}
 	if async {
-		o.startGathers(t) // 6, not waited for
-		return res, nil
+		return res, nil // the gathers in flight, waited for by WaitParam
 	}
-	return res, o.gather(ctx, t) // 6
+	return res, o.waitStepGathers(ctx, t) // 6
 }
 
 // since returns the time from *t0 to now and moves *t0 to now.
@@ -390,6 +391,46 @@ func (o *Optimizer) cast(k castKind, t *Timings) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// castGather is phase 5 of a step with the start of phase 6 folded in:
+// bucket by bucket, the cast of its shard is queued (unless the update
+// cast it) and its all-gather started at once, so that on a device the
+// gather of bucket b runs while bucket b+1 is cast (a communicator orders
+// each collective after the work queued before its Start). The gathers are
+// left in flight in o.ov.gathers: StepAsync returns with them, Step waits
+// (waitStepGathers). Timings.Cast is the host time to queue both.
+func (o *Optimizer) castGather(t *Timings) error {
+	t0 := time.Now()
+	defer func() { t.Cast = since(&t0) }()
+	mode := recipeMode(o.cfg.Recipe)
+	inUpdate := mode == backend.ModeBlock || (mode == backend.ModeTensorDelayed && o.scales.delayed(castStep))
+	for b, bk := range o.buckets {
+		if !inUpdate {
+			if err := o.castBucket(bk, castStep); err != nil {
+				return err
+			}
+		}
+		o.ov.gathers[b] = o.comm.Start(o.gatherOps(bk)...)
+	}
+	return nil
+}
+
+// waitStepGathers is the rest of phase 6 in Step: it waits for the
+// all-gathers castGather started, in bucket order, then for the backend.
+func (o *Optimizer) waitStepGathers(ctx context.Context, t *Timings) error {
+	t0 := time.Now()
+	for b, w := range o.ov.gathers {
+		o.ov.gathers[b] = nil
+		if err := w.Wait(ctx); err != nil {
+			return o.fail(fmt.Errorf("optimizer: parameter all-gather of bucket %d: %w", b, err))
+		}
+	}
+	if err := o.be.Sync(); err != nil {
+		return o.fail(err)
+	}
+	t.AllGather = since(&t0)
 	return nil
 }
 
