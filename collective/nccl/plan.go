@@ -108,6 +108,9 @@ func (pl planner) plan(ops []collective.Op) plan {
 	for _, op := range ops {
 		switch op.Kind {
 		case collective.OpAllGather:
+			if pl.size == 1 && ptr(op.Src) == ptr(op.Dst) {
+				continue // one rank, in place: its block is the whole result
+			}
 			if m := op.Src.Len(); m > 0 {
 				p.calls = append(p.calls, call{kind: collAllGather, send: ptr(op.Src), recv: ptr(op.Dst), count: m, dt: nccl.Uint8})
 			}

@@ -132,12 +132,20 @@ func TestAddrResolve(t *testing.T) {
 	}
 }
 
-// TestPlanOneRank checks that on one rank an in-place reduction plans
-// nothing (its result is its input), whatever the type and operation, and
-// that one out of place still copies through NCCL.
+// TestPlanOneRank checks that on one rank an in-place reduction or
+// all-gather plans nothing (its result is its input), whatever the type and
+// operation, and that one out of place still copies through NCCL.
 func TestPlanOneRank(t *testing.T) {
 	const src, dst = 0x10000, 0x90000
 	pl := planner{rank: 0, size: 1, exactAvg: true, barrier: 0x500}
+	ag := collective.Op{Kind: collective.OpAllGather, Dst: dbuf(dst, 64), Src: dbuf(dst, 64)}
+	if p := pl.plan([]collective.Op{ag}); !p.empty() {
+		t.Errorf("all-gather in place on one rank: plan %+v, want nothing", p)
+	}
+	ag.Src = dbuf(src, 64)
+	if p := pl.plan([]collective.Op{ag}); len(p.calls) != 1 {
+		t.Errorf("all-gather out of place on one rank: plan %+v, want one NCCL call", p)
+	}
 	for _, dt := range []collective.DType{collective.BFloat16, collective.Float32, collective.Float64, collective.Int64} {
 		for _, r := range []collective.ReduceOp{collective.Sum, collective.Avg, collective.Max} {
 			if dt == collective.Int64 && r == collective.Avg {

@@ -6,7 +6,9 @@
 #   sh scripts/gpu/two.sh a            # there, carry .gpu-two/a (about 7 min)
 #   sh scripts/gpu/two.sh b            # there, carry .gpu-two/b (about 5 min)
 #
-# a (the optimizer, issues 15, 18 and 20):
+# a (the optimizer, issues 17, 15, 18 and 20; the most wanted first):
+#   0. the 1.42B step at d = 2 (examples/multigpu, synthetic gradients,
+#      current and delayed scaling) against scripts/bench/torch_zero1.py;
 #   1. overlapcompute.sh's two-GPU half: examples/multigpu -compute gemm at
 #      d = 2 against scripts/bench/torch_overlap.py, NVLink and
 #      NCCL_P2P_DISABLE=1 (exposed communication, issue 15);
@@ -39,7 +41,7 @@ build() {
 	go build -ldflags="-s -w" -o $top/a/distopt ./cmd/distopt
 	go build -ldflags="-s -w" -o $top/a/train ./examples/train
 	go test -c -ldflags="-s -w" -o $top/a/optimizer_gpu.test ./optimizer/gpu
-	cp scripts/bench/torch_overlap.py $top/a/
+	cp scripts/bench/torch_overlap.py scripts/bench/torch_zero1.py $top/a/
 	sed -n '/^# RUN-HALF$/,$p' scripts/gpu/overlapcompute.sh >$top/a/overlap_run.sh
 	cp $top/a/distopt $top/b/
 	go build -ldflags="-s -w" -o $top/b/gpt ./examples/gpt
@@ -83,11 +85,20 @@ part_a() {
 	# overlap_run.sh unpacks multigpu.xz itself: give it one again.
 	xz -k -T0 -6 $bin/multigpu
 	status=0
+	echo "== a0. the 1.42B step at d = 2 (synthetic gradients) against PyTorch ZeRO-1 ($(date +%T))"
+	timeout 120 torchrun --standalone --nproc-per-node 2 $bin/torch_zero1.py --steps ${A0_STEPS:-5} --plain-steps ${A0_STEPS:-5} \
+		--json "$OUT/torch_zero1.json" >"$OUT/torch_zero1.log" 2>&1 || status=1
+	tail -3 "$OUT/torch_zero1.log"
+	for r in ${A0_RECIPES:-current delayed}; do
+		timeout 100 $bin/distopt run --nproc-per-node 2 -- $bin/multigpu -recipe $r -steps ${A0_STEPS:-5} -plain-steps ${A0_STEPS:-5} \
+			-timeout 95s -out "$OUT/step_$r" -baseline "$OUT/torch_zero1.json" >"$OUT/step_$r.log" 2>&1 || status=1
+		grep -E 'distopt \(|PyTorch|ratio|reduce_scatter' "$OUT/step_$r.log" | head -5
+	done
 	echo "== a1. exposed communication, d = 2 ($(date +%T))"
 	BIN=$bin OUT="$OUT/overlap" sh $bin/overlap_run.sh >/dev/null 2>&1 || status=1
 	grep -E '^==|exposed|hidden|iteration|compute|baseline|FAIL|rror' "$OUT/overlap/overlapcompute.log" | head -60
 	echo "== a2. TestNCCLOverlap, TestNCCLStep ($(date +%T))"
-	(cd optimizer/gpu && DISTOPT_REQUIRE_GPU=1 timeout 230 "$root/$bin/optimizer_gpu.test" -test.v -test.run 'TestNCCLOverlap|TestNCCLStep') \
+	(cd optimizer/gpu && DISTOPT_REQUIRE_GPU=1 timeout ${A2_TIMEOUT:-200} "$root/$bin/optimizer_gpu.test" -test.v -test.run 'TestNCCLStep|TestNCCLOverlap') \
 		>"$OUT/nccl_tests.log" 2>&1 || status=1
 	grep -E '^(--- |ok|PASS|FAIL|panic)' "$OUT/nccl_tests.log" | head -20
 	echo "   $(grep -c -- '--- PASS' "$OUT/nccl_tests.log") passed, $(grep -c -- '--- FAIL' "$OUT/nccl_tests.log") failed"
