@@ -406,9 +406,10 @@ func (o planOptions) shardWorld(d int) (int, error) {
 // backward order, and the communicator's one scratch area grows to the
 // largest (ncclScratchHeld). Full gradient buffers reduced as each bucket
 // is ready (GradReady) start one group per bucket too: the figure is the
-// larger of the two ways.
+// larger of the two ways. On one rank the in-place reduce-scatters of full
+// gradient buffers plan nothing (collective/nccl), so they need none.
 func commScratch(params []optimizer.Param, d int, cfg optimizer.Config, o planOptions) (int64, error) {
-	if !o.exactAvg || o.gradFP8 != nil || (cfg.GradType != 0 && cfg.GradType != collective.BFloat16) {
+	if !o.exactAvg || o.gradFP8 != nil || (cfg.GradType != 0 && cfg.GradType != collective.BFloat16) || (d == 1 && !cfg.ShardedGradients) {
 		return 0, nil
 	}
 	l, err := planLayout(params, d, cfg)

@@ -85,7 +85,7 @@ func (c *Comm) setUp(ctx context.Context) error {
 	if c.barrier, err = c.dev.Alloc(scratchAlign); err != nil {
 		return err
 	}
-	c.pl = planner{rank: c.rank, size: c.size, exactAvg: c.cfg.ExactAvg, barrier: uintptr(c.barrier)}
+	c.pl = planner{rank: c.rank, size: c.size, exactAvg: c.cfg.ExactAvg, barrier: uintptr(c.barrier), oneRankNoop: c.size == 1 && !c.cfg.OneRankCopies}
 	id, err := c.uniqueID(ctx)
 	if err != nil {
 		return err

@@ -42,6 +42,12 @@ type Config struct {
 	// widened to float32 first, which doubles the bytes sent. Without it,
 	// Avg is NCCL's own (see the package documentation).
 	ExactAvg bool
+	// OneRankCopies runs the in-place reductions and all-gathers of a
+	// one-rank communicator through NCCL anyway. By default they plan
+	// nothing (their result is their input) and their Work completes at
+	// once; tests set it to keep NCCL work, its events and its capture in
+	// a CUDA graph, on one GPU.
+	OneRankCopies bool
 	// Heartbeat is the period of the heartbeats (0: DefaultHeartbeat). A
 	// negative value turns heartbeats off: a vanished peer is then found
 	// only by the deadlines of Wait.

@@ -97,6 +97,9 @@ type planner struct {
 	exactAvg bool
 	// barrier is 4 bytes of device memory for the all-reduce of barriers.
 	barrier uintptr
+	// oneRankNoop plans nothing for in-place reductions and all-gathers
+	// (one rank, without Config.OneRankCopies).
+	oneRankNoop bool
 }
 
 // plan returns the plan of ops, which must be valid (collective.Op.Validate)
@@ -108,7 +111,7 @@ func (pl planner) plan(ops []collective.Op) plan {
 	for _, op := range ops {
 		switch op.Kind {
 		case collective.OpAllGather:
-			if pl.size == 1 && ptr(op.Src) == ptr(op.Dst) {
+			if pl.oneRankNoop && ptr(op.Src) == ptr(op.Dst) {
 				continue // one rank, in place: its block is the whole result
 			}
 			if m := op.Src.Len(); m > 0 {
@@ -153,7 +156,7 @@ func (pl planner) reduction(p *plan, op collective.Op) {
 	if count == 0 {
 		return
 	}
-	if pl.size == 1 && ptr(op.Src) == ptr(op.Dst) {
+	if pl.oneRankNoop && ptr(op.Src) == ptr(op.Dst) {
 		// One rank, in place: the sum, average, maximum or minimum of one
 		// value is that value (x/1 = x), so the result is already there.
 		// NCCL would still run a kernel that reads and writes every element

@@ -134,10 +134,16 @@ func TestAddrResolve(t *testing.T) {
 
 // TestPlanOneRank checks that on one rank an in-place reduction or
 // all-gather plans nothing (its result is its input), whatever the type and
-// operation, and that one out of place still copies through NCCL.
+// operation, and that one out of place still copies through NCCL; with
+// Config.OneRankCopies (oneRankNoop unset) in place runs through NCCL too.
 func TestPlanOneRank(t *testing.T) {
 	const src, dst = 0x10000, 0x90000
-	pl := planner{rank: 0, size: 1, exactAvg: true, barrier: 0x500}
+	pl := planner{rank: 0, size: 1, exactAvg: true, barrier: 0x500, oneRankNoop: true}
+	copies := planner{rank: 0, size: 1, exactAvg: true, barrier: 0x500}
+	if p := copies.plan([]collective.Op{{Kind: collective.OpAllGather, Dst: dbuf(dst, 64), Src: dbuf(dst, 64)},
+		{Kind: collective.OpAllReduce, Dst: dbuf(dst, 64), Src: dbuf(dst, 64), DType: collective.Float32, Reduce: collective.Sum}}); len(p.calls) != 2 {
+		t.Errorf("in place on one rank with OneRankCopies: plan %+v, want two NCCL calls", p)
+	}
 	ag := collective.Op{Kind: collective.OpAllGather, Dst: dbuf(dst, 64), Src: dbuf(dst, 64)}
 	if p := pl.plan([]collective.Op{ag}); !p.empty() {
 		t.Errorf("all-gather in place on one rank: plan %+v, want nothing", p)

@@ -27,8 +27,9 @@
 // views before each step (the upload is timed apart, not in the step).
 //
 // Steps: -warmup steps first (not counted), then -steps with each phase's
-// GPU work waited for on every rank (phaseSync: the update and cast phases
-// include one barrier each, whose median time is reported), then
+// GPU work waited for on every rank (phaseSync: the update phase includes
+// one barrier, whose median time is reported; the cast phase holds the
+// earlier buckets' all-gathers, which start as each bucket is cast), then
 // -plain-steps without those waits, whose wall time is the step time
 // reported. Every step starts with a barrier after the gradients' upload.
 //
@@ -332,12 +333,7 @@ func runRank(ctx context.Context, j *job, o options, workers int, out io.Writer)
 		return nil, err
 	}
 	defer opt.Close()
-	for _, b := range opt.Layout().Buckets {
-		sync.Updates++
-		if !b.HighPrecision {
-			sync.Casts++ // current scaling: one cast per FP8 bucket
-		}
-	}
+	sync.Updates = len(opt.Layout().Buckets)
 	if got := opt.Report().Total(); got != pred.Total() {
 		return nil, fmt.Errorf("the optimizer reports %d bytes, PredictMemory %d", got, pred.Total())
 	}

@@ -205,9 +205,9 @@ func writePhases(w io.Writer, o options, s *summary) {
 			fmt.Fprintf(w, " %14s", ratio(s.PhaseMs[i], bp[i]))
 		}
 		fmt.Fprintf(w, " %10s %10s\n", ratio(sum(s.PhaseMs), sum(bp)), ratio(s.PlainMs, bl.PlainStepMs))
-		fmt.Fprintf(w, "update and cast include one barrier each: distopt %.3f ms, PyTorch %.3f ms (medians)\n", barrier, bl.BarrierMs)
+		fmt.Fprintf(w, "distopt's update includes one barrier (%.3f ms, median; PyTorch's update and cast one each, %.3f ms); its cast phase holds the all-gathers of all buckets but the last (each starts as its bucket is cast): compare cast + all_gather\n", barrier, bl.BarrierMs)
 	} else {
-		fmt.Fprintf(w, "update and cast include one barrier each: %.3f ms (median)\n", barrier)
+		fmt.Fprintf(w, "update includes one barrier: %.3f ms (median); the cast phase holds the all-gathers of all buckets but the last (each starts as its bucket is cast)\n", barrier)
 	}
 }
 

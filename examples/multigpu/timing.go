@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 	"github.com/distopt/distopt/optimizer/gpu"
@@ -14,24 +15,28 @@ import (
 // phaseSync wraps a backend so that the step's phase timings measure the
 // GPU work of each phase. The optimizer times its phases on the host; on a
 // GPU the update and cast kernels are only queued there, so their time
-// would show up in the next phase that waits (the amax all-reduce, the
-// all-gather). And a rank whose kernels finish first waits for the others
-// in the next collective, which would then count the difference. With On
-// set, every Update and Cast waits for its kernel, and the last Update and
-// the last Cast of a step (Updates and Casts calls per step) end with a
-// barrier on Comm, so that each collective phase times the collective
-// alone. The update and cast phases then include one barrier each (see
-// timeBarrier); steps timed with On unset give the step time without any
-// of these waits. Comm must be the optimizer's communicator: the optimizer
-// calls Update and Cast with no collective in flight, every rank as often.
+// would show up in the next phase that waits. With On set, every Update and
+// Cast waits for its kernel, and the last Update of a step (Updates calls
+// per step) ends with a barrier on Comm, so that a rank whose kernels
+// finish first does not count the difference in the next collective; the
+// update phase then includes one barrier (see timeBarrier). On the GPU
+// (phaseSyncGPU) the scales derived from the reduced amaxes are waited for
+// too, so that the amax phase holds its all-reduce, which the device, not
+// the host, waits for. The cast phase has no barrier: the optimizer starts
+// each bucket's all-gather right after queuing its cast, so a barrier there
+// would queue behind the gathers of the buckets before; the cast phase thus
+// holds the cast kernels with the earlier buckets' gathers running beside
+// them (as in a plain step), and the all-gather phase what remains of the
+// gathers. Steps timed with On unset give the step time without any of
+// these waits. Comm must be the optimizer's communicator.
 type phaseSync struct {
 	optimizer.Backend
 	Comm           collective.Communicator
 	Ctx            context.Context
 	On             bool
-	Updates, Casts int // calls per step: buckets, and buckets cast in FP8
+	Updates int // Update calls per step: one per bucket
 
-	updates, casts int // calls so far in this step
+	updates int // calls so far in this step
 }
 
 // Update implements optimizer.Backend.
@@ -47,7 +52,7 @@ func (p *phaseSync) Cast(a *backend.CastArgs) error {
 	if err := p.Backend.Cast(a); err != nil || !p.On {
 		return err
 	}
-	return p.wait(&p.casts, p.Casts)
+	return p.Backend.Sync()
 }
 
 // wait waits for the backend's work, and at the last call of a phase
@@ -81,6 +86,15 @@ func (p phaseSyncGPU) Update(a *backend.UpdateArgs) error { return p.sync.Update
 
 // Cast implements optimizer.Backend.
 func (p phaseSyncGPU) Cast(a *backend.CastArgs) error { return p.sync.Cast(a) }
+
+// ScalesFromAmax implements optimizer.DeviceScaler; with On set it waits
+// for the device (the amax all-reduce it was ordered after, and the scales).
+func (p phaseSyncGPU) ScalesFromAmax(scale, scaleInv, amax, ctl collective.Buffer, n int, r fp8.Recipe) error {
+	if err := p.Backend.ScalesFromAmax(scale, scaleInv, amax, ctl, n, r); err != nil || !p.sync.On {
+		return err
+	}
+	return p.Backend.Sync()
+}
 
 // phaseSyncCPU is phaseSync over the CPU backend, for the same reason
 // (the CPU backend is a GradAccumulator).

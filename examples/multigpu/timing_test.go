@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/backend"
 	"github.com/distopt/distopt/optimizer/gpu"
 )
 
@@ -47,6 +48,42 @@ func TestTimedBackendKeepsInterfaces(t *testing.T) {
 		}
 		if n < tc.min {
 			t.Errorf("%s: the backend implements %d of the optional interfaces, want at least %d: is the list here out of date?", tc.name, n, tc.min)
+		}
+	}
+}
+
+// countingBackend counts the Update and Cast calls that reach it.
+type countingBackend struct {
+	optimizer.Backend
+	updates, casts, syncs int
+}
+
+func (c *countingBackend) Update(*backend.UpdateArgs) error { c.updates++; return nil }
+func (c *countingBackend) Cast(*backend.CastArgs) error     { c.casts++; return nil }
+func (c *countingBackend) Sync() error                      { c.syncs++; return nil }
+
+// TestTimedBackendRoutes checks that the wrappers' Update and Cast go
+// through phaseSync (which waits when On is set) rather than straight to
+// the embedded backend's promoted methods.
+func TestTimedBackendRoutes(t *testing.T) {
+	for _, name := range []string{"gpu", "cpu"} {
+		c := &countingBackend{}
+		s := &phaseSync{Backend: c, On: true, Updates: 2}
+		var be optimizer.Backend = phaseSyncCPU{sync: s}
+		if name == "gpu" {
+			be = phaseSyncGPU{sync: s}
+		}
+		for range 2 {
+			if err := be.Update(nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := be.Cast(nil); err != nil {
+			t.Fatal(err)
+		}
+		if c.updates != 2 || c.casts != 1 || c.syncs != 3 || s.updates != 2 {
+			t.Errorf("%s: %d updates, %d casts, %d syncs reached the backend, %d updates counted by phaseSync; want 2, 1, 3 (a wait after each) and 2",
+				name, c.updates, c.casts, c.syncs, s.updates)
 		}
 	}
 }

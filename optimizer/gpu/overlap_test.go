@@ -34,7 +34,8 @@ func ncclOne(tb testing.TB) *Rank {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rc := rendezvous.Config{Rank: 0, WorldSize: 1, LocalRank: 0, LocalWorldSize: 1, MasterAddr: "127.0.0.1", MasterPort: port, RunID: "overlap"}
-	r, err := Setup(ctx, rc, nccl.Config{})
+	// OneRankCopies: NCCL work (events, capture in a graph) even on one rank.
+	r, err := Setup(ctx, rc, nccl.Config{OneRankCopies: true})
 	cudatest.Unavailable(tb, err, ErrUnavailable, inccl.ErrNoLibrary)
 	tb.Cleanup(func() {
 		if err := r.Close(); err != nil {

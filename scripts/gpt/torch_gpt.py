@@ -15,7 +15,8 @@ starts at SplitMix64(seed + g * 0x9E3779B97F4A7C15) mod (tokens - seq)).
             weights, BF16 autocast, fused AdamW (betas 0.9, 0.95, eps 1e-8,
             decay on tensors of two dimensions), warmup-cosine schedule as
             optimizer.WarmupCosine, gradient clipping, the step's global batch
-            (world x micro x batch sequences) accumulated on one device;
+            (world x micro x batch sequences) accumulated on one device (under
+            torchrun: DDP, see below);
             attention by F.scaled_dot_product_attention (--sdpa flash forces
             the flash kernel), --compile for torch.compile. Prints one line
             per step (loss, tokens/s, MFU, memory) and writes the curve to
@@ -303,9 +304,10 @@ def finite_json(v):
 
 def train_run(args, meta, tensors, train, valid):
     # Under torchrun with WORLD_SIZE > 1: one process per GPU, DDP (each
-    # rank reads its own micro-batches, the gradients all-reduced in BF16
-    # buckets during backward, as every DDP user runs it); otherwise one GPU
-    # computes the whole global batch.
+    # rank reads its own micro-batches; the FP32 gradients all-reduced in
+    # buckets during backward, the buckets being views of the gradients so
+    # that DDP holds no second copy); otherwise one GPU computes the whole
+    # global batch.
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
@@ -325,7 +327,7 @@ def train_run(args, meta, tensors, train, valid):
     micro = args.micro or int(meta["micro"])
     loader = Loader(train, seq, batch, int(meta["world"]), micro, int(meta["seed"]))
     ranks = [rank] if world > 1 else range(loader.world)  # the loader ranks this process computes
-    ddp = torch.nn.parallel.DistributedDataParallel(m, device_ids=[dev.index]) if world > 1 else None
+    ddp = torch.nn.parallel.DistributedDataParallel(m, device_ids=[dev.index], gradient_as_bucket_view=True) if world > 1 else None
     decay = [p for p in m.parameters() if p.dim() >= 2]
     no_decay = [p for p in m.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.wd}, {"params": no_decay, "weight_decay": 0.0}],

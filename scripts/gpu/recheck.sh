@@ -49,7 +49,8 @@ t() {
 	name=$1 dir=$2 limit=$3 exe=$4
 	shift 4
 	start=$(date +%s)
-	(cd "$dir" && timeout "$limit" "$root/$bin/$exe" -test.v "$@") >"$OUT/$name.log" 2>&1
+	case $bin in /*) exe="$bin/$exe" ;; *) exe="$root/$bin/$exe" ;; esac
+	(cd "$dir" && timeout "$limit" "$exe" -test.v "$@") >"$OUT/$name.log" 2>&1
 	rc=$?
 	{
 		echo "== $name: exit $rc after $(($(date +%s) - start)) s"
@@ -86,8 +87,9 @@ run() {
 	for p in $p1 $p2 $p3 $p4 $p5; do wait $p || status=1; done
 	cat "$OUT"/*.summary
 	echo "== 2. BenchmarkStepAsync"
-	(cd optimizer/gpu && timeout 120 "$root/$bin/optimizer_gpu.test" -test.run '^$' -test.bench StepAsync -test.benchtime 20x) 2>&1 |
-		tee "$OUT/stepasync.log" | grep -E '^(Benchmark|ok|FAIL|---)' || status=1
+	(cd optimizer/gpu && timeout 120 "$root/$bin/optimizer_gpu.test" -test.run '^$' -test.bench StepAsync -test.benchtime 20x) \
+		>"$OUT/stepasync.log" 2>&1 || status=1
+	grep -E '^(Benchmark|ok|FAIL|---)' "$OUT/stepasync.log"
 	echo "== 3. multigpu d = 1, sharded gradients, 8-bit moments: NVML against the planner"
 	for m in fp8,bf16 fp8; do
 		timeout 150 "$bin/distopt" run --nproc-per-node 1 -- "$bin/multigpu" -sharded-grads -moments "$m" -steps 3 -plain-steps 3 \

@@ -109,7 +109,8 @@ part_a() {
 		grep -E 'plain|rror|panic' "$OUT/sharded_$m.log" | tail -2
 	done
 	echo "== a4. twonode.sh (current; no regimes) ($(date +%T))"
-	BIN=$bin RECIPES=current REGIMES=0 OUT="$OUT" timeout 200 sh scripts/gpu/twonode.sh run 2>&1 | grep -E '^\[|^==|failed|names' | head -30
+	BIN=$bin RECIPES=current REGIMES=0 OUT="$OUT" timeout 200 sh scripts/gpu/twonode.sh run >"$OUT/twonode.log" 2>&1 || status=1
+	grep -E '^\[|^==|failed|names' "$OUT/twonode.log" | head -40
 	echo "== two.sh a: $([ $status -eq 0 ] && echo all passed || echo FAILURES) ($(date +%T))"
 	return $status
 }
