@@ -31,9 +31,9 @@ import (
 // these waits. Comm must be the optimizer's communicator.
 type phaseSync struct {
 	optimizer.Backend
-	Comm           collective.Communicator
-	Ctx            context.Context
-	On             bool
+	Comm    collective.Communicator
+	Ctx     context.Context
+	On      bool
 	Updates int // Update calls per step: one per bucket
 
 	updates int // calls so far in this step
