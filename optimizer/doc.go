@@ -28,7 +28,10 @@
 //     DeviceScaler backend, for current scaling and tiles, in the backend's
 //     own queue, without a host round trip);
 //  5. the cast of the master shard into this rank's slice of the FP8 buffer;
-//  6. an all-gather of every bucket, in place.
+//  6. an all-gather of every bucket, in place, each started as soon as its
+//     bucket is cast (so that on a device bucket b travels while bucket
+//     b+1 is cast); Step waits for them, StepAsync returns with them in
+//     flight.
 //
 // # Exactness
 //
