@@ -9,8 +9,9 @@ import (
 )
 
 // This file holds delayed scaling's amax histories in the backend's memory
-// (DelayedScaler), so that a step whose decision stays on the device
-// (StepAsync on an AsyncReader backend) derives its next scales there too.
+// (DelayedScaler), so that a step derives its next scales there, without
+// the host reading the amaxes back (Step and StepAsync alike; the first
+// cast and a reload go through the host).
 // The host's scaleState and the device copy take turns: whichever side
 // last advanced the state is copied to the other when that one needs it.
 
@@ -50,8 +51,9 @@ func (o *Optimizer) initDelayed() error {
 	return err
 }
 
-// delayedOnDevice is phase 4 of a deferred step with delayed scaling: the
-// amax all-reduce, ordered before DelayedScales in the backend's queue.
+// delayedOnDevice is phase 4 of a step with delayed scaling on a
+// DelayedScaler backend: the amax all-reduce, ordered before DelayedScales
+// in the backend's queue.
 func (o *Optimizer) delayedOnDevice(ctx context.Context, op collective.Op) error {
 	if err := o.pushHistories(); err != nil {
 		return err

@@ -25,8 +25,9 @@
 //     the scale is already known (delayed scaling, 1x128 and MXFP8 blocks);
 //  4. ONE packed all-reduce (MAX) of every amax of the step; every rank then
 //     derives the same scales, so scale_inv is never communicated (on a
-//     DeviceScaler backend, for current scaling and tiles, in the backend's
-//     own queue, without a host round trip);
+//     DeviceScaler backend, for current scaling and tiles, and on a
+//     DelayedScaler backend for delayed scaling's histories, in the
+//     backend's own queue, without a host round trip);
 //  5. the cast of the master shard into this rank's slice of the FP8 buffer;
 //  6. an all-gather of every bucket, in place, each started as soon as its
 //     bucket is cast (so that on a device bucket b travels while bucket

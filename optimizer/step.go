@@ -334,7 +334,10 @@ func (o *Optimizer) reduceAmax(ctx context.Context, k castKind, t *Timings) erro
 		}
 		return o.scalesOnDevice(ctx, ds, op, ctl)
 	}
-	if o.deferNow && k == castStep && o.dh != nil {
+	if k == castStep && o.dh != nil {
+		// Delayed scaling on a DelayedScaler backend, in Step as in
+		// StepAsync: the host reading the amaxes back and writing the
+		// scales left the device idle for that round trip.
 		return o.delayedOnDevice(ctx, op)
 	}
 	if err := o.pullHistories(); err != nil { // the host's state, from the device's steps
