@@ -89,9 +89,12 @@ part_a() {
 	timeout 120 torchrun --standalone --nproc-per-node 2 $bin/torch_zero1.py --steps ${A0_STEPS:-5} --plain-steps ${A0_STEPS:-5} \
 		--json "$OUT/torch_zero1.json" >"$OUT/torch_zero1.log" 2>&1 || status=1
 	tail -3 "$OUT/torch_zero1.log"
+	bl=""
+	[ -s "$OUT/torch_zero1.json" ] && bl="-baseline $OUT/torch_zero1.json"
 	for r in ${A0_RECIPES:-current delayed}; do
+		# shellcheck disable=SC2086 # $bl holds a flag and its value
 		timeout 100 $bin/distopt run --nproc-per-node 2 -- $bin/multigpu -recipe $r -steps ${A0_STEPS:-5} -plain-steps ${A0_STEPS:-5} \
-			-timeout 95s -out "$OUT/step_$r" -baseline "$OUT/torch_zero1.json" >"$OUT/step_$r.log" 2>&1 || status=1
+			-timeout 95s -out "$OUT/step_$r" $bl >"$OUT/step_$r.log" 2>&1 || status=1
 		grep -E 'distopt \(|PyTorch|ratio|reduce_scatter' "$OUT/step_$r.log" | head -5
 	done
 	echo "== a1. exposed communication, d = 2 ($(date +%T))"
