@@ -25,7 +25,9 @@
 #     relative to PyTorch's, with the criteria's bands). With
 #     TORCH_OTHER=tf32 (the default) a fifth process trains PyTorch without
 #     autocast (float32 with TF32 matrix products; fp32: no TF32, several
-#     times slower at this batch; empty: no fifth run), compared with the
+#     times slower at this batch; bf16: the reference run again, whose
+#     difference from the first is PyTorch's own run-to-run spread, from its
+#     nondeterministic kernels; empty: no fifth run), compared with the
 #     BF16 reference by the same checker: how far a change of precision
 #     alone moves the reference, the scale for reading the FP8 runs' gaps. The runs are stopped $LOSS_RESERVE
 #     seconds before the call's deadline ($TOTAL seconds after the start) to
