@@ -67,8 +67,6 @@ type Optimizer struct {
 	pool    *gradPool    // sharded gradients' buffers (nil without them)
 	ctl     control      // the step control block
 	dh      *devHistory  // delayed scaling's histories on the device (nil: host only)
-	// deferNow is set during a step that leaves its decision on the device.
-	deferNow bool
 }
 
 type bucket struct {

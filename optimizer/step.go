@@ -95,16 +95,14 @@ func (o *Optimizer) stepWith(ctx context.Context, async bool) (StepResult, error
 	if err := o.waitAllGathers(ctx); err != nil { // StepAsync's, not waited for
 		return StepResult{}, err
 	}
-	o.deferNow = o.deferred(async)
-	res, err := o.stepPhases(ctx, async)
-	o.deferNow = false
+	res, err := o.stepPhases(ctx, async, o.deferred(async))
 	o.ctl.last = res
 	return res, err
 }
 
-// stepPhases runs the six phases of a step (see stepWith).
-func (o *Optimizer) stepPhases(ctx context.Context, async bool) (StepResult, error) {
-	deferred := o.deferNow
+// stepPhases runs the six phases of a step (see stepWith); deferred: the
+// step leaves its decision on the device.
+func (o *Optimizer) stepPhases(ctx context.Context, async, deferred bool) (StepResult, error) {
 	res := StepResult{LossScale: o.LossScale(), ClipCoef: 1}
 	t := &res.Timings
 	reduce := o.reduceGrads
@@ -386,8 +384,8 @@ func (o *Optimizer) scalesOnDevice(ctx context.Context, ds DeviceScaler, op coll
 func (o *Optimizer) cast(k castKind, t *Timings) error {
 	t0 := time.Now()
 	defer func() { t.Cast = since(&t0) }()
-	if mode := recipeMode(o.cfg.Recipe); mode == backend.ModeBlock || (mode == backend.ModeTensorDelayed && o.scales.delayed(k)) {
-		return nil // cast in the update's pass
+	if o.castInUpdate(k) {
+		return nil
 	}
 	for _, bk := range o.buckets {
 		if err := o.castBucket(bk, k); err != nil {
@@ -395,6 +393,14 @@ func (o *Optimizer) cast(k castKind, t *Timings) error {
 		}
 	}
 	return nil
+}
+
+// castInUpdate reports whether a cast of kind k happens in the update's own
+// pass (blocks, and delayed scaling after the first cast), leaving phase 5
+// nothing to cast.
+func (o *Optimizer) castInUpdate(k castKind) bool {
+	mode := recipeMode(o.cfg.Recipe)
+	return mode == backend.ModeBlock || (mode == backend.ModeTensorDelayed && o.scales.delayed(k))
 }
 
 // castGather is phase 5 of a step with the start of phase 6 folded in:
@@ -407,8 +413,7 @@ func (o *Optimizer) cast(k castKind, t *Timings) error {
 func (o *Optimizer) castGather(t *Timings) error {
 	t0 := time.Now()
 	defer func() { t.Cast = since(&t0) }()
-	mode := recipeMode(o.cfg.Recipe)
-	inUpdate := mode == backend.ModeBlock || (mode == backend.ModeTensorDelayed && o.scales.delayed(castStep))
+	inUpdate := o.castInUpdate(castStep)
 	for b, bk := range o.buckets {
 		if !inUpdate {
 			if err := o.castBucket(bk, castStep); err != nil {

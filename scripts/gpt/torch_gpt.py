@@ -352,7 +352,7 @@ def train_run(args, meta, tensors, train, valid):
             t0 = time.time()
             for g in opt.param_groups:
                 g["lr"] = lr_at(step + 1, args.lr, min_lr, warmup, args.steps)
-            total = torch.zeros((), device=dev)
+            total = torch.zeros((), device=dev, dtype=torch.float64)  # summed in double, as the float losses were
             for r in ranks:
                 for k in range(loader.micro):
                     x, y = (z.to(dev, non_blocking=True) for z in loader.micro_batch(step, r, k))
@@ -363,7 +363,7 @@ def train_run(args, meta, tensors, train, valid):
                         # DDP averages over the ranks: each rank's part is
                         # 1/micro of its loss, the sum over ranks /world.
                         (loss / (loader.micro if ddp is not None else parts)).backward()
-                    total += loss.detach() / parts
+                    total += loss.detach().double() / parts
             if ddp is not None:
                 torch.distributed.all_reduce(total)
             total = total.item()
