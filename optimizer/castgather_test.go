@@ -28,15 +28,33 @@ func (l *eventLog) add(e string) {
 	l.mu.Unlock()
 }
 
-// castLogger is the CPU backend, logging each Cast ("c").
+// castLogger is a backend that casts shard by shard (the CPU backend, its
+// ShardUpdater hidden), logging each Cast ("c").
 type castLogger struct {
-	*optimizer.CPU
+	optimizer.Backend
 	log *eventLog
 }
 
 func (b castLogger) Cast(a *backend.CastArgs) error {
 	b.log.add("c")
+	return b.Backend.Cast(a)
+}
+
+// shardLogger is the CPU backend, a ShardUpdater, logging each CastShards
+// ("C") and each Cast ("c").
+type shardLogger struct {
+	*optimizer.CPU
+	log *eventLog
+}
+
+func (b shardLogger) Cast(a *backend.CastArgs) error {
+	b.log.add("c")
 	return b.CPU.Cast(a)
+}
+
+func (b shardLogger) CastShards(cs []*backend.CastArgs) error {
+	b.log.add("C")
+	return b.CPU.CastShards(cs)
 }
 
 // gatherLogger is a communicator logging each Start of all-gathers ("g").
@@ -53,11 +71,13 @@ func (c gatherLogger) Start(ops ...collective.Op) collective.Work {
 }
 
 // TestGathersFollowCasts checks the order of phases 5 and 6 in Step and
-// StepAsync: each bucket's all-gather starts right after its cast was
-// queued, before the next bucket's cast (so that on a device one bucket
-// travels while the next is cast), one gather per bucket; with delayed
-// scaling, which casts in the update's pass, the gathers alone. (That the
-// bits are unchanged, the overlap and bit-identity tests show.)
+// StepAsync: on a backend that casts shard by shard, each bucket's
+// all-gather starts right after its cast was queued, before the next
+// bucket's cast (so that on a device one bucket travels while the next is
+// cast); on a ShardUpdater, one CastShards for every bucket, then the
+// gathers; one gather per bucket; with delayed scaling, which casts in the
+// update's pass, the gathers alone. (That the bits are unchanged, the
+// overlap and bit-identity tests show.)
 func TestGathersFollowCasts(t *testing.T) {
 	params := optimizertest.AwkwardParams()
 	init := optimizer.FromMap(optimizertest.InitWeights(params, 1))
@@ -71,14 +91,19 @@ func TestGathersFollowCasts(t *testing.T) {
 		scaling fp8.Scaling
 		casts   bool
 	}{{fp8.TensorCurrent, true}, {fp8.TensorDelayed, false}, {fp8.Block128x128, true}} {
-		for _, async := range []bool{false, true} {
+		for _, mode := range []string{"each/sync", "each/async", "shards/sync", "shards/async"} {
+			async, shards := strings.HasSuffix(mode, "/async"), strings.HasPrefix(mode, "shards")
 			cfg, ok := recipes[tc.scaling]
 			if !ok {
 				t.Fatalf("no configuration of %v in optimizertest.Configs", tc.scaling)
 			}
 			ctx := context.Background()
 			log := &eventLog{}
-			o, err := optimizer.New(ctx, gatherLogger{inproc.New(1)[0], log}, castLogger{optimizer.NewCPU(1), log}, params, init, cfg)
+			var be optimizer.Backend = castLogger{optimizer.NewCPU(1), log}
+			if shards {
+				be = shardLogger{optimizer.NewCPU(1), log}
+			}
+			o, err := optimizer.New(ctx, gatherLogger{inproc.New(1)[0], log}, be, params, init, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,14 +124,17 @@ func TestGathersFollowCasts(t *testing.T) {
 				t.Fatalf("%d FP8 buckets: the test needs two or more", n)
 			}
 			var want strings.Builder
+			if tc.casts && shards {
+				want.WriteString("C")
+			}
 			for _, b := range o.Layout().Buckets {
-				if tc.casts && !b.HighPrecision {
+				if tc.casts && !shards && !b.HighPrecision {
 					want.WriteString("c")
 				}
 				want.WriteString("g")
 			}
 			if got := strings.Join(log.events, ""); got != want.String() {
-				t.Errorf("%v, async %t: casts and gathers in the order %q, want %q", tc.scaling, async, got, want.String())
+				t.Errorf("%v, %s: casts and gathers in the order %q, want %q", tc.scaling, mode, got, want.String())
 			}
 			if err := o.Close(); err != nil {
 				t.Fatal(err)

@@ -255,9 +255,19 @@ func (o *Optimizer) update(a *backend.UpdateArgs, k castKind, t *Timings) error 
 			return o.fail(err)
 		}
 	}
-	for _, bk := range o.buckets {
-		if err := o.updateBucket(a, bk, k); err != nil {
-			return err
+	if su, ok := o.be.(ShardUpdater); ok && len(o.buckets) > 0 {
+		as := make([]*backend.UpdateArgs, len(o.buckets))
+		for i, bk := range o.buckets {
+			as[i] = o.updateArgs(a, bk, k)
+		}
+		if err := su.UpdateShards(as); err != nil {
+			return o.fail(fmt.Errorf("optimizer: update: %w", err))
+		}
+	} else {
+		for _, bk := range o.buckets {
+			if err := o.updateBucket(a, bk, k); err != nil {
+				return err
+			}
 		}
 	}
 	t.Update = since(&t0)
@@ -387,12 +397,37 @@ func (o *Optimizer) cast(k castKind, t *Timings) error {
 	if o.castInUpdate(k) {
 		return nil
 	}
+	if done, err := o.castShards(k); done || err != nil {
+		return err
+	}
 	for _, bk := range o.buckets {
 		if err := o.castBucket(bk, k); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// castShards queues the cast of every FP8 bucket's shard with one call when
+// the backend is a ShardUpdater, and reports whether it did.
+func (o *Optimizer) castShards(k castKind) (bool, error) {
+	su, ok := o.be.(ShardUpdater)
+	if !ok {
+		return false, nil
+	}
+	var cs []*backend.CastArgs
+	for _, bk := range o.buckets {
+		if c := o.castArgs(bk, k); c != nil {
+			cs = append(cs, c)
+		}
+	}
+	if len(cs) == 0 {
+		return true, nil
+	}
+	if err := su.CastShards(cs); err != nil {
+		return true, o.fail(fmt.Errorf("optimizer: cast: %w", err))
+	}
+	return true, nil
 }
 
 // castInUpdate reports whether a cast of kind k happens in the update's own
@@ -403,19 +438,28 @@ func (o *Optimizer) castInUpdate(k castKind) bool {
 	return mode == backend.ModeBlock || (mode == backend.ModeTensorDelayed && o.scales.delayed(k))
 }
 
-// castGather is phase 5 of a step with the start of phase 6 folded in:
-// bucket by bucket, the cast of its shard is queued (unless the update
-// cast it) and its all-gather started at once, so that on a device the
-// gather of bucket b runs while bucket b+1 is cast (a communicator orders
-// each collective after the work queued before its Start). The gathers are
+// castGather is phase 5 of a step with the start of phase 6 folded in: on
+// a ShardUpdater, one cast of every shard (unless the update cast them),
+// then each bucket's all-gather; on other backends, bucket by bucket, the
+// cast of its shard is queued and its all-gather started at once, so that
+// on a device the gather of bucket b runs while bucket b+1 is cast (a
+// communicator orders each collective after the work queued before its
+// Start). The gathers are
 // left in flight in o.ov.gathers: StepAsync returns with them, Step waits
 // (waitStepGathers). Timings.Cast is the host time to queue both.
 func (o *Optimizer) castGather(t *Timings) error {
 	t0 := time.Now()
 	defer func() { t.Cast = since(&t0) }()
-	inUpdate := o.castInUpdate(castStep)
+	castEach := !o.castInUpdate(castStep)
+	if castEach {
+		done, err := o.castShards(castStep) // one cast, all gathers after it
+		if err != nil {
+			return err
+		}
+		castEach = !done
+	}
 	for b, bk := range o.buckets {
-		if !inUpdate {
+		if castEach {
 			if err := o.castBucket(bk, castStep); err != nil {
 				return err
 			}
@@ -445,10 +489,23 @@ func (o *Optimizer) waitStepGathers(ctx context.Context, t *Timings) error {
 // castBucket queues the cast of bucket bk's shard with the scales of the
 // last amax reduction (nothing for a high-precision bucket).
 func (o *Optimizer) castBucket(bk *bucket, k castKind) error {
+	c := o.castArgs(bk, k)
+	if c == nil {
+		return nil
+	}
+	if err := o.be.Cast(c); err != nil {
+		return o.fail(fmt.Errorf("optimizer: cast of bucket %d: %w", bk.idx, err))
+	}
+	return nil
+}
+
+// castArgs returns the arguments of the cast of bucket bk's shard (nil for
+// a high-precision bucket).
+func (o *Optimizer) castArgs(bk *bucket, k castKind) *backend.CastArgs {
 	if bk.b.HighPrecision {
 		return nil
 	}
-	c := backend.CastArgs{N: bk.b.ShardSize, Master: bk.master, Segments: bk.segs, Format: o.cfg.Recipe.Format, FP8: o.fp8Shard(bk), Scale: o.scale}
+	c := &backend.CastArgs{N: bk.b.ShardSize, Master: bk.master, Segments: bk.segs, Format: o.cfg.Recipe.Format, FP8: o.fp8Shard(bk), Scale: o.scale}
 	if k == castStep {
 		c.Control = o.ctl.buf
 	}
@@ -456,10 +513,7 @@ func (o *Optimizer) castBucket(bk *bucket, k castKind) error {
 		c.Segments = o.firstCastModes(append([]backend.Segment(nil), bk.segs...), k)
 	}
 	o.mustSegments(c.Segments, c.N)
-	if err := o.be.Cast(&c); err != nil {
-		return o.fail(fmt.Errorf("optimizer: cast of bucket %d: %w", bk.idx, err))
-	}
-	return nil
+	return c
 }
 
 // gather is phase 6: the all-gather of every bucket in place (and of its

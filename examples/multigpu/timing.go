@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -22,13 +23,15 @@ import (
 // update phase then includes one barrier (see timeBarrier). On the GPU
 // (phaseSyncGPU) the scales derived from the reduced amaxes are waited for
 // too, so that the amax phase holds its all-reduce, which the device, not
-// the host, waits for. The cast phase has no barrier: the optimizer starts
-// each bucket's all-gather right after queuing its cast, so a barrier there
-// would queue behind the gathers of the buckets before; the cast phase thus
-// holds the cast kernels with the earlier buckets' gathers running beside
-// them (as in a plain step), and the all-gather phase what remains of the
-// gathers. Steps timed with On unset give the step time without any of
-// these waits. Comm must be the optimizer's communicator.
+// the host, waits for. Both backends are ShardUpdaters: the optimizer
+// updates (and casts) every bucket with one call, which counts as the
+// whole phase (updateShards). The cast phase has no barrier: on a backend
+// that casts bucket by bucket the optimizer starts each bucket's
+// all-gather right after queuing its cast, so a barrier there would queue
+// behind the gathers of the buckets before (the cast phase then holds the
+// cast kernels with the earlier buckets' gathers running beside them). Steps
+// timed with On unset give the step time without any of these waits. Comm
+// must be the optimizer's communicator.
 type phaseSync struct {
 	optimizer.Backend
 	Comm    collective.Communicator
@@ -53,6 +56,41 @@ func (p *phaseSync) Cast(a *backend.CastArgs) error {
 		return err
 	}
 	return p.Backend.Sync()
+}
+
+// updateShards is Update for all buckets at once (p's backend must be an
+// optimizer.ShardUpdater): the whole phase, then its wait and barrier.
+func (p *phaseSync) updateShards(as []*backend.UpdateArgs) error {
+	su, err := p.shardUpdater()
+	if err != nil {
+		return err
+	}
+	if err := su.UpdateShards(as); err != nil || !p.On {
+		return err
+	}
+	p.updates = max(p.Updates-1, 0)
+	return p.wait(&p.updates, p.Updates)
+}
+
+// castShards is Cast for all buckets at once.
+func (p *phaseSync) castShards(cs []*backend.CastArgs) error {
+	su, err := p.shardUpdater()
+	if err != nil {
+		return err
+	}
+	if err := su.CastShards(cs); err != nil || !p.On {
+		return err
+	}
+	return p.Backend.Sync()
+}
+
+// shardUpdater returns p's backend as an optimizer.ShardUpdater.
+func (p *phaseSync) shardUpdater() (optimizer.ShardUpdater, error) {
+	su, ok := p.Backend.(optimizer.ShardUpdater)
+	if !ok {
+		return nil, fmt.Errorf("timing: backend %T updates bucket by bucket", p.Backend)
+	}
+	return su, nil
 }
 
 // wait waits for the backend's work, and at the last call of a phase
@@ -87,6 +125,12 @@ func (p phaseSyncGPU) Update(a *backend.UpdateArgs) error { return p.sync.Update
 // Cast implements optimizer.Backend.
 func (p phaseSyncGPU) Cast(a *backend.CastArgs) error { return p.sync.Cast(a) }
 
+// UpdateShards implements optimizer.ShardUpdater.
+func (p phaseSyncGPU) UpdateShards(as []*backend.UpdateArgs) error { return p.sync.updateShards(as) }
+
+// CastShards implements optimizer.ShardUpdater.
+func (p phaseSyncGPU) CastShards(cs []*backend.CastArgs) error { return p.sync.castShards(cs) }
+
 // ScalesFromAmax implements optimizer.DeviceScaler; with On set it waits
 // for the device (the amax all-reduce it was ordered after, and the scales).
 func (p phaseSyncGPU) ScalesFromAmax(scale, scaleInv, amax, ctl collective.Buffer, n int, r fp8.Recipe) error {
@@ -108,6 +152,12 @@ func (p phaseSyncCPU) Update(a *backend.UpdateArgs) error { return p.sync.Update
 
 // Cast implements optimizer.Backend.
 func (p phaseSyncCPU) Cast(a *backend.CastArgs) error { return p.sync.Cast(a) }
+
+// UpdateShards implements optimizer.ShardUpdater.
+func (p phaseSyncCPU) UpdateShards(as []*backend.UpdateArgs) error { return p.sync.updateShards(as) }
+
+// CastShards implements optimizer.ShardUpdater.
+func (p phaseSyncCPU) CastShards(cs []*backend.CastArgs) error { return p.sync.castShards(cs) }
 
 // timedBackend returns the backend the optimizer gets: s behind the wrapper
 // that keeps its backend's optional interfaces.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"reflect"
 	"testing"
 
@@ -23,14 +24,15 @@ func TestTimedBackendKeepsInterfaces(t *testing.T) {
 		reflect.TypeFor[optimizer.GradStatsPlanner](),
 		reflect.TypeFor[optimizer.OnDevice](),
 		reflect.TypeFor[optimizer.DeviceOrderer](),
+		reflect.TypeFor[optimizer.ShardUpdater](),
 	}
 	for _, tc := range []struct {
 		name string
 		be   optimizer.Backend
 		min  int // optional interfaces the backend implements at least
 	}{
-		{"gpu", &gpu.Backend{}, 6}, // never used: only its method set matters
-		{"cpu", optimizer.NewCPU(1), 1},
+		{"gpu", &gpu.Backend{}, 7}, // never used: only its method set matters
+		{"cpu", optimizer.NewCPU(1), 2},
 	} {
 		wrapped := timedBackend(&phaseSync{Backend: tc.be})
 		if _, plain := wrapped.(*phaseSync); plain {
@@ -61,6 +63,11 @@ type countingBackend struct {
 func (c *countingBackend) Update(*backend.UpdateArgs) error { c.updates++; return nil }
 func (c *countingBackend) Cast(*backend.CastArgs) error     { c.casts++; return nil }
 func (c *countingBackend) Sync() error                      { c.syncs++; return nil }
+func (c *countingBackend) UpdateShards(as []*backend.UpdateArgs) error {
+	c.updates += len(as)
+	return nil
+}
+func (c *countingBackend) CastShards(cs []*backend.CastArgs) error { c.casts += len(cs); return nil }
 
 // TestTimedBackendRoutes checks that the wrappers' Update and Cast go
 // through phaseSync (which waits when On is set) rather than straight to
@@ -85,5 +92,19 @@ func TestTimedBackendRoutes(t *testing.T) {
 			t.Errorf("%s: %d updates, %d casts, %d syncs reached the backend, %d updates counted by phaseSync; want 2, 1, 3 (a wait after each) and 2",
 				name, c.updates, c.casts, c.syncs, s.updates)
 		}
+		// the same through the ShardUpdater methods: one call per phase,
+		// a wait after each, and the update phase complete after one call
+		su := be.(optimizer.ShardUpdater)
+		s.updates = 0
+		if err := errors.Join(su.UpdateShards(make([]*backend.UpdateArgs, 2)), su.CastShards(make([]*backend.CastArgs, 3))); err != nil {
+			t.Fatal(err)
+		}
+		if c.updates != 4 || c.casts != 4 || c.syncs != 5 || s.updates != 2 {
+			t.Errorf("%s shards: %d updates, %d casts, %d syncs reached the backend, %d updates counted; want 4, 4, 5 and 2",
+				name, c.updates, c.casts, c.syncs, s.updates)
+		}
+	}
+	if err := (&phaseSync{Backend: optimizer.Backend(nil)}).updateShards(nil); err == nil {
+		t.Error("updateShards over a backend that is no ShardUpdater: no error")
 	}
 }

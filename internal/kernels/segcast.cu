@@ -1,5 +1,6 @@
 // segcast.cu: the cast of the segments of modes MODE_CURRENT and MODE_TILE
-// of a shard, one launch for all of them (optimizer.CPU.Cast):
+// of a shard, or of several (ShardBufs), one launch for all of them
+// (optimizer.CPU.Cast):
 //
 //   MODE_CURRENT  fp8[i] = encode(float32(master[i] * scale[slot]))
 //   MODE_TILE     fp8[i] = encode(float32(master[i] * scale[slot + tile]))
@@ -75,12 +76,19 @@ __device__ __forceinline__ void cast_chunk(u8 *__restrict__ fp8, const float *__
     }
 }
 
+// segcast_kernel casts every chunk; in a launch over several shards
+// (shards not null) a chunk takes the master and fp8 of its segment's
+// shard instead of the launch's.
 template <Fp8 F>
-__device__ void segcast_kernel(u8 *__restrict__ fp8, const float *__restrict__ master, const Seg *__restrict__ segs,
-                               u32 nseg, u64 nchunks, const float *__restrict__ scale) {
-    const bool base_vec = aligned(master, 16) && aligned(fp8, 4);
+__device__ void segcast_kernel(u8 *__restrict__ fp8_l, const float *__restrict__ master_l,
+                               const Seg *__restrict__ segs, u32 nseg, u64 nchunks, const float *__restrict__ scale,
+                               const ShardBufs *__restrict__ shards) {
     for (u64 c = blockIdx.x; c < nchunks; c += gridDim.x) {
         const Seg s = segs[find_seg(segs, nseg, c)];
+        u8 *__restrict__ fp8 = fp8_l;
+        const float *__restrict__ master = master_l;
+        if (shards != nullptr) fp8 = (u8 *)shards[s.shard].out, master = (const float *)shards[s.shard].master;
+        const bool base_vec = aligned(master, 16) && aligned(fp8, 4);
         const u64 rel0 = (c - s.chunk0) * CHUNK;
         const bool seg_vec = base_vec && s.off % 4 == 0;
         if (s.mode == MODE_TILE) cast_chunk<F, true>(fp8, master, s, rel0, seg_vec, scale, 1.0f);
@@ -90,13 +98,13 @@ __device__ void segcast_kernel(u8 *__restrict__ fp8, const float *__restrict__ m
 
 extern "C" {
 __global__ void __launch_bounds__(256) segcast_e4m3(u8 *fp8, const float *master, const Seg *segs, u32 nseg, u64 nchunks,
-                                                    const float *scale, const StepCtl *ctl) {
+                                                    const float *scale, const StepCtl *ctl, const ShardBufs *shards) {
     if (ctl_skip(ctl)) return;
-    segcast_kernel<E4M3>(fp8, master, segs, nseg, nchunks, scale);
+    segcast_kernel<E4M3>(fp8, master, segs, nseg, nchunks, scale, shards);
 }
 __global__ void __launch_bounds__(256) segcast_e5m2(u8 *fp8, const float *master, const Seg *segs, u32 nseg, u64 nchunks,
-                                                    const float *scale, const StepCtl *ctl) {
+                                                    const float *scale, const StepCtl *ctl, const ShardBufs *shards) {
     if (ctl_skip(ctl)) return;
-    segcast_kernel<E5M2>(fp8, master, segs, nseg, nchunks, scale);
+    segcast_kernel<E5M2>(fp8, master, segs, nseg, nchunks, scale, shards);
 }
 }

@@ -2,7 +2,10 @@ package kernels
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
+
+	"github.com/distopt/distopt/internal/cuda"
 )
 
 // ChunkElements is the number of elements a thread block of the segment
@@ -12,7 +15,11 @@ const ChunkElements = 4096
 
 // segmentBytes is the size of one packed Segment (struct Seg of
 // segments.cuh).
-const segmentBytes = 56
+const segmentBytes = 64
+
+// shardBytes is the size of one packed Shard (struct ShardBufs of
+// segments.cuh).
+const shardBytes = 80
 
 // Segment modes, the values of optimizer.Mode.
 const (
@@ -26,49 +33,120 @@ const (
 // Segment is one run of a shard as the segment kernels read it: elements
 // [Off, Off+Len) with mode Mode, slot Slot, the rule's factors StepSize and
 // Decay, and (ModeTile) the flat index ParamOffset of its first element in a
-// matrix of Cols columns.
+// matrix of Cols columns. In a table over several shards (PackShards),
+// Shard is the index of the segment's shard.
 type Segment struct {
 	Off, Len          int
 	Mode, Slot        uint32
 	StepSize, Decay   float32
 	ParamOffset, Cols int
+	Shard             uint32
+}
+
+// Shard is the buffers of one shard of a launch over several (PackShards):
+// what UpdateLaunch and CastSegments otherwise take for the whole launch.
+// Out is the shard's FP8 bytes, or the bfloat16 or float32 copy of a
+// high-precision shard (a shard has one or the other); MomentBase and
+// MomentSeed are UpdateLaunch's for this shard.
+type Shard struct {
+	Master, M, V, Grad, Out, BlockScales, MScales, VScales cuda.DevicePtr
+	MomentBase                                             uint64
+	MomentSeed                                             uint32
 }
 
 // Table is a packed segment table: the bytes to upload, the number of
-// segments in it and the number of chunks they cover.
+// segments in it and the number of chunks they cover; in a table over
+// several shards, the number of shards whose buffers follow the segments.
 type Table struct {
 	Bytes  []byte
 	Segs   int
 	Chunks int
 	Tiles  bool // some segment is of ModeTile (Update then launches its _tiles kernel)
+	Shards int  // 0: one shard, the launch's own buffers
 }
 
 // PackSegments packs the non-empty segments of segs, in order, with the
-// index of each one's first chunk, as the kernels read them (56 bytes per
+// index of each one's first chunk, as the kernels read them (64 bytes per
 // segment, little endian).
 func PackSegments(segs []Segment) Table {
 	var t Table
 	for _, s := range segs {
-		if s.Len <= 0 {
-			continue
-		}
-		var b [segmentBytes]byte
-		le := binary.LittleEndian
-		le.PutUint64(b[0:], uint64(s.Off))
-		le.PutUint64(b[8:], uint64(s.Len))
-		le.PutUint64(b[16:], uint64(t.Chunks))
-		le.PutUint64(b[24:], uint64(s.ParamOffset))
-		le.PutUint64(b[32:], uint64(s.Cols))
-		le.PutUint32(b[40:], s.Mode)
-		le.PutUint32(b[44:], s.Slot)
-		le.PutUint32(b[48:], math.Float32bits(s.StepSize))
-		le.PutUint32(b[52:], math.Float32bits(s.Decay))
-		t.Bytes = append(t.Bytes, b[:]...)
-		t.Segs++
-		t.Chunks += segmentChunks(s)
-		t.Tiles = t.Tiles || s.Mode == ModeTile
+		t.add(s)
 	}
 	return t
+}
+
+// add appends s to t unless it is empty.
+func (t *Table) add(s Segment) {
+	if s.Len <= 0 {
+		return
+	}
+	var b [segmentBytes]byte
+	le := binary.LittleEndian
+	le.PutUint64(b[0:], uint64(s.Off))
+	le.PutUint64(b[8:], uint64(s.Len))
+	le.PutUint64(b[16:], uint64(t.Chunks))
+	le.PutUint64(b[24:], uint64(s.ParamOffset))
+	le.PutUint64(b[32:], uint64(s.Cols))
+	le.PutUint32(b[40:], s.Mode)
+	le.PutUint32(b[44:], s.Slot)
+	le.PutUint32(b[48:], math.Float32bits(s.StepSize))
+	le.PutUint32(b[52:], math.Float32bits(s.Decay))
+	le.PutUint32(b[56:], s.Shard)
+	t.Bytes = append(t.Bytes, b[:]...)
+	t.Segs++
+	t.Chunks += segmentChunks(s)
+	t.Tiles = t.Tiles || s.Mode == ModeTile
+}
+
+// PackShards packs the non-empty segments of several shards into one
+// table, shard k's segments segs[k] (their Shard fields set to k) in order,
+// followed by the buffers of every shard (80 bytes each): one Update or
+// CastSegments launch then covers all of them, each chunk reading and
+// writing its own shard's buffers. segs and shards have the same length.
+func PackShards(segs [][]Segment, shards []Shard) (Table, error) {
+	if len(segs) != len(shards) {
+		return Table{}, fmt.Errorf("kernels: %d segment lists for %d shards", len(segs), len(shards))
+	}
+	var t Table
+	for k, ss := range segs {
+		for _, s := range ss {
+			s.Shard = uint32(k)
+			t.add(s)
+		}
+	}
+	for _, sh := range shards {
+		var b [shardBytes]byte
+		le := binary.LittleEndian
+		for i, p := range []cuda.DevicePtr{sh.Master, sh.M, sh.V, sh.Grad, sh.Out, sh.BlockScales, sh.MScales, sh.VScales} {
+			le.PutUint64(b[8*i:], uint64(p))
+		}
+		le.PutUint64(b[64:], sh.MomentBase)
+		le.PutUint32(b[72:], sh.MomentSeed)
+		t.Bytes = append(t.Bytes, b[:]...)
+	}
+	t.Shards = len(shards)
+	return t, nil
+}
+
+// momentBases returns the MomentBase of every shard of a table from
+// PackShards.
+func (t *Table) momentBases() []uint64 {
+	out := make([]uint64, t.Shards)
+	off := t.Segs * segmentBytes
+	for k := range out {
+		out[k] = binary.LittleEndian.Uint64(t.Bytes[off+k*shardBytes+64:])
+	}
+	return out
+}
+
+// shardsPtr returns where the shard buffers of t lie when t is uploaded at
+// p (0 for a table of one shard).
+func (t *Table) shardsPtr(p cuda.DevicePtr) cuda.DevicePtr {
+	if t.Shards == 0 || p == 0 {
+		return 0
+	}
+	return p.Add(t.Segs * segmentBytes)
 }
 
 // bandRows is BAND_ROWS of segments.cuh: the rows of a band, the unit in
@@ -104,13 +182,13 @@ func segmentChunks(s Segment) int {
 	return ceil(head) + bands/ChunkElements + ceil(tail)
 }
 
-// StaticPart returns a copy of packed table bytes with the per-step factors
+// StaticPart returns a copy of t's bytes with the per-step factors
 // (StepSize and Decay) of every segment zeroed: what stays the same from one
-// step to the next.
-func StaticPart(table []byte) []byte {
-	out := append([]byte(nil), table...)
-	for i := 0; i+segmentBytes <= len(out); i += segmentBytes {
-		clear(out[i+48 : i+56])
+// step to the next (the shards' buffers included).
+func (t *Table) StaticPart() []byte {
+	out := append([]byte(nil), t.Bytes...)
+	for i := 0; i < t.Segs; i++ {
+		clear(out[i*segmentBytes+48 : i*segmentBytes+56])
 	}
 	return out
 }

@@ -2,7 +2,11 @@ package kernels
 
 import (
 	"bytes"
+	"encoding/binary"
+	"strings"
 	"testing"
+
+	"github.com/distopt/distopt/internal/cuda"
 )
 
 // TestStaticPart checks that two tables differing only in their per-step
@@ -18,13 +22,85 @@ func TestStaticPart(t *testing.T) {
 	if bytes.Equal(a.Bytes, b.Bytes) {
 		t.Fatal("tables with other factors pack the same")
 	}
-	if !bytes.Equal(StaticPart(a.Bytes), StaticPart(b.Bytes)) {
+	if !bytes.Equal(a.StaticPart(), b.StaticPart()) {
 		t.Fatal("static parts differ for tables that differ only in factors")
 	}
-	if bytes.Equal(StaticPart(a.Bytes), StaticPart(c.Bytes)) {
+	if bytes.Equal(a.StaticPart(), c.StaticPart()) {
 		t.Fatal("static parts agree for tables with different slots")
 	}
-	if bytes.Equal(StaticPart(a.Bytes), a.Bytes) || len(StaticPart(a.Bytes)) != len(a.Bytes) {
+	if bytes.Equal(a.StaticPart(), a.Bytes) || len(a.StaticPart()) != len(a.Bytes) {
 		t.Fatal("StaticPart did not clear the factors")
+	}
+}
+
+// TestPackShards checks the table of a launch over several shards: each
+// shard's segments in order with their shard index and chunks counted
+// across shards as PackSegments counts them, then the shards' buffers;
+// StaticPart clears the factors but keeps the buffers; a launch checks
+// every shard's MomentBase.
+func TestPackShards(t *testing.T) {
+	segs := [][]Segment{
+		{{Off: 0, Len: 5000, Mode: ModeTensorCurrent, StepSize: 1e-3, Decay: 0.9}, {Off: 5000, Len: 0}},
+		{{Off: 8, Len: 4097, Mode: ModeHighPrecision, StepSize: 2e-3, Decay: 1}},
+		{{Off: 0, Len: 1, Mode: ModeBlock}, {Off: 128, Len: 3, Mode: ModeBlock, StepSize: 5}},
+	}
+	shards := []Shard{{Master: 0x1000, Out: 0x2000, MomentBase: 0}, {Master: 0x3000, Out: 0x4000, Grad: 0x5000, MomentBase: 8}, {Master: 0x6000, MScales: 0x7000, MomentBase: 12, MomentSeed: 7}}
+	tab, err := PackShards(segs, shards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flat []Segment
+	for k, ss := range segs {
+		for _, s := range ss {
+			s.Shard = uint32(k)
+			flat = append(flat, s)
+		}
+	}
+	one := PackSegments(flat)
+	if tab.Segs != one.Segs || tab.Chunks != one.Chunks || tab.Shards != 3 {
+		t.Fatalf("table: %d segments, %d chunks, %d shards; want %d, %d, 3", tab.Segs, tab.Chunks, tab.Shards, one.Segs, one.Chunks)
+	}
+	if !bytes.Equal(tab.Bytes[:tab.Segs*segmentBytes], one.Bytes) {
+		t.Error("the segments of a table over shards differ from PackSegments' with the shard indices")
+	}
+	if got := len(tab.Bytes) - tab.Segs*segmentBytes; got != 3*shardBytes {
+		t.Fatalf("%d bytes of shard buffers, want %d", got, 3*shardBytes)
+	}
+	for k, sh := range shards {
+		b := tab.Bytes[tab.Segs*segmentBytes+k*shardBytes:]
+		if p := binary.LittleEndian.Uint64(b[0:]); p != uint64(sh.Master) {
+			t.Errorf("shard %d: master %#x, want %#x", k, p, sh.Master)
+		}
+		if seed := binary.LittleEndian.Uint32(b[72:]); seed != sh.MomentSeed {
+			t.Errorf("shard %d: seed %d, want %d", k, seed, sh.MomentSeed)
+		}
+	}
+	for i := range tab.Segs {
+		if shard := binary.LittleEndian.Uint32(tab.Bytes[i*segmentBytes+56:]); i > 0 && shard == 0 {
+			t.Errorf("segment %d packed with shard 0", i)
+		}
+	}
+	static := tab.StaticPart()
+	if !bytes.Equal(static[tab.Segs*segmentBytes:], tab.Bytes[tab.Segs*segmentBytes:]) {
+		t.Error("StaticPart changed the shards' buffers")
+	}
+	if bytes.Equal(static, tab.Bytes) {
+		t.Error("StaticPart did not clear the factors")
+	}
+	if got := tab.shardsPtr(0x10000); got != 0x10000+cuda.DevicePtr(tab.Segs*segmentBytes) {
+		t.Errorf("shards at %#x", got)
+	}
+	a := UpdateLaunch{Rule: RuleAdamW, PerMoment: true, VType: MomentFP8, Table: tab}
+	if err := a.checkMomentBases(); err != nil {
+		t.Errorf("bases 0, 8, 12: %v", err)
+	}
+	shards[1].MomentBase = 6
+	bad, _ := PackShards(segs, shards)
+	a.Table = bad
+	if err := a.checkMomentBases(); err == nil || !strings.Contains(err.Error(), "position 6") {
+		t.Errorf("base 6: error %v, want one naming position 6", err)
+	}
+	if _, err := PackShards(segs, shards[:2]); err == nil {
+		t.Error("PackShards with 3 segment lists and 2 shards: no error")
 	}
 }

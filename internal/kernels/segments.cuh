@@ -25,7 +25,7 @@ static const u32 FULL = 0xffffffffu;
 // Modes: the values of optimizer.Mode.
 enum Mode { MODE_HP = 1, MODE_CURRENT = 2, MODE_DELAYED = 3, MODE_BLOCK = 4, MODE_TILE = 5 };
 
-// Seg is one segment of the table the Go launcher uploads (56 bytes, little
+// Seg is one segment of the table the Go launcher uploads (64 bytes, little
 // endian, 8-byte aligned); see kernels.PackSegments.
 struct Seg {
     u64 off, len;        // elements within the shard
@@ -33,6 +33,21 @@ struct Seg {
     u64 param_off, cols; // MODE_TILE: flat index of the first element, matrix columns
     u32 mode, slot;      // Mode; amax/scale slot (or first tile slot)
     float step, decay;   // the rule's per-parameter factors
+    u32 shard, pad_;     // the segment's shard in a launch over several (ShardBufs)
+};
+
+// ShardBufs is one shard's buffers in a launch over several shards (80
+// bytes; kernels.Shard): the launcher appends them to the segment table, and
+// a chunk takes the buffers of its segment's shard instead of the launch's
+// own pointers.
+struct ShardBufs {
+    void *master, *m, *v;
+    const void *grad;
+    void *out;          // the FP8 bytes of an FP8 shard, the bfloat16 or float32 copy of a high-precision one
+    void *block_scales;
+    float *mscales, *vscales;
+    u64 base;       // bucket position of the shard's element 0 (MomentSet::base)
+    u32 seed, pad_; // MomentSet::seed
 };
 
 // find_seg returns the last segment whose first chunk is at most c (segments

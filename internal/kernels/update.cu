@@ -104,23 +104,35 @@ static const u32 GROUP = UPDATE_GROUP;
 // arithmetic and stores of the first (the compiler cannot move a load
 // above a store that may alias it).
 template <int R, typename MT, typename GT, Fp8 F, bool TILES, bool Q, int MK, u32 G>
-__device__ __forceinline__ void update_kernel(float *__restrict__ master, const MomentSet ms_in,
-                                              const void *__restrict__ grad, const Seg *__restrict__ segs, u32 nseg,
-                                              u64 nchunks, Hyper h, u8 *__restrict__ fp8,
-                                              void *__restrict__ block_scales, u32 *__restrict__ amax,
-                                              const float *__restrict__ scale, void *__restrict__ hp, u32 hp_bf16,
-                                              u32 mx, float fmax, float mfac, u32 pow2, bool gbf16) {
-    MomentSet ms = ms_in;
-    if (MK >= 0) ms.t1 = (u32)MK & 15u, ms.t2 = (u32)MK >> 4;
+__device__ __forceinline__ void update_kernel(float *__restrict__ master_l, const MomentSet ms_in,
+                                              const void *__restrict__ grad_l, const Seg *__restrict__ segs, u32 nseg,
+                                              u64 nchunks, Hyper h, u8 *__restrict__ fp8_l,
+                                              void *__restrict__ block_scales_l, u32 *__restrict__ amax,
+                                              const float *__restrict__ scale, void *__restrict__ hp_l, u32 hp_bf16,
+                                              u32 mx, float fmax, float mfac, u32 pow2, bool gbf16,
+                                              const ShardBufs *__restrict__ shards) {
     __shared__ u32 sh[32];
     // the _q kernels' buffers all start 16-byte aligned (the launcher's
     // contract: whole allocations)
     const u64 mal = Q ? 16 : 4 * sizeof(MT), gal = Q ? 16 : 4 * sizeof(GT);
-    const bool base_vec = aligned(master, 16) && aligned(ms.p1, mal) && aligned(ms.p2, mal) && aligned(grad, gal) &&
-                          aligned(fp8, 4) && aligned(hp, hp_bf16 ? 8 : 16);
     const u32 lane = threadIdx.x & 31;
     for (u64 c = blockIdx.x; c < nchunks; c += gridDim.x) {
         const Seg s = segs[find_seg(segs, nseg, c)];
+        // the buffers: the launch's, or (several shards) the segment's shard's
+        MomentSet ms = ms_in;
+        if (MK >= 0) ms.t1 = (u32)MK & 15u, ms.t2 = (u32)MK >> 4;
+        float *__restrict__ master = master_l;
+        const void *__restrict__ grad = grad_l;
+        u8 *__restrict__ fp8 = fp8_l;
+        void *__restrict__ block_scales = block_scales_l;
+        void *__restrict__ hp = hp_l;
+        if (shards != nullptr) {
+            const ShardBufs &b = shards[s.shard];
+            master = (float *)b.master, grad = b.grad, fp8 = (u8 *)b.out, block_scales = b.block_scales, hp = b.out;
+            ms.p1 = b.m, ms.p2 = b.v, ms.s1 = b.mscales, ms.s2 = b.vscales, ms.base = b.base, ms.seed = b.seed;
+        }
+        const bool base_vec = aligned(master, 16) && aligned(ms.p1, mal) && aligned(ms.p2, mal) &&
+                              aligned(grad, gal) && aligned(fp8, 4) && aligned(hp, hp_bf16 ? 8 : 16);
         const bool tile = TILES && s.mode == MODE_TILE;
         const u64 per_row = tile ? (s.cols + 127) / 128 : 0;
         // The chunk's elements: from rel0 on up to lim, or (band) the
@@ -275,15 +287,17 @@ __device__ __forceinline__ void update_kernel(float *__restrict__ master, const 
         float b1, float b2, float omb1, float omb2, float eps, float rbc2, float mom,                        \
         u8 *fp8, void *block_scales, u32 *amax, const float *scale, void *hp, u32 hp_bf16, u32 mx, float fmax, \
         float mfac, u32 pow2, float *mscales, float *vscales, u32 mtypes, u32 mblock, u32 seed, u64 base,     \
-        const StepCtl *ctl
+        const StepCtl *ctl, const ShardBufs *shards
 // mtypes: the MomentType of m (bits 0-3) and v (bits 4-7), and bit 8 set
 // for a bfloat16 gradient (read by the _q kernels only). ctl: the step
 // control block (stepctl.cuh), or null: when set, its gradient scale
-// replaces gs, and a skipped step returns before writing anything.
+// replaces gs, and a skipped step returns before writing anything. shards:
+// null, or the buffers of each shard of a launch over several (segments.cuh's
+// ShardBufs; the launch's own master ... base are then not read).
 #define UPDATE_ARGS                                                                                          \
     master, MomentSet{mom1, mom2, mscales, vscales, mtypes & 15u, (mtypes >> 4) & 15u, 31u - __clz(mblock | 1u), seed, base}, grad, \
         segs, nseg, nchunks, Hyper{gs, b1, b2, omb1, omb2, eps, rbc2, mom}, fp8, block_scales, amax, scale, hp,  \
-        hp_bf16, mx, fmax, mfac, pow2, (mtypes >> 8) & 1u
+        hp_bf16, mx, fmax, mfac, pow2, (mtypes >> 8) & 1u, shards
 
 // The _q kernels: moments of any storage (moments.cuh), read at run time
 // from mtypes (MK -1, one pass at a time: the words of every storage type

@@ -34,6 +34,9 @@ func (h *Hyper) Floats() [8]float32 {
 // segment of Table (uploaded at TablePtr) and, in the same pass, what each
 // segment's mode does with the new master. Buffers hold the shard's N
 // elements from their first byte; pointers a launch does not use may be 0.
+// A table over several shards (PackShards) carries each shard's buffers
+// (Master, M, V, Grad, FP8 or HP, BlockScales, MScales, VScales and
+// MomentBase): the launch's own are then not read.
 type UpdateLaunch struct {
 	Rule                 Rule
 	Hyper                Hyper
@@ -147,8 +150,10 @@ func (k *Set) Update(s *cuda.Stream, a *UpdateLaunch) error {
 	if a.PerMoment && (a.MType == MomentFP8 || a.VType == MomentFP8) && !slices.Contains([]int{32, 64, 128}, a.MomentBlock) {
 		return fmt.Errorf("kernels: FP8 moments in blocks of %d elements (32, 64 or 128)", a.MomentBlock)
 	}
-	if a.PerMoment && a.Rule == RuleAdamW && a.VType == MomentFP8 && a.MomentBase%4 != 0 {
-		return fmt.Errorf("kernels: FP8 second moments from bucket position %d: MomentBase must be a multiple of 4 (the kernels hash 4 elements at once)", a.MomentBase)
+	if a.PerMoment && a.Rule == RuleAdamW && a.VType == MomentFP8 {
+		if err := a.checkMomentBases(); err != nil {
+			return err
+		}
 	}
 	f := a.Format
 	if !f.Valid() {
@@ -163,10 +168,26 @@ func (k *Set) Update(s *cuda.Stream, a *UpdateLaunch) error {
 	args.Ptr(a.FP8).Ptr(a.BlockScales).Ptr(a.Amax).Ptr(a.Scale).Ptr(a.HP).U32(b2u(a.HPBF16)).U32(b2u(a.MX)).
 		F32(f.Max()).F32(float32(math.Ldexp(1, -a.Margin))).U32(b2u(a.PowerOf2)).
 		Ptr(a.MScales).Ptr(a.VScales).U32(a.momentFlags()).U32(uint32(a.MomentBlock)).U32(a.MomentSeed).U64(a.MomentBase).
-		Ptr(a.Control)
+		Ptr(a.Control).Ptr(a.Table.shardsPtr(a.TablePtr))
 	a2 := *a
 	a2.Format = f
 	return s.Launch(k.function(a2.updateKernel()), cuda.Dim3{X: uint32(min(b, maxChunkBlocks))}, cuda.Dim3{X: blockSize}, 0, args)
+}
+
+// checkMomentBases checks that the bucket position of every shard's
+// element 0 is a multiple of 4 (the kernels hash 4 elements at once): the
+// launch's MomentBase, or each shard's in a table over several.
+func (a *UpdateLaunch) checkMomentBases() error {
+	bases := []uint64{a.MomentBase}
+	if a.Table.Shards > 0 {
+		bases = a.Table.momentBases()
+	}
+	for _, b := range bases {
+		if b%4 != 0 {
+			return fmt.Errorf("kernels: FP8 second moments from bucket position %d: MomentBase must be a multiple of 4 (the kernels hash 4 elements at once)", b)
+		}
+	}
+	return nil
 }
 
 // maxChunkBlocks bounds the grid of the chunked kernels (they loop over
@@ -184,11 +205,14 @@ func b2u(b bool) uint32 {
 // tablePtr), which must all be of ModeTensorCurrent or ModeTile:
 // dst[i] = f.Encode(float32(master[i] * scale[slot])), the slot of a tile
 // segment being Slot + fp8.TileIndex(ParamOffset + i - Off, Cols, 128);
-// nothing when ctl (a step control block, or 0) has its skip flag set.
+// nothing when ctl (a step control block, or 0) has its skip flag set. A
+// table over several shards (PackShards) carries each shard's master and
+// FP8 bytes (Shard.Out): dst and master are then not read.
 func (k *Set) CastSegments(s *cuda.Stream, dst, master cuda.DevicePtr, table Table, tablePtr cuda.DevicePtr, scale cuda.DevicePtr, f fp8.Format, ctl cuda.DevicePtr) error {
 	if table.Chunks == 0 {
 		return nil
 	}
-	args := new(cuda.Args).Ptr(dst).Ptr(master).Ptr(tablePtr).U32(uint32(table.Segs)).U64(uint64(table.Chunks)).Ptr(scale).Ptr(ctl)
+	args := new(cuda.Args).Ptr(dst).Ptr(master).Ptr(tablePtr).U32(uint32(table.Segs)).U64(uint64(table.Chunks)).Ptr(scale).Ptr(ctl).
+		Ptr(table.shardsPtr(tablePtr))
 	return s.Launch(k.function("segcast_"+formatName(f)), cuda.Dim3{X: uint32(min(table.Chunks, maxChunkBlocks))}, cuda.Dim3{X: blockSize}, 0, args)
 }

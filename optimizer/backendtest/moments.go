@@ -69,6 +69,23 @@ func uploadMoment(p *pair, name string, x []float32, t backend.MomentDType, mb i
 }
 
 func momentCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, vt backend.MomentDType, mb int, gt collective.DType, special bool) {
+	sh := newMomentShard(p, r, rc, rule, mt, vt, mb, gt, special)
+	for side := range 2 {
+		must(t, []optimizer.Backend{p.ref, p.be}[side].Update(sh.args(side)))
+	}
+	p.check(sh.bufs...)
+}
+
+// updateShard is one shard of an update case: its arguments on either side
+// of a pair (0: the reference, 1: the backend), and the buffers to check.
+type updateShard struct {
+	args func(side int) *backend.UpdateArgs
+	bufs []buf
+}
+
+// newMomentShard uploads a random shard of recipe case rc for rule, with
+// moments stored as mt and vt (FP8 in blocks of mb) and gradients of type gt.
+func newMomentShard(p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, vt backend.MomentDType, mb int, gt collective.DType, special bool) updateShard {
 	block := 128
 	if _, cols := rc.recipe.Block(); rc.recipe.LocalBlocks() {
 		block = cols
@@ -114,7 +131,7 @@ func momentCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 	for i := range a.Segments {
 		a.Segments[i].WeightDecay = float32(r.Float64() * 0.01)
 	}
-	for side := range 2 {
+	args := func(side int) *backend.UpdateArgs {
 		b := a
 		pick := func(x buf) collective.Buffer {
 			if x.ref == nil {
@@ -127,12 +144,12 @@ func momentCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 			b.HP, b.HPType = pick(bs[6]), rc.hp
 		}
 		b.M, b.MScales, b.V, b.VScales = pick(mBuf.data), pick(mBuf.scales), pick(vBuf.data), pick(vBuf.scales)
-		must(t, []optimizer.Backend{p.ref, p.be}[side].Update(&b))
+		return &b
 	}
 	for _, x := range []buf{mBuf.data, mBuf.scales, vBuf.data, vBuf.scales} {
 		if x.ref != nil {
 			bs = append(bs, x)
 		}
 	}
-	p.check(bs...)
+	return updateShard{args: args, bufs: bs}
 }

@@ -18,6 +18,7 @@ func Run(t *testing.T, be optimizer.Backend) {
 	t.Run("Update", func(t *testing.T) { Update(t, be) })
 	t.Run("Moments", func(t *testing.T) { Moments(t, be) })
 	t.Run("Cast", func(t *testing.T) { Cast(t, be) })
+	t.Run("Shards", func(t *testing.T) { Shards(t, be) })
 	t.Run("Control", func(t *testing.T) { Control(t, be) })
 	t.Run("Controlled", func(t *testing.T) { Controlled(t, be) })
 }

@@ -181,17 +181,27 @@ func isBF16(dt collective.DType) bool {
 
 // Update implements optimizer.Backend: one launch over all segments.
 func (b *Backend) Update(a *backend.UpdateArgs) error {
-	segs := make([]kernels.Segment, len(a.Segments))
-	for i, s := range a.Segments {
-		segs[i] = kernelSegment(a.Rule, s)
-	}
-	t := kernels.PackSegments(segs)
-	tp, err := b.table('u', t)
+	l, err := b.updateLaunch(a, kernels.PackSegments(kernelSegments(a.Rule, a.Segments, nil)))
 	if err != nil {
 		return err
 	}
+	return b.ks.Update(b.s, l)
+}
+
+// updateLaunch returns the launch of a's update over table t (uploaded
+// here): a's scalars, flags and buffers (a table over several shards
+// carries the shards' own buffers, and the launch's are not read).
+func (b *Backend) updateLaunch(a *backend.UpdateArgs, t kernels.Table) (*kernels.UpdateLaunch, error) {
+	kind := byte('u')
+	if t.Shards > 0 {
+		kind = 'U'
+	}
+	tp, err := b.table(kind, t)
+	if err != nil {
+		return nil, err
+	}
 	h := a.Hyper
-	l := kernels.UpdateLaunch{
+	l := &kernels.UpdateLaunch{
 		Rule: kernels.Rule(a.Rule),
 		Hyper: kernels.Hyper{GradScale: h.GradScale, Beta1: h.Beta1, Beta2: h.Beta2, OneMinusBeta1: h.OneMinusBeta1,
 			OneMinusBeta2: h.OneMinusBeta2, Eps: h.Eps, RBC2: h.RBC2, Momentum: h.Momentum},
@@ -203,30 +213,41 @@ func (b *Backend) Update(a *backend.UpdateArgs) error {
 	if a.Rule != optimizer.RuleNone {
 		l.M, l.V, l.Grad = b.ptr(a.M), b.ptr(a.V), b.ptr(a.Grad)
 		l.MomentBF16, l.GradBF16 = isBF16(a.MomentType), isBF16(a.GradType)
-		setMoments(&l, a)
+		setMoments(l, a)
 		l.MScales, l.VScales = b.ptr(a.MScales), b.ptr(a.VScales)
 	}
 	if a.HP != nil && a.HPType != 0 {
 		l.HPBF16 = isBF16(a.HPType)
 	}
-	return b.ks.Update(b.s, &l)
+	return l, nil
 }
 
 // Cast implements optimizer.Backend: one launch over the segments of modes
 // ModeTensorCurrent and ModeTile.
 func (b *Backend) Cast(a *backend.CastArgs) error {
-	var segs []kernels.Segment
-	for _, s := range a.Segments {
-		if s.Mode == backend.ModeTensorCurrent || s.Mode == backend.ModeTile {
-			segs = append(segs, kernelSegment(optimizer.RuleNone, s))
-		}
-	}
-	t := kernels.PackSegments(segs)
+	t := kernels.PackSegments(kernelSegments(optimizer.RuleNone, a.Segments, castModes))
 	tp, err := b.table('c', t)
 	if err != nil {
 		return err
 	}
 	return b.ks.CastSegments(b.s, b.ptr(a.FP8), b.ptr(a.Master), t, tp, b.ptr(a.Scale), a.Format, b.ptr(a.Control))
+}
+
+// castModes reports whether a segment of mode m is cast by Cast.
+func castModes(m backend.Mode) bool {
+	return m == backend.ModeTensorCurrent || m == backend.ModeTile
+}
+
+// kernelSegments returns the segments of ss whose mode keep accepts (all
+// when keep is nil) as the kernels read them, with rule r's factors.
+func kernelSegments(r optimizer.Rule, ss []backend.Segment, keep func(backend.Mode) bool) []kernels.Segment {
+	out := make([]kernels.Segment, 0, len(ss))
+	for _, s := range ss {
+		if keep == nil || keep(s.Mode) {
+			out = append(out, kernelSegment(r, s))
+		}
+	}
+	return out
 }
 
 // kernelSegment returns s as the kernels read it, with rule r's factors.

@@ -53,7 +53,7 @@ func (b *Backend) table(kind byte, t kernels.Table) (cuda.DevicePtr, error) {
 		return 0, cuda.ErrClosed
 	}
 	capturing := b.s.CaptureBegun()
-	key := string(kind) + string(kernels.StaticPart(t.Bytes))
+	key := string(kind) + string(t.StaticPart())
 	e, ok := b.tables[key]
 	if !ok && capturing {
 		return 0, errors.New("gpu: a segment table first needed during a CUDA graph capture: take one step (the same buckets and recipe) uncaptured before capturing")

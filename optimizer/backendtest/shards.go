@@ -1,0 +1,154 @@
+package backendtest
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/backend"
+)
+
+// Shards checks UpdateShards and CastShards of a backend that is an
+// optimizer.ShardUpdater (it skips otherwise) against the reference's
+// Update and Cast called shard by shard: two to four shards of one recipe
+// case, each with its own layout, buffers, moment seed and bucket
+// position, sharing the launch's scalars, amaxes and scales, for every
+// recipe case (the mixed ones with their high-precision segments in shards
+// of their own, as the optimizer's buckets are) crossed with rules and
+// moment types; then the cast of the FP8 shards' new masters.
+func Shards(t *testing.T, be optimizer.Backend) {
+	su, ok := be.(optimizer.ShardUpdater)
+	if !ok {
+		t.Skipf("%s is not an optimizer.ShardUpdater", be.Name())
+	}
+	type rule struct {
+		r    optimizer.Rule
+		m, v backend.MomentDType
+		gt   collective.DType
+	}
+	F32, BF16, FP8 := backend.MomentFloat32, backend.MomentBFloat16, backend.MomentFP8
+	rules := []rule{
+		{optimizer.RuleAdamW, F32, F32, collective.BFloat16},
+		{optimizer.RuleAdamW, BF16, BF16, collective.Float32},
+		{optimizer.RuleAdamW, FP8, BF16, collective.BFloat16},
+		{optimizer.RuleAdamW, FP8, FP8, collective.BFloat16},
+		{optimizer.RuleSGD, F32, 0, collective.BFloat16},
+		{optimizer.RuleSGD, FP8, 0, collective.Float32},
+		{optimizer.RuleNone, F32, F32, collective.Float32},
+	}
+	for ci, rc := range recipeCases() {
+		for ri, ru := range rules {
+			name := fmt.Sprintf("%s/%v/m=%v/v=%v/g=%v", rc.name, ru.r, ru.m, ru.v, ru.gt)
+			t.Run(name, func(t *testing.T) {
+				r := rand.New(rand.NewPCG(uint64(ci), uint64(ri)+1000))
+				shardsCase(t, newPair(t, be), su, r, rc, ru.r, ru.m, ru.v, ru.gt)
+			})
+		}
+	}
+}
+
+// shardsCase runs one case of Shards.
+func shardsCase(t *testing.T, p *pair, su optimizer.ShardUpdater, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, vt backend.MomentDType, gt collective.DType) {
+	mb := backend.MomentBlocks[r.IntN(len(backend.MomentBlocks))]
+	k := 2 + r.IntN(3)
+	var shards []updateShard
+	var fp8Shard []bool
+	for i := range k {
+		sc := shardCase(rc, i)
+		sh := newMomentShard(p, r, sc, rule, mt, vt, mb, gt, i%2 == 1)
+		shards = append(shards, sh)
+		fp8Shard = append(fp8Shard, sc.hp == 0)
+	}
+	// one launch's amaxes, scales and scalars: the largest shard's slots
+	slots := 1
+	for _, sh := range shards {
+		for _, s := range sh.args(0).Segments {
+			slots = max(slots, s.Slot+1+tileSlots(s))
+		}
+	}
+	amax := make([]uint32, slots)
+	scale := make([]float32, slots)
+	for i := range scale {
+		if r.IntN(2) == 0 {
+			amax[i] = math.Float32bits(float32(r.Float64() * 0.1))
+		}
+		scale[i], _ = fp8.ScaleFromAmax(float32(r.Float64()*0.2), fp8.E4M3, 0, false)
+	}
+	ab := p.upload("launch amax", u32s(amax), amaxKeys)
+	sb := p.upload("launch scale", encode(scale, collective.Float32), bytesExact)
+	hyper := shards[0].args(0).Hyper
+	args := func(side int) []*backend.UpdateArgs {
+		pick := func(x buf) collective.Buffer { return []collective.Buffer{x.ref, x.be}[side] }
+		as := make([]*backend.UpdateArgs, k)
+		for i, sh := range shards {
+			a := sh.args(side)
+			a.Amax, a.Scale, a.Hyper = pick(ab), pick(sb), hyper
+			if !fp8Shard[i] {
+				a.FP8, a.BlockScales = nil, nil // a high-precision bucket has no FP8 bytes
+			}
+			as[i] = a
+		}
+		return as
+	}
+	for _, a := range args(0) {
+		must(t, p.ref.Update(a))
+	}
+	must(t, su.UpdateShards(args(1)))
+	checked := []buf{ab, sb}
+	for _, sh := range shards {
+		checked = append(checked, sh.bufs...)
+	}
+	p.check(checked...)
+
+	if rc.recipe.Format == 0 {
+		return // nothing to cast
+	}
+	casts := func(side int) []*backend.CastArgs {
+		var cs []*backend.CastArgs
+		for i, a := range args(side) {
+			if fp8Shard[i] {
+				cs = append(cs, &backend.CastArgs{N: a.N, Master: a.Master, Segments: a.Segments, Format: rc.recipe.Format, FP8: a.FP8, Scale: a.Scale})
+			}
+		}
+		return cs
+	}
+	for _, c := range casts(0) {
+		must(t, p.ref.Cast(c))
+	}
+	must(t, su.CastShards(casts(1)))
+	p.check(checked...)
+}
+
+// shardCase returns the recipe case of shard i of a Shards case of rc: in
+// a mixed case, odd shards hold rc's high-precision segments and even ones
+// the others; other cases unchanged.
+func shardCase(rc recipeCase, i int) recipeCase {
+	if len(rc.modes) < 2 || !slices.Contains(rc.modes, backend.ModeHighPrecision) {
+		return rc
+	}
+	sc := rc
+	if i%2 == 1 {
+		sc.modes = []backend.Mode{backend.ModeHighPrecision}
+		return sc
+	}
+	sc.modes = slices.DeleteFunc(slices.Clone(rc.modes), func(m backend.Mode) bool { return m == backend.ModeHighPrecision })
+	sc.hp = 0
+	return sc
+}
+
+// tileSlots is the number of slots after s.Slot a tile segment uses.
+func tileSlots(s backend.Segment) int {
+	if s.Mode != backend.ModeTile {
+		return 0
+	}
+	top := 0
+	for i := range s.Len {
+		top = max(top, fp8.TileIndex(s.ParamOffset+i, s.Cols, 128))
+	}
+	return top
+}

@@ -1,0 +1,94 @@
+package gpu
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/optimizertest"
+	"github.com/distopt/distopt/shard"
+)
+
+// bucketByBucket is the GPU backend with its optimizer.ShardUpdater hidden
+// (the fields shadow the promoted methods): the optimizer updates and
+// casts it one bucket at a time, as before one launch covered every
+// bucket. Every other optional interface stays.
+type bucketByBucket struct {
+	*Backend
+	UpdateShards, CastShards struct{}
+}
+
+// gptParams lists the parameters of a GPT-2 style model of the given
+// width and depth (vocabulary 50304, 2048 positions, MLP 4x, untied head):
+// the 12 tensors of each layer, norms and biases high-precision.
+func gptParams(width, layers int) []optimizer.Param {
+	mat := func(name string, rows, cols int) optimizer.Param {
+		return optimizer.Param{Name: name, Shape: []int{rows, cols}}
+	}
+	vec := func(name string, n int) optimizer.Param {
+		return optimizer.Param{Name: name, Shape: []int{n}, HighPrecision: true, NoDecay: true}
+	}
+	ps := []optimizer.Param{mat("embed.tokens", 50304, width), mat("embed.positions", 2048, width)}
+	for l := range layers {
+		p := fmt.Sprintf("layer%d.", l)
+		ps = append(ps, vec(p+"ln1.weight", width), vec(p+"ln1.bias", width),
+			mat(p+"attn.qkv.weight", 3*width, width), vec(p+"attn.qkv.bias", 3*width),
+			mat(p+"attn.proj.weight", width, width), vec(p+"attn.proj.bias", width),
+			vec(p+"ln2.weight", width), vec(p+"ln2.bias", width),
+			mat(p+"mlp.up.weight", 4*width, width), vec(p+"mlp.up.bias", 4*width),
+			mat(p+"mlp.down.weight", width, 4*width), vec(p+"mlp.down.bias", width))
+	}
+	return append(ps, vec("final_ln.weight", width), vec("final_ln.bias", width), mat("head.weight", 50304, width))
+}
+
+// BenchmarkStepShards measures the step of a GPT-shaped model with many
+// buckets on one GPU (one-rank NCCL communicator; the 1.3B GPT's 293
+// tensors at width 1024, 407M parameters, in buckets of 2^24 elements),
+// updated and cast with one launch over every bucket ("shards",
+// the optimizer.ShardUpdater path) against one launch per bucket
+// ("buckets", the same backend with ShardUpdater hidden), in the modes of
+// BenchmarkStepAsync: sync (Step; ns/op is the step's wall time with the
+// GPU work) and async-idle (StepAsync on an idle GPU: step-us is the
+// enqueue-only host time of the step). Current scaling and 128x128 tiles.
+func BenchmarkStepShards(b *testing.B) {
+	r := ncclOne(b)
+	params := gptParams(1024, 24)
+	init := optimizer.FromMap(optimizertest.InitWeights(params, 1))
+	for _, recipe := range []string{"current", "tile"} {
+		for _, path := range []string{"shards", "buckets"} {
+			for _, mode := range []string{"sync", "async-idle"} {
+				b.Run(fmt.Sprintf("%s/%s/%s", recipe, path, mode), func(b *testing.B) {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+					defer cancel()
+					var be optimizer.Backend = r.Backend
+					if path == "buckets" {
+						be = bucketByBucket{Backend: r.Backend}
+					}
+					rc, err := fp8.ParseRecipe(recipe)
+					if err != nil {
+						b.Fatal(err)
+					}
+					cfg := optimizer.Config{Recipe: rc, Layout: shard.Options{BucketElements: 1 << 24}}
+					o, err := optimizer.New(ctx, r.Comm, be, params, init, cfg)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer o.Close()
+					if _, ok := be.(optimizer.ShardUpdater); ok != (path == "shards") {
+						b.Fatalf("%s: the backend is a ShardUpdater: %t", path, ok)
+					}
+					b.ReportMetric(float64(len(o.Layout().Buckets)), "buckets")
+					for _, p := range params {
+						if err := o.SetGrad(p.Name, optimizertest.Grad(p, 1, 0)); err != nil {
+							b.Fatal(err)
+						}
+					}
+					benchSteps(b, ctx, r, o, params, mode)
+				})
+			}
+		}
+	}
+}

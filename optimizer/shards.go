@@ -1,0 +1,144 @@
+package optimizer
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/optimizer/backend"
+)
+
+// ShardUpdater is implemented by backends that run the update, and the
+// cast, of several bucket shards with one call (the GPU backend: one kernel
+// launch over a segment table of every bucket, as multi-tensor-apply does).
+// The optimizer then queues phases 3 and 5 of a step with one call each;
+// other backends get one Update (Cast) call per bucket.
+type ShardUpdater interface {
+	// UpdateShards does what Update(as[i]) for every i in turn does (the
+	// same bits). The arguments differ only in their shard's buffers
+	// (Master, M, V, Grad, FP8, BlockScales, HP, MScales, VScales), N,
+	// Segments, MomentSeed and MomentBase (CheckShards); Amax, Scale and
+	// Control are the launch's; each shard has FP8 bytes or a
+	// high-precision copy, not both (a bucket holds one or the other).
+	UpdateShards(as []*backend.UpdateArgs) error
+	// CastShards does what Cast(cs[i]) for every i in turn does; the
+	// arguments differ only in N, Master, Segments and FP8.
+	CastShards(cs []*backend.CastArgs) error
+}
+
+// UpdateShards implements ShardUpdater: Update shard by shard (the
+// reference of the backends that launch once).
+func (c *CPU) UpdateShards(as []*backend.UpdateArgs) error {
+	if err := CheckShards(as); err != nil {
+		return err
+	}
+	for _, a := range as {
+		if err := c.Update(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CastShards implements ShardUpdater: Cast shard by shard.
+func (c *CPU) CastShards(cs []*backend.CastArgs) error {
+	if err := CheckCastShards(cs); err != nil {
+		return err
+	}
+	for _, a := range cs {
+		if err := c.Cast(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckShards returns an error naming the first field in which the update
+// arguments as differ where UpdateShards requires them alike: everything
+// but the shard's buffers, N, Segments, MomentSeed and MomentBase; HPType
+// is compared among the shards that have HP, and no shard may have both
+// FP8 and HP.
+func CheckShards(as []*backend.UpdateArgs) error {
+	if len(as) == 0 {
+		return errors.New("optimizer: UpdateShards without shards")
+	}
+	launch := func(a *backend.UpdateArgs) backend.UpdateArgs {
+		b := *a
+		b.N, b.Segments, b.MomentSeed, b.MomentBase = 0, nil, 0, 0
+		b.Master, b.M, b.V, b.Grad, b.FP8, b.BlockScales, b.HP, b.MScales, b.VScales = nil, nil, nil, nil, nil, nil, nil, nil, nil
+		b.HPType = 0
+		return b
+	}
+	first := launch(as[0])
+	var hp collective.DType
+	for i, a := range as {
+		if f := differs(first, launch(a)); f != "" {
+			return fmt.Errorf("optimizer: UpdateShards: shard %d differs from shard 0 in %s", i, f)
+		}
+		if a.FP8 != nil && a.HP != nil {
+			return fmt.Errorf("optimizer: UpdateShards: shard %d has both FP8 bytes and a high-precision copy (a shard writes one or the other)", i)
+		}
+		if a.HP != nil {
+			if hp != 0 && a.HPType != hp {
+				return fmt.Errorf("optimizer: UpdateShards: shard %d differs in HPType (%v, not %v)", i, a.HPType, hp)
+			}
+			hp = a.HPType
+		}
+	}
+	return nil
+}
+
+// CheckCastShards is CheckShards for CastShards: Format, Scale and Control
+// alike.
+func CheckCastShards(cs []*backend.CastArgs) error {
+	if len(cs) == 0 {
+		return errors.New("optimizer: CastShards without shards")
+	}
+	for i, c := range cs[1:] {
+		a, b := *cs[0], *c
+		a.N, a.Master, a.Segments, a.FP8 = 0, nil, nil, nil
+		b.N, b.Master, b.Segments, b.FP8 = 0, nil, nil, nil
+		if f := differs(a, b); f != "" {
+			return fmt.Errorf("optimizer: CastShards: shard %d differs from shard 0 in %s", i+1, f)
+		}
+	}
+	return nil
+}
+
+// differs returns the name of the first field in which a and b (structs of
+// one type) differ, or "": buffers differ unless they are the same memory
+// (sameBuffer), other fields when their values do.
+func differs[T any](a, b T) string {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	bufType := reflect.TypeFor[collective.Buffer]()
+	for i := range va.NumField() {
+		fa, fb := va.Field(i).Interface(), vb.Field(i).Interface()
+		same := reflect.DeepEqual(fa, fb)
+		if va.Type().Field(i).Type == bufType {
+			x, _ := fa.(collective.Buffer)
+			y, _ := fb.(collective.Buffer)
+			same = sameBuffer(x, y)
+		}
+		if !same {
+			return va.Type().Field(i).Name
+		}
+	}
+	return ""
+}
+
+// sameBuffer reports whether x and y are the same bytes of the same
+// memory (both nil included).
+func sameBuffer(x, y collective.Buffer) bool {
+	switch x := x.(type) {
+	case nil:
+		return y == nil
+	case collective.HostBuffer:
+		y, ok := y.(collective.HostBuffer)
+		return ok && len(x) == len(y) && (len(x) == 0 || &x[0] == &y[0])
+	case collective.DeviceBuffer:
+		y, ok := y.(collective.DeviceBuffer)
+		return ok && x == y
+	}
+	return reflect.DeepEqual(x, y)
+}

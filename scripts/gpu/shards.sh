@@ -1,0 +1,118 @@
+#!/bin/sh
+# shards.sh checks and times, in one call on a one-GPU machine, the update
+# and cast launched once for every bucket (optimizer.ShardUpdater; issue
+# 17's "one launch per step phase"):
+#
+#   sh scripts/gpu/shards.sh build   # here: binaries (xz) into $BIN
+#   sh scripts/gpu/shards.sh run     # there (carry $BIN); logs into $OUT
+#
+# run:
+#  1. concurrently (correctness only): internal/kernels (the update and
+#     cast kernels' entries and PTX, tiles, moments, the control block),
+#     optimizer/gpu whole (TestConformance with its new Shards cases:
+#     UpdateShards and CastShards against the CPU's Update and Cast shard
+#     by shard; TestStep, TestOverlap*, TestStepGraph, TestSharded*);
+#  2. alone: BenchmarkStepShards (one launch against one per bucket, same
+#     process: step time and StepAsync host time, current and tiles);
+#  3. examples/multigpu, the 1.42B shape at d = 1, plain step per recipe,
+#     this commit against the previous one ($OLD, built from git) in the
+#     same call;
+#  4. ncu of one step (current scaling): the kernels a step launches, their
+#     time and DRAM bytes.
+# BIN defaults to .gpu-shards (ignored by git).
+set -u
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+bin=${BIN:-.gpu-shards}
+old=${OLD:-a6b1f89}
+
+build() {
+	set -e
+	rm -rf "$bin"
+	mkdir -p "$bin"
+	for p in internal/kernels optimizer/gpu; do
+		go test -c -ldflags="-s -w" -o "$bin/$(echo $p | tr / _).test" ./$p
+	done
+	export CGO_CFLAGS="${CGO_CFLAGS:-} -Wno-deprecated-declarations" # go-nvml's header
+	go build -ldflags="-s -w" -o "$bin/distopt" ./cmd/distopt
+	go build -ldflags="-s -w" -o "$bin/multigpu" ./examples/multigpu
+	wt=$(mktemp -d)
+	git worktree add -q --detach "$wt" "$old"
+	(cd "$wt" && go build -ldflags="-s -w" -o "$root/$bin/multigpu.old" ./examples/multigpu)
+	git worktree remove --force "$wt"
+	xz -T2 -6 "$bin"/*.test "$bin/distopt" "$bin/multigpu" "$bin/multigpu.old"
+	{
+		git rev-parse HEAD
+		git status --porcelain --untracked-files=no | sed 's/^/modified: /'
+		echo "old: $old"
+	} >"$bin/commit"
+	du -sh "$bin"
+}
+
+# t NAME DIR TIMEOUT BINARY ARGS...: one test binary in its package
+# directory, its log in $OUT/NAME.log and a summary in $OUT/NAME.summary.
+t() {
+	name=$1 dir=$2 limit=$3 exe=$root/$bin/$4
+	shift 4
+	start=$(date +%s)
+	(cd "$dir" && timeout "$limit" "$exe" -test.v "$@") >"$OUT/$name.log" 2>&1
+	rc=$?
+	{
+		echo "== $name: exit $rc after $(($(date +%s) - start)) s"
+		grep -E '^(--- FAIL|FAIL|panic|ok|PASS)' "$OUT/$name.log" | head -20
+		grep -E -A6 '^\s*--- FAIL' "$OUT/$name.log" | head -40
+		echo "   $(grep -c -- '--- PASS' "$OUT/$name.log") passed, $(grep -c -- '--- SKIP' "$OUT/$name.log") skipped"
+	} >"$OUT/$name.summary"
+	return $rc
+}
+
+run() {
+	set +e
+	OUT=${OUT:-$root/$bin/out}
+	mkdir -p "$OUT"
+	export LD_LIBRARY_PATH="/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+	export NCCL_NVLS_ENABLE=0
+	xz -d -f -T0 "$bin"/*.xz
+	chmod +x "$bin"/*.test "$bin/distopt" "$bin/multigpu" "$bin/multigpu.old"
+	status=0
+	cat "$bin/commit"
+	nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+	echo "== 1. correctness, concurrently ($(date +%T))"
+	export DISTOPT_REQUIRE_GPU=0 # the two-GPU tests skip on one GPU (listed in the logs)
+	t kernels internal/kernels 150 internal_kernels.test -test.run 'TestEntries|TestPTX|TestTile|TestMoment|TestStepControl|TestScales|TestBand|TestPackShards|TestStaticPart' &
+	p1=$!
+	t optimizer optimizer/gpu 300 optimizer_gpu.test &
+	p2=$!
+	for p in $p1 $p2; do wait $p || status=1; done
+	cat "$OUT"/*.summary
+	echo "== 2. BenchmarkStepShards ($(date +%T))"
+	(cd optimizer/gpu && timeout 200 "$root/$bin/optimizer_gpu.test" -test.run '^$' -test.bench StepShards -test.benchtime 10x) \
+		>"$OUT/stepshards.log" 2>&1 || status=1
+	grep -E '^(Benchmark|ok|FAIL|---)' "$OUT/stepshards.log"
+	echo "== 3. multigpu 1.42B d = 1, plain step, this commit and $old ($(date +%T))"
+	for r in current delayed tile block mx; do
+		for v in multigpu multigpu.old; do
+			[ $v = multigpu.old ] && [ $r != current ] && [ $r != tile ] && continue
+			timeout 100 "$bin/distopt" run --nproc-per-node 1 -- "$bin/$v" -recipe $r -steps 5 -plain-steps 5 -timeout 95s \
+				-out "$OUT/step_${v}_$r" >"$OUT/step_${v}_$r.log" 2>&1 || status=1
+			echo "-- $v $r: $(grep -E 'plain' "$OUT/step_${v}_$r.log" | head -2 | tr '\n' ' ')"
+			grep -E 'reduce_scatter|rror|panic' "$OUT/step_${v}_$r.log" | head -3
+		done
+	done
+	echo "== 4. ncu of the step, current scaling ($(date +%T))"
+	ncu=/usr/local/cuda/bin/ncu
+	RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29533 \
+		timeout 150 $ncu --clock-control none --cache-control none -k 'regex:update|segcast|grad_stats|scales|step_control' \
+		--metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum --csv --page raw \
+		"$bin/multigpu" -recipe current -warmup 1 -steps 1 -plain-steps 1 -timeout 140s >"$OUT/ncu.csv" 2>"$OUT/ncu.err" || status=1
+	awk -F'","' 'NF > 4 {print $5 " | " $(NF-2) " | " $(NF-1) " | " $NF}' "$OUT/ncu.csv" | sed 's/"//g' | head -80
+	echo "== shards.sh: $([ $status -eq 0 ] && echo all passed || echo FAILURES) ($(date +%T))"
+	(cd "$OUT" && tar czf shards_logs.tgz ./*.log ./*.csv ./*.err ./step_* 2>/dev/null && rm -rf ./*.log ./*.summary ./*.err ./step_*)
+	return $status
+}
+
+case "${1:-}" in
+build) build ;;
+run) run ;;
+*) echo "usage: $0 build|run" >&2; exit 2 ;;
+esac
