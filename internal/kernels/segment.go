@@ -182,13 +182,18 @@ func segmentChunks(s Segment) int {
 	return ceil(head) + bands/ChunkElements + ceil(tail)
 }
 
-// StaticPart returns a copy of t's bytes with the per-step factors
-// (StepSize and Decay) of every segment zeroed: what stays the same from one
-// step to the next (the shards' buffers included).
+// StaticPart returns a copy of t's bytes with what changes from one step
+// to the next zeroed: the per-step factors (StepSize and Decay) of every
+// segment and the moment seed of every shard (backend.MomentSeed draws one
+// per step). The rest, the shards' buffers included, stays.
 func (t *Table) StaticPart() []byte {
 	out := append([]byte(nil), t.Bytes...)
 	for i := 0; i < t.Segs; i++ {
 		clear(out[i*segmentBytes+48 : i*segmentBytes+56])
+	}
+	for k := 0; k < t.Shards; k++ {
+		o := t.Segs*segmentBytes + k*shardBytes + 72
+		clear(out[o : o+4])
 	}
 	return out
 }

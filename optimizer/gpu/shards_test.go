@@ -92,3 +92,48 @@ func BenchmarkStepShards(b *testing.B) {
 		}
 	}
 }
+
+// TestTablesReused checks that steps after the first reuse the segment
+// tables they uploaded (the cache is keyed by what stays from step to step:
+// a table made anew each step would allocate device and pinned memory on
+// the hot path, and a CUDA graph capture could not find it), for every
+// configuration of the step tests, FP8 moments (whose seeds change every
+// step) included.
+func TestTablesReused(t *testing.T) {
+	r := ncclOne(t)
+	params := optimizertest.AwkwardParams()
+	for name, cfg := range stepConfigs() {
+		r.Backend.mu.Lock()
+		err := r.Backend.dropTables() // the last configuration's: the cache's bound is not this test's subject
+		r.Backend.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		o, err := optimizer.New(ctx, r.Comm, r.Backend, params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sizes []int
+		for s := range 4 {
+			for _, p := range params {
+				if err := o.SetGrad(p.Name, optimizertest.Grad(p, uint64(s), s)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := o.Step(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r.Backend.mu.Lock()
+			sizes = append(sizes, len(r.Backend.tables))
+			r.Backend.mu.Unlock()
+		}
+		if sizes[1] != sizes[3] {
+			t.Errorf("%s: cached segment tables after each of 4 steps: %v (a new table every step)", name, sizes)
+		}
+		cancel()
+		if err := o.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
