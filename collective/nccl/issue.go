@@ -49,7 +49,7 @@ func (c *Comm) next() *Work {
 // issue runs w's plan on the communication stream: wait for the compute
 // stream, pre kernels, the NCCL group, post kernels, and the done event.
 // Usually all in one hop to the device's worker: a non-blocking group's
-// launch is awaited there for up to launchSpin, and only a slower launch
+// launch is awaited there for up to Config.LaunchSpin, and only a slower launch
 // is polled from the issuer (awaitLaunch).
 func (c *Comm) issue(w *Work) {
 	w.trace.picked = time.Now()
@@ -151,19 +151,12 @@ func (c *Comm) finishIssue(w *Work) error {
 	return nil
 }
 
-// launchSpin bounds how long the hop to the device's worker that issues a
-// group spins on ncclCommGetAsyncError while NCCL launches the group in the
-// background (non-blocking mode; 60 to 90 µs after ncclGroupEnd returned
-// on two H200s with NCCL 2.28). Waiting there saves the hops of polling
-// from the issuer (about 20 µs each); past it the worker is left free for
-// others and the issuer polls.
-const launchSpin = 200 * time.Microsecond
-
 // spinLaunch polls ncclCommGetAsyncError until it no longer reports
-// ncclInProgress or launchSpin has passed; it returns the number of looks
-// and the last state. It runs on the device's worker.
+// ncclInProgress or Config.LaunchSpin has passed (one look when it is
+// negative); it returns the number of looks and the last state. It runs on
+// the device's worker.
 func (c *Comm) spinLaunch() (int, error) {
-	deadline := time.Now().Add(launchSpin)
+	deadline := time.Now().Add(c.cfg.LaunchSpin)
 	for n := 1; ; n++ {
 		state := c.nc.AsyncError()
 		if !errors.Is(state, nccl.ErrInProgress) || time.Now().After(deadline) {

@@ -25,6 +25,13 @@ import (
 // end.
 func ncclOne(tb testing.TB) *Rank {
 	tb.Helper()
+	// OneRankCopies: NCCL work (events, capture in a graph) even on one rank.
+	return ncclOneWith(tb, nccl.Config{OneRankCopies: true})
+}
+
+// ncclOneWith is ncclOne with the communicator's configuration cfg.
+func ncclOneWith(tb testing.TB, cfg nccl.Config) *Rank {
+	tb.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
@@ -34,8 +41,7 @@ func ncclOne(tb testing.TB) *Rank {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rc := rendezvous.Config{Rank: 0, WorldSize: 1, LocalRank: 0, LocalWorldSize: 1, MasterAddr: "127.0.0.1", MasterPort: port, RunID: "overlap"}
-	// OneRankCopies: NCCL work (events, capture in a graph) even on one rank.
-	r, err := Setup(ctx, rc, nccl.Config{OneRankCopies: true})
+	r, err := Setup(ctx, rc, cfg)
 	cudatest.Unavailable(tb, err, ErrUnavailable, inccl.ErrNoLibrary)
 	tb.Cleanup(func() {
 		if err := r.Close(); err != nil {

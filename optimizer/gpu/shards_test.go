@@ -3,9 +3,11 @@ package gpu
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/optimizertest"
@@ -52,15 +54,22 @@ func gptParams(width, layers int) []optimizer.Param {
 // ("buckets", the same backend with ShardUpdater hidden), in the modes of
 // BenchmarkStepAsync: sync (Step; ns/op is the step's wall time with the
 // GPU work) and async-idle (StepAsync on an idle GPU: step-us is the
-// enqueue-only host time of the step). Current scaling and 128x128 tiles.
+// enqueue-only host time of the step). Current scaling and 128x128 tiles;
+// "/nospin": the one-launch path with a communicator whose worker hop does
+// not wait for NCCL's background launch (nccl.Config.LaunchSpin < 0).
 func BenchmarkStepShards(b *testing.B) {
-	r := ncclOne(b)
+	ranks := map[string]*Rank{"": ncclOne(b), "/nospin": ncclOneWith(b, nccl.Config{OneRankCopies: true, LaunchSpin: -1})}
 	params := gptParams(1024, 24)
 	init := optimizer.FromMap(optimizertest.InitWeights(params, 1))
 	for _, recipe := range []string{"current", "tile"} {
-		for _, path := range []string{"shards", "buckets"} {
+		for _, path := range []string{"shards", "buckets", "shards/nospin"} {
 			for _, mode := range []string{"sync", "async-idle"} {
-				b.Run(fmt.Sprintf("%s/%s/%s", recipe, path, mode), func(b *testing.B) {
+				path, spin, _ := strings.Cut(path, "/")
+				if spin != "" {
+					spin = "/" + spin
+				}
+				r := ranks[spin]
+				b.Run(fmt.Sprintf("%s/%s%s/%s", recipe, path, spin, mode), func(b *testing.B) {
 					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 					defer cancel()
 					var be optimizer.Backend = r.Backend

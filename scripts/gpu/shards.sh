@@ -16,9 +16,9 @@
 #     process: step time and StepAsync host time, current and tiles);
 #  3. examples/multigpu, the 1.42B shape at d = 1, plain step per recipe,
 #     this commit against the previous one ($OLD, built from git) in the
-#     same call;
-#  4. ncu of one step (current scaling): the kernels a step launches, their
-#     time and DRAM bytes.
+#     same call (current scaling; every recipe with OLD_ALL=1);
+#  4. with NCU=<recipe>: ncu of one step, the kernels a step launches, their
+#     time and DRAM bytes (ncu.csv).
 # BIN defaults to .gpu-shards (ignored by git).
 set -u
 cd "$(dirname "$0")/../.."
@@ -30,7 +30,7 @@ build() {
 	set -e
 	rm -rf "$bin"
 	mkdir -p "$bin"
-	for p in internal/kernels optimizer/gpu; do
+	for p in internal/kernels optimizer/gpu collective/nccl; do
 		go test -c -ldflags="-s -w" -o "$bin/$(echo $p | tr / _).test" ./$p
 	done
 	export CGO_CFLAGS="${CGO_CFLAGS:-} -Wno-deprecated-declarations" # go-nvml's header
@@ -83,29 +83,31 @@ run() {
 	p1=$!
 	t optimizer optimizer/gpu 300 optimizer_gpu.test &
 	p2=$!
-	for p in $p1 $p2; do wait $p || status=1; done
+	t nccl collective/nccl 150 collective_nccl.test &
+	p3=$!
+	for p in $p1 $p2 $p3; do wait $p || status=1; done
 	cat "$OUT"/*.summary
 	echo "== 2. BenchmarkStepShards ($(date +%T))"
-	(cd optimizer/gpu && timeout 200 "$root/$bin/optimizer_gpu.test" -test.run '^$' -test.bench StepShards -test.benchtime 10x) \
+	(cd optimizer/gpu && timeout 280 "$root/$bin/optimizer_gpu.test" -test.run '^$' -test.bench StepShards -test.benchtime 10x) \
 		>"$OUT/stepshards.log" 2>&1 || status=1
 	grep -E '^(Benchmark|ok|FAIL|---)' "$OUT/stepshards.log"
 	echo "== 3. multigpu 1.42B d = 1, plain step, this commit and $old ($(date +%T))"
 	for r in current delayed tile block mx; do
 		for v in multigpu multigpu.old; do
-			[ $v = multigpu.old ] && [ $r != current ] && [ $r != tile ] && continue
+			[ $v = multigpu.old ] && [ $r != current ] && [ "${OLD_ALL:-}" = "" ] && continue
 			timeout 100 "$bin/distopt" run --nproc-per-node 1 -- "$bin/$v" -recipe $r -steps 5 -plain-steps 5 -timeout 95s \
 				-out "$OUT/step_${v}_$r" >"$OUT/step_${v}_$r.log" 2>&1 || status=1
 			echo "-- $v $r: $(grep -E 'plain' "$OUT/step_${v}_$r.log" | head -2 | tr '\n' ' ')"
 			grep -E 'reduce_scatter|rror|panic' "$OUT/step_${v}_$r.log" | head -3
 		done
 	done
-	echo "== 4. ncu of the step, current scaling ($(date +%T))"
-	ncu=/usr/local/cuda/bin/ncu
-	RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29533 \
-		timeout 150 $ncu --clock-control none --cache-control none -k 'regex:update|segcast|grad_stats|scales|step_control' \
-		--metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum --csv --page raw \
-		"$bin/multigpu" -recipe current -warmup 1 -steps 1 -plain-steps 1 -timeout 140s >"$OUT/ncu.csv" 2>"$OUT/ncu.err" || status=1
-	awk -F'","' 'NF > 4 {print $5 " | " $(NF-2) " | " $(NF-1) " | " $NF}' "$OUT/ncu.csv" | sed 's/"//g' | head -80
+	if [ -n "${NCU:-}" ]; then
+		echo "== 4. ncu of the step, $NCU ($(date +%T))"
+		RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29533 \
+			timeout 150 /usr/local/cuda/bin/ncu --clock-control none --cache-control none -k 'regex:update|segcast|grad_stats|scales|step_control' \
+			--metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum --csv --page raw \
+			"$bin/multigpu" -recipe "$NCU" -warmup 1 -steps 1 -plain-steps 1 -timeout 140s >"$OUT/ncu.csv" 2>"$OUT/ncu.err" || status=1
+	fi
 	echo "== shards.sh: $([ $status -eq 0 ] && echo all passed || echo FAILURES) ($(date +%T))"
 	(cd "$OUT" && tar czf shards_logs.tgz ./*.log ./*.csv ./*.err ./step_* 2>/dev/null && rm -rf ./*.log ./*.summary ./*.err ./step_*)
 	return $status
