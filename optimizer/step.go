@@ -440,7 +440,8 @@ func (o *Optimizer) castInUpdate(k castKind) bool {
 
 // castGather is phase 5 of a step with the start of phase 6 folded in: on
 // a ShardUpdater, one cast of every shard (unless the update cast them),
-// then each bucket's all-gather; on other backends, bucket by bucket, the
+// then each bucket's all-gather, started with one call
+// (collective.StartEach); on other backends, bucket by bucket, the
 // cast of its shard is queued and its all-gather started at once, so that
 // on a device the gather of bucket b runs while bucket b+1 is cast (a
 // communicator orders each collective after the work queued before its
@@ -458,11 +459,17 @@ func (o *Optimizer) castGather(t *Timings) error {
 		}
 		castEach = !done
 	}
+	if !castEach { // every cast queued: the gathers with one call
+		groups := make([][]collective.Op, len(o.buckets))
+		for b, bk := range o.buckets {
+			groups[b] = o.gatherOps(bk)
+		}
+		copy(o.ov.gathers, collective.StartEach(o.comm, groups...))
+		return nil
+	}
 	for b, bk := range o.buckets {
-		if castEach {
-			if err := o.castBucket(bk, castStep); err != nil {
-				return err
-			}
+		if err := o.castBucket(bk, castStep); err != nil {
+			return err
 		}
 		o.ov.gathers[b] = o.comm.Start(o.gatherOps(bk)...)
 	}

@@ -187,6 +187,65 @@ func (c *Comm) Library() *nccl.Library { return c.lib }
 // or for the other ranks: the group is handed to NCCL by a goroutine of the
 // communicator, in the order of the Start calls.
 func (c *Comm) Start(ops ...collective.Op) collective.Work {
+	w := c.prepare(ops)
+	if w.err != nil || w.plan.empty() {
+		return w // failed, or nothing to do: Wait returns at once
+	}
+	var err error
+	if c.cfg.Compute != nil {
+		if w.computed, err = c.event(); err == nil {
+			err = w.computed.Record(c.cfg.Compute)
+		}
+	}
+	if err == nil {
+		err = c.arm(w)
+	}
+	if err != nil {
+		w.err = &collective.RankError{Rank: c.rank, Op: w.name, Err: err}
+		return w
+	}
+	c.enqueue(w)
+	return w
+}
+
+// StartEach implements collective.GroupStarter: the groups are started in
+// order, as by one Start each, with one wait for the compute stream
+// (Config.Compute) for all of them: an event is recorded there once, the
+// first group with work waits on it, and the others follow that group on
+// the communication stream. That is one hop to the device's worker for
+// the lot, where Start makes one per group, and no hop waits behind the
+// issuer's launch of the groups before it.
+func (c *Comm) StartEach(groups ...[]collective.Op) []collective.Work {
+	out := make([]collective.Work, len(groups))
+	var queued []*Work
+	var armErr error
+	for i, ops := range groups {
+		w := c.prepare(ops)
+		out[i] = w
+		if w.err != nil || w.plan.empty() {
+			continue
+		}
+		if armErr == nil && len(queued) == 0 && c.cfg.Compute != nil {
+			if w.computed, armErr = c.event(); armErr == nil {
+				armErr = w.computed.Record(c.cfg.Compute)
+			}
+		}
+		if armErr == nil {
+			armErr = c.arm(w)
+		}
+		if armErr != nil { // this group and every later one fail: none may overtake the compute stream
+			w.err = &collective.RankError{Rank: c.rank, Op: w.name, Err: armErr}
+			continue
+		}
+		queued = append(queued, w)
+	}
+	c.enqueue(queued...)
+	return out
+}
+
+// prepare returns the Work of a group of ops, validated and planned; its
+// err is set when the group fails in Start.
+func (c *Comm) prepare(ops []collective.Op) *Work {
 	w := &Work{c: c, name: groupName(ops), trace: trace{start: time.Now()}}
 	for _, op := range ops {
 		if err := op.Validate(c.size, collective.Device); err != nil {
@@ -203,37 +262,45 @@ func (c *Comm) Start(ops ...collective.Op) collective.Work {
 		return w
 	}
 	w.plan = c.pl.plan(ops)
-	if w.plan.empty() {
-		return w // nothing to do: Wait returns nil at once
-	}
+	return w
+}
+
+// arm gives w its done event and its issued channel.
+func (c *Comm) arm(w *Work) error {
 	var err error
-	if c.cfg.Compute != nil {
-		if w.computed, err = c.event(); err == nil {
-			err = w.computed.Record(c.cfg.Compute)
-		}
-	}
-	if err == nil {
-		w.done, err = c.event()
-	}
-	if err != nil {
-		w.err = &collective.RankError{Rank: c.rank, Op: w.name, Err: err}
-		return w
+	if w.done, err = c.event(); err != nil {
+		return err
 	}
 	w.issued = make(chan struct{})
+	return nil
+}
+
+// enqueue hands the armed groups ws, in order, to the issuer; a group
+// enqueued after Close began or after a failure fails with startErr.
+func (c *Comm) enqueue(ws ...*Work) {
+	if len(ws) == 0 {
+		return
+	}
 	c.mu.Lock()
 	if c.closed || c.failure != nil {
 		c.mu.Unlock()
-		w.err = c.startErr(w.name)
-		return w
+		for _, w := range ws {
+			w.err, w.issued = c.startErr(w.name), nil // Wait returns err at once
+			c.recycle(w.computed)
+			c.recycle(w.done)
+			w.computed, w.done = nil, nil
+		}
+		return
 	}
-	c.queue = append(c.queue, w)
-	c.live[w] = struct{}{}
+	c.queue = append(c.queue, ws...)
+	for _, w := range ws {
+		c.live[w] = struct{}{}
+	}
 	c.mu.Unlock()
 	select {
 	case c.kick <- struct{}{}:
 	default:
 	}
-	return w
 }
 
 // startErr returns the error of a group started now, or nil.
