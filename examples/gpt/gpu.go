@@ -110,6 +110,7 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 		comm.Size(), be.Name(), o.shape.NumParams(), comm.Size(), o.micro, o.batch, o.shape.Seq, fp8.RecipeName(o.recipe.Scaling), o.head,
 		float64(opt.Report().Total())/(1<<20))
 	rec := &recorder{path: o.curvePath, flopsPerToken: o.shape.FlopsPerToken(), gpus: comm.Size()}
+	rec.config(o, o.evalWindows/o.batch*o.batch)
 	if comm.Rank() != 0 {
 		rec.path = ""
 	}

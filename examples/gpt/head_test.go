@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/distopt/distopt/examples/gpt/curve"
 	"github.com/distopt/distopt/examples/gpt/data"
 	"github.com/distopt/distopt/examples/gpt/model"
 )
@@ -18,12 +19,19 @@ import (
 // -head-precision fp32 and bf16: the training losses of the first step
 // (the same weights, only the head's rounding differs) and every later
 // one differ, by less than 1% (bfloat16's rounding of the head, not a
-// different model), and the bf16 run repeats bit for bit.
+// different model), and the bf16 run repeats bit for bit. Its curve
+// records the head precision and the validation sequences.
 func TestHeadPrecisionCPU(t *testing.T) {
 	dir := writeData(t)
 	common := []string{"-data", dir, "-steps", "4", "-sample", "0"}
 	fp32 := trainFlags(t, common...)
-	bf16 := trainFlags(t, append(common, "-head-precision", "bf16")...)
+	path := filepath.Join(t.TempDir(), "bf16.json")
+	bf16 := trainFlags(t, append(common, "-head-precision", "bf16", "-curve", path)...)
+	c, err := curve.Read(path)
+	must(t, err)
+	if c.Head != "bf16" || c.Eval == nil || *c.Eval != (curve.Eval{Windows: 2, Spread: true}) {
+		t.Errorf("curve records head %q, validation %+v; want bf16, 2 spread windows", c.Head, c.Eval)
+	}
 	again := trainFlags(t, append(common, "-head-precision", "bf16")...)
 	if !slices.Equal(bf16, again) {
 		t.Fatalf("two bf16-head runs: losses %v and %v", bf16, again)

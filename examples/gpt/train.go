@@ -108,6 +108,7 @@ func rank(o options, comm collective.Communicator, loader data.Loader, valid []u
 	m := &model.CPU{Config: o.shape, W: map[string][]float64{}, HeadBF16: o.head == gpumodel.HeadBF16}
 	r := comm.Rank()
 	rec := &recorder{flopsPerToken: o.shape.FlopsPerToken()}
+	rec.config(o, o.evalWindows)
 	if r == 0 {
 		rec.path = o.curvePath
 	}

@@ -21,8 +21,8 @@ starts at SplitMix64(seed + g * 0x9E3779B97F4A7C15) mod (tokens - seq)).
             the flash kernel), --compile for torch.compile. Prints one line
             per step (loss, tokens/s, MFU, memory) and writes the curve to
             --out (JSON, the layout of examples/gpt/curve: train and
-            validation losses as [step, loss], and the speed), after every
-            evaluation and at the end.
+            validation losses as [step, loss], the speed, and the validation
+            sequences), after every evaluation and at the end.
 
   --precision fp32: the same run without autocast and without TF32 (float32
             throughout): how far the BF16 reference itself is from full
@@ -362,7 +362,10 @@ def train_run(args, meta, tensors, train, valid):
         args.out = ""
     print(f"torch on {world} x {torch.cuda.get_device_name()}: {nparams} parameters, {loader.global_batch()} sequences of {seq} per step, "
           f"compile {args.compile}, attention {args.sdpa}{', DDP' if ddp is not None else ''}", flush=True)
-    out = {"name": args.name, "train": [], "valid": []}
+    # the validation sequences, recorded as examples/gpt records its own
+    # (curve.Eval): curves refuses to compare runs validated on others
+    out = {"name": args.name, "train": [], "valid": [],
+           "eval": {"windows": args.eval_windows // batch * batch, "spread": args.eval_spread}}
     mem = Memory()
     timed_tokens, timed_s = 0, 0.0
     with sdpa_context(args.sdpa):
