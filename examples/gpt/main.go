@@ -42,9 +42,23 @@
 // (collective/fp8grad: fp8grad.New over the in-process ranks, NewDevice
 // over NCCL on the GPU path).
 //
+// -head-precision bf16 (both paths) rounds the tied output head where the
+// PyTorch reference's BF16 autocast does: its input (the final LayerNorm's
+// output), the logits (the cross-entropy still computes in float32 from
+// them), the logits' gradient and the head's input and weight gradients,
+// to bfloat16; the default, fp32, keeps them in float32 (gpumodel.HeadBF16,
+// model.CPU.HeadBF16).
+//
+// Every -eval-every steps (and at the end) the validation loss is the mean
+// over -eval-windows sequences of the validation split (on the GPU rounded
+// down to a multiple of -batch), evenly strided over the whole split
+// (data.EvalWindows; scripts/gpt/torch_gpt.py reads the same ones);
+// -eval-spread=false takes the first ones instead, as runs before it did.
+//
 // -curve writes the run's losses (every step's training loss, every
-// validation loss, bit for bit) and speed as JSON, the input of the
-// comparison with the PyTorch reference (examples/gpt/curves).
+// validation loss, bit for bit), speed, head precision and validation
+// sequences as JSON, the input of the comparison with the PyTorch
+// reference (examples/gpt/curves).
 package main
 
 import (
