@@ -98,7 +98,7 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 	}
 	defer k.Close()
 	m, err := gpumodel.NewWith(e, k, o.shape, o.batch, o.shape.Seq, gpumodel.Options{Recipe: o.recipe, Recompute: o.recompute, KeepTransposed: o.keepTransposed,
-		Attention: o.attention})
+		Attention: o.attention, Head: o.head})
 	if err != nil {
 		return nil, err
 	}
@@ -106,9 +106,11 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 	if err := resume(ctx, o, out, opt, comm); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(out, "gpt on %d GPU(s) (%s): %d parameters, %d x %d x %d sequences of %d per step, recipe %s; optimizer %.1f MiB per rank\n",
-		comm.Size(), be.Name(), o.shape.NumParams(), comm.Size(), o.micro, o.batch, o.shape.Seq, fp8.RecipeName(o.recipe.Scaling), float64(opt.Report().Total())/(1<<20))
+	fmt.Fprintf(out, "gpt on %d GPU(s) (%s): %d parameters, %d x %d x %d sequences of %d per step, recipe %s, head %v; optimizer %.1f MiB per rank\n",
+		comm.Size(), be.Name(), o.shape.NumParams(), comm.Size(), o.micro, o.batch, o.shape.Seq, fp8.RecipeName(o.recipe.Scaling), o.head,
+		float64(opt.Report().Total())/(1<<20))
 	rec := &recorder{path: o.curvePath, flopsPerToken: o.shape.FlopsPerToken(), gpus: comm.Size()}
+	rec.config(o, o.evalWindows/o.batch*o.batch)
 	if comm.Rank() != 0 {
 		rec.path = ""
 	}
@@ -337,8 +339,9 @@ func (t *gpuTrainer) memory() string {
 
 func gib(b int64) float64 { return float64(b) / (1 << 30) }
 
-// validLoss is the mean loss over the first o.evalWindows validation
-// sequences, Batch at a time (rounded down to a multiple of Batch).
+// validLoss is the mean loss over o.evalWindows validation sequences
+// rounded down to a multiple of Batch (those of data.EvalWindows for that
+// count), Batch at a time.
 func (t *gpuTrainer) validLoss(ctx context.Context) (float64, error) {
 	if err := t.opt.WaitGathers(ctx); err != nil {
 		return 0, err
@@ -348,12 +351,16 @@ func (t *gpuTrainer) validLoss(ctx context.Context) (float64, error) {
 	if groups < 1 {
 		return 0, errors.New("-eval-windows must be at least -batch on the GPU")
 	}
+	ks, err := data.EvalWindows(groups*l.Batch, data.ValidWindows(t.valid, l.Seq), t.o.evalSpread)
+	if err != nil {
+		return 0, err
+	}
 	n := l.Batch * l.Seq
 	in, tg := make([]int32, n), make([]int32, n)
 	total := 0.0
 	for g := range groups {
 		for b := range l.Batch {
-			data.Window(in[b*l.Seq:], tg[b*l.Seq:], t.valid, l.Seq, g*l.Batch+b)
+			data.Window(in[b*l.Seq:], tg[b*l.Seq:], t.valid, l.Seq, ks[g*l.Batch+b])
 		}
 		if err := t.m.Forward(t.opt.Param, in, tg, 0); err != nil {
 			return 0, err

@@ -42,9 +42,23 @@
 // (collective/fp8grad: fp8grad.New over the in-process ranks, NewDevice
 // over NCCL on the GPU path).
 //
+// -head-precision bf16 (both paths) rounds the tied output head where the
+// PyTorch reference's BF16 autocast does: its input (the final LayerNorm's
+// output), the logits (the cross-entropy still computes in float32 from
+// them), the logits' gradient and the head's input and weight gradients,
+// to bfloat16; the default, fp32, keeps them in float32 (gpumodel.HeadBF16,
+// model.CPU.HeadBF16).
+//
+// Every -eval-every steps (and at the end) the validation loss is the mean
+// over -eval-windows sequences of the validation split (on the GPU rounded
+// down to a multiple of -batch), evenly strided over the whole split
+// (data.EvalWindows; scripts/gpt/torch_gpt.py reads the same ones);
+// -eval-spread=false takes the first ones instead, as runs before it did.
+//
 // -curve writes the run's losses (every step's training loss, every
-// validation loss, bit for bit) and speed as JSON, the input of the
-// comparison with the PyTorch reference (examples/gpt/curves).
+// validation loss, bit for bit), speed, head precision and validation
+// sequences as JSON, the input of the comparison with the PyTorch
+// reference (examples/gpt/curves).
 package main
 
 import (
@@ -78,6 +92,8 @@ type options struct {
 	moment1, moment2                    optimizer.MomentDType
 	momentBlock                         int
 	resume, recompute, keepTransposed   bool
+	evalSpread                          bool
+	head                                gpumodel.HeadPrecision
 	seed                                uint64
 	timeout                             time.Duration
 }
@@ -106,10 +122,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	recipe := fs.String("recipe", "current", "FP8 recipe of the linear weights (fp8.ParseRecipe)")
 	fs.IntVar(&o.evalEvery, "eval-every", 10, "steps between validation losses (0: only at the end)")
 	fs.IntVar(&o.evalWindows, "eval-windows", 8, "validation sequences per evaluation (on the GPU rounded down to a multiple of -batch)")
+	fs.BoolVar(&o.evalSpread, "eval-spread", true, "validation sequences evenly strided over the whole validation split (data.EvalWindows; scripts/gpt/torch_gpt.py reads the same); false: the first -eval-windows, as runs before this flag")
 	fs.StringVar(&o.ckpt, "ckpt", "", "checkpoint root (none if empty)")
 	fs.IntVar(&o.ckptEvery, "ckpt-every", 0, "steps between checkpoints (0: only at the end)")
 	fs.IntVar(&o.stopAfter, "stop-after", 0, "stop (and save) after this step, as an interrupted run would (0: run to -steps)")
 	fs.BoolVar(&o.recompute, "recompute", false, "GPU: keep no FP8 copy of the LayerNorm and GELU outputs; recompute them in backward (same bits, less memory)")
+	head := fs.String("head-precision", "fp32", "precision of the tied output head: fp32 (float32 LayerNorm output, logits, cross-entropy and gradients; products with the bfloat16 embedding accumulated in float32) or bf16 (rounded where PyTorch's BF16 autocast rounds: the head's input, the logits and their gradient, the head's input and weight gradients; for comparisons with scripts/gpt/torch_gpt.py)")
 	attention := fs.String("attention", "flash", "GPU: attention kernels: flash (fused, head widths 64 and 128 only) or gemm (TF32 GEMMs and softmax kernels, any head width, float32 probabilities kept)")
 	fs.BoolVar(&o.keepTransposed, "keep-transposed", false, "GPU: keep the transposed FP8 linear inputs for backward instead of making them there (same bits, more memory)")
 	fs.BoolVar(&o.resume, "resume", false, "continue from the latest checkpoint under -ckpt")
@@ -145,6 +163,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.attention, err = gpumodel.ParseAttention(*attention); err != nil {
 		return o, fmt.Errorf("-attention: %w", err)
+	}
+	if o.head, err = gpumodel.ParseHeadPrecision(*head); err != nil {
+		return o, fmt.Errorf("-head-precision: %w", err)
 	}
 	attentionSet := false
 	fs.Visit(func(f *flag.Flag) { attentionSet = attentionSet || f.Name == "attention" })

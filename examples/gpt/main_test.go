@@ -170,6 +170,7 @@ func TestFlags(t *testing.T) {
 		{"-preset", "huge"}, {"-backend", "tpu"}, {"-export-check", "maybe"}, {"-heads", "5"}, {"-ranks", "0"}, {"-resume"}, {"-recipe", "nope"}, {"extra"},
 		{"-backend", "gpu", "-ranks", "2"}, {"-recompute"}, {"-keep-transposed"}, {"-backend", "gpu", "-recompute", "-keep-transposed"},
 		{"-backend", "gpu", "-attention", "fused"}, {"-attention", "gemm"}, {"-attention", "flash"},
+		{"-head-precision", "fp16"}, {"-head-precision", ""}, {"-eval-spread", "maybe"},
 	} {
 		if _, err := parseFlags(args, &bytes.Buffer{}); err == nil {
 			t.Errorf("%v accepted", args)
@@ -185,6 +186,17 @@ func TestFlags(t *testing.T) {
 			t.Errorf("%v refused: %v", c.args, err)
 		} else if o.attention != c.want {
 			t.Errorf("%v: attention %v, want %v", c.args, o.attention, c.want)
+		}
+	}
+	for _, c := range []struct {
+		args   []string
+		head   gpumodel.HeadPrecision
+		spread bool
+	}{{nil, gpumodel.HeadFP32, true}, {[]string{"-head-precision", "BF16", "-eval-spread=false"}, gpumodel.HeadBF16, false},
+		{[]string{"-backend", "gpu", "-head-precision", "fp32"}, gpumodel.HeadFP32, true}} {
+		o, err := parseFlags(c.args, &bytes.Buffer{})
+		if err != nil || o.head != c.head || o.evalSpread != c.spread {
+			t.Errorf("%v: head %v, spread %v, error %v; want %v, %v", c.args, o.head, o.evalSpread, err, c.head, c.spread)
 		}
 	}
 	var out, errOut bytes.Buffer

@@ -23,6 +23,14 @@ type recorder struct {
 	gpus          int
 }
 
+// config records the run's settings that the curve carries: its head
+// precision, and its validation sequences (windows of them per
+// evaluation).
+func (r *recorder) config(o options, windows int) {
+	r.c.Eval = &curve.Eval{Windows: windows, Spread: o.evalSpread}
+	r.c.Head = o.head.String()
+}
+
 // step records the training loss of step (from 1), which took seconds for
 // tokens tokens.
 func (r *recorder) step(step int, loss, seconds, tokens float64) {

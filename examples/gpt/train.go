@@ -14,6 +14,7 @@ import (
 	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/examples/gpt/data"
+	"github.com/distopt/distopt/examples/gpt/gpumodel"
 	"github.com/distopt/distopt/examples/gpt/model"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/checkpoint"
@@ -64,8 +65,8 @@ func train(o options, out io.Writer) ([]float64, error) {
 	if data.ValidWindows(c.valid, o.shape.Seq) < o.evalWindows {
 		return nil, fmt.Errorf("the validation split holds fewer than %d sequences of %d", o.evalWindows, o.shape.Seq)
 	}
-	fmt.Fprintf(out, "gpt: %d layers, hidden %d, %d heads, FFN %d, context %d: %d parameters; %d ranks x %d micro-batches x %d sequences; %d training tokens\n",
-		o.shape.Layers, o.shape.Hidden, o.shape.Heads, o.shape.FFN, o.shape.Seq, o.shape.NumParams(), o.ranks, o.micro, o.batch, len(c.train))
+	fmt.Fprintf(out, "gpt: %d layers, hidden %d, %d heads, FFN %d, context %d: %d parameters; %d ranks x %d micro-batches x %d sequences; %d training tokens; head %v\n",
+		o.shape.Layers, o.shape.Hidden, o.shape.Heads, o.shape.FFN, o.shape.Seq, o.shape.NumParams(), o.ranks, o.micro, o.batch, len(c.train), o.head)
 	comms := inproc.Communicators(o.ranks)
 	if o.grads != nil {
 		for r, c := range comms {
@@ -104,9 +105,10 @@ func rank(o options, comm collective.Communicator, loader data.Loader, valid []u
 		return nil, err
 	}
 	fmt.Fprintf(out, "optimizer memory per rank: %.1f MiB\n", float64(opt.Report().Total())/(1<<20))
-	m := &model.CPU{Config: o.shape, W: map[string][]float64{}}
+	m := &model.CPU{Config: o.shape, W: map[string][]float64{}, HeadBF16: o.head == gpumodel.HeadBF16}
 	r := comm.Rank()
 	rec := &recorder{flopsPerToken: o.shape.FlopsPerToken()}
+	rec.config(o, o.evalWindows)
 	if r == 0 {
 		rec.path = o.curvePath
 	}
@@ -130,7 +132,7 @@ func rank(o options, comm collective.Communicator, loader data.Loader, valid []u
 			step+1, o.steps, loss, o.config().LR.LR(step+1), res.GradNorm, tokens/dt, tokens*o.shape.FlopsPerToken()/dt/1e9, dt)
 		last := step+1 == o.steps || step+1 == o.stopAfter
 		if (o.evalEvery > 0 && (step+1)%o.evalEvery == 0) || last {
-			if err := evaluate(ctx, opt, m, valid, o.evalWindows, step+1, rec, out); err != nil {
+			if err := evaluate(ctx, opt, m, valid, o, step+1, rec, out); err != nil {
 				return losses, err
 			}
 		}
@@ -163,14 +165,14 @@ func rank(o options, comm collective.Communicator, loader data.Loader, valid []u
 }
 
 // evaluate prints and records the validation loss after step.
-func evaluate(ctx context.Context, opt *optimizer.Optimizer, m *model.CPU, valid []uint16, windows, step int, rec *recorder, out io.Writer) error {
+func evaluate(ctx context.Context, opt *optimizer.Optimizer, m *model.CPU, valid []uint16, o options, step int, rec *recorder, out io.Writer) error {
 	if err := opt.WaitGathers(ctx); err != nil {
 		return err
 	}
 	if err := readWeights(ctx, opt, m, false); err != nil {
 		return err
 	}
-	v, err := validLoss(m, valid, windows)
+	v, err := validLoss(m, valid, o.evalWindows, o.evalSpread)
 	if err != nil {
 		return err
 	}
@@ -257,11 +259,16 @@ func trainStep(ctx context.Context, opt *optimizer.Optimizer, comm collective.Co
 	return loss, res, err
 }
 
-// validLoss is the mean loss over the first windows validation sequences.
-func validLoss(m *model.CPU, valid []uint16, windows int) (float64, error) {
+// validLoss is the mean loss over windows validation sequences, those of
+// data.EvalWindows.
+func validLoss(m *model.CPU, valid []uint16, windows int, spread bool) (float64, error) {
+	ks, err := data.EvalWindows(windows, data.ValidWindows(valid, m.Seq), spread)
+	if err != nil {
+		return 0, err
+	}
 	in, tg := make([]int32, m.Seq), make([]int32, m.Seq)
 	total := 0.0
-	for k := range windows {
+	for _, k := range ks {
 		data.Window(in, tg, valid, m.Seq, k)
 		a, err := m.Forward(in, tg, 1, m.Seq)
 		if err != nil {

@@ -32,6 +32,7 @@ const (
 	kernelGPTLinear         = "gpt_linear_bf16"
 	kernelGPTLinearGradX    = "gpt_linear_bf16_grad_x"
 	kernelGPTLinearGradW    = "gpt_linear_bf16_grad_w"
+	kernelGPTRoundBF16      = "gpt_round_bf16"
 )
 
 // gptKernels lists the kernels of gpt.cu, gptrows.cu, gptcols.cu and
@@ -41,7 +42,7 @@ func gptKernels() []string {
 		kernelGPTLayerNormGradX, kernelGPTLayerNormGradW, kernelGPTBiasAdd, kernelGPTColumnSum, kernelGPTColumnFinal,
 		kernelGPTAdd, kernelGPTGELU, kernelGPTGELUGrad, kernelGPTCrossEntropy,
 		kernelGPTBiasAddBF16, kernelGPTBiasResidual, kernelGPTGELUBF16, kernelGPTGELUGradBF16,
-		kernelGPTLinear, kernelGPTLinearGradX, kernelGPTLinearGradW}
+		kernelGPTLinear, kernelGPTLinearGradX, kernelGPTLinearGradW, kernelGPTRoundBF16}
 	for _, v := range rowVariants {
 		for _, base := range []string{kernelGPTLayerNorm, kernelGPTLayerNormGradX, kernelGPTCrossEntropy} {
 			names = append(names, base+v.suffix)
@@ -263,4 +264,18 @@ func (k *Set) GPTLinearBF16Grad(s *cuda.Stream, dx, dw, dy, x, w cuda.DevicePtr,
 	}
 	return k.elementwise(s, kernelGPTColumnFinal, out*in, new(cuda.Args).Ptr(dw).Ptr(0).Ptr(part).
 		U64(uint64(slices)).U64(uint64(out*in)))
+}
+
+// GPTRoundBF16 queues y[i] = bf16(x[i]) for i < n, float32 in and out: x
+// rounded to the nearest bfloat16 (ties to even; overflow to ±Inf, NaN
+// stays NaN) and widened back (model.RoundBF16 of float32 values); with
+// add, y[i] += bf16(x[i]) instead. The roundings of the output head under
+// PyTorch's BF16 autocast (examples/gpt -head bf16). y may be x when add
+// is false.
+func (k *Set) GPTRoundBF16(s *cuda.Stream, y, x cuda.DevicePtr, n int, add bool) error {
+	a := uint32(0)
+	if add {
+		a = 1
+	}
+	return k.elementwise(s, kernelGPTRoundBF16, n, new(cuda.Args).Ptr(y).Ptr(x).U64(uint64(n)).U32(a))
 }

@@ -10,6 +10,9 @@
 // repeat bit for bit. The weight gradient, whose summed index (the rows) is
 // long and whose output is small, is split into slices written to scratch
 // and added in slice order by gpt_column_sum_final (gptcols.cu).
+//
+// gpt_round_bf16 rounds the head's operands, logits and gradients to
+// bfloat16 where PyTorch's autocast does (examples/gpt -head bf16).
 #include "gpt.cuh"
 
 using namespace distopt;
@@ -127,4 +130,16 @@ extern "C" __global__ void __launch_bounds__(256)
         store_tile(dw, acc, out, in, true);
     else
         store_tile(part + (u64)blockIdx.z * out * in, acc, out, in, false);
+}
+
+// gpt_round_bf16 (model.RoundBF16, the roundings of the head under
+// PyTorch's autocast): y[i] = bf16(x[i]), widened back to float32, for
+// i < n; with add, y[i] += bf16(x[i]) (the float32 sum). bf16 rounds to
+// nearest even by cvt.rn.bf16.f32: overflow to +-Inf, NaN to a NaN. y may
+// be x (in place, without add).
+extern "C" __global__ void gpt_round_bf16(float *y, const float *x, u64 n, u32 add) {
+    for (u64 e = thread_index(); e < n; e += grid_stride()) {
+        const float r = bf16_to_f32(bf16_rn(x[e]));
+        y[e] = add ? y[e] + r : r;
+    }
 }

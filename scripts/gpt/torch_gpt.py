@@ -21,8 +21,8 @@ starts at SplitMix64(seed + g * 0x9E3779B97F4A7C15) mod (tokens - seq)).
             the flash kernel), --compile for torch.compile. Prints one line
             per step (loss, tokens/s, MFU, memory) and writes the curve to
             --out (JSON, the layout of examples/gpt/curve: train and
-            validation losses as [step, loss], and the speed), after every
-            evaluation and at the end.
+            validation losses as [step, loss], the speed, and the validation
+            sequences), after every evaluation and at the end.
 
   --precision fp32: the same run without autocast and without TF32 (float32
             throughout): how far the BF16 reference itself is from full
@@ -35,6 +35,12 @@ starts at SplitMix64(seed + g * 0x9E3779B97F4A7C15) mod (tokens - seq)).
             --init file must have been exported for that many ranks; with
             --shape, the batch is per rank). Tokens/s count every rank's
             tokens, MFU is per GPU, memory is rank 0's.
+
+  Validation (every --eval-every steps): --eval-windows sequences rounded
+            down to a multiple of the batch, evenly strided over the whole
+            validation split (eval_windows, data.EvalWindows of
+            examples/gpt: the same windows as its -eval-spread runs);
+            --no-eval-spread: the first ones.
 
   --shape small|1.3b|tiny without --init: the preset's shape with PyTorch's
             own random initialisation (N(0, 0.02) matrices), for speed and
@@ -238,16 +244,28 @@ def check(args, meta, tensors, train):
     return 0 if rel < 1e-9 else 1
 
 
-def valid_loss(m, valid, seq, windows, batch, dev):
-    """The mean loss over the first windows validation sequences (rounded
-    down to a multiple of batch), batch at a time, as examples/gpt."""
+def eval_windows(count, total, spread):
+    """data.EvalWindows: the validation windows (window k covers
+    valid[k*seq : k*seq+seq+1]) an evaluation of count sequences reads out
+    of total: with spread, floor(j*total/count) for j < count, evenly
+    strided over the whole split; without, the first count."""
+    if count < 1 or count > total:
+        sys.exit(f"{count} evaluation windows out of {total}: want between 1 and {total}")
+    return [j * total // count if spread else j for j in range(count)]
+
+
+def valid_loss(m, valid, seq, windows, batch, dev, spread):
+    """The mean loss over windows validation sequences rounded down to a
+    multiple of batch (those of eval_windows for that count), batch at a
+    time, as examples/gpt."""
     groups = windows // batch
     if groups < 1:
         sys.exit("--eval-windows must be at least the batch")
+    ks = eval_windows(groups * batch, (len(valid) - 1) // seq if len(valid) > seq else 0, spread)
     total = 0.0
     with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=AUTOCAST):
         for g in range(groups):
-            rows = [valid[k * seq:k * seq + seq + 1].astype(np.int64) for k in range(g * batch, (g + 1) * batch)]
+            rows = [valid[k * seq:k * seq + seq + 1].astype(np.int64) for k in ks[g * batch:(g + 1) * batch]]
             w = torch.from_numpy(np.stack(rows)).to(dev)
             total += m(w[:, :-1], w[:, 1:]).item()
     return total / groups
@@ -344,7 +362,10 @@ def train_run(args, meta, tensors, train, valid):
         args.out = ""
     print(f"torch on {world} x {torch.cuda.get_device_name()}: {nparams} parameters, {loader.global_batch()} sequences of {seq} per step, "
           f"compile {args.compile}, attention {args.sdpa}{', DDP' if ddp is not None else ''}", flush=True)
-    out = {"name": args.name, "train": [], "valid": []}
+    # the validation sequences, recorded as examples/gpt records its own
+    # (curve.Eval): curves refuses to compare runs validated on others
+    out = {"name": args.name, "train": [], "valid": [],
+           "eval": {"windows": args.eval_windows // batch * batch, "spread": args.eval_spread}}
     mem = Memory()
     timed_tokens, timed_s = 0, 0.0
     with sdpa_context(args.sdpa):
@@ -381,7 +402,7 @@ def train_run(args, meta, tensors, train, valid):
                   f"memory {alloc / 2**30:.2f} GiB peak allocated, {used / 2**30:.2f} GiB in use on the device", flush=True)
             out["train"].append([step + 1, total])
             if (args.eval_every > 0 and (step + 1) % args.eval_every == 0) or step + 1 == args.steps:
-                v = valid_loss(m, valid, seq, args.eval_windows, batch, dev)
+                v = valid_loss(m, valid, seq, args.eval_windows, batch, dev, args.eval_spread)
                 print(f"step {step + 1:5d}  validation loss {v:.4f} ({v / math.log(2):.3f} bits per byte)", flush=True)
                 out["valid"].append([step + 1, v])
                 write_curve(args.out, out, timed_tokens, timed_s, fpt, mem, world)
@@ -422,6 +443,9 @@ def main():
     ap.add_argument("--wd", type=float, default=0.1)
     ap.add_argument("--eval-every", type=int, default=10)
     ap.add_argument("--eval-windows", type=int, default=8)
+    ap.add_argument("--eval-spread", action=argparse.BooleanOptionalAction, default=True,
+                    help="validation sequences evenly strided over the whole split, as examples/gpt -eval-spread (the default); "
+                         "--no-eval-spread: the first --eval-windows, as runs before it")
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--precision", choices=["bf16", "fp32", "tf32"], default="bf16",
                     help="bf16: BF16 autocast (the reference); fp32: no autocast and no TF32 (how far BF16 itself is from full precision); tf32: no autocast, TF32 matrix products")

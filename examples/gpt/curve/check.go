@@ -40,7 +40,9 @@ type Row struct {
 // Check compares each run's validation losses with the reference's at
 // every step the reference evaluated after c.Warmup: a run misses the
 // criteria when an evaluation is missing, when one differs by more than
-// c.Every, or when the last (at c.Steps) differs by more than c.Final.
+// c.Every, or when the last (at c.Steps) differs by more than c.Final; and
+// when both record their validation sequences (Curve.Eval) and these
+// differ.
 func Check(ref Curve, runs []Curve, c Criteria) []Row {
 	rows := make([]Row, 0, len(runs))
 	for _, r := range runs {
@@ -65,6 +67,10 @@ func check(ref, run Curve, c Criteria) Row {
 	fail := func(format string, a ...any) Row {
 		row.OK, row.Problem = false, fmt.Sprintf(format, a...)
 		return row
+	}
+	if ref.Eval != nil && run.Eval != nil && *ref.Eval != *run.Eval {
+		return fail("validated on %d sequences (spread %v), the reference on %d (spread %v): not the same sequences",
+			run.Eval.Windows, run.Eval.Spread, ref.Eval.Windows, ref.Eval.Spread)
 	}
 	var last *Point
 	for i := range ref.Valid {

@@ -3,7 +3,8 @@
 // one JSON file per run,
 //
 //	{"name": "...", "train": [[step, loss], ...], "valid": [[step, loss], ...],
-//	 "speed": {"tokens_per_s": ..., "mfu": ..., "peak_alloc_bytes": ..., "peak_used_bytes": ...}}
+//	 "speed": {"tokens_per_s": ..., "mfu": ..., "peak_alloc_bytes": ..., "peak_used_bytes": ...},
+//	 "eval": {"windows": ..., "spread": ...}, "head": "..."}
 //
 // with steps counted from 1 and losses as written by the run (Go's and
 // Python's JSON encoders both write float64 values that read back bit for
@@ -77,12 +78,28 @@ type Speed struct {
 	PeakUsedBytes  int64 `json:"peak_used_bytes"`
 }
 
-// Curve is one run.
+// Eval is how a run chose its validation sequences.
+type Eval struct {
+	// Windows is the number of sequences of each evaluation, Spread
+	// whether they are evenly strided over the validation split
+	// (data.EvalWindows) rather than its first ones.
+	Windows int  `json:"windows"`
+	Spread  bool `json:"spread"`
+}
+
+// Curve is one run. Eval and Head are absent from the files of runs made
+// before they were recorded.
 type Curve struct {
 	Name  string  `json:"name,omitempty"`
 	Train []Point `json:"train"`
 	Valid []Point `json:"valid"`
 	Speed *Speed  `json:"speed,omitempty"`
+	// Eval is the run's validation sequences: Check refuses to compare
+	// runs that both record theirs when they differ.
+	Eval *Eval `json:"eval,omitempty"`
+	// Head is examples/gpt's -head-precision (fp32 or bf16); PyTorch's
+	// runs record none.
+	Head string `json:"head,omitempty"`
 }
 
 // Read reads a curve file; its steps must increase.

@@ -70,6 +70,19 @@ func TestCheck(t *testing.T) {
 	if row.OK || row.FinalStep != 2000 || math.Abs(row.FinalRel-0.015) > 1e-12 || row.Evals != 19 {
 		t.Errorf("1.5%% high at the end: %+v", row)
 	}
+	// Runs validated on other sequences are refused when both record
+	// theirs; a run (or reference) from before the record is compared.
+	spread, first := &Eval{Windows: 192, Spread: true}, &Eval{Windows: 192}
+	for _, e := range []struct {
+		ref, run *Eval
+		ok       bool
+	}{{spread, spread, true}, {spread, first, false}, {spread, &Eval{Windows: 96, Spread: true}, false}, {nil, first, true}, {spread, nil, true}} {
+		r, run := ref, scaled("same", refLoss)
+		r.Eval, run.Eval = e.ref, e.run
+		if row := Check(r, []Curve{run}, c)[0]; row.OK != e.ok || (!e.ok && !strings.Contains(row.Problem, "not the same sequences")) {
+			t.Errorf("reference validated on %+v, run on %+v: OK %v (%s), want %v", e.ref, e.run, row.OK, row.Problem, e.ok)
+		}
+	}
 	short := Curve{Name: "torch", Valid: valid(12, 100, refLoss)}
 	if row := Check(short, []Curve{scaled("same", refLoss)}, c)[0]; row.OK || !strings.Contains(row.Problem, "reference has no validation loss at step 2000") {
 		t.Errorf("reference stopped at 1200 accepted: %+v", row)
@@ -104,7 +117,8 @@ func TestResume(t *testing.T) {
 // bit for bit (the resume check depends on it).
 func TestJSONRoundTrip(t *testing.T) {
 	c := Curve{Name: "x", Train: []Point{{1, 0.1 + 0.2}, {2, math.Nextafter(1, 2)}, {3, 5.545177444479562}},
-		Valid: []Point{{3, 1e-300}}, Speed: &Speed{TokensPerS: 1.5e5, MFU: 0.25, PeakAllocBytes: 1 << 40}}
+		Valid: []Point{{3, 1e-300}}, Speed: &Speed{TokensPerS: 1.5e5, MFU: 0.25, PeakAllocBytes: 1 << 40},
+		Eval: &Eval{Windows: 192, Spread: true}, Head: "bf16"}
 	path := filepath.Join(t.TempDir(), "c.json")
 	if err := Write(path, c); err != nil {
 		t.Fatal(err)
@@ -118,7 +132,7 @@ func TestJSONRoundTrip(t *testing.T) {
 			t.Errorf("train %d: %v, wrote %v", i, got.Train[i], p)
 		}
 	}
-	if got.Valid[0] != c.Valid[0] || *got.Speed != *c.Speed || got.Name != "x" {
+	if got.Valid[0] != c.Valid[0] || *got.Speed != *c.Speed || got.Name != "x" || got.Eval == nil || *got.Eval != *c.Eval || got.Head != "bf16" {
 		t.Errorf("read %+v, wrote %+v", got, c)
 	}
 	// The reference writes the same layout from Python.
@@ -126,6 +140,12 @@ func TestJSONRoundTrip(t *testing.T) {
 	os.WriteFile(py, []byte(`{"train": [[1, 5.5], [2, 5.25]], "valid": [[2, 5.0]], "speed": {"tokens_per_s": 4e5, "mfu": 0.3, "peak_alloc_bytes": 123, "peak_used_bytes": 456}}`), 0o644)
 	if got, err := Read(py); err != nil || len(got.Train) != 2 || got.Train[1] != (Point{2, 5.25}) || got.Speed.PeakUsedBytes != 456 || got.Name != "torch.json" {
 		t.Errorf("Python's file: %+v, %v", got, err)
+	}
+	// and, since it records them, its validation sequences (older files
+	// have none: Eval stays nil).
+	os.WriteFile(py, []byte(`{"train": [[1, 5.5]], "valid": [], "eval": {"windows": 192, "spread": true}}`), 0o644)
+	if got, err := Read(py); err != nil || got.Eval == nil || *got.Eval != (Eval{Windows: 192, Spread: true}) || got.Head != "" {
+		t.Errorf("Python's file with its validation sequences: %+v, %v", got, err)
 	}
 	// A diverged run: non-finite losses survive the round trip (NaN as NaN).
 	nf := Curve{Name: "nf", Train: []Point{{1, math.NaN()}, {2, math.Inf(1)}, {3, math.Inf(-1)}}}

@@ -226,3 +226,41 @@ func TestValidWindows(t *testing.T) {
 		}
 	}
 }
+
+// TestEvalWindows checks the evaluation windows: spread, for counts that
+// divide the total and counts that do not (192 of 12,400 is the 124M
+// runs' shape), they start at window 0, increase by ⌊total/count⌋ or
+// ⌈total/count⌉ (so no part of the split is skipped more than that) and
+// end within one stride of the split's end; a count equal to the total
+// takes every window; without spread they are the first count; the same
+// arguments give the same windows; counts outside [1, total] are refused.
+func TestEvalWindows(t *testing.T) {
+	for _, c := range []struct{ count, total int }{{192, 12400}, {4, 10}, {10, 10}, {1, 7}, {3, 1000}, {200, 201}} {
+		ks, err := EvalWindows(c.count, c.total, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lo, hi := c.total/c.count, (c.total+c.count-1)/c.count
+		if len(ks) != c.count || ks[0] != 0 || ks[c.count-1] < c.total-hi || ks[c.count-1] >= c.total {
+			t.Errorf("%+v: %d windows from %d to %d, want %d from 0 to within %d of %d", c, len(ks), ks[0], ks[len(ks)-1], c.count, hi, c.total)
+		}
+		for j := 1; j < len(ks); j++ {
+			if d := ks[j] - ks[j-1]; d < lo || d > hi {
+				t.Fatalf("%+v: window %d is %d after window %d, want %d to %d", c, ks[j], d, ks[j-1], lo, hi)
+			}
+		}
+		again, _ := EvalWindows(c.count, c.total, true)
+		if !slices.Equal(ks, again) {
+			t.Errorf("%+v: two calls gave different windows", c)
+		}
+		first, err := EvalWindows(c.count, c.total, false)
+		if err != nil || len(first) != c.count || first[0] != 0 || first[c.count-1] != c.count-1 {
+			t.Errorf("%+v without spread: %v, %v; want the first %d windows", c, first, err, c.count)
+		}
+	}
+	for _, c := range []struct{ count, total int }{{0, 10}, {11, 10}, {-1, 10}, {1, 0}} {
+		if _, err := EvalWindows(c.count, c.total, true); err == nil {
+			t.Errorf("%+v: no error", c)
+		}
+	}
+}

@@ -83,3 +83,25 @@ func Window(inputs, targets []int32, valid []uint16, seq, k int) {
 		targets[t] = int32(valid[k*seq+t+1])
 	}
 }
+
+// EvalWindows returns the validation windows (Window's k) that an
+// evaluation of count sequences reads when the split holds total windows
+// (ValidWindows): with spread, window ⌊j·total/count⌋ for j < count,
+// evenly strided over the whole split from window 0 (consecutive windows
+// hold neighbouring lines of one file, so the first few windows sample a
+// few files); without, the first count windows. scripts/gpt/torch_gpt.py
+// reads the same windows (eval_windows). It returns an error when count is
+// not in [1, total].
+func EvalWindows(count, total int, spread bool) ([]int, error) {
+	if count < 1 || count > total {
+		return nil, fmt.Errorf("data: %d evaluation windows out of %d: want between 1 and %d", count, total, total)
+	}
+	ks := make([]int, count)
+	for j := range ks {
+		ks[j] = j
+		if spread {
+			ks[j] = int(int64(j) * int64(total) / int64(count))
+		}
+	}
+	return ks, nil
+}

@@ -61,7 +61,7 @@ func (m *Model) Backward(params Params, grads Grads, ready func(name string) err
 // backwardHead queues the gradients of the loss, the tied head and the
 // final LayerNorm.
 func (m *Model) backwardHead(params Params, grads Grads, ready func(string) error) error {
-	h, n, v := m.cfg.Hidden, m.rows, m.cfg.Vocab
+	h, n := m.cfg.Hidden, m.rows
 	g := func(name string) (cuda.DevicePtr, error) { return gradPtr(grads, name) }
 	wte, err := hp(params, "embed.tokens")
 	if err != nil {
@@ -71,10 +71,7 @@ func (m *Model) backwardHead(params Params, grads Grads, ready func(string) erro
 	if err != nil {
 		return err
 	}
-	if err := m.s.Memset32(m.dln, 0, n*h); err != nil {
-		return err
-	}
-	if err := m.k.GPTLinearBF16Grad(m.s, m.dln, gwte, m.dlogits, m.lnf, wte, n, h, v); err != nil {
+	if err := m.headBackward(gwte, wte); err != nil {
 		return err
 	}
 	if err := m.s.Memset32(m.dx, 0, n*h); err != nil {

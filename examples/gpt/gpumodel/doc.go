@@ -14,8 +14,10 @@
 // (current or delayed), 1x128 blocks for 128x128 weight tiles, and gemm's
 // dequantizing fallback for 1x128 and MXFP8 weights. The biases are added
 // and reduced by the kernels of internal/kernels/gpt.cu, as are the
-// embeddings, LayerNorms, GELU, attention, the tied output head (a
-// bfloat16 product) and the cross-entropy.
+// embeddings, LayerNorms, GELU, attention, the tied output head (the
+// float32 LayerNorm output times the bfloat16 embedding, accumulated in
+// float32; Options.Head HeadBF16 rounds its input, logits and gradients
+// to bfloat16 as PyTorch's autocast does) and the cross-entropy.
 //
 // # Memory
 //

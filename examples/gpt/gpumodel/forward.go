@@ -75,14 +75,7 @@ func (m *Model) forward(params Params, tokens, targets []int32, dloss float64) e
 	if err := m.layerNorm(params, "final_ln", m.lnf, m.meanf, m.rstdf, m.xf); err != nil {
 		return err
 	}
-	if err := m.k.GPTLinearBF16(m.s, m.logits, m.lnf, wte, n, h, m.cfg.Vocab); err != nil {
-		return err
-	}
-	var dlogits cuda.DevicePtr
-	if dloss != 0 {
-		dlogits = m.dlogits
-	}
-	if err := m.k.GPTCrossEntropy(m.s, m.losses, dlogits, m.logits, m.tgt, n, m.cfg.Vocab, float32(dloss/float64(n))); err != nil {
+	if err := m.headForward(wte, dloss); err != nil {
 		return err
 	}
 	m.grad = dloss != 0

@@ -37,7 +37,8 @@ type Memory struct {
 	Final int
 	// Scratch: per step, the model's buffers shared by all layers and
 	// dead between Forward and Backward: one block's LayerNorm, attention
-	// and GELU outputs, the gradients flowing back, the token indices.
+	// and GELU outputs, the gradients flowing back (with HeadBF16, the
+	// head's weight gradient before rounding too), the token indices.
 	Scratch int
 	// Engine: per step, the gemm engine's activation buffer
 	// (gemm.Engine.ActivationScratch, PlanLinear's Transient of the
@@ -82,13 +83,17 @@ func PredictMemory(cfg model.Config, batch, seq int, o Options) (Memory, error) 
 	if prec == attnFlash {
 		ds = 0
 	}
+	dhead := 0 // the head's weight gradient before rounding (headBackward)
+	if o.Head == HeadBF16 {
+		dhead = v * h
+	}
 	m := Memory{
 		Layers:           cfg.Layers,
 		LinearInputsBF16: 2 * n * (3*h + f),
 		Saved:            4*(n*h+n*h+4*n) + 2*(n*3*h+n*f),
 		Probs:            attnKeptBytes(batch, seq, h, cfg.Heads, prec),
 		Final:            4 * (2*n*h + 3*n + 2*n*v),
-		Scratch: 4*(2*n*h+n*f+3*n+v+1+3*n*h+3*n*h+ds+2*n*f) +
+		Scratch: 4*(2*n*h+n*f+3*n+v+1+3*n*h+3*n*h+ds+2*n*f+dhead) +
 			attnScratchBytes(batch, seq, h, cfg.Heads, prec, attnLayoutM),
 	}
 	wl, err := gemm.LayoutOf(o.Recipe)

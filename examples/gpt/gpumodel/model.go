@@ -70,6 +70,7 @@ type Model struct {
 	order, start      cuda.DevicePtr
 	dx, dln, dtmp     cuda.DevicePtr
 	dqkv, ds, dfc, dg cuda.DevicePtr
+	dhead             cuda.DevicePtr // HeadBF16: the head's part of the embedding's gradient, before rounding
 	ptrs              []cuda.DevicePtr
 	grad              bool      // the last Forward left dlogits for Backward
 	alloc             [nCat]int // bytes the model allocated, by category
@@ -166,6 +167,9 @@ func (m *Model) allocate() error {
 	m.dqkv, m.dfc, m.dg = buf(sc, 4*n*3*h), buf(sc, 4*n*f), buf(sc, 4*n*f)
 	if ds > 0 {
 		m.ds = buf(sc, 4*ds)
+	}
+	if m.opts.Head == HeadBF16 {
+		m.dhead = buf(sc, 4*v*h)
 	}
 	if err == nil {
 		m.attn, err = newAttention(m.k, m.batch, m.seq, h, m.cfg.Heads, prec, attnLayoutM)

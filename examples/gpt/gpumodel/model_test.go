@@ -131,22 +131,27 @@ func (r *rig) grads(t testing.TB, cfg model.Config) map[string][]byte {
 // shared dimension but compound through the blocks; typically a few
 // percent, while a wrong scale, transpose or block index gives errors of
 // order 1). The logits (Logits) must give the loss the GPU computed.
-// Both attentions (flash and GEMM) are checked. The reference rounds qkv
-// and fc to bfloat16 where the GPU model keeps them so (model.CPU.BF16).
+// Both attentions (flash and GEMM) are checked, and with flash the
+// bfloat16 head (HeadBF16) for every recipe. The reference rounds qkv and
+// fc to bfloat16 where the GPU model keeps them so (model.CPU.BF16), and
+// the head where HeadBF16 does (model.CPU.HeadBF16).
 func TestGPUModelMatchesCPU(t *testing.T) {
 	for _, at := range attentions {
 		for _, rc := range recipes {
-			t.Run(at.String()+"/"+rc.name, func(t *testing.T) { modelMatchesCPU(t, rc.r, at) })
+			t.Run(at.String()+"/"+rc.name, func(t *testing.T) { modelMatchesCPU(t, rc.r, Options{Attention: at}) })
 		}
+	}
+	for _, rc := range recipes {
+		t.Run("head-bf16/"+rc.name, func(t *testing.T) { modelMatchesCPU(t, rc.r, Options{Head: HeadBF16}) })
 	}
 }
 
 // modelMatchesCPU is TestGPUModelMatchesCPU for weights of recipe rc and
-// attention at.
-func modelMatchesCPU(t *testing.T, rc fp8.Recipe, at Attention) {
+// options o.
+func modelMatchesCPU(t *testing.T, rc fp8.Recipe, o Options) {
 	const batch, seq = 2, 32
 	r := newRig(t, testShape, 1e-3, rc)
-	m := r.model(t, testShape, batch, seq, Options{Attention: at})
+	m := r.model(t, testShape, batch, seq, o)
 	tokens, targets := randomTokens(batch*seq, testShape.Vocab, 1), randomTokens(batch*seq, testShape.Vocab, 2)
 	if err := m.ZeroGrads(r.o.Grad); err != nil {
 		t.Fatal(err)
@@ -162,7 +167,7 @@ func modelMatchesCPU(t *testing.T, rc fp8.Recipe, at Attention) {
 		t.Fatal(err)
 	}
 	checkLogits(t, m, targets, loss)
-	ref := &model.CPU{Config: testShape, W: map[string][]float64{}, BF16: true}
+	ref := &model.CPU{Config: testShape, W: map[string][]float64{}, BF16: true, HeadBF16: o.Head == HeadBF16}
 	for _, p := range testShape.Params() {
 		w, err := r.o.Weights(p.Name)
 		if err != nil {
@@ -346,8 +351,8 @@ func TestGPUDeterminism(t *testing.T) {
 func TestGPUMemory(t *testing.T) {
 	for _, at := range attentions {
 		for _, rc := range recipes[:3] {
-			for _, o := range []Options{{Attention: at}, {Recompute: true, Attention: at}, {KeepTransposed: true, Attention: at}} {
-				t.Run(fmt.Sprintf("%s/%s/recompute=%v/keep=%v", at, rc.name, o.Recompute, o.KeepTransposed), func(t *testing.T) {
+			for _, o := range []Options{{Attention: at}, {Recompute: true, Attention: at}, {KeepTransposed: true, Attention: at}, {Head: HeadBF16, Attention: at}} {
+				t.Run(fmt.Sprintf("%s/%s/recompute=%v/keep=%v/head=%v", at, rc.name, o.Recompute, o.KeepTransposed, o.Head), func(t *testing.T) {
 					r := newRig(t, testShape, 1e-3, rc.r)
 					m := r.model(t, testShape, 2, 32, o)
 					twoMicroBatches(t, r, m)

@@ -30,6 +30,9 @@ type Options struct {
 	// Attention picks the kernels of attention: AttentionFlash (the zero
 	// value) or AttentionGEMM.
 	Attention Attention
+	// Head is the precision of the tied output head: HeadFP32 (the zero
+	// value) or HeadBF16, PyTorch autocast's roundings.
+	Head HeadPrecision
 }
 
 // Attention is the implementation of the model's attention.
@@ -79,9 +82,12 @@ func (o Options) attnPrecision() attnPrecision {
 }
 
 // check refuses options the model of shape cfg on batch x seq tokens
-// cannot run: an unknown Attention, or flash attention on heads of a width
+// cannot run: an unknown Attention or HeadPrecision, or flash attention on heads of a width
 // its kernels do not take (no silent fallback to the GEMMs).
 func (o Options) check(cfg model.Config, batch, seq int) error {
+	if o.Head != HeadFP32 && o.Head != HeadBF16 {
+		return fmt.Errorf("gpumodel: Options.Head %v: want HeadFP32 or HeadBF16", o.Head)
+	}
 	switch o.Attention {
 	case AttentionGEMM:
 		return nil

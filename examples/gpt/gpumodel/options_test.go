@@ -62,3 +62,47 @@ func TestParseAttention(t *testing.T) {
 		}
 	}
 }
+
+// TestParseHeadPrecision checks the names of the head precisions both
+// ways (any case), that other names are refused, and that NewWith (before
+// touching the device) and PredictMemory refuse a HeadPrecision outside
+// the two; and that HeadBF16 adds the head's weight gradient (vocab x
+// hidden float32) to the predicted scratch, and nothing else.
+func TestParseHeadPrecision(t *testing.T) {
+	for _, p := range []HeadPrecision{HeadFP32, HeadBF16} {
+		for _, s := range []string{p.String(), strings.ToUpper(p.String())} {
+			if got, err := ParseHeadPrecision(s); err != nil || got != p {
+				t.Errorf("ParseHeadPrecision(%q) = %v, %v; want %v", s, got, err, p)
+			}
+		}
+	}
+	if HeadFP32.String() != "fp32" || HeadBF16.String() != "bf16" {
+		t.Errorf("names %q, %q; want fp32, bf16", HeadFP32, HeadBF16)
+	}
+	for _, s := range []string{"", "fp16", "bfloat16"} {
+		if _, err := ParseHeadPrecision(s); err == nil {
+			t.Errorf("ParseHeadPrecision(%q): no error", s)
+		}
+	}
+	cur := fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}
+	cfg := model.Config{Layers: 1, Hidden: 128, Heads: 2, FFN: 256, Vocab: 300, Seq: 32}
+	if _, err := PredictMemory(cfg, 2, 32, Options{Recipe: cur, Head: 2}); err == nil || !strings.Contains(err.Error(), "Head") {
+		t.Errorf("PredictMemory with Head 2: %v, want an error naming Head", err)
+	}
+	if _, err := NewWith(nil, nil, cfg, 2, 32, Options{Head: -1}); err == nil || !strings.Contains(err.Error(), "Head") {
+		t.Errorf("NewWith with Head -1: %v, want an error naming Head", err)
+	}
+	fp32, err := PredictMemory(cfg, 2, 32, Options{Recipe: cur})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bf16, err := PredictMemory(cfg, 2, 32, Options{Recipe: cur, Head: HeadBF16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fp32
+	want.Scratch += 4 * cfg.Vocab * cfg.Hidden
+	if bf16 != want {
+		t.Errorf("HeadBF16: %+v, want %+v", bf16, want)
+	}
+}

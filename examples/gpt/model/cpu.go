@@ -16,6 +16,15 @@ type CPU struct {
 	// attention, GELU and their gradients then read the rounded values.
 	// Off: everything stays float64.
 	BF16 bool
+	// HeadBF16 rounds the output head where PyTorch's BF16 autocast does
+	// (RoundBF16; examples/gpt -head-precision bf16, gpumodel.HeadBF16):
+	// in Forward the head's input (the final LayerNorm's output) and its
+	// logits, from which the cross-entropy is computed; in Backward the
+	// logits' gradient before the head's two products, and their results:
+	// the input gradient, and the head's part of the token embedding's
+	// gradient on its own before the embedding's part joins it. Off:
+	// float64.
+	HeadBF16 bool
 }
 
 // NewCPU returns the model with the initial values of Config.Init.
@@ -102,8 +111,10 @@ func (m *CPU) Forward(tokens, targets []int32, batch, seq int) (*Activations, er
 	}
 	a.xf, a.lnf, a.meanf, a.rstdf = x, make([]float64, n*h), make([]float64, n), make([]float64, n)
 	LayerNorm(a.lnf, a.meanf, a.rstdf, x, m.W["final_ln.weight"], m.W["final_ln.bias"], n, h)
+	m.roundHead(a.lnf)
 	a.logits = make([]float64, n*m.Vocab)
 	Linear(a.logits, a.lnf, m.W["embed.tokens"], nil, n, h, m.Vocab)
+	m.roundHead(a.logits)
 	a.probs = make([]float64, n*m.Vocab)
 	a.Loss = CrossEntropy(a.probs, a.logits, targets, n, m.Vocab)
 	return a, nil
@@ -112,6 +123,13 @@ func (m *CPU) Forward(tokens, targets []int32, batch, seq int) (*Activations, er
 // round applies RoundBF16 to x when m.BF16 is set.
 func (m *CPU) round(x []float64) {
 	if m.BF16 {
+		RoundBF16(x)
+	}
+}
+
+// roundHead applies RoundBF16 to x when m.HeadBF16 is set.
+func (m *CPU) roundHead(x []float64) {
+	if m.HeadBF16 {
 		RoundBF16(x)
 	}
 }
@@ -126,8 +144,11 @@ func (m *CPU) Backward(a *Activations) map[string][]float64 {
 	h, f, n := m.Hidden, m.FFN, a.batch*a.seq
 	dlogits := make([]float64, n*m.Vocab)
 	CrossEntropyBackward(dlogits, a.probs, a.targets, n, m.Vocab, 1)
+	m.roundHead(dlogits)
 	dln := make([]float64, n*h)
 	LinearBackward(dln, g["embed.tokens"], nil, dlogits, a.lnf, m.W["embed.tokens"], n, h, m.Vocab)
+	m.roundHead(dln)
+	m.roundHead(g["embed.tokens"]) // the head's part alone so far: EmbedBackward adds the rest
 	dx := make([]float64, n*h)
 	LayerNormBackward(dx, g["final_ln.weight"], g["final_ln.bias"], dln, a.xf, a.meanf, a.rstdf, m.W["final_ln.weight"], n, h)
 	for l := m.Layers - 1; l >= 0; l-- {

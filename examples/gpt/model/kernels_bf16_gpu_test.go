@@ -1,6 +1,7 @@
 package model_test
 
 import (
+	"math"
 	"testing"
 
 	"github.com/distopt/distopt/bf16"
@@ -131,5 +132,61 @@ func (g *gpuEnv) upload32(v []float64) cuda.DevicePtr {
 	}
 	p := cudatest.Alloc(g.t, g.d, 4*max(len(f), 1))
 	g.must(g.s.Upload(p, cuda.Bytes(f)))
+	return p
+}
+
+// TestGPURoundBF16 checks GPTRoundBF16 (the roundings of the -head-precision
+// bf16 head) bit for bit against model.RoundBF16 (bf16.Round) on random
+// values of several scales and on the edge cases: ties to even both ways,
+// the largest float32 and a value just below bfloat16's overflow threshold
+// (both round to Inf, or not), infinities, NaN, signed zeros, subnormals;
+// in place, into another buffer, and with add (y + bf16(x), the float32
+// sum); for a short length and one longer than a grid stride.
+func TestGPURoundBF16(t *testing.T) {
+	g := newGPU(t)
+	edge := []float32{1 + 0x1p-8, 1 + 3*0x1p-8, -(1 + 0x1p-8), 1 + 0x1p-8 + 0x1p-20, math.MaxFloat32, -math.MaxFloat32,
+		0x1.fefffep127, 0x1.ff0000p127, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
+		0, float32(math.Copysign(0, -1)), 0x1p-149, 0x1.8p-140, -0x1.fffffcp-127, 65504, 1e-30}
+	for _, n := range []int{len(edge), 37, 3<<20 + 5} {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(math.Ldexp(g.r.NormFloat64(), g.r.IntN(40)-20))
+		}
+		copy(x, edge)
+		y := make([]float32, n)
+		for i := range y {
+			y[i] = float32(g.r.NormFloat64())
+		}
+		xp, yp := g.upload(x), g.upload(y)
+		out := cudatest.Alloc(t, g.d, 4*n)
+		g.must(g.k.GPTRoundBF16(g.s, out, xp, n, false))
+		g.must(g.k.GPTRoundBF16(g.s, yp, xp, n, true))
+		g.must(g.k.GPTRoundBF16(g.s, xp, xp, n, false))
+		ref := make([]float64, n)
+		for i, v := range x {
+			ref[i] = float64(v)
+		}
+		model.RoundBF16(ref)
+		for name, p := range map[string]cuda.DevicePtr{"rounded": out, "rounded in place": xp, "added": yp} {
+			got := make([]float32, n)
+			g.must(g.s.Download(cuda.Bytes(got), p))
+			for i, v := range got {
+				want := float32(ref[i])
+				if name == "added" {
+					want = y[i] + want
+				}
+				if math.Float32bits(v) != math.Float32bits(want) && !(math.IsNaN(float64(v)) && math.IsNaN(float64(want))) {
+					t.Fatalf("n %d, %s[%d] of %v (%#x): %v (%#x), want %v (%#x)", n, name, i, x[i], math.Float32bits(x[i]),
+						v, math.Float32bits(v), want, math.Float32bits(want))
+				}
+			}
+		}
+	}
+}
+
+// upload uploads v to a new buffer.
+func (g *gpuEnv) upload(v []float32) cuda.DevicePtr {
+	p := cudatest.Alloc(g.t, g.d, 4*max(len(v), 1))
+	g.must(g.s.Upload(p, cuda.Bytes(v)))
 	return p
 }
