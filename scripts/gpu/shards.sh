@@ -19,7 +19,9 @@
 #     same call (current scaling; every recipe with OLD_ALL=1);
 #  4. with NCU=<recipe>: ncu of one step, the kernels a step launches, their
 #     time and DRAM bytes (ncu.csv).
-# BIN defaults to .gpu-shards (ignored by git).
+# BIN defaults to .gpu-shards (ignored by git). Build options: PKGS (the
+# test binaries' packages), MULTIGPU=0 (no example binaries: part 3 is
+# skipped); run option: BENCH (the benchmark pattern of part 2).
 set -u
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -30,16 +32,18 @@ build() {
 	set -e
 	rm -rf "$bin"
 	mkdir -p "$bin"
-	for p in internal/kernels optimizer/gpu collective/nccl; do
+	for p in ${PKGS:-internal/kernels optimizer/gpu collective/nccl}; do
 		go test -c -ldflags="-s -w" -o "$bin/$(echo $p | tr / _).test" ./$p
 	done
-	export CGO_CFLAGS="${CGO_CFLAGS:-} -Wno-deprecated-declarations" # go-nvml's header
-	go build -ldflags="-s -w" -o "$bin/multigpu" ./examples/multigpu
-	wt=$(mktemp -d)
-	git worktree add -q --detach "$wt" "$old"
-	(cd "$wt" && go build -ldflags="-s -w" -o "$root/$bin/multigpu.old" ./examples/multigpu)
-	git worktree remove --force "$wt"
-	xz -T2 -6 "$bin"/*.test "$bin/multigpu" "$bin/multigpu.old"
+	if [ "${MULTIGPU:-1}" = 1 ]; then
+		export CGO_CFLAGS="${CGO_CFLAGS:-} -Wno-deprecated-declarations" # go-nvml's header
+		go build -ldflags="-s -w" -o "$bin/multigpu" ./examples/multigpu
+		wt=$(mktemp -d)
+		git worktree add -q --detach "$wt" "$old"
+		(cd "$wt" && go build -ldflags="-s -w" -o "$root/$bin/multigpu.old" ./examples/multigpu)
+		git worktree remove --force "$wt"
+	fi
+	xz -T2 -6 "$bin"/*.test $(ls "$bin"/multigpu* 2>/dev/null)
 	{
 		git rev-parse HEAD
 		git status --porcelain --untracked-files=no | sed 's/^/modified: /'
@@ -72,27 +76,26 @@ run() {
 	export LD_LIBRARY_PATH="/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 	export NCCL_NVLS_ENABLE=0
 	xz -d -f -T0 "$bin"/*.xz
-	chmod +x "$bin"/*.test "$bin/multigpu" "$bin/multigpu.old"
+	chmod +x "$bin"/*.test $(ls "$bin"/multigpu* 2>/dev/null)
 	status=0
 	cat "$bin/commit"
 	nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 	echo "== 1. correctness, concurrently ($(date +%T))"
 	export DISTOPT_REQUIRE_GPU=0 # the two-GPU tests skip on one GPU (listed in the logs)
-	t kernels internal/kernels 150 internal_kernels.test -test.run 'TestEntries|TestPTX|TestTile|TestMoment|TestStepControl|TestScales|TestBand|TestPackShards|TestStaticPart' &
-	p1=$!
-	t optimizer optimizer/gpu 300 optimizer_gpu.test &
-	p2=$!
-	t nccl collective/nccl 150 collective_nccl.test &
-	p3=$!
-	for p in $p1 $p2 $p3; do wait $p || status=1; done
+	pids=""
+	[ -f "$bin/internal_kernels.test" ] && { t kernels internal/kernels 150 internal_kernels.test -test.run 'TestEntries|TestPTX|TestTile|TestMoment|TestStepControl|TestScales|TestBand|TestPackShards|TestStaticPart' & pids="$pids $!"; }
+	[ -f "$bin/optimizer_gpu.test" ] && { t optimizer optimizer/gpu 300 optimizer_gpu.test & pids="$pids $!"; }
+	[ -f "$bin/collective_nccl.test" ] && { t nccl collective/nccl 150 collective_nccl.test & pids="$pids $!"; }
+	[ -f "$bin/examples_gpt_model.test" ] && { t model examples/gpt/model 150 examples_gpt_model.test -test.run GPU & pids="$pids $!"; }
+	for p in $pids; do wait $p || status=1; done
 	cat "$OUT"/*.summary
 	echo "== 2. BenchmarkStepShards ($(date +%T))"
-	(cd optimizer/gpu && timeout 280 "$root/$bin/optimizer_gpu.test" -test.run '^$' -test.bench StepShards -test.benchtime 10x) \
+	(cd optimizer/gpu && timeout 280 "$root/$bin/optimizer_gpu.test" -test.run '^$' -test.bench "${BENCH:-StepShards}" -test.benchtime 10x) \
 		>"$OUT/stepshards.log" 2>&1 || status=1
 	grep -E '^(Benchmark|ok|FAIL|---)' "$OUT/stepshards.log"
-	echo "== 3. multigpu 1.42B d = 1, plain step, this commit and $old ($(date +%T))"
+	[ -f "$bin/multigpu" ] && echo "== 3. multigpu 1.42B d = 1, plain step, this commit and $old ($(date +%T))"
 	port=29600
-	for r in current delayed tile block mx; do
+	for r in $([ -f "$bin/multigpu" ] && echo current delayed tile block mx); do
 		for v in multigpu multigpu.old; do
 			[ $v = multigpu.old ] && [ $r != current ] && [ "${OLD_ALL:-}" = "" ] && continue
 			port=$((port + 1)) # one rank, without the launcher (its binary would not fit the transfer)
