@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/optimizertest"
@@ -67,6 +68,11 @@ func benchSteps(b *testing.B, ctx context.Context, r *Rank, o *optimizer.Optimiz
 		if mode == "sync" {
 			step = o.Step
 		}
+		if mode == "async-ready" {
+			b.StopTimer()
+			drainComm(b, ctx, r)
+			b.StartTimer()
+		}
 		t0, s0 := time.Now(), dev.HostSyncs()
 		if _, err := step(ctx); err != nil {
 			b.Fatal(err)
@@ -97,7 +103,7 @@ func benchSteps(b *testing.B, ctx context.Context, r *Rank, o *optimizer.Optimiz
 				b.Fatal(err)
 			}
 			stepTime += time.Since(t0)
-		case "async-idle":
+		case "async-idle", "async-ready":
 			b.StopTimer()
 			s0 := dev.HostSyncs()
 			if err := r.Backend.Sync(); err != nil {
@@ -118,3 +124,21 @@ func benchSteps(b *testing.B, ctx context.Context, r *Rank, o *optimizer.Optimiz
 		b.Fatal(err)
 	}
 }
+
+// drainComm waits until every group started on r's communicator so far
+// has been issued and has completed: the issuer hands groups to NCCL in
+// the order of Start, so a small all-reduce started now completes after
+// them. (async-ready: the step as after a backward pass long enough for
+// its reduce-scatters to finish.)
+func drainComm(b *testing.B, ctx context.Context, r *Rank) {
+	buf, err := r.Backend.Alloc(8)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Backend.Free(buf)
+	op := collective.Op{Kind: collective.OpAllReduce, Dst: buf, Src: buf, DType: collective.Float32, Reduce: collective.Sum}
+	if err := r.Comm.Start(op).Wait(ctx); err != nil {
+		b.Fatal(err)
+	}
+}
+

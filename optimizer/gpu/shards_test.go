@@ -53,8 +53,11 @@ func gptParams(width, layers int) []optimizer.Param {
 // the optimizer.ShardUpdater path) against one launch per bucket
 // ("buckets", the same backend with ShardUpdater hidden), in the modes of
 // BenchmarkStepAsync: sync (Step; ns/op is the step's wall time with the
-// GPU work) and async-idle (StepAsync on an idle GPU: step-us is the
-// enqueue-only host time of the step). Current scaling and 128x128 tiles;
+// GPU work), async-idle (StepAsync on an idle GPU: step-us is the
+// enqueue-only host time of the step, its reduce-scatters just started,
+// so that the step waits for NCCL to take them) and async-ready (the same
+// once they have been issued and have completed, as after a backward pass
+// that outlasts them: the step's own host time). Current scaling and 128x128 tiles;
 // "/nospin": the one-launch path with a communicator whose worker hop does
 // not wait for NCCL's background launch (nccl.Config.LaunchSpin < 0).
 func BenchmarkStepShards(b *testing.B) {
@@ -63,7 +66,7 @@ func BenchmarkStepShards(b *testing.B) {
 	init := optimizer.FromMap(optimizertest.InitWeights(params, 1))
 	for _, recipe := range []string{"current", "tile"} {
 		for _, path := range []string{"shards", "buckets", "shards/nospin"} {
-			for _, mode := range []string{"sync", "async-idle"} {
+			for _, mode := range []string{"sync", "async-idle", "async-ready"} {
 				path, spin, _ := strings.Cut(path, "/")
 				if spin != "" {
 					spin = "/" + spin
