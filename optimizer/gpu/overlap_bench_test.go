@@ -141,4 +141,3 @@ func drainComm(b *testing.B, ctx context.Context, r *Rank) {
 		b.Fatal(err)
 	}
 }
-
