@@ -40,3 +40,24 @@ func Example() {
 	fmt.Println(results[0], results[1])
 	// Output: [3 6 9] [3 6 9]
 }
+
+// StartEach starts several groups in order with one call where the
+// communicator can (collective/nccl), one Start each otherwise; each group
+// has its own Work.
+func ExampleStartEach() {
+	c := inproc.New(1)[0]
+	src := collective.HostBuffer([]byte{7})
+	dsts := []collective.HostBuffer{make(collective.HostBuffer, 1), make(collective.HostBuffer, 1)}
+	works := collective.StartEach(c,
+		[]collective.Op{{Kind: collective.OpAllGather, Dst: dsts[0], Src: src}},
+		[]collective.Op{{Kind: collective.OpAllGather, Dst: dsts[1], Src: src}})
+	for i, w := range works {
+		if err := w.Wait(context.Background()); err != nil {
+			fmt.Println(err)
+		}
+		fmt.Println(i, dsts[i][0])
+	}
+	// Output:
+	// 0 7
+	// 1 7
+}
