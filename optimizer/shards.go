@@ -14,6 +14,13 @@ import (
 // launch over a segment table of every bucket, as multi-tensor-apply does).
 // The optimizer then queues phases 3 and 5 of a step with one call each;
 // other backends get one Update (Cast) call per bucket.
+//
+// The CPU and GPU backends are ShardUpdaters, so a wrapper that embeds one
+// of them and overrides Update or Cast (to time, count or inject faults)
+// is bypassed by the promoted UpdateShards and CastShards: override those
+// too, or embed the Backend interface instead of the concrete type (which
+// hides every optional interface; examples/multigpu's timing.go does the
+// former).
 type ShardUpdater interface {
 	// UpdateShards does what Update(as[i]) for every i in turn does (the
 	// same bits). The arguments differ only in their shard's buffers
@@ -72,6 +79,7 @@ func CheckShards(as []*backend.UpdateArgs) error {
 	}
 	first := launch(as[0])
 	var hp collective.DType
+	seen := false // a shard with HP came before
 	for i, a := range as {
 		if f := differs(first, launch(a)); f != "" {
 			return fmt.Errorf("optimizer: UpdateShards: shard %d differs from shard 0 in %s", i, f)
@@ -80,10 +88,10 @@ func CheckShards(as []*backend.UpdateArgs) error {
 			return fmt.Errorf("optimizer: UpdateShards: shard %d has both FP8 bytes and a high-precision copy (a shard writes one or the other)", i)
 		}
 		if a.HP != nil {
-			if hp != 0 && a.HPType != hp {
+			if seen && a.HPType != hp {
 				return fmt.Errorf("optimizer: UpdateShards: shard %d differs in HPType (%v, not %v)", i, a.HPType, hp)
 			}
-			hp = a.HPType
+			hp, seen = a.HPType, true
 		}
 	}
 	return nil
@@ -140,5 +148,10 @@ func sameBuffer(x, y collective.Buffer) bool {
 		y, ok := y.(collective.DeviceBuffer)
 		return ok && x == y
 	}
-	return reflect.DeepEqual(x, y)
+	// other kinds: the same value of the same comparable type (a pointer:
+	// the same object; never equal contents of two buffers)
+	if y == nil || reflect.TypeOf(x) != reflect.TypeOf(y) || !reflect.TypeOf(x).Comparable() {
+		return false
+	}
+	return x == y
 }

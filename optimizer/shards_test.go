@@ -52,6 +52,10 @@ func TestCheckShards(t *testing.T) {
 	if err := optimizer.CheckShards(two); err == nil || !strings.Contains(err.Error(), "HPType") {
 		t.Errorf("copies of two types: error %v, want one naming HPType", err)
 	}
+	two[0].HPType = 0 // no type given, then bfloat16: two types too
+	if err := optimizer.CheckShards(two); err == nil || !strings.Contains(err.Error(), "HPType") {
+		t.Errorf("copies of no type and bfloat16: error %v, want one naming HPType", err)
+	}
 	if err := optimizer.CheckShards(nil); err == nil {
 		t.Error("no shards: no error")
 	}

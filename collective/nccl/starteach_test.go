@@ -15,10 +15,10 @@ import (
 
 // TestStartEach checks StartEach on one GPU with a compute stream: three
 // groups started with one call after fills of their sources queued on the
-// compute stream see the fills (the one wait recorded for all of them
-// orders every group, the later ones through the first), an empty group
-// completes at once, an invalid group fails alone, and each Work is its
-// own group's.
+// compute stream see the fills (the one wait recorded for all of them goes
+// to the first group with work, after an empty and an invalid one, and
+// orders the later ones through it), the empty group completes at once, the
+// invalid one fails alone, and each Work is its own group's.
 func TestStartEach(t *testing.T) {
 	devs := gpus(t, 1)
 	d := devs[0]
@@ -58,7 +58,9 @@ func TestStartEach(t *testing.T) {
 		return []collective.Op{{Kind: collective.OpAllReduce, Dst: dsts[k], Src: srcs[k], DType: collective.Float32, Reduce: collective.Sum}}
 	}
 	bad := []collective.Op{{Kind: collective.OpAllReduce, Dst: collective.HostBuffer(make([]byte, 8)), Src: collective.HostBuffer(make([]byte, 8)), DType: collective.Float32, Reduce: collective.Sum}}
-	ws := c.StartEach(sum(0), nil, sum(1), bad, sum(2))
+	// the first groups have no work (empty, invalid): the wait for the
+	// compute stream must go to the first group that has
+	ws := c.StartEach(nil, bad, sum(0), sum(1), sum(2))
 	if len(ws) != 5 {
 		t.Fatalf("%d works for 5 groups", len(ws))
 	}
@@ -66,7 +68,7 @@ func TestStartEach(t *testing.T) {
 	defer cancel()
 	for i, w := range ws {
 		err := w.Wait(ctx)
-		if i == 3 {
+		if i == 1 {
 			if !errors.Is(err, collective.ErrMemoryKind) {
 				t.Errorf("the group of host buffers: error %v, want ErrMemoryKind", err)
 			}

@@ -45,7 +45,12 @@ func TestPackShards(t *testing.T) {
 		{{Off: 8, Len: 4097, Mode: ModeHighPrecision, StepSize: 2e-3, Decay: 1}},
 		{{Off: 0, Len: 1, Mode: ModeBlock}, {Off: 128, Len: 3, Mode: ModeBlock, StepSize: 5}},
 	}
-	shards := []Shard{{Master: 0x1000, Out: 0x2000, MomentBase: 0}, {Master: 0x3000, Out: 0x4000, Grad: 0x5000, MomentBase: 8}, {Master: 0x6000, MScales: 0x7000, MomentBase: 12, MomentSeed: 7}}
+	shards := make([]Shard, 3)
+	for k := range shards { // every field distinct, so that a swap shows
+		p := func(i int) cuda.DevicePtr { return cuda.DevicePtr(0x10000*(k+1) + 0x100*i) }
+		shards[k] = Shard{Master: p(0), M: p(1), V: p(2), Grad: p(3), Out: p(4), BlockScales: p(5), MScales: p(6), VScales: p(7),
+			MomentBase: uint64(4 * (k + 1)), MomentSeed: uint32(7 + k)}
+	}
 	tab, err := PackShards(segs, shards)
 	if err != nil {
 		t.Fatal(err)
@@ -69,8 +74,14 @@ func TestPackShards(t *testing.T) {
 	}
 	for k, sh := range shards {
 		b := tab.Bytes[tab.Segs*segmentBytes+k*shardBytes:]
-		if p := binary.LittleEndian.Uint64(b[0:]); p != uint64(sh.Master) {
-			t.Errorf("shard %d: master %#x, want %#x", k, p, sh.Master)
+		// the offsets of struct ShardBufs (segments.cuh asserts them too)
+		for i, want := range []cuda.DevicePtr{sh.Master, sh.M, sh.V, sh.Grad, sh.Out, sh.BlockScales, sh.MScales, sh.VScales} {
+			if p := binary.LittleEndian.Uint64(b[8*i:]); p != uint64(want) {
+				t.Errorf("shard %d: pointer %d is %#x, want %#x", k, i, p, want)
+			}
+		}
+		if base := binary.LittleEndian.Uint64(b[64:]); base != sh.MomentBase {
+			t.Errorf("shard %d: base %d, want %d", k, base, sh.MomentBase)
 		}
 		if seed := binary.LittleEndian.Uint32(b[72:]); seed != sh.MomentSeed {
 			t.Errorf("shard %d: seed %d, want %d", k, seed, sh.MomentSeed)
@@ -88,12 +99,12 @@ func TestPackShards(t *testing.T) {
 	// the next step's table: other factors and seeds, the same static part;
 	// another buffer: another static part
 	next := slices.Clone(shards)
-	next[2].MomentSeed = 8
+	next[2].MomentSeed = 99
 	later, _ := PackShards(segs, next)
 	if bytes.Equal(later.Bytes, tab.Bytes) || !bytes.Equal(later.StaticPart(), static) {
 		t.Error("tables differing only in a moment seed: the same bytes, or different static parts")
 	}
-	next[1].Grad = 0x5100
+	next[1].Grad += 0x40
 	moved, _ := PackShards(segs, next)
 	if bytes.Equal(moved.StaticPart(), static) {
 		t.Error("tables with another gradient buffer have the same static part")
@@ -103,7 +114,7 @@ func TestPackShards(t *testing.T) {
 	}
 	a := UpdateLaunch{Rule: RuleAdamW, PerMoment: true, VType: MomentFP8, Table: tab}
 	if err := a.checkMomentBases(); err != nil {
-		t.Errorf("bases 0, 8, 12: %v", err)
+		t.Errorf("bases 4, 8, 12: %v", err)
 	}
 	shards[1].MomentBase = 6
 	bad, _ := PackShards(segs, shards)

@@ -2,10 +2,11 @@
 // segment table, its chunks, element loads and stores by four, the scale
 // rules of the fp8 package, and amax folding.
 //
-// A launch covers every segment of a shard at once. Each segment is cut
-// into chunks of CHUNK elements counted from the segment's first element;
-// a thread block takes one chunk at a time (grid-stride over chunks), so a
-// whole block always lies in one segment and sees one mode. Inside a chunk,
+// A launch covers every segment of a shard at once (or of several shards,
+// each chunk then taking its segment's shard's buffers: ShardBufs). Each
+// segment is cut into chunks of CHUNK elements counted from the segment's
+// first element; a thread block takes one chunk at a time (grid-stride over
+// chunks), so a whole block always lies in one segment and sees one mode. Inside a chunk,
 // thread t handles the four elements rel + 4t .. rel + 4t + 3 of each of
 // UNROLL passes of 1024 elements: one warp covers 128 consecutive elements
 // (one 1x128 block) and eight lanes 32 (one MX block). Every thread runs
@@ -49,6 +50,15 @@ struct ShardBufs {
     u64 base;       // bucket position of the shard's element 0 (MomentSet::base)
     u32 seed, pad_; // MomentSet::seed
 };
+
+// The layouts kernels.PackSegments and kernels.PackShards write.
+static_assert(sizeof(Seg) == 64 && __builtin_offsetof(Seg, mode) == 40 && __builtin_offsetof(Seg, step) == 48 &&
+                  __builtin_offsetof(Seg, shard) == 56,
+              "Seg: the layout of kernels.PackSegments");
+static_assert(sizeof(ShardBufs) == 80 && __builtin_offsetof(ShardBufs, grad) == 24 &&
+                  __builtin_offsetof(ShardBufs, out) == 32 && __builtin_offsetof(ShardBufs, vscales) == 56 &&
+                  __builtin_offsetof(ShardBufs, base) == 64 && __builtin_offsetof(ShardBufs, seed) == 72,
+              "ShardBufs: the layout of kernels.PackShards");
 
 // find_seg returns the last segment whose first chunk is at most c (segments
 // are non-empty and ordered by chunk0).

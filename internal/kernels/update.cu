@@ -1,5 +1,5 @@
-// update.cu: the fused update of a bucket shard, one launch for all its
-// segments (see segments.cuh for the chunking): the rule (none, AdamW, SGD)
+// update.cu: the fused update of a bucket shard (or of several: ShardBufs),
+// one launch for all their segments (see segments.cuh for the chunking): the rule (none, AdamW, SGD)
 // then, in the same pass, what the segment's mode asks of the new master:
 //
 //   MODE_HP       hp[i] = new master as bfloat16 (RNE) or float32

@@ -35,8 +35,8 @@ func (h *Hyper) Floats() [8]float32 {
 // segment's mode does with the new master. Buffers hold the shard's N
 // elements from their first byte; pointers a launch does not use may be 0.
 // A table over several shards (PackShards) carries each shard's buffers
-// (Master, M, V, Grad, FP8 or HP, BlockScales, MScales, VScales and
-// MomentBase): the launch's own are then not read.
+// (Master, M, V, Grad, FP8 or HP, BlockScales, MScales, VScales),
+// MomentBase and MomentSeed: the launch's own are then not read.
 type UpdateLaunch struct {
 	Rule                 Rule
 	Hyper                Hyper

@@ -20,7 +20,9 @@ import (
 // position, sharing the launch's scalars, amaxes and scales, for every
 // recipe case (the mixed ones with their high-precision segments in shards
 // of their own, as the optimizer's buckets are) crossed with rules and
-// moment types; then the cast of the FP8 shards' new masters.
+// moment types, without a step control block, with one, and with one that
+// skips the step (nothing written); then the cast of the FP8 shards' new
+// masters.
 func Shards(t *testing.T, be optimizer.Backend) {
 	su, ok := be.(optimizer.ShardUpdater)
 	if !ok {
@@ -82,12 +84,24 @@ func shardsCase(t *testing.T, p *pair, su optimizer.ShardUpdater, r *rand.Rand, 
 	ab := p.upload("launch amax", u32s(amax), amaxKeys)
 	sb := p.upload("launch scale", encode(scale, collective.Float32), bytesExact)
 	hyper := shards[0].args(0).Hyper
+	ctl := controlCase(r.IntN(3)) // none, its gradient scale, a skipped step
+	var cb *buf
+	if ctl != noControl {
+		c := p.upload("control", controlBlock(r, ctl), bytesExact)
+		cb = &c
+	}
+	control := func(side int) collective.Buffer {
+		if cb == nil {
+			return nil
+		}
+		return []collective.Buffer{cb.ref, cb.be}[side]
+	}
 	args := func(side int) []*backend.UpdateArgs {
 		pick := func(x buf) collective.Buffer { return []collective.Buffer{x.ref, x.be}[side] }
 		as := make([]*backend.UpdateArgs, k)
 		for i, sh := range shards {
 			a := sh.args(side)
-			a.Amax, a.Scale, a.Hyper = pick(ab), pick(sb), hyper
+			a.Amax, a.Scale, a.Hyper, a.Control = pick(ab), pick(sb), hyper, control(side)
 			if !fp8Shard[i] {
 				a.FP8, a.BlockScales = nil, nil // a high-precision bucket has no FP8 bytes
 			}
@@ -104,6 +118,9 @@ func shardsCase(t *testing.T, p *pair, su optimizer.ShardUpdater, r *rand.Rand, 
 		checked = append(checked, sh.bufs...)
 	}
 	p.check(checked...)
+	if ctl == skipControl {
+		p.untouched(checked...)
+	}
 
 	if rc.recipe.Format == 0 {
 		return // nothing to cast
@@ -112,7 +129,7 @@ func shardsCase(t *testing.T, p *pair, su optimizer.ShardUpdater, r *rand.Rand, 
 		var cs []*backend.CastArgs
 		for i, a := range args(side) {
 			if fp8Shard[i] {
-				cs = append(cs, &backend.CastArgs{N: a.N, Master: a.Master, Segments: a.Segments, Format: rc.recipe.Format, FP8: a.FP8, Scale: a.Scale})
+				cs = append(cs, &backend.CastArgs{N: a.N, Master: a.Master, Segments: a.Segments, Format: rc.recipe.Format, FP8: a.FP8, Scale: a.Scale, Control: a.Control})
 			}
 		}
 		return cs
@@ -122,6 +139,9 @@ func shardsCase(t *testing.T, p *pair, su optimizer.ShardUpdater, r *rand.Rand, 
 	}
 	must(t, su.CastShards(casts(1)))
 	p.check(checked...)
+	if ctl == skipControl {
+		p.untouched(checked...)
+	}
 }
 
 // shardCase returns the recipe case of shard i of a Shards case of rc: in
