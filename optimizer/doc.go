@@ -23,16 +23,20 @@
 //  3. AdamW (or SGD with momentum) on the shard, fused with what the FP8
 //     recipe needs: the amax of the new master, or the cast itself where
 //     the scale is already known (delayed scaling, 1x128 and MXFP8 blocks);
+//     on a ShardUpdater backend (the GPU's) one call, and one launch, for
+//     every bucket;
 //  4. ONE packed all-reduce (MAX) of every amax of the step; every rank then
 //     derives the same scales, so scale_inv is never communicated (on a
 //     DeviceScaler backend, for current scaling and tiles, and on a
 //     DelayedScaler backend for delayed scaling's histories, in the
 //     backend's own queue, without a host round trip);
-//  5. the cast of the master shard into this rank's slice of the FP8 buffer;
-//  6. an all-gather of every bucket, in place, each started as soon as its
-//     bucket is cast (so that on a device bucket b travels while bucket
-//     b+1 is cast); Step waits for them, StepAsync returns with them in
-//     flight.
+//  5. the cast of the master shard into this rank's slice of the FP8 buffer
+//     (on a ShardUpdater, one call for every bucket);
+//  6. an all-gather of every bucket, in place, in bucket order: on a
+//     ShardUpdater all started with one call once the one cast is queued
+//     (collective.StartEach), on other backends each as soon as its bucket
+//     is cast (so that on a device bucket b travels while bucket b+1 is
+//     cast); Step waits for them, StepAsync returns with them in flight.
 //
 // # Exactness
 //
