@@ -394,26 +394,24 @@ func (o *Optimizer) scalesOnDevice(ctx context.Context, ds DeviceScaler, op coll
 func (o *Optimizer) cast(k castKind, t *Timings) error {
 	t0 := time.Now()
 	defer func() { t.Cast = since(&t0) }()
+	return o.castAll(k)
+}
+
+// castAll queues the cast of kind k of every FP8 bucket's shard (nothing
+// when the update casts them): one CastShards on a ShardUpdater, else one
+// Cast per bucket.
+func (o *Optimizer) castAll(k castKind) error {
 	if o.castInUpdate(k) {
 		return nil
 	}
-	if done, err := o.castShards(k); done || err != nil {
-		return err
-	}
-	for _, bk := range o.buckets {
-		if err := o.castBucket(bk, k); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// castShards queues the cast of every FP8 bucket's shard with one call when
-// the backend is a ShardUpdater, and reports whether it did.
-func (o *Optimizer) castShards(k castKind) (bool, error) {
 	su, ok := o.be.(ShardUpdater)
 	if !ok {
-		return false, nil
+		for _, bk := range o.buckets {
+			if err := o.castBucket(bk, k); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	var cs []*backend.CastArgs
 	for _, bk := range o.buckets {
@@ -422,12 +420,12 @@ func (o *Optimizer) castShards(k castKind) (bool, error) {
 		}
 	}
 	if len(cs) == 0 {
-		return true, nil
+		return nil
 	}
 	if err := su.CastShards(cs); err != nil {
-		return true, o.fail(fmt.Errorf("optimizer: cast: %w", err))
+		return o.fail(fmt.Errorf("optimizer: cast: %w", err))
 	}
-	return true, nil
+	return nil
 }
 
 // castInUpdate reports whether a cast of kind k happens in the update's own
@@ -451,15 +449,10 @@ func (o *Optimizer) castInUpdate(k castKind) bool {
 func (o *Optimizer) castGather(t *Timings) error {
 	t0 := time.Now()
 	defer func() { t.Cast = since(&t0) }()
-	castEach := !o.castInUpdate(castStep)
-	if castEach {
-		done, err := o.castShards(castStep) // one cast, all gathers after it
-		if err != nil {
+	if _, shards := o.be.(ShardUpdater); shards || o.castInUpdate(castStep) {
+		if err := o.castAll(castStep); err != nil { // one cast (or none), then every gather with one call
 			return err
 		}
-		castEach = !done
-	}
-	if !castEach { // every cast queued: the gathers with one call
 		groups := make([][]collective.Op, len(o.buckets))
 		for b, bk := range o.buckets {
 			groups[b] = o.gatherOps(bk)

@@ -187,25 +187,7 @@ func (c *Comm) Library() *nccl.Library { return c.lib }
 // or for the other ranks: the group is handed to NCCL by a goroutine of the
 // communicator, in the order of the Start calls.
 func (c *Comm) Start(ops ...collective.Op) collective.Work {
-	w := c.prepare(ops)
-	if w.err != nil || w.plan.empty() {
-		return w // failed, or nothing to do: Wait returns at once
-	}
-	var err error
-	if c.cfg.Compute != nil {
-		if w.computed, err = c.event(); err == nil {
-			err = w.computed.Record(c.cfg.Compute)
-		}
-	}
-	if err == nil {
-		err = c.arm(w)
-	}
-	if err != nil {
-		w.err = &collective.RankError{Rank: c.rank, Op: w.name, Err: err}
-		return w
-	}
-	c.enqueue(w)
-	return w
+	return c.StartEach(ops)[0]
 }
 
 // StartEach implements collective.GroupStarter: the groups are started in

@@ -1,9 +1,6 @@
 package gpumodel
 
 import (
-	"fmt"
-	"strings"
-
 	"github.com/distopt/distopt/internal/cuda"
 )
 
@@ -32,22 +29,12 @@ const (
 var headNames = [...]string{HeadFP32: "fp32", HeadBF16: "bf16"}
 
 // String returns "fp32" or "bf16" (ParseHeadPrecision's names).
-func (p HeadPrecision) String() string {
-	if p < 0 || int(p) >= len(headNames) {
-		return fmt.Sprintf("HeadPrecision(%d)", int(p))
-	}
-	return headNames[p]
-}
+func (p HeadPrecision) String() string { return nameOf(p, headNames[:], "HeadPrecision") }
 
 // ParseHeadPrecision returns the HeadPrecision named "fp32" or "bf16" (any
 // case).
 func ParseHeadPrecision(s string) (HeadPrecision, error) {
-	for i, n := range headNames {
-		if strings.EqualFold(s, n) {
-			return HeadPrecision(i), nil
-		}
-	}
-	return 0, fmt.Errorf("gpumodel: head precision %q: want %s", s, strings.Join(headNames[:], " or "))
+	return parseName[HeadPrecision](s, headNames[:], "head precision")
 }
 
 // headForward queues the logits from m.lnf (the final LayerNorm's

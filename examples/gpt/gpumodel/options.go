@@ -2,7 +2,6 @@ package gpumodel
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/distopt/distopt/examples/gpt/model"
 	"github.com/distopt/distopt/fp8"
@@ -56,21 +55,11 @@ const (
 var attentionNames = [...]string{AttentionFlash: "flash", AttentionGEMM: "gemm"}
 
 // String returns "flash" or "gemm" (ParseAttention's names).
-func (a Attention) String() string {
-	if a < 0 || int(a) >= len(attentionNames) {
-		return fmt.Sprintf("Attention(%d)", int(a))
-	}
-	return attentionNames[a]
-}
+func (a Attention) String() string { return nameOf(a, attentionNames[:], "Attention") }
 
 // ParseAttention returns the Attention named "flash" or "gemm" (any case).
 func ParseAttention(s string) (Attention, error) {
-	for i, n := range attentionNames {
-		if strings.EqualFold(s, n) {
-			return Attention(i), nil
-		}
-	}
-	return 0, fmt.Errorf("gpumodel: attention %q: want %s", s, strings.Join(attentionNames[:], " or "))
+	return parseName[Attention](s, attentionNames[:], "attention")
 }
 
 // attnPrecision returns the precision of the model's attention.
