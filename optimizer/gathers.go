@@ -57,9 +57,10 @@ func (o *Optimizer) WaitGathers(ctx context.Context) error {
 	return o.waitAllGathers(ctx)
 }
 
-// waitAllGathers orders the backend after every gather in flight.
+// waitAllGathers orders the backend after every gather in flight, the
+// newest first (DeviceOrderer).
 func (o *Optimizer) waitAllGathers(ctx context.Context) error {
-	for b := range o.buckets {
+	for b := len(o.buckets) - 1; b >= 0; b-- {
 		if err := o.waitGather(ctx, b); err != nil {
 			return err
 		}

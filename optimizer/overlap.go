@@ -32,7 +32,10 @@ var (
 // work the backend queues from now on wait, on the device, for the
 // collective work w to complete, without waiting for it on the host. It
 // reports false when w is not work it can order after (a host
-// communicator's): the optimizer then waits for w on the host.
+// communicator's): the optimizer then waits for w on the host. The
+// optimizer calls After for the works of one phase newest first (the last
+// started first), so that a backend whose works of one communicator
+// complete in order can make a single device wait for all of them.
 type DeviceOrderer interface {
 	After(w collective.Work) (bool, error)
 }
@@ -207,7 +210,7 @@ func (o *Optimizer) reduceReady(ctx context.Context, t *Timings) error {
 		}
 	}
 	t0 := time.Now()
-	for k := range len(o.buckets) {
+	for k := len(o.buckets) - 1; k >= 0; k-- { // newest first: a DeviceOrderer may need one wait
 		b := o.backward(k)
 		err := o.after(ctx, ov.rs[b])
 		ov.rs[b] = nil

@@ -36,6 +36,7 @@ type Comm struct {
 	failure *failure // the first failure; nil while healthy
 	closed  bool
 	queue   []*Work            // started, not yet handed to NCCL
+	seq     uint64             // of the last group enqueued (Work.Precedes)
 	live    map[*Work]struct{} // started, not yet finished by Wait
 	pool    []*cuda.Event      // events free for reuse
 	events  []*cuda.Event      // every event created
@@ -277,6 +278,8 @@ func (c *Comm) enqueue(ws ...*Work) {
 	c.queue = append(c.queue, ws...)
 	for _, w := range ws {
 		c.live[w] = struct{}{}
+		c.seq++
+		w.seq = c.seq
 	}
 	c.mu.Unlock()
 	select {

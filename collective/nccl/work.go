@@ -17,7 +17,8 @@ type Work struct {
 	c    *Comm
 	name string
 	plan plan
-	err  error // the error of a group that failed in Start (issued is nil)
+	err  error  // the error of a group that failed in Start (issued is nil)
+	seq  uint64 // position in the issue order (enqueue), from 1; 0 for a group that failed in Start
 
 	computed *cuda.Event // recorded on Config.Compute at Start
 	done     *cuda.Event // recorded on the stream after the group
@@ -84,6 +85,25 @@ func (w *Work) StreamWait(s *cuda.Stream) error {
 		return w.issueErr
 	}
 	return s.Wait(w.done)
+}
+
+// Precedes reports whether w is a group of the same communicator as o,
+// handed to NCCL before o and without error. The communication stream runs
+// groups in the order they are handed over, so a stream that waits for o's
+// completion (StreamWait) also waits for w's: a caller ordering work after
+// several groups needs one wait, for the newest. It is false whenever o is
+// not a *Work of this communicator, or either group failed before NCCL.
+func (w *Work) Precedes(o collective.Work) bool {
+	ow, ok := o.(*Work)
+	if !ok || ow.c != w.c || ow.issued == nil || w.issued == nil {
+		return false
+	}
+	select {
+	case <-ow.issued: // the issuer settled every group enqueued before o
+	default:
+		return false
+	}
+	return w.seq != 0 && w.seq < ow.seq && ow.issueErr == nil && w.issueErr == nil
 }
 
 // pollState is what one look at a group found.

@@ -83,7 +83,8 @@ func (r *recorder) replay(ctx context.Context, be optimizer.Backend) ([]collecti
 	var pending []collective.Work
 	d, device := be.(optimizer.DeviceOrderer)
 	var errs []error
-	for i, w := range works {
+	for i := len(works) - 1; i >= 0; i-- { // newest first (optimizer.DeviceOrderer)
+		w := works[i]
 		if device {
 			queued, err := d.After(w)
 			if err != nil {

@@ -25,6 +25,10 @@ type Backend struct {
 	retired []*table          // tables dropped while a captured graph may read their capture copies
 	rb      *readback         // ReadLater's memory (nil until its first call)
 	closed  bool
+
+	orderMu      sync.Mutex
+	waited       collective.Work // the newest work the stream waited for outside a capture (After)
+	skippedWaits int64           // works After found already waited for
 }
 
 // New opens GPU ordinal, loads the kernels in the variant its compute

@@ -13,17 +13,40 @@ type streamWaiter interface {
 	StreamWait(s *cuda.Stream) error
 }
 
+// precedent is a streamWaiter that knows whether a stream that waited for
+// another work has waited for it too (collective/nccl's Work.Precedes:
+// the groups of one communicator complete in order).
+type precedent interface {
+	Precedes(o collective.Work) bool
+}
+
 // After implements optimizer.DeviceOrderer: for the work of an NCCL
 // communicator (collective/nccl) it makes the backend's stream wait for
 // the group's completion event, and the host waits only until the group
-// has been handed to NCCL, not for the transfer. Other work (collective/
-// single's, already complete) gives false.
+// has been handed to NCCL, not for the transfer. Work that precedes the
+// last work the stream waited for (outside a graph capture) needs no wait
+// of its own: called newest first, as the optimizer does for the
+// reduce-scatters of a step, After makes one wait for all of them. Other
+// work (collective/single's, already complete) gives false.
 func (b *Backend) After(w collective.Work) (bool, error) {
 	sw, ok := w.(streamWaiter)
 	if !ok {
 		return false, nil
 	}
-	return true, sw.StreamWait(b.s)
+	if b.s.CaptureBegun() { // a wait inside the graph: not one of the stream's own
+		return true, sw.StreamWait(b.s)
+	}
+	b.orderMu.Lock()
+	defer b.orderMu.Unlock()
+	if p, ok := w.(precedent); ok && b.waited != nil && p.Precedes(b.waited) {
+		b.skippedWaits++
+		return true, nil
+	}
+	if err := sw.StreamWait(b.s); err != nil {
+		return true, err
+	}
+	b.waited = w
+	return true, nil
 }
 
 var _ optimizer.DeviceOrderer = (*Backend)(nil)

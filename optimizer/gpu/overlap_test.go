@@ -51,6 +51,13 @@ func ncclOneWith(tb testing.TB, cfg nccl.Config) *Rank {
 	return r
 }
 
+// skipped returns the number of works After has found already waited for.
+func (b *Backend) skipped() int64 {
+	b.orderMu.Lock()
+	defer b.orderMu.Unlock()
+	return b.skippedWaits
+}
+
 // TestOverlapStep trains through the overlapped pipeline (GradReady,
 // accumulation, StepAsync, WaitParam) on the CUDA backend with a one-rank
 // NCCL communicator (the backend orders itself after its groups on the
@@ -134,7 +141,8 @@ func compareOverlap(t *testing.T, want, got, cpu optimizertest.Result) {
 // WaitParam (the forward's wait for a gather) leave the device's count of
 // host synchronisations unchanged, step after step, and so does StepAsync
 // (current and delayed scaling: the scales, the amax histories and the
-// step's decision stay on the device).
+// step's decision stay on the device); and that StepAsync makes the compute
+// stream wait once for all the reduce-scatters.
 func TestOverlapNoHostWait(t *testing.T) {
 	r := ncclOne(t)
 	for _, name := range []string{"E4M3 TensorCurrent(margin=0, pow2=false)", "E4M3 TensorDelayed(margin=0, pow2=false, history=4 max)"} {
@@ -172,9 +180,14 @@ func noHostWait(t *testing.T, r *Rank, cfg optimizer.Config) {
 		if n := dev.HostSyncs() - before; n != 0 {
 			t.Errorf("step %d: GradReady of every parameter waited for the GPU %d times", s, n)
 		}
-		inStep := dev.HostSyncs()
+		inStep, skips := dev.HostSyncs(), r.Backend.skipped()
 		if _, err := o.StepAsync(ctx); err != nil {
 			t.Fatal(err)
+		}
+		// One device wait for all the reduce-scatters: the newest (After
+		// skips the works that precede the one the stream waited for).
+		if n, nb := r.Backend.skipped()-skips, len(o.Layout().Buckets); n != int64(nb-1) {
+			t.Errorf("step %d: After skipped %d waits for the %d reduce-scatters, want %d", s, n, nb, nb-1)
 		}
 		// Never: the decision and the scales are made on the device, the
 		// previous step's decision and the segment tables' staging memory

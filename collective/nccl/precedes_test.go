@@ -1,0 +1,105 @@
+package nccl_test
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/collective/nccl"
+	"github.com/distopt/distopt/internal/cuda"
+)
+
+// TestPrecedes checks Work.Precedes against the order groups are started
+// in (and its refusals: the same group, a group that failed in Start,
+// another communicator's, a nil work), and what callers rely on it for: a
+// stream that waited for the newest of several groups sees the results of
+// the older ones. The oldest group is a large all-reduce (a copy on one
+// rank), the newest a tiny one: a stream that overtook the large one would
+// read zeros.
+func TestPrecedes(t *testing.T) {
+	devs := gpus(t, 1)
+	d := devs[0]
+	compute, err := d.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { compute.Destroy() })
+	cs := group(t, devs, nccl.Config{Compute: compute, OneRankCopies: true})
+	c, other := cs[0], group(t, devs, nccl.Config{OneRankCopies: true})[0]
+	buf := func(words int) collective.DeviceBuffer {
+		p, err := d.Alloc(4 * words)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Free(p) })
+		if err := compute.Memset32(p, 0, words); err != nil {
+			t.Fatal(err)
+		}
+		return collective.DeviceBuffer{Ptr: uintptr(p), Size: 4 * words, Device: d.Ordinal()}
+	}
+	const big = 32 << 20
+	bigSrc, bigDst, small := buf(big), buf(big), buf(256)
+	if err := compute.Memset32(cuda.DevicePtr(bigSrc.Ptr), math.Float32bits(3), big); err != nil {
+		t.Fatal(err)
+	}
+	sum := func(dst, src collective.DeviceBuffer) []collective.Op {
+		return []collective.Op{{Kind: collective.OpAllReduce, Dst: dst, Src: src, DType: collective.Float32, Reduce: collective.Sum}}
+	}
+	bad := []collective.Op{{Kind: collective.OpAllReduce, Dst: collective.HostBuffer(make([]byte, 8)), Src: collective.HostBuffer(make([]byte, 8)), DType: collective.Float32, Reduce: collective.Sum}}
+	ws := c.StartEach(sum(bigDst, bigSrc), bad, sum(small, small))
+	last := c.Start(sum(small, small)...)
+	ow := other.Start(sum(small, small)...)
+
+	// the reader: a stream that waits for the newest group only
+	reader, err := d.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reader.Destroy() })
+	if err := last.(*nccl.Work).StreamWait(reader); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4*big)
+	if err := reader.CopyDtoH(got, cuda.DevicePtr(bigDst.Ptr)); err != nil {
+		t.Fatal(err)
+	}
+	if err := reader.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range big {
+		if v := math.Float32frombits(binary.LittleEndian.Uint32(got[4*i:])); v != 3 {
+			t.Fatalf("after a wait for the newest group, element %d of the oldest group's result is %g, want 3", i, v)
+		}
+	}
+
+	first, failed, third := ws[0].(*nccl.Work), ws[1].(*nccl.Work), ws[2].(*nccl.Work)
+	for _, c := range []struct {
+		name string
+		w    *nccl.Work
+		o    collective.Work
+		want bool
+	}{
+		{"first before the newest", first, last, true},
+		{"first before the third", first, third, true},
+		{"third before the newest", third, last, true},
+		{"the newest before the first", last.(*nccl.Work), first, false},
+		{"a group before itself", third, third, false},
+		{"a group that failed in Start", failed, last, false},
+		{"before a group that failed in Start", first, failed, false},
+		{"before another communicator's group", first, ow, false},
+		{"another communicator's group first", ow.(*nccl.Work), last, false},
+		{"before nil", first, nil, false},
+	} {
+		if got := c.w.Precedes(c.o); got != c.want {
+			t.Errorf("%s: Precedes %t, want %t", c.name, got, c.want)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, w := range append(ws, last, ow) {
+		_ = w.Wait(ctx) // the failed group's error is TestStartEach's subject
+	}
+}
