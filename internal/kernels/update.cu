@@ -96,6 +96,17 @@ __device__ __forceinline__ void st_mom(const MomentSet &ms, int which, u64 i, in
 #endif
 static const u32 GROUP = UPDATE_GROUP;
 
+// The _q kernels of fixed moment types take UPDATE_QFIXED_GROUP passes at a
+// time and unroll UPDATE_QFIXED_OUTER of their groups (the others every
+// group): their arithmetic makes them bound by instruction issue, and a
+// smaller loop body stays in the instruction cache.
+#ifndef UPDATE_QFIXED_GROUP
+#define UPDATE_QFIXED_GROUP GROUP
+#endif
+#ifndef UPDATE_QFIXED_OUTER
+#define UPDATE_QFIXED_OUTER UNROLL
+#endif
+
 // update_kernel is the body of every update kernel. In the _q kernels,
 // MK >= 0 fixes the moment types (m in bits 0-3, v in bits 4-7) at compile
 // time, the launch's being those (the launcher's choice of kernel); MK < 0
@@ -103,7 +114,7 @@ static const u32 GROUP = UPDATE_GROUP;
 // Each thread issues the loads of G passes together, before the
 // arithmetic and stores of the first (the compiler cannot move a load
 // above a store that may alias it).
-template <int R, typename MT, typename GT, Fp8 F, bool TILES, bool Q, int MK, u32 G>
+template <int R, typename MT, typename GT, Fp8 F, bool TILES, bool Q, int MK, u32 G, u32 OU>
 __device__ __forceinline__ void update_kernel(float *__restrict__ master_l, const MomentSet ms_in,
                                               const void *__restrict__ grad_l, const Seg *__restrict__ segs, u32 nseg,
                                               u64 nchunks, Hyper h, u8 *__restrict__ fp8_l,
@@ -165,7 +176,7 @@ __device__ __forceinline__ void update_kernel(float *__restrict__ master_l, cons
         const u64 rel_u = band ? (u64)(THREADS / 32) * s.cols : (u64)THREADS * 4;
 #define rel_of(u) (rel_b + (u64)(u) * rel_u)
 #define cnt_of(rel) ((rel) < lim ? (int)min(lim - (rel), (u64)4) : 0)
-#pragma unroll
+#pragma unroll OU
         for (u32 u0 = 0; u0 < UNROLL; u0 += G) {
         In in[G];
 #pragma unroll
@@ -324,25 +335,26 @@ static const int ANY = -1, FP8_FP8 = MOM_FP8 | MOM_FP8 << 4, FP8_BF16 = MOM_FP8 
 #define UPDATE_MINB_QFIXED 4
 #endif
 
-#define UPDATE_CALL(R, MT, GT, F, TILES, Q, MK, G) update_kernel<R, MT, GT, F, TILES, Q, MK, G>(UPDATE_ARGS)
+#define UPDATE_CALL(R, MT, GT, F, TILES, Q, MK, G, OU) update_kernel<R, MT, GT, F, TILES, Q, MK, G, OU>(UPDATE_ARGS)
 
 // UPDATE_K defines the kernel NAME and NAME_tiles, the one that also takes
 // MODE_TILE segments, for MINB blocks per SM (the _tiles kernel 3).
-#define UPDATE_K(NAME, R, MT, GT, F, Q, MK, G, MINB)                                                 \
+#define UPDATE_K(NAME, R, MT, GT, F, Q, MK, G, OU, MINB)                                               \
     extern "C" __global__ void __launch_bounds__(256, MINB) NAME(UPDATE_PARAMS) {                \
         if (ctl_skip(ctl)) return;                                                                \
         if (ctl != nullptr) gs = ctl->gs;                                                         \
-        UPDATE_CALL(R, MT, GT, F, false, Q, MK, G);                                               \
+        UPDATE_CALL(R, MT, GT, F, false, Q, MK, G, OU);                                           \
     }                                                                                             \
     extern "C" __global__ void __launch_bounds__(256, 3) NAME##_tiles(UPDATE_PARAMS) {           \
         if (ctl_skip(ctl)) return;                                                                \
         if (ctl != nullptr) gs = ctl->gs;                                                         \
-        UPDATE_CALL(R, MT, GT, F, true, Q, MK, G);                                                \
+        UPDATE_CALL(R, MT, GT, F, true, Q, MK, G, OU);                                            \
     }
 #define UPDATE(NAME, R, MT, GT, F) \
-    UPDATE_K(NAME, R, MT, GT, F, false, ANY, GROUP, sizeof(MT) == 2 ? UPDATE_MINB_BF16 : UPDATE_MINB_F32)
-#define UPDATE_Q(NAME, R, F, MK) \
-    UPDATE_K(NAME, R, float, float, F, true, MK, MK == ANY ? 1u : GROUP, MK == ANY ? UPDATE_MINB_Q : UPDATE_MINB_QFIXED)
+    UPDATE_K(NAME, R, MT, GT, F, false, ANY, GROUP, UNROLL, sizeof(MT) == 2 ? UPDATE_MINB_BF16 : UPDATE_MINB_F32)
+#define UPDATE_Q(NAME, R, F, MK)                                                                    \
+    UPDATE_K(NAME, R, float, float, F, true, MK, MK == ANY ? 1u : UPDATE_QFIXED_GROUP,                \
+             MK == ANY ? UNROLL : UPDATE_QFIXED_OUTER, MK == ANY ? UPDATE_MINB_Q : UPDATE_MINB_QFIXED)
 
 UPDATE(update_none_e4m3, RULE_NONE, float, float, E4M3)
 UPDATE(update_none_e5m2, RULE_NONE, float, float, E5M2)

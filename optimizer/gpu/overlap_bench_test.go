@@ -57,7 +57,7 @@ func BenchmarkStepAsync(b *testing.B) {
 func benchSteps(b *testing.B, ctx context.Context, r *Rank, o *optimizer.Optimizer, params []optimizer.Param, mode string) {
 	dev, s := r.Backend.Device(), r.Backend.Stream()
 	var stepTime time.Duration
-	var stepSyncs int64
+	var stepSyncs, stepHops int64
 	iteration := func() {
 		for i := len(params) - 1; i >= 0; i-- {
 			if err := o.GradReady(params[i].Name); err != nil {
@@ -73,12 +73,13 @@ func benchSteps(b *testing.B, ctx context.Context, r *Rank, o *optimizer.Optimiz
 			drainComm(b, ctx, r)
 			b.StartTimer()
 		}
-		t0, s0 := time.Now(), dev.HostSyncs()
+		t0, s0, h0 := time.Now(), dev.HostSyncs(), dev.Hops()
 		if _, err := step(ctx); err != nil {
 			b.Fatal(err)
 		}
 		stepTime += time.Since(t0)
 		stepSyncs += dev.HostSyncs() - s0
+		stepHops += dev.Hops() - h0
 		if err := o.WaitGathers(ctx); err != nil {
 			b.Fatal(err)
 		}
@@ -91,9 +92,9 @@ func benchSteps(b *testing.B, ctx context.Context, r *Rank, o *optimizer.Optimiz
 		}
 		g = captureStep(b, s, iteration)
 		defer g.Destroy()
-		stepTime, stepSyncs = 0, 0
+		stepTime, stepSyncs, stepHops = 0, 0, 0
 	}
-	before, n := dev.HostSyncs(), 0
+	before, hops0, n := dev.HostSyncs(), dev.Hops(), 0
 	idleSyncs := int64(0)
 	for b.Loop() {
 		switch mode {
@@ -120,6 +121,8 @@ func benchSteps(b *testing.B, ctx context.Context, r *Rank, o *optimizer.Optimiz
 	b.ReportMetric(float64(dev.HostSyncs()-before-idleSyncs)/float64(n), "syncs/op")
 	b.ReportMetric(float64(stepTime.Nanoseconds())/1e3/float64(n), "step-us")
 	b.ReportMetric(float64(stepSyncs)/float64(n), "step-syncs")
+	b.ReportMetric(float64(dev.Hops()-hops0)/float64(n), "hops/op")
+	b.ReportMetric(float64(stepHops)/float64(n), "step-hops")
 	if err := r.Backend.Sync(); err != nil {
 		b.Fatal(err)
 	}

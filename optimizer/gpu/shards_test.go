@@ -59,22 +59,33 @@ func gptParams(width, layers int) []optimizer.Param {
 // once they have been issued and have completed, as after a backward pass
 // that outlasts them: the step's own host time). Current scaling and 128x128 tiles;
 // "/nospin": the one-launch path with a communicator whose worker hop does
-// not wait for NCCL's background launch (nccl.Config.LaunchSpin < 0).
+// not wait for NCCL's background launch (nccl.Config.LaunchSpin < 0);
+// "/hopspin": the one-launch path with the hand-overs to the device's
+// worker polled for hopSpin (cuda.Device.SetHopSpin). hops/op and
+// step-hops count the hand-overs (cuda.Device.Hops) of an iteration and of
+// the step.
 func BenchmarkStepShards(b *testing.B) {
 	ranks := map[string]*Rank{"": ncclOne(b), "/nospin": ncclOneWith(b, nccl.Config{OneRankCopies: true, LaunchSpin: -1})}
 	params := gptParams(1024, 24)
 	init := optimizer.FromMap(optimizertest.InitWeights(params, 1))
 	for _, recipe := range []string{"current", "tile"} {
-		for _, path := range []string{"shards", "buckets", "shards/nospin"} {
+		for _, path := range []string{"shards", "buckets", "shards/nospin", "shards/hopspin"} {
 			for _, mode := range []string{"sync", "async-idle", "async-ready"} {
 				path, spin, _ := strings.Cut(path, "/")
 				if spin != "" {
 					spin = "/" + spin
 				}
 				r := ranks[spin]
+				if spin == "/hopspin" {
+					r = ranks[""]
+				}
 				b.Run(fmt.Sprintf("%s/%s%s/%s", recipe, path, spin, mode), func(b *testing.B) {
 					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 					defer cancel()
+					if spin == "/hopspin" {
+						r.Backend.Device().SetHopSpin(hopSpin)
+						defer r.Backend.Device().SetHopSpin(0)
+					}
 					var be optimizer.Backend = r.Backend
 					if path == "buckets" {
 						be = bucketByBucket{Backend: r.Backend}
@@ -104,6 +115,9 @@ func BenchmarkStepShards(b *testing.B) {
 		}
 	}
 }
+
+// hopSpin is BenchmarkStepShards' polling of a hand-over ("/hopspin").
+const hopSpin = 20 * time.Microsecond
 
 // TestTablesReused checks that steps after the first reuse the segment
 // tables they uploaded (the cache is keyed by what stays from step to step:
