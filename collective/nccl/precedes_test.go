@@ -62,7 +62,12 @@ func TestPrecedes(t *testing.T) {
 	if err := last.(*nccl.Work).StreamWait(reader); err != nil {
 		t.Fatal(err)
 	}
-	got := make([]byte, 4*big)
+	host, err := d.AllocHost(4 * big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { host.Free() })
+	got := host.Bytes()
 	if err := reader.CopyDtoH(got, cuda.DevicePtr(bigDst.Ptr)); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -26,5 +28,33 @@ func TestPoll(t *testing.T) {
 		if v, ok := poll(c, spin); v != 0 || ok {
 			t.Errorf("spin %v: a closed channel: %d, %t", spin, v, ok)
 		}
+	}
+}
+
+// TestHopSpinFromEnv checks Open's polling of a hand-over: the
+// environment's duration, a clear error for a bad one, and the default by
+// GOMAXPROCS without it.
+func TestHopSpinFromEnv(t *testing.T) {
+	t.Setenv(EnvHopSpin, "35us")
+	if d, err := hopSpinFromEnv(); d != 35*time.Microsecond || err != nil {
+		t.Errorf("35us: %v, %v", d, err)
+	}
+	t.Setenv(EnvHopSpin, "0")
+	if d, err := hopSpinFromEnv(); d != 0 || err != nil {
+		t.Errorf("0: %v, %v", d, err)
+	}
+	for _, bad := range []string{"fast", "-1us", "20"} {
+		t.Setenv(EnvHopSpin, bad)
+		if _, err := hopSpinFromEnv(); err == nil || !strings.Contains(err.Error(), EnvHopSpin) {
+			t.Errorf("%q: error %v, want one naming %s", bad, err, EnvHopSpin)
+		}
+	}
+	t.Setenv(EnvHopSpin, "")
+	want := time.Duration(0)
+	if runtime.GOMAXPROCS(0) >= HopSpinMinProcs {
+		want = DefaultHopSpin
+	}
+	if d, err := hopSpinFromEnv(); d != want || err != nil {
+		t.Errorf("unset, GOMAXPROCS %d: %v, %v; want %v", runtime.GOMAXPROCS(0), d, err, want)
 	}
 }

@@ -167,10 +167,10 @@ func checkRange(op string, d collective.DeviceBuffer, off, n int) {
 // Sync implements optimizer.Backend.
 func (b *Backend) Sync() error { return b.s.Synchronize() }
 
-// GradStats implements optimizer.Backend (two launches: the sums, then the
-// normalisation of stats).
+// GradStats implements optimizer.Backend (two launches, one hand-over to
+// the device's worker: the sums, then the normalisation of stats).
 func (b *Backend) GradStats(stats, grad collective.Buffer, gt collective.DType, n int) error {
-	return b.ks.GradStats(b.s, b.ptr(stats), b.ptr(grad), n, isBF16(gt))
+	return b.dev.Do(func() error { return b.ks.GradStats(b.s, b.ptr(stats), b.ptr(grad), n, isBF16(gt)) })
 }
 
 func isBF16(dt collective.DType) bool {
@@ -185,16 +185,20 @@ func isBF16(dt collective.DType) bool {
 
 // Update implements optimizer.Backend: one launch over all segments.
 func (b *Backend) Update(a *backend.UpdateArgs) error {
-	l, err := b.updateLaunch(a, kernels.PackSegments(kernelSegments(a.Rule, a.Segments, nil)))
-	if err != nil {
-		return err
-	}
-	return b.ks.Update(b.s, l)
+	t := kernels.PackSegments(kernelSegments(a.Rule, a.Segments, nil))
+	return b.onWorker(func() error {
+		l, err := b.updateLaunch(a, t)
+		if err != nil {
+			return err
+		}
+		return b.ks.Update(b.s, l)
+	})
 }
 
 // updateLaunch returns the launch of a's update over table t (uploaded
 // here): a's scalars, flags and buffers (a table over several shards
-// carries the shards' own buffers, and the launch's are not read).
+// carries the shards' own buffers, and the launch's are not read). It runs
+// in onWorker.
 func (b *Backend) updateLaunch(a *backend.UpdateArgs, t kernels.Table) (*kernels.UpdateLaunch, error) {
 	kind := byte('u')
 	if t.Shards > 0 {
@@ -230,11 +234,13 @@ func (b *Backend) updateLaunch(a *backend.UpdateArgs, t kernels.Table) (*kernels
 // ModeTensorCurrent and ModeTile.
 func (b *Backend) Cast(a *backend.CastArgs) error {
 	t := kernels.PackSegments(kernelSegments(optimizer.RuleNone, a.Segments, castModes))
-	tp, err := b.table('c', t)
-	if err != nil {
-		return err
-	}
-	return b.ks.CastSegments(b.s, b.ptr(a.FP8), b.ptr(a.Master), t, tp, b.ptr(a.Scale), a.Format, b.ptr(a.Control))
+	return b.onWorker(func() error {
+		tp, err := b.table('c', t)
+		if err != nil {
+			return err
+		}
+		return b.ks.CastSegments(b.s, b.ptr(a.FP8), b.ptr(a.Master), t, tp, b.ptr(a.Scale), a.Format, b.ptr(a.Control))
+	})
 }
 
 // castModes reports whether a segment of mode m is cast by Cast.
@@ -261,22 +267,39 @@ func kernelSegment(r optimizer.Rule, s backend.Segment) kernels.Segment {
 		StepSize: step, Decay: second, ParamOffset: s.ParamOffset, Cols: s.Cols}
 }
 
+// onWorker runs fn on the device's worker (cuda.Device.Do) with b.mu
+// held: the device calls fn makes (a table's upload and its event, a
+// launch) cost one hand-over between threads in all, not one each. b.mu is
+// taken only there, so its holder never waits for the worker; fn must not
+// call onWorker again.
+func (b *Backend) onWorker(fn func() error) error {
+	return b.dev.Do(func() error {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.closed {
+			return cuda.ErrClosed
+		}
+		return fn()
+	})
+}
+
 // Close implements optimizer.Backend: it waits for the stream, frees the
 // cached tables, unloads the kernels and closes the device. Buffers not
 // freed before are released with the device's primary context.
 func (b *Backend) Close() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
+	var err error
+	if e := b.onWorker(func() error {
+		b.closed = true
+		err = errors.Join(b.freeTables(), b.freeReadback())
+		if e := b.s.Destroy(); e != nil && err == nil {
+			err = e
+		}
+		if e := b.ks.Close(); e != nil && err == nil {
+			err = e
+		}
 		return nil
-	}
-	b.closed = true
-	err := errors.Join(b.freeTables(), b.freeReadback())
-	if e := b.s.Destroy(); e != nil && err == nil {
-		err = e
-	}
-	if e := b.ks.Close(); e != nil && err == nil {
-		err = e
+	}); e != nil {
+		return nil // closed before
 	}
 	if e := b.dev.Close(); e != nil && err == nil {
 		err = e

@@ -32,16 +32,26 @@ type readback struct {
 // ReadLater implements optimizer.AsyncReader: a copy into pinned host
 // memory queued on the compute stream, and an event recorded after it.
 // Neither waits for the GPU, so a step whose decision stays on the device
-// (and a CUDA graph captured from it) has no host synchronisation.
+// (and a CUDA graph captured from it) has no host synchronisation. One
+// hand-over to the device's worker.
 func (b *Backend) ReadLater(src collective.Buffer, n int) (optimizer.PendingRead, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return nil, cuda.ErrClosed
+	var rb *readback
+	err := b.onWorker(func() error {
+		err := b.readLater(src, n)
+		rb = b.rb
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return rb, nil
+}
+
+// readLater is ReadLater in onWorker.
+func (b *Backend) readLater(src collective.Buffer, n int) error {
 	capturing := b.s.CaptureBegun()
 	if err := b.readbackFor(n); err != nil {
-		return nil, err
+		return err
 	}
 	b.rb.n, b.rb.captured, b.rb.s = n, capturing, b.s
 	if capturing {
@@ -55,12 +65,12 @@ func (b *Backend) ReadLater(src collective.Buffer, n int) (optimizer.PendingRead
 		}
 	}
 	if err := b.s.CopyDtoH(b.rb.host.Bytes()[:n], b.ptr(src)); err != nil {
-		return nil, err
+		return err
 	}
 	if err := b.rb.landed.Record(b.s); err != nil {
-		return nil, err
+		return err
 	}
-	return b.rb, nil
+	return nil
 }
 
 // readbackMin is the size of the read-back memory New allocates, so that

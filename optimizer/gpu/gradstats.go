@@ -42,7 +42,10 @@ func (b *Backend) PlanGradStats(stats collective.Buffer, grads []collective.Buff
 }
 
 // Run implements optimizer.GradStatsPlan (queued on the backend's stream).
-func (p *statsPlan) Run() error { return p.table.Launch(p.b.s, p.b.ptr(p.stats)) }
+// One hand-over to the device's worker for both launches.
+func (p *statsPlan) Run() error {
+	return p.b.dev.Do(func() error { return p.table.Launch(p.b.s, p.b.ptr(p.stats)) })
+}
 
 // Close implements optimizer.GradStatsPlan: it waits for the stream, then
 // frees the table.

@@ -34,16 +34,18 @@ func (b *Backend) UpdateShards(as []*backend.UpdateArgs) error {
 	if err != nil {
 		return err
 	}
-	l, err := b.updateLaunch(as[0], t)
-	if err != nil {
-		return err
-	}
-	for _, a := range as { // the copy's type: any shard that has one
-		if a.HP != nil && a.HPType != 0 {
-			l.HPBF16 = isBF16(a.HPType)
+	return b.onWorker(func() error {
+		l, err := b.updateLaunch(as[0], t)
+		if err != nil {
+			return err
 		}
-	}
-	return b.ks.Update(b.s, l)
+		for _, a := range as { // the copy's type: any shard that has one
+			if a.HP != nil && a.HPType != 0 {
+				l.HPBF16 = isBF16(a.HPType)
+			}
+		}
+		return b.ks.Update(b.s, l)
+	})
 }
 
 // CastShards implements optimizer.ShardUpdater: one launch over the
@@ -62,12 +64,14 @@ func (b *Backend) CastShards(cs []*backend.CastArgs) error {
 	if err != nil {
 		return err
 	}
-	tp, err := b.table('C', t)
-	if err != nil {
-		return err
-	}
 	c := cs[0]
-	return b.ks.CastSegments(b.s, 0, 0, t, tp, b.ptr(c.Scale), c.Format, b.ptr(c.Control))
+	return b.onWorker(func() error {
+		tp, err := b.table('C', t)
+		if err != nil {
+			return err
+		}
+		return b.ks.CastSegments(b.s, 0, 0, t, tp, b.ptr(c.Scale), c.Format, b.ptr(c.Control))
+	})
 }
 
 var _ optimizer.ShardUpdater = (*Backend)(nil)

@@ -44,15 +44,10 @@ const maxTables = 64
 // into the same buffer, after the previous copy out of the staging memory
 // has completed. During a capture the table must already be cached (a step
 // taken before the capture made it): making one allocates, which a capture
-// forbids.
+// forbids. It runs in onWorker (b.mu held).
 func (b *Backend) table(kind byte, t kernels.Table) (cuda.DevicePtr, error) {
 	if t.Chunks == 0 {
 		return 0, nil
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return 0, cuda.ErrClosed
 	}
 	capturing := b.s.CaptureBegun()
 	key := string(kind) + string(t.StaticPart())
