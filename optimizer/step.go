@@ -130,13 +130,13 @@ func (o *Optimizer) stepPhases(ctx context.Context, async, deferred bool) (StepR
 	if err := o.reduceAmax(ctx, castStep, t); err != nil { // 4
 		return res, err
 	}
-	if err := o.castGather(t); err != nil { // 5, and 6 started bucket by bucket
-		return res, err
-	}
-	if deferred {
+	if deferred { // before the gathers start: their issue would delay the copy's
 		if err := o.readLater(); err != nil {
 			return res, err
 		}
+	}
+	if err := o.castGather(t); err != nil { // 5, and 6 started bucket by bucket
+		return res, err
 	}
 	if async {
 		return res, nil // the gathers in flight, waited for by WaitParam
