@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distopt/distopt/collective"
@@ -27,7 +28,9 @@ type Comm struct {
 	release    func() error // closes what Join opened; nil for New
 
 	// Touched only on the device's worker thread (inside dev.Do).
-	nc         *nccl.Comm // nil once aborted or destroyed
+	nc         *nccl.Comm  // nil once aborted or destroyed
+	tail       *cuda.Event // recorded after each group issued outside a capture (made in setUp)
+	tailSeq    uint64      // the seq of that group
 	scratch    cuda.DevicePtr
 	scratchLen int
 	retired    []cuda.DevicePtr
@@ -35,11 +38,13 @@ type Comm struct {
 	mu      sync.Mutex
 	failure *failure // the first failure; nil while healthy
 	closed  bool
-	queue   []*Work            // started, not yet handed to NCCL
-	seq     uint64             // of the last group enqueued (Work.Precedes)
-	live    map[*Work]struct{} // started, not yet finished by Wait
-	pool    []*cuda.Event      // events free for reuse
-	events  []*cuda.Event      // every event created
+	queue   []*Work // started, not yet handed to NCCL
+	seq     uint64  // of the last group enqueued (Work.Precedes)
+
+	completedSeq atomic.Uint64      // every group up to this seq has completed on the GPU (Work.Wait)
+	live         map[*Work]struct{} // started, not yet finished by Wait
+	pool         []*cuda.Event      // events free for reuse
+	events       []*cuda.Event      // every event created
 
 	kick    chan struct{} // wakes the issuer
 	failedc chan struct{} // closed at the first failure
@@ -84,6 +89,9 @@ func (c *Comm) setUp(ctx context.Context) error {
 		return err
 	}
 	if c.barrier, err = c.dev.Alloc(scratchAlign); err != nil {
+		return err
+	}
+	if c.tail, err = c.event(); err != nil { // never recycled: destroyed with the others
 		return err
 	}
 	c.pl = planner{rank: c.rank, size: c.size, exactAvg: c.cfg.ExactAvg, barrier: uintptr(c.barrier), oneRankNoop: c.size == 1 && !c.cfg.OneRankCopies}

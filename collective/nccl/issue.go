@@ -148,6 +148,12 @@ func (c *Comm) finishIssue(w *Work) error {
 		return err
 	}
 	w.completed = captured
+	if !captured { // the tail tells a waiter about every group up to this one (poll)
+		if err := c.tail.Record(c.stream); err != nil {
+			return err
+		}
+		c.tailSeq = w.seq
+	}
 	return nil
 }
 

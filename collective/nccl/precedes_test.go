@@ -16,7 +16,8 @@ import (
 // in (and its refusals: the same group, a group that failed in Start,
 // another communicator's, a nil work), and what callers rely on it for: a
 // stream that waited for the newest of several groups sees the results of
-// the older ones. The oldest group is a large all-reduce (a copy on one
+// the older ones; and that once the newest has been waited for, the older
+// ones' Waits return without a look at the device. The oldest group is a large all-reduce (a copy on one
 // rank), the newest a tiny one: a stream that overtook the large one would
 // read zeros.
 func TestPrecedes(t *testing.T) {
@@ -104,7 +105,19 @@ func TestPrecedes(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, w := range append(ws, last, ow) {
-		_ = w.Wait(ctx) // the failed group's error is TestStartEach's subject
+	for _, w := range []collective.Work{ow, last} { // ow first: its issuer is quiet below
+		if err := w.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// the newest group seen complete: the older ones' Waits look at nothing
+	hops := d.Hops()
+	for i, w := range ws {
+		if err := w.Wait(ctx); (err == nil) != (i != 1) {
+			t.Errorf("group %d: Wait %v", i, err) // the failed group's error is TestStartEach's subject
+		}
+	}
+	if n := d.Hops() - hops; n != 0 {
+		t.Errorf("the Waits of groups older than one seen complete made %d hand-overs to the device's worker, want 0", n)
 	}
 }

@@ -126,6 +126,10 @@ func (w *Work) wait(ctx context.Context) error {
 	if w.issueErr != nil {
 		return w.issueErr
 	}
+	if c.completedBy(w) { // a later group was seen complete: no look needed
+		w.trace.completed = time.Now()
+		return nil
+	}
 	p := newPoller()
 	defer p.release()
 	for {
@@ -146,14 +150,46 @@ func (w *Work) wait(ctx context.Context) error {
 	}
 }
 
-// poll looks once at w's completion and at the communicator's state.
+// completedBy reports whether a group issued after w, or w itself, has
+// been seen complete: the communication stream runs groups in issue order,
+// so w has completed too.
+func (c *Comm) completedBy(w *Work) bool {
+	return w.seq != 0 && w.seq <= c.completedSeq.Load()
+}
+
+// noteCompleted records that every group up to seq has completed.
+func (c *Comm) noteCompleted(seq uint64) {
+	for {
+		old := c.completedSeq.Load()
+		if seq <= old || c.completedSeq.CompareAndSwap(old, seq) {
+			return
+		}
+	}
+}
+
+// poll looks once at w's completion and at the communicator's state. It
+// looks at the tail event first (the newest group issued): when that group
+// has completed, so have w and every other group before it, and their
+// Waits need no look of their own (settling many works costs one hand-over
+// to the device's worker).
 func (c *Comm) poll(w *Work) (pollState, error) {
 	st := pollRunning
 	var failed error
 	err := c.dev.Do(func() error {
+		if !w.completed && c.nc != nil && w.seq != 0 && c.tailSeq >= w.seq && !c.completedBy(w) {
+			done, err := c.tail.Query()
+			if err != nil {
+				return err
+			}
+			if done {
+				c.noteCompleted(c.tailSeq)
+			}
+		}
 		switch {
 		case w.completed:
 			st = pollDone
+		case c.completedBy(w):
+			w.completed, st = true, pollDone
 		case c.nc == nil:
 			st = pollGone
 		default:
@@ -163,6 +199,7 @@ func (c *Comm) poll(w *Work) (pollState, error) {
 			}
 			if done {
 				w.completed, st = true, pollDone
+				c.noteCompleted(w.seq)
 			} else if e := c.nc.AsyncError(); e != nil && !errors.Is(e, nccl.ErrInProgress) {
 				st, failed = pollFailed, e
 			}

@@ -41,19 +41,13 @@ func (d *Device) Hops() int64 { return d.hops.Load() }
 // sleep; 0 sleeps at once. A sleeping side is woken by the operating
 // system, which costs about 20 us a hop (H200 host, measured by
 // BenchmarkHop) against about 2 us for a polled one; a polling side keeps a
-// core busy for up to s after each call. Open sets DefaultHopSpin where
-// GOMAXPROCS is at least HopSpinMinProcs (cores to spare), else 0, unless
-// the environment variable DISTOPT_HOP_SPIN holds a duration (time's
-// syntax, "0" for none) to set instead.
+// core busy for up to s after each call. Open sets the duration in the
+// environment variable DISTOPT_HOP_SPIN (time's syntax), else 0: polling
+// made the optimizer's step alone faster (BenchmarkStepShards, the step's
+// host time 1.9 -> 1.25 ms at 25 buckets) but not the GPT example's
+// training steps on the same GPU (124M: 412k tokens/s without, 406k with;
+// 1.3B: equal), whose host runs ahead of the GPU.
 func (d *Device) SetHopSpin(s time.Duration) { d.spin.Store(int64(max(s, 0))) }
-
-// DefaultHopSpin is the polling of a hand-over that Open sets on a host with
-// cores to spare (SetHopSpin): long enough to cover the gap between two
-// calls of a step made in a row.
-const DefaultHopSpin = 20 * time.Microsecond
-
-// HopSpinMinProcs is the GOMAXPROCS from which Open sets DefaultHopSpin.
-const HopSpinMinProcs = 8
 
 // HostSyncs returns how many times the host has waited for this device's
 // work since Open: the Synchronize calls of the device, its streams and
@@ -183,20 +177,17 @@ func (d *Device) Do(fn func() error) error {
 }
 
 // hopSpinFromEnv returns the polling of a hand-over Open sets: the
-// duration in DISTOPT_HOP_SPIN, or DefaultHopSpin with at least
-// HopSpinMinProcs of GOMAXPROCS, else 0.
+// duration in DISTOPT_HOP_SPIN, else 0.
 func hopSpinFromEnv() (time.Duration, error) {
-	if v := os.Getenv(EnvHopSpin); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			return 0, fmt.Errorf("cuda: %s=%q: want a duration of at least 0 (such as 20us, or 0 for none)", EnvHopSpin, v)
-		}
-		return d, nil
+	v := os.Getenv(EnvHopSpin)
+	if v == "" {
+		return 0, nil
 	}
-	if runtime.GOMAXPROCS(0) >= HopSpinMinProcs {
-		return DefaultHopSpin, nil
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("cuda: %s=%q: want a duration of at least 0 (such as 20us, or 0 for none)", EnvHopSpin, v)
 	}
-	return 0, nil
+	return d, nil
 }
 
 // EnvHopSpin names the environment variable that overrides Open's polling

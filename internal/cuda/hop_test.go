@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
 )
 
@@ -21,7 +20,7 @@ func TestHops(t *testing.T) {
 	for _, spin := range []time.Duration{0, 50 * time.Microsecond} {
 		t.Run(fmt.Sprint(spin), func(t *testing.T) {
 			d.SetHopSpin(spin)
-			defer d.SetHopSpin(cuda.DefaultHopSpin)
+			defer d.SetHopSpin(0)
 			before := d.Hops()
 			var order []int
 			for i := range 100 {
@@ -67,7 +66,7 @@ func BenchmarkHop(b *testing.B) {
 		for _, spin := range []time.Duration{0, 5 * time.Microsecond, 20 * time.Microsecond, 100 * time.Microsecond} {
 			b.Run(fmt.Sprintf("gap=%v/spin=%v", gap, spin), func(b *testing.B) {
 				d.SetHopSpin(spin)
-				defer d.SetHopSpin(cuda.DefaultHopSpin)
+				defer d.SetHopSpin(0)
 				nop := func() error { return nil }
 				var hop time.Duration
 				n := 0

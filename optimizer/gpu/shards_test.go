@@ -9,7 +9,6 @@ import (
 
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/optimizertest"
 	"github.com/distopt/distopt/shard"
@@ -62,8 +61,7 @@ func gptParams(width, layers int) []optimizer.Param {
 // "/nospin": the one-launch path with a communicator whose worker hop does
 // not wait for NCCL's background launch (nccl.Config.LaunchSpin < 0);
 // "/hopspin": the one-launch path with the hand-overs to the device's
-// worker polled for cuda.DefaultHopSpin (the others sleep at once:
-// cuda.Device.SetHopSpin). hops/op and
+// worker polled for hopSpin (cuda.Device.SetHopSpin). hops/op and
 // step-hops count the hand-overs (cuda.Device.Hops) of an iteration and of
 // the step.
 func BenchmarkStepShards(b *testing.B) {
@@ -84,10 +82,9 @@ func BenchmarkStepShards(b *testing.B) {
 				b.Run(fmt.Sprintf("%s/%s%s/%s", recipe, path, spin, mode), func(b *testing.B) {
 					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 					defer cancel()
-					// "/hopspin": polled hand-overs; the others sleep at once
-					r.Backend.Device().SetHopSpin(0)
 					if spin == "/hopspin" {
-						r.Backend.Device().SetHopSpin(cuda.DefaultHopSpin)
+						r.Backend.Device().SetHopSpin(hopSpin)
+						defer r.Backend.Device().SetHopSpin(0)
 					}
 					var be optimizer.Backend = r.Backend
 					if path == "buckets" {
@@ -118,6 +115,9 @@ func BenchmarkStepShards(b *testing.B) {
 		}
 	}
 }
+
+// hopSpin is the polling of a hand-over of BenchmarkStepShards' "/hopspin".
+const hopSpin = 20 * time.Microsecond
 
 // TestTablesReused checks that steps after the first reuse the segment
 // tables they uploaded (the cache is keyed by what stays from step to step:
