@@ -1,12 +1,18 @@
 package optimizer_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/collective/single"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
+	"github.com/distopt/distopt/optimizer/optimizertest"
 )
 
 // TestCheckShards checks what UpdateShards and CastShards refuse: no
@@ -69,5 +75,67 @@ func TestCheckShards(t *testing.T) {
 	other.Scale = buf(8)
 	if err := optimizer.CheckCastShards([]*backend.CastArgs{c(4), other}); err == nil || !strings.Contains(err.Error(), "Scale") {
 		t.Errorf("casts with other scales: error %v, want one naming Scale", err)
+	}
+}
+
+// failingShards is the CPU backend whose UpdateShards or CastShards fails
+// with errShard.
+type failingShards struct {
+	*optimizer.CPU
+	update bool
+}
+
+var errShard = errors.New("shard 1 is bad")
+
+func (b failingShards) UpdateShards(as []*backend.UpdateArgs) error {
+	if b.update {
+		return errShard
+	}
+	return b.CPU.UpdateShards(as)
+}
+
+func (b failingShards) CastShards(cs []*backend.CastArgs) error {
+	if !b.update {
+		return errShard
+	}
+	return b.CPU.CastShards(cs)
+}
+
+// TestShardErrorsNameBuckets checks that a failing one-call update or cast
+// fails the step with the backend's error wrapped, saying which bucket a
+// shard index names (a cast's shards are the buckets that cast, in order).
+func TestShardErrorsNameBuckets(t *testing.T) {
+	params := optimizertest.AwkwardParams()
+	cfg := optimizertest.Configs()["E4M3 TensorCurrent(margin=0, pow2=false)"]
+	for _, c := range []struct {
+		update bool
+		want   string
+	}{
+		{true, "optimizer: update of %d buckets in one call (shard i is bucket i): shard 1 is bad"},
+		{false, "optimizer: cast of buckets %v in one call (shard i is the i-th of them): shard 1 is bad"},
+	} {
+		// New casts the initial masters through the same calls: it fails
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_, err := optimizer.New(ctx, single.New(collective.Host, nil), failingShards{optimizer.NewCPU(1), c.update}, params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
+		cancel()
+		l, lerr := optimizer.NewLayout(params, 1, cfg.Layout)
+		if lerr != nil {
+			t.Fatal(lerr)
+		}
+		var want string
+		if c.update {
+			want = fmt.Sprintf(c.want, len(l.Buckets))
+		} else {
+			var cast []int
+			for i, b := range l.Buckets {
+				if !b.HighPrecision {
+					cast = append(cast, i)
+				}
+			}
+			want = fmt.Sprintf(c.want, cast)
+		}
+		if !errors.Is(err, errShard) || !strings.Contains(fmt.Sprint(err), want) {
+			t.Errorf("error %v, want one containing %q and wrapping the backend's", err, want)
+		}
 	}
 }

@@ -261,7 +261,7 @@ func (o *Optimizer) update(a *backend.UpdateArgs, k castKind, t *Timings) error 
 			as[i] = o.updateArgs(a, bk, k)
 		}
 		if err := su.UpdateShards(as); err != nil {
-			return o.fail(fmt.Errorf("optimizer: update: %w", err))
+			return o.fail(fmt.Errorf("optimizer: update of %d buckets in one call (shard i is bucket i): %w", len(as), err))
 		}
 	} else {
 		for _, bk := range o.buckets {
@@ -414,16 +414,17 @@ func (o *Optimizer) castAll(k castKind) error {
 		return nil
 	}
 	var cs []*backend.CastArgs
+	var idx []int
 	for _, bk := range o.buckets {
 		if c := o.castArgs(bk, k); c != nil {
-			cs = append(cs, c)
+			cs, idx = append(cs, c), append(idx, bk.idx)
 		}
 	}
 	if len(cs) == 0 {
 		return nil
 	}
 	if err := su.CastShards(cs); err != nil {
-		return o.fail(fmt.Errorf("optimizer: cast: %w", err))
+		return o.fail(fmt.Errorf("optimizer: cast of buckets %v in one call (shard i is the i-th of them): %w", idx, err))
 	}
 	return nil
 }
