@@ -180,8 +180,8 @@ func (o *Optimizer) resolve() error {
 	n := o.ctl.settle
 	done := o.ov.settle[:n:n]
 	o.ov.settle = append([]collective.Work(nil), o.ov.settle[n:]...)
-	for _, w := range done {
-		if err := w.Wait(context.Background()); err != nil {
+	for i := len(done) - 1; i >= 0; i-- { // newest first: one look can tell of all (collective/nccl)
+		if err := done[i].Wait(context.Background()); err != nil {
 			return o.fail(fmt.Errorf("optimizer: collective: %w", err))
 		}
 	}

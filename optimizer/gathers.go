@@ -48,8 +48,8 @@ func (o *Optimizer) WaitParam(ctx context.Context, name string) error {
 	return o.waitGather(ctx, o.layout.Places[i].Bucket)
 }
 
-// WaitGathers waits for every all-gather in flight, in bucket order, as
-// WaitParam does for one.
+// WaitGathers waits for every all-gather in flight, as WaitParam does for
+// one (the newest first: on a device one wait can cover all).
 func (o *Optimizer) WaitGathers(ctx context.Context) error {
 	if err := o.usable(); err != nil {
 		return err

@@ -259,8 +259,8 @@ func (o *Optimizer) after(ctx context.Context, w collective.Work) error {
 // returns at once and releases them).
 func (o *Optimizer) settleWorks(ctx context.Context) error {
 	var err error
-	for _, w := range o.ov.settle {
-		err = errors.Join(err, w.Wait(ctx))
+	for i := len(o.ov.settle) - 1; i >= 0; i-- { // newest first: one look can tell of all (collective/nccl)
+		err = errors.Join(err, o.ov.settle[i].Wait(ctx))
 	}
 	o.ov.settle = o.ov.settle[:0]
 	if err != nil {

@@ -102,8 +102,9 @@ func (b failingShards) CastShards(cs []*backend.CastArgs) error {
 }
 
 // TestShardErrorsNameBuckets checks that a failing one-call update or cast
-// fails the step with the backend's error wrapped, saying which bucket a
-// shard index names (a cast's shards are the buckets that cast, in order).
+// (here New's, which casts the initial masters through the same calls)
+// fails with the backend's error wrapped, saying which bucket a shard index
+// names (a cast's shards are the buckets that cast, in order).
 func TestShardErrorsNameBuckets(t *testing.T) {
 	params := optimizertest.AwkwardParams()
 	cfg := optimizertest.Configs()["E4M3 TensorCurrent(margin=0, pow2=false)"]
@@ -114,10 +115,13 @@ func TestShardErrorsNameBuckets(t *testing.T) {
 		{true, "optimizer: update of %d buckets in one call (shard i is bucket i): shard 1 is bad"},
 		{false, "optimizer: cast of buckets %v in one call (shard i is the i-th of them): shard 1 is bad"},
 	} {
-		// New casts the initial masters through the same calls: it fails
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		_, err := optimizer.New(ctx, single.New(collective.Host, nil), failingShards{optimizer.NewCPU(1), c.update}, params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
+		o, err := optimizer.New(ctx, single.New(collective.Host, nil), failingShards{optimizer.NewCPU(1), c.update}, params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
 		cancel()
+		if err == nil {
+			o.Close()
+			t.Fatalf("update %t: New succeeded on a backend whose shard calls fail", c.update)
+		}
 		l, lerr := optimizer.NewLayout(params, 1, cfg.Layout)
 		if lerr != nil {
 			t.Fatal(lerr)

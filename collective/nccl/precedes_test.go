@@ -13,8 +13,9 @@ import (
 )
 
 // TestPrecedes checks Work.Precedes against the order groups are started
-// in (and its refusals: the same group, a group that failed in Start,
-// another communicator's, a nil work), and what callers rely on it for: a
+// in (a group with nothing to do precedes any; and its refusals: the same
+// group, a group that failed in Start, another communicator's, a nil work,
+// a group with nothing to do as the later one), and what callers rely on it for: a
 // stream that waited for the newest of several groups sees the results of
 // the older ones; and that once the newest has been waited for, the older
 // ones' Waits return without a look at the device. The oldest group is a large all-reduce (a copy on one
@@ -50,7 +51,7 @@ func TestPrecedes(t *testing.T) {
 		return []collective.Op{{Kind: collective.OpAllReduce, Dst: dst, Src: src, DType: collective.Float32, Reduce: collective.Sum}}
 	}
 	bad := []collective.Op{{Kind: collective.OpAllReduce, Dst: collective.HostBuffer(make([]byte, 8)), Src: collective.HostBuffer(make([]byte, 8)), DType: collective.Float32, Reduce: collective.Sum}}
-	ws := c.StartEach(sum(bigDst, bigSrc), bad, sum(small, small))
+	ws := c.StartEach(sum(bigDst, bigSrc), bad, sum(small, small), nil)
 	last := c.Start(sum(small, small)...)
 	ow := other.Start(sum(small, small)...)
 
@@ -81,7 +82,7 @@ func TestPrecedes(t *testing.T) {
 		}
 	}
 
-	first, failed, third := ws[0].(*nccl.Work), ws[1].(*nccl.Work), ws[2].(*nccl.Work)
+	first, failed, third, empty := ws[0].(*nccl.Work), ws[1].(*nccl.Work), ws[2].(*nccl.Work), ws[3].(*nccl.Work)
 	for _, c := range []struct {
 		name string
 		w    *nccl.Work
@@ -98,6 +99,8 @@ func TestPrecedes(t *testing.T) {
 		{"before another communicator's group", first, ow, false},
 		{"another communicator's group first", ow.(*nccl.Work), last, false},
 		{"before nil", first, nil, false},
+		{"a group with nothing to do", empty, last, true},
+		{"before a group with nothing to do", first, empty, false},
 	} {
 		if got := c.w.Precedes(c.o); got != c.want {
 			t.Errorf("%s: Precedes %t, want %t", c.name, got, c.want)

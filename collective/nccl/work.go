@@ -88,15 +88,19 @@ func (w *Work) StreamWait(s *cuda.Stream) error {
 }
 
 // Precedes reports whether w is a group of the same communicator as o,
-// handed to NCCL before o and without error. The communication stream runs
-// groups in the order they are handed over, so a stream that waits for o's
-// completion (StreamWait) also waits for w's: a caller ordering work after
-// several groups needs one wait, for the newest. It is false whenever o is
-// not a *Work of this communicator, or either group failed before NCCL.
+// handed to NCCL before o and without error, or one with nothing to do. The
+// communication stream runs groups in the order they are handed over, so a
+// stream that waits for o's completion (StreamWait) also waits for w's: a
+// caller ordering work after several groups needs one wait, for the
+// newest. It is false whenever o is not a *Work of this communicator, o
+// failed before NCCL or has nothing to do, or w failed before NCCL.
 func (w *Work) Precedes(o collective.Work) bool {
 	ow, ok := o.(*Work)
-	if !ok || ow.c != w.c || ow.issued == nil || w.issued == nil {
+	if !ok || ow.c != w.c || ow.issued == nil {
 		return false
+	}
+	if w.issued == nil { // failed in Start, or nothing to do (then nothing to wait for)
+		return w.err == nil
 	}
 	select {
 	case <-ow.issued: // the issuer settled every group enqueued before o
@@ -176,7 +180,7 @@ func (c *Comm) poll(w *Work) (pollState, error) {
 	st := pollRunning
 	var failed error
 	err := c.dev.Do(func() error {
-		if !w.completed && c.nc != nil && w.seq != 0 && c.tailSeq >= w.seq && !c.completedBy(w) {
+		if !w.completed && c.nc != nil && w.seq != 0 && c.tailSeq > w.seq && !c.completedBy(w) {
 			done, err := c.tail.Query()
 			if err != nil {
 				return err

@@ -212,6 +212,7 @@ func poll[T any](c <-chan T, spin time.Duration) (v T, ok bool) {
 			if time.Now().After(deadline) {
 				break
 			}
+			runtime.Gosched() // a caller may hold the P the worker needs
 		}
 	}
 	v, ok = <-c

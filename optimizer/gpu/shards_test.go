@@ -129,10 +129,8 @@ func TestTablesReused(t *testing.T) {
 	r := ncclOne(t)
 	params := optimizertest.AwkwardParams()
 	for name, cfg := range stepConfigs() {
-		r.Backend.mu.Lock()
-		err := r.Backend.dropTables() // the last configuration's: the cache's bound is not this test's subject
-		r.Backend.mu.Unlock()
-		if err != nil {
+		// the last configuration's: the cache's bound is not this test's subject
+		if err := r.Backend.onWorker(r.Backend.dropTables); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -150,9 +148,9 @@ func TestTablesReused(t *testing.T) {
 			if _, err := o.Step(ctx); err != nil {
 				t.Fatal(err)
 			}
-			r.Backend.mu.Lock()
-			sizes = append(sizes, len(r.Backend.tables))
-			r.Backend.mu.Unlock()
+			if err := r.Backend.onWorker(func() error { sizes = append(sizes, len(r.Backend.tables)); return nil }); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if sizes[1] != sizes[3] {
 			t.Errorf("%s: cached segment tables after each of 4 steps: %v (a new table every step)", name, sizes)
