@@ -99,7 +99,7 @@ type Config struct {
 	// StepAsync alike. With MicroBatches > 1 the reduce-scatter runs for
 	// every micro-batch (wire bytes x MicroBatches) and the reduced shards
 	// are added in micro-batch order, rounded to GradType (the backend must
-	// be a GradAccumulator: the CPU backend is). Each bucket's
+	// be a GradAccumulator: the CPU and CUDA backends are). Each bucket's
 	// reduce-scatter carries its Tag (GradTag), so collective/fp8grad's
 	// error feedback keeps one residual per bucket although the pool's
 	// buffers serve several buckets.

@@ -169,8 +169,8 @@
 //     gradient (not a running sum) and every bucket is reduce-scattered k
 //     times: the gradient wire bytes are k times the unsharded path's. The
 //     reduced shards are added in micro-batch order, in float32 rounded to
-//     GradType (GradAccumulator; the CPU backend has it, optimizer/gpu not
-//     yet, so New refuses k > 1 there). This reduces then accumulates,
+//     GradType (GradAccumulator: the CPU backend and optimizer/gpu have it;
+//     New refuses k > 1 on a backend without). This reduces then accumulates,
 //     where the unsharded path accumulates then reduces: the bits are the
 //     same when the sums are exact (the tests check it so, and bit for bit
 //     for any gradients with one micro-batch), not in general.

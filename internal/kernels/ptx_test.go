@@ -13,7 +13,7 @@ import (
 
 // launcherKernels lists every kernel name a launcher of this package uses.
 func launcherKernels() []string {
-	names := []string{kernelBF16, kernelIota, kernelStepControl, kernelScales, kernelDelayed}
+	names := []string{kernelBF16, kernelIota, kernelStepControl, kernelScales, kernelDelayed, kernelAccumulateBF16, kernelAccumulateF32}
 	names = append(names, gradKernels()...)
 	names = append(names, gptKernels()...)
 	names = append(names, flashKernels()...)
