@@ -64,6 +64,8 @@ enum {
 	F_cuGraphExecDestroy,
 	F_cuGraphDestroy,
 	F_cuStreamIsCapturing,
+	F_cuStreamWaitValue32,
+	F_cuStreamWriteValue32,
 	F_count
 };
 
@@ -199,6 +201,14 @@ static CUresult cu_stream_wait_event(uintptr_t s, uintptr_t e) {
 	return CU(cuStreamWaitEvent, void *, void *, unsigned)((void *)s, (void *)e, 0);
 }
 
+static CUresult cu_stream_wait_value32(uintptr_t s, CUdeviceptr addr, uint32_t v, unsigned flags) {
+	return CU(cuStreamWaitValue32, void *, CUdeviceptr, uint32_t, unsigned)((void *)s, addr, v, flags);
+}
+
+static CUresult cu_stream_write_value32(uintptr_t s, CUdeviceptr addr, uint32_t v, unsigned flags) {
+	return CU(cuStreamWriteValue32, void *, CUdeviceptr, uint32_t, unsigned)((void *)s, addr, v, flags);
+}
+
 static CUresult cu_event_create(uintptr_t *e, unsigned flags) {
 	void *h = 0;
 	CUresult r = CU(cuEventCreate, void **, unsigned)(&h, flags);
@@ -323,6 +333,10 @@ var symbols = [C.F_count]string{
 	C.F_cuGraphExecDestroy:          "cuGraphExecDestroy",
 	C.F_cuGraphDestroy:              "cuGraphDestroy",
 	C.F_cuStreamIsCapturing:         "cuStreamIsCapturing",
+	// Stream memory operations (the _v2 entry points: CUDA 11.7 on, on
+	// every device without an opt-in).
+	C.F_cuStreamWaitValue32:  "cuStreamWaitValue32_v2",
+	C.F_cuStreamWriteValue32: "cuStreamWriteValue32_v2",
 }
 
 // openDriver opens the driver library and fills the C table. It is called
@@ -471,6 +485,14 @@ func cuStreamQuery(s uintptr) Result { return Result(C.cu_stream_query(C.uintptr
 
 func cuStreamWaitEvent(s, e uintptr) Result {
 	return Result(C.cu_stream_wait_event(C.uintptr_t(s), C.uintptr_t(e)))
+}
+
+func cuStreamWaitValue32(s uintptr, addr DevicePtr, v, flags uint32) Result {
+	return Result(C.cu_stream_wait_value32(C.uintptr_t(s), C.CUdeviceptr(addr), C.uint32_t(v), C.unsigned(flags)))
+}
+
+func cuStreamWriteValue32(s uintptr, addr DevicePtr, v, flags uint32) Result {
+	return Result(C.cu_stream_write_value32(C.uintptr_t(s), C.CUdeviceptr(addr), C.uint32_t(v), C.unsigned(flags)))
 }
 
 func cuEventCreate(flags uint32) (uintptr, Result) {

@@ -66,3 +66,5 @@ func cuGraphLaunch(uintptr, uintptr) Result                            { return 
 func cuGraphExecDestroy(uintptr) Result                                { return errStub }
 func cuGraphDestroy(uintptr) Result                                    { return errStub }
 func cuStreamIsCapturing(uintptr) (int, Result)                        { return 0, errStub }
+func cuStreamWaitValue32(uintptr, DevicePtr, uint32, uint32) Result    { return errStub }
+func cuStreamWriteValue32(uintptr, DevicePtr, uint32, uint32) Result   { return errStub }

@@ -80,6 +80,23 @@ func (s *Stream) Wait(e *Event) error {
 	return s.d.Do(func() error { return check("cuStreamWaitEvent", cuStreamWaitEvent(s.h, e.h)) })
 }
 
+// WaitValue32 makes work queued on s after this call wait until the 32-bit
+// word at device address addr, compared as unsigned, is at least v
+// (cuStreamWaitValue32, CU_STREAM_WAIT_VALUE_GEQ). It does not block the
+// host. Unlike Wait on an event, the word may be written after this call
+// (by WriteValue32 on another stream, or by the host): a stream can be
+// ordered after work not yet queued. Whatever writes the word must come,
+// or s waits forever.
+func (s *Stream) WaitValue32(addr DevicePtr, v uint32) error {
+	return s.d.Do(func() error { return check("cuStreamWaitValue32", cuStreamWaitValue32(s.h, addr, v, 0)) })
+}
+
+// WriteValue32 queues on s the write of v to the 32-bit word at device
+// address addr (cuStreamWriteValue32), after the work queued before it.
+func (s *Stream) WriteValue32(addr DevicePtr, v uint32) error {
+	return s.d.Do(func() error { return check("cuStreamWriteValue32", cuStreamWriteValue32(s.h, addr, v, 0)) })
+}
+
 // Upload copies src (any host memory, Go memory included) to device address
 // dst, after the work queued on s, and returns when the copy has completed.
 func (s *Stream) Upload(dst DevicePtr, src []byte) error {
