@@ -136,33 +136,30 @@ func CheckCastShards(cs []*backend.CastArgs) error {
 		return errors.New("optimizer: CastShards without shards")
 	}
 	for i, c := range cs[1:] {
-		a, b := *cs[0], *c
-		a.N, a.Master, a.Segments, a.FP8 = 0, nil, nil, nil
-		b.N, b.Master, b.Segments, b.FP8 = 0, nil, nil, nil
-		if f := differs(a, b); f != "" {
+		if f := castLaunchDiff(cs[0], c); f != "" {
 			return fmt.Errorf("optimizer: CastShards: shard %d differs from shard 0 in %s", i+1, f)
 		}
 	}
 	return nil
 }
 
-// differs returns the name of the first field in which a and b (structs of
-// one type) differ, or "": buffers differ unless they are the same memory
-// (sameBuffer), other fields when their values do.
-func differs[T any](a, b T) string {
-	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
-	bufType := reflect.TypeFor[collective.Buffer]()
-	for i := range va.NumField() {
-		fa, fb := va.Field(i).Interface(), vb.Field(i).Interface()
-		same := reflect.DeepEqual(fa, fb)
-		if va.Type().Field(i).Type == bufType {
-			x, _ := fa.(collective.Buffer)
-			y, _ := fb.(collective.Buffer)
-			same = sameBuffer(x, y)
-		}
-		if !same {
-			return va.Type().Field(i).Name
-		}
+// castShardFields are the fields of backend.CastArgs each shard of
+// CastShards has its own; castLaunchDiff compares the others
+// (castLaunchFields), as launchDiff does for UpdateShards.
+var (
+	castShardFields  = []string{"N", "Master", "Segments", "FP8"}
+	castLaunchFields = []string{"Format", "Scale", "Control"}
+)
+
+// castLaunchDiff is launchDiff for CastShards.
+func castLaunchDiff(a, b *backend.CastArgs) string {
+	switch {
+	case a.Format != b.Format:
+		return "Format"
+	case !sameBuffer(a.Scale, b.Scale):
+		return "Scale"
+	case !sameBuffer(a.Control, b.Control):
+		return "Control"
 	}
 	return ""
 }

@@ -6,35 +6,41 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/collective"
-	"github.com/distopt/distopt/optimizer/backend"
 )
 
-// TestLaunchDiffCoversUpdateArgs checks CheckShards' written-out
-// comparison against the struct it compares: every field of
-// backend.UpdateArgs is either a shard's own (shardFields) or compared by
-// launchDiff (launchFields, in declaration order), so a new field cannot be
-// forgotten; and launchDiff names each compared field when only that field
-// differs (a number or a struct's first field changed, a buffer of other
-// memory).
+// TestLaunchDiffCoversUpdateArgs checks CheckShards' and CheckCastShards'
+// written-out comparisons against the structs they compare: every field of
+// backend.UpdateArgs (backend.CastArgs) is either a shard's own
+// (shardFields, castShardFields) or compared by launchDiff
+// (castLaunchDiff), listed in declaration order in launchFields
+// (castLaunchFields), so a new field cannot be forgotten; and the
+// comparison names each compared field when only that field differs (a
+// number or a struct's first field changed, a buffer of other memory).
 func TestLaunchDiffCoversUpdateArgs(t *testing.T) {
-	ty := reflect.TypeFor[backend.UpdateArgs]()
-	var all, covered []string
+	t.Run("UpdateArgs", func(t *testing.T) { checkCovers(t, shardFields, launchFields, launchDiff) })
+	t.Run("CastArgs", func(t *testing.T) { checkCovers(t, castShardFields, castLaunchFields, castLaunchDiff) })
+}
+
+// checkCovers is TestLaunchDiffCoversUpdateArgs for the struct T.
+func checkCovers[T any](t *testing.T, own, compared []string, diff func(a, b *T) string) {
+	ty := reflect.TypeFor[T]()
+	var all []string
 	for i := range ty.NumField() {
 		all = append(all, ty.Field(i).Name)
 	}
-	covered = append(slices.Clone(shardFields), launchFields...)
+	covered := append(slices.Clone(own), compared...)
 	slices.Sort(covered)
 	if sorted := slices.Sorted(slices.Values(all)); !slices.Equal(sorted, covered) {
-		t.Fatalf("backend.UpdateArgs has fields %v; shardFields and launchFields cover %v: update CheckShards (launchDiff) and the lists", sorted, covered)
+		t.Fatalf("%v has fields %v; the lists cover %v: update the written-out comparison and its lists", ty, sorted, covered)
 	}
 	last := -1
-	for _, name := range launchFields {
+	for _, name := range compared {
 		f, _ := ty.FieldByName(name)
 		if f.Index[0] < last {
-			t.Errorf("launchFields: %s out of declaration order", name)
+			t.Errorf("%s out of declaration order", name)
 		}
 		last = f.Index[0]
-		var a, b backend.UpdateArgs
+		var a, b T
 		fa, fb := reflect.ValueOf(&a).Elem().FieldByName(name), reflect.ValueOf(&b).Elem().FieldByName(name)
 		if fa.Kind() == reflect.Interface {
 			fa.Set(reflect.ValueOf(make(collective.HostBuffer, 8)))
@@ -42,11 +48,11 @@ func TestLaunchDiffCoversUpdateArgs(t *testing.T) {
 		} else if !bump(fb) {
 			t.Fatalf("%s: cannot make a differing value of kind %v", name, fb.Kind())
 		}
-		if got := launchDiff(&a, &b); got != name {
-			t.Errorf("only %s differs: launchDiff says %q", name, got)
+		if got := diff(&a, &b); got != name {
+			t.Errorf("only %s differs: the comparison says %q", name, got)
 		}
-		if got := launchDiff(&a, &a); got != "" {
-			t.Errorf("%s: a shard against itself: launchDiff says %q", name, got)
+		if got := diff(&a, &a); got != "" {
+			t.Errorf("%s: a shard against itself: the comparison says %q", name, got)
 		}
 	}
 }
