@@ -18,49 +18,26 @@ import (
 // a group with nothing to do as the later one), and what callers rely on it for: a
 // stream that waited for the newest of several groups sees the results of
 // the older ones; and that once the newest has been waited for, the older
-// ones' Waits return without a look at the device. The oldest group is a large all-reduce (a copy on one
-// rank), the newest a tiny one: a stream that overtook the large one would
-// read zeros.
+// ones' Waits return without a look at the device. The oldest group is a
+// large all-reduce (a copy on one rank), the newest a tiny one: a stream
+// that overtook the large one would read zeros.
 func TestPrecedes(t *testing.T) {
 	devs := gpus(t, 1)
 	d := devs[0]
-	compute, err := d.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { compute.Destroy() })
-	cs := group(t, devs, nccl.Config{Compute: compute, OneRankCopies: true})
-	c, other := cs[0], group(t, devs, nccl.Config{OneRankCopies: true})[0]
-	buf := func(words int) collective.DeviceBuffer {
-		p, err := d.Alloc(4 * words)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Free(p) })
-		if err := compute.Memset32(p, 0, words); err != nil {
-			t.Fatal(err)
-		}
-		return collective.DeviceBuffer{Ptr: uintptr(p), Size: 4 * words, Device: d.Ordinal()}
-	}
+	compute := newStream(t, d)
+	c := group(t, devs, nccl.Config{Compute: compute, OneRankCopies: true})[0]
+	other := group(t, devs, nccl.Config{OneRankCopies: true})[0]
 	const big = 32 << 20
-	bigSrc, bigDst, small := buf(big), buf(big), buf(256)
+	bigSrc, bigDst, small := zeroed(t, d, compute, big), zeroed(t, d, compute, big), zeroed(t, d, compute, 256)
 	if err := compute.Memset32(cuda.DevicePtr(bigSrc.Ptr), math.Float32bits(3), big); err != nil {
 		t.Fatal(err)
 	}
-	sum := func(dst, src collective.DeviceBuffer) []collective.Op {
-		return []collective.Op{{Kind: collective.OpAllReduce, Dst: dst, Src: src, DType: collective.Float32, Reduce: collective.Sum}}
-	}
-	bad := []collective.Op{{Kind: collective.OpAllReduce, Dst: collective.HostBuffer(make([]byte, 8)), Src: collective.HostBuffer(make([]byte, 8)), DType: collective.Float32, Reduce: collective.Sum}}
-	ws := c.StartEach(sum(bigDst, bigSrc), bad, sum(small, small), nil)
-	last := c.Start(sum(small, small)...)
-	ow := other.Start(sum(small, small)...)
+	ws := c.StartEach(sumGroup(bigDst, bigSrc), hostGroup(), sumGroup(small, small), nil)
+	last := c.Start(sumGroup(small, small)...)
+	ow := other.Start(sumGroup(small, small)...)
 
 	// the reader: a stream that waits for the newest group only
-	reader, err := d.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { reader.Destroy() })
+	reader := newStream(t, d)
 	if err := last.(*nccl.Work).StreamWait(reader); err != nil {
 		t.Fatal(err)
 	}

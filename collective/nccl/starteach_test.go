@@ -22,27 +22,12 @@ import (
 func TestStartEach(t *testing.T) {
 	devs := gpus(t, 1)
 	d := devs[0]
-	compute, err := d.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { compute.Destroy() })
+	compute := newStream(t, d)
 	c := group(t, devs, nccl.Config{Compute: compute, OneRankCopies: true})[0]
 	const words = 16 << 20
-	buf := func() collective.DeviceBuffer {
-		p, err := d.Alloc(4 * words)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Free(p) })
-		if err := compute.Memset32(p, 0, words); err != nil {
-			t.Fatal(err)
-		}
-		return collective.DeviceBuffer{Ptr: uintptr(p), Size: 4 * words, Device: d.Ordinal()}
-	}
 	var srcs, dsts []collective.DeviceBuffer
 	for range 3 {
-		srcs, dsts = append(srcs, buf()), append(dsts, buf())
+		srcs, dsts = append(srcs, zeroed(t, d, compute, words)), append(dsts, zeroed(t, d, compute, words))
 	}
 	if err := compute.Synchronize(); err != nil {
 		t.Fatal(err)
@@ -54,10 +39,8 @@ func TestStartEach(t *testing.T) {
 			}
 		}
 	}
-	sum := func(k int) []collective.Op {
-		return []collective.Op{{Kind: collective.OpAllReduce, Dst: dsts[k], Src: srcs[k], DType: collective.Float32, Reduce: collective.Sum}}
-	}
-	bad := []collective.Op{{Kind: collective.OpAllReduce, Dst: collective.HostBuffer(make([]byte, 8)), Src: collective.HostBuffer(make([]byte, 8)), DType: collective.Float32, Reduce: collective.Sum}}
+	sum := func(k int) []collective.Op { return sumGroup(dsts[k], srcs[k]) }
+	bad := hostGroup()
 	// the first groups have no work (empty, invalid): the wait for the
 	// compute stream must go to the first group that has
 	ws := c.StartEach(nil, bad, sum(0), sum(1), sum(2))
