@@ -75,10 +75,19 @@ func TestShardedGradientsAccumulated(t *testing.T) {
 	params := optimizertest.AwkwardParams()
 	const steps = 6
 	for name, cfg := range stepConfigs() {
-		for _, ov := range []optimizertest.Overlap{{MicroBatches: 3, Shuffle: true}, {MicroBatches: 2, Sync: true}} {
+		for _, ov := range []optimizertest.Overlap{{MicroBatches: 3, Shuffle: true}, {MicroBatches: 3}, {MicroBatches: 2, Sync: true}} {
 			t.Run(fmt.Sprintf("%s/%+v", name, ov), func(t *testing.T) {
 				sharded := cfg
 				sharded.ShardedGradients = true
+				if ov.Shuffle {
+					// Gradients declared in a random order hold every
+					// bucket's buffer at once: one buffer per bucket.
+					l, err := optimizer.NewLayout(params, 1, cfg.Layout)
+					if err != nil {
+						t.Fatal(err)
+					}
+					sharded.GradBuffers = len(l.Buckets)
+				}
 				got, err := optimizertest.TrainOverlapped(ctx, r.Comm, r.Backend, params, sharded, steps, oneRankGrad, ov)
 				if err != nil {
 					t.Fatal(err)
