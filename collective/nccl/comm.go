@@ -26,8 +26,16 @@ type Comm struct {
 	prefix     string // of this communicator's keys in the store
 	barrier    cuda.DevicePtr
 	release    func() error // closes what Join opened; nil for New
+	lane       *cuda.Lane   // the thread that drives NCCL and the communication stream (do)
 
-	// Touched only on the device's worker thread (inside dev.Do).
+	// The word that streams wait for in StreamWait (Config.DeviceWaits;
+	// 0 without): the communication stream writes each group's seq to it
+	// after the group, relStream the release value on a failure.
+	word      cuda.DevicePtr
+	relStream *cuda.Stream
+	released  atomic.Bool
+
+	// Touched only on the lane's thread (inside do).
 	nc         *nccl.Comm  // nil once aborted or destroyed
 	tail       *cuda.Event // recorded after each group issued outside a capture (made in setUp)
 	tailSeq    uint64      // the seq of that group
@@ -82,8 +90,19 @@ func New(ctx context.Context, cfg Config) (*Comm, error) {
 // communicator.
 func (c *Comm) setUp(ctx context.Context) error {
 	var err error
+	if c.lane, err = c.dev.NewLane(); err != nil {
+		return err
+	}
 	if c.stream, err = c.dev.NewStream(); err != nil {
 		return err
+	}
+	if c.cfg.DeviceWaits {
+		if c.word, err = c.dev.Word(); err != nil {
+			return err
+		}
+		if c.relStream, err = c.dev.NewStream(); err != nil {
+			return err
+		}
 	}
 	if c.kern, err = loadKernels(c.dev); err != nil {
 		return err
@@ -107,7 +126,7 @@ func (c *Comm) uniqueID(ctx context.Context) (nccl.UniqueID, error) {
 	var id nccl.UniqueID
 	key := c.prefix + "id"
 	if c.rank == 0 {
-		err := c.dev.Do(func() error {
+		err := c.do(func() error {
 			var err error
 			id, err = c.lib.UniqueID()
 			return err
@@ -132,7 +151,7 @@ func (c *Comm) uniqueID(ctx context.Context) (nccl.UniqueID, error) {
 // is ready, aborting it when ctx ends first.
 func (c *Comm) initNCCL(ctx context.Context, id nccl.UniqueID) error {
 	var nc *nccl.Comm
-	err := c.dev.Do(func() error {
+	err := c.do(func() error {
 		var err error
 		nc, err = c.lib.InitRank(c.size, id, c.rank, nccl.Config{})
 		return err
@@ -143,18 +162,18 @@ func (c *Comm) initNCCL(ctx context.Context, id nccl.UniqueID) error {
 	for errors.Is(err, nccl.ErrInProgress) {
 		select {
 		case <-ctx.Done():
-			c.dev.Do(nc.Abort)
+			c.do(nc.Abort)
 			return fmt.Errorf("NCCL initialization: %w", ctx.Err())
 		case <-time.After(time.Millisecond):
 		}
-		err = c.dev.Do(nc.AsyncError)
+		err = c.do(nc.AsyncError)
 	}
 	if err != nil {
-		c.dev.Do(nc.Abort)
+		c.do(nc.Abort)
 		return err
 	}
 	c.nc = nc
-	return c.dev.Do(func() error {
+	return c.do(func() error {
 		for _, q := range []struct {
 			name string
 			get  func() (int, error)
@@ -166,6 +185,19 @@ func (c *Comm) initNCCL(ctx context.Context, id nccl.UniqueID) error {
 		}
 		return nil
 	})
+}
+
+// do runs fn on the communicator's lane: NCCL's calls, the communication
+// stream's work and the state that goes with them live on a thread of
+// their own, so that a group is handed to NCCL, and the word that device
+// waits read written (Config.DeviceWaits), whatever the device's worker is
+// blocked in. Before the lane exists (a failed set-up) fn runs on the
+// device's worker.
+func (c *Comm) do(fn func() error) error {
+	if c.lane == nil {
+		return c.dev.Do(fn)
+	}
+	return c.lane.Do(fn)
 }
 
 // Rank returns this rank.
@@ -216,6 +248,7 @@ func (c *Comm) StartEach(groups ...[]collective.Op) []collective.Work {
 		if w.err != nil || w.plan.empty() {
 			continue
 		}
+		w.captured = c.cfg.Compute != nil && c.cfg.Compute.CaptureBegun()
 		if armErr == nil && len(queued) == 0 && c.cfg.Compute != nil {
 			if w.computed, armErr = c.event(); armErr == nil {
 				armErr = w.computed.Record(c.cfg.Compute)

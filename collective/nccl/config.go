@@ -1,6 +1,7 @@
 package nccl
 
 import (
+	"os"
 	"time"
 
 	"github.com/distopt/distopt/collective/rendezvous"
@@ -55,18 +56,31 @@ type Config struct {
 	// PeerTimeout is how long a peer's heartbeat may stall, or the store be
 	// unreachable, before the peer counts as lost (0: DefaultPeerTimeout).
 	PeerTimeout time.Duration
-	// LaunchSpin bounds how long the hop to the device's worker that
+	// LaunchSpin bounds how long the hop to the communicator's lane that
 	// issues a group waits there for NCCL to finish launching it in the
 	// background (0: DefaultLaunchSpin). A longer launch is polled from
-	// the communicator's goroutine, one hop per look, the worker free for
+	// the communicator's goroutine, one hop per look, the lane free for
 	// other work in between; a negative value always polls.
 	LaunchSpin time.Duration
+	// DeviceWaits lets Work.StreamWait order a stream after a group that
+	// has not been handed to NCCL yet without the host waiting for that:
+	// the stream waits on the device for a word that the communication
+	// stream writes after each group (cuStreamWaitValue32). It saves the
+	// caller the wait for NCCL's launch (60 to 90 us a group on H200s) and
+	// lets a step be enqueued without any host wait. A group that fails
+	// releases the waiting streams and reports its error from Wait. Also
+	// turned on by the environment variable DISTOPT_NCCL_DEVICE_WAITS=1.
+	DeviceWaits bool
 }
+
+// EnvDeviceWaits names the environment variable that turns
+// Config.DeviceWaits on ("1") for every communicator of the process.
+const EnvDeviceWaits = "DISTOPT_NCCL_DEVICE_WAITS"
 
 // DefaultLaunchSpin is Config.LaunchSpin's default: NCCL's background
 // launch takes 60 to 90 µs after ncclGroupEnd on two H200s (NCCL 2.28), and
-// waiting on the worker saves the hops of polling (about 20 µs each), at
-// the price of holding the worker, and every other call to the device,
+// waiting on the lane saves the hops of polling (about 20 µs each), at
+// the price of holding the lane, and every other call of the communicator,
 // while it waits.
 const DefaultLaunchSpin = 200 * time.Microsecond
 
@@ -79,6 +93,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PeerTimeout <= 0 {
 		c.PeerTimeout = DefaultPeerTimeout
+	}
+	if os.Getenv(EnvDeviceWaits) == "1" {
+		c.DeviceWaits = true
 	}
 	return c
 }

@@ -48,7 +48,7 @@ func (c *Comm) next() *Work {
 
 // issue runs w's plan on the communication stream: wait for the compute
 // stream, pre kernels, the NCCL group, post kernels, and the done event.
-// Usually all in one hop to the device's worker: a non-blocking group's
+// Usually all in one hop to the communicator's lane: a non-blocking group's
 // launch is awaited there for up to Config.LaunchSpin, and only a slower launch
 // is polled from the issuer (awaitLaunch).
 func (c *Comm) issue(w *Work) {
@@ -58,7 +58,7 @@ func (c *Comm) issue(w *Work) {
 		return
 	}
 	finished := false // the done event is recorded
-	err := c.dev.Do(func() error {
+	err := c.do(func() error {
 		if c.nc == nil {
 			return errGone
 		}
@@ -126,7 +126,7 @@ func (c *Comm) issue(w *Work) {
 }
 
 // finishIssue queues w's post kernels and records its done event, once its
-// NCCL group is on the stream. It runs on the device's worker.
+// NCCL group is on the stream. It runs on the lane.
 func (c *Comm) finishIssue(w *Work) error {
 	w.trace.launched = time.Now()
 	base := uintptr(c.scratch)
@@ -153,6 +153,9 @@ func (c *Comm) finishIssue(w *Work) error {
 			return err
 		}
 		c.tailSeq = w.seq
+		if c.word != 0 && w.seq < releaseValue { // the device waits for w (StreamWait)
+			return c.stream.WriteValue32(c.word, uint32(w.seq))
+		}
 	}
 	return nil
 }
@@ -160,7 +163,7 @@ func (c *Comm) finishIssue(w *Work) error {
 // spinLaunch polls ncclCommGetAsyncError until it no longer reports
 // ncclInProgress or Config.LaunchSpin has passed (one look when it is
 // negative); it returns the number of looks and the last state. It runs on
-// the device's worker.
+// the lane.
 func (c *Comm) spinLaunch() (int, error) {
 	deadline := time.Now().Add(c.cfg.LaunchSpin)
 	for n := 1; ; n++ {
@@ -192,7 +195,7 @@ func (c *Comm) call(cl call, base uintptr) error {
 
 // ensureScratch returns a scratch area of at least n bytes. A smaller area
 // is retired, not freed, since groups still queued on the stream may use
-// it; Close frees them all. It runs on the device's worker.
+// it; Close frees them all. It runs on the lane.
 func (c *Comm) ensureScratch(n int) (uintptr, error) {
 	if n <= c.scratchLen {
 		return uintptr(c.scratch), nil
@@ -211,7 +214,7 @@ func (c *Comm) ensureScratch(n int) (uintptr, error) {
 
 // awaitLaunch polls the communicator, paced by a poller, until NCCL has
 // finished launching w's group in the background, then finishes issuing w
-// (finishIssue) in the same hop to the device's worker. It returns the
+// (finishIssue) in the same hop to the lane. It returns the
 // number of looks; it gives up when the communicator is aborted or Close
 // begins.
 func (c *Comm) awaitLaunch(w *Work) (int, error) {
@@ -219,7 +222,7 @@ func (c *Comm) awaitLaunch(w *Work) (int, error) {
 	defer p.release()
 	for n := 1; ; n++ {
 		launching := false
-		err := c.dev.Do(func() error {
+		err := c.do(func() error {
 			if c.nc == nil {
 				return errGone
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/nccl"
 )
 
@@ -37,6 +38,7 @@ func (c *Comm) fail(f *failure, publish bool) {
 		c.await(peerGrace)
 	}
 	c.abortNCCL()
+	c.releaseWaits()
 }
 
 // publish writes the report of f to the store, where every rank's watch
@@ -52,7 +54,7 @@ func (c *Comm) await(d time.Duration) {
 	deadline := time.Now().Add(d)
 	for {
 		pending := false
-		c.dev.Do(func() error {
+		c.do(func() error {
 			if c.nc == nil {
 				return nil
 			}
@@ -79,7 +81,7 @@ func (c *Comm) await(d time.Duration) {
 // complete just before keep their success; the kernels of the others are
 // stopped.
 func (c *Comm) abortNCCL() {
-	c.dev.Do(func() error {
+	c.do(func() error {
 		if c.nc == nil {
 			return nil
 		}
@@ -132,7 +134,8 @@ func (c *Comm) Close() error {
 	for _, w := range queued {
 		w.settle(closed)
 	}
-	errs := []error{c.dev.Do(c.destroyNCCL)}
+	c.releaseWaits()
+	errs := []error{c.do(c.destroyNCCL)}
 	if err := c.drain(); err != nil {
 		errs = append(errs, err) // memory the GPU may still use is not freed
 	} else {
@@ -147,7 +150,7 @@ func (c *Comm) Close() error {
 	return nil
 }
 
-// destroyNCCL ends the NCCL communicator on the device's worker: finalize
+// destroyNCCL ends the NCCL communicator on the lane: finalize
 // and destroy when idle, abort when a group still runs or finalizing does
 // not end within finalizeTimeout.
 func (c *Comm) destroyNCCL() error {
@@ -211,9 +214,15 @@ func (c *Comm) tearDown() error {
 		errs = append(errs, c.kern.unload())
 		c.kern = nil
 	}
-	if c.stream != nil {
-		errs = append(errs, c.stream.Destroy())
-		c.stream = nil
+	for _, s := range []**cuda.Stream{&c.stream, &c.relStream} {
+		if *s != nil {
+			errs = append(errs, (*s).Destroy())
+			*s = nil
+		}
+	}
+	if c.lane != nil {
+		errs = append(errs, c.lane.Close())
+		c.lane = nil
 	}
 	return errors.Join(errs...)
 }

@@ -14,7 +14,7 @@ type Phases struct {
 	// Launched: NCCL had launched the group onto the stream (for a
 	// non-blocking ncclGroupEnd, when ncclCommGetAsyncError stopped
 	// reporting ncclInProgress), after LaunchPolls looks at it (spinning
-	// on the device's worker first, then from the issuer).
+	// on the communicator's lane first, then from the issuer).
 	Launched    time.Duration
 	LaunchPolls int
 	// Issued: the completion event was recorded after the group; Wait

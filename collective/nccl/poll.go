@@ -19,7 +19,7 @@ import (
 // timers), so during the first pollSpinFor of a wait the poller yields the
 // processor (runtime.Gosched) between looks instead of sleeping, much as
 // CUDA's own synchronization spins by default. Each look is a hop to the
-// device's worker thread, a few microseconds, which paces the loop. Past
+// communicator's lane, a few microseconds, which paces the loop. Past
 // pollSpinFor the wait is long anyway: the poller sleeps pollSleep between
 // looks and leaves the processor alone.
 const (

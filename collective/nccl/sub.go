@@ -68,7 +68,7 @@ func open(ctx context.Context, cfg Config, lib *nccl.Library, rank, size int, pr
 		stopc:   make(chan struct{}),
 	}
 	if err := c.setUp(ctx); err != nil {
-		c.dev.Do(c.destroyNCCL)
+		c.do(c.destroyNCCL)
 		c.tearDown()
 		return nil, fmt.Errorf("collective/nccl: rank %d of %d%s: %w", c.rank, c.size, what, err)
 	}

@@ -17,12 +17,9 @@ type Device struct {
 	dev  int     // CUdevice
 	ctx  uintptr // the primary context
 
-	tid  atomic.Int64 // OS thread of the worker; 0 once it has stopped
-	work chan func()
-	done chan struct{}
-
-	mu     sync.RWMutex // guards closed against sends on work
-	closed bool
+	thread       // the worker
+	lanes  lanes // threads of their own (NewLane)
+	words  words // Word's pages
 
 	res   resources
 	syncs atomic.Int64 // host waits for the device (HostSyncs)
@@ -71,11 +68,7 @@ func Open(ordinal int) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Device{
-		info: info,
-		work: make(chan func(), hopQueue),
-		done: make(chan struct{}),
-	}
+	d := &Device{info: info, thread: newThread()}
 	d.res.init()
 	spin, err := hopSpinFromEnv()
 	if err != nil {
@@ -116,24 +109,34 @@ func (d *Device) run(ready chan<- error) {
 	}
 	d.tid.Store(gettid())
 	ready <- nil
-	for {
-		f, ok := poll(d.work, time.Duration(d.spin.Load()))
-		if !ok {
-			break
-		}
-		f()
-	}
+	d.serve(&d.thread)
+	d.words.free()
 	d.tid.Store(0)
 	cuCtxSetCurrent(0)
 	cuDevicePrimaryCtxRelease(d.dev)
 }
 
-// onWorker reports whether the caller is the device's worker goroutine. A
-// goroutine locked to a thread is the only one that runs on it, so the
-// thread id identifies the worker.
+// serve executes the functions handed to t until its queue is closed.
+func (d *Device) serve(t *thread) {
+	for {
+		f, ok := poll(t.work, time.Duration(d.spin.Load()))
+		if !ok {
+			return
+		}
+		f()
+	}
+}
+
+// onWorker reports whether the caller is the device's worker goroutine or
+// one of its lanes (every one has the context current). A goroutine locked
+// to a thread is the only one that runs on it, so the thread id identifies
+// the worker.
 func (d *Device) onWorker() bool {
-	tid := d.tid.Load()
-	return tid != 0 && tid == gettid()
+	tid := gettid()
+	if w := d.tid.Load(); w != 0 && w == tid {
+		return true
+	}
+	return d.lanes.has(tid)
 }
 
 // Do runs fn on the device's worker, with the device's primary context
@@ -144,6 +147,11 @@ func (d *Device) Do(fn func() error) error {
 	if d.onWorker() {
 		return fn()
 	}
+	return d.handOver(&d.thread, fn)
+}
+
+// handOver runs fn on the thread t and returns its error; see Do.
+func (d *Device) handOver(t *thread, fn func() error) error {
 	type outcome struct {
 		err      error
 		panicked bool
@@ -161,13 +169,13 @@ func (d *Device) Do(fn func() error) error {
 		o.err = fn()
 		o.panicked = false
 	}
-	d.mu.RLock()
-	if d.closed {
-		d.mu.RUnlock()
+	t.mu.RLock()
+	if t.closed {
+		t.mu.RUnlock()
 		return ErrClosed
 	}
-	d.work <- job
-	d.mu.RUnlock()
+	t.work <- job
+	t.mu.RUnlock()
 	d.hops.Add(1)
 	o, _ := poll(done, time.Duration(d.spin.Load()))
 	if o.panicked {
@@ -227,16 +235,41 @@ func (d *Device) Close() error {
 	if d.onWorker() {
 		panic("cuda: Device.Close called from inside Device.Do")
 	}
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	for _, l := range d.lanes.all() {
+		l.Close()
+	}
+	if !d.thread.stop() {
 		return ErrClosed
 	}
-	d.closed = true
-	close(d.work)
-	d.mu.Unlock()
 	<-d.done
 	return nil
+}
+
+// thread is a goroutine locked to an OS thread with the device's context
+// current, and its queue of functions to run.
+type thread struct {
+	tid  atomic.Int64 // OS thread; 0 until it runs and once it has stopped
+	work chan func()
+	done chan struct{}
+
+	mu     sync.RWMutex // guards closed against sends on work
+	closed bool
+}
+
+func newThread() thread {
+	return thread{work: make(chan func(), hopQueue), done: make(chan struct{})}
+}
+
+// stop closes t's queue; false when it was closed before.
+func (t *thread) stop() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.closed = true
+	close(t.work)
+	return true
 }
 
 // Info describes the device.

@@ -1,0 +1,128 @@
+package cuda
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Lane is a second thread that drives a device: a goroutine locked to an
+// OS thread of its own with the device's primary context current, like the
+// device's worker, running the functions given to its Do one at a time.
+// Calls made from inside a lane's Do (to any method of the device and its
+// objects) run directly on the lane.
+//
+// A lane is for work that must not queue behind the worker: a
+// communicator's issuer hands groups to NCCL and writes the words that
+// other streams wait for (Stream.WaitValue32). Were it to need the worker,
+// a worker blocked in a call that waits for such a stream (Synchronize,
+// Download) would never let it write the word: a deadlock. On a lane of
+// its own it makes progress whatever the worker does.
+type Lane struct {
+	d *Device
+	thread
+}
+
+// lanes is the set of a device's open lanes.
+type lanes struct {
+	n   atomic.Int32 // len(set): onWorker's fast path when there is none
+	mu  sync.Mutex
+	set map[*Lane]struct{}
+	tid sync.Map // OS thread id (int64) -> *Lane
+}
+
+// has reports whether tid is the thread of one of the lanes.
+func (ls *lanes) has(tid int64) bool {
+	if ls.n.Load() == 0 {
+		return false
+	}
+	_, ok := ls.tid.Load(tid)
+	return ok
+}
+
+// all returns the open lanes.
+func (ls *lanes) all() []*Lane {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	out := make([]*Lane, 0, len(ls.set))
+	for l := range ls.set {
+		out = append(out, l)
+	}
+	return out
+}
+
+// NewLane starts a lane of the device. Close it before the device (Device.Close
+// closes the lanes left open).
+func (d *Device) NewLane() (*Lane, error) {
+	l := &Lane{d: d, thread: newThread()}
+	ready := make(chan error, 1)
+	go l.run(ready)
+	if err := <-ready; err != nil {
+		<-l.done
+		return nil, err
+	}
+	d.lanes.mu.Lock()
+	if d.lanes.set == nil {
+		d.lanes.set = make(map[*Lane]struct{})
+	}
+	d.lanes.set[l] = struct{}{}
+	d.lanes.n.Store(int32(len(d.lanes.set)))
+	d.lanes.mu.Unlock()
+	return l, nil
+}
+
+// run is the lane's goroutine: locked to its thread (never unlocked, so
+// that the thread ends with it), the device's context current.
+func (l *Lane) run(ready chan<- error) {
+	defer close(l.done)
+	runtime.LockOSThread()
+	l.d.thread.mu.RLock() // the device is open (no hop: NewLane may run inside Do)
+	closed := l.d.thread.closed
+	l.d.thread.mu.RUnlock()
+	if closed {
+		ready <- ErrClosed
+		return
+	}
+	if err := check("cuCtxSetCurrent", cuCtxSetCurrent(l.d.ctx)); err != nil {
+		ready <- err
+		return
+	}
+	tid := gettid()
+	l.tid.Store(tid)
+	l.d.lanes.tid.Store(tid, l)
+	ready <- nil
+	l.d.serve(&l.thread)
+	l.d.lanes.tid.Delete(tid)
+	l.tid.Store(0)
+	cuCtxSetCurrent(0)
+}
+
+// Do runs fn on the lane and returns its error, as Device.Do does on the
+// worker: directly when called from the lane itself, else handed over
+// (from the worker too: what a lane's owner keeps on the lane is touched
+// by one thread). Do returns ErrClosed after Close.
+func (l *Lane) Do(fn func() error) error {
+	if l.tid.Load() == gettid() {
+		return fn()
+	}
+	return l.d.handOver(&l.thread, fn)
+}
+
+// Close stops the lane after the functions already given to it. A second
+// Close returns ErrClosed. Close must not be called from inside the lane's
+// Do.
+func (l *Lane) Close() error {
+	if l.tid.Load() == gettid() {
+		panic("cuda: Lane.Close called from inside Lane.Do")
+	}
+	if !l.thread.stop() {
+		return ErrClosed
+	}
+	<-l.done
+	ls := &l.d.lanes
+	ls.mu.Lock()
+	delete(ls.set, l)
+	ls.n.Store(int32(len(ls.set)))
+	ls.mu.Unlock()
+	return nil
+}
