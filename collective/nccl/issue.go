@@ -153,7 +153,7 @@ func (c *Comm) finishIssue(w *Work) error {
 			return err
 		}
 		c.tailSeq = w.seq
-		if c.word != 0 && w.seq < releaseValue { // the device waits for w (StreamWait)
+		if c.word != 0 { // the device waits for w (StreamWait)
 			return c.stream.WriteValue32(c.word, uint32(w.seq))
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
@@ -84,10 +83,10 @@ func (w *Work) Wait(ctx context.Context) error {
 // on the device instead: s waits until the communicator's word reaches the
 // group's position in the issue order, which the communication stream
 // writes after each group (groups complete in that order), and StreamWait
-// returns at once. A group that then fails releases s (the word is set to
-// its maximum) and reports its error from Wait, not from StreamWait. A
-// stream being captured into a CUDA graph, one of another device, or a
-// group started during a capture takes the event path.
+// returns at once. A group that then fails releases s (the word is put
+// past every group started) and reports its error from Wait, not from
+// StreamWait. A stream being captured into a CUDA graph, one of another
+// device, or a group started during a capture takes the event path.
 func (w *Work) StreamWait(s *cuda.Stream) error {
 	if w.issued == nil {
 		return w.err
@@ -106,15 +105,20 @@ func (w *Work) StreamWait(s *cuda.Stream) error {
 	return s.Wait(w.done)
 }
 
-// releaseValue is the word's value that releases every device wait (on a
-// failure); a group whose seq reaches it is waited for through its event.
-const releaseValue = math.MaxUint32
+// The word holds the low 32 bits of the seq of the last group complete on
+// the communication stream. The device compares it with a wait's value
+// cyclically (CU_STREAM_WAIT_VALUE_GEQ: (int32)(word - value) >= 0), so
+// seqs may wrap around: a wait is for a group at most 2^31 groups ahead of
+// the word. releaseAhead is how far ahead of the last group started the
+// release puts the word: past every group that may be waited for, and not
+// so far that the comparison wraps for the oldest of them.
+const releaseAhead = 1 << 30
 
 // waitWord queues on s the device wait for w's word value when the
 // communicator has one and the wait may be done that way; waited reports
 // whether it was.
 func (c *Comm) waitWord(w *Work, s *cuda.Stream) (waited bool, err error) {
-	if c.word == 0 || w.captured || w.seq >= releaseValue || s.Device() != c.dev || s.CaptureBegun() {
+	if c.word == 0 || w.captured || s.Device() != c.dev || s.CaptureBegun() {
 		return false, nil
 	}
 	err = c.dev.Do(func() error { // one hand-over for the check and the wait
@@ -127,17 +131,22 @@ func (c *Comm) waitWord(w *Work, s *cuda.Stream) (waited bool, err error) {
 	return waited, err
 }
 
-// releaseWaits sets the word to releaseValue, once, so that no stream
-// waits for a group that will never be handed to NCCL: from a stream of
-// its own (the communication stream may be stuck in a group that never
-// ends) and from the communication stream after the groups on it (whose
-// own writes, still to come, would lower the word again).
+// releaseWaits puts the word past every group started, once, so that no
+// stream waits for a group that will never be handed to NCCL. It is called
+// once no group can be started any more (after a failure, or in Close),
+// and writes from a stream of its own (the communication stream may be
+// stuck in a group that never ends) and from the communication stream
+// after the groups on it (whose own writes, still to come, would lower the
+// word again).
 func (c *Comm) releaseWaits() {
 	if c.word == 0 || !c.released.CompareAndSwap(false, true) {
 		return
 	}
+	c.mu.Lock()
+	v := uint32(c.seq + releaseAhead)
+	c.mu.Unlock()
 	c.do(func() error {
-		return errors.Join(c.relStream.WriteValue32(c.word, releaseValue), c.stream.WriteValue32(c.word, releaseValue))
+		return errors.Join(c.relStream.WriteValue32(c.word, v), c.stream.WriteValue32(c.word, v))
 	})
 }
 
@@ -171,7 +180,7 @@ func (w *Work) Precedes(o collective.Work) bool {
 	}
 	// a wait for o now is a device wait (StreamWait) if any: the event path
 	// would have waited for o to be handed over
-	return w.c.word != 0 && !ow.captured && ow.seq < releaseValue
+	return w.c.word != 0 && !ow.captured
 }
 
 // pollState is what one look at a group found.

@@ -81,8 +81,9 @@ func (s *Stream) Wait(e *Event) error {
 }
 
 // WaitValue32 makes work queued on s after this call wait until the 32-bit
-// word at device address addr, compared as unsigned, is at least v
-// (cuStreamWaitValue32, CU_STREAM_WAIT_VALUE_GEQ). It does not block the
+// word at device address addr is at least v in the driver's cyclic order
+// (cuStreamWaitValue32, CU_STREAM_WAIT_VALUE_GEQ: (int32)(word - v) >= 0,
+// so that counters may wrap around: 0xffffffff is below 1). It does not block the
 // host. Unlike Wait on an event, the word may be written after this call
 // (by WriteValue32 on another stream, or by the host): a stream can be
 // ordered after work not yet queued. Whatever writes the word must come,

@@ -13,7 +13,7 @@ import (
 // waits for a word to reach a value is held (its later work not run, the
 // stream not complete) until another stream writes the word, queued after
 // the wait; then it runs; a wait for a value the word already passes (at
-// least, as unsigned) does not hold.
+// least, in the cyclic order) does not hold; and the order wraps around.
 func TestStreamValue(t *testing.T) {
 	d := cudatest.Require(t)
 	waiter, writer := cudatest.Stream(t, d), cudatest.Stream(t, d)
@@ -49,5 +49,19 @@ func TestStreamValue(t *testing.T) {
 	must(waiter.Download(b[:], out))
 	if v := binary.LittleEndian.Uint32(b[:]); v != 2 {
 		t.Errorf("after a wait already satisfied: %d, want 2", v)
+	}
+	// the order is cyclic: 0xffffffff is below 1, 1 is past 0xffffffff
+	must(writer.WriteValue32(flag, 0xffffffff))
+	must(writer.Synchronize())
+	must(waiter.WaitValue32(flag, 1))
+	must(waiter.Memset32(out, 3, 1))
+	if done, err := waiter.Query(); err != nil || done {
+		t.Fatalf("a wait for 1 with the word at 0xffffffff: complete %t (%v), want held", done, err)
+	}
+	must(writer.WriteValue32(flag, 1))
+	must(waiter.Synchronize())
+	must(waiter.Download(b[:], out))
+	if v := binary.LittleEndian.Uint32(b[:]); v != 3 {
+		t.Errorf("after the word wrapped to 1: %d, want 3", v)
 	}
 }
