@@ -3,7 +3,8 @@
 // and CastShards calls over several shards when it is an
 // optimizer.ShardUpdater) (every rule,
 // scaling mode, FP8 format, moment, gradient and high-precision type; odd
-// sizes; segments at random offsets with partial chunks and blocks; tile
+// sizes; segments at random offsets with partial chunks and blocks; shards
+// at element offsets off the kernels' vector width in their buffers; tile
 // segments starting mid-matrix; NaN, Inf, huge and subnormal values; blocks
 // whose amax is 0) and compares every byte of every buffer with what the
 // CPU reference backend (optimizer.NewCPU) writes for the same call,

@@ -51,13 +51,14 @@ func Moments(t *testing.T, be optimizer.Backend) {
 type momentBuf struct{ data, scales buf }
 
 // uploadMoment stores x as t (FP8: backend.EncodeMomentBlock per block of
-// mb elements of the shard).
-func uploadMoment(p *pair, name string, x []float32, t backend.MomentDType, mb int, root bool, seed uint32, base int) momentBuf {
+// mb elements of the shard), lead elements (and lead block scales) into
+// its allocations.
+func uploadMoment(p *pair, name string, x []float32, t backend.MomentDType, mb int, root bool, seed uint32, base, lead int) momentBuf {
 	switch t {
 	case backend.MomentFloat32:
-		return momentBuf{data: p.upload(name, encode(x, collective.Float32), float32s)}
+		return momentBuf{data: p.uploadAfter(name, 4*lead, encode(x, collective.Float32), float32s)}
 	case backend.MomentBFloat16:
-		return momentBuf{data: p.upload(name, encode(x, collective.BFloat16), bytesExact)}
+		return momentBuf{data: p.uploadAfter(name, 2*lead, encode(x, collective.BFloat16), bytesExact)}
 	}
 	codes := make([]byte, len(x))
 	inv := make([]float32, (len(x)+mb-1)/mb)
@@ -65,11 +66,12 @@ func uploadMoment(p *pair, name string, x []float32, t backend.MomentDType, mb i
 		lo, hi := k*mb, min(k*mb+mb, len(x))
 		inv[k] = backend.EncodeMomentBlock(codes[lo:hi], x[lo:hi], root, seed, uint64(base+lo))
 	}
-	return momentBuf{data: p.upload(name, codes, bytesExact), scales: p.upload(name+" scales", encode(inv, collective.Float32), bytesExact)}
+	return momentBuf{data: p.uploadAfter(name, lead, codes, bytesExact),
+		scales: p.uploadAfter(name+" scales", 4*lead, encode(inv, collective.Float32), bytesExact)}
 }
 
 func momentCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, vt backend.MomentDType, mb int, gt collective.DType, special bool) {
-	sh := newMomentShard(p, r, rc, rule, mt, vt, mb, gt, special)
+	sh := newMomentShard(p, r, rc, rule, mt, vt, mb, gt, special, placement{align: mb})
 	for side := range 2 {
 		must(t, []optimizer.Backend{p.ref, p.be}[side].Update(sh.args(side)))
 	}
@@ -83,14 +85,21 @@ type updateShard struct {
 	bufs []buf
 }
 
+// placement is where newMomentShard puts a shard: its segments start at
+// multiples of align (FP8 moments: of their block), and each of its
+// buffers lies lead elements (of a block scales buffer: lead scales) into
+// its allocation, but the amaxes and scales, which slots index.
+type placement struct{ align, lead int }
+
 // newMomentShard uploads a random shard of recipe case rc for rule, with
-// moments stored as mt and vt (FP8 in blocks of mb) and gradients of type gt.
-func newMomentShard(p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, vt backend.MomentDType, mb int, gt collective.DType, special bool) updateShard {
+// moments stored as mt and vt (FP8 in blocks of mb) and gradients of type
+// gt, placed at at.
+func newMomentShard(p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, vt backend.MomentDType, mb int, gt collective.DType, special bool, at placement) updateShard {
 	block := 128
 	if _, cols := rc.recipe.Block(); rc.recipe.LocalBlocks() {
 		block = cols
 	}
-	l := randomLayout(r, rc.modes, block, mb)
+	l := randomLayout(r, rc.modes, block, at.align)
 	master := values(r, l.n, 0.05, special)
 	grad := values(r, l.n, 0.01, special)
 	m := values(r, l.n, 0.01, false)
@@ -105,23 +114,24 @@ func newMomentShard(p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, m
 		scale[i], _ = fp8.ScaleFromAmax(float32(r.Float64()*0.2), fp8.E4M3, 0, false)
 	}
 	seed, base := r.Uint32(), 4*r.IntN(1<<38) // bases are multiples of 4 (backend.UpdateArgs)
-	mBuf := uploadMoment(p, "m", m, mt, mb, false, seed, base)
+	mBuf := uploadMoment(p, "m", m, mt, mb, false, seed, base, at.lead)
 	var vBuf momentBuf
 	if rule == optimizer.RuleAdamW {
-		vBuf = uploadMoment(p, "v", v, vt, mb, true, seed^1, base)
+		vBuf = uploadMoment(p, "v", v, vt, mb, true, seed^1, base, at.lead)
 	}
 	hpType := rc.hp
 	if hpType == 0 {
 		hpType = collective.Float32
 	}
+	ss := rc.recipe.ScaleType().Size()
 	bs := []buf{
-		p.upload("master", encode(master, collective.Float32), float32s),
-		p.upload("grad", encode(grad, gt), bytesExact),
-		p.upload("fp8", filled(l.n), bytesExact),
+		p.uploadAfter("master", 4*at.lead, encode(master, collective.Float32), float32s),
+		p.uploadAfter("grad", gt.Size()*at.lead, encode(grad, gt), bytesExact),
+		p.uploadAfter("fp8", at.lead, filled(l.n), bytesExact),
 		p.upload("amax", u32s(amax), amaxKeys),
 		p.upload("scale", encode(scale, collective.Float32), bytesExact),
-		p.upload("block scales", filled(rc.recipe.ScaleType().Size()*l.blocks), bytesExact),
-		p.upload("hp", filled(hpType.Size()*l.n), momentKind(hpType)),
+		p.uploadAfter("block scales", ss*at.lead, filled(ss*l.blocks), bytesExact),
+		p.uploadAfter("hp", hpType.Size()*at.lead, filled(hpType.Size()*l.n), momentKind(hpType)),
 	}
 	a := backend.UpdateArgs{Rule: rule, N: l.n, MomentType: collective.Float32, MType: mt, VType: vt, MomentBlock: mb,
 		GradType: gt, Recipe: rc.recipe, Segments: l.segs, MomentSeed: seed, MomentBase: base,
@@ -133,17 +143,11 @@ func newMomentShard(p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, m
 	}
 	args := func(side int) *backend.UpdateArgs {
 		b := a
-		pick := func(x buf) collective.Buffer {
-			if x.ref == nil {
-				return nil
-			}
-			return []collective.Buffer{x.ref, x.be}[side]
-		}
-		b.Master, b.Grad, b.FP8, b.Amax, b.Scale, b.BlockScales = pick(bs[0]), pick(bs[1]), pick(bs[2]), pick(bs[3]), pick(bs[4]), pick(bs[5])
+		b.Master, b.Grad, b.FP8, b.Amax, b.Scale, b.BlockScales = bs[0].side(side), bs[1].side(side), bs[2].side(side), bs[3].side(side), bs[4].side(side), bs[5].side(side)
 		if rc.hp != 0 {
-			b.HP, b.HPType = pick(bs[6]), rc.hp
+			b.HP, b.HPType = bs[6].side(side), rc.hp
 		}
-		b.M, b.MScales, b.V, b.VScales = pick(mBuf.data), pick(mBuf.scales), pick(vBuf.data), pick(vBuf.scales)
+		b.M, b.MScales, b.V, b.VScales = mBuf.data.side(side), mBuf.scales.side(side), vBuf.data.side(side), vBuf.scales.side(side)
 		return &b
 	}
 	for _, x := range []buf{mBuf.data, mBuf.scales, vBuf.data, vBuf.scales} {

@@ -24,6 +24,20 @@ type buf struct {
 	kind    kind
 	name    string
 	init    []byte // the initial bytes
+	lead    int    // bytes before those the calls are given (uploadAfter)
+}
+
+// side returns b on side 0 (the reference) or 1 (the backend under test)
+// from its lead bytes on, or nil for a buffer not uploaded.
+func (b buf) side(s int) collective.Buffer {
+	if b.ref == nil {
+		return nil
+	}
+	x := []collective.Buffer{b.ref, b.be}[s]
+	if b.lead == 0 {
+		return x
+	}
+	return x.Slice(b.lead, x.Len())
 }
 
 // kind says how two buffers are compared.
@@ -50,6 +64,16 @@ func (p *pair) upload(name string, init []byte, k kind) buf {
 	p.testBufs = append(p.testBufs, b.be)
 	must(p.t, p.ref.Write(b.ref, 0, init))
 	must(p.t, p.be.Write(b.be, 0, init))
+	return b
+}
+
+// uploadAfter is upload with lead bytes of fillByte before init's: calls
+// are given the buffer from there on (buf.side), and check compares the
+// whole allocation, so the bytes before must stay untouched.
+func (p *pair) uploadAfter(name string, lead int, init []byte, k kind) buf {
+	p.t.Helper()
+	b := p.upload(name, append(filled(lead), init...), k)
+	b.lead = lead
 	return b
 }
 

@@ -22,7 +22,13 @@ import (
 // of their own, as the optimizer's buckets are) crossed with rules and
 // moment types, without a step control block, with one, and with one that
 // skips the step (nothing written); then the cast of the FP8 shards' new
-// masters.
+// masters. The unaligned cases place every shard but the first at an
+// element offset that is not a multiple of 4 in its buffers, and segments
+// anywhere (odd offsets and lengths): one launch then takes some shards by
+// vector accesses and others element by element, and segments start and
+// end mid-vector, the kernels' scalar heads and tails. Their moments are
+// not in FP8, whose segments start on block boundaries and whose launches
+// (update.cu's _q kernels) take buffers 16-byte aligned.
 func Shards(t *testing.T, be optimizer.Backend) {
 	su, ok := be.(optimizer.ShardUpdater)
 	if !ok {
@@ -43,26 +49,43 @@ func Shards(t *testing.T, be optimizer.Backend) {
 		{optimizer.RuleSGD, FP8, 0, collective.Float32},
 		{optimizer.RuleNone, F32, F32, collective.Float32},
 	}
+	unaligned := []rule{
+		{optimizer.RuleAdamW, F32, F32, collective.BFloat16},
+		{optimizer.RuleAdamW, BF16, BF16, collective.Float32},
+		{optimizer.RuleSGD, BF16, 0, collective.Float32},
+		{optimizer.RuleNone, F32, F32, collective.Float32},
+	}
 	for ci, rc := range recipeCases() {
 		for ri, ru := range rules {
 			name := fmt.Sprintf("%s/%v/m=%v/v=%v/g=%v", rc.name, ru.r, ru.m, ru.v, ru.gt)
 			t.Run(name, func(t *testing.T) {
 				r := rand.New(rand.NewPCG(uint64(ci), uint64(ri)+1000))
-				shardsCase(t, newPair(t, be), su, r, rc, ru.r, ru.m, ru.v, ru.gt)
+				shardsCase(t, newPair(t, be), su, r, rc, ru.r, ru.m, ru.v, ru.gt, false)
+			})
+		}
+		for ri, ru := range unaligned {
+			name := fmt.Sprintf("unaligned/%s/%v/m=%v/v=%v/g=%v", rc.name, ru.r, ru.m, ru.v, ru.gt)
+			t.Run(name, func(t *testing.T) {
+				r := rand.New(rand.NewPCG(uint64(ci), uint64(ri)+2000))
+				shardsCase(t, newPair(t, be), su, r, rc, ru.r, ru.m, ru.v, ru.gt, true)
 			})
 		}
 	}
 }
 
-// shardsCase runs one case of Shards.
-func shardsCase(t *testing.T, p *pair, su optimizer.ShardUpdater, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, vt backend.MomentDType, gt collective.DType) {
+// shardsCase runs one case of Shards, unaligned or not.
+func shardsCase(t *testing.T, p *pair, su optimizer.ShardUpdater, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, vt backend.MomentDType, gt collective.DType, unaligned bool) {
 	mb := backend.MomentBlocks[r.IntN(len(backend.MomentBlocks))]
 	k := 2 + r.IntN(3)
 	var shards []updateShard
 	var fp8Shard []bool
 	for i := range k {
 		sc := shardCase(rc, i)
-		sh := newMomentShard(p, r, sc, rule, mt, vt, mb, gt, i%2 == 1)
+		at := placement{align: mb}
+		if unaligned {
+			at = placement{align: 1, lead: i % 4} // shard 0 aligned, the others 1, 2, 3 elements off
+		}
+		sh := newMomentShard(p, r, sc, rule, mt, vt, mb, gt, i%2 == 1, at)
 		shards = append(shards, sh)
 		fp8Shard = append(fp8Shard, sc.hp == 0)
 	}

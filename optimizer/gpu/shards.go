@@ -1,6 +1,8 @@
 package gpu
 
 import (
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/kernels"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
@@ -15,22 +17,7 @@ func (b *Backend) UpdateShards(as []*backend.UpdateArgs) error {
 	if err := optimizer.CheckShards(as); err != nil {
 		return err
 	}
-	segs := make([][]kernels.Segment, len(as))
-	shards := make([]kernels.Shard, len(as))
-	for i, a := range as {
-		segs[i] = kernelSegments(a.Rule, a.Segments, nil)
-		sh := kernels.Shard{Master: b.ptr(a.Master), Out: b.ptr(a.FP8), BlockScales: b.ptr(a.BlockScales)}
-		if a.HP != nil {
-			sh.Out = b.ptr(a.HP)
-		}
-		if a.Rule != optimizer.RuleNone {
-			sh.M, sh.V, sh.Grad = b.ptr(a.M), b.ptr(a.V), b.ptr(a.Grad)
-			sh.MScales, sh.VScales = b.ptr(a.MScales), b.ptr(a.VScales)
-			sh.MomentBase, sh.MomentSeed = uint64(a.MomentBase), a.MomentSeed
-		}
-		shards[i] = sh
-	}
-	t, err := kernels.PackShards(segs, shards)
+	t, err := shardTable(as, b.ptr)
 	if err != nil {
 		return err
 	}
@@ -46,6 +33,43 @@ func (b *Backend) UpdateShards(as []*backend.UpdateArgs) error {
 		}
 		return b.ks.Update(b.s, l)
 	})
+}
+
+// shardTable packs the table of UpdateShards' launch over as, ptr giving
+// each buffer's device address. A shard's moment seed is packed only where
+// the kernels read it (readsSeed): it changes every step
+// (backend.MomentSeed), and a table whose bytes differ from its device
+// copy's is copied again (Backend.table), so a seed nothing reads would
+// cost an upload every step.
+func shardTable(as []*backend.UpdateArgs, ptr func(collective.Buffer) cuda.DevicePtr) (kernels.Table, error) {
+	seed := readsSeed(as[0]) // the launch's moment types, every shard's (CheckShards)
+	segs := make([][]kernels.Segment, len(as))
+	shards := make([]kernels.Shard, len(as))
+	for i, a := range as {
+		segs[i] = kernelSegments(a.Rule, a.Segments, nil)
+		sh := kernels.Shard{Master: ptr(a.Master), Out: ptr(a.FP8), BlockScales: ptr(a.BlockScales)}
+		if a.HP != nil {
+			sh.Out = ptr(a.HP)
+		}
+		if a.Rule != optimizer.RuleNone {
+			sh.M, sh.V, sh.Grad = ptr(a.M), ptr(a.V), ptr(a.Grad)
+			sh.MScales, sh.VScales = ptr(a.MScales), ptr(a.VScales)
+			sh.MomentBase = uint64(a.MomentBase)
+			if seed {
+				sh.MomentSeed = a.MomentSeed
+			}
+		}
+		shards[i] = sh
+	}
+	return kernels.PackShards(segs, shards)
+}
+
+// readsSeed reports whether the update kernels read a's MomentSeed: only
+// to round an FP8 second moment stochastically (moments.cuh's mom_store,
+// which dithers v alone), so under AdamW with V stored as FP8.
+func readsSeed(a *backend.UpdateArgs) bool {
+	_, vt := a.MomentTypes()
+	return a.Rule == optimizer.RuleAdamW && vt == backend.MomentFP8
 }
 
 // CastShards implements optimizer.ShardUpdater: one launch over the

@@ -1,15 +1,20 @@
 package gpu
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/kernels"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/backend"
 	"github.com/distopt/distopt/optimizer/optimizertest"
 	"github.com/distopt/distopt/shard"
 )
@@ -161,6 +166,81 @@ func TestTablesReused(t *testing.T) {
 		cancel()
 		if err := o.Close(); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestShardTableSeeds checks that the table of UpdateShards carries the
+// shards' moment seeds only where the kernels read them (readsSeed: FP8
+// second moments): two steps whose shards differ only in their seeds pack
+// the same bytes otherwise, so that Backend.table copies nothing again,
+// and different bytes (the same static part, one cached table) when the
+// seeds are read. readsSeed must also agree with the launcher's own test
+// for an FP8 v (setMoments' PerMoment and VType). Runs without a GPU.
+func TestShardTableSeeds(t *testing.T) {
+	F32, BF16, FP8 := backend.MomentFloat32, backend.MomentBFloat16, backend.MomentFP8
+	cases := []struct {
+		rule optimizer.Rule
+		m, v backend.MomentDType
+		read bool
+	}{
+		{optimizer.RuleAdamW, FP8, FP8, true},
+		{optimizer.RuleAdamW, BF16, FP8, true},
+		{optimizer.RuleAdamW, F32, FP8, true},
+		{optimizer.RuleAdamW, FP8, BF16, false},
+		{optimizer.RuleAdamW, F32, F32, false},
+		{optimizer.RuleAdamW, BF16, BF16, false},
+		{optimizer.RuleSGD, FP8, 0, false},
+		{optimizer.RuleSGD, FP8, FP8, false}, // SGD keeps no v: its VType is not read
+		{optimizer.RuleNone, FP8, FP8, false},
+	}
+	// addresses that are not real: shardTable only packs them
+	ptr := func(x collective.Buffer) cuda.DevicePtr {
+		if x == nil {
+			return 0
+		}
+		return cuda.DevicePtr(x.(collective.DeviceBuffer).Ptr)
+	}
+	const n = 512
+	for _, c := range cases {
+		name := fmt.Sprintf("%v/m=%v/v=%v", c.rule, c.m, c.v)
+		pack := func(step int) kernels.Table {
+			as := make([]*backend.UpdateArgs, 3)
+			for k := range as {
+				buf := func(i int) collective.Buffer {
+					return collective.DeviceBuffer{Ptr: uintptr(1<<20*(k+1) + 1<<16*i), Size: 4 * n}
+				}
+				as[k] = &backend.UpdateArgs{Rule: c.rule, N: n, MomentType: collective.Float32, MType: c.m, VType: c.v,
+					MomentBlock: 32, MomentSeed: backend.MomentSeed(step, k), MomentBase: n * k,
+					Master: buf(0), M: buf(1), V: buf(2), Grad: buf(3), FP8: buf(4), MScales: buf(5), VScales: buf(6),
+					GradType: collective.Float32, Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent},
+					Segments: []backend.Segment{{Off: 32 * k, Len: n - 32*k, Mode: backend.ModeTensorCurrent, StepSize: 1e-3, Shrink: 1}}}
+			}
+			if err := optimizer.CheckShards(as); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if got := readsSeed(as[0]); got != c.read {
+				t.Errorf("%s: readsSeed %t, want %t", name, got, c.read)
+			}
+			if c.rule != optimizer.RuleNone {
+				var l kernels.UpdateLaunch
+				setMoments(&l, as[0])
+				if fp8V := l.PerMoment && c.rule == optimizer.RuleAdamW && l.VType == kernels.MomentFP8; fp8V != c.read {
+					t.Errorf("%s: the launch has an FP8 second moment: %t, readsSeed %t", name, fp8V, c.read)
+				}
+			}
+			tab, err := shardTable(as, ptr)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			return tab
+		}
+		one, two := pack(1), pack(2)
+		if !bytes.Equal(one.StaticPart(), two.StaticPart()) {
+			t.Errorf("%s: two steps' tables differ in their static part (two cached tables)", name)
+		}
+		if differ := !bytes.Equal(one.Bytes, two.Bytes); differ != c.read {
+			t.Errorf("%s: two steps' tables, differing only in the shards' seeds, differ in their bytes: %t (the kernels read the seeds: %t)", name, differ, c.read)
 		}
 	}
 }

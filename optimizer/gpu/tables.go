@@ -12,10 +12,11 @@ import (
 // table is the device copy of a segment table whose static part (offsets,
 // modes, slots, and in a table over several shards their buffers) is fixed
 // while its per-step part (the factors StepSize and Decay, which change with
-// the learning-rate schedule, and the shards' moment seeds) changes
-// (kernels.Table.StaticPart): new factors are copied into the same
-// device buffer asynchronously, from pinned staging memory, in stream order,
-// so a step allocates nothing and never waits for the GPU to upload them.
+// the learning-rate schedule, and the shards' moment seeds where a kernel
+// reads them: shardTable) changes (kernels.Table.StaticPart): new factors
+// are copied into the same device buffer asynchronously, from pinned
+// staging memory, in stream order, so a step allocates nothing and never
+// waits for the GPU to upload them.
 //
 // A step queued while the stream is captured into a CUDA graph uses a
 // second pair of buffers (gdev, gstaging), made with the table: the graph's

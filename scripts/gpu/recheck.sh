@@ -22,6 +22,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 root=$(pwd)
+. "$root/scripts/gpu/lib.sh" # stamp, unpack, t
 bin=${BIN:-.gpu-recheck}
 
 build() {
@@ -36,44 +37,14 @@ build() {
 	go build -ldflags="-s -w" -o "$bin/distopt" ./cmd/distopt
 	go build -ldflags="-s -w" -o "$bin/multigpu" ./examples/multigpu
 	xz -T2 -6 "$bin"/*.test "$bin/distopt" "$bin/multigpu"
-	{
-		git rev-parse HEAD
-		git status --porcelain --untracked-files=no | sed 's/^/modified: /'
-	} >"$bin/commit"
-	du -sh "$bin"
-}
-
-# t NAME DIR TIMEOUT BINARY ARGS...: one test binary in its package
-# directory, its log in $OUT/NAME.log and a summary on stdout.
-t() {
-	name=$1 dir=$2 limit=$3 exe=$4
-	shift 4
-	start=$(date +%s)
-	case $bin in /*) exe="$bin/$exe" ;; *) exe="$root/$bin/$exe" ;; esac
-	(cd "$dir" && timeout "$limit" "$exe" -test.v "$@") >"$OUT/$name.log" 2>&1
-	rc=$?
-	{
-		echo "== $name: exit $rc after $(($(date +%s) - start)) s"
-		grep -E '^(--- FAIL|FAIL|panic|ok|PASS)' "$OUT/$name.log" | head -20
-		grep -E -A6 '^\s*--- FAIL' "$OUT/$name.log" | head -40
-		echo "   $(grep -c -- '--- PASS' "$OUT/$name.log") passed, $(grep -c -- '--- SKIP' "$OUT/$name.log") skipped"
-	} >"$OUT/$name.summary"
-	return $rc
+	stamp
 }
 
 run() {
 	set +e
-	OUT=${OUT:-$root/$bin/out}
-	mkdir -p "$OUT"
-	export LD_LIBRARY_PATH="/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-	export NCCL_NVLS_ENABLE=0
-	xz -d -f -T0 "$bin"/*.xz
-	chmod +x "$bin"/*.test "$bin/distopt" "$bin/multigpu"
+	unpack
 	status=0
-	cat "$bin/commit"
-	nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 	echo "== 1. correctness, concurrently"
-	export DISTOPT_REQUIRE_GPU=0 # the two-GPU tests skip on one GPU (listed in the logs)
 	t kernels internal/kernels 200 internal_kernels.test -test.run 'TestFlash' &
 	p1=$!
 	t cuda internal/cuda 120 internal_cuda.test &

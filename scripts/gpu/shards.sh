@@ -25,6 +25,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 root=$(pwd)
+. "$root/scripts/gpu/lib.sh" # stamp, unpack, t
 bin=${BIN:-.gpu-shards}
 old=${OLD:-a6b1f89}
 
@@ -44,44 +45,14 @@ build() {
 		git worktree remove --force "$wt"
 	fi
 	xz -T2 -6 "$bin"/*.test $(ls "$bin"/multigpu* 2>/dev/null)
-	{
-		git rev-parse HEAD
-		git status --porcelain --untracked-files=no | sed 's/^/modified: /'
-		echo "old: $old"
-	} >"$bin/commit"
-	du -sh "$bin"
-}
-
-# t NAME DIR TIMEOUT BINARY ARGS...: one test binary in its package
-# directory, its log in $OUT/NAME.log and a summary in $OUT/NAME.summary.
-t() {
-	name=$1 dir=$2 limit=$3 exe=$root/$bin/$4
-	shift 4
-	start=$(date +%s)
-	(cd "$dir" && timeout "$limit" "$exe" -test.v "$@") >"$OUT/$name.log" 2>&1
-	rc=$?
-	{
-		echo "== $name: exit $rc after $(($(date +%s) - start)) s"
-		grep -E '^(--- FAIL|FAIL|panic|ok|PASS)' "$OUT/$name.log" | head -20
-		grep -E -A6 '^\s*--- FAIL' "$OUT/$name.log" | head -40
-		echo "   $(grep -c -- '--- PASS' "$OUT/$name.log") passed, $(grep -c -- '--- SKIP' "$OUT/$name.log") skipped"
-	} >"$OUT/$name.summary"
-	return $rc
+	stamp "old: $old"
 }
 
 run() {
 	set +e
-	OUT=${OUT:-$root/$bin/out}
-	mkdir -p "$OUT"
-	export LD_LIBRARY_PATH="/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-	export NCCL_NVLS_ENABLE=0
-	xz -d -f -T0 "$bin"/*.xz
-	chmod +x "$bin"/*.test $(ls "$bin"/multigpu* 2>/dev/null)
+	unpack
 	status=0
-	cat "$bin/commit"
-	nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 	echo "== 1. correctness, concurrently ($(date +%T))"
-	export DISTOPT_REQUIRE_GPU=0 # the two-GPU tests skip on one GPU (listed in the logs)
 	pids=""
 	[ -f "$bin/internal_kernels.test" ] && { t kernels internal/kernels 150 internal_kernels.test -test.run 'TestEntries|TestPTX|TestTile|TestMoment|TestStepControl|TestScales|TestBand|TestPackShards|TestStaticPart|TestAccumulateGrad' & pids="$pids $!"; }
 	[ -f "$bin/optimizer_gpu.test" ] && { t optimizer optimizer/gpu 300 optimizer_gpu.test & pids="$pids $!"; }

@@ -1,0 +1,55 @@
+# lib.sh: what recheck.sh and shards.sh share (binaries built here, run
+# in one call on a one-GPU machine), sourced (not run) once they have set
+# root (the repository, their working directory) and bin (the folder of
+# their binaries, relative to root or absolute).
+
+# stamp LINE...: $bin/commit, which unpack prints there: the commit the
+# binaries are built from, the tracked files modified, then each LINE;
+# then the size of $bin.
+stamp() {
+	{
+		git rev-parse HEAD
+		git status --porcelain --untracked-files=no | sed 's/^/modified: /'
+		for l; do echo "$l"; done
+	} >"$bin/commit"
+	du -sh "$bin"
+}
+
+# unpack prepares a run on the GPU machine: $OUT (by default $root/$bin/out)
+# made, the CUDA libraries on the loader's path, NCCL's NVLink multicast off,
+# the tests that need two GPUs told to skip, the binaries xz packed in $bin
+# unpacked and made executable; it prints the commit they were built from
+# and the GPU.
+unpack() {
+	OUT=${OUT:-$root/$bin/out}
+	mkdir -p "$OUT"
+	export LD_LIBRARY_PATH="/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+	export NCCL_NVLS_ENABLE=0
+	export DISTOPT_REQUIRE_GPU=0 # the two-GPU tests skip on one GPU (listed in the logs)
+	set -- "$bin"/*.xz
+	if [ -e "$1" ]; then # else unpacked by an earlier run
+		xz -d -f -T0 "$@"
+		for f; do chmod +x "${f%.xz}"; done
+	fi
+	cat "$bin/commit"
+	nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+}
+
+# t NAME DIR TIMEOUT BINARY ARGS...: one test binary of $bin in its package
+# directory DIR, its log in $OUT/NAME.log and a summary in
+# $OUT/NAME.summary; it returns the binary's exit status.
+t() {
+	name=$1 dir=$2 limit=$3 exe=$4
+	shift 4
+	start=$(date +%s)
+	case $bin in /*) exe="$bin/$exe" ;; *) exe="$root/$bin/$exe" ;; esac
+	(cd "$dir" && timeout "$limit" "$exe" -test.v "$@") >"$OUT/$name.log" 2>&1
+	rc=$?
+	{
+		echo "== $name: exit $rc after $(($(date +%s) - start)) s"
+		grep -E '^(--- FAIL|FAIL|panic|ok|PASS)' "$OUT/$name.log" | head -20
+		grep -E -A6 '^\s*--- FAIL' "$OUT/$name.log" | head -40
+		echo "   $(grep -c -- '--- PASS' "$OUT/$name.log") passed, $(grep -c -- '--- SKIP' "$OUT/$name.log") skipped"
+	} >"$OUT/$name.summary"
+	return $rc
+}
