@@ -1,0 +1,78 @@
+#!/bin/sh
+# devwaits.sh checks, in one call on a one-GPU machine, the communicator's
+# lane and device waits (collective/nccl Config.DeviceWaits) with every
+# GPU suite that drives NCCL, once as configured and once with
+# DISTOPT_NCCL_DEVICE_WAITS=1, together with the update kernels, and times
+# the step's host time and the update kernels of this commit against $OLD:
+#
+#   sh scripts/gpu/devwaits.sh build   # here: binaries (xz) into $BIN
+#   sh scripts/gpu/devwaits.sh run     # there (carry $BIN); logs into $OUT
+#
+# run:
+#  1. concurrently (correctness only): internal/cuda whole (lanes, words,
+#     stream values), internal/kernels (entries, PTX, moments, control
+#     block, accumulation), collective/nccl and optimizer/gpu whole, each
+#     of these two also with device waits on;
+#  2. distopt-bench-update's moment table, this commit and $OLD, two rounds;
+#  3. BenchmarkStepShards (current, one launch; plain, device waits) and
+#     BenchmarkStepAsync: StepAsync's host time and hand-overs.
+# BIN defaults to .gpu-devwaits (ignored by git), OLD to 605c1fe.
+set -u
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+bin=${BIN:-.gpu-devwaits}
+old=${OLD:-605c1fe}
+. scripts/gpu/lib.sh
+
+build() {
+	set -e
+	rm -rf "$bin"
+	mkdir -p "$bin"
+	for p in internal/cuda internal/kernels collective/nccl optimizer/gpu; do
+		go test -c -ldflags="-s -w" -o "$bin/$(echo $p | tr / _).test" ./$p
+	done
+	go build -ldflags="-s -w" -o "$bin/bench-update" ./cmd/distopt-bench-update
+	wt=$(mktemp -d)
+	git worktree add -q --detach "$wt" "$old"
+	(cd "$wt" && go build -ldflags="-s -w" -o "$root/$bin/bench-update.old" ./cmd/distopt-bench-update)
+	git worktree remove --force "$wt"
+	xz -T2 -6 "$bin"/*.test "$bin"/bench-update*
+	stamp "old: $old"
+}
+
+run() {
+	set +e
+	unpack
+	status=0
+	echo "== 1. correctness, concurrently ($(date +%T))"
+	pids=""
+	t cuda internal/cuda 120 internal_cuda.test & pids="$pids $!"
+	t kernels internal/kernels 200 internal_kernels.test -test.run 'TestEntries|TestPTX|TestTile|TestMoment|TestStepControl|TestScales|TestBand|TestPackShards|TestStaticPart|TestAccumulateGrad' & pids="$pids $!"
+	t nccl collective/nccl 150 collective_nccl.test & pids="$pids $!"
+	(export DISTOPT_NCCL_DEVICE_WAITS=1; t nccl_dw collective/nccl 150 collective_nccl.test) & pids="$pids $!"
+	t optimizer optimizer/gpu 240 optimizer_gpu.test & pids="$pids $!"
+	(export DISTOPT_NCCL_DEVICE_WAITS=1; t optimizer_dw optimizer/gpu 240 optimizer_gpu.test) & pids="$pids $!"
+	for p in $pids; do wait $p || status=1; done
+	cat "$OUT"/*.summary
+	echo "== 2. update kernels, moment table, this commit and $old ($(date +%T))"
+	for round in 1 2; do
+		for b in bench-update bench-update.old; do
+			echo "-- $b (round $round)"
+			timeout 60 "$root/$bin/$b" -tables moments 2>&1 | grep -E '^\| |copy of'
+		done
+	done
+	echo "== 3. BenchmarkStepShards, BenchmarkStepAsync ($(date +%T))"
+	(cd optimizer/gpu && timeout 200 "$root/$bin/optimizer_gpu.test" -test.run '^$' \
+		-test.bench "${BENCH:-StepShards/current/shards/(async|devwait/async)|StepAsync}" -test.benchtime 10x) \
+		>"$OUT/stepshards.log" 2>&1 || status=1
+	grep -E '^(Benchmark|ok|FAIL|---)' "$OUT/stepshards.log"
+	echo "== devwaits.sh: $([ $status -eq 0 ] && echo all passed || echo FAILURES) ($(date +%T))"
+	(cd "$OUT" && tar czf devwaits_logs.tgz ./*.log && rm -f ./*.log)
+	return $status
+}
+
+case "${1:-}" in
+build) build ;;
+run) run ;;
+*) echo "usage: $0 build|run" >&2; exit 2 ;;
+esac
