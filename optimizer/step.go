@@ -95,7 +95,13 @@ func (o *Optimizer) stepWith(ctx context.Context, async bool) (StepResult, error
 	if err := o.waitAllGathers(ctx); err != nil { // StepAsync's, not waited for
 		return StepResult{}, err
 	}
-	res, err := o.stepPhases(ctx, async, o.deferred(async))
+	deferred := o.deferred(async)
+	var res StepResult
+	err := o.batched(deferred, func() error { // no host wait for the device: one hand-over (Batcher)
+		var err error
+		res, err = o.stepPhases(ctx, async, deferred)
+		return err
+	})
 	o.ctl.last = res
 	return res, err
 }
