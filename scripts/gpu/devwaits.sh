@@ -16,7 +16,10 @@
 #  2. distopt-bench-update's moment table, this commit and $OLD, two rounds;
 #  3. BenchmarkStepShards (current, one launch; plain, device waits) and
 #     BenchmarkStepAsync: StepAsync's host time and hand-overs.
-# BIN defaults to .gpu-devwaits (ignored by git), OLD to 605c1fe.
+# BIN defaults to .gpu-devwaits (ignored by git), OLD to 605c1fe. Build
+# options: PKGS (the test binaries' packages), UPDATE=0 (no bench-update:
+# part 2 skipped); run options: OPTRUN (optimizer/gpu's -test.run), DW=0
+# (optimizer/gpu once only), BENCH (part 3's pattern; empty: skipped).
 set -u
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -28,15 +31,17 @@ build() {
 	set -e
 	rm -rf "$bin"
 	mkdir -p "$bin"
-	for p in internal/cuda internal/kernels collective/nccl optimizer/gpu; do
+	for p in ${PKGS:-internal/cuda internal/kernels collective/nccl optimizer/gpu}; do
 		go test -c -ldflags="-s -w" -o "$bin/$(echo $p | tr / _).test" ./$p
 	done
-	go build -ldflags="-s -w" -o "$bin/bench-update" ./cmd/distopt-bench-update
-	wt=$(mktemp -d)
-	git worktree add -q --detach "$wt" "$old"
-	(cd "$wt" && go build -ldflags="-s -w" -o "$root/$bin/bench-update.old" ./cmd/distopt-bench-update)
-	git worktree remove --force "$wt"
-	xz -T2 -6 "$bin"/*.test "$bin"/bench-update*
+	if [ "${UPDATE:-1}" = 1 ]; then
+		go build -ldflags="-s -w" -o "$bin/bench-update" ./cmd/distopt-bench-update
+		wt=$(mktemp -d)
+		git worktree add -q --detach "$wt" "$old"
+		(cd "$wt" && go build -ldflags="-s -w" -o "$root/$bin/bench-update.old" ./cmd/distopt-bench-update)
+		git worktree remove --force "$wt"
+	fi
+	xz -T2 -6 "$bin"/*.test $(ls "$bin"/bench-update* 2>/dev/null)
 	stamp "old: $old"
 }
 
@@ -46,26 +51,33 @@ run() {
 	status=0
 	echo "== 1. correctness, concurrently ($(date +%T))"
 	pids=""
-	t cuda internal/cuda 120 internal_cuda.test & pids="$pids $!"
-	t kernels internal/kernels 200 internal_kernels.test -test.run 'TestEntries|TestPTX|TestTile|TestMoment|TestStepControl|TestScales|TestBand|TestPackShards|TestStaticPart|TestAccumulateGrad' & pids="$pids $!"
-	t nccl collective/nccl 150 collective_nccl.test & pids="$pids $!"
-	(export DISTOPT_NCCL_DEVICE_WAITS=1; t nccl_dw collective/nccl 150 collective_nccl.test) & pids="$pids $!"
-	t optimizer optimizer/gpu 240 optimizer_gpu.test & pids="$pids $!"
-	(export DISTOPT_NCCL_DEVICE_WAITS=1; t optimizer_dw optimizer/gpu 240 optimizer_gpu.test) & pids="$pids $!"
+	has() { [ -f "$bin/$1" ]; }
+	has internal_cuda.test && { t cuda internal/cuda 120 internal_cuda.test & pids="$pids $!"; }
+	has internal_kernels.test && { t kernels internal/kernels 200 internal_kernels.test -test.run 'TestEntries|TestPTX|TestTile|TestMoment|TestStepControl|TestScales|TestBand|TestPackShards|TestStaticPart|TestAccumulateGrad' & pids="$pids $!"; }
+	if has collective_nccl.test; then
+		t nccl collective/nccl 150 collective_nccl.test & pids="$pids $!"
+		(export DISTOPT_NCCL_DEVICE_WAITS=1; t nccl_dw collective/nccl 150 collective_nccl.test) & pids="$pids $!"
+	fi
+	if has optimizer_gpu.test; then
+		t optimizer optimizer/gpu 240 optimizer_gpu.test ${OPTRUN:+-test.run "$OPTRUN"} & pids="$pids $!"
+		[ "${DW:-1}" = 1 ] && { (export DISTOPT_NCCL_DEVICE_WAITS=1; t optimizer_dw optimizer/gpu 240 optimizer_gpu.test) & pids="$pids $!"; }
+	fi
 	for p in $pids; do wait $p || status=1; done
 	cat "$OUT"/*.summary
-	echo "== 2. update kernels, moment table, this commit and $old ($(date +%T))"
-	for round in 1 2; do
+	has bench-update && echo "== 2. update kernels, moment table, this commit and $old ($(date +%T))"
+	for round in $(has bench-update && echo 1 2); do
 		for b in bench-update bench-update.old; do
 			echo "-- $b (round $round)"
 			timeout 60 "$root/$bin/$b" -tables moments 2>&1 | grep -E '^\| |copy of'
 		done
 	done
-	echo "== 3. BenchmarkStepShards, BenchmarkStepAsync ($(date +%T))"
-	(cd optimizer/gpu && timeout 200 "$root/$bin/optimizer_gpu.test" -test.run '^$' \
-		-test.bench "${BENCH:-StepShards/current/shards/(async|devwait/async)|StepAsync}" -test.benchtime 10x) \
-		>"$OUT/stepshards.log" 2>&1 || status=1
-	grep -E '^(Benchmark|ok|FAIL|---)' "$OUT/stepshards.log"
+	if has optimizer_gpu.test && [ "${BENCH-x}" != "" ]; then
+		echo "== 3. BenchmarkStepShards, BenchmarkStepAsync ($(date +%T))"
+		(cd optimizer/gpu && timeout 200 "$root/$bin/optimizer_gpu.test" -test.run '^$' \
+			-test.bench "${BENCH:-StepShards/current/shards/(async|devwait/async)|StepAsync}" -test.benchtime 10x) \
+			>"$OUT/stepshards.log" 2>&1 || status=1
+		grep -E '^(Benchmark|ok|FAIL|---)' "$OUT/stepshards.log"
+	fi
 	echo "== devwaits.sh: $([ $status -eq 0 ] && echo all passed || echo FAILURES) ($(date +%T))"
 	(cd "$OUT" && tar czf devwaits_logs.tgz ./*.log && rm -f ./*.log)
 	return $status
