@@ -28,13 +28,6 @@ type Comm struct {
 	release    func() error // closes what Join opened; nil for New
 	lane       *cuda.Lane   // the thread that drives NCCL and the communication stream (do)
 
-	// The word that streams wait for in StreamWait (Config.DeviceWaits;
-	// 0 without): the communication stream writes each group's seq to it
-	// after the group, relStream the release value on a failure.
-	word      cuda.DevicePtr
-	relStream *cuda.Stream
-	released  atomic.Bool
-
 	// Touched only on the lane's thread (inside do).
 	nc         *nccl.Comm  // nil once aborted or destroyed
 	tail       *cuda.Event // recorded after each group issued outside a capture (made in setUp)
@@ -95,14 +88,6 @@ func (c *Comm) setUp(ctx context.Context) error {
 	}
 	if c.stream, err = c.dev.NewStream(); err != nil {
 		return err
-	}
-	if c.cfg.DeviceWaits {
-		if c.word, err = c.dev.Word(); err != nil {
-			return err
-		}
-		if c.relStream, err = c.dev.NewStream(); err != nil {
-			return err
-		}
 	}
 	if c.kern, err = loadKernels(c.dev); err != nil {
 		return err
@@ -189,9 +174,10 @@ func (c *Comm) initNCCL(ctx context.Context, id nccl.UniqueID) error {
 
 // do runs fn on the communicator's lane: NCCL's calls, the communication
 // stream's work and the state that goes with them live on a thread of
-// their own, so that a group is handed to NCCL, and the word that device
-// waits read written (Config.DeviceWaits), whatever the device's worker is
-// blocked in. Before the lane exists (a failed set-up) fn runs on the
+// their own, so that groups are handed to NCCL, and waited for, whatever
+// the device's worker is doing: a caller may start a group and wait for
+// it from inside cuda.Device.Do (optimizer/gpu's Batch runs a whole step
+// there). Before the lane exists (a failed set-up) fn runs on the
 // device's worker.
 func (c *Comm) do(fn func() error) error {
 	if c.lane == nil {
@@ -248,7 +234,6 @@ func (c *Comm) StartEach(groups ...[]collective.Op) []collective.Work {
 		if w.err != nil || w.plan.empty() {
 			continue
 		}
-		w.captured = c.cfg.Compute != nil && c.cfg.Compute.CaptureBegun()
 		if armErr == nil && len(queued) == 0 && c.cfg.Compute != nil {
 			if w.computed, armErr = c.event(); armErr == nil {
 				armErr = w.computed.Record(c.cfg.Compute)

@@ -1,7 +1,6 @@
 package nccl
 
 import (
-	"os"
 	"time"
 
 	"github.com/distopt/distopt/collective/rendezvous"
@@ -62,20 +61,7 @@ type Config struct {
 	// the communicator's goroutine, one hop per look, the lane free for
 	// other work in between; a negative value always polls.
 	LaunchSpin time.Duration
-	// DeviceWaits lets Work.StreamWait order a stream after a group that
-	// has not been handed to NCCL yet without the host waiting for that:
-	// the stream waits on the device for a word that the communication
-	// stream writes after each group (cuStreamWaitValue32). It saves the
-	// caller the wait for NCCL's launch (60 to 90 us a group on H200s) and
-	// lets a step be enqueued without any host wait. A group that fails
-	// releases the waiting streams and reports its error from Wait. Also
-	// turned on by the environment variable DISTOPT_NCCL_DEVICE_WAITS=1.
-	DeviceWaits bool
 }
-
-// EnvDeviceWaits names the environment variable that turns
-// Config.DeviceWaits on ("1") for every communicator of the process.
-const EnvDeviceWaits = "DISTOPT_NCCL_DEVICE_WAITS"
 
 // DefaultLaunchSpin is Config.LaunchSpin's default: NCCL's background
 // launch takes 60 to 90 µs after ncclGroupEnd on two H200s (NCCL 2.28), and
@@ -93,9 +79,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PeerTimeout <= 0 {
 		c.PeerTimeout = DefaultPeerTimeout
-	}
-	if os.Getenv(EnvDeviceWaits) == "1" {
-		c.DeviceWaits = true
 	}
 	return c
 }

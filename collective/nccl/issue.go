@@ -153,9 +153,6 @@ func (c *Comm) finishIssue(w *Work) error {
 			return err
 		}
 		c.tailSeq = w.seq
-		if c.word != 0 { // the device waits for w (StreamWait)
-			return c.stream.WriteValue32(c.word, uint32(w.seq))
-		}
 	}
 	return nil
 }

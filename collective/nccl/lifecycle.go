@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/distopt/distopt/collective"
-	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/nccl"
 )
 
@@ -38,7 +37,6 @@ func (c *Comm) fail(f *failure, publish bool) {
 		c.await(peerGrace)
 	}
 	c.abortNCCL()
-	c.releaseWaits()
 }
 
 // publish writes the report of f to the store, where every rank's watch
@@ -134,7 +132,6 @@ func (c *Comm) Close() error {
 	for _, w := range queued {
 		w.settle(closed)
 	}
-	c.releaseWaits()
 	errs := []error{c.do(c.destroyNCCL)}
 	if err := c.drain(); err != nil {
 		errs = append(errs, err) // memory the GPU may still use is not freed
@@ -214,11 +211,9 @@ func (c *Comm) tearDown() error {
 		errs = append(errs, c.kern.unload())
 		c.kern = nil
 	}
-	for _, s := range []**cuda.Stream{&c.stream, &c.relStream} {
-		if *s != nil {
-			errs = append(errs, (*s).Destroy())
-			*s = nil
-		}
+	if c.stream != nil {
+		errs = append(errs, c.stream.Destroy())
+		c.stream = nil
 	}
 	if c.lane != nil {
 		errs = append(errs, c.lane.Close())

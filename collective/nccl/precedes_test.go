@@ -3,7 +3,6 @@ package nccl_test
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -21,19 +20,12 @@ import (
 // the older ones; and that once the newest has been waited for, the older
 // ones' Waits return without a look at the device. The oldest group is a
 // large all-reduce (a copy on one rank), the newest a tiny one: a stream
-// that overtook the large one would read zeros. With and without
-// Config.DeviceWaits.
+// that overtook the large one would read zeros.
 func TestPrecedes(t *testing.T) {
-	for _, dw := range []bool{false, true} {
-		t.Run(fmt.Sprintf("DeviceWaits=%t", dw), func(t *testing.T) { precedes(t, dw) })
-	}
-}
-
-func precedes(t *testing.T, deviceWaits bool) {
 	devs := gpus(t, 1)
 	d := devs[0]
 	compute := newStream(t, d)
-	c := group(t, devs, nccl.Config{Compute: compute, OneRankCopies: true, DeviceWaits: deviceWaits})[0]
+	c := group(t, devs, nccl.Config{Compute: compute, OneRankCopies: true})[0]
 	other := group(t, devs, nccl.Config{OneRankCopies: true})[0]
 	const big = 32 << 20
 	bigSrc, bigDst, small := zeroed(t, d, compute, big), zeroed(t, d, compute, big), zeroed(t, d, compute, 256)

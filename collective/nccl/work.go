@@ -22,7 +22,6 @@ type Work struct {
 
 	computed *cuda.Event // recorded on Config.Compute at Start
 	done     *cuda.Event // recorded on the stream after the group
-	captured bool        // started while Config.Compute was being captured (no word written)
 
 	issued   chan struct{} // closed by settle
 	issueErr error         // written by settle before it closes issued
@@ -74,94 +73,27 @@ func (w *Work) Wait(ctx context.Context) error {
 }
 
 // StreamWait makes the work queued on s after this call wait for the
-// group's completion on the GPU. It returns the group's error if it failed
-// before being handed to NCCL.
-//
-// By default the host waits until the group has been handed to NCCL (the
-// group's completion event must be recorded before a stream can wait on
-// it). With Config.DeviceWaits, a group not handed over yet is waited for
-// on the device instead: s waits until the communicator's word reaches the
-// group's position in the issue order, which the communication stream
-// writes after each group (groups complete in that order), and StreamWait
-// returns at once. A group that then fails releases s (the word is put
-// past every group started) and reports its error from Wait, not from
-// StreamWait. A stream being captured into a CUDA graph, one of another
-// device, or a group started during a capture takes the event path.
+// group's completion on the GPU, without blocking the host beyond the
+// moment the group is handed to NCCL. It returns the group's error if it
+// failed before that.
 func (w *Work) StreamWait(s *cuda.Stream) error {
 	if w.issued == nil {
 		return w.err
 	}
-	select {
-	case <-w.issued:
-	default:
-		if waited, err := w.c.waitWord(w, s); waited || err != nil {
-			return err
-		}
-		<-w.issued
-	}
+	<-w.issued
 	if w.issueErr != nil {
 		return w.issueErr
 	}
 	return s.Wait(w.done)
 }
 
-// The word holds the low 32 bits of the seq of the last group complete on
-// the communication stream. The device compares it with a wait's value
-// cyclically (CU_STREAM_WAIT_VALUE_GEQ: (int32)(word - value) >= 0), so
-// seqs may wrap around: a wait is for a group at most 2^31 groups ahead of
-// the word. releaseAhead is how far ahead of the last group started the
-// release puts the word: past every group that may be waited for, and not
-// so far that the comparison wraps for the oldest of them.
-const releaseAhead = 1 << 30
-
-// waitWord queues on s the device wait for w's word value when the
-// communicator has one and the wait may be done that way; waited reports
-// whether it was.
-func (c *Comm) waitWord(w *Work, s *cuda.Stream) (waited bool, err error) {
-	if c.word == 0 || w.captured || s.Device() != c.dev || s.CaptureBegun() {
-		return false, nil
-	}
-	err = c.dev.Do(func() error { // one hand-over for the check and the wait
-		if capturing, err := s.Capturing(); err != nil || capturing {
-			return err
-		}
-		waited = true
-		return s.WaitValue32(c.word, uint32(w.seq))
-	})
-	return waited, err
-}
-
-// releaseWaits puts the word past every group started, once, so that no
-// stream waits for a group that will never be handed to NCCL. It is called
-// once no group can be started any more (after a failure, or in Close),
-// and writes from a stream of its own (the communication stream may be
-// stuck in a group that never ends) and from the communication stream
-// after the groups on it (whose own writes, still to come, would lower the
-// word again).
-func (c *Comm) releaseWaits() {
-	if c.word == 0 || !c.released.CompareAndSwap(false, true) {
-		return
-	}
-	c.mu.Lock()
-	v := uint32(c.seq + releaseAhead)
-	c.mu.Unlock()
-	c.do(func() error {
-		return errors.Join(c.relStream.WriteValue32(c.word, v), c.stream.WriteValue32(c.word, v))
-	})
-}
-
 // Precedes reports whether w is a group of the same communicator as o,
-// started before o and not failed, or one with nothing to do: whether a
-// stream that waits for o (StreamWait) also waits for w. The communication
-// stream runs groups in the order they are handed over, which is the order
-// of Start, so a caller ordering work after several groups needs one
-// wait, for the newest. Once o has been handed to NCCL, w and o must both
-// have been handed over without error; before that, with
-// Config.DeviceWaits, a wait for o is a wait for the word to reach o's
-// position, which it reaches only after every group before o (a group
-// that fails releases the word, and its error comes from Wait). It is
-// false whenever o is not a *Work of this communicator, o failed before
-// NCCL or has nothing to do, or w failed before NCCL.
+// handed to NCCL before o and without error, or one with nothing to do. The
+// communication stream runs groups in the order they are handed over, so a
+// stream that waits for o's completion (StreamWait) also waits for w's: a
+// caller ordering work after several groups needs one wait, for the
+// newest. It is false whenever o is not a *Work of this communicator, o
+// failed before NCCL or has nothing to do, or w failed before NCCL.
 func (w *Work) Precedes(o collective.Work) bool {
 	ow, ok := o.(*Work)
 	if !ok || ow.c != w.c || ow.issued == nil {
@@ -170,17 +102,12 @@ func (w *Work) Precedes(o collective.Work) bool {
 	if w.issued == nil { // failed in Start, or nothing to do (then nothing to wait for)
 		return w.err == nil
 	}
-	if w.seq == 0 || w.seq >= ow.seq {
+	select {
+	case <-ow.issued: // the issuer settled every group enqueued before o
+	default:
 		return false
 	}
-	select {
-	case <-ow.issued: // the issuer settled w before o
-		return ow.issueErr == nil && w.issueErr == nil
-	default:
-	}
-	// a wait for o now is a device wait (StreamWait) if any: the event path
-	// would have waited for o to be handed over
-	return w.c.word != 0 && !ow.captured
+	return w.seq != 0 && w.seq < ow.seq && ow.issueErr == nil && w.issueErr == nil
 }
 
 // pollState is what one look at a group found.

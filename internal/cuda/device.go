@@ -19,7 +19,6 @@ type Device struct {
 
 	thread       // the worker
 	lanes  lanes // threads of their own (NewLane)
-	words  words // Word's pages
 
 	res   resources
 	syncs atomic.Int64 // host waits for the device (HostSyncs)
@@ -110,7 +109,6 @@ func (d *Device) run(ready chan<- error) {
 	d.tid.Store(gettid())
 	ready <- nil
 	d.serve(&d.thread)
-	d.words.free()
 	d.tid.Store(0)
 	cuCtxSetCurrent(0)
 	cuDevicePrimaryCtxRelease(d.dev)

@@ -13,11 +13,11 @@ import (
 // objects) run directly on the lane.
 //
 // A lane is for work that must not queue behind the worker: a
-// communicator's issuer hands groups to NCCL and writes the words that
-// other streams wait for (Stream.WaitValue32). Were it to need the worker,
-// a worker blocked in a call that waits for such a stream (Synchronize,
-// Download) would never let it write the word: a deadlock. On a lane of
-// its own it makes progress whatever the worker does.
+// communicator (collective/nccl) hands its groups to NCCL and looks at
+// them from a lane of its own, so that a caller may start groups and wait
+// for them from inside Device.Do (a whole step enqueued in one hand-over).
+// Were the issuer to need the worker, a worker waiting for a group would
+// never let it be issued: a deadlock.
 type Lane struct {
 	d *Device
 	thread

@@ -3,7 +3,6 @@
 package cuda_test
 
 import (
-	"encoding/binary"
 	"errors"
 	"syscall"
 	"testing"
@@ -43,10 +42,9 @@ func TestLane(t *testing.T) {
 	}
 
 	waiter, writer := cudatest.Stream(t, d), cudatest.Stream(t, d)
-	word, err := d.Word()
-	if err != nil {
-		t.Fatal(err)
-	}
+	word := cudatest.Alloc(t, d, 4)
+	must(t, writer.Memset32(word, 0, 1))
+	must(t, writer.Synchronize())
 	must(t, waiter.WaitValue32(word, 1))
 	synced := make(chan error, 1)
 	go func() { synced <- waiter.Synchronize() }() // holds the worker until the word is written
@@ -70,33 +68,5 @@ func TestLane(t *testing.T) {
 	}
 	if err := l.Close(); !errors.Is(err, cuda.ErrClosed) {
 		t.Errorf("second Close: %v, want ErrClosed", err)
-	}
-}
-
-// TestWord checks Device.Word: distinct 4-byte aligned words, zero, across
-// a page boundary, outside Usage.
-func TestWord(t *testing.T) {
-	d := cudatest.Require(t)
-	s := cudatest.Stream(t, d)
-	before := d.Usage()
-	seen := map[cuda.DevicePtr]bool{}
-	for range 1100 { // more than one page of 1024 words
-		w, err := d.Word()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if w%4 != 0 || seen[w] {
-			t.Fatalf("word %#x: misaligned or handed out twice", uint64(w))
-		}
-		seen[w] = true
-		var b [4]byte
-		b[0] = 0xff
-		must(t, s.Download(b[:], w))
-		if v := binary.LittleEndian.Uint32(b[:]); v != 0 {
-			t.Fatalf("word %#x is %#x, want 0", uint64(w), v)
-		}
-	}
-	if u := d.Usage(); u != before {
-		t.Errorf("Usage changed by Word: %+v -> %+v", before, u)
 	}
 }

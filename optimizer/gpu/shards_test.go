@@ -66,18 +66,15 @@ func gptParams(width, layers int) []optimizer.Param {
 // "/nospin": the one-launch path with a communicator whose worker hop does
 // not wait for NCCL's background launch (nccl.Config.LaunchSpin < 0);
 // "/hopspin": the one-launch path with the hand-overs to the device's
-// worker polled for hopSpin (cuda.Device.SetHopSpin); "/devwait": the
-// one-launch path with a communicator whose StreamWait waits on the device
-// for groups not handed to NCCL yet (nccl.Config.DeviceWaits). hops/op and
+// worker polled for hopSpin (cuda.Device.SetHopSpin). hops/op and
 // step-hops count the hand-overs (cuda.Device.Hops) of an iteration and of
 // the step.
 func BenchmarkStepShards(b *testing.B) {
-	ranks := map[string]*Rank{"": ncclOne(b), "/nospin": ncclOneWith(b, nccl.Config{OneRankCopies: true, LaunchSpin: -1}),
-		"/devwait": ncclOneWith(b, nccl.Config{OneRankCopies: true, DeviceWaits: true})}
+	ranks := map[string]*Rank{"": ncclOne(b), "/nospin": ncclOneWith(b, nccl.Config{OneRankCopies: true, LaunchSpin: -1})}
 	params := gptParams(1024, 24)
 	init := optimizer.FromMap(optimizertest.InitWeights(params, 1))
 	for _, recipe := range []string{"current", "tile"} {
-		for _, path := range []string{"shards", "buckets", "shards/nospin", "shards/hopspin", "shards/devwait"} {
+		for _, path := range []string{"shards", "buckets", "shards/nospin", "shards/hopspin"} {
 			for _, mode := range []string{"sync", "async-idle", "async-ready"} {
 				path, spin, _ := strings.Cut(path, "/")
 				if spin != "" {

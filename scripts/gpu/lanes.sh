@@ -1,29 +1,28 @@
 #!/bin/sh
-# devwaits.sh checks, in one call on a one-GPU machine, the communicator's
-# lane and device waits (collective/nccl Config.DeviceWaits) with every
-# GPU suite that drives NCCL, once as configured and once with
-# DISTOPT_NCCL_DEVICE_WAITS=1, together with the update kernels, and times
-# the step's host time and the update kernels of this commit against $OLD:
+# lanes.sh checks, in one call on a one-GPU machine, the communicator's
+# lane and the step enqueued in one hand-over (optimizer.Batcher) with
+# every GPU suite that drives NCCL, together with the update kernels, and
+# times the step's host time and the update kernels of this commit against
+# $OLD:
 #
-#   sh scripts/gpu/devwaits.sh build   # here: binaries (xz) into $BIN
-#   sh scripts/gpu/devwaits.sh run     # there (carry $BIN); logs into $OUT
+#   sh scripts/gpu/lanes.sh build   # here: binaries (xz) into $BIN
+#   sh scripts/gpu/lanes.sh run     # there (carry $BIN); logs into $OUT
 #
 # run:
 #  1. concurrently (correctness only): internal/cuda whole (lanes, words,
 #     stream values), internal/kernels (entries, PTX, moments, control
-#     block, accumulation), collective/nccl and optimizer/gpu whole, each
-#     of these two also with device waits on;
+#     block, accumulation), collective/nccl and optimizer/gpu whole;
 #  2. distopt-bench-update's moment table, this commit and $OLD, two rounds;
-#  3. BenchmarkStepShards (current, one launch; plain, device waits) and
-#     BenchmarkStepAsync: StepAsync's host time and hand-overs.
-# BIN defaults to .gpu-devwaits (ignored by git), OLD to 605c1fe. Build
+#  3. BenchmarkStepShards (current, one launch) and BenchmarkStepAsync:
+#     StepAsync's host time and hand-overs.
+# BIN defaults to .gpu-lanes (ignored by git), OLD to 605c1fe. Build
 # options: PKGS (the test binaries' packages), UPDATE=0 (no bench-update:
-# part 2 skipped); run options: OPTRUN (optimizer/gpu's -test.run), DW=0
-# (optimizer/gpu once only), BENCH (part 3's pattern; empty: skipped).
+# part 2 skipped); run options: OPTRUN (optimizer/gpu's -test.run), BENCH
+# (part 3's pattern; empty: skipped).
 set -u
 cd "$(dirname "$0")/../.."
 root=$(pwd)
-bin=${BIN:-.gpu-devwaits}
+bin=${BIN:-.gpu-lanes}
 old=${OLD:-605c1fe}
 . scripts/gpu/lib.sh
 
@@ -54,14 +53,8 @@ run() {
 	has() { [ -f "$bin/$1" ]; }
 	has internal_cuda.test && { t cuda internal/cuda 120 internal_cuda.test & pids="$pids $!"; }
 	has internal_kernels.test && { t kernels internal/kernels 200 internal_kernels.test -test.run 'TestEntries|TestPTX|TestTile|TestMoment|TestStepControl|TestScales|TestBand|TestPackShards|TestStaticPart|TestAccumulateGrad' & pids="$pids $!"; }
-	if has collective_nccl.test; then
-		t nccl collective/nccl 150 collective_nccl.test & pids="$pids $!"
-		(export DISTOPT_NCCL_DEVICE_WAITS=1; t nccl_dw collective/nccl 150 collective_nccl.test) & pids="$pids $!"
-	fi
-	if has optimizer_gpu.test; then
-		t optimizer optimizer/gpu 240 optimizer_gpu.test ${OPTRUN:+-test.run "$OPTRUN"} & pids="$pids $!"
-		[ "${DW:-1}" = 1 ] && { (export DISTOPT_NCCL_DEVICE_WAITS=1; t optimizer_dw optimizer/gpu 240 optimizer_gpu.test) & pids="$pids $!"; }
-	fi
+	has collective_nccl.test && { t nccl collective/nccl 150 collective_nccl.test & pids="$pids $!"; }
+	has optimizer_gpu.test && { t optimizer optimizer/gpu 240 optimizer_gpu.test ${OPTRUN:+-test.run "$OPTRUN"} & pids="$pids $!"; }
 	for p in $pids; do wait $p || status=1; done
 	cat "$OUT"/*.summary
 	has bench-update && echo "== 2. update kernels, moment table, this commit and $old ($(date +%T))"
@@ -74,12 +67,12 @@ run() {
 	if has optimizer_gpu.test && [ "${BENCH-x}" != "" ]; then
 		echo "== 3. BenchmarkStepShards, BenchmarkStepAsync ($(date +%T))"
 		(cd optimizer/gpu && timeout 200 "$root/$bin/optimizer_gpu.test" -test.run '^$' \
-			-test.bench "${BENCH:-StepShards/current/shards/(async|devwait/async)|StepAsync}" -test.benchtime 10x) \
+			-test.bench "${BENCH:-StepShards/current/shards/async|StepAsync}" -test.benchtime 10x) \
 			>"$OUT/stepshards.log" 2>&1 || status=1
 		grep -E '^(Benchmark|ok|FAIL|---)' "$OUT/stepshards.log"
 	fi
-	echo "== devwaits.sh: $([ $status -eq 0 ] && echo all passed || echo FAILURES) ($(date +%T))"
-	(cd "$OUT" && tar czf devwaits_logs.tgz ./*.log && rm -f ./*.log)
+	echo "== lanes.sh: $([ $status -eq 0 ] && echo all passed || echo FAILURES) ($(date +%T))"
+	(cd "$OUT" && tar czf lanes_logs.tgz ./*.log && rm -f ./*.log)
 	return $status
 }
 

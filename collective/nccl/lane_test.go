@@ -1,0 +1,65 @@
+package nccl_test
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/distopt/distopt/collective/nccl"
+	"github.com/distopt/distopt/internal/cuda"
+)
+
+// TestFromWorker starts groups and waits for them from inside the
+// device's worker (cuda.Device.Do), as optimizer/gpu's Batch does for a
+// whole step: the communicator hands its groups to NCCL and looks at them
+// from its own lane, so nothing waits for the worker that is waiting. A
+// reader stream ordered after the newest group (StreamWait) sees the
+// result of a large all-reduce started before it (a copy of 3s into zeros
+// on one rank), and Wait returns for both groups.
+func TestFromWorker(t *testing.T) {
+	devs := gpus(t, 1)
+	d := devs[0]
+	compute := newStream(t, d)
+	c := group(t, devs, nccl.Config{Compute: compute, OneRankCopies: true})[0]
+	const big = 8 << 20
+	src, dst, small := zeroed(t, d, compute, big), zeroed(t, d, compute, big), zeroed(t, d, compute, 256)
+	if err := compute.Memset32(cuda.DevicePtr(src.Ptr), math.Float32bits(3), big); err != nil {
+		t.Fatal(err)
+	}
+	host, err := d.AllocHost(4 * big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { host.Free() })
+	got := host.Bytes()
+	reader := newStream(t, d)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = d.Do(func() error {
+		first := c.Start(sumGroup(dst, src)...)
+		last := c.Start(sumGroup(small, small)...)
+		if err := last.(*nccl.Work).StreamWait(reader); err != nil {
+			return err
+		}
+		if err := reader.CopyDtoH(got, cuda.DevicePtr(dst.Ptr)); err != nil {
+			return err
+		}
+		if err := last.Wait(ctx); err != nil {
+			return err
+		}
+		return first.Wait(ctx)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reader.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range big {
+		if v := math.Float32frombits(binary.LittleEndian.Uint32(got[4*i:])); v != 3 {
+			t.Fatalf("element %d of the all-reduce's result is %g when the reader ran, want 3", i, v)
+		}
+	}
+}
