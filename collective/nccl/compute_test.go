@@ -1,6 +1,8 @@
 package nccl_test
 
 import (
+	"encoding/binary"
+	"math"
 	"testing"
 
 	"github.com/distopt/distopt/collective"
@@ -42,4 +44,32 @@ func sumGroup(dst, src collective.Buffer) []collective.Op {
 // hostGroup is a group a device communicator refuses in Start (host memory).
 func hostGroup() []collective.Op {
 	return sumGroup(collective.HostBuffer(make([]byte, 8)), collective.HostBuffer(make([]byte, 8)))
+}
+
+// threes returns words float32 of d's memory holding 3 and words zeroed
+// (queued on s), and pinned host memory of the same size, all freed with
+// the test: a large all-reduce of src into dst on one rank copies the 3s,
+// and a reader that overtook it would read zeros into host.
+func threes(t *testing.T, d *cuda.Device, s *cuda.Stream, words int) (src, dst collective.DeviceBuffer, host []byte) {
+	t.Helper()
+	src, dst = zeroed(t, d, s, words), zeroed(t, d, s, words)
+	if err := s.Memset32(cuda.DevicePtr(src.Ptr), math.Float32bits(3), words); err != nil {
+		t.Fatal(err)
+	}
+	h, err := d.AllocHost(4 * words)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Free() })
+	return src, dst, h.Bytes()
+}
+
+// allThrees fails the test at the first float32 of got that is not 3.
+func allThrees(t *testing.T, got []byte, what string) {
+	t.Helper()
+	for i := range len(got) / 4 {
+		if v := math.Float32frombits(binary.LittleEndian.Uint32(got[4*i:])); v != 3 {
+			t.Fatalf("%s: element %d is %g, want 3", what, i, v)
+		}
+	}
 }

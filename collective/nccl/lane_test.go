@@ -2,8 +2,6 @@ package nccl_test
 
 import (
 	"context"
-	"encoding/binary"
-	"math"
 	"testing"
 	"time"
 
@@ -23,21 +21,12 @@ func TestFromWorker(t *testing.T) {
 	d := devs[0]
 	compute := newStream(t, d)
 	c := group(t, devs, nccl.Config{Compute: compute, OneRankCopies: true})[0]
-	const big = 8 << 20
-	src, dst, small := zeroed(t, d, compute, big), zeroed(t, d, compute, big), zeroed(t, d, compute, 256)
-	if err := compute.Memset32(cuda.DevicePtr(src.Ptr), math.Float32bits(3), big); err != nil {
-		t.Fatal(err)
-	}
-	host, err := d.AllocHost(4 * big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { host.Free() })
-	got := host.Bytes()
+	src, dst, got := threes(t, d, compute, 8<<20)
+	small := zeroed(t, d, compute, 256)
 	reader := newStream(t, d)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err = d.Do(func() error {
+	err := d.Do(func() error {
 		first := c.Start(sumGroup(dst, src)...)
 		last := c.Start(sumGroup(small, small)...)
 		if err := last.(*nccl.Work).StreamWait(reader); err != nil {
@@ -57,9 +46,5 @@ func TestFromWorker(t *testing.T) {
 	if err := reader.Synchronize(); err != nil {
 		t.Fatal(err)
 	}
-	for i := range big {
-		if v := math.Float32frombits(binary.LittleEndian.Uint32(got[4*i:])); v != 3 {
-			t.Fatalf("element %d of the all-reduce's result is %g when the reader ran, want 3", i, v)
-		}
-	}
+	allThrees(t, got, "the all-reduce's result when the reader ran")
 }

@@ -2,8 +2,6 @@ package nccl_test
 
 import (
 	"context"
-	"encoding/binary"
-	"math"
 	"testing"
 	"time"
 
@@ -27,11 +25,8 @@ func TestPrecedes(t *testing.T) {
 	compute := newStream(t, d)
 	c := group(t, devs, nccl.Config{Compute: compute, OneRankCopies: true})[0]
 	other := group(t, devs, nccl.Config{OneRankCopies: true})[0]
-	const big = 32 << 20
-	bigSrc, bigDst, small := zeroed(t, d, compute, big), zeroed(t, d, compute, big), zeroed(t, d, compute, 256)
-	if err := compute.Memset32(cuda.DevicePtr(bigSrc.Ptr), math.Float32bits(3), big); err != nil {
-		t.Fatal(err)
-	}
+	bigSrc, bigDst, got := threes(t, d, compute, 32<<20)
+	small := zeroed(t, d, compute, 256)
 	ws := c.StartEach(sumGroup(bigDst, bigSrc), hostGroup(), sumGroup(small, small), nil)
 	last := c.Start(sumGroup(small, small)...)
 	ow := other.Start(sumGroup(small, small)...)
@@ -41,23 +36,13 @@ func TestPrecedes(t *testing.T) {
 	if err := last.(*nccl.Work).StreamWait(reader); err != nil {
 		t.Fatal(err)
 	}
-	host, err := d.AllocHost(4 * big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { host.Free() })
-	got := host.Bytes()
 	if err := reader.CopyDtoH(got, cuda.DevicePtr(bigDst.Ptr)); err != nil {
 		t.Fatal(err)
 	}
 	if err := reader.Synchronize(); err != nil {
 		t.Fatal(err)
 	}
-	for i := range big {
-		if v := math.Float32frombits(binary.LittleEndian.Uint32(got[4*i:])); v != 3 {
-			t.Fatalf("after a wait for the newest group, element %d of the oldest group's result is %g, want 3", i, v)
-		}
-	}
+	allThrees(t, got, "after a wait for the newest group, the oldest group's result")
 
 	first, failed, third, empty := ws[0].(*nccl.Work), ws[1].(*nccl.Work), ws[2].(*nccl.Work), ws[3].(*nccl.Work)
 	for _, c := range []struct {

@@ -52,7 +52,7 @@ run() {
 	pids=""
 	has() { [ -f "$bin/$1" ]; }
 	has internal_cuda.test && { t cuda internal/cuda 120 internal_cuda.test & pids="$pids $!"; }
-	has internal_kernels.test && { t kernels internal/kernels 200 internal_kernels.test -test.run 'TestEntries|TestPTX|TestTile|TestMoment|TestStepControl|TestScales|TestBand|TestPackShards|TestStaticPart|TestAccumulateGrad' & pids="$pids $!"; }
+	has internal_kernels.test && { t kernels internal/kernels 200 internal_kernels.test -test.run "$kernels_run" & pids="$pids $!"; }
 	has collective_nccl.test && { t nccl collective/nccl 150 collective_nccl.test & pids="$pids $!"; }
 	has optimizer_gpu.test && { t optimizer optimizer/gpu 240 optimizer_gpu.test ${OPTRUN:+-test.run "$OPTRUN"} & pids="$pids $!"; }
 	for p in $pids; do wait $p || status=1; done

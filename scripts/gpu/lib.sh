@@ -53,3 +53,8 @@ t() {
 	} >"$OUT/$name.summary"
 	return $rc
 }
+
+# kernels_run is internal/kernels' -test.run pattern for the update and
+# cast kernels and what goes with them (entries, PTX, tiles, moments, the
+# control block, scales, statistics' bands, shard tables, accumulation).
+kernels_run='TestEntries|TestPTX|TestTile|TestMoment|TestStepControl|TestScales|TestBand|TestPackShards|TestStaticPart|TestAccumulateGrad'

@@ -54,7 +54,7 @@ run() {
 	status=0
 	echo "== 1. correctness, concurrently ($(date +%T))"
 	pids=""
-	[ -f "$bin/internal_kernels.test" ] && { t kernels internal/kernels 150 internal_kernels.test -test.run 'TestEntries|TestPTX|TestTile|TestMoment|TestStepControl|TestScales|TestBand|TestPackShards|TestStaticPart|TestAccumulateGrad' & pids="$pids $!"; }
+	[ -f "$bin/internal_kernels.test" ] && { t kernels internal/kernels 150 internal_kernels.test -test.run "$kernels_run" & pids="$pids $!"; }
 	[ -f "$bin/optimizer_gpu.test" ] && { t optimizer optimizer/gpu 300 optimizer_gpu.test & pids="$pids $!"; }
 	[ -f "$bin/collective_nccl.test" ] && { t nccl collective/nccl 150 collective_nccl.test & pids="$pids $!"; }
 	[ -f "$bin/examples_gpt_model.test" ] && { t model examples/gpt/model 150 examples_gpt_model.test -test.run GPU & pids="$pids $!"; }
