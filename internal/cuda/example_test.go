@@ -58,3 +58,35 @@ func ExampleArgs() {
 	fmt.Println(args.Len())
 	// Output: 4
 }
+
+// ExampleDevice_NewLane drives the device from a thread of its own beside
+// the worker: the lane queues work that a stream of the worker waits for,
+// while the worker itself is blocked in that stream's Synchronize. Without
+// a GPU it says so and stops.
+func ExampleDevice_NewLane() {
+	d, err := cuda.Open(0)
+	if err != nil {
+		fmt.Println("no GPU")
+		return
+	}
+	defer d.Close()
+	lane, err := d.NewLane()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer lane.Close()
+	waiter, _ := d.NewStream()
+	defer waiter.Destroy()
+	writer, _ := d.NewStream()
+	defer writer.Destroy()
+	flag, _ := d.Alloc(4)
+	defer d.Free(flag)
+	writer.Memset32(flag, 0, 1)
+	writer.Synchronize()
+	waiter.WaitValue32(flag, 1)
+	done := make(chan error)
+	go func() { done <- waiter.Synchronize() }() // the worker waits for the word
+	lane.Do(func() error { return writer.WriteValue32(flag, 1) })
+	fmt.Println(<-done)
+}
