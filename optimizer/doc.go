@@ -111,7 +111,9 @@
 //     Pending result; LastResult (or the next step, StepCount, LossScale,
 //     Scalars) reads the control block later, waiting only when the device
 //     has not got that far. Such a step waits for the device nowhere, and
-//     can be captured in a CUDA graph.
+//     can be captured in a CUDA graph. On a Batcher backend (optimizer/gpu)
+//     its phases are queued inside one Batch: one hand-over to the device's
+//     thread for the whole step.
 //
 // Step without GradReady is the simple path and the reference: the pipeline
 // gives the same bits (the same per-bucket stages in the same order; only
