@@ -123,9 +123,6 @@ __device__ __forceinline__ void update_kernel(float *__restrict__ master_l, cons
                                               u32 mx, float fmax, float mfac, u32 pow2, bool gbf16,
                                               const ShardBufs *__restrict__ shards) {
     __shared__ u32 sh[32];
-    // the _q kernels' buffers all start 16-byte aligned (the launcher's
-    // contract: whole allocations)
-    const u64 mal = Q ? 16 : 4 * sizeof(MT), gal = Q ? 16 : 4 * sizeof(GT);
     const u32 lane = threadIdx.x & 31;
     for (u64 c = blockIdx.x; c < nchunks; c += gridDim.x) {
         const Seg s = segs[find_seg(segs, nseg, c)];
@@ -142,8 +139,19 @@ __device__ __forceinline__ void update_kernel(float *__restrict__ master_l, cons
             master = (float *)b.master, grad = b.grad, fp8 = (u8 *)b.out, block_scales = b.block_scales, hp = b.out;
             ms.p1 = b.m, ms.p2 = b.v, ms.s1 = b.mscales, ms.s2 = b.vscales, ms.base = b.base, ms.seed = b.seed;
         }
-        const bool base_vec = aligned(master, 16) && aligned(ms.p1, mal) && aligned(ms.p2, mal) &&
-                              aligned(grad, gal) && aligned(fp8, 4) && aligned(hp, hp_bf16 ? 8 : 16);
+        // Vector accesses need the alignment of one vector of 4 elements:
+        // 16 bytes of float32, 8 of bfloat16, 4 of FP8 codes (a _q kernel's
+        // moments by their storage), checked for what the segment's mode
+        // writes: a shard's one output buffer is its FP8 bytes or its
+        // copy's elements.
+        const u64 gal = Q ? (gbf16 ? 8 : 16) : 4 * sizeof(GT);
+        const bool out_vec = s.mode == MODE_HP ? aligned(hp, hp_bf16 ? 8 : 16)
+                             : s.mode == MODE_DELAYED || s.mode == MODE_BLOCK ? aligned(fp8, 4)
+                                                                              : true;
+        const bool base_vec = aligned(master, 16) &&
+                              (R == RULE_NONE || aligned(ms.p1, Q ? mom_align(ms.t1) : 4 * sizeof(MT))) &&
+                              (R != RULE_ADAMW || aligned(ms.p2, Q ? mom_align(ms.t2) : 4 * sizeof(MT))) &&
+                              (R == RULE_NONE || aligned(grad, gal)) && out_vec;
         const bool tile = TILES && s.mode == MODE_TILE;
         const u64 per_row = tile ? (s.cols + 127) / 128 : 0;
         // The chunk's elements: from rel0 on up to lim, or (band) the
