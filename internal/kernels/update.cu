@@ -126,6 +126,28 @@ struct Chunk {
     bool gbf16, vec, band;
 };
 
+// kept returns x through an identity permute of its bytes, which ptxas
+// cannot fold back into a kernel parameter: the kernels' parameters live in
+// the constant bank, and on sm_90 ptxas reloads such an operand (ULDC) after
+// every slow path of a division or square root, several times per element;
+// the kept copies of the launch's scalars and buffers stay in uniform
+// registers for the whole chunk (fewer instructions, same values). Below
+// sm_90 arithmetic takes constant-bank operands directly: x itself.
+__device__ __forceinline__ u32 kept(u32 x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm("prmt.b32 %0, %0, 0, 0x3210;" : "+r"(x));
+#endif
+    return x;
+}
+__device__ __forceinline__ float kept(float x) { return __uint_as_float(kept(__float_as_uint(x))); }
+__device__ __forceinline__ u64 kept(u64 x) { return (u64)kept((u32)(x >> 32)) << 32 | kept((u32)x); }
+template <typename T> __device__ __forceinline__ T *kept(T *p) { return (T *)kept((u64)p); }
+__device__ __forceinline__ Hyper kept(Hyper h) {
+    h.gs = kept(h.gs), h.b1 = kept(h.b1), h.b2 = kept(h.b2), h.omb1 = kept(h.omb1), h.omb2 = kept(h.omb2);
+    h.eps = kept(h.eps), h.rbc2 = kept(h.rbc2), h.mom = kept(h.mom);
+    return h;
+}
+
 // update_passes runs the passes of one chunk and returns the largest amax
 // key of its new masters (the tensor modes and bands fold it). WHOLE: the
 // chunk's every pass holds 4 elements of one segment that is not a tile
@@ -141,14 +163,16 @@ struct Chunk {
 template <int R, typename MT, typename GT, Fp8 F, bool TILES, bool Q, u32 G, u32 OU, bool WHOLE>
 __device__ __forceinline__ u32 update_passes(const Chunk &k) {
     const Seg &s = k.s;
-    const MomentSet &ms = k.ms;
-    float *__restrict__ master = k.master;
-    const void *__restrict__ grad = k.grad;
-    u8 *__restrict__ fp8 = k.fp8;
-    void *__restrict__ block_scales = k.block_scales;
+    MomentSet ms = k.ms;
+    ms.p1 = kept(ms.p1), ms.p2 = kept(ms.p2), ms.s1 = kept(ms.s1), ms.s2 = kept(ms.s2);
+    ms.seed = kept(ms.seed), ms.base = kept(ms.base);
+    float *__restrict__ master = kept(k.master);
+    const void *__restrict__ grad = kept(k.grad);
+    u8 *__restrict__ fp8 = kept(k.fp8);
+    void *__restrict__ block_scales = kept(k.block_scales);
     void *__restrict__ hp = k.hp;
     u32 *__restrict__ amax = k.amax;
-    const Hyper &h = k.h;
+    const Hyper h = kept(k.h);
     const u32 lane = k.lane;
     const bool gbf16 = k.gbf16, band = !WHOLE && k.band;
     const u64 rel_u = WHOLE ? (u64)THREADS * 4 : k.rel_u;
