@@ -126,7 +126,18 @@ template <Fp8 F> __device__ __forceinline__ u32 encode(float x) {
 // encode4 converts four floats into one word, x.x in the low byte.
 template <Fp8 F> __device__ __forceinline__ u32 encode4(float4 x) {
 #if DISTOPT_FP8_HW
-    return encode2_hw<F>(x.x, x.y) | encode2_hw<F>(x.z, x.w) << 16;
+    // the halves joined by mov (no masks: ptxas merges the conversions)
+    u16 lo, hi;
+    u32 w;
+    if (F == E4M3) {
+        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(x.y), "f"(x.x));
+        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(x.w), "f"(x.z));
+    } else {
+        asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(x.y), "f"(x.x));
+        asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(x.w), "f"(x.z));
+    }
+    asm("mov.b32 %0, {%1, %2};" : "=r"(w) : "h"(lo), "h"(hi));
+    return w;
 #else
     return encode_soft<F>(x.x) | encode_soft<F>(x.y) << 8 | encode_soft<F>(x.z) << 16 |
            encode_soft<F>(x.w) << 24;

@@ -16,6 +16,10 @@ namespace distopt {
 
 enum MomentType { MOM_F32 = 0, MOM_BF16 = 1, MOM_FP8 = 2 };
 
+// mom_align is the alignment in bytes that a vector access of 4 elements
+// of storage t needs (one word of 4 codes for FP8).
+__device__ __forceinline__ u64 mom_align(u32 t) { return t == MOM_F32 ? 16 : t == MOM_BF16 ? 8 : 4; }
+
 // MomentSet is the storage of both moments of a _q launch.
 struct MomentSet {
     void *p1, *p2;     // m, v: elements or E4M3 codes

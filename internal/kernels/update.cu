@@ -107,83 +107,87 @@ static const u32 GROUP = UPDATE_GROUP;
 #define UPDATE_QFIXED_OUTER UNROLL
 #endif
 
-// update_kernel is the body of every update kernel. In the _q kernels,
-// MK >= 0 fixes the moment types (m in bits 0-3, v in bits 4-7) at compile
-// time, the launch's being those (the launcher's choice of kernel); MK < 0
-// takes them from ms.
+// Chunk is what the passes over one chunk read (update_kernel fills it per
+// chunk): the chunk's segment and buffers, pass u's elements (rel_b +
+// u * rel_u on, up to lim; band: rows of the tile), and the launch's
+// scalars.
+struct Chunk {
+    Seg s;
+    MomentSet ms;
+    float *master;
+    const void *grad;
+    u8 *fp8;
+    void *block_scales, *hp;
+    u32 *amax;
+    Hyper h;
+    u64 rel_b, rel_u, lim, per_row;
+    float dscale, fmax, mfac;
+    u32 hp_bf16, mx, pow2, lane;
+    bool gbf16, vec, band;
+};
+
+// kept returns x through an identity permute of its bytes, which ptxas
+// cannot fold back into a kernel parameter: the kernels' parameters live in
+// the constant bank, and on sm_90 ptxas reloads such an operand (ULDC) after
+// every slow path of a division or square root, several times per element;
+// the kept copies of the launch's scalars and buffers stay in uniform
+// registers for the whole chunk (fewer instructions, same values). Below
+// sm_90 arithmetic takes constant-bank operands directly: x itself.
+__device__ __forceinline__ u32 kept(u32 x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm("prmt.b32 %0, %0, 0, 0x3210;" : "+r"(x));
+#endif
+    return x;
+}
+__device__ __forceinline__ float kept(float x) { return __uint_as_float(kept(__float_as_uint(x))); }
+__device__ __forceinline__ u64 kept(u64 x) { return (u64)kept((u32)(x >> 32)) << 32 | kept((u32)x); }
+template <typename T> __device__ __forceinline__ T *kept(T *p) { return (T *)kept((u64)p); }
+__device__ __forceinline__ Hyper kept(Hyper h) {
+    h.gs = kept(h.gs), h.b1 = kept(h.b1), h.b2 = kept(h.b2), h.omb1 = kept(h.omb1), h.omb2 = kept(h.omb2);
+    h.eps = kept(h.eps), h.rbc2 = kept(h.rbc2), h.mom = kept(h.mom);
+    return h;
+}
+
+// update_passes runs the passes of one chunk and returns the largest amax
+// key of its new masters (the tensor modes and bands fold it). WHOLE: the
+// chunk's every pass holds 4 elements of one segment that is not a tile
+// segment, with vector accesses (Chunk.vec): then no pass computes its
+// count or picks between the vector and the element-by-element access,
+// and every pass's offset from the first is a constant, which the
+// instruction-bound _q kernels of FP8 moments need (whole chunks are all
+// but the last chunk of each segment). The _tiles kernels have no WHOLE
+// path: with both, ptxas spills at their 80 registers.
 // Each thread issues the loads of G passes together, before the
 // arithmetic and stores of the first (the compiler cannot move a load
 // above a store that may alias it).
-template <int R, typename MT, typename GT, Fp8 F, bool TILES, bool Q, int MK, u32 G, u32 OU>
-__device__ __forceinline__ void update_kernel(float *__restrict__ master_l, const MomentSet ms_in,
-                                              const void *__restrict__ grad_l, const Seg *__restrict__ segs, u32 nseg,
-                                              u64 nchunks, Hyper h, u8 *__restrict__ fp8_l,
-                                              void *__restrict__ block_scales_l, u32 *__restrict__ amax,
-                                              const float *__restrict__ scale, void *__restrict__ hp_l, u32 hp_bf16,
-                                              u32 mx, float fmax, float mfac, u32 pow2, bool gbf16,
-                                              const ShardBufs *__restrict__ shards) {
-    __shared__ u32 sh[32];
-    // the _q kernels' buffers all start 16-byte aligned (the launcher's
-    // contract: whole allocations)
-    const u64 mal = Q ? 16 : 4 * sizeof(MT), gal = Q ? 16 : 4 * sizeof(GT);
-    const u32 lane = threadIdx.x & 31;
-    for (u64 c = blockIdx.x; c < nchunks; c += gridDim.x) {
-        const Seg s = segs[find_seg(segs, nseg, c)];
-        // the buffers: the launch's, or (several shards) the segment's shard's
-        MomentSet ms = ms_in;
-        if (MK >= 0) ms.t1 = (u32)MK & 15u, ms.t2 = (u32)MK >> 4;
-        float *__restrict__ master = master_l;
-        const void *__restrict__ grad = grad_l;
-        u8 *__restrict__ fp8 = fp8_l;
-        void *__restrict__ block_scales = block_scales_l;
-        void *__restrict__ hp = hp_l;
-        if (shards != nullptr) {
-            const ShardBufs &b = shards[s.shard];
-            master = (float *)b.master, grad = b.grad, fp8 = (u8 *)b.out, block_scales = b.block_scales, hp = b.out;
-            ms.p1 = b.m, ms.p2 = b.v, ms.s1 = b.mscales, ms.s2 = b.vscales, ms.base = b.base, ms.seed = b.seed;
-        }
-        const bool base_vec = aligned(master, 16) && aligned(ms.p1, mal) && aligned(ms.p2, mal) &&
-                              aligned(grad, gal) && aligned(fp8, 4) && aligned(hp, hp_bf16 ? 8 : 16);
-        const bool tile = TILES && s.mode == MODE_TILE;
-        const u64 per_row = tile ? (s.cols + 127) / 128 : 0;
-        // The chunk's elements: from rel0 on up to lim, or (band) the
-        // BAND_ROWS x 128 elements from rel0 with rows s.cols apart, all in
-        // the tile band_tile.
-        u64 rel0 = (c - s.chunk0) * CHUNK, lim = s.len;
-        bool band = false;
-        u32 band_tile = 0;
-        if (tile) {
-            const BandSplit b = band_split(s);
-            const u64 k = c - s.chunk0;
-            if (k < b.head_chunks) {
-                lim = b.head;
-            } else if (k < b.head_chunks + b.band_chunks) {
-                const u64 j = k - b.head_chunks, strips = s.cols / 128;
-                const u64 bi = j / strips, strip = j - bi * strips;
-                const u64 row = (s.param_off + b.head) / s.cols + bi * BAND_ROWS; // of the matrix
-                band = true;
-                rel0 = b.head + bi * BAND_ROWS * s.cols + strip * 128;
-                band_tile = (u32)((row >> 7) * per_row + strip);
-            } else {
-                rel0 = b.head + b.band_elems + (k - b.head_chunks - b.band_chunks) * CHUNK;
-            }
-        }
-        const bool seg_vec = base_vec && s.off % 4 == 0;
-        const float dscale = s.mode == MODE_DELAYED ? scale[s.slot] : 1.0f;
-        u32 run = 0; // amax key of the chunk (tensor modes, bands)
-        // pass u's elements: rel_of(u) on, cnt_of of them
-        const u64 rel_b = band ? rel0 + (u64)(threadIdx.x >> 5) * s.cols + 4 * lane : rel0 + 4 * threadIdx.x;
-        const u64 rel_u = band ? (u64)(THREADS / 32) * s.cols : (u64)THREADS * 4;
-#define rel_of(u) (rel_b + (u64)(u) * rel_u)
-#define cnt_of(rel) ((rel) < lim ? (int)min(lim - (rel), (u64)4) : 0)
+template <int R, typename MT, typename GT, Fp8 F, bool TILES, bool Q, u32 G, u32 OU, bool WHOLE>
+__device__ __forceinline__ u32 update_passes(const Chunk &k) {
+    const Seg &s = k.s;
+    MomentSet ms = k.ms;
+    ms.p1 = kept(ms.p1), ms.p2 = kept(ms.p2), ms.s1 = kept(ms.s1), ms.s2 = kept(ms.s2);
+    ms.seed = kept(ms.seed), ms.base = kept(ms.base);
+    float *__restrict__ master = kept(k.master);
+    const void *__restrict__ grad = kept(k.grad);
+    u8 *__restrict__ fp8 = kept(k.fp8);
+    void *__restrict__ block_scales = kept(k.block_scales);
+    void *__restrict__ hp = k.hp;
+    u32 *__restrict__ amax = k.amax;
+    const Hyper h = kept(k.h);
+    const u32 lane = k.lane;
+    const bool gbf16 = k.gbf16, band = !WHOLE && k.band;
+    const u64 rel_u = WHOLE ? (u64)THREADS * 4 : k.rel_u;
+    u32 run = 0; // amax key of the chunk (tensor modes, bands)
+    // pass u's elements: rel_of(u) on, cnt_of of them
+#define rel_of(u) (k.rel_b + (u64)(u) * rel_u)
+#define cnt_of(rel) (WHOLE ? 4 : (rel) < k.lim ? (int)min(k.lim - (rel), (u64)4) : 0)
 #pragma unroll OU
-        for (u32 u0 = 0; u0 < UNROLL; u0 += G) {
+    for (u32 u0 = 0; u0 < UNROLL; u0 += G) {
         In in[G];
 #pragma unroll
         for (u32 q = 0; q < G; q++) { // phase one: every load of the group
             const u64 rel = rel_of(u0 + q);
             const int cnt = cnt_of(rel);
-            if (seg_vec && cnt == 4) fetch<R, MT, GT, Q, true>(master, ms, grad, gbf16, s.off + rel, cnt, in[q]);
+            if (WHOLE || (k.vec && cnt == 4)) fetch<R, MT, GT, Q, true>(master, ms, grad, gbf16, s.off + rel, cnt, in[q]);
             else fetch<R, MT, GT, Q, false>(master, ms, grad, gbf16, s.off + rel, cnt, in[q]);
         }
 #pragma unroll
@@ -191,7 +195,7 @@ __device__ __forceinline__ void update_kernel(float *__restrict__ master_l, cons
             const u64 rel = rel_of(u0 + q);
             const int cnt = cnt_of(rel);
             const u64 i = s.off + rel;
-            const bool vec = seg_vec && cnt == 4;
+            const bool vec = WHOLE || (k.vec && cnt == 4);
             float p[4];
             widen<4>(in[q].p, p);
             if (R == RULE_ADAMW) {
@@ -227,7 +231,7 @@ __device__ __forceinline__ void update_kernel(float *__restrict__ master_l, cons
             }
             switch (s.mode) {
             case MODE_HP:
-                if (hp_bf16) store((u16 *)hp, i, cnt, vec, p);
+                if (k.hp_bf16) store((u16 *)hp, i, cnt, vec, p);
                 else store((float *)hp, i, cnt, vec, p);
                 break;
             case MODE_CURRENT:
@@ -237,19 +241,19 @@ __device__ __forceinline__ void update_kernel(float *__restrict__ master_l, cons
                 run = max(run, keys4(p, cnt));
                 float y[4];
 #pragma unroll
-                for (int j = 0; j < 4; j++) y[j] = __fmul_rn(p[j], dscale);
+                for (int j = 0; j < 4; j++) y[j] = __fmul_rn(p[j], k.dscale);
                 cast_store<F>(fp8, i, cnt, vec, y);
                 break;
             }
             case MODE_BLOCK: {
-                u32 k = keys4(p, cnt);
+                u32 key = keys4(p, cnt);
                 float y[4];
-                if (mx) { // eight lanes hold one block of 32
-                    k = max(k, __shfl_xor_sync(FULL, k, 1));
-                    k = max(k, __shfl_xor_sync(FULL, k, 2));
-                    k = max(k, __shfl_xor_sync(FULL, k, 4));
+                if (k.mx) { // eight lanes hold one block of 32
+                    key = max(key, __shfl_xor_sync(FULL, key, 1));
+                    key = max(key, __shfl_xor_sync(FULL, key, 2));
+                    key = max(key, __shfl_xor_sync(FULL, key, 4));
                     float mul;
-                    const u32 code = mx_scale<F>(k, mul);
+                    const u32 code = mx_scale<F>(key, mul);
                     if (code == 0xffu) {
 #pragma unroll
                         for (int j = 0; j < 4; j++)
@@ -261,9 +265,9 @@ __device__ __forceinline__ void update_kernel(float *__restrict__ master_l, cons
                     }
                     if ((lane & 7) == 0 && cnt > 0) ((u8 *)block_scales)[i / 32] = (u8)code;
                 } else { // the warp holds one block of 128
-                    k = __reduce_max_sync(FULL, k);
+                    key = __reduce_max_sync(FULL, key);
                     float sc, inv;
-                    scale_from_amax(k, fmax, mfac, pow2 != 0, sc, inv);
+                    scale_from_amax(key, k.fmax, k.mfac, k.pow2 != 0, sc, inv);
 #pragma unroll
                     for (int j = 0; j < 4; j++) y[j] = __fmul_rn(p[j], sc);
                     cast_store<F>(fp8, i, cnt, vec, y);
@@ -271,25 +275,114 @@ __device__ __forceinline__ void update_kernel(float *__restrict__ master_l, cons
                 }
                 break;
             }
-            case MODE_TILE: // only in the _tiles kernels (the launcher's choice)
-                if (!TILES) break;
+            case MODE_TILE: // only in the _tiles kernels (the launcher's choice), never whole
+                if (!TILES || WHOLE) break;
                 if (band) {
                     run = max(run, keys4(p, cnt));
                 } else {
-                    u32 t[4], k[4];
-                    tiles4(s.param_off + rel, s.cols, per_row, t);
+                    u32 t[4], key[4];
+                    tiles4(s.param_off + rel, s.cols, k.per_row, t);
 #pragma unroll
-                    for (int j = 0; j < 4; j++) k[j] = amax_bits(p[j]);
-                    fold_tiles(amax + s.slot, t, k, cnt);
+                    for (int j = 0; j < 4; j++) key[j] = amax_bits(p[j]);
+                    fold_tiles(amax + s.slot, t, key, cnt);
                 }
                 break;
             }
         }
-        }
+    }
 #undef rel_of
 #undef cnt_of
+    return run;
+}
+
+// update_kernel is the body of every update kernel. In the _q kernels,
+// MK >= 0 fixes the moment types (m in bits 0-3, v in bits 4-7) at compile
+// time, the launch's being those (the launcher's choice of kernel); MK < 0
+// takes them from ms.
+template <int R, typename MT, typename GT, Fp8 F, bool TILES, bool Q, int MK, u32 G, u32 OU>
+__device__ __forceinline__ void update_kernel(float *__restrict__ master_l, const MomentSet ms_in,
+                                              const void *__restrict__ grad_l, const Seg *__restrict__ segs, u32 nseg,
+                                              u64 nchunks, Hyper h, u8 *__restrict__ fp8_l,
+                                              void *__restrict__ block_scales_l, u32 *__restrict__ amax,
+                                              const float *__restrict__ scale, void *__restrict__ hp_l, u32 hp_bf16,
+                                              u32 mx, float fmax, float mfac, u32 pow2, bool gbf16,
+                                              const ShardBufs *__restrict__ shards) {
+    __shared__ u32 sh[32];
+#ifdef UPDATE_PROBE
+    shards = nullptr; // one shard (below)
+#endif
+    for (u64 c = blockIdx.x; c < nchunks; c += gridDim.x) {
+        Chunk k;
+        k.s = segs[find_seg(segs, nseg, c)];
+        const Seg &s = k.s;
+        // the buffers: the launch's, or (several shards) the segment's shard's
+        k.ms = ms_in;
+        MomentSet &ms = k.ms;
+        if (MK >= 0) ms.t1 = (u32)MK & 15u, ms.t2 = (u32)MK >> 4;
+        k.master = master_l, k.grad = grad_l, k.fp8 = fp8_l, k.block_scales = block_scales_l, k.hp = hp_l;
+        if (shards != nullptr) {
+            const ShardBufs &b = shards[s.shard];
+            k.master = (float *)b.master, k.grad = b.grad, k.fp8 = (u8 *)b.out, k.block_scales = b.block_scales;
+            k.hp = b.out;
+            ms.p1 = b.m, ms.p2 = b.v, ms.s1 = b.mscales, ms.s2 = b.vscales, ms.base = b.base, ms.seed = b.seed;
+        }
+        k.amax = amax, k.h = h, k.hp_bf16 = hp_bf16, k.mx = mx, k.fmax = fmax, k.mfac = mfac, k.pow2 = pow2;
+        k.gbf16 = gbf16, k.lane = threadIdx.x & 31;
+        // Vector accesses need the alignment of one vector of 4 elements:
+        // 16 bytes of float32, 8 of bfloat16, 4 of FP8 codes (a _q kernel's
+        // moments by their storage), checked for what the segment's mode
+        // writes: a shard's one output buffer is its FP8 bytes or its
+        // copy's elements.
+        const u64 gal = Q ? (gbf16 ? 8 : 16) : 4 * sizeof(GT);
+        const bool out_vec = s.mode == MODE_HP ? aligned(k.hp, hp_bf16 ? 8 : 16)
+                             : s.mode == MODE_DELAYED || s.mode == MODE_BLOCK ? aligned(k.fp8, 4)
+                                                                              : true;
+        const bool base_vec = aligned(k.master, 16) &&
+                              (R == RULE_NONE || aligned(ms.p1, Q ? mom_align(ms.t1) : 4 * sizeof(MT))) &&
+                              (R != RULE_ADAMW || aligned(ms.p2, Q ? mom_align(ms.t2) : 4 * sizeof(MT))) &&
+                              (R == RULE_NONE || aligned(k.grad, gal)) && out_vec;
+        const bool tile = TILES && s.mode == MODE_TILE;
+        k.per_row = tile ? (s.cols + 127) / 128 : 0;
+        // The chunk's elements: from rel0 on up to lim, or (band) the
+        // BAND_ROWS x 128 elements from rel0 with rows s.cols apart, all in
+        // the tile band_tile.
+        u64 rel0 = (c - s.chunk0) * CHUNK;
+        k.lim = s.len;
+        k.band = false;
+        u32 band_tile = 0;
+        if (tile) {
+            const BandSplit b = band_split(s);
+            const u64 j0 = c - s.chunk0;
+            if (j0 < b.head_chunks) {
+                k.lim = b.head;
+            } else if (j0 < b.head_chunks + b.band_chunks) {
+                const u64 j = j0 - b.head_chunks, strips = s.cols / 128;
+                const u64 bi = j / strips, strip = j - bi * strips;
+                const u64 row = (s.param_off + b.head) / s.cols + bi * BAND_ROWS; // of the matrix
+                k.band = true;
+                rel0 = b.head + bi * BAND_ROWS * s.cols + strip * 128;
+                band_tile = (u32)((row >> 7) * k.per_row + strip);
+            } else {
+                rel0 = b.head + b.band_elems + (j0 - b.head_chunks - b.band_chunks) * CHUNK;
+            }
+        }
+        k.vec = base_vec && s.off % 4 == 0;
+        k.dscale = s.mode == MODE_DELAYED ? scale[s.slot] : 1.0f;
+        k.rel_b = k.band ? rel0 + (u64)(threadIdx.x >> 5) * s.cols + 4 * k.lane : rel0 + 4 * threadIdx.x;
+        k.rel_u = k.band ? (u64)(THREADS / 32) * s.cols : (u64)THREADS * 4;
+        bool whole = !TILES && k.vec && !tile && rel0 + CHUNK <= k.lim;
+#ifdef UPDATE_PROBE
+        // Static analysis only (scripts/gpu/updsass.sh), never launched: the
+        // case of distopt-bench-update -tables moments as constants (one
+        // shard, Block1x128 segments, bfloat16 gradients, FP8 moment blocks
+        // of 128, whole chunks), so that the chunk loop's SASS is the path
+        // that case executes.
+        k.s.mode = MODE_BLOCK, k.mx = 0, k.gbf16 = true, ms.shift = 7, whole = true;
+#endif
+        const u32 run = whole ? update_passes<R, MT, GT, F, TILES, Q, G, OU, true>(k)
+                              : update_passes<R, MT, GT, F, TILES, Q, G, OU, false>(k);
         if (s.mode == MODE_CURRENT || s.mode == MODE_DELAYED) block_fold(amax + s.slot, run, sh);
-        else if (band) block_fold(amax + s.slot + band_tile, run, sh);
+        else if (k.band) block_fold(amax + s.slot + band_tile, run, sh);
     }
 }
 
