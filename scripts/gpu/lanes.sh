@@ -17,7 +17,8 @@
 #     StepAsync's host time and hand-overs.
 # BIN defaults to .gpu-lanes (ignored by git), OLD to 605c1fe. Build
 # options: PKGS (the test binaries' packages), UPDATE=0 (no bench-update:
-# part 2 skipped); run options: OPTRUN (optimizer/gpu's -test.run), BENCH
+# part 2 skipped); run options: KERNELS (internal/kernels' -test.run,
+# default lib.sh's kernels_run), OPTRUN (optimizer/gpu's -test.run), BENCH
 # (part 3's pattern; empty: skipped).
 set -u
 cd "$(dirname "$0")/../.."
@@ -52,7 +53,7 @@ run() {
 	pids=""
 	has() { [ -f "$bin/$1" ]; }
 	has internal_cuda.test && { t cuda internal/cuda 120 internal_cuda.test & pids="$pids $!"; }
-	has internal_kernels.test && { t kernels internal/kernels 200 internal_kernels.test -test.run "$kernels_run" & pids="$pids $!"; }
+	has internal_kernels.test && { t kernels internal/kernels 200 internal_kernels.test -test.run "${KERNELS:-$kernels_run}" & pids="$pids $!"; }
 	has collective_nccl.test && { t nccl collective/nccl 150 collective_nccl.test & pids="$pids $!"; }
 	has optimizer_gpu.test && { t optimizer optimizer/gpu 240 optimizer_gpu.test ${OPTRUN:+-test.run "$OPTRUN"} & pids="$pids $!"; }
 	for p in $pids; do wait $p || status=1; done
