@@ -185,7 +185,8 @@ func segmentChunks(s Segment) int {
 // StaticPart returns a copy of t's bytes with what changes from one step
 // to the next zeroed: the per-step factors (StepSize and Decay) of every
 // segment and the moment seed of every shard (backend.MomentSeed draws one
-// per step). The rest, the shards' buffers included, stays.
+// per step; optimizer/gpu packs it only where a kernel reads it, an FP8
+// second moment). The rest, the shards' buffers included, stays.
 func (t *Table) StaticPart() []byte {
 	out := append([]byte(nil), t.Bytes...)
 	for i := 0; i < t.Segs; i++ {
