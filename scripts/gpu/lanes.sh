@@ -41,7 +41,7 @@ build() {
 		(cd "$wt" && go build -ldflags="-s -w" -o "$root/$bin/bench-update.old" ./cmd/distopt-bench-update)
 		git worktree remove --force "$wt"
 	fi
-	xz -T2 -6 "$bin"/*.test $(ls "$bin"/bench-update* 2>/dev/null)
+	pack $(cd "$bin" && ls *.test bench-update* 2>/dev/null)
 	stamp "old: $old"
 }
 

@@ -36,7 +36,7 @@ build() {
 	export CGO_CFLAGS="${CGO_CFLAGS:-} -Wno-deprecated-declarations" # go-nvml's header
 	go build -ldflags="-s -w" -o "$bin/distopt" ./cmd/distopt
 	go build -ldflags="-s -w" -o "$bin/multigpu" ./examples/multigpu
-	xz -T2 -6 "$bin"/*.test "$bin/distopt" "$bin/multigpu"
+	pack $(cd "$bin" && ls *.test) distopt multigpu
 	stamp
 }
 

@@ -44,7 +44,7 @@ build() {
 		(cd "$wt" && go build -ldflags="-s -w" -o "$root/$bin/multigpu.old" ./examples/multigpu)
 		git worktree remove --force "$wt"
 	fi
-	xz -T2 -6 "$bin"/*.test $(ls "$bin"/multigpu* 2>/dev/null)
+	pack $(cd "$bin" && ls *.test multigpu* 2>/dev/null)
 	stamp "old: $old"
 }
 
