@@ -26,10 +26,10 @@ type Device struct {
 	spin  atomic.Int64 // nanoseconds a side of a hop polls before it sleeps (SetHopSpin)
 }
 
-// Hops returns how many calls have been handed to the device's worker
-// since Open (Do from another goroutine: every method of the device and its
-// objects is one): each costs a hand-over between threads, whether or not
-// the host waits for the GPU.
+// Hops returns how many calls have been handed to the device's worker or
+// to one of its lanes since Open (Do from another goroutine: every method
+// of the device and its objects is one; Lane.Do): each costs a hand-over
+// between threads, whether or not the host waits for the GPU.
 func (d *Device) Hops() int64 { return d.hops.Load() }
 
 // SetHopSpin sets how long, in a hand-over to the worker (Do), the caller

@@ -18,7 +18,8 @@
 // worker. Callers may therefore use a Device from any goroutine. Do runs an
 // arbitrary function there (for other bindings, such as NCCL, that need the
 // context current); calls made from inside Do run directly, without a round
-// trip.
+// trip. A Lane (Device.NewLane) is a second such thread, for work that must
+// make progress while the worker waits (a communicator's issuer).
 //
 // # Memory
 //

@@ -23,12 +23,12 @@ type Lane struct {
 	thread
 }
 
-// lanes is the set of a device's open lanes.
+// lanes is the set of a device's running lanes, by the OS thread each
+// runs on; a lane enters it when its thread starts and leaves it when the
+// thread ends.
 type lanes struct {
-	n   atomic.Int32 // len(set): onWorker's fast path when there is none
-	mu  sync.Mutex
-	set map[*Lane]struct{}
-	tid sync.Map // OS thread id (int64) -> *Lane
+	n   atomic.Int32 // how many: onWorker's fast path when there is none
+	tid sync.Map     // OS thread id (int64) -> *Lane
 }
 
 // has reports whether tid is the thread of one of the lanes.
@@ -40,14 +40,14 @@ func (ls *lanes) has(tid int64) bool {
 	return ok
 }
 
-// all returns the open lanes.
+// add and remove enter and leave l, running on thread tid.
+func (ls *lanes) add(tid int64, l *Lane) { ls.tid.Store(tid, l); ls.n.Add(1) }
+func (ls *lanes) remove(tid int64)       { ls.tid.Delete(tid); ls.n.Add(-1) }
+
+// all returns the running lanes.
 func (ls *lanes) all() []*Lane {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	out := make([]*Lane, 0, len(ls.set))
-	for l := range ls.set {
-		out = append(out, l)
-	}
+	var out []*Lane
+	ls.tid.Range(func(_, l any) bool { out = append(out, l.(*Lane)); return true })
 	return out
 }
 
@@ -61,13 +61,6 @@ func (d *Device) NewLane() (*Lane, error) {
 		<-l.done
 		return nil, err
 	}
-	d.lanes.mu.Lock()
-	if d.lanes.set == nil {
-		d.lanes.set = make(map[*Lane]struct{})
-	}
-	d.lanes.set[l] = struct{}{}
-	d.lanes.n.Store(int32(len(d.lanes.set)))
-	d.lanes.mu.Unlock()
 	return l, nil
 }
 
@@ -89,10 +82,10 @@ func (l *Lane) run(ready chan<- error) {
 	}
 	tid := gettid()
 	l.tid.Store(tid)
-	l.d.lanes.tid.Store(tid, l)
+	l.d.lanes.add(tid, l)
 	ready <- nil
 	l.d.serve(&l.thread)
-	l.d.lanes.tid.Delete(tid)
+	l.d.lanes.remove(tid)
 	l.tid.Store(0)
 	cuCtxSetCurrent(0)
 }
@@ -119,10 +112,5 @@ func (l *Lane) Close() error {
 		return ErrClosed
 	}
 	<-l.done
-	ls := &l.d.lanes
-	ls.mu.Lock()
-	delete(ls.set, l)
-	ls.n.Store(int32(len(ls.set)))
-	ls.mu.Unlock()
 	return nil
 }
