@@ -6,7 +6,9 @@
 #   scripts/gpu/gpt_long.sh build   # build machine: binaries and the token files (xz) into .gpu-gptlong/
 #   scripts/gpu/gpt_long.sh run     # GPU machine (carry .gpu-gptlong): logs, JSON curves, PNG into $OUT
 #
-# build: gpt and curves (stripped), the token files of the whole GOROOT/src
+# build: gpt and curves (stripped; with GPUMODEL=1, the default, also the
+# gpumodel tests; with BENCH_UPDATE=1 distopt-bench-update), in one solid
+# xz archive, and the token files of the whole GOROOT/src
 # prepared here (about 82M training and 3.2M validation tokens; xz keeps
 # them near 12 MB).
 #
@@ -53,10 +55,17 @@
 #     moment, BF16 second moment, recomputed LayerNorm/GELU inputs; empty:
 #     none), the configuration that trades nothing but bits for memory.
 #  5. the GPU tests of examples/gpt/gpumodel.
+#  7. (not by default) moments: issue 18's training quality, concurrently
+#     on the one GPU: the small shape with -recipe current for $STEPS steps
+#     (the loss part's batches and evaluations) with the moment types of
+#     $MOMENTS (default "fp32 fp8,bf16 fp8"; -moments' values); `curves`
+#     compares each 8-bit run with the FP32-moment one (final validation
+#     loss within 1%, every evaluation after warm-up within 2%) and draws
+#     $OUT/gpt_moments.png and $OUT/gpt_moments_diff.png.
 #  6. (not by default) fp8grad: the small shape for $FP8GRAD_STEPS steps with
 #     gradients reduce-scattered in BF16, in FP8 (E4M3), and in FP8 with
 #     error feedback; the last lines of each side by side.
-# PARTS (default "loss resume bench tests") picks and orders parts 2-6.
+# PARTS (default "loss resume bench tests") picks and orders parts 2-7.
 #
 # Measured on one H200 (2026-12-01, scripts/gpu/NOTES.md): parts 1-2 about
 # 270 s (2000 steps of 32 x 256 tokens, five processes sharing the GPU;
@@ -85,6 +94,7 @@ TOTAL=${TOTAL:-570}
 TORCH_OTHER=${TORCH_OTHER-bf16}
 HEAD_PRECISION=${HEAD_PRECISION:-bf16}
 PARTS=${PARTS:-loss resume bench tests}
+MOMENTS=${MOMENTS:-fp32 fp8,bf16 fp8}
 BENCH_LOWMEM=${BENCH_LOWMEM-"-moments fp8,bf16 -recompute"}
 WARMUP=$((STEPS / 20))
 
@@ -94,9 +104,20 @@ build() {
 	mkdir -p $bin
 	go build -ldflags="-s -w" -o $bin/gpt ./examples/gpt
 	go build -ldflags="-s -w" -o $bin/curves ./examples/gpt/curves
-	go test -c -ldflags="-s -w" -o $bin/gpumodel.test ./examples/gpt/gpumodel
+	bins="gpt curves"
+	if [ "${GPUMODEL:-1}" = 1 ]; then
+		go test -c -ldflags="-s -w" -o $bin/gpumodel.test ./examples/gpt/gpumodel
+		bins="$bins gpumodel.test"
+	fi
+	if [ "${BENCH_UPDATE:-0}" = 1 ]; then # for a call that also runs distopt-bench-update (e.g. under ncu)
+		go build -ldflags="-s -w" -o $bin/bench-update ./cmd/distopt-bench-update
+		bins="$bins bench-update"
+	fi
 	go run ./examples/gpt/prepare -root "$(go env GOROOT)/src" -out $bin/data
-	xz -T2 -6 $bin/gpt $bin/curves $bin/gpumodel.test $bin/data/*.tok
+	# one solid archive: the binaries share most of their bytes (the working
+	# tree and the carry together must stay under 64 MiB)
+	(cd $bin && tar cf - $bins | xz -T1 --lzma2=preset=9,dict=192MiB >bins.tar.xz && rm -f $bins)
+	xz -T2 -6 $bin/data/*.tok
 	du -sh $bin
 }
 
@@ -207,6 +228,33 @@ long() {
 	fi
 }
 
+moments() {
+	budget=$(($(left) - ${LOSS_RESERVE:-30}))
+	echo "moment runs: $STEPS steps of $BATCH x $SEQ ($MOMENTS), stopped after $budget s at the latest"
+	pids=""
+	for m in $MOMENTS; do
+		n=moments_$(echo "$m" | tr , _)
+		timeout $budget $bin/gpt -backend gpu -data $bin/data -preset small -seq $SEQ -batch $BATCH -recipe current -lr $LR \
+			-steps $STEPS -eval-every $EVAL_EVERY -eval-windows $EVAL_WINDOWS -head-precision $HEAD_PRECISION -sample 0 \
+			-moments "$m" -curve "$OUT/$n.json" >"$OUT/$n.log" 2>&1 &
+		pids="$pids $!"
+	done
+	for p in $pids; do
+		wait $p || status=1
+	done
+	runs=""
+	for m in $MOMENTS; do
+		n=moments_$(echo "$m" | tr , _)
+		echo "== $n"
+		grep -v '^step ' "$OUT/$n.log" | tail -n 6
+		grep '^step ' "$OUT/$n.log" | tail -n 1
+		[ "$m" = fp32 ] || runs="$runs $OUT/$n.json"
+	done
+	# shellcheck disable=SC2086
+	$bin/curves -ref "$OUT/moments_fp32.json" -steps $STEPS -warmup $WARMUP -png "$OUT/gpt_moments.png" -diff-png "$OUT/gpt_moments_diff.png" \
+		-title "examples/gpt 124M on one H200: 8-bit moments against FP32 moments" $runs || status=1
+}
+
 fp8grad() {
 	for g in "" "-grad-fp8 e4m3" "-grad-fp8 e4m3 -grad-ef"; do
 		n=fp8grad_$(echo "x $g" | tr -c 'a-z0-9\n' '_')
@@ -223,8 +271,10 @@ run() {
 	set +e
 	export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 	OUT=${OUT:-.}
-	xz -d -f -T0 $bin/*.xz $bin/data/*.xz
-	chmod +x $bin/gpt $bin/curves $bin/gpumodel.test
+	if [ -e $bin/bins.tar.xz ]; then
+		xz -dc -T0 $bin/bins.tar.xz | tar x -C $bin && rm -f $bin/bins.tar.xz
+	fi
+	[ -e $bin/data/train.tok.xz ] && xz -d -f -T0 $bin/data/*.xz
 	status=0
 	{
 		echo "== prepare ($(left) s left)"
@@ -247,14 +297,15 @@ run() {
 				fi
 				;;
 			fp8grad) fp8grad ;;
-			*) echo "unknown part $part (want loss, resume, bench, tests, fp8grad)"; status=1 ;;
+			moments) moments ;;
+			*) echo "unknown part $part (want loss, resume, bench, tests, fp8grad, moments)"; status=1 ;;
 			esac
 		done
 		echo "gpt long status: $status ($(left) s left)"
 	} 2>&1 | tee "$OUT/gpt_long.log"
 	grep -q "gpt long status: 0" "$OUT/gpt_long.log"
 	rc=$?
-	(cd "$OUT" && tar czf gpt_long_files.tgz *.json *_*.log && rm -f *.json resume_*.log bench_*.log long_*.log fp8grad_*.log gpumodel_*.log)
+	(cd "$OUT" && tar czf gpt_long_files.tgz *.json *_*.log && rm -f *.json resume_*.log bench_*.log long_*.log fp8grad_*.log moments_*.log gpumodel_*.log)
 	return $rc
 }
 
