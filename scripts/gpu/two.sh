@@ -2,7 +2,7 @@
 # two.sh gathers the runs that need two GPUs (nvidia-h200-x2) into two
 # device calls of at most 10 minutes each, from binaries built here:
 #
-#   sh scripts/gpu/two.sh build        # here: .gpu-two/a and .gpu-two/b (xz)
+#   sh scripts/gpu/two.sh build        # here: .gpu-two/a and .gpu-two/b (solid xz)
 #   sh scripts/gpu/two.sh a            # there, carry .gpu-two/a (about 7 min)
 #   sh scripts/gpu/two.sh b            # there, carry .gpu-two/b (about 5 min)
 #
@@ -54,9 +54,10 @@ build() {
 		xz -T2 -6 $top/b/data/*.tok
 	fi
 	for d in a b; do
-		for f in $top/$d/*; do
-			case $f in *.py | *.sh) ;; *) [ -f "$f" ] && xz -T2 -6 "$f" ;; esac
-		done
+		# the binaries of a folder in one solid archive (they share most of
+		# their bytes; the working tree and the carry must stay under 64 MiB)
+		(cd $top/$d && bins=$(ls | grep -v -e '\.py$' -e '\.sh$' -e '^data$') &&
+			tar cf - $bins | xz -T1 --lzma2=preset=9,dict=192MiB >bins.tar.xz && rm -f $bins)
 		{
 			git rev-parse HEAD
 			git status --porcelain --untracked-files=no | sed 's/^/modified: /'
@@ -66,7 +67,10 @@ build() {
 }
 
 unpack() { # dir
-	for f in "$1"/*.xz "$1"/data/*.xz; do [ -e "$f" ] && xz -d -f -T0 "$f"; done
+	if [ -e "$1/bins.tar.xz" ]; then
+		xz -dc -T0 "$1/bins.tar.xz" | tar x -C "$1" && rm -f "$1/bins.tar.xz"
+	fi
+	for f in "$1"/data/*.xz; do [ -e "$f" ] && xz -d -f -T0 "$f"; done
 	for f in "$1"/*; do case $f in *.py | *.sh | */commit | */data) ;; *) chmod +x "$f" ;; esac; done
 }
 
