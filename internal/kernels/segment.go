@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -69,7 +70,7 @@ type Table struct {
 // index of each one's first chunk, as the kernels read them (64 bytes per
 // segment, little endian).
 func PackSegments(segs []Segment) Table {
-	var t Table
+	t := Table{Bytes: make([]byte, 0, len(segs)*segmentBytes)}
 	for _, s := range segs {
 		t.add(s)
 	}
@@ -108,7 +109,13 @@ func PackShards(segs [][]Segment, shards []Shard) (Table, error) {
 	if len(segs) != len(shards) {
 		return Table{}, fmt.Errorf("kernels: %d segment lists for %d shards", len(segs), len(shards))
 	}
-	var t Table
+	n := 0
+	for _, ss := range segs {
+		n += len(ss)
+	}
+	// sized once: the table is packed every step (its factors change), and
+	// growing it by appends cost more than the rest of the packing
+	t := Table{Bytes: make([]byte, 0, n*segmentBytes+len(shards)*shardBytes)}
 	for k, ss := range segs {
 		for _, s := range ss {
 			s.Shard = uint32(k)
@@ -180,6 +187,29 @@ func segmentChunks(s Segment) int {
 	head, bands, tail := bandSplit(s)
 	ceil := func(n int) int { return (n + ChunkElements - 1) / ChunkElements }
 	return ceil(head) + bands/ChunkElements + ceil(tail)
+}
+
+// SameStatic reports whether b, the bytes of a table of the same layout,
+// has t's static part: StaticPart(t) == StaticPart(b), compared in place
+// (no copy; a step's table lookup finds the table it used last this way).
+func (t *Table) SameStatic(b []byte) bool {
+	if len(b) != len(t.Bytes) {
+		return false
+	}
+	a := t.Bytes
+	for i := 0; i < t.Segs; i++ {
+		o := i * segmentBytes
+		if !bytes.Equal(a[o:o+48], b[o:o+48]) || !bytes.Equal(a[o+56:o+segmentBytes], b[o+56:o+segmentBytes]) {
+			return false
+		}
+	}
+	for k := 0; k < t.Shards; k++ {
+		o := t.Segs*segmentBytes + k*shardBytes
+		if !bytes.Equal(a[o:o+72], b[o:o+72]) || !bytes.Equal(a[o+76:o+shardBytes], b[o+76:o+shardBytes]) {
+			return false
+		}
+	}
+	return true
 }
 
 // StaticPart returns a copy of t's bytes with what changes from one step

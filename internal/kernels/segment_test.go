@@ -126,3 +126,40 @@ func TestPackShards(t *testing.T) {
 		t.Error("PackShards with 3 segment lists and 2 shards: no error")
 	}
 }
+
+// TestSameStatic checks SameStatic against its definition (the static
+// parts equal) on tables over several shards that differ from one base
+// table in one byte each: every byte of the table in turn, so that each
+// factor and seed byte must be ignored and every other byte must count.
+func TestSameStatic(t *testing.T) {
+	segs := [][]Segment{
+		{{Off: 0, Len: 5000, Mode: ModeTensorCurrent, Slot: 1, StepSize: 1e-3, Decay: 0.9}},
+		{{Off: 8, Len: 4097, Mode: ModeTile, Slot: 2, StepSize: 2e-3, Decay: 1, ParamOffset: 3, Cols: 128}, {Off: 5000, Len: 9, Mode: ModeBlock}},
+	}
+	shards := []Shard{{Master: 0x100, M: 0x200, V: 0x300, MomentBase: 4, MomentSeed: 7}, {Master: 0x1100, Grad: 0x1400, MomentSeed: 9}}
+	base, err := PackShards(segs, shards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !base.SameStatic(base.Bytes) || base.SameStatic(base.Bytes[:len(base.Bytes)-1]) {
+		t.Fatal("SameStatic wrong on the table itself or a shorter one")
+	}
+	ignored := 0
+	for i := range base.Bytes {
+		other := append([]byte(nil), base.Bytes...)
+		other[i] ^= 0x5a
+		o := base
+		o.Bytes = other
+		want := bytes.Equal(base.StaticPart(), o.StaticPart())
+		if got := base.SameStatic(other); got != want {
+			t.Fatalf("byte %d changed: SameStatic %t, static parts equal %t", i, got, want)
+		}
+		if want {
+			ignored++
+		}
+	}
+	// 8 factor bytes per segment, 4 seed bytes per shard
+	if want := 8*base.Segs + 4*base.Shards; ignored != want {
+		t.Fatalf("%d bytes ignored, want %d", ignored, want)
+	}
+}

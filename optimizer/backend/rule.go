@@ -46,7 +46,7 @@ type ruleDef struct {
 	// parameter's learning rate lr and weight decay wd (0 when exempt).
 	factors func(s *Segment, p Params, step int, lr, wd float64)
 	// second returns the factor of s the kernels take beside StepSize.
-	second func(s *Segment) float32
+	second func(s Segment) float32
 }
 
 // rules holds the definition of every Rule, indexed by its value.
@@ -70,7 +70,7 @@ var rules = [...]ruleDef{
 			s.StepSize = float32(lr / (1 - math.Pow(p.Beta1, float64(step))))
 			s.Shrink = float32(1 - lr*wd)
 		},
-		second: func(s *Segment) float32 { return s.Shrink },
+		second: func(s Segment) float32 { return s.Shrink },
 	},
 	RuleSGD: {
 		name:    "sgd",
@@ -82,7 +82,7 @@ var rules = [...]ruleDef{
 			s.StepSize = float32(lr)
 			s.WeightDecay = float32(wd)
 		},
-		second: func(s *Segment) float32 { return s.WeightDecay },
+		second: func(s Segment) float32 { return s.WeightDecay },
 	},
 }
 
@@ -137,7 +137,7 @@ func (r Rule) SetFactors(s *Segment, p Params, step int, lr, wd float64) {
 // (AdamW: Shrink; SGD: WeightDecay; RuleNone: 0).
 func (s *Segment) Factors(r Rule) (step, second float32) {
 	if f := r.def().second; f != nil {
-		return s.StepSize, f(s)
+		return s.StepSize, f(*s)
 	}
 	return s.StepSize, 0
 }

@@ -22,6 +22,7 @@ type Backend struct {
 
 	mu      sync.Mutex
 	tables  map[string]*table // segment tables by their static content
+	recent  map[byte]*table   // the table each kind of table used last (a lookup without a key)
 	retired []*table          // tables dropped while a captured graph may read their capture copies
 	rb      *readback         // ReadLater's memory (nil until its first call)
 	closed  bool
@@ -54,7 +55,7 @@ func New(ordinal int) (*Backend, error) {
 		dev.Close()
 		return nil, fmt.Errorf("gpu: %w", err)
 	}
-	b := &Backend{dev: dev, ks: ks, s: s, tables: map[string]*table{}}
+	b := &Backend{dev: dev, ks: ks, s: s, tables: map[string]*table{}, recent: map[byte]*table{}}
 	if err := b.readbackFor(readbackMin); err != nil {
 		b.Close()
 		return nil, err
@@ -251,13 +252,17 @@ func castModes(m backend.Mode) bool {
 // kernelSegments returns the segments of ss whose mode keep accepts (all
 // when keep is nil) as the kernels read them, with rule r's factors.
 func kernelSegments(r optimizer.Rule, ss []backend.Segment, keep func(backend.Mode) bool) []kernels.Segment {
-	out := make([]kernels.Segment, 0, len(ss))
+	return appendKernelSegments(make([]kernels.Segment, 0, len(ss)), r, ss, keep)
+}
+
+// appendKernelSegments appends kernelSegments(r, ss, keep) to dst.
+func appendKernelSegments(dst []kernels.Segment, r optimizer.Rule, ss []backend.Segment, keep func(backend.Mode) bool) []kernels.Segment {
 	for _, s := range ss {
 		if keep == nil || keep(s.Mode) {
-			out = append(out, kernelSegment(r, s))
+			dst = append(dst, kernelSegment(r, s))
 		}
 	}
-	return out
+	return dst
 }
 
 // kernelSegment returns s as the kernels read it, with rule r's factors.

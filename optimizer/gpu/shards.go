@@ -45,8 +45,15 @@ func shardTable(as []*backend.UpdateArgs, ptr func(collective.Buffer) cuda.Devic
 	seed := readsSeed(as[0]) // the launch's moment types, every shard's (CheckShards)
 	segs := make([][]kernels.Segment, len(as))
 	shards := make([]kernels.Shard, len(as))
+	n := 0
+	for _, a := range as {
+		n += len(a.Segments)
+	}
+	all := make([]kernels.Segment, 0, n) // one allocation for every shard's segments
 	for i, a := range as {
-		segs[i] = kernelSegments(a.Rule, a.Segments, nil)
+		start := len(all)
+		all = appendKernelSegments(all, a.Rule, a.Segments, nil)
+		segs[i] = all[start:len(all):len(all)]
 		sh := kernels.Shard{Master: ptr(a.Master), Out: ptr(a.FP8), BlockScales: ptr(a.BlockScales)}
 		if a.HP != nil {
 			sh.Out = ptr(a.HP)
@@ -80,8 +87,15 @@ func (b *Backend) CastShards(cs []*backend.CastArgs) error {
 	}
 	segs := make([][]kernels.Segment, len(cs))
 	shards := make([]kernels.Shard, len(cs))
+	n := 0
+	for _, c := range cs {
+		n += len(c.Segments)
+	}
+	all := make([]kernels.Segment, 0, n)
 	for i, c := range cs {
-		segs[i] = kernelSegments(optimizer.RuleNone, c.Segments, castModes)
+		start := len(all)
+		all = appendKernelSegments(all, optimizer.RuleNone, c.Segments, castModes)
+		segs[i] = all[start:len(all):len(all)]
 		shards[i] = kernels.Shard{Master: b.ptr(c.Master), Out: b.ptr(c.FP8)}
 	}
 	t, err := kernels.PackShards(segs, shards)

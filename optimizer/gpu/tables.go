@@ -30,6 +30,8 @@ type table struct {
 	staging *cuda.HostBuffer
 	copied  *cuda.Event // recorded after the last copy out of staging
 	last    []byte      // the bytes on the device
+	segs    int         // the layout of the table (kernels.Table's Segs and Shards)
+	shards  int
 
 	gdev     cuda.DevicePtr   // the captured steps' device copy
 	gstaging *cuda.HostBuffer // the captured steps' source, read at each launch
@@ -51,17 +53,23 @@ func (b *Backend) table(kind byte, t kernels.Table) (cuda.DevicePtr, error) {
 		return 0, nil
 	}
 	capturing := b.s.CaptureBegun()
-	key := string(kind) + string(t.StaticPart())
-	e, ok := b.tables[key]
-	if !ok && capturing {
-		return 0, errors.New("gpu: a segment table first needed during a CUDA graph capture: take one step (the same buckets and recipe) uncaptured before capturing")
-	}
-	if !ok {
-		var err error
-		if e, err = b.newTable(len(t.Bytes)); err != nil {
-			return 0, err
+	e := b.recent[kind]
+	if e == nil || e.segs != t.Segs || e.shards != t.Shards || !t.SameStatic(e.last) { // else the kind's last table: no key made
+		key := string(kind) + string(t.StaticPart())
+		var ok bool
+		e, ok = b.tables[key]
+		if !ok && capturing {
+			return 0, errors.New("gpu: a segment table first needed during a CUDA graph capture: take one step (the same buckets and recipe) uncaptured before capturing")
 		}
-		b.tables[key] = e
+		if !ok {
+			var err error
+			if e, err = b.newTable(len(t.Bytes)); err != nil {
+				return 0, err
+			}
+			e.segs, e.shards = t.Segs, t.Shards
+			b.tables[key] = e
+		}
+		b.recent[kind] = e
 	}
 	if capturing {
 		stage := e.gstaging.Bytes()[:len(t.Bytes)]
@@ -151,6 +159,7 @@ func (e *table) free(d *cuda.Device) error {
 // may still be launched and read their capture copies.
 func (b *Backend) dropTables() error {
 	err := b.s.Synchronize()
+	clear(b.recent)
 	for k, e := range b.tables {
 		if e.captured {
 			b.retired = append(b.retired, e)

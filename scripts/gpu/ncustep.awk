@@ -22,7 +22,7 @@ $1 ~ /^"ID$/ {
 	t[n] = num($(col["gpu__time_duration.sum"]))
 	b[n] = num($(col["dram__bytes_read.sum"])) + num($(col["dram__bytes_write.sum"]))
 	if (name[n] ~ /^update/) lastupd = n
-	if (name[n] ~ /grad_stats/) laststats = n
+	if (name[n] ~ /grad_stats/ && name[n] !~ /normalize/) laststats = n
 }
 END {
 	if (!lastupd) { print "ncustep: no update kernel in the profile"; exit 1 }

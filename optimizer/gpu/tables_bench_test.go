@@ -1,0 +1,57 @@
+package gpu
+
+import (
+	"testing"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/backend"
+)
+
+// BenchmarkHostTable times, on the host alone (no GPU), what a step's
+// one-launch update does before its launch for a GPT-shaped model (25
+// shards of 12 segments): shardTable packs the segment table (every step:
+// its factors change), key is the cache lookup by static part that a step
+// made before the kind's last table was kept (StaticPart, a string of it,
+// a map lookup), and same is the check that replaced it
+// (kernels.Table.SameStatic against the last table's bytes).
+func BenchmarkHostTable(b *testing.B) {
+	var as []*backend.UpdateArgs
+	for k := range 25 {
+		a := &backend.UpdateArgs{Rule: optimizer.RuleAdamW, N: 12 << 20}
+		for i := range 12 {
+			a.Segments = append(a.Segments, backend.Segment{Off: i << 20, Len: 1 << 20, Mode: backend.ModeTensorCurrent,
+				Slot: k*12 + i, StepSize: 1e-4, Shrink: 0.99})
+		}
+		as = append(as, a)
+	}
+	ptr := func(collective.Buffer) cuda.DevicePtr { return 0x1000 }
+	b.Run("shardTable", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := shardTable(as, ptr); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	t, err := shardTable(as, ptr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	last := append([]byte(nil), t.Bytes...)
+	b.Run("key", func(b *testing.B) {
+		m := map[string]int{"U" + string(t.StaticPart()): 1}
+		for b.Loop() {
+			if m["U"+string(t.StaticPart())] != 1 {
+				b.Fatal("not found")
+			}
+		}
+	})
+	b.Run("same", func(b *testing.B) {
+		for b.Loop() {
+			if !t.SameStatic(last) {
+				b.Fatal("not the same")
+			}
+		}
+	})
+}
