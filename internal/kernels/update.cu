@@ -107,6 +107,51 @@ static const u32 GROUP = UPDATE_GROUP;
 #define UPDATE_QFIXED_OUTER UNROLL
 #endif
 
+// Staging (AS: update_passes of whole chunks in the _q kernels of fixed
+// moment types with bfloat16 gradients). Those kernels are bound by
+// instruction issue and memory latency together: with the loads of two
+// passes in registers (GROUP), a warp has nothing in flight while it
+// computes. Staged, a thread copies everything its chunk's passes read
+// into shared memory at the start (cp.async, no registers held), one
+// commit group per pass, and each pass waits only for its own group: the
+// later passes' loads are in flight while the earlier ones compute. Each
+// thread reads back only its own words; the FP8 moments' block scales are
+// copied once per block of the warp (by the block's first lane) and read
+// by every lane of the block after a __syncwarp. Sizes: 16 + 8 + 4 + 8
+// bytes per thread and pass and the scales: 37 KiB per block of 256
+// threads (four blocks per SM: 148 KiB of shared memory).
+#ifndef UPDATE_ASYNC
+#define UPDATE_ASYNC 1
+#endif
+struct Stage {
+    uint4 p[UNROLL][THREADS];      // master
+    uint2 g[UNROLL][THREADS];      // bfloat16 gradient
+    u32 m[UNROLL][THREADS];        // FP8 m codes
+    uint2 v[UNROLL][THREADS];      // FP8 v codes (x) or bfloat16 v
+    float sc[UNROLL][THREADS / 32][2][4]; // the warp's block scales of m and v (up to 4 blocks of 32)
+};
+
+// cp_async copies N bytes (4, 8 or 16) from global p to shared d.
+template <int N> __device__ __forceinline__ void cp_async(void *d, const void *p) {
+    const u32 sa = (u32)__cvta_generic_to_shared(d);
+    if (N == 16)
+        asm volatile("{ .reg .u64 g; cvta.to.global.u64 g, %1; cp.async.cg.shared.global [%0], [g], 16; }" ::"r"(sa), "l"(p)
+                     : "memory");
+    else
+        asm volatile("{ .reg .u64 g; cvta.to.global.u64 g, %1; cp.async.ca.shared.global [%0], [g], %2; }" ::"r"(sa), "l"(p),
+                     "n"(N)
+                     : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// cp_wait waits until at most n of the thread's commit groups are pending
+// (n a constant once the passes are unrolled).
+__device__ __forceinline__ void cp_wait(u32 n) {
+    if (n == 0) asm volatile("cp.async.wait_group 0;" ::: "memory");
+    else if (n == 1) asm volatile("cp.async.wait_group 1;" ::: "memory");
+    else if (n == 2) asm volatile("cp.async.wait_group 2;" ::: "memory");
+    else asm volatile("cp.async.wait_group 3;" ::: "memory");
+}
+
 // Chunk is what the passes over one chunk read (update_kernel fills it per
 // chunk): the chunk's segment and buffers, pass u's elements (rel_b +
 // u * rel_u on, up to lim; band: rows of the tile), and the launch's
@@ -159,9 +204,12 @@ __device__ __forceinline__ Hyper kept(Hyper h) {
 // path: with both, ptxas spills at their 80 registers.
 // Each thread issues the loads of G passes together, before the
 // arithmetic and stores of the first (the compiler cannot move a load
-// above a store that may alias it).
-template <int R, typename MT, typename GT, Fp8 F, bool TILES, bool Q, u32 G, u32 OU, bool WHOLE>
+// above a store that may alias it); AS (staged, whole chunks only): the
+// loads of all the chunk's passes into shared memory first, then one pass
+// at a time (Stage).
+template <int R, typename MT, typename GT, Fp8 F, bool TILES, bool Q, u32 G0, u32 OU, bool WHOLE, bool AS>
 __device__ __forceinline__ u32 update_passes(const Chunk &k) {
+    const u32 G = AS ? 1 : G0; // staged: one pass at a time
     const Seg &s = k.s;
     MomentSet ms = k.ms;
     ms.p1 = kept(ms.p1), ms.p2 = kept(ms.p2), ms.s1 = kept(ms.s1), ms.s2 = kept(ms.s2);
@@ -180,6 +228,32 @@ __device__ __forceinline__ u32 update_passes(const Chunk &k) {
     // pass u's elements: rel_of(u) on, cnt_of of them
 #define rel_of(u) (k.rel_b + (u64)(u) * rel_u)
 #define cnt_of(rel) (WHOLE ? 4 : (rel) < k.lim ? (int)min(k.lim - (rel), (u64)4) : 0)
+    __shared__ Stage st; // only the AS instances use it
+    const u32 t = threadIdx.x, w = t >> 5, bl = lane >> (ms.shift - 2); // bl: the lane's moment block in the warp
+    if (AS) {
+        __syncwarp(); // the warp's reads of the scales of its last chunk are done
+        // the passes' scale indices: the first's plus a multiple of the
+        // pass (a pass is a whole number of moment blocks)
+        const u64 i0 = s.off + k.rel_b;
+        const u32 sstep = (THREADS * 4) >> ms.shift;
+        const float *s1 = ms.s1 + (i0 >> ms.shift), *s2 = ms.s2 + (i0 >> ms.shift);
+        const bool first = (lane & ((1u << (ms.shift - 2)) - 1)) == 0;
+#pragma unroll
+        for (u32 u = 0; u < UNROLL; u++) {
+            const u64 i = s.off + rel_of(u);
+            cp_async<16>(&st.p[u][t], master + i);
+            cp_async<8>(&st.g[u][t], (const u16 *)grad + i);
+            cp_async<4>(&st.m[u][t], (const u8 *)ms.p1 + i);
+            if (first) cp_async<4>(&st.sc[u][w][0][bl], s1 + u * sstep);
+            if (R == RULE_ADAMW && ms.t2 == MOM_FP8) {
+                cp_async<4>(&st.v[u][t], (const u8 *)ms.p2 + i);
+                if (first) cp_async<4>(&st.sc[u][w][1][bl], s2 + u * sstep);
+            } else if (R == RULE_ADAMW) {
+                cp_async<8>(&st.v[u][t], (const u16 *)ms.p2 + i);
+            }
+            cp_commit();
+        }
+    }
 #pragma unroll OU
     for (u32 u0 = 0; u0 < UNROLL; u0 += G) {
         In in[G];
@@ -187,8 +261,26 @@ __device__ __forceinline__ u32 update_passes(const Chunk &k) {
         for (u32 q = 0; q < G; q++) { // phase one: every load of the group
             const u64 rel = rel_of(u0 + q);
             const int cnt = cnt_of(rel);
-            if (WHOLE || (k.vec && cnt == 4)) fetch<R, MT, GT, Q, true>(master, ms, grad, gbf16, s.off + rel, cnt, in[q]);
-            else fetch<R, MT, GT, Q, false>(master, ms, grad, gbf16, s.off + rel, cnt, in[q]);
+            if (AS) { // the pass's staged words
+                const u32 u = u0 + q;
+                cp_wait(UNROLL - 1 - u);
+                __syncwarp();
+                const uint4 x = st.p[u][t];
+                in[q].p[0] = x.x, in[q].p[1] = x.y, in[q].p[2] = x.z, in[q].p[3] = x.w;
+                const uint2 y = st.g[u][t];
+                in[q].g.w[0] = y.x, in[q].g.w[1] = y.y, in[q].g.w[2] = 0, in[q].g.w[3] = 0;
+                in[q].m.w[0] = st.m[u][t], in[q].m.w[1] = in[q].m.w[2] = in[q].m.w[3] = 0;
+                in[q].m.inv = st.sc[u][w][0][bl];
+                if (R == RULE_ADAMW) {
+                    const uint2 z = st.v[u][t];
+                    in[q].v.w[0] = z.x, in[q].v.w[1] = ms.t2 == MOM_FP8 ? 0 : z.y, in[q].v.w[2] = in[q].v.w[3] = 0;
+                    in[q].v.inv = ms.t2 == MOM_FP8 ? st.sc[u][w][1][bl] : 1.0f;
+                }
+            } else if (WHOLE || (k.vec && cnt == 4)) {
+                fetch<R, MT, GT, Q, true>(master, ms, grad, gbf16, s.off + rel, cnt, in[q]);
+            } else {
+                fetch<R, MT, GT, Q, false>(master, ms, grad, gbf16, s.off + rel, cnt, in[q]);
+            }
         }
 #pragma unroll
         for (u32 q = 0; q < G; q++) { // phase two: arithmetic and stores
@@ -200,7 +292,7 @@ __device__ __forceinline__ u32 update_passes(const Chunk &k) {
             widen<4>(in[q].p, p);
             if (R == RULE_ADAMW) {
                 float g[4], m[4], v[4], r[4];
-                widen_grad<Q, GT>(in[q].g, gbf16, g);
+                widen_grad<Q, GT>(in[q].g, AS || gbf16, g);
                 widen_mom<Q, MT>(ms, 0, in[q].m, m);
                 widen_mom<Q, MT>(ms, 1, in[q].v, v);
 #pragma unroll
@@ -218,7 +310,7 @@ __device__ __forceinline__ u32 update_passes(const Chunk &k) {
                 st_mom<Q, MT>(ms, 1, i, cnt, vec, v, r);
             } else if (R == RULE_SGD) {
                 float g[4], b[4];
-                widen_grad<Q, GT>(in[q].g, gbf16, g);
+                widen_grad<Q, GT>(in[q].g, AS || gbf16, g);
                 widen_mom<Q, MT>(ms, 0, in[q].m, b);
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
@@ -379,8 +471,12 @@ __device__ __forceinline__ void update_kernel(float *__restrict__ master_l, cons
         // that case executes.
         k.s.mode = MODE_BLOCK, k.mx = 0, k.gbf16 = true, ms.shift = 7, whole = true;
 #endif
-        const u32 run = whole ? update_passes<R, MT, GT, F, TILES, Q, G, OU, true>(k)
-                              : update_passes<R, MT, GT, F, TILES, Q, G, OU, false>(k);
+        // staged (AS): whole chunks of the kernels of fixed moment types
+        // (an FP8 m) with bfloat16 gradients
+        const bool AS = UPDATE_ASYNC && Q && MK >= 0;
+        const u32 run = whole && AS && k.gbf16 ? update_passes<R, MT, GT, F, TILES, Q, G, OU, true, AS>(k)
+                        : whole                ? update_passes<R, MT, GT, F, TILES, Q, G, OU, true, false>(k)
+                                               : update_passes<R, MT, GT, F, TILES, Q, G, OU, false, false>(k);
         if (s.mode == MODE_CURRENT || s.mode == MODE_DELAYED) block_fold(amax + s.slot, run, sh);
         else if (k.band) block_fold(amax + s.slot + band_tile, run, sh);
     }
