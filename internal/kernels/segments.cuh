@@ -71,6 +71,24 @@ __device__ __forceinline__ u32 find_seg(const Seg *segs, u32 nseg, u64 c) {
     return lo;
 }
 
+// find_seg_warp is find_seg with the lanes of a warp probing 32 segments
+// at once: ceil(log32(nseg)) rounds of one load each (two for up to 1024
+// segments) instead of log2(nseg) dependent loads. Every lane of the warp
+// must call it with the same c; segs[0].chunk0 <= c.
+__device__ __forceinline__ u32 find_seg_warp(const Seg *segs, u32 nseg, u64 c) {
+    const u32 lane = threadIdx.x & 31;
+    u32 lo = 0, n = nseg; // the answer is in [lo, lo + n), and segs[lo].chunk0 <= c
+    while (n > 1) {
+        const u32 step = (n + 31) / 32, off = lane * step;
+        // the probes at or below c are a prefix of the lanes, lane 0's at least
+        const u32 le = __ballot_sync(FULL, off < n && segs[lo + off].chunk0 <= c);
+        const u32 k = (u32)__popc(le) - 1;
+        lo += k * step;
+        n = min(step, n - k * step);
+    }
+    return lo;
+}
+
 // Element access as float32: float32 storage, or bfloat16 (u16) widened
 // exactly and stored with round-to-nearest-even.
 __device__ __forceinline__ float ld1(const float *p, u64 i) { return p[i]; }
