@@ -70,10 +70,11 @@ __device__ __forceinline__ void decode4_mom(u32 w, float x[4]) {
 // or, when the block's amax key k is Inf or NaN, z[j] itself. The roots
 // are never negative (v >= +0, and the GPU's NaN is positive), so their
 // bits are their AbsBits, and a NaN of either sign encodes to 0x7f.
-__device__ __forceinline__ void dither4(const MomentSet &ms, u64 pos, u32 k, const float z[4], u32 d[4]) {
+// The caller passes ph = pos/2 (a whole chunk's passes add a constant).
+__device__ __forceinline__ void dither4(const MomentSet &ms, u64 ph, u32 k, const float z[4], u32 d[4]) {
     const bool live = k < 0x7f800000u;
     // pos/2 is even: pos/2 + 1 differs in bit 0 only
-    const u32 x = ms.seed ^ (u32)(pos >> 1) ^ ((u32)(pos >> 33) * 0xc2b2ae35u);
+    const u32 x = ms.seed ^ (u32)ph ^ ((u32)(ph >> 32) * 0xc2b2ae35u);
     const u32 h0 = live ? mix32(x) : 0u, h1 = live ? mix32(x ^ 1u) : 0u;
     const u32 bias = live ? 0x7fff8u : 0u; // 2^19 - 8
     const u32 r[4] = {h0 << 4, h0 >> 12, h1 << 4, h1 >> 12};
@@ -211,8 +212,11 @@ __device__ __forceinline__ void mom_widen(const MomentSet &ms, int which, const 
 // scale of its block's amax, reduced over the block's lanes (every lane of
 // the warp must call it), m to nearest and v dithered (dither4,
 // backend.EncodeMomentBlock); the block's first lane writes the scale_inv.
+// si is the index of the elements' block scale (i >> ms.shift) and ph
+// their bucket position over 2 ((ms.base + i) / 2), which the caller may
+// have at a lower cost (update.cu's whole chunks).
 __device__ __forceinline__ void mom_store(const MomentSet &ms, int which, u64 i, int cnt, bool vec, const float x[4],
-                                          const float y[4]) {
+                                          const float y[4], u64 si, u64 ph) {
     const u32 t = which ? ms.t2 : ms.t1;
     void *p = which ? ms.p2 : ms.p1;
     if (t == MOM_F32) {
@@ -243,9 +247,9 @@ __device__ __forceinline__ void mom_store(const MomentSet &ms, int which, u64 i,
     u32 d[4];
 #pragma unroll
     for (int j = 0; j < 4; j++) z[j] = __fmul_rn(y[j], sc), d[j] = __float_as_uint(z[j]);
-    if (which) dither4(ms, ms.base + i, k, z, d);
+    if (which) dither4(ms, ph, k, z, d);
     store_codes((u8 *)p, i, cnt, vec, encode4_mom(d));
-    if (((threadIdx.x & 31) & (lanes - 1)) == 0 && cnt > 0) (which ? ms.s2 : ms.s1)[i >> ms.shift] = inv;
+    if (((threadIdx.x & 31) & (lanes - 1)) == 0 && cnt > 0) (which ? ms.s2 : ms.s1)[si] = inv;
 }
 
 } // namespace distopt

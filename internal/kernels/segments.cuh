@@ -71,6 +71,24 @@ __device__ __forceinline__ u32 find_seg(const Seg *segs, u32 nseg, u64 c) {
     return lo;
 }
 
+// find_seg_warp is find_seg with the lanes of a warp probing 32 segments
+// at once: ceil(log32(nseg)) rounds of one load each (two for up to 1024
+// segments) instead of log2(nseg) dependent loads. Every lane of the warp
+// must call it with the same c; segs[0].chunk0 <= c.
+__device__ __forceinline__ u32 find_seg_warp(const Seg *segs, u32 nseg, u64 c) {
+    const u32 lane = threadIdx.x & 31;
+    u32 lo = 0, n = nseg; // the answer is in [lo, lo + n), and segs[lo].chunk0 <= c
+    while (n > 1) {
+        const u32 step = (n + 31) / 32, off = lane * step;
+        // the probes at or below c are a prefix of the lanes, lane 0's at least
+        const u32 le = __ballot_sync(FULL, off < n && segs[lo + off].chunk0 <= c);
+        const u32 k = (u32)__popc(le) - 1;
+        lo += k * step;
+        n = min(step, n - k * step);
+    }
+    return lo;
+}
+
 // Element access as float32: float32 storage, or bfloat16 (u16) widened
 // exactly and stored with round-to-nearest-even.
 __device__ __forceinline__ float ld1(const float *p, u64 i) { return p[i]; }
@@ -87,11 +105,18 @@ __device__ __forceinline__ void ld4(const u16 *p, u64 i, float x[4]) {
     x[0] = bf16_to_f32(v.x & 0xffffu), x[1] = bf16_to_f32(v.x >> 16);
     x[2] = bf16_to_f32(v.y & 0xffffu), x[3] = bf16_to_f32(v.y >> 16);
 }
+// st4 writes four elements with one vector store, written as PTX: NVVM
+// splits a float4 or uint2 store into 32-bit ones, which ptxas merges back
+// only where it can prove the address aligned (a vector load of it), and
+// a warp's split stores each touch twice the sectors they fill.
 __device__ __forceinline__ void st4(float *p, u64 i, const float x[4]) {
-    *reinterpret_cast<float4 *>(p + i) = make_float4(x[0], x[1], x[2], x[3]);
+    asm volatile("st.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p + i), "f"(x[0]), "f"(x[1]), "f"(x[2]), "f"(x[3])
+                 : "memory");
 }
 __device__ __forceinline__ void st4(u16 *p, u64 i, const float x[4]) {
-    *reinterpret_cast<uint2 *>(p + i) = make_uint2(bf16_rn(x[0]) | bf16_rn(x[1]) << 16, bf16_rn(x[2]) | bf16_rn(x[3]) << 16);
+    asm volatile("st.v2.u32 [%0], {%1, %2};" ::"l"(p + i), "r"(bf16_rn(x[0]) | bf16_rn(x[1]) << 16),
+                 "r"(bf16_rn(x[2]) | bf16_rn(x[3]) << 16)
+                 : "memory");
 }
 
 // load reads the cnt elements at i (zeros past cnt), by one vector access

@@ -82,8 +82,8 @@ __device__ __forceinline__ void widen_mom(const MomentSet &ms, int which, const 
 // or the root of v).
 template <bool Q, typename MT>
 __device__ __forceinline__ void st_mom(const MomentSet &ms, int which, u64 i, int cnt, bool vec, const float x[4],
-                                       const float y[4]) {
-    if (Q) mom_store(ms, which, i, cnt, vec, x, y);
+                                       const float y[4], u64 si, u64 ph) {
+    if (Q) mom_store(ms, which, i, cnt, vec, x, y, si, ph);
     else store((MT *)(which ? ms.p2 : ms.p1), i, cnt, vec, x);
 }
 
@@ -106,6 +106,51 @@ static const u32 GROUP = UPDATE_GROUP;
 #ifndef UPDATE_QFIXED_OUTER
 #define UPDATE_QFIXED_OUTER UNROLL
 #endif
+
+// Staging (AS: update_passes of whole chunks in the _q kernels of fixed
+// moment types with bfloat16 gradients). Those kernels are bound by
+// instruction issue and memory latency together: with the loads of two
+// passes in registers (GROUP), a warp has nothing in flight while it
+// computes. Staged, a thread copies everything its chunk's passes read
+// into shared memory at the start (cp.async, no registers held), one
+// commit group per pass, and each pass waits only for its own group: the
+// later passes' loads are in flight while the earlier ones compute. Each
+// thread reads back only its own words (the FP8 moments' block scales too:
+// every lane copies its block's). Sizes: 16 + 8 + 4 + 8 + 4 + 4 bytes per
+// thread and pass: 44 KiB per block of 256 threads (four blocks per SM:
+// 176 KiB of shared memory).
+#ifndef UPDATE_ASYNC
+#define UPDATE_ASYNC 1
+#endif
+struct Stage {
+    uint4 p[UNROLL][THREADS];      // master
+    uint2 g[UNROLL][THREADS];      // bfloat16 gradient
+    u32 m[UNROLL][THREADS];        // FP8 m codes
+    uint2 v[UNROLL][THREADS];      // FP8 v codes (x) or bfloat16 v
+    float sm[UNROLL][THREADS];     // the block scale of m of the thread's elements
+    float sv[UNROLL][THREADS];     // and of v
+};
+
+// cp_async copies N bytes (4, 8 or 16) from global p to shared d.
+template <int N> __device__ __forceinline__ void cp_async(void *d, const void *p) {
+    const u32 sa = (u32)__cvta_generic_to_shared(d);
+    if (N == 16)
+        asm volatile("{ .reg .u64 g; cvta.to.global.u64 g, %1; cp.async.cg.shared.global [%0], [g], 16; }" ::"r"(sa), "l"(p)
+                     : "memory");
+    else
+        asm volatile("{ .reg .u64 g; cvta.to.global.u64 g, %1; cp.async.ca.shared.global [%0], [g], %2; }" ::"r"(sa), "l"(p),
+                     "n"(N)
+                     : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// cp_wait waits until at most n of the thread's commit groups are pending
+// (n a constant once the passes are unrolled).
+__device__ __forceinline__ void cp_wait(u32 n) {
+    if (n == 0) asm volatile("cp.async.wait_group 0;" ::: "memory");
+    else if (n == 1) asm volatile("cp.async.wait_group 1;" ::: "memory");
+    else if (n == 2) asm volatile("cp.async.wait_group 2;" ::: "memory");
+    else asm volatile("cp.async.wait_group 3;" ::: "memory");
+}
 
 // Chunk is what the passes over one chunk read (update_kernel fills it per
 // chunk): the chunk's segment and buffers, pass u's elements (rel_b +
@@ -159,9 +204,12 @@ __device__ __forceinline__ Hyper kept(Hyper h) {
 // path: with both, ptxas spills at their 80 registers.
 // Each thread issues the loads of G passes together, before the
 // arithmetic and stores of the first (the compiler cannot move a load
-// above a store that may alias it).
-template <int R, typename MT, typename GT, Fp8 F, bool TILES, bool Q, u32 G, u32 OU, bool WHOLE>
+// above a store that may alias it); AS (staged, whole chunks only): the
+// loads of all the chunk's passes into shared memory first, then one pass
+// at a time (Stage).
+template <int R, typename MT, typename GT, Fp8 F, bool TILES, bool Q, u32 G0, u32 OU, bool WHOLE, bool AS>
 __device__ __forceinline__ u32 update_passes(const Chunk &k) {
+    const u32 G = AS ? 1 : G0; // staged: one pass at a time
     const Seg &s = k.s;
     MomentSet ms = k.ms;
     ms.p1 = kept(ms.p1), ms.p2 = kept(ms.p2), ms.s1 = kept(ms.s1), ms.s2 = kept(ms.s2);
@@ -180,6 +228,38 @@ __device__ __forceinline__ u32 update_passes(const Chunk &k) {
     // pass u's elements: rel_of(u) on, cnt_of of them
 #define rel_of(u) (k.rel_b + (u64)(u) * rel_u)
 #define cnt_of(rel) (WHOLE ? 4 : (rel) < k.lim ? (int)min(k.lim - (rel), (u64)4) : 0)
+    // Whole chunks: the indices of a pass's block scales (moments: i >>
+    // ms.shift; 1x128: i / 128; MX: i / 32) and its bucket position over 2
+    // are the first pass's plus a multiple of the pass, a pass being a
+    // whole number of blocks (no 64-bit shifts per pass).
+    const u64 i0 = s.off + k.rel_b;
+    const u64 msi0 = i0 >> ms.shift, ph0 = (ms.base + i0) >> 1;
+    const u32 mstep = (THREADS * 4) >> ms.shift;
+#define msi_of(u, i) (WHOLE ? msi0 + (u64)(u) * mstep : (i) >> ms.shift)
+#define ph_of(u, i) (WHOLE ? ph0 + (u64)(u) * (THREADS * 2) : (ms.base + (i)) >> 1)
+#define bsi_of(u, i, b) (WHOLE ? i0 / (b) + (u64)(u) * (THREADS * 4 / (b)) : (i) / (b))
+    __shared__ Stage st; // only the AS instances use it
+    const u32 t = threadIdx.x;
+    if (AS) {
+        // the passes' scale indices: the first's plus a multiple of the
+        // pass (a pass is a whole number of moment blocks)
+        const float *s1 = ms.s1 + msi0, *s2 = ms.s2 + msi0;
+#pragma unroll
+        for (u32 u = 0; u < UNROLL; u++) {
+            const u64 i = s.off + rel_of(u);
+            cp_async<16>(&st.p[u][t], master + i);
+            cp_async<8>(&st.g[u][t], (const u16 *)grad + i);
+            cp_async<4>(&st.m[u][t], (const u8 *)ms.p1 + i);
+            cp_async<4>(&st.sm[u][t], s1 + u * mstep);
+            if (R == RULE_ADAMW && ms.t2 == MOM_FP8) {
+                cp_async<4>(&st.v[u][t], (const u8 *)ms.p2 + i);
+                cp_async<4>(&st.sv[u][t], s2 + u * mstep);
+            } else if (R == RULE_ADAMW) {
+                cp_async<8>(&st.v[u][t], (const u16 *)ms.p2 + i);
+            }
+            cp_commit();
+        }
+    }
 #pragma unroll OU
     for (u32 u0 = 0; u0 < UNROLL; u0 += G) {
         In in[G];
@@ -187,8 +267,25 @@ __device__ __forceinline__ u32 update_passes(const Chunk &k) {
         for (u32 q = 0; q < G; q++) { // phase one: every load of the group
             const u64 rel = rel_of(u0 + q);
             const int cnt = cnt_of(rel);
-            if (WHOLE || (k.vec && cnt == 4)) fetch<R, MT, GT, Q, true>(master, ms, grad, gbf16, s.off + rel, cnt, in[q]);
-            else fetch<R, MT, GT, Q, false>(master, ms, grad, gbf16, s.off + rel, cnt, in[q]);
+            if (AS) { // the pass's staged words
+                const u32 u = u0 + q;
+                cp_wait(UNROLL - 1 - u);
+                const uint4 x = st.p[u][t];
+                in[q].p[0] = x.x, in[q].p[1] = x.y, in[q].p[2] = x.z, in[q].p[3] = x.w;
+                const uint2 y = st.g[u][t];
+                in[q].g.w[0] = y.x, in[q].g.w[1] = y.y, in[q].g.w[2] = 0, in[q].g.w[3] = 0;
+                in[q].m.w[0] = st.m[u][t], in[q].m.w[1] = in[q].m.w[2] = in[q].m.w[3] = 0;
+                in[q].m.inv = st.sm[u][t];
+                if (R == RULE_ADAMW) {
+                    const uint2 z = st.v[u][t];
+                    in[q].v.w[0] = z.x, in[q].v.w[1] = ms.t2 == MOM_FP8 ? 0 : z.y, in[q].v.w[2] = in[q].v.w[3] = 0;
+                    in[q].v.inv = ms.t2 == MOM_FP8 ? st.sv[u][t] : 1.0f;
+                }
+            } else if (WHOLE || (k.vec && cnt == 4)) {
+                fetch<R, MT, GT, Q, true>(master, ms, grad, gbf16, s.off + rel, cnt, in[q]);
+            } else {
+                fetch<R, MT, GT, Q, false>(master, ms, grad, gbf16, s.off + rel, cnt, in[q]);
+            }
         }
 #pragma unroll
         for (u32 q = 0; q < G; q++) { // phase two: arithmetic and stores
@@ -200,7 +297,7 @@ __device__ __forceinline__ u32 update_passes(const Chunk &k) {
             widen<4>(in[q].p, p);
             if (R == RULE_ADAMW) {
                 float g[4], m[4], v[4], r[4];
-                widen_grad<Q, GT>(in[q].g, gbf16, g);
+                widen_grad<Q, GT>(in[q].g, AS || gbf16, g);
                 widen_mom<Q, MT>(ms, 0, in[q].m, m);
                 widen_mom<Q, MT>(ms, 1, in[q].v, v);
 #pragma unroll
@@ -214,11 +311,11 @@ __device__ __forceinline__ u32 update_passes(const Chunk &k) {
                     p[j] = __fsub_rn(pj, __fmul_rn(s.step, __fdiv_rn(m[j], d)));
                 }
                 store(master, i, cnt, vec, p);
-                st_mom<Q, MT>(ms, 0, i, cnt, vec, m, m);
-                st_mom<Q, MT>(ms, 1, i, cnt, vec, v, r);
+                st_mom<Q, MT>(ms, 0, i, cnt, vec, m, m, msi_of(u0 + q, i), 0);
+                st_mom<Q, MT>(ms, 1, i, cnt, vec, v, r, msi_of(u0 + q, i), ph_of(u0 + q, i));
             } else if (R == RULE_SGD) {
                 float g[4], b[4];
-                widen_grad<Q, GT>(in[q].g, gbf16, g);
+                widen_grad<Q, GT>(in[q].g, AS || gbf16, g);
                 widen_mom<Q, MT>(ms, 0, in[q].m, b);
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
@@ -227,7 +324,7 @@ __device__ __forceinline__ u32 update_passes(const Chunk &k) {
                     p[j] = __fsub_rn(p[j], __fmul_rn(s.step, b[j]));
                 }
                 store(master, i, cnt, vec, p);
-                st_mom<Q, MT>(ms, 0, i, cnt, vec, b, b);
+                st_mom<Q, MT>(ms, 0, i, cnt, vec, b, b, msi_of(u0 + q, i), 0);
             }
             switch (s.mode) {
             case MODE_HP:
@@ -263,7 +360,7 @@ __device__ __forceinline__ u32 update_passes(const Chunk &k) {
                         for (int j = 0; j < 4; j++) y[j] = __fmul_rn(p[j], mul);
                         cast_store<F>(fp8, i, cnt, vec, y);
                     }
-                    if ((lane & 7) == 0 && cnt > 0) ((u8 *)block_scales)[i / 32] = (u8)code;
+                    if ((lane & 7) == 0 && cnt > 0) ((u8 *)block_scales)[bsi_of(u0 + q, i, 32)] = (u8)code;
                 } else { // the warp holds one block of 128
                     key = __reduce_max_sync(FULL, key);
                     float sc, inv;
@@ -271,7 +368,7 @@ __device__ __forceinline__ u32 update_passes(const Chunk &k) {
 #pragma unroll
                     for (int j = 0; j < 4; j++) y[j] = __fmul_rn(p[j], sc);
                     cast_store<F>(fp8, i, cnt, vec, y);
-                    if (lane == 0 && cnt > 0) ((float *)block_scales)[i / 128] = inv;
+                    if (lane == 0 && cnt > 0) ((float *)block_scales)[bsi_of(u0 + q, i, 128)] = inv;
                 }
                 break;
             }
@@ -292,6 +389,9 @@ __device__ __forceinline__ u32 update_passes(const Chunk &k) {
     }
 #undef rel_of
 #undef cnt_of
+#undef msi_of
+#undef ph_of
+#undef bsi_of
     return run;
 }
 
@@ -313,7 +413,7 @@ __device__ __forceinline__ void update_kernel(float *__restrict__ master_l, cons
 #endif
     for (u64 c = blockIdx.x; c < nchunks; c += gridDim.x) {
         Chunk k;
-        k.s = segs[find_seg(segs, nseg, c)];
+        k.s = segs[find_seg_warp(segs, nseg, c)];
         const Seg &s = k.s;
         // the buffers: the launch's, or (several shards) the segment's shard's
         k.ms = ms_in;
@@ -379,8 +479,12 @@ __device__ __forceinline__ void update_kernel(float *__restrict__ master_l, cons
         // that case executes.
         k.s.mode = MODE_BLOCK, k.mx = 0, k.gbf16 = true, ms.shift = 7, whole = true;
 #endif
-        const u32 run = whole ? update_passes<R, MT, GT, F, TILES, Q, G, OU, true>(k)
-                              : update_passes<R, MT, GT, F, TILES, Q, G, OU, false>(k);
+        // staged (AS): whole chunks of the kernels of fixed moment types
+        // (an FP8 m) with bfloat16 gradients
+        const bool AS = UPDATE_ASYNC && Q && MK >= 0;
+        const u32 run = whole && AS && k.gbf16 ? update_passes<R, MT, GT, F, TILES, Q, G, OU, true, AS>(k)
+                        : whole                ? update_passes<R, MT, GT, F, TILES, Q, G, OU, true, false>(k)
+                                               : update_passes<R, MT, GT, F, TILES, Q, G, OU, false, false>(k);
         if (s.mode == MODE_CURRENT || s.mode == MODE_DELAYED) block_fold(amax + s.slot, run, sh);
         else if (k.band) block_fold(amax + s.slot + band_tile, run, sh);
     }
