@@ -43,17 +43,13 @@ func (b *Backend) UpdateShards(as []*backend.UpdateArgs) error {
 // cost an upload every step.
 func shardTable(as []*backend.UpdateArgs, ptr func(collective.Buffer) cuda.DevicePtr) (kernels.Table, error) {
 	seed := readsSeed(as[0]) // the launch's moment types, every shard's (CheckShards)
-	segs := make([][]kernels.Segment, len(as))
-	shards := make([]kernels.Shard, len(as))
-	n := 0
-	for _, a := range as {
-		n += len(a.Segments)
-	}
-	all := make([]kernels.Segment, 0, n) // one allocation for every shard's segments
+	lists := make([][]backend.Segment, len(as))
 	for i, a := range as {
-		start := len(all)
-		all = appendKernelSegments(all, a.Rule, a.Segments, nil)
-		segs[i] = all[start:len(all):len(all)]
+		lists[i] = a.Segments
+	}
+	segs := shardSegments(as[0].Rule, lists, nil) // one rule for all (CheckShards)
+	shards := make([]kernels.Shard, len(as))
+	for i, a := range as {
 		sh := kernels.Shard{Master: ptr(a.Master), Out: ptr(a.FP8), BlockScales: ptr(a.BlockScales)}
 		if a.HP != nil {
 			sh.Out = ptr(a.HP)
@@ -85,19 +81,13 @@ func (b *Backend) CastShards(cs []*backend.CastArgs) error {
 	if err := optimizer.CheckCastShards(cs); err != nil {
 		return err
 	}
-	segs := make([][]kernels.Segment, len(cs))
+	lists := make([][]backend.Segment, len(cs))
 	shards := make([]kernels.Shard, len(cs))
-	n := 0
-	for _, c := range cs {
-		n += len(c.Segments)
-	}
-	all := make([]kernels.Segment, 0, n)
 	for i, c := range cs {
-		start := len(all)
-		all = appendKernelSegments(all, optimizer.RuleNone, c.Segments, castModes)
-		segs[i] = all[start:len(all):len(all)]
+		lists[i] = c.Segments
 		shards[i] = kernels.Shard{Master: b.ptr(c.Master), Out: b.ptr(c.FP8)}
 	}
+	segs := shardSegments(optimizer.RuleNone, lists, castModes)
 	t, err := kernels.PackShards(segs, shards)
 	if err != nil {
 		return err
@@ -113,3 +103,20 @@ func (b *Backend) CastShards(cs []*backend.CastArgs) error {
 }
 
 var _ optimizer.ShardUpdater = (*Backend)(nil)
+
+// shardSegments returns kernelSegments(r, lists[i], keep) for every shard
+// i, all in one allocation (a step packs its tables every time).
+func shardSegments(r optimizer.Rule, lists [][]backend.Segment, keep func(backend.Mode) bool) [][]kernels.Segment {
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	all := make([]kernels.Segment, 0, n)
+	out := make([][]kernels.Segment, len(lists))
+	for i, l := range lists {
+		start := len(all)
+		all = appendKernelSegments(all, r, l, keep)
+		out[i] = all[start:len(all):len(all)]
+	}
+	return out
+}

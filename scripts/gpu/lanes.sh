@@ -31,15 +31,10 @@ build() {
 	set -e
 	rm -rf "$bin"
 	mkdir -p "$bin"
-	for p in ${PKGS:-internal/cuda internal/kernels collective/nccl optimizer/gpu}; do
-		go test -c -ldflags="-s -w" -o "$bin/$(echo $p | tr / _).test" ./$p
-	done
+	tests ${PKGS:-internal/cuda internal/kernels collective/nccl optimizer/gpu}
 	if [ "${UPDATE:-1}" = 1 ]; then
 		go build -ldflags="-s -w" -o "$bin/bench-update" ./cmd/distopt-bench-update
-		wt=$(mktemp -d)
-		git worktree add -q --detach "$wt" "$old"
-		(cd "$wt" && go build -ldflags="-s -w" -o "$root/$bin/bench-update.old" ./cmd/distopt-bench-update)
-		git worktree remove --force "$wt"
+		build_at "$old" cmd/distopt-bench-update bench-update.old
 	fi
 	pack $(cd "$bin" && ls *.test bench-update* 2>/dev/null)
 	stamp "old: $old"

@@ -1,7 +1,27 @@
-# lib.sh: what recheck.sh and shards.sh share (binaries built here, run
+# lib.sh: what recheck.sh, shards.sh and lanes.sh share (binaries built here, run
 # in one call on a one-GPU machine), sourced (not run) once they have set
 # root (the repository, their working directory) and bin (the folder of
 # their binaries, relative to root or absolute).
+
+# tests PKG...: a stripped test binary of each package into $bin, named
+# after its path (internal/kernels: internal_kernels.test).
+tests() {
+	for p; do
+		go test -c -ldflags="-s -w" -o "$bin/$(echo "$p" | tr / _).test" "./$p" || return
+	done
+}
+
+# build_at COMMIT PKG OUT: the command PKG as of COMMIT (from a temporary
+# git worktree), built stripped into $root/$bin/OUT: an old binary timed
+# against the new one in the same call.
+build_at() {
+	wt=$(mktemp -d)
+	git worktree add -q --detach "$wt" "$1" &&
+		(cd "$wt" && go build -ldflags="-s -w" -o "$root/$bin/$3" "./$2")
+	rc=$?
+	git worktree remove --force "$wt"
+	return $rc
+}
 
 # pack FILE...: the files FILE... of $bin (names relative to it) into one
 # solid archive, $bin/bins.tar.xz, which unpack opens: binaries built from

@@ -22,16 +22,14 @@
 set -u
 cd "$(dirname "$0")/../.."
 root=$(pwd)
-. "$root/scripts/gpu/lib.sh" # stamp, unpack, t
+. "$root/scripts/gpu/lib.sh" # tests, pack, stamp, unpack, t
 bin=${BIN:-.gpu-recheck}
 
 build() {
 	set -e
 	rm -rf "$bin"
 	mkdir -p "$bin"
-	for p in internal/kernels internal/cuda optimizer/gpu collective/nccl; do
-		go test -c -ldflags="-s -w" -o "$bin/$(echo $p | tr / _).test" ./$p
-	done
+	tests internal/kernels internal/cuda optimizer/gpu collective/nccl
 	go test -race -c -o "$bin/internal_cuda.race.test" ./internal/cuda
 	export CGO_CFLAGS="${CGO_CFLAGS:-} -Wno-deprecated-declarations" # go-nvml's header
 	go build -ldflags="-s -w" -o "$bin/distopt" ./cmd/distopt

@@ -30,7 +30,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 root=$(pwd)
-. "$root/scripts/gpu/lib.sh" # stamp, unpack, t
+. "$root/scripts/gpu/lib.sh" # tests, build_at, pack, stamp, unpack, t
 bin=${BIN:-.gpu-shards}
 old=${OLD-a6b1f89} # OLD='': no old binary
 
@@ -38,18 +38,11 @@ build() {
 	set -e
 	rm -rf "$bin"
 	mkdir -p "$bin"
-	for p in ${PKGS:-internal/kernels optimizer/gpu collective/nccl}; do
-		go test -c -ldflags="-s -w" -o "$bin/$(echo $p | tr / _).test" ./$p
-	done
+	tests ${PKGS:-internal/kernels optimizer/gpu collective/nccl}
 	if [ "${MULTIGPU:-1}" = 1 ]; then
 		export CGO_CFLAGS="${CGO_CFLAGS:-} -Wno-deprecated-declarations" # go-nvml's header
 		go build -ldflags="-s -w" -o "$bin/multigpu" ./examples/multigpu
-		if [ -n "$old" ]; then
-			wt=$(mktemp -d)
-			git worktree add -q --detach "$wt" "$old"
-			(cd "$wt" && go build -ldflags="-s -w" -o "$root/$bin/multigpu.old" ./examples/multigpu)
-			git worktree remove --force "$wt"
-		fi
+		[ -z "$old" ] || build_at "$old" examples/multigpu multigpu.old
 	fi
 	pack $(cd "$bin" && ls *.test multigpu* 2>/dev/null)
 	stamp "old: $old"
