@@ -11,16 +11,17 @@
 // scaling and 128x128 tiles read the master a second time for the cast:
 // +4), the bandwidth of each and its ratio to the copy bandwidth.
 //
-// A second table times the one-pass Block1x128 update with each storage of
-// the moments (float32, bfloat16, FP8 with block scales, mixed): bytes
-// moved per element, bandwidth, its ratio to the copy, and the speed-up
-// over float32 moments (moments.go).
+// Two more tables time the one-pass Block1x128 update with each storage
+// of the optimizer state: AdamW's moments (float32, bfloat16, FP8 with
+// block scales, mixed) and SGD's momentum: bytes moved per element,
+// bandwidth, its ratio to the copy, and the speed-up over float32 state
+// (moments.go).
 //
 // Usage:
 //
 //	distopt-bench-update [-n 268435456] [-segments 64] [-iters 20] [-warmup 3] [-tables all]
 //
-// -tables moments prints the copy and the moments table alone.
+// -tables moments prints the copy and those two tables alone.
 package main
 
 import (
@@ -43,7 +44,7 @@ func main() {
 	nseg := flag.Int("segments", 64, "segments (tensors) in the shard")
 	iters := flag.Int("iters", 20, "timed iterations")
 	warmup := flag.Int("warmup", 3, "untimed iterations first")
-	tables := flag.String("tables", "all", "tables to print: all, or moments (the moment storage table alone)")
+	tables := flag.String("tables", "all", "tables to print: all, or moments (the optimizer-state storage tables alone)")
 	flag.Parse()
 	if *tables != "all" && *tables != "moments" {
 		fmt.Fprintf(os.Stderr, "distopt-bench-update: -tables %q (all or moments)\n", *tables)
