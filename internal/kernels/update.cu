@@ -106,13 +106,15 @@ static const u32 GROUP = UPDATE_GROUP;
 #ifndef UPDATE_QFIXED_OUTER
 #define UPDATE_QFIXED_OUTER UNROLL
 #endif
-// FP8 m and v (and SGD's FP8 momentum: the same MK, not timed) take
+// FP8 m and v (and SGD's FP8 momentum: the same MK) take
 // UPDATE_QFIXED_GROUP_FP8V passes at a time, unstaged (UPDATE_ASYNC_FP8V
 // 0), at UPDATE_MINB_QFIXED_FP8V blocks per SM: measured on an H200 (tenth
 // session, 2^28 elements), all four passes' loads in registers at three
 // blocks per SM took 1.20 ms where staging took 1.45 and two passes at four
 // blocks 1.29; FP8 m with bfloat16 v is fastest staged (UPDATE_ASYNC: 1.14
-// ms, against 1.15 and 1.27).
+// ms, against 1.15 and 1.27). SGD's FP8 momentum on that schedule took
+// 0.88 ms (93% of copy; eleventh session): no other schedule was more than
+// 1% faster.
 #ifndef UPDATE_QFIXED_GROUP_FP8V
 #define UPDATE_QFIXED_GROUP_FP8V 4
 #endif
@@ -121,19 +123,6 @@ static const u32 GROUP = UPDATE_GROUP;
 #endif
 #ifndef UPDATE_ASYNC_FP8V
 #define UPDATE_ASYNC_FP8V 0
-#endif
-// SGD with FP8 momentum (the same MK, one moment) has its own schedule:
-// UPDATE_QFIXED_GROUP_SGD8 passes at a time, at UPDATE_MINB_SGD8 blocks
-// per SM, staged when UPDATE_ASYNC_SGD8 (by default the FP8 m and v
-// kernel's).
-#ifndef UPDATE_QFIXED_GROUP_SGD8
-#define UPDATE_QFIXED_GROUP_SGD8 UPDATE_QFIXED_GROUP_FP8V
-#endif
-#ifndef UPDATE_MINB_SGD8
-#define UPDATE_MINB_SGD8 UPDATE_MINB_QFIXED_FP8V
-#endif
-#ifndef UPDATE_ASYNC_SGD8
-#define UPDATE_ASYNC_SGD8 UPDATE_ASYNC_FP8V
 #endif
 // The moment types of the _q kernels (MK): any (read at run time), or fixed.
 static const int ANY = -1, FP8_FP8 = MOM_FP8 | MOM_FP8 << 4, FP8_BF16 = MOM_FP8 | MOM_BF16 << 4;
@@ -513,9 +502,7 @@ __device__ __forceinline__ void update_kernel(float *__restrict__ master_l, cons
 #endif
         // staged (AS): whole chunks of the kernels of fixed moment types
         // (an FP8 m) with bfloat16 gradients
-        const bool AS = Q && (MK == FP8_BF16    ? UPDATE_ASYNC
-                              : MK == FP8_FP8 ? (R == RULE_SGD ? UPDATE_ASYNC_SGD8 : UPDATE_ASYNC_FP8V)
-                                              : 0);
+        const bool AS = Q && (MK == FP8_BF16 ? UPDATE_ASYNC : MK == FP8_FP8 ? UPDATE_ASYNC_FP8V : 0);
         const u32 run = whole && AS && k.gbf16 ? update_passes<R, MT, GT, F, TILES, Q, G, OU, true, AS>(k)
                         : whole                ? update_passes<R, MT, GT, F, TILES, Q, G, OU, true, false>(k)
                                                : update_passes<R, MT, GT, F, TILES, Q, G, OU, false, false>(k);
@@ -585,15 +572,9 @@ __device__ __forceinline__ void update_kernel(float *__restrict__ master_l, cons
     UPDATE_K(NAME, R, MT, GT, F, false, ANY, GROUP, UNROLL, sizeof(MT) == 2 ? UPDATE_MINB_BF16 : UPDATE_MINB_F32)
 #define UPDATE_Q(NAME, R, F, MK)                                                                         \
     UPDATE_K(NAME, R, float, float, F, true, MK,                                                         \
-             MK == ANY                      ? 1u                                                         \
-             : MK == FP8_FP8 && R == RULE_SGD ? UPDATE_QFIXED_GROUP_SGD8                                 \
-             : MK == FP8_FP8                ? UPDATE_QFIXED_GROUP_FP8V                                   \
-                                            : UPDATE_QFIXED_GROUP,                                       \
+             MK == ANY ? 1u : MK == FP8_FP8 ? UPDATE_QFIXED_GROUP_FP8V : UPDATE_QFIXED_GROUP,            \
              MK == ANY ? UNROLL : UPDATE_QFIXED_OUTER,                                                   \
-             MK == ANY                      ? UPDATE_MINB_Q                                              \
-             : MK == FP8_FP8 && R == RULE_SGD ? UPDATE_MINB_SGD8                                         \
-             : MK == FP8_FP8                ? UPDATE_MINB_QFIXED_FP8V                                    \
-                                            : UPDATE_MINB_QFIXED)
+             MK == ANY ? UPDATE_MINB_Q : MK == FP8_FP8 ? UPDATE_MINB_QFIXED_FP8V : UPDATE_MINB_QFIXED)
 
 UPDATE(update_none_e4m3, RULE_NONE, float, float, E4M3)
 UPDATE(update_none_e5m2, RULE_NONE, float, float, E5M2)
