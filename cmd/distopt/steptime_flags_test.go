@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/distopt/distopt/internal/maintest"
 )
 
 // TestStepTimeFlagBounds: an -mfu outside (0, 1] or a -tokens below 1 is
@@ -23,8 +25,7 @@ func TestStepTimeFlagBounds(t *testing.T) {
 		t.Run(c.flag+" "+c.value, func(t *testing.T) {
 			var out, errb bytes.Buffer
 			st := runPlan([]string{"-model", "gpt-1.3b", "-steptime", "h100", "-d", "8", c.flag, c.value}, &out, &errb)
-			lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
-			if st != 2 || out.Len() != 0 || len(lines) != 1 || !strings.HasPrefix(lines[0], c.says) {
+			if st != 2 || out.Len() != 0 || !maintest.OneLine(errb.String(), c.says) {
 				t.Fatalf("status %d, stdout %q, stderr %q; want 2, nothing, and one line starting %q", st, out.String(), errb.String(), c.says)
 			}
 		})

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/distopt/distopt/internal/maintest"
 )
 
 // TestHelpAndFlagErrors: -help and -h print the usage to stdout and exit
@@ -38,8 +40,7 @@ func TestHelpAndFlagErrors(t *testing.T) {
 			if c.out != "" && !strings.Contains(out.String(), c.out) || c.out == "" && out.Len() != 0 {
 				t.Errorf("stdout %q, want it to hold %q", out.String(), c.out)
 			}
-			lines := strings.Split(strings.TrimSuffix(errOut.String(), "\n"), "\n")
-			if c.stErr == "" && errOut.Len() != 0 || c.stErr != "" && (len(lines) != 1 || !strings.HasPrefix(lines[0], c.stErr)) {
+			if c.stErr == "" && errOut.Len() != 0 || c.stErr != "" && !maintest.OneLine(errOut.String(), c.stErr) {
 				t.Errorf("stderr %q, want one line starting %q", errOut.String(), c.stErr)
 			}
 		})

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/distopt/distopt/fp8"
@@ -16,36 +17,77 @@ import (
 	"github.com/distopt/distopt/optimizer"
 )
 
-// fuzzFiles are the files of a small real checkpoint: its index and its
-// latest pointer, and rank 1's shard file, chunks of 64 bytes.
-type fuzzFiles struct{ index, latest, shard []byte }
+// writeSeedsEnv, when set, makes TestFuzzSeeds write the seed corpora
+// of the fuzz targets under testdata/fuzz from a checkpoint it saves.
+const writeSeedsEnv = "DISTOPT_WRITE_FUZZ_SEEDS"
 
-var (
-	fuzzOnce  sync.Once
-	fuzzSaved fuzzFiles
-)
+// seedFiles are the committed seed corpus files made from a small real
+// checkpoint, by fuzz target: its index, its latest pointer, and rank 1's
+// shard file (chunks of 64 bytes) with the tensor and range to read.
+var seedFiles = map[string]string{
+	"FuzzIndex":       "testdata/fuzz/FuzzIndex/saved",
+	"FuzzLatest":      "testdata/fuzz/FuzzLatest/saved",
+	"FuzzShardChunks": "testdata/fuzz/FuzzShardChunks/saved",
+}
 
-// fuzzSeeds saves, once per process, a checkpoint of two small parameters
-// on two ranks under delayed scaling (amax histories in the index) and
-// returns its files.
-func fuzzSeeds(f *testing.F) fuzzFiles {
-	fuzzOnce.Do(func() {
-		params := []optimizer.Param{{Name: "w", Shape: []int{4, 40}}, {Name: "b", Shape: []int{8}, HighPrecision: true}}
-		cfg := optimizer.Config{Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorDelayed, HistoryLen: 3}}
-		root := f.TempDir()
-		c := newCluster(f, 2, params, cfg, optimizer.FromMap(weights(params, 1)))
-		c.train(0, 2)
-		c.save(root, SaveOptions{ChunkBytes: 64})
-		read := func(parts ...string) []byte {
-			b, err := os.ReadFile(filepath.Join(append([]string{root}, parts...)...))
-			if err != nil {
-				f.Fatal(err)
-			}
-			return b
+// TestFuzzSeeds checks that the committed seeds are a checkpoint this
+// reader accepts (the index parses, the latest pointer names a step, the
+// shard file opens), so that fuzzing starts from valid files. With
+// DISTOPT_WRITE_FUZZ_SEEDS set it first writes them: a checkpoint of two
+// small parameters on two ranks under delayed scaling.
+func TestFuzzSeeds(t *testing.T) {
+	if os.Getenv(writeSeedsEnv) != "" {
+		writeFuzzSeeds(t)
+	}
+	seed := func(name string) []byte {
+		raw, err := os.ReadFile(seedFiles[name])
+		if err != nil {
+			t.Fatal(err)
 		}
-		fuzzSaved = fuzzFiles{read(stepDirName(2), indexName), read(latestName), read(stepDirName(2), shardName(1, 2))}
-	})
-	return fuzzSaved
+		lines := strings.Split(string(raw), "\n")
+		b, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(lines[1], "[]byte("), ")"))
+		if len(lines) < 2 || lines[0] != "go test fuzz v1" || err != nil {
+			t.Fatalf("%s is not a corpus file of a []byte first: %v", seedFiles[name], err)
+		}
+		return []byte(b)
+	}
+	if _, _, err := parseIndex(seed("FuzzIndex"), indexName, "fuzz"); err != nil {
+		t.Errorf("the index seed: %v (rewrite the seeds with %s=1)", err, writeSeedsEnv)
+	}
+	if _, err := parseLatest(seed("FuzzLatest")); err != nil {
+		t.Errorf("the latest seed: %v", err)
+	}
+	file := seed("FuzzShardChunks")
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "shard"), file, 0o644)
+	if s, err := openShard(dir, fileRecord{Name: "shard", Size: int64(len(file)), HeaderSHA256: headerSum(file)}); err != nil {
+		t.Errorf("the shard seed: %v", err)
+	} else {
+		s.Close()
+	}
+}
+
+// writeFuzzSeeds saves a small checkpoint and writes its files as the
+// seed corpora of seedFiles.
+func writeFuzzSeeds(t *testing.T) {
+	params := []optimizer.Param{{Name: "w", Shape: []int{4, 40}}, {Name: "b", Shape: []int{8}, HighPrecision: true}}
+	cfg := optimizer.Config{Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorDelayed, HistoryLen: 3}}
+	root := t.TempDir()
+	c := newCluster(t, 2, params, cfg, optimizer.FromMap(weights(params, 1)))
+	c.train(0, 2)
+	c.save(root, SaveOptions{ChunkBytes: 64})
+	for name, extra := range map[string]string{"FuzzIndex": "", "FuzzLatest": "", "FuzzShardChunks": "uint8(0)\nuint16(0)\nuint16(40)\n"} {
+		src := map[string]string{"FuzzIndex": filepath.Join(stepDirName(2), indexName), "FuzzLatest": latestName,
+			"FuzzShardChunks": filepath.Join(stepDirName(2), shardName(1, 2))}[name]
+		b, err := os.ReadFile(filepath.Join(root, src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.MkdirAll(filepath.Dir(seedFiles[name]), 0o755)
+		if err := os.WriteFile(seedFiles[name], []byte(fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n%s", b, extra)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // isCheckpointError reports whether err carries one of the package's
@@ -59,18 +101,12 @@ func isCheckpointError(err error) bool {
 	return false
 }
 
-// FuzzIndex parses arbitrary index.json bytes: no panic; an error carries
+// FuzzIndex (seeds: testdata/fuzz/FuzzIndex) parses arbitrary index.json bytes: no panic; an error carries
 // a sentinel; an accepted index encodes to bytes that parse back to an
 // index encoding to the same bytes.
 func FuzzIndex(f *testing.F) {
-	real := fuzzSeeds(f).index
-	if _, _, err := parseIndex(real, indexName, "fuzz"); err != nil {
-		f.Fatalf("the seed index does not parse: %v", err)
-	}
-	f.Add(real)
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"format":"distopt-checkpoint","version":1,"body_sha256":"44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a","body":{}}`))
-	f.Add(bytes.Replace(real, []byte(`"version": 1`), []byte(`"version": 2`), 1))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		idx, _, err := parseIndex(raw, indexName, "fuzz")
 		if err != nil {
@@ -97,7 +133,6 @@ func FuzzIndex(f *testing.F) {
 // FuzzLatest parses arbitrary latest pointers: an accepted one names a
 // step directory (not a staging one) inside the root.
 func FuzzLatest(f *testing.F) {
-	f.Add(fuzzSeeds(f).latest)
 	for _, s := range []string{"", "step-00000002.tmp\n", "../step-00000001", "step-1", " step-99999999999999999999 \n", "\x00"} {
 		f.Add([]byte(s))
 	}
@@ -136,9 +171,7 @@ func headerSum(file []byte) string {
 // sentinel; a read that succeeds returns the bytes of the file decoded
 // directly, and every chunk it touched matches its recorded CRC-32C.
 func FuzzShardChunks(f *testing.F) {
-	f.Add(fuzzSeeds(f).shard, uint8(0), uint16(0), uint16(40))
-	f.Add(fuzzSeeds(f).shard, uint8(3), uint16(5), uint16(3))
-	f.Add(fuzzSeeds(f).shard, uint8(1), uint16(100), uint16(100))
+	f.Add([]byte("\x02\x00\x00\x00\x00\x00\x00\x00{}"), uint8(0), uint16(0), uint16(1))
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, file []byte, k uint8, from, n uint16) {
 		path := filepath.Join(dir, "shard")
