@@ -123,7 +123,8 @@ func writeShard(dir string, rank, world, step, chunk int, moment collective.DTyp
 // shardFile is an open shard file whose header has been verified.
 type shardFile struct {
 	path  string
-	f     *os.File
+	f     io.ReaderAt
+	c     io.Closer // the file f reads, nil when not a file
 	h     *safetensors.Header
 	chunk int64
 	sums  []uint32
@@ -141,20 +142,24 @@ func openShard(dir string, rec fileRecord) (*shardFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := checkShard(f, path, rec)
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	s, err := checkShard(f, st.Size(), path, rec)
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
+	s.c = f
 	return s, nil
 }
 
-func checkShard(f *os.File, path string, rec fileRecord) (*shardFile, error) {
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	switch size := st.Size(); {
+// checkShard checks the shard file of size bytes that f reads, at path,
+// against its record: its size, its header's checksum, its metadata.
+func checkShard(f io.ReaderAt, size int64, path string, rec fileRecord) (*shardFile, error) {
+	switch {
 	case size < rec.Size:
 		return nil, fmt.Errorf("checkpoint: %s has %d bytes, the index records %d: %w", path, size, rec.Size, ErrTruncated)
 	case size > rec.Size:
@@ -182,7 +187,13 @@ func checkShard(f *os.File, path string, rec fileRecord) (*shardFile, error) {
 	return &shardFile{path: path, f: f, h: h, chunk: chunk, sums: sums}, nil
 }
 
-func (s *shardFile) Close() error { return s.f.Close() }
+// Close closes the file (nothing when the shard was checked from memory).
+func (s *shardFile) Close() error {
+	if s.c == nil {
+		return nil
+	}
+	return s.c.Close()
+}
 
 // tensor returns the named tensor, checking that it holds n elements of
 // type dt starting at a multiple of the element size.
