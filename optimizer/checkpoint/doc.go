@@ -54,6 +54,10 @@
 // directory rename) or an incomplete staging directory that Load refuses
 // with ErrIncomplete and the next save of that step removes.
 //
+// A save never moves latest backwards without SaveOptions.Rewind: it
+// compares its step with the one latest names or, when latest is missing
+// or unreadable, with the highest complete step directory (ErrRewind).
+//
 // # Integrity
 //
 // A load at any world size reads, on each rank, only the pieces that rank
@@ -66,6 +70,12 @@
 // all-gathered; Load compares a digest of them across ranks and, without a
 // conversion, with the digest recorded at save time, so a resume that
 // skipped the gather, or cast differently, cannot go unnoticed.
+//
+// Readers open only regular files, without blocking: a named pipe, a
+// device, a directory or a symbolic link loop in place of index.json,
+// latest or a shard file is refused with ErrCorrupt. index.json may hold
+// at most MaxIndexBytes, a chunk at most MaxChunkBytes. Verify checks
+// everything Load checks of the index, the amax histories included.
 //
 // # Conversions
 //

@@ -102,9 +102,8 @@ func isCheckpointError(err error) bool {
 }
 
 // FuzzIndex (seeds also in testdata/fuzz) parses arbitrary index.json
-// bytes: no panic; an error carries
-// a sentinel; an accepted index encodes to bytes that parse back to an
-// index encoding to the same bytes.
+// bytes: no panic; an error carries a sentinel; an accepted index encodes
+// to bytes that parse back to an index encoding to the same bytes.
 func FuzzIndex(f *testing.F) {
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"format":"distopt-checkpoint","version":1,"body_sha256":"44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a","body":{}}`))
