@@ -6,6 +6,10 @@ import (
 	"testing"
 )
 
+// exampleHeading is the heading of the README's section whose Go block is
+// Example_readme.
+const exampleHeading = "## The compiled example"
+
 // readmeRegions returns the lines between "// README:begin" and
 // "// README:end" in src, each region without the indentation of its
 // first line and without trailing blank lines, the regions joined by a
@@ -28,8 +32,8 @@ func readmeRegions(src string) string {
 	}
 }
 
-// TestReadmeSnippet: the README's "Using it" code is the compiled and
-// tested code of Example_readme, character for character.
+// TestReadmeSnippet: the code of the README's "The compiled example" is
+// the compiled and tested code of Example_readme, character for character.
 func TestReadmeSnippet(t *testing.T) {
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
@@ -39,17 +43,17 @@ func TestReadmeSnippet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n## Using it\n")
+	_, section, ok := strings.Cut(string(readme), "\n"+exampleHeading+"\n")
 	if !ok {
-		t.Fatal(`README has no "## Using it" section`)
+		t.Fatalf("README has no %q section", exampleHeading)
 	}
 	_, block, ok := strings.Cut(section, "```go\n")
 	if !ok {
-		t.Fatal(`no Go code block in "Using it"`)
+		t.Fatalf("no Go code block in %q", exampleHeading)
 	}
 	block, _, _ = strings.Cut(block, "```\n")
 	want := readmeRegions(string(src))
 	if block != want {
-		t.Errorf("the README's \"Using it\" block differs from the README regions of tests/readme_example_test.go; replace it with:\n%s", want)
+		t.Errorf("the README's \"The compiled example\" block differs from the README regions of tests/readme_example_test.go; replace it with:\n%s", want)
 	}
 }
