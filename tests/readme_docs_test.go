@@ -26,23 +26,11 @@ func TestReadmeLength(t *testing.T) {
 // TestReadmeTestCommand: the quick start's test command is one CI runs,
 // word for word, so that the README promises what CI checks.
 func TestReadmeTestCommand(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ci, err := os.ReadFile("../.ci/run")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, quick, ok := strings.Cut(string(readme), "\n## Quick start\n")
-	if !ok {
-		t.Fatal(`README has no "## Quick start" section`)
-	}
-	_, block, ok := strings.Cut(quick, "```sh\n")
-	if !ok {
-		t.Fatal(`no sh code block in "Quick start"`)
-	}
-	block, _, _ = strings.Cut(block, "```\n")
+	block := readmeBlock(t, "## Quick start", "sh")
 	var cmd string
 	for line := range strings.Lines(block) {
 		line, _, _ = strings.Cut(line, "#")
