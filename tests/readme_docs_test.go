@@ -1,11 +1,13 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // maxReadmeLines is the README's length limit (issue 35): usage goes in the
@@ -52,8 +54,44 @@ func TestReadmeTestCommand(t *testing.T) {
 // mdLink matches the target of a Markdown link or image: ](target).
 var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 
+// anchors returns the anchors GitHub gives the headings of a Markdown
+// text: lower case, spaces as hyphens, other punctuation dropped, and
+// "-1", "-2", ... after a repeated one. Code blocks are skipped.
+func anchors(text string) map[string]bool {
+	seen := map[string]int{}
+	out := map[string]bool{}
+	fence := false
+	for line := range strings.Lines(text) {
+		if strings.HasPrefix(line, "```") {
+			fence = !fence
+		}
+		title, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " ")
+		if fence || !strings.HasPrefix(line, "#") || !ok {
+			continue
+		}
+		var b strings.Builder
+		for _, r := range strings.TrimSpace(title) {
+			switch {
+			case r == ' ':
+				b.WriteByte('-')
+			case unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '_':
+				b.WriteRune(unicode.ToLower(r))
+			}
+		}
+		a := b.String()
+		if n := seen[a]; n > 0 {
+			out[fmt.Sprintf("%s-%d", a, n)] = true
+		} else {
+			out[a] = true
+		}
+		seen[a]++
+	}
+	return out
+}
+
 // TestDocLinks: every relative link of the README, CONTRIBUTING.md and
-// docs/*.md names a file or folder of the repository.
+// docs/*.md names a file or folder of the repository, and a link into a
+// Markdown file names one of its headings.
 func TestDocLinks(t *testing.T) {
 	docs, err := filepath.Glob("../docs/*.md")
 	if err != nil {
@@ -67,13 +105,28 @@ func TestDocLinks(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, m := range mdLink.FindAllStringSubmatch(string(text), -1) {
-			target, _, _ := strings.Cut(m[1], "#")
-			if target == "" || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+			target, anchor, _ := strings.Cut(m[1], "#")
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 				continue
 			}
 			checked++
-			if _, err := os.Stat(filepath.Join(filepath.Dir(f), target)); err != nil {
+			path := f
+			if target != "" {
+				path = filepath.Join(filepath.Dir(f), target)
+			}
+			if _, err := os.Stat(path); err != nil {
 				t.Errorf("%s links to %s, which does not exist", strings.TrimPrefix(f, "../"), m[1])
+				continue
+			}
+			if anchor == "" || !strings.HasSuffix(path, ".md") {
+				continue
+			}
+			dest, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !anchors(string(dest))[anchor] {
+				t.Errorf("%s links to %s, but %s has no heading with that anchor", strings.TrimPrefix(f, "../"), m[1], filepath.Base(path))
 			}
 		}
 	}
