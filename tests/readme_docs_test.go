@@ -134,3 +134,30 @@ func TestDocLinks(t *testing.T) {
 		t.Error("no relative links found: the pattern no longer matches the documents")
 	}
 }
+
+// filePath matches a code span that names a file of the repository by its
+// path: a folder, a slash and a name with a source or script extension.
+var filePath = regexp.MustCompile("`([A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*/[A-Za-z0-9_.-]+\\.(?:go|cu|cuh|sh|py|md))`")
+
+// TestDocFilePaths: the files that the README, CONTRIBUTING.md and the
+// guides name in code spans exist, so that a move of a file shows up here.
+// BENCHMARKS.md is a dated record and may name files as they were then.
+func TestDocFilePaths(t *testing.T) {
+	files := []string{"../README.md", "../CONTRIBUTING.md", "../docs/GUIDE.md", "../docs/MULTINODE.md", "../docs/GPT.md", "../docs/DESIGN.md"}
+	checked := 0
+	for _, f := range files {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range filePath.FindAllStringSubmatch(string(text), -1) {
+			checked++
+			if _, err := os.Stat(filepath.Join("..", m[1])); err != nil {
+				t.Errorf("%s names %s, which does not exist", strings.TrimPrefix(f, "../"), m[1])
+			}
+		}
+	}
+	if checked == 0 {
+		t.Error("no file paths found: the pattern no longer matches the documents")
+	}
+}
