@@ -15,7 +15,7 @@ import (
 	"github.com/distopt/distopt/optimizer/checkpoint"
 )
 
-// The program of the README's "Using it" section: the lines between the
+// The program of the README's "The compiled example" section: the lines between the
 // README markers are the README's snippet, character for character
 // (TestReadmeSnippet compares them).
 
