@@ -70,38 +70,15 @@ func (l *launcher) run(program []string, cfgs []rendezvous.Config) int {
 	defer l.killOrphans(nil)
 
 	exits := make(chan exit, len(cfgs))
-	var procs []*rankProc
-	signalAll := func(sig syscall.Signal) {
-		for _, p := range procs {
-			if !p.exited {
-				// The supervisor passes it to the rank's process group;
-				// SIGKILL kills every process of the rank.
-				_, _ = p.control.Write([]byte{byte(sig)})
-			}
+	procs, err := l.startAll(program, cfgs, stdout, stderr, exits)
+	if err != nil {
+		logf("%v", err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return 127
 		}
+		return 1
 	}
-	for _, cfg := range cfgs {
-		p, err := l.start(program, cfg, stdout, stderr)
-		if err != nil {
-			logf("starting %s: %v", rankName(cfg), err)
-			signalAll(syscall.SIGKILL)
-			for range procs {
-				<-exits
-			}
-			if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-				return 127
-			}
-			return 1
-		}
-		procs = append(procs, p)
-		go func() {
-			err := p.cmd.Wait()
-			p.out.flush()
-			p.err.flush()
-			exits <- exit{p: p, status: exitStatus(p.cmd.ProcessState), err: err}
-		}()
-	}
-
+	signalAll := procs.signal
 	status, failed, signalled := 0, false, false
 	var kill <-chan time.Time
 	for running := len(procs); running > 0; {
@@ -143,6 +120,45 @@ func (l *launcher) run(program []string, cfgs []rendezvous.Config) int {
 		}
 	}
 	return status
+}
+
+// ranks are the started ranks of the launcher.
+type ranks []*rankProc
+
+// signal passes sig to the supervisor of every rank still running, which
+// passes it to the rank's process group; SIGKILL kills every process of
+// the rank.
+func (procs ranks) signal(sig syscall.Signal) {
+	for _, p := range procs {
+		if !p.exited {
+			_, _ = p.control.Write([]byte{byte(sig)})
+		}
+	}
+}
+
+// startAll starts the rank of each configuration; each one's end goes to
+// exits. If one fails to start, it kills those started, waits for them and
+// returns the error.
+func (l *launcher) startAll(program []string, cfgs []rendezvous.Config, stdout, stderr *syncWriter, exits chan exit) (ranks, error) {
+	var procs ranks
+	for _, cfg := range cfgs {
+		p, err := l.start(program, cfg, stdout, stderr)
+		if err != nil {
+			procs.signal(syscall.SIGKILL)
+			for range procs {
+				<-exits
+			}
+			return nil, fmt.Errorf("starting %s: %w", rankName(cfg), err)
+		}
+		procs = append(procs, p)
+		go func() {
+			err := p.cmd.Wait()
+			p.out.flush()
+			p.err.flush()
+			exits <- exit{p: p, status: exitStatus(p.cmd.ProcessState), err: err}
+		}()
+	}
+	return procs, nil
 }
 
 // start starts the supervisor of the rank of cfg, which starts the rank
@@ -189,7 +205,7 @@ func (l *launcher) start(program []string, cfg rendezvous.Config, stdout, stderr
 }
 
 // supervisors returns the supervisors that have not been reaped.
-func supervisors(procs []*rankProc) map[int]bool {
+func supervisors(procs ranks) map[int]bool {
 	live := map[int]bool{}
 	for _, p := range procs {
 		if !p.exited {
