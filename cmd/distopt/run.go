@@ -29,6 +29,7 @@ type runOptions struct {
 	runID                   string
 	grace                   time.Duration
 	groupSize               int // hierarchical sharding's group size; 0: not set
+	verbose                 bool
 	program                 []string
 	// torchrun's rendezvous flags, folded into the above by applyTorchrun.
 	standalone                bool
@@ -53,7 +54,7 @@ func runCommand(args []string) int {
 		fmt.Fprintf(os.Stderr, "distopt run: %v\n", err)
 		return 2
 	}
-	l := &launcher{stdout: os.Stdout, stderr: os.Stderr, grace: o.grace, env: o.env()}
+	l := &launcher{stdout: os.Stdout, stderr: os.Stderr, grace: o.grace, env: o.env(), verbose: o.verbose}
 	return l.run(o.program, cfgs)
 }
 
@@ -78,7 +79,8 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	fs.StringVar(&o.runID, "run-id", "", "`name` of the run (default random on one host, derived from the master address with several)")
 	fs.StringVar(&o.runID, "rdzv-id", "", "the same as --run-id (torchrun's `name`)")
 	fs.IntVar(&o.groupSize, "group-size", 0, "hierarchical sharding in groups of `G` consecutive ranks (collective/hier; G = nproc-per-node: a group per host): sets "+hier.EnvGroupSize+" for every rank; G divides the world size")
-	fs.DurationVar(&o.grace, "grace", 10*time.Second, "how long stopped ranks get between SIGTERM and SIGKILL")
+	fs.DurationVar(&o.grace, "grace", 10*time.Second, "how long stopped ranks, and processes a rank left, get between SIGTERM and SIGKILL")
+	fs.BoolVar(&o.verbose, "v", false, "debug output: the processes started, signalled and killed")
 	aliases := underscoreAliases(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, runUsage)

@@ -127,8 +127,10 @@ func (c *Comm) connect(ctx context.Context, master string, exchange func(ctx con
 	if err != nil {
 		return fmt.Errorf("grpccomm: rank %d: listening on %s: %w", c.rank, host, err)
 	}
-	c.server = c.newServer()
-	c.wg.Go(func() { _ = c.server.Serve(lis) })
+	// Outsiders' idle connections are bounded (rendezvous.Guard).
+	guarded, auth := rendezvous.Guard(lis, c.secret)
+	c.server = c.newServer(auth)
+	c.wg.Go(func() { _ = c.server.Serve(guarded) })
 
 	addrs, err := exchange(ctx, lis.Addr().String())
 	if err != nil {
@@ -148,12 +150,12 @@ func (c *Comm) connect(ctx context.Context, master string, exchange func(ctx con
 }
 
 // newServer returns the gRPC server of this rank's endpoint.
-func (c *Comm) newServer() *grpc.Server {
+func (c *Comm) newServer(auth grpc.ServerOption) *grpc.Server {
 	cfg := c.cfg
 	s := grpc.NewServer(
 		grpc.ForceServerCodecV2(frameCodec{}),
 		grpc.WaitForHandlers(true),
-		rendezvous.AuthServerOption(c.secret), // callers without the job's secret are refused
+		auth, // callers without the job's secret are refused
 		grpc.MaxConcurrentStreams(uint32(2*c.size)),
 		grpc.MaxRecvMsgSize(cfg.ChunkBytes+headerLen+1024),
 		grpc.InitialWindowSize(int32(cfg.StreamWindow)),
