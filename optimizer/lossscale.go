@@ -1,12 +1,30 @@
 package optimizer
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
+
+// Bounds of a LossScaler's scales (InitScale, MinScale, MaxScale). The
+// update multiplies gradients by the float32 1/scale, which is finite and
+// non-zero exactly when 2^-126 <= scale <= 2^127: 1/2^-126 = 2^126 is
+// below the float32 maximum, 1/2^127 = 2^-127 is a float32 subnormal.
+// A loss multiplied by the scale in float32 stays finite up to 2^127 too.
+const (
+	MinLossScale = 0x1p-126
+	MaxLossScale = 0x1p127
+)
 
 // LossScaler is a dynamic loss scaler for FP16-style training: the caller
 // multiplies its loss by Scale() before the backward pass; the optimizer
 // divides the gradients by it. A step whose gradients are not finite is
 // skipped and the scale backs off; after GrowthInterval good steps in a row
-// the scale grows. Scales are powers of two, so that unscaling is exact.
+// the scale grows. Scales are powers of two, so that unscaling is exact,
+// from MinLossScale to MaxLossScale.
+//
+// New copies the scaler: the optimizer keeps its own, so one value may
+// serve several ranks' configurations. Read an optimizer's current scale
+// with Optimizer.LossScale; the scaler passed in is left as it was.
 type LossScaler struct {
 	InitScale      float64 // default 2^16
 	GrowthFactor   float64 // default 2
@@ -39,11 +57,16 @@ func (s *LossScaler) init() error {
 		s.MaxScale = 1 << 24
 	}
 	for _, v := range []struct {
-		name string
-		x    float64
-	}{{"InitScale", s.InitScale}, {"GrowthFactor", s.GrowthFactor}, {"BackoffFactor", s.BackoffFactor}, {"MinScale", s.MinScale}, {"MaxScale", s.MaxScale}} {
+		name   string
+		x      float64
+		bounds bool
+	}{{"InitScale", s.InitScale, true}, {"GrowthFactor", s.GrowthFactor, false}, {"BackoffFactor", s.BackoffFactor, false},
+		{"MinScale", s.MinScale, true}, {"MaxScale", s.MaxScale, true}} {
 		if !isPow2(v.x) {
-			return fmt.Errorf("optimizer: loss scaler %s %g is not a power of two: %w", v.name, v.x, ErrConfig)
+			return fmt.Errorf("optimizer: loss scaler %s %g is not a finite power of two: %w", v.name, v.x, ErrConfig)
+		}
+		if v.bounds && (v.x < MinLossScale || v.x > MaxLossScale) {
+			return fmt.Errorf("optimizer: loss scaler %s %g is outside [MinLossScale, MaxLossScale] = [2^-126, 2^127]: %w", v.name, v.x, ErrConfig)
 		}
 	}
 	if s.BackoffFactor >= 1 || s.GrowthFactor <= 1 || s.GrowthInterval < 1 || s.MinScale > s.MaxScale {
@@ -53,20 +76,14 @@ func (s *LossScaler) init() error {
 	return nil
 }
 
+// isPow2 reports whether x is a finite positive power of two.
 func isPow2(x float64) bool {
-	if x <= 0 {
-		return false
-	}
-	for x >= 2 {
-		x /= 2
-	}
-	for x < 1 {
-		x *= 2
-	}
-	return x == 1
+	frac, _ := math.Frexp(x)
+	return x > 0 && !math.IsInf(x, 0) && frac == 0.5
 }
 
-// Scale is the current loss scale.
+// Scale is the current loss scale of this scaler. New copies the scaler
+// it is given, so for an optimizer's scale call Optimizer.LossScale.
 func (s *LossScaler) Scale() float64 { return s.scale }
 
 // update records the outcome of a step.

@@ -89,6 +89,16 @@ type bucket struct {
 // with the same parameters and configuration; a difference is reported as
 // ErrMismatch naming what differs.
 func New(ctx context.Context, comm collective.Communicator, be Backend, params []Param, init InitFunc, cfg Config) (*Optimizer, error) {
+	switch {
+	case comm == nil:
+		return nil, fmt.Errorf("optimizer: New needs a communicator, got nil: %w", ErrConfig)
+	case be == nil:
+		return nil, fmt.Errorf("optimizer: New needs a backend, got nil (optimizer.NewCPU makes one): %w", ErrConfig)
+	}
+	if cfg.LossScaler != nil {
+		ls := *cfg.LossScaler // the optimizer's own: ranks may share the value passed
+		cfg.LossScaler = &ls
+	}
 	if err := checkPlacement(comm, be); err != nil {
 		return nil, err
 	}
@@ -373,12 +383,16 @@ func (o *Optimizer) fail(err error) error {
 	return err
 }
 
+// ErrClosed is returned by every call on an optimizer after Close.
+var ErrClosed = errors.New("optimizer: closed")
+
+// usable returns ErrClosed after Close, ErrBroken after a failure.
 func (o *Optimizer) usable() error {
+	if o.buckets == nil {
+		return ErrClosed
+	}
 	if o.broken != nil {
 		return fmt.Errorf("%w: %w", ErrBroken, o.broken)
-	}
-	if o.buckets == nil {
-		return fmt.Errorf("optimizer: closed: %w", ErrBroken)
 	}
 	return nil
 }

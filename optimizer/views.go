@@ -55,6 +55,9 @@ func (o *Optimizer) place(name string) (int, error) {
 // yet declared ready, ErrGradReady when the parameter was already declared
 // ready for the micro-batch its bucket's buffer holds.
 func (o *Optimizer) Grad(name string) (GradView, error) {
+	if o.buckets == nil {
+		return GradView{}, ErrClosed
+	}
 	i, err := o.place(name)
 	if err != nil {
 		return GradView{}, err

@@ -24,6 +24,11 @@ const (
 	// it, every offset, rounding and byte count of the layout and of the
 	// optimizer's buffers fits an int.
 	MaxElements = 1 << 46
+	// MaxAlign bounds Options.Align and HighPrecisionAlign (2^20 elements,
+	// far above any block of a recipe or of FP8 moments). With it a bucket
+	// rounds up to at most MaxWorld*MaxAlign = 2^36 elements past
+	// MaxElements, so sizes still fit an int.
+	MaxAlign = 1 << 20
 )
 
 // Param describes one parameter tensor.
@@ -52,11 +57,12 @@ type Options struct {
 	BucketElements int
 	// Align is the alignment of FP8 parameters and shard boundaries in FP8
 	// buckets, in elements; it must be a positive multiple of the FP8
-	// recipe's 1-D block size.
+	// recipe's 1-D block size, at most MaxAlign.
 	Align int
 	// HighPrecisionAlign is the alignment of parameters and shard boundaries
 	// in high-precision buckets, in elements (0: the constant
-	// HighPrecisionAlign). FP8 moments need a multiple of their block.
+	// HighPrecisionAlign), at most MaxAlign. FP8 moments need a multiple of
+	// their block.
 	HighPrecisionAlign int
 }
 
@@ -109,8 +115,13 @@ func New(params []Param, world int, opts Options) (*Layout, error) {
 	if opts.BucketElements < 1 {
 		return nil, fmt.Errorf("shard: bucket size %d elements: %w", opts.BucketElements, ErrInvalid)
 	}
-	if opts.Align < 1 || opts.HighPrecisionAlign < 1 {
-		return nil, fmt.Errorf("shard: alignment %d (high-precision %d) elements: %w", opts.Align, opts.HighPrecisionAlign, ErrInvalid)
+	for _, a := range []struct {
+		name string
+		v    int
+	}{{"Align", opts.Align}, {"HighPrecisionAlign", opts.HighPrecisionAlign}} {
+		if a.v < 1 || a.v > MaxAlign {
+			return nil, fmt.Errorf("shard: Options.%s is %d elements, want 1 to %d (MaxAlign): %w", a.name, a.v, MaxAlign, ErrInvalid)
+		}
 	}
 	if len(params) == 0 {
 		return nil, fmt.Errorf("shard: no parameters: %w", ErrInvalid)

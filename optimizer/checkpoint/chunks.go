@@ -11,6 +11,11 @@ import (
 // shard file's data section.
 const DefaultChunkBytes = 1 << 20
 
+// MaxChunkBytes bounds SaveOptions.ChunkBytes and the chunk size a reader
+// accepts from a shard file: a loader reads whole chunks, so a chunk is
+// also the most it reads at once beyond what it needs.
+const MaxChunkBytes = 1 << 30
+
 // Metadata keys of a shard file's header.
 const (
 	metaFormat     = "distopt.format"

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/safetensors"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/shard"
@@ -73,6 +74,38 @@ func (idx *index) verifyTensors(s *shardFile, rank int) error {
 					return err
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// checkRecords checks what Load reads of the index besides the layout:
+// an update rule this reader knows (it decides the tensors of each
+// piece) and, under delayed scaling, every FP8 parameter's amax history of
+// the recipe's length with its cast scale, which a load restores.
+func (idx *index) checkRecords() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), ErrCorrupt)
+	}
+	if rule := idx.Config.Rule; rule != optimizer.RuleAdamW.String() && rule != optimizer.RuleSGD.String() {
+		return bad("update rule %q", rule)
+	}
+	r := idx.Config.Recipe
+	if r.Scaling != fp8.TensorDelayed.String() {
+		return nil
+	}
+	n := r.HistoryLen
+	if n == 0 {
+		n = fp8.DefaultHistoryLen
+	}
+	for _, p := range idx.Params {
+		if p.HighPrecision {
+			continue
+		}
+		bits, ok := idx.Scalars.AmaxHistory[p.Name]
+		_, ok2 := idx.Scalars.CastScale[p.Name]
+		if !ok || !ok2 || len(bits) != n {
+			return bad("holds no amax history of length %d (and cast scale) for %q", n, p.Name)
 		}
 	}
 	return nil

@@ -65,6 +65,8 @@ var (
 	// ErrRemote marks a failure that another rank reported with an error
 	// none of the sentinels above describe (an I/O error, say).
 	ErrRemote = errors.New("checkpoint: another rank failed")
+	// ErrOptions marks invalid SaveOptions (a ChunkBytes out of range).
+	ErrOptions = errors.New("checkpoint: invalid options")
 )
 
 // codes lists the errors that keep their identity when another rank reports
@@ -73,5 +75,5 @@ var codes = []error{
 	ErrNotFound, ErrIncomplete, ErrMissingFile, ErrTruncated, ErrChecksum,
 	ErrCorrupt, ErrVersion, ErrParamMissing, ErrShape, ErrRecipe,
 	ErrMomentType, ErrRule, ErrExists, ErrDiverged, ErrVerify, ErrComm,
-	optimizer.ErrBroken, context.Canceled, context.DeadlineExceeded, ErrRewind,
+	optimizer.ErrBroken, context.Canceled, context.DeadlineExceeded, ErrRewind, ErrOptions,
 }

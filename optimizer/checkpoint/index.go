@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -155,12 +154,12 @@ func encodeIndex(idx *index) ([]byte, error) {
 // checkpoint).
 func readIndex(dir string) (*index, string, error) {
 	path := filepath.Join(dir, indexName)
-	raw, err := os.ReadFile(path)
+	raw, err := readRegular(path, MaxIndexBytes, "MaxIndexBytes")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, "", fmt.Errorf("checkpoint: %s is missing (a save that did not finish): %w", path, ErrIncomplete)
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("checkpoint: %w", err)
+		return nil, "", err
 	}
 	var f indexFile
 	if err := json.Unmarshal(raw, &f); err != nil {
@@ -189,6 +188,9 @@ func readIndex(dir string) (*index, string, error) {
 		return nil, "", fmt.Errorf("checkpoint: %s: %w", path, err)
 	}
 	if err := idx.checkDerived(dir); err != nil {
+		return nil, "", fmt.Errorf("checkpoint: %s: %w", path, err)
+	}
+	if err := idx.checkRecords(); err != nil {
 		return nil, "", fmt.Errorf("checkpoint: %s: %w", path, err)
 	}
 	return idx, sum, nil

@@ -29,41 +29,48 @@ func shardName(rank, world int) string {
 
 // Latest returns the checkpoint directory that root's "latest" pointer
 // names: the newest complete checkpoint saved under root. It fails with
-// ErrNotFound (matching fs.ErrNotExist) when there is no pointer, and with
-// ErrCorrupt when the pointer does not name a step directory.
+// ErrNotFound (matching fs.ErrNotExist) when there is no pointer; with
+// ErrCorrupt when the pointer is not a regular file (a named pipe, a
+// symbolic link loop) or does not name a step directory; and with
+// ErrIncomplete when the step directory it names does not exist.
 func Latest(root string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(root, latestName))
+	path := filepath.Join(root, latestName)
+	b, err := readRegular(path, maxLatestBytes, "a latest pointer")
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("checkpoint: %s has no %q pointer: %w: %w", root, latestName, ErrNotFound, fs.ErrNotExist)
 	}
 	if err != nil {
-		return "", fmt.Errorf("checkpoint: %w", err)
+		return "", err
 	}
 	name := strings.TrimSpace(string(b))
 	if m := stepDirRE.FindStringSubmatch(name); m == nil || m[2] != "" {
-		return "", fmt.Errorf("checkpoint: %s/%s names %q, not a step directory: %w", root, latestName, name, ErrCorrupt)
+		return "", fmt.Errorf("checkpoint: %s names %q, not a step directory: %w", path, name, ErrCorrupt)
 	}
-	return filepath.Join(root, name), nil
+	dir := filepath.Join(root, name)
+	if !present(dir) {
+		return "", fmt.Errorf("checkpoint: %s names %s, which does not exist (removed, or the root copied in part): %w", path, name, ErrIncomplete)
+	}
+	return dir, nil
 }
 
 // resolve turns what the caller passed to Load into a checkpoint
 // directory: the directory itself when it holds an index, else the target
 // of its "latest" pointer. A staging directory is never a checkpoint, even
 // with its index written: the save committed nothing before the rename.
+// An index or pointer that is present but unreadable (a named pipe, a
+// symbolic link loop) is reported as such by the read that follows.
 func resolve(path string) (string, error) {
 	if m := stepDirRE.FindStringSubmatch(filepath.Base(path)); m != nil && m[2] != "" {
 		return "", fmt.Errorf("checkpoint: %s is the staging directory of a save that did not finish: %w", path, ErrIncomplete)
 	}
-	if _, err := os.Stat(filepath.Join(path, indexName)); err == nil {
+	if present(filepath.Join(path, indexName)) {
 		return path, nil
 	}
-	if _, err := os.Stat(filepath.Join(path, latestName)); err == nil {
+	if present(filepath.Join(path, latestName)) {
 		return Latest(path)
 	}
-	if stepDirRE.MatchString(filepath.Base(path)) {
-		if _, err := os.Stat(path); err == nil {
-			return "", fmt.Errorf("checkpoint: %s has no %s (a save that did not finish): %w", path, indexName, ErrIncomplete)
-		}
+	if stepDirRE.MatchString(filepath.Base(path)) && present(path) {
+		return "", fmt.Errorf("checkpoint: %s has no %s (a save that did not finish): %w", path, indexName, ErrIncomplete)
 	}
 	return "", fmt.Errorf("checkpoint: %s holds neither %s nor %q: %w: %w", path, indexName, latestName, ErrNotFound, fs.ErrNotExist)
 }
@@ -94,4 +101,36 @@ type stepDir struct {
 	name    string
 	step    int
 	staging bool
+}
+
+// newest returns the step below which a save into root moves latest
+// backwards: the step latest names when it names an existing step
+// directory; otherwise (no pointer, or one that is garbled, unreadable or
+// names a removed step) the highest step of a complete checkpoint under
+// root, one whose index.json is in place. It returns -1 when there is
+// neither, and why latest was not used (nil when it was).
+func newest(root string) (step int, latestErr error) {
+	dir, err := Latest(root)
+	if err == nil {
+		m := stepDirRE.FindStringSubmatch(filepath.Base(dir))
+		if n, aerr := strconv.Atoi(m[1]); aerr == nil {
+			return n, nil
+		}
+		err = fmt.Errorf("checkpoint: %s names a step past the integers", root)
+	}
+	dirs, _ := stepDirs(root) // an unreadable root holds no checkpoint to protect
+	step = -1
+	for _, d := range dirs {
+		if !d.staging && d.step > step && isRegular(filepath.Join(root, d.name, indexName)) {
+			step = d.step
+		}
+	}
+	return step, err
+}
+
+// isRegular reports whether path is a regular file (not followed if a
+// link).
+func isRegular(path string) bool {
+	st, err := os.Lstat(path)
+	return err == nil && st.Mode().IsRegular()
 }

@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
+	"strings"
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/optimizer"
@@ -22,8 +22,8 @@ type saveCheck struct {
 // SaveOptions tune Save. The zero value takes the defaults.
 type SaveOptions struct {
 	// ChunkBytes is the size of the checksummed chunks of every shard
-	// file's data section, a positive multiple of 8 (default
-	// DefaultChunkBytes). A loader reads whole chunks, so it is also the
+	// file's data section, a positive multiple of 8 up to MaxChunkBytes
+	// (0: DefaultChunkBytes). Other values fail Save with ErrOptions. A loader reads whole chunks, so it is also the
 	// most a rank reads beyond the elements it needs, at each end of a
 	// contiguous range.
 	ChunkBytes int
@@ -41,6 +41,16 @@ type SaveOptions struct {
 	// (a fresh run saving into an old run's root): latest then moves back
 	// to it. Without it such a save fails with ErrRewind and writes nothing.
 	Rewind bool
+}
+
+// check refuses options Save cannot follow, naming the field and its
+// limit.
+func (opts *SaveOptions) check() error {
+	if c := opts.ChunkBytes; c < 8 || c%8 != 0 || c > MaxChunkBytes {
+		return fmt.Errorf("checkpoint: SaveOptions.ChunkBytes is %d, want a multiple of 8 from 8 to MaxChunkBytes (%d), or 0 for the default: %w",
+			c, MaxChunkBytes, ErrOptions)
+	}
+	return nil
 }
 
 // Info describes a checkpoint.
@@ -78,16 +88,17 @@ func Save(ctx context.Context, o *optimizer.Optimizer, comm collective.Communica
 	if opts.ChunkBytes == 0 {
 		opts.ChunkBytes = DefaultChunkBytes
 	}
-	if opts.ChunkBytes < 0 || opts.ChunkBytes%8 != 0 {
-		panic(fmt.Sprintf("checkpoint: SaveOptions.ChunkBytes %d is not a positive multiple of 8", opts.ChunkBytes))
-	}
 	rank, world, step := comm.Rank(), comm.Size(), o.StepCount()
 	final := filepath.Join(root, stepDirName(step))
 	staging := final + stagingSuffix
 	info := Info{Dir: final, Step: step, World: world}
 
 	// 1. Read the state; check that every rank holds the same parameters.
-	pieces, err := o.ReadPieces()
+	var pieces []optimizer.PieceState
+	err = opts.check()
+	if err == nil {
+		pieces, err = o.ReadPieces()
+	}
 	var fp8Sum, hpSum string
 	var check saveCheck
 	if err == nil {
@@ -147,15 +158,15 @@ func prepare(root, final, staging string, step int, rewind bool) error {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	if latest, err := Latest(root); err == nil {
-		if latest == final {
-			return fmt.Errorf("checkpoint: %s is the latest checkpoint: %w", final, ErrExists)
-		}
-		m := stepDirRE.FindStringSubmatch(filepath.Base(latest))
-		if n, _ := strconv.Atoi(m[1]); n > step && !rewind {
-			return fmt.Errorf("checkpoint: %s/latest names step %d; saving step %d would move it backwards (another run's root? use a new root, or SaveOptions.Rewind): %w",
-				root, n, step, ErrRewind)
-		}
+	switch n, why := newest(root); {
+	case n == step && why == nil:
+		return fmt.Errorf("checkpoint: %s is the latest checkpoint: %w", final, ErrExists)
+	case n > step && !rewind && why == nil:
+		return fmt.Errorf("checkpoint: %s/latest names step %d; saving step %d would move it backwards (another run's root? use a new root, or SaveOptions.Rewind): %w",
+			root, n, step, ErrRewind)
+	case n > step && !rewind:
+		return fmt.Errorf("checkpoint: %s holds a complete checkpoint of step %d, and its latest pointer names none (%v); saving step %d would move latest backwards (use a new root, or SaveOptions.Rewind): %w",
+			root, n, strings.TrimPrefix(why.Error(), "checkpoint: "), step, ErrRewind)
 	}
 	if err := os.RemoveAll(staging); err != nil {
 		return fmt.Errorf("checkpoint: removing a stale staging directory: %w", err)

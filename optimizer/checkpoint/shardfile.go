@@ -134,12 +134,12 @@ type shardFile struct {
 // size, its header against the recorded checksum, and its metadata.
 func openShard(dir string, rec fileRecord) (*shardFile, error) {
 	path := filepath.Join(dir, rec.Name)
-	f, err := os.Open(path)
+	f, err := openRegular(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("checkpoint: %s: %w", path, ErrMissingFile)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
+		return nil, err
 	}
 	s, err := checkShard(f, path, rec)
 	if err != nil {
@@ -172,7 +172,7 @@ func checkShard(f *os.File, path string, rec fileRecord) (*shardFile, error) {
 		return nil, fmt.Errorf("checkpoint: %s is not a distopt shard file: %w", path, ErrCorrupt)
 	}
 	chunk, err := strconv.ParseInt(h.Metadata[metaChunkBytes], 10, 64)
-	if err != nil || chunk < 8 || chunk%8 != 0 {
+	if err != nil || chunk < 8 || chunk%8 != 0 || chunk > MaxChunkBytes {
 		return nil, fmt.Errorf("checkpoint: %s: chunk size %q: %w", path, h.Metadata[metaChunkBytes], ErrCorrupt)
 	}
 	sums, err := decodeSums(h.Metadata[metaChunkCRC], int((h.DataLen+chunk-1)/chunk))
