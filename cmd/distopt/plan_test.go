@@ -356,7 +356,7 @@ func TestPlanParamCounts(t *testing.T) {
 		return out.String()
 	}
 	want := run("-params", "70000000000", "-d", "8,64")
-	if !strings.Contains(want, "one FP8 tensor of 70000000000 elements") {
+	if !strings.Contains(want, plan.ForCount(70e9).Describe()) || !strings.Contains(want, "70000000000 parameters") {
 		t.Fatalf("plan of 70e9:\n%s", want)
 	}
 	for _, s := range []string{"70e9", "70B", "70b", "0.07T", "70000M"} {
