@@ -112,10 +112,10 @@ func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
 	fs.BoolVar(&o.bytes, "bytes", false, "print bytes instead of GiB")
 	fs.StringVar(&o.chart, "chart", "", "draw the comparison into this .png or .svg file (GiB per rank against d)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: distopt plan [-model NAME | -layers L -hidden H -ffn F -vocab V -positions P [-tied] | -params N] [-d 1,2,...] [-gpu NAME] [options]")
+		fmt.Fprintln(fs.Output(), "usage: distopt plan [-model NAME | -layers L -hidden H -ffn F -vocab V -positions P [-tied] | -params N] [-d 1,2,...] [-gpu NAME] [options]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
