@@ -18,7 +18,7 @@ import (
 // take: every buffer of the pool is lent to a bucket whose gradients have
 // not all been declared ready (GradReady), or a view (Grad) used after its
 // bucket was declared ready.
-var ErrGradPool = errors.New("optimizer: no gradient buffer for the bucket")
+var ErrGradPool = errors.New("no gradient buffer for the bucket")
 
 // GradAccumulator is implemented by backends that can add one gradient
 // shard into another (the CPU backend). Sharded gradients with

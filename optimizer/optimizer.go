@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
@@ -16,18 +17,23 @@ import (
 // InitFunc fills dst with the elements [offset, offset+len(dst)) of the
 // named parameter's initial value, flattened row-major. Every rank must give
 // the same values. An error on any rank makes New fail on every rank.
+// New also calls it once per parameter with offset at the parameter's
+// element count and an empty dst: a check of the value's length (FromMap
+// refuses a longer value there).
 type InitFunc func(name string, offset int, dst []float32) error
 
 // FromMap is an InitFunc reading full initial tensors from a map. A name
-// missing from the map, or a tensor too short, is an error wrapping
-// ErrConfig (New adds the parameter's name).
+// missing from the map, or a tensor of other than the parameter's number of
+// elements, is an error wrapping ErrConfig (New adds the parameter's name).
 func FromMap(m map[string][]float32) InitFunc {
 	return func(name string, offset int, dst []float32) error {
 		v, ok := m[name]
-		if !ok {
+		switch {
+		case !ok:
 			return fmt.Errorf("not in the map: %w", ErrConfig)
-		}
-		if offset+len(dst) > len(v) {
+		case len(dst) == 0 && offset != len(v): // New's check of the length
+			return fmt.Errorf("%d elements, want %d: %w", len(v), offset, ErrConfig)
+		case offset+len(dst) > len(v):
 			return fmt.Errorf("%d elements, want at least %d: %w", len(v), offset+len(dst), ErrConfig)
 		}
 		copy(dst, v[offset:offset+len(dst)])
@@ -67,6 +73,8 @@ type Optimizer struct {
 	pool    *gradPool    // sharded gradients' buffers (nil without them)
 	ctl     control      // the step control block
 	dh      *devHistory  // delayed scaling's histories on the device (nil: host only)
+
+	gradWritten atomic.Bool // a gradient may have been written since the last Step (nograd.go)
 }
 
 type bucket struct {
@@ -299,8 +307,16 @@ func (o *Optimizer) loadMasters(init InitFunc) error {
 	if init == nil { // checked here, where every rank agrees on the outcome
 		return fmt.Errorf("optimizer: no initial values (the InitFunc is nil; optimizer.FromMap makes one from a map): %w", ErrConfig)
 	}
+	for i, p := range o.params {
+		if err := init(p.Name, o.layout.Places[i].Len, nil); err != nil {
+			return fmt.Errorf("optimizer: initial value of %q: %w", p.Name, err)
+		}
+	}
 	for _, bk := range o.buckets {
 		for _, pc := range bk.pieces {
+			if pc.Len == 0 {
+				continue
+			}
 			vals := make([]float32, pc.Len)
 			if err := init(o.params[pc.Param].Name, pc.ParamOffset, vals); err != nil {
 				return fmt.Errorf("optimizer: initial value of %q: %w", o.params[pc.Param].Name, err)
@@ -392,7 +408,7 @@ func (o *Optimizer) usable() error {
 		return ErrClosed
 	}
 	if o.broken != nil {
-		return fmt.Errorf("%w: %w", ErrBroken, o.broken)
+		return fmt.Errorf("optimizer: %w: %w", ErrBroken, unprefixed{o.broken})
 	}
 	return nil
 }
@@ -404,6 +420,7 @@ func (o *Optimizer) ZeroGrad() error {
 	if err := o.usable(); err != nil {
 		return err
 	}
+	o.markGrad()
 	if o.pool != nil {
 		return o.zeroPool()
 	}

@@ -20,11 +20,11 @@ var (
 	// more often than Config.MicroBatches in one step, a Step with some
 	// gradients declared and others not, or a gradient written while its
 	// bucket's reduce-scatter is in flight.
-	ErrGradReady = errors.New("optimizer: gradient readiness out of sequence")
+	ErrGradReady = errors.New("gradient readiness out of sequence")
 	// ErrNotGathered is returned by Param, Tensor and Weights for a
 	// parameter whose bucket's all-gather, started by StepAsync, has not
 	// been waited for (WaitParam, WaitGathers).
-	ErrNotGathered = errors.New("optimizer: parameter not gathered yet")
+	ErrNotGathered = errors.New("parameter not gathered yet")
 )
 
 // DeviceOrderer is implemented by backends whose work runs in order on a
@@ -147,6 +147,7 @@ func (o *Optimizer) GradReady(name string) error {
 	if !ok {
 		return fmt.Errorf("optimizer: GradReady(%q): %w", name, ErrUnknownParam)
 	}
+	o.markGrad()
 	ov.mu.Lock()
 	defer ov.mu.Unlock()
 	if ov.ready[i] == o.cfg.MicroBatches {

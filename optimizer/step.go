@@ -68,7 +68,9 @@ type StepResult struct {
 // Step reduces the gradients, checks them, updates the masters, casts them
 // to FP8 and gathers the parameters. All ranks must call it together. After
 // it the gradient buffers hold unspecified values: write every gradient (or
-// call ZeroGrad) before the next step.
+// call ZeroGrad) before the next step. A rank that wrote none (no Grad,
+// SetGrad, GradReady or ZeroGrad call since its last Step) steps with zero
+// gradients: Step zeroes its buffers for it.
 //
 // The six phases are those of the package documentation, one call each.
 // When the gradients were declared ready (GradReady), their reduce-scatters
@@ -93,6 +95,9 @@ func (o *Optimizer) stepWith(ctx context.Context, async bool) (StepResult, error
 		return StepResult{}, err
 	}
 	if err := o.waitAllGathers(ctx); err != nil { // StepAsync's, not waited for
+		return StepResult{}, err
+	}
+	if err := o.zeroUnwritten(); err != nil {
 		return StepResult{}, err
 	}
 	deferred := o.deferred(async)

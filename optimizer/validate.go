@@ -158,7 +158,7 @@ func checkInitial(name string, offset int, vals []float32) error {
 // ErrOutOfMemory marks an allocation larger than the memory it would come
 // from: Go would end the process ("fatal error: out of memory"), which
 // cannot be recovered, so the CPU backend refuses it first.
-var ErrOutOfMemory = errors.New("optimizer: not enough memory")
+var ErrOutOfMemory = errors.New("not enough memory")
 
 // checkHostAlloc refuses a host allocation of n bytes that exceeds the RAM
 // and swap of this host. Smaller allocations that together exceed it are

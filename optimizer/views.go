@@ -62,6 +62,7 @@ func (o *Optimizer) Grad(name string) (GradView, error) {
 	if err != nil {
 		return GradView{}, err
 	}
+	o.markGrad()
 	if o.pool != nil {
 		if err := o.usable(); err != nil {
 			return GradView{}, err
@@ -85,6 +86,7 @@ func (o *Optimizer) Grad(name string) (GradView, error) {
 // parameter's bucket (see Grad), under the lock GradReady takes, so that
 // the bucket's reduce-scatter cannot start during the write.
 func (o *Optimizer) SetGrad(name string, g []float32) error {
+	o.markGrad()
 	if o.pool != nil {
 		if _, err := o.place(name); err != nil {
 			return err

@@ -62,15 +62,15 @@ func parseExport(args []string, stderr io.Writer) (exportOptions, error) {
 	shard := fs.String("shard-size", "5GB", "most bytes of tensors per file (5GB, 500MB, or bytes)")
 	keep := fs.String("keep", checkpoint.DefaultHFKeep.String(), "with -dtype fp8, a regular expression of the matrices kept in BF16")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: distopt export [-dtype bf16|fp8|f32] [-format e4m3|e5m2] [-per-tensor] [-shard-size 5GB] [-keep REGEXP] CHECKPOINT OUTDIR")
-		fmt.Fprintln(stderr, "\nCHECKPOINT is a checkpoint directory or a root with a \"latest\" pointer; OUTDIR receives model-*.safetensors and model.safetensors.index.json.")
+		fmt.Fprintln(fs.Output(), "usage: distopt export [-dtype bf16|fp8|f32] [-format e4m3|e5m2] [-per-tensor] [-shard-size 5GB] [-keep REGEXP] CHECKPOINT OUTDIR")
+		fmt.Fprintln(fs.Output(), "\nCHECKPOINT is a checkpoint directory or a root with a \"latest\" pointer; OUTDIR receives model-*.safetensors and model.safetensors.index.json.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return o, err
 	}
 	if fs.NArg() != 2 {
-		return o, fmt.Errorf("want CHECKPOINT and OUTDIR, got %q", fs.Args())
+		return o, fmt.Errorf("CHECKPOINT and OUTDIR are required, got %q", fs.Args())
 	}
 	o.checkpoint, o.dir = fs.Arg(0), fs.Arg(1)
 	switch strings.ToLower(*dtype) {

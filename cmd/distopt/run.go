@@ -83,10 +83,10 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	fs.BoolVar(&o.verbose, "v", false, "debug output: the processes started, signalled and killed")
 	aliases := underscoreAliases(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, runUsage)
-		printFlags(stderr, fs, aliases)
+		fmt.Fprintln(fs.Output(), runUsage)
+		printFlags(fs.Output(), fs, aliases)
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return o, err
 	}
 	o.nproc, o.nnodes = nproc.n, int(nnodes)
@@ -97,6 +97,8 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	switch {
 	case len(o.program) == 0:
 		return o, errors.New("no program to run (distopt run [flags] -- PROGRAM ARGS...)")
+	case nproc.spec == "":
+		return o, errors.New("--nproc-per-node is required: N ranks on this host, or gpu, cpu or auto")
 	case o.nproc < 1:
 		return o, fmt.Errorf("--nproc-per-node=%d, want >= 1", o.nproc)
 	case o.nnodes < 1:

@@ -509,7 +509,7 @@ func TestRunUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--", "true"}, "--nproc-per-node=0, want >= 1"},
+		{[]string{"--", "true"}, "--nproc-per-node is required"},
 		{[]string{"--nproc-per-node", "2"}, "no program to run"},
 		{[]string{"--nproc-per-node", "2", "--nnodes", "2", "--", "true"}, "--master-addr and --master-port are required"},
 		{[]string{"--nproc-per-node", "2", "--nnodes", "2", "--node-rank", "2", "--master-addr", "h", "--master-port", "1", "--", "true"}, "--node-rank=2 is not in [0, 2)"},
