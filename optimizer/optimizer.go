@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer/backend"
@@ -52,11 +53,11 @@ type Optimizer struct {
 	// for 128x128. slotOf[p] is the first slot of parameter p (-1: none).
 	slotOf  []int
 	nSlots  int
-	amax    collective.Buffer // uint32 x nSlots
-	scale   collective.Buffer // float32 x nSlots: the scale of the next cast
-	scaleIn collective.Buffer // float32 x nSlots: scale_inv of the bytes held now
-	stats   collective.Buffer // int64 x StatsLen
-	scales  *scaleState       // host state of the slots' scales
+	amax    buffer.Buffer // uint32 x nSlots
+	scale   buffer.Buffer // float32 x nSlots: the scale of the next cast
+	scaleIn buffer.Buffer // float32 x nSlots: scale_inv of the bytes held now
+	stats   buffer.Buffer // int64 x StatsLen
+	scales  *scaleState   // host state of the slots' scales
 
 	statsPlan GradStatsPlan // the buckets' statistics in one pass (nil: per bucket)
 
@@ -75,12 +76,12 @@ type bucket struct {
 	lo, hi int
 	pieces []shard.Piece
 	segs   []backend.Segment
-	grad   collective.Buffer // GradType x Size (nil with sharded gradients)
-	acc    collective.Buffer // GradType x ShardSize: the reduced gradient shard (sharded gradients only)
-	master collective.Buffer // float32 x ShardSize
-	m, v   collective.Buffer
-	data   collective.Buffer // FP8: Recipe.DataBytes(Size); high precision: HighPrecisionType x Size
-	blocks collective.Buffer // block scales, LocalBlocks recipes only
+	grad   buffer.Buffer // GradType x Size (nil with sharded gradients)
+	acc    buffer.Buffer // GradType x ShardSize: the reduced gradient shard (sharded gradients only)
+	master buffer.Buffer // float32 x ShardSize
+	m, v   buffer.Buffer
+	data   buffer.Buffer // FP8: Recipe.DataBytes(Size); high precision: HighPrecisionType x Size
+	blocks buffer.Buffer // block scales, LocalBlocks recipes only
 }
 
 // New makes rank comm.Rank() of a distributed optimizer over params, with
@@ -212,7 +213,7 @@ func (o *Optimizer) allocate() error {
 	o.scales = newScaleState(r, o.nSlots)
 	var err error
 	if o.nSlots > 0 {
-		for _, b := range []*collective.Buffer{&o.amax, &o.scale, &o.scaleIn} {
+		for _, b := range []*buffer.Buffer{&o.amax, &o.scale, &o.scaleIn} {
 			if *b, err = o.be.Alloc(4 * o.nSlots); err != nil {
 				return err
 			}
@@ -248,7 +249,7 @@ func (o *Optimizer) allocBucket(bi int, b shard.Bucket) (*bucket, error) {
 	bk.pieces = o.layout.Pieces(bi, o.rank)
 	sizes := bufferSizes(b, &o.cfg)
 	for _, x := range []struct {
-		dst *collective.Buffer
+		dst *buffer.Buffer
 		n   int64
 		use bool
 	}{
@@ -341,7 +342,7 @@ func (o *Optimizer) agree(ctx context.Context, err error) error {
 	if werr := o.be.Write(buf, 0, b[:]); werr != nil {
 		return errors.Join(err, werr)
 	}
-	if rerr := collective.AllReduce(ctx, o.comm, buf, buf, collective.Int64, collective.Max); rerr != nil {
+	if rerr := collective.AllReduce(ctx, o.comm, buf, buf, buffer.Int64, collective.Max); rerr != nil {
 		return errors.Join(err, rerr)
 	}
 	if rerr := o.be.Read(b[:], buf, 0); rerr != nil {
@@ -415,7 +416,7 @@ func (o *Optimizer) Close() error {
 	if o.buckets != nil {
 		err = o.drain()
 	}
-	free := func(b collective.Buffer) {
+	free := func(b buffer.Buffer) {
 		if b != nil {
 			o.be.Free(b)
 		}
@@ -427,7 +428,7 @@ func (o *Optimizer) Close() error {
 		o.statsPlan = nil
 	}
 	for _, bk := range o.buckets {
-		for _, b := range []collective.Buffer{bk.grad, bk.acc, bk.master, bk.m, bk.v, bk.data, bk.blocks} {
+		for _, b := range []buffer.Buffer{bk.grad, bk.acc, bk.master, bk.m, bk.v, bk.data, bk.blocks} {
 			free(b)
 		}
 	}
@@ -436,7 +437,7 @@ func (o *Optimizer) Close() error {
 			free(b)
 		}
 	}
-	for _, b := range []collective.Buffer{o.amax, o.scale, o.scaleIn, o.stats, o.ctl.buf} {
+	for _, b := range []buffer.Buffer{o.amax, o.scale, o.scaleIn, o.stats, o.ctl.buf} {
 		free(b)
 	}
 	if o.dh != nil {
