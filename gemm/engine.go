@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/internal/cublaslt"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/kernels"
@@ -177,11 +177,11 @@ func (e *Engine) plan(spec cublaslt.Spec) (*cublaslt.Plan, error) {
 	return p, nil
 }
 
-func outType(t collective.DType) (cublaslt.DataType, error) {
+func outType(t buffer.DType) (cublaslt.DataType, error) {
 	switch t {
-	case collective.BFloat16:
+	case buffer.BFloat16:
 		return cublaslt.R16BF, nil
-	case collective.Float32:
+	case buffer.Float32:
 		return cublaslt.R32F, nil
 	}
 	return 0, fmt.Errorf("%w: output type %v, want BFloat16 or Float32", ErrLayout, t)

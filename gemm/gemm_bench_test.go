@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 )
 
@@ -32,7 +32,7 @@ func BenchmarkProducts(b *testing.B) {
 			{"forward", func() (Result, error) { return e.Forward(BF16(y), x, w) }},
 			{"dgrad", func() (Result, error) { return e.DGrad(BF16(dx), dy, w) }},
 			{"wgrad", func() (Result, error) {
-				return e.WGrad(Output{Data: dw, Type: collective.Float32, Accumulate: true}, dyT, xT)
+				return e.WGrad(Output{Data: dw, Type: buffer.Float32, Accumulate: true}, dyT, xT)
 			}},
 		}
 		for _, p := range products {

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/kernels"
@@ -15,10 +15,10 @@ import (
 type LinearConfig struct {
 	In, Out int
 	// Input is the element type of x (Forward, Restore) and dy (Backward):
-	// collective.BFloat16 (the default, when zero) or collective.Float32.
+	// buffer.BFloat16 (the default, when zero) or buffer.Float32.
 	// Quantization reads either directly, bit for bit as the fp8 package
 	// casts the same values.
-	Input collective.DType
+	Input buffer.DType
 	// X quantizes the layer's input: fp8.TensorCurrent (PerTensor scales,
 	// with PerTensor weights) or fp8.Block1x128 (1x128 blocks along rows,
 	// with Tiles128 weights), usually E4M3.
@@ -39,9 +39,9 @@ type LinearConfig struct {
 }
 
 // input returns the element type of x and dy.
-func (c LinearConfig) input() collective.DType {
+func (c LinearConfig) input() buffer.DType {
 	if c.Input == 0 {
-		return collective.BFloat16
+		return buffer.BFloat16
 	}
 	return c.Input
 }
@@ -66,7 +66,7 @@ func (c LinearConfig) validate() error {
 			return fmt.Errorf("%w: linear activations take fp8.TensorCurrent or fp8.Block1x128, not %v", ErrLayout, r)
 		}
 	}
-	if t := c.input(); t != collective.BFloat16 && t != collective.Float32 {
+	if t := c.input(); t != buffer.BFloat16 && t != buffer.Float32 {
 		return fmt.Errorf("%w: linear input type %v, want BFloat16 or Float32", ErrLayout, t)
 	}
 	if c.Recompute && c.KeepTransposed {
@@ -381,5 +381,5 @@ func (e *Engine) transposeActivation(dst, x Operand, tmp cuda.DevicePtr, r fp8.R
 	if err != nil {
 		return err
 	}
-	return e.quantize(dst, tmp, collective.BFloat16, r, 0, 0)
+	return e.quantize(dst, tmp, buffer.BFloat16, r, 0, 0)
 }

@@ -3,7 +3,7 @@ package gemm
 import (
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 )
 
 // BenchmarkLinear times one iteration (Forward of the four linear layers
@@ -51,7 +51,7 @@ func benchProducts(b *testing.B, e *Engine, c linearCase, T int) {
 		xT := benchOperand(b, e, T, g.in, c.base.X.Format, lay, true)
 		dy := benchOperand(b, e, T, g.out, c.base.DY.Format, lay, false)
 		dyT := benchOperand(b, e, T, g.out, c.base.DY.Format, lay, true)
-		dw := Output{Data: devAlloc(b, e.d, 4*g.out*g.in), Type: collective.Float32, Accumulate: true}
+		dw := Output{Data: devAlloc(b, e.d, 4*g.out*g.in), Type: buffer.Float32, Accumulate: true}
 		run = append(run, func() error {
 			_, err := e.Forward(BF16(y), x, w)
 			if err == nil {
@@ -95,7 +95,7 @@ func benchLinear(b *testing.B, e *Engine, c linearCase, keep bool, T int) {
 		ws[i] = benchOperand(b, e, g.out, g.in, c.w.Format, wl, false)
 		xs[i] = BF16(devAlloc(b, e.d, 2*T*g.in))
 		dys[i] = BF16(devAlloc(b, e.d, 2*T*g.out))
-		dws[i] = Output{Data: devAlloc(b, e.d, 4*g.out*g.in), Type: collective.Float32, Accumulate: true}
+		dws[i] = Output{Data: devAlloc(b, e.d, 4*g.out*g.in), Type: buffer.Float32, Accumulate: true}
 		must(b, e.s.Memset32(xs[i].Data, 0x3f803f80, T*g.in/2))
 		must(b, e.s.Memset32(dys[i].Data, 0x3c003c00, T*g.out/2)) // 2^-7
 		must(b, e.s.Memset32(dws[i].Data, 0, g.out*g.in))

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
 )
@@ -46,14 +46,14 @@ const (
 // and a float32 gradient that starts at prior, and reads back the
 // outputs, the input the layer kept or re-made and the transposed input
 // the weight gradient read (kept, or transient in the engine's buffers).
-func runLinear(t *testing.T, e *Engine, c linearCase, mode linearMode, in collective.DType, w Operand, xv, dyv, prior []float32, T, cin, out int) linearRun {
+func runLinear(t *testing.T, e *Engine, c linearCase, mode linearMode, in buffer.DType, w Operand, xv, dyv, prior []float32, T, cin, out int) linearRun {
 	t.Helper()
 	cfg := linearConfig(c.base, cin, out, mode == keepMode)
 	cfg.Input, cfg.Recompute = in, mode == recomputeMode
 	l, err := e.NewLinear(cfg)
 	must(t, err)
 	t.Cleanup(func() { l.Release() })
-	size := map[collective.DType]int{collective.BFloat16: 2, collective.Float32: 4}[in]
+	size := map[buffer.DType]int{buffer.BFloat16: 2, buffer.Float32: 4}[in]
 	x, dy := devAlloc(t, e.d, size*T*cin), devAlloc(t, e.d, size*T*out)
 	must(t, e.s.Upload(x, encode(xv, in)))
 	must(t, e.s.Upload(dy, encode(dyv, in)))
@@ -68,7 +68,7 @@ func runLinear(t *testing.T, e *Engine, c linearCase, mode linearMode, in collec
 		must(t, e.s.Memset32(e.act, 0xffffffff, e.actSize/4)) // Forward's quantized input is gone
 		must(t, l.Restore(x))
 	}
-	_, wres, err := l.Backward(BF16(dx), Output{Data: dw, Type: collective.Float32, Accumulate: true}, dy, w)
+	_, wres, err := l.Backward(BF16(dx), Output{Data: dw, Type: buffer.Float32, Accumulate: true}, dy, w)
 	must(t, err)
 	if wres.Path != TensorCores {
 		t.Errorf("wgrad ran on %v", wres.Path)
@@ -114,7 +114,7 @@ func TestLinear(t *testing.T) {
 	e := newEngine(t)
 	for _, c := range linearCases {
 		for _, s := range shapes {
-			for _, in := range []collective.DType{collective.BFloat16, collective.Float32} {
+			for _, in := range []buffer.DType{buffer.BFloat16, buffer.Float32} {
 				T, cin, out := s[0], s[1], s[2]
 				t.Run(fmt.Sprintf("%s/%v/%dx%dx%d", c.name, in, T, cin, out), func(t *testing.T) {
 					testLinear(t, e, c, in, T, cin, out)
@@ -124,12 +124,12 @@ func TestLinear(t *testing.T) {
 	}
 }
 
-func testLinear(t *testing.T, e *Engine, c linearCase, in collective.DType, T, cin, out int) {
+func testLinear(t *testing.T, e *Engine, c linearCase, in buffer.DType, T, cin, out int) {
 	seed := uint64(T*5 + cin*3 + out)
 	hw := weight(t, randMatrix(out, cin, seed), out, cin, c.w)
 	w := hw.upload(t, e)
 	xv, dyv := randMatrix(T, cin, seed+1), randMatrix(T, out, seed+2)
-	if in == collective.BFloat16 {
+	if in == buffer.BFloat16 {
 		xv, dyv = bf16Values(xv), bf16Values(dyv)
 	}
 	prior := randMatrix(out, cin, seed+3)
@@ -158,12 +158,12 @@ func testLinear(t *testing.T, e *Engine, c linearCase, in collective.DType, T, c
 	}
 	W, X, DY := hw.decode(false), hx.decode(false), hdy.decode(false)
 	ref, mag := reference(T, out, cin, func(p, k int) float64 { return X[p*cin+k] }, func(q, k int) float64 { return W[q*cin+k] })
-	compare(t, "y", decodeOut(transient.y, collective.BFloat16), ref, mag, nil, false)
+	compare(t, "y", decodeOut(transient.y, buffer.BFloat16), ref, mag, nil, false)
 	ref, mag = reference(T, cin, out, func(p, k int) float64 { return DY[p*out+k] }, func(q, k int) float64 { return W[k*cin+q] })
-	compare(t, "dx", decodeOut(transient.dx, collective.BFloat16), ref, mag, nil, false)
+	compare(t, "dx", decodeOut(transient.dx, buffer.BFloat16), ref, mag, nil, false)
 	XT, DYT := hxT.decode(false), hdyT.decode(false)
 	ref, mag = reference(out, cin, T, func(p, k int) float64 { return DYT[k*out+p] }, func(q, k int) float64 { return XT[k*cin+q] })
-	compare(t, "dw", decodeOut(transient.dw, collective.Float32), ref, mag, priorOf(prior, collective.Float32), false)
+	compare(t, "dw", decodeOut(transient.dw, buffer.Float32), ref, mag, priorOf(prior, buffer.Float32), false)
 }
 
 // linearRefs returns the CPU quantizations a layer of case c makes: the
@@ -224,7 +224,7 @@ func TestLinearTransposes(t *testing.T) {
 				l, err := e.NewLinear(linearConfig(c.base, in, out, true))
 				must(t, err)
 				x, y := devAlloc(t, e.d, 2*T*in), devAlloc(t, e.d, 2*T*out)
-				must(t, e.s.Upload(x, encode(xv, collective.BFloat16)))
+				must(t, e.s.Upload(x, encode(xv, buffer.BFloat16)))
 				_, err = l.Forward(BF16(y), x, T, w)
 				must(t, err)
 				hx, _, hxT, _ := linearRefs(t, c, xv, randMatrix(T, out, 2), T, in, out)
@@ -268,7 +268,7 @@ func TestLinearMemory(t *testing.T) {
 						must(t, err)
 					}
 					for _, l := range ls {
-						_, _, err := l.Backward(BF16(dx), Output{Data: dw, Type: collective.Float32}, dy, w)
+						_, _, err := l.Backward(BF16(dx), Output{Data: dw, Type: buffer.Float32}, dy, w)
 						must(t, err)
 					}
 				}
@@ -299,7 +299,7 @@ func TestLinearMemory(t *testing.T) {
 					t.Errorf("two Forwards took %d bytes of device memory, want 2 x %d kept (+ rounding of %d allocations)", used, m.Kept, allocs)
 				}
 				for _, l := range layers[1:] {
-					_, _, err := l.Backward(BF16(dx), Output{Data: dw, Type: collective.Float32}, dy, w)
+					_, _, err := l.Backward(BF16(dx), Output{Data: dw, Type: buffer.Float32}, dy, w)
 					must(t, err)
 				}
 				if free2 := memFree(t, e); free2 != free1 {

@@ -6,7 +6,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
 )
@@ -73,7 +73,7 @@ func activation(t *testing.T, e *Engine, c recipeCase, r fp8.Recipe, v []float32
 	if r.Scaling == fp8.TensorDelayed {
 		scale, _ = fp8.ScaleFromAmax(fp8.Amax(v)*1.25, r.Format, 0, false)
 	}
-	must(t, e.Quantize(o, src, collective.Float32, r, scale, 0))
+	must(t, e.Quantize(o, src, buffer.Float32, r, scale, 0))
 	return o, download(t, e, o)
 }
 
@@ -164,7 +164,7 @@ func checkLayer(t *testing.T, e *Engine, c recipeCase, T, in, out int) {
 	}
 	X, DY = hx.decode(wantW == FallbackDequantBF16), hdy.decode(wantW == FallbackDequantBF16)
 	ref, mag = reference(out, in, T, func(p, k int) float64 { return DY[k*out+p] }, func(q, k int) float64 { return X[k*in+q] })
-	for _, gt := range []collective.DType{collective.Float32, collective.BFloat16} {
+	for _, gt := range []buffer.DType{buffer.Float32, buffer.BFloat16} {
 		prior := randMatrix(out, in, seed+3)
 		dw := devAlloc(t, e.d, gt.Size()*out*in)
 		must(t, e.s.Upload(dw, encode(prior, gt)))
@@ -173,7 +173,7 @@ func checkLayer(t *testing.T, e *Engine, c recipeCase, T, in, out int) {
 		checkPath(t, "wgrad", res, wantW)
 		raw := make([]byte, gt.Size()*out*in)
 		must(t, e.s.Download(raw, dw))
-		compare(t, "wgrad "+gt.String(), decodeOut(raw, gt), ref, mag, priorOf(prior, gt), gt == collective.BFloat16)
+		compare(t, "wgrad "+gt.String(), decodeOut(raw, gt), ref, mag, priorOf(prior, gt), gt == buffer.BFloat16)
 	}
 }
 
@@ -231,11 +231,11 @@ func readBF16(t *testing.T, e *Engine, p cuda.DevicePtr, n int) []float32 {
 	t.Helper()
 	raw := make([]byte, 2*n)
 	must(t, e.s.Download(raw, p))
-	return decodeOut(raw, collective.BFloat16)
+	return decodeOut(raw, buffer.BFloat16)
 }
 
-func encode(v []float32, dt collective.DType) []byte {
-	if dt == collective.Float32 {
+func encode(v []float32, dt buffer.DType) []byte {
+	if dt == buffer.Float32 {
 		return cuda.Bytes(v)
 	}
 	h := make([]uint16, len(v))
@@ -245,8 +245,8 @@ func encode(v []float32, dt collective.DType) []byte {
 	return cuda.Bytes(h)
 }
 
-func decodeOut(raw []byte, dt collective.DType) []float32 {
-	if dt == collective.Float32 {
+func decodeOut(raw []byte, dt buffer.DType) []float32 {
+	if dt == buffer.Float32 {
 		return append([]float32(nil), cuda.View[float32](raw)...)
 	}
 	h := cuda.View[uint16](raw)
@@ -258,10 +258,10 @@ func decodeOut(raw []byte, dt collective.DType) []float32 {
 }
 
 // priorOf returns the values a gradient buffer held before accumulation.
-func priorOf(v []float32, dt collective.DType) []float64 {
+func priorOf(v []float32, dt buffer.DType) []float64 {
 	out := make([]float64, len(v))
 	for i, x := range v {
-		if dt == collective.BFloat16 {
+		if dt == buffer.BFloat16 {
 			x = fp8.RoundBF16(x)
 		}
 		out[i] = float64(x)
@@ -297,9 +297,9 @@ func TestTransposeOperand(t *testing.T) {
 	must(t, e.Transpose(xt, x))
 	must(t, e.Transpose(dyt, dy))
 	a, b := devAlloc(t, e.d, 4*80*96), devAlloc(t, e.d, 4*80*96)
-	_, err := e.WGrad(Output{Data: a, Type: collective.Float32}, dy, x)
+	_, err := e.WGrad(Output{Data: a, Type: buffer.Float32}, dy, x)
 	must(t, err)
-	_, err = e.WGrad(Output{Data: b, Type: collective.Float32}, dyt, xt)
+	_, err = e.WGrad(Output{Data: b, Type: buffer.Float32}, dyt, xt)
 	must(t, err)
 	ga, gb := make([]byte, 4*80*96), make([]byte, 4*80*96)
 	must(t, e.s.Download(ga, a))
@@ -355,7 +355,7 @@ func TestRefusals(t *testing.T) {
 			o, err := AllocOperand(e.d, 32, 128, fp8.E4M3, Rows128, false)
 			must(t, err)
 			defer FreeOperand(e.d, o)
-			_, err = e.WGrad(Output{Data: y, Type: collective.Float32}, o, o)
+			_, err = e.WGrad(Output{Data: y, Type: buffer.Float32}, o, o)
 			return err
 		}, ErrLayout},
 	}

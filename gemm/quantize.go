@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/kernels"
@@ -51,11 +51,11 @@ func FreeOperand(d *cuda.Device, o Operand) error {
 	return errors.Join(d.Free(o.Data), d.Free(o.ScaleInv))
 }
 
-func elem(t collective.DType) (kernels.Elem, error) {
+func elem(t buffer.DType) (kernels.Elem, error) {
 	switch t {
-	case collective.Float32:
+	case buffer.Float32:
 		return kernels.F32, nil
-	case collective.BFloat16:
+	case buffer.BFloat16:
 		return kernels.BF16, nil
 	}
 	return 0, fmt.Errorf("%w: input type %v, want Float32 or BFloat16", ErrLayout, t)
@@ -76,12 +76,12 @@ func elem(t collective.DType) (kernels.Elem, error) {
 // When amax is not 0 the amax bits of src are folded into the uint32 there
 // (zero it first), for a delayed-scaling history. Scales never travel
 // through the host.
-func (e *Engine) Quantize(dst Operand, src cuda.DevicePtr, t collective.DType, r fp8.Recipe, scale float32, amax cuda.DevicePtr) error {
+func (e *Engine) Quantize(dst Operand, src cuda.DevicePtr, t buffer.DType, r fp8.Recipe, scale float32, amax cuda.DevicePtr) error {
 	return e.d.Do(func() error { return e.quantize(dst, src, t, r, scale, amax) })
 }
 
 // quantize is Quantize on the worker thread.
-func (e *Engine) quantize(dst Operand, src cuda.DevicePtr, t collective.DType, r fp8.Recipe, scale float32, amax cuda.DevicePtr) error {
+func (e *Engine) quantize(dst Operand, src cuda.DevicePtr, t buffer.DType, r fp8.Recipe, scale float32, amax cuda.DevicePtr) error {
 	el, err := elem(t)
 	if err != nil {
 		return err

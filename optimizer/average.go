@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 )
 
@@ -27,7 +28,7 @@ func (o *Optimizer) MeanOverRanks(ctx context.Context, x float64) (float64, erro
 	if err := o.be.Write(buf, 0, raw); err != nil {
 		return 0, err
 	}
-	if err := collective.AllReduce(ctx, o.comm, buf, buf, collective.Float64, collective.Avg); err != nil {
+	if err := collective.AllReduce(ctx, o.comm, buf, buf, buffer.Float64, collective.Avg); err != nil {
 		return 0, fmt.Errorf("optimizer: mean over ranks: %w", err)
 	}
 	if err := o.be.Read(raw, buf, 0); err != nil {

@@ -1,7 +1,7 @@
 package optimizer
 
 import (
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
@@ -17,28 +17,28 @@ type Backend interface {
 	// Name says what runs the step, e.g. "cpu (8 goroutines)" or "cuda:0 NVIDIA H200 (sm_90)".
 	Name() string
 	// Memory is the kind of the buffers the backend allocates.
-	Memory() collective.MemoryKind
+	Memory() buffer.MemoryKind
 	// Alloc returns n zeroed bytes.
-	Alloc(n int) (collective.Buffer, error)
+	Alloc(n int) (buffer.Buffer, error)
 	// Free releases a buffer from Alloc.
-	Free(b collective.Buffer)
+	Free(b buffer.Buffer)
 	// Write copies src into dst at byte offset off.
-	Write(dst collective.Buffer, off int, src []byte) error
+	Write(dst buffer.Buffer, off int, src []byte) error
 	// Read copies len(dst) bytes of src at byte offset off into dst.
-	Read(dst []byte, src collective.Buffer, off int) error
+	Read(dst []byte, src buffer.Buffer, off int) error
 	// Zero sets bytes [off, off+n) of b to zero.
-	Zero(b collective.Buffer, off, n int) error
+	Zero(b buffer.Buffer, off, n int) error
 	// Sync waits for all work issued so far.
 	Sync() error
 
 	// GradStats adds to stats (backend.StatsLen int64 values, normalised
 	// as by backend.Normalize) the exact sum of squares and the non-finite
 	// count of the first n elements of grad, as backend.AddSquare defines.
-	GradStats(stats, grad collective.Buffer, gt collective.DType, n int) error
+	GradStats(stats, grad buffer.Buffer, gt buffer.DType, n int) error
 	// Control advances the step control block ctl (backend.ControlBytes
 	// bytes, backend.Control's layout) by backend.Control.Advance over the
 	// reduced statistics stats (queued, as GradStats).
-	Control(ctl, stats collective.Buffer) error
+	Control(ctl, stats buffer.Buffer) error
 	// Update runs one bucket shard's update (see backend.UpdateArgs).
 	Update(a *backend.UpdateArgs) error
 	// Cast casts the segments of mode TensorCurrent and Tile with the scales

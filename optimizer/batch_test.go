@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
@@ -52,12 +53,12 @@ func (b *batching) CastShards(cs []*backend.CastArgs) error {
 	return b.deferring.CastShards(cs)
 }
 
-func (b *batching) Control(ctl, stats collective.Buffer) error {
+func (b *batching) Control(ctl, stats buffer.Buffer) error {
 	b.steps = true // a step's decision: New has returned
 	return b.deferring.Control(ctl, stats)
 }
 
-func (b *batching) ReadLater(src collective.Buffer, n int) (optimizer.PendingRead, error) {
+func (b *batching) ReadLater(src buffer.Buffer, n int) (optimizer.PendingRead, error) {
 	b.count()
 	return b.deferring.ReadLater(src, n)
 }

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/shard"
 )
@@ -63,9 +63,9 @@ type Config struct {
 	// Recipe of the FP8 parameters: default E4M3 with per-tensor current scaling.
 	Recipe fp8.Recipe
 	// GradType of the gradient buffers: BFloat16 (default) or Float32.
-	GradType collective.DType
+	GradType buffer.DType
 	// MomentType of the Adam moments and SGD momentum: Float32 (default) or BFloat16.
-	MomentType collective.DType
+	MomentType buffer.DType
 	// FirstMomentType and SecondMomentType, when set, choose each moment's
 	// storage: MomentFloat32, MomentBFloat16 or MomentFP8 (E4M3 codes with
 	// a float32 scale per block of MomentBlock elements; the second moment
@@ -78,7 +78,7 @@ type Config struct {
 	MomentBlock int
 	// HighPrecisionType of gathered high-precision parameters: BFloat16
 	// (default) or Float32.
-	HighPrecisionType collective.DType
+	HighPrecisionType buffer.DType
 	// Layout options of the buckets.
 	Layout shard.Options
 	// LossScaler, when set, enables dynamic loss scaling.
@@ -150,14 +150,14 @@ func (c *Config) setDefaults() {
 		c.Recipe.HistoryLen = 1024
 	}
 	if c.GradType == 0 {
-		c.GradType = collective.BFloat16
+		c.GradType = buffer.BFloat16
 	}
 	if c.MomentType == 0 {
-		c.MomentType = collective.Float32
+		c.MomentType = buffer.Float32
 	}
 	c.momentDefaults()
 	if c.HighPrecisionType == 0 {
-		c.HighPrecisionType = collective.BFloat16
+		c.HighPrecisionType = buffer.BFloat16
 	}
 	if c.MicroBatches == 0 {
 		c.MicroBatches = 1
@@ -179,9 +179,9 @@ func (c *Config) validate(params []Param) error {
 	}
 	for _, t := range []struct {
 		name string
-		dt   collective.DType
+		dt   buffer.DType
 	}{{"GradType", c.GradType}, {"MomentType", c.MomentType}, {"HighPrecisionType", c.HighPrecisionType}} {
-		if t.dt != collective.BFloat16 && t.dt != collective.Float32 {
+		if t.dt != buffer.BFloat16 && t.dt != buffer.Float32 {
 			return bad("%s must be bfloat16 or float32, not %s", t.name, t.dt)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer/backend"
@@ -26,7 +27,7 @@ type AsyncReader interface {
 	// ReadLater queues a copy of the first n bytes of src, ordered after
 	// the work queued so far, into host memory. The returned handle is
 	// valid until the next ReadLater.
-	ReadLater(src collective.Buffer, n int) (PendingRead, error)
+	ReadLater(src buffer.Buffer, n int) (PendingRead, error)
 }
 
 // PendingRead is a copy queued by ReadLater.
@@ -41,10 +42,10 @@ type PendingRead interface {
 
 // control is the host's side of the control block.
 type control struct {
-	buf   collective.Buffer // the block, backend.ControlBytes in the backend's memory
-	host  backend.Control   // the host's copy: exact unless pend is set
-	dirty bool              // host was changed by the host: write it before the next step
-	pend  PendingRead       // the last StepAsync's block, not read yet
+	buf   buffer.Buffer   // the block, backend.ControlBytes in the backend's memory
+	host  backend.Control // the host's copy: exact unless pend is set
+	dirty bool            // host was changed by the host: write it before the next step
+	pend  PendingRead     // the last StepAsync's block, not read yet
 	// settle is the number of works of ov.settle that were ordered before
 	// the pending copy (they are complete when it has landed).
 	settle int

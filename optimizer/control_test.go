@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
@@ -25,22 +26,22 @@ type deferring struct {
 	reads, waits, delayed int
 }
 
-func (d *deferring) ReadLater(src collective.Buffer, n int) (optimizer.PendingRead, error) {
+func (d *deferring) ReadLater(src buffer.Buffer, n int) (optimizer.PendingRead, error) {
 	d.reads++
-	return &hostRead{d: d, b: append([]byte(nil), src.(collective.HostBuffer)[:n]...), late: d.reads%2 == 0}, nil
+	return &hostRead{d: d, b: append([]byte(nil), src.(buffer.HostBuffer)[:n]...), late: d.reads%2 == 0}, nil
 }
 
 // DelayedScales is optimizer.DelayedScaler's contract written out over
 // host memory, with fp8's history reduction and scale.
-func (d *deferring) DelayedScales(scale, scaleInv, cast, hist, amax, ctl collective.Buffer, n, l int, r fp8.Recipe) error {
-	if binary.LittleEndian.Uint32(ctl.(collective.HostBuffer)[backend.ControlSkipOff:]) != 0 {
+func (d *deferring) DelayedScales(scale, scaleInv, cast, hist, amax, ctl buffer.Buffer, n, l int, r fp8.Recipe) error {
+	if binary.LittleEndian.Uint32(ctl.(buffer.HostBuffer)[backend.ControlSkipOff:]) != 0 {
 		return nil
 	}
-	f32 := func(b collective.Buffer, i int) float32 {
-		return math.Float32frombits(binary.LittleEndian.Uint32(b.(collective.HostBuffer)[4*i:]))
+	f32 := func(b buffer.Buffer, i int) float32 {
+		return math.Float32frombits(binary.LittleEndian.Uint32(b.(buffer.HostBuffer)[4*i:]))
 	}
-	put := func(b collective.Buffer, i int, x float32) {
-		binary.LittleEndian.PutUint32(b.(collective.HostBuffer)[4*i:], math.Float32bits(x))
+	put := func(b buffer.Buffer, i int, x float32) {
+		binary.LittleEndian.PutUint32(b.(buffer.HostBuffer)[4*i:], math.Float32bits(x))
 	}
 	for i := range n {
 		s := f32(scale, i)

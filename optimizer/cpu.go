@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer/backend"
 )
@@ -37,10 +37,10 @@ func NewCPU(workers int) *CPU {
 func (c *CPU) Name() string { return fmt.Sprintf("cpu (%d goroutines)", c.workers) }
 
 // Memory implements Backend.
-func (c *CPU) Memory() collective.MemoryKind { return collective.Host }
+func (c *CPU) Memory() buffer.MemoryKind { return buffer.Host }
 
-func hostBuf(b collective.Buffer) collective.HostBuffer {
-	h, ok := b.(collective.HostBuffer)
+func hostBuf(b buffer.Buffer) buffer.HostBuffer {
+	h, ok := b.(buffer.HostBuffer)
 	if !ok && b != nil {
 		panic(fmt.Sprintf("optimizer: cpu backend given a %T", b))
 	}
@@ -48,7 +48,7 @@ func hostBuf(b collective.Buffer) collective.HostBuffer {
 }
 
 // Alloc implements Backend. Buffers are 64-byte aligned.
-func (c *CPU) Alloc(n int) (collective.Buffer, error) {
+func (c *CPU) Alloc(n int) (buffer.Buffer, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("optimizer: cpu alloc of %d bytes", n)
 	}
@@ -60,26 +60,26 @@ func (c *CPU) Alloc(n int) (collective.Buffer, error) {
 	if n > 0 {
 		off = int(-uintptr(unsafe.Pointer(&raw[0])) & 63)
 	}
-	return collective.HostBuffer(raw[off : off+n : off+n]), nil
+	return buffer.HostBuffer(raw[off : off+n : off+n]), nil
 }
 
 // Free implements Backend (the garbage collector reclaims host buffers).
-func (c *CPU) Free(collective.Buffer) {}
+func (c *CPU) Free(buffer.Buffer) {}
 
 // Write implements Backend.
-func (c *CPU) Write(dst collective.Buffer, off int, src []byte) error {
+func (c *CPU) Write(dst buffer.Buffer, off int, src []byte) error {
 	copy(hostBuf(dst)[off:off+len(src)], src)
 	return nil
 }
 
 // Read implements Backend.
-func (c *CPU) Read(dst []byte, src collective.Buffer, off int) error {
+func (c *CPU) Read(dst []byte, src buffer.Buffer, off int) error {
 	copy(dst, hostBuf(src)[off:off+len(dst)])
 	return nil
 }
 
 // Zero implements Backend.
-func (c *CPU) Zero(b collective.Buffer, off, n int) error {
+func (c *CPU) Zero(b buffer.Buffer, off, n int) error {
 	clear(hostBuf(b)[off : off+n])
 	return nil
 }
@@ -90,7 +90,7 @@ func (c *CPU) Sync() error { return nil }
 // Close implements Backend.
 func (c *CPU) Close() error { return nil }
 
-func f32s(b collective.Buffer) []float32 {
+func f32s(b buffer.Buffer) []float32 {
 	h := hostBuf(b)
 	if len(h) < 4 {
 		return nil
@@ -98,7 +98,7 @@ func f32s(b collective.Buffer) []float32 {
 	return unsafe.Slice((*float32)(unsafe.Pointer(&h[0])), len(h)/4)
 }
 
-func u16s(b collective.Buffer) []uint16 {
+func u16s(b buffer.Buffer) []uint16 {
 	h := hostBuf(b)
 	if len(h) < 2 {
 		return nil
@@ -106,7 +106,7 @@ func u16s(b collective.Buffer) []uint16 {
 	return unsafe.Slice((*uint16)(unsafe.Pointer(&h[0])), len(h)/2)
 }
 
-func u32s(b collective.Buffer) []uint32 {
+func u32s(b buffer.Buffer) []uint32 {
 	h := hostBuf(b)
 	if len(h) < 4 {
 		return nil
@@ -114,7 +114,7 @@ func u32s(b collective.Buffer) []uint32 {
 	return unsafe.Slice((*uint32)(unsafe.Pointer(&h[0])), len(h)/4)
 }
 
-func i64s(b collective.Buffer) []int64 {
+func i64s(b buffer.Buffer) []int64 {
 	h := hostBuf(b)
 	if len(h) < 8 {
 		return nil
@@ -157,13 +157,13 @@ func (c *CPU) parallel(n int, fn func(worker, lo, hi int)) {
 }
 
 // GradStats implements Backend.
-func (c *CPU) GradStats(stats, grad collective.Buffer, gt collective.DType, n int) error {
+func (c *CPU) GradStats(stats, grad buffer.Buffer, gt buffer.DType, n int) error {
 	var add func(s *[backend.StatsLen]int64, lo, hi int)
 	switch gt {
-	case collective.Float32:
+	case buffer.Float32:
 		g := f32s(grad)
 		add = func(s *[backend.StatsLen]int64, lo, hi int) { addSquares(s, g[lo:hi]) }
-	case collective.BFloat16:
+	case buffer.BFloat16:
 		g := u16s(grad)
 		add = func(s *[backend.StatsLen]int64, lo, hi int) { addSquares(s, g[lo:hi]) }
 	default:

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/bf16"
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer/backend"
 )
@@ -19,9 +19,9 @@ import (
 type benchCase struct {
 	name   string
 	rule   Rule
-	mt, gt collective.DType
+	mt, gt buffer.DType
 	mode   backend.Mode
-	hp     collective.DType // ModeHighPrecision
+	hp     buffer.DType // ModeHighPrecision
 }
 
 // bytes is the minimum number of bytes an update of n elements moves:
@@ -46,7 +46,7 @@ func (bc benchCase) bytes(n int) int64 {
 
 // args builds the case's arguments over n elements for be.
 func (bc benchCase) args(be *CPU, n int) *backend.UpdateArgs {
-	alloc := func(bytes int) collective.Buffer { b, _ := be.Alloc(bytes); return b }
+	alloc := func(bytes int) buffer.Buffer { b, _ := be.Alloc(bytes); return b }
 	seg := backend.Segment{Off: 0, Len: n, Mode: bc.mode, StepSize: 1e-3, Shrink: 0.9999, Cols: 1024}
 	a := &backend.UpdateArgs{Rule: bc.rule, N: n, MomentType: bc.mt, GradType: bc.gt,
 		Master: alloc(4 * n), M: alloc(bc.mt.Size() * n), Grad: alloc(bc.gt.Size() * n),
@@ -73,7 +73,7 @@ func (bc benchCase) args(be *CPU, n int) *backend.UpdateArgs {
 	g := hostBuf(a.Grad)
 	for i := range n {
 		x := float32(i%1000-500) * 1e-4
-		if bc.gt == collective.BFloat16 {
+		if bc.gt == buffer.BFloat16 {
 			binary.LittleEndian.PutUint16(g[2*i:], bf16.FromFloat32(x))
 		} else {
 			binary.LittleEndian.PutUint32(g[4*i:], math.Float32bits(x))
@@ -87,7 +87,7 @@ func (bc benchCase) args(be *CPU, n int) *backend.UpdateArgs {
 // parameter with per-tensor current scaling, AdamW, FP32 moments and BF16
 // gradients.
 func benchUpdateArgs(be *CPU, n int) *backend.UpdateArgs {
-	return benchCase{rule: RuleAdamW, mt: collective.Float32, gt: collective.BFloat16, mode: backend.ModeTensorCurrent}.args(be, n)
+	return benchCase{rule: RuleAdamW, mt: buffer.Float32, gt: buffer.BFloat16, mode: backend.ModeTensorCurrent}.args(be, n)
 }
 
 // benchWorkers is the goroutine counts the benchmarks run with.
@@ -129,7 +129,7 @@ func BenchmarkUpdate(b *testing.B) {
 // benchCase.bytes; BenchmarkCopy is the floor for the same byte rate.
 func BenchmarkUpdateCases(b *testing.B) {
 	const n = 1 << 22
-	f32, bf16 := collective.Float32, collective.BFloat16
+	f32, bf16 := buffer.Float32, buffer.BFloat16
 	cases := []benchCase{
 		{"adamw/m=f32/g=bf16/current", RuleAdamW, f32, bf16, backend.ModeTensorCurrent, 0},
 		{"adamw/m=f32/g=f32/current", RuleAdamW, f32, f32, backend.ModeTensorCurrent, 0},
@@ -212,7 +212,7 @@ func BenchmarkGradStats(b *testing.B) {
 	stats, _ := be.Alloc(8 * backend.StatsLen)
 	b.SetBytes(2 * n)
 	for b.Loop() {
-		if err := be.GradStats(stats, a.Grad, collective.BFloat16, n); err != nil {
+		if err := be.GradStats(stats, a.Grad, buffer.BFloat16, n); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,13 +1,13 @@
 package optimizer
 
 import (
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // Control implements Backend: backend.Control.Advance over the block in
 // host memory.
-func (c *CPU) Control(ctl, stats collective.Buffer) error {
+func (c *CPU) Control(ctl, stats buffer.Buffer) error {
 	blk, err := backend.DecodeControl(hostBuf(ctl))
 	if err != nil {
 		return err
@@ -22,7 +22,7 @@ func (c *CPU) Control(ctl, stats collective.Buffer) error {
 // controlled returns what an update or cast with control block ctl does:
 // skip (write nothing), or go on with gradient scale gs (def without a
 // block).
-func controlled(ctl collective.Buffer, def float32) (gs float32, skip bool, err error) {
+func controlled(ctl buffer.Buffer, def float32) (gs float32, skip bool, err error) {
 	if ctl == nil {
 		return def, false, nil
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
@@ -29,7 +29,7 @@ type momentStore struct {
 
 // newMomentStore returns the store of buffer b (scales: the FP8 block
 // scales) of type t.
-func newMomentStore(t backend.MomentDType, b, scales collective.Buffer, block int, root bool) *momentStore {
+func newMomentStore(t backend.MomentDType, b, scales buffer.Buffer, block int, root bool) *momentStore {
 	s := &momentStore{t: t, block: block, root: root}
 	switch t {
 	case backend.MomentFloat32:

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
@@ -20,10 +20,10 @@ func BenchmarkUpdateMoments(b *testing.B) {
 		for _, w := range benchWorkers() {
 			b.Run(fmt.Sprintf("m=%v/v=%v/workers=%d", c[0], c[1], w), func(b *testing.B) {
 				be := NewCPU(w)
-				a := benchCase{rule: RuleAdamW, mt: collective.Float32, gt: collective.BFloat16, mode: backend.ModeBlock}.args(be, n)
+				a := benchCase{rule: RuleAdamW, mt: buffer.Float32, gt: buffer.BFloat16, mode: backend.ModeBlock}.args(be, n)
 				a.MType, a.VType, a.MomentBlock, a.MomentSeed = c[0], c[1], block, 1
-				bufs := [2]*collective.Buffer{&a.M, &a.V}
-				scales := [2]*collective.Buffer{&a.MScales, &a.VScales}
+				bufs := [2]*buffer.Buffer{&a.M, &a.V}
+				scales := [2]*buffer.Buffer{&a.MScales, &a.VScales}
 				per := 8 + 2 + 1 + 4.0/128
 				for i, t := range c {
 					buf, _ := be.Alloc(t.Bytes(n, block))

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
@@ -48,7 +48,7 @@ func TestFP8MomentsClosedForm(t *testing.T) {
 			}
 			mc, mi := enc(mOld, false)
 			vc, vi := enc(vOld, true)
-			up := func(b []byte) collective.Buffer {
+			up := func(b []byte) buffer.Buffer {
 				buf, err := be.Alloc(len(b))
 				if err != nil {
 					t.Fatal(err)
@@ -59,9 +59,9 @@ func TestFP8MomentsClosedForm(t *testing.T) {
 				return buf
 			}
 			h := backend.Hyper{GradScale: 0.75, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: float32(1 - 0.9), OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8, RBC2: 3.1, Momentum: 0.9}
-			a := backend.UpdateArgs{Rule: rule, Hyper: h, N: n, MomentType: collective.Float32, MType: optimizer.MomentFP8, MomentBlock: mb,
-				Master: up(f32bytes(master)), M: up(mc), MScales: up(f32bytes(mi)), Grad: up(f32bytes(grad)), GradType: collective.Float32,
-				Segments: segs, HP: up(make([]byte, 4*n)), HPType: collective.Float32}
+			a := backend.UpdateArgs{Rule: rule, Hyper: h, N: n, MomentType: buffer.Float32, MType: optimizer.MomentFP8, MomentBlock: mb,
+				Master: up(f32bytes(master)), M: up(mc), MScales: up(f32bytes(mi)), Grad: up(f32bytes(grad)), GradType: buffer.Float32,
+				Segments: segs, HP: up(make([]byte, 4*n)), HPType: buffer.Float32}
 			if rule == optimizer.RuleAdamW {
 				a.VType, a.V, a.VScales = optimizer.MomentFP8, up(vc), up(f32bytes(vi))
 			}
@@ -153,7 +153,7 @@ func bytesF32(b []byte) []float32 {
 	return x
 }
 
-func read(t *testing.T, be optimizer.Backend, b collective.Buffer) []byte {
+func read(t *testing.T, be optimizer.Backend, b buffer.Buffer) []byte {
 	t.Helper()
 	out := make([]byte, b.Len())
 	if err := be.Read(out, b, 0); err != nil {

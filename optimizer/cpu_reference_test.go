@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/bf16"
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
@@ -19,7 +19,7 @@ import (
 // the bytes the backend under test starts from.
 type refShard struct {
 	n           int
-	mt, gt, hpt collective.DType
+	mt, gt, hpt buffer.DType
 	master      []float32
 	m, v, grad  []uint32 // float32 bits, or bfloat16 bits in the low half
 	fp8         []byte
@@ -31,15 +31,15 @@ type refShard struct {
 
 // load and store read and write element i of a float32 or bfloat16 array
 // held as bits.
-func load(x []uint32, dt collective.DType, i int) float32 {
-	if dt == collective.BFloat16 {
+func load(x []uint32, dt buffer.DType, i int) float32 {
+	if dt == buffer.BFloat16 {
 		return bf16.ToFloat32(uint16(x[i]))
 	}
 	return math.Float32frombits(x[i])
 }
 
-func store(x []uint32, dt collective.DType, i int, f float32) {
-	if dt == collective.BFloat16 {
+func store(x []uint32, dt buffer.DType, i int, f float32) {
+	if dt == buffer.BFloat16 {
 		x[i] = uint32(bf16.FromFloat32(f))
 		return
 	}
@@ -125,11 +125,11 @@ func refValue(r *rand.Rand, sigma, special float64) float32 {
 
 // refArray returns n elements of type dt as bits; bfloat16 specials are
 // drawn as bfloat16 bit patterns so that NaN payloads survive.
-func refArray(r *rand.Rand, n int, dt collective.DType, sigma, special float64) []uint32 {
+func refArray(r *rand.Rand, n int, dt buffer.DType, sigma, special float64) []uint32 {
 	x := make([]uint32, n)
 	for i := range x {
 		f := refValue(r, sigma, special)
-		if dt == collective.BFloat16 {
+		if dt == buffer.BFloat16 {
 			if math.IsNaN(float64(f)) {
 				x[i] = math.Float32bits(f) >> 16
 				if x[i]&0x7f == 0 { // the payload was in the dropped half
@@ -187,15 +187,15 @@ func refLayout(r *rand.Rand, block int) (segs []backend.Segment, n, slots int) {
 // values (NaN payloads, infinities, signed zeros, subnormals, huge values),
 // and compares every byte of every buffer, outside the segments included.
 func TestUpdateReference(t *testing.T) {
-	f32, bf16 := collective.Float32, collective.BFloat16
+	f32, bf16 := buffer.Float32, buffer.BFloat16
 	type ruleCase struct {
 		rule   optimizer.Rule
-		mt, gt collective.DType
+		mt, gt buffer.DType
 	}
 	rules := []ruleCase{{optimizer.RuleNone, f32, f32}}
 	for _, rule := range []optimizer.Rule{optimizer.RuleAdamW, optimizer.RuleSGD} {
-		for _, mt := range []collective.DType{f32, bf16} {
-			for _, gt := range []collective.DType{f32, bf16} {
+		for _, mt := range []buffer.DType{f32, bf16} {
+			for _, gt := range []buffer.DType{f32, bf16} {
 				rules = append(rules, ruleCase{rule, mt, gt})
 			}
 		}
@@ -211,7 +211,7 @@ func TestUpdateReference(t *testing.T) {
 		for _, rule := range rules {
 			for _, special := range []float64{0, 0.2} {
 				seed++
-				hpt := []collective.DType{f32, bf16}[seed%2]
+				hpt := []buffer.DType{f32, bf16}[seed%2]
 				workers := 1 + 2*int(seed/2%2)
 				name := fmt.Sprintf("%v-%v/rule=%d/m=%v/g=%v/hp=%v/special=%v/workers=%d", rc.Format, rc.Scaling, rule.rule, rule.mt, rule.gt, hpt, special, workers)
 				t.Run(name, func(t *testing.T) {
@@ -225,7 +225,7 @@ func TestUpdateReference(t *testing.T) {
 }
 
 // refCase draws the arguments and the initial shard of one case.
-func refCase(r *rand.Rand, rc fp8.Recipe, rule optimizer.Rule, mt, gt, hpt collective.DType, special float64) (*backend.UpdateArgs, *refShard) {
+func refCase(r *rand.Rand, rc fp8.Recipe, rule optimizer.Rule, mt, gt, hpt buffer.DType, special float64) (*backend.UpdateArgs, *refShard) {
 	_, block := rc.Block()
 	segs, n, slots := refLayout(r, block)
 	if rule == optimizer.RuleSGD {
@@ -238,7 +238,7 @@ func refCase(r *rand.Rand, rc fp8.Recipe, rule optimizer.Rule, mt, gt, hpt colle
 		grad: refArray(r, n, gt, 0.01, special), hp: refArray(r, n, hpt, 1, 0.5),
 		fp8: make([]byte, n), blockScales: make([]byte, 4*(n/block+1)),
 		amax: make([]uint32, slots), scale: make([]float32, slots)}
-	for _, x := range refArray(r, n, collective.Float32, 0.05, special) {
+	for _, x := range refArray(r, n, buffer.Float32, 0.05, special) {
 		s.master = append(s.master, math.Float32frombits(x))
 	}
 	if special > 0 {
@@ -278,16 +278,16 @@ func refCase(r *rand.Rand, rc fp8.Recipe, rule optimizer.Rule, mt, gt, hpt colle
 // and compares every buffer byte for byte.
 func checkAgainstReference(t *testing.T, be optimizer.Backend, a *backend.UpdateArgs, s *refShard) {
 	t.Helper()
-	type buffer struct {
+	type checked struct {
 		name string
-		dst  *collective.Buffer
+		dst  *buffer.Buffer
 		enc  func() []byte
 	}
-	elems := func(x []uint32, dt collective.DType) func() []byte {
+	elems := func(x []uint32, dt buffer.DType) func() []byte {
 		return func() []byte {
 			b := make([]byte, dt.Size()*len(x))
 			for i, w := range x {
-				if dt == collective.BFloat16 {
+				if dt == buffer.BFloat16 {
 					binary.LittleEndian.PutUint16(b[2*i:], uint16(w))
 				} else {
 					binary.LittleEndian.PutUint32(b[4*i:], w)
@@ -302,17 +302,17 @@ func checkAgainstReference(t *testing.T, be optimizer.Backend, a *backend.Update
 			for i, f := range *x {
 				w[i] = math.Float32bits(f)
 			}
-			return elems(w, collective.Float32)()
+			return elems(w, buffer.Float32)()
 		}
 	}
-	bufs := []buffer{
+	bufs := []checked{
 		{"master", &a.Master, floats(&s.master)},
 		{"m", &a.M, elems(s.m, s.mt)},
 		{"v", &a.V, elems(s.v, s.mt)},
 		{"grad", &a.Grad, elems(s.grad, s.gt)},
 		{"fp8", &a.FP8, func() []byte { return s.fp8 }},
 		{"block scales", &a.BlockScales, func() []byte { return s.blockScales }},
-		{"amax", &a.Amax, func() []byte { return elems(s.amax, collective.Float32)() }},
+		{"amax", &a.Amax, func() []byte { return elems(s.amax, buffer.Float32)() }},
 		{"scale", &a.Scale, floats(&s.scale)},
 		{"hp", &a.HP, elems(s.hp, s.hpt)},
 	}

@@ -6,7 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/distopt/distopt/bf16"
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
@@ -121,9 +121,9 @@ func ruleRunOf(a *backend.UpdateArgs) ruleRun {
 	}
 	if !uniformMoments(a) {
 		switch a.GradType {
-		case collective.Float32:
+		case buffer.Float32:
 			return mixedRule(a, f32s(a.Grad))
-		case collective.BFloat16:
+		case buffer.BFloat16:
 			return mixedRule(a, u16s(a.Grad))
 		}
 		panic(badElem(a.GradType))
@@ -140,9 +140,9 @@ func ruleRunOf(a *backend.UpdateArgs) ruleRun {
 // withGrad is ruleRunOf once the moments are typed.
 func withGrad[M elem](a *backend.UpdateArgs, m, v []M) ruleRun {
 	switch a.GradType {
-	case collective.Float32:
+	case buffer.Float32:
 		return typedRule(a, m, v, f32s(a.Grad))
-	case collective.BFloat16:
+	case buffer.BFloat16:
 		return typedRule(a, m, v, u16s(a.Grad))
 	}
 	panic(badElem(a.GradType))
@@ -167,6 +167,6 @@ func typedRule[M, G elem](a *backend.UpdateArgs, m, v []M, g []G) ruleRun {
 }
 
 // badElem is the panic message for an unsupported element type.
-func badElem(dt collective.DType) string {
+func badElem(dt buffer.DType) string {
 	return fmt.Sprintf("optimizer: element type %s", dt)
 }

@@ -4,7 +4,7 @@ import (
 	"math"
 	"unsafe"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer/backend"
 )
@@ -85,9 +85,9 @@ func (c *CPU) after(a *backend.UpdateArgs, s *backend.Segment, amax []uint32, ma
 	switch s.Mode {
 	case backend.ModeHighPrecision:
 		switch a.HPType {
-		case collective.Float32:
+		case buffer.Float32:
 			copy(f32s(a.HP)[i0:i1], src)
-		case collective.BFloat16:
+		case buffer.BFloat16:
 			narrowAll(u16s(a.HP)[i0:i1], src)
 		default:
 			panic(badElem(a.HPType))

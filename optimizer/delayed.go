@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 )
@@ -25,13 +26,13 @@ import (
 // scale[i] = fp8.ScaleFromAmax of the row reduced by r.HistoryReduce
 // (fp8.AmaxHistory.Scale), r.Format, r.Margin, r.PowerOf2.
 type DelayedScaler interface {
-	DelayedScales(scale, scaleInv, cast, hist, amax, ctl collective.Buffer, n, l int, r fp8.Recipe) error
+	DelayedScales(scale, scaleInv, cast, hist, amax, ctl buffer.Buffer, n, l int, r fp8.Recipe) error
 }
 
 // devHistory is the device copy of the histories and of the scales the
 // bytes held were cast with.
 type devHistory struct {
-	hist, cast collective.Buffer
+	hist, cast buffer.Buffer
 	devStale   bool // the host advanced the state: copy it to the device before its next use
 	hostStale  bool // the device advanced the state: copy it to the host before its next use
 }
@@ -99,7 +100,7 @@ func (o *Optimizer) pullHistories() error {
 	n, l := o.nSlots, o.cfg.Recipe.History()
 	raw := make([]byte, 4*n*(l+3))
 	parts := []struct {
-		b   collective.Buffer
+		b   buffer.Buffer
 		off int
 	}{{o.dh.hist, 0}, {o.scale, 4 * n * l}, {o.scaleIn, 4 * n * (l + 1)}, {o.dh.cast, 4 * n * (l + 2)}}
 	for i, p := range parts {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
@@ -20,12 +21,12 @@ type deviceScaler struct {
 	calls int
 }
 
-func (d *deviceScaler) ScalesFromAmax(scale, scaleInv, amax, ctl collective.Buffer, n int, r fp8.Recipe) error {
+func (d *deviceScaler) ScalesFromAmax(scale, scaleInv, amax, ctl buffer.Buffer, n int, r fp8.Recipe) error {
 	d.calls++
-	if ctl != nil && binary.LittleEndian.Uint32(ctl.(collective.HostBuffer)[backend.ControlSkipOff:]) != 0 {
+	if ctl != nil && binary.LittleEndian.Uint32(ctl.(buffer.HostBuffer)[backend.ControlSkipOff:]) != 0 {
 		return nil
 	}
-	s, inv, a := scale.(collective.HostBuffer), scaleInv.(collective.HostBuffer), amax.(collective.HostBuffer)
+	s, inv, a := scale.(buffer.HostBuffer), scaleInv.(buffer.HostBuffer), amax.(buffer.HostBuffer)
 	for i := range n {
 		sc, si := fp8.ScaleFromAmax(math.Float32frombits(binary.LittleEndian.Uint32(a[4*i:])), r.Format, r.Margin, r.PowerOf2)
 		binary.LittleEndian.PutUint32(s[4*i:], math.Float32bits(sc))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 )
 
@@ -26,11 +27,11 @@ var ErrGradPool = errors.New("no gradient buffer for the bucket")
 // src[i] + dst[i] for i < n, computed in float32 and rounded to dt as
 // collective.Reduce (Sum) does.
 type GradAccumulator interface {
-	AccumulateGrad(dst, src collective.Buffer, dt collective.DType, n int) error
+	AccumulateGrad(dst, src buffer.Buffer, dt buffer.DType, n int) error
 }
 
 // AccumulateGrad implements GradAccumulator.
-func (c *CPU) AccumulateGrad(dst, src collective.Buffer, dt collective.DType, n int) error {
+func (c *CPU) AccumulateGrad(dst, src buffer.Buffer, dt buffer.DType, n int) error {
 	d := hostBuf(dst)[:n*dt.Size()]
 	collective.Reduce(d, [][]byte{hostBuf(src)[:n*dt.Size()], d}, dt, collective.Sum)
 	return nil
@@ -39,12 +40,12 @@ func (c *CPU) AccumulateGrad(dst, src collective.Buffer, dt collective.DType, n 
 // gradPool is the state of sharded gradients. Its fields are guarded by
 // overlap.mu, as the readiness counts are.
 type gradPool struct {
-	bufs    []collective.Buffer // Config.GradBuffers buffers of the largest bucket's gradient
-	free    []int               // indices of the buffers lent to no bucket
-	held    []int               // per bucket: the buffer it writes, or -1
-	gen     []uint64            // per bucket: lease count, to tell stale views
-	started []int               // per bucket: micro-batches whose reduce-scatter started this step
-	fifo    []poolFlight        // reduce-scatters started and not yet reclaimed, oldest first
+	bufs    []buffer.Buffer // Config.GradBuffers buffers of the largest bucket's gradient
+	free    []int           // indices of the buffers lent to no bucket
+	held    []int           // per bucket: the buffer it writes, or -1
+	gen     []uint64        // per bucket: lease count, to tell stale views
+	started []int           // per bucket: micro-batches whose reduce-scatter started this step
+	fifo    []poolFlight    // reduce-scatters started and not yet reclaimed, oldest first
 }
 
 // poolFlight is one bucket's reduce-scatter of one micro-batch.

@@ -3,7 +3,7 @@ package optimizer
 import (
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 )
 
 // GradStatsPlanner is implemented by backends that can prepare, once, the
@@ -17,7 +17,7 @@ type GradStatsPlanner interface {
 	// GradStats(stats, grads[i], gt, ns[i]) for every i in turn adds (the
 	// same bits). stats and the buffers must outlive the plan; Close
 	// releases what the plan holds.
-	PlanGradStats(stats collective.Buffer, grads []collective.Buffer, gt collective.DType, ns []int) (GradStatsPlan, error)
+	PlanGradStats(stats buffer.Buffer, grads []buffer.Buffer, gt buffer.DType, ns []int) (GradStatsPlan, error)
 }
 
 // GradStatsPlan is a statistics pass prepared by a GradStatsPlanner.
@@ -36,7 +36,7 @@ func (o *Optimizer) planGradStats() error {
 	if !ok {
 		return nil
 	}
-	grads := make([]collective.Buffer, len(o.buckets))
+	grads := make([]buffer.Buffer, len(o.buckets))
 	ns := make([]int, len(o.buckets))
 	for i, bk := range o.buckets {
 		grads[i], ns[i] = o.gradShard(bk), bk.b.ShardSize

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/optimizertest"
@@ -23,18 +24,18 @@ type planner struct {
 
 type cpuPlan struct {
 	p     *planner
-	stats collective.Buffer
-	grads []collective.Buffer
-	gt    collective.DType
+	stats buffer.Buffer
+	grads []buffer.Buffer
+	gt    buffer.DType
 	ns    []int
 }
 
-func (p *planner) PlanGradStats(stats collective.Buffer, grads []collective.Buffer, gt collective.DType, ns []int) (optimizer.GradStatsPlan, error) {
+func (p *planner) PlanGradStats(stats buffer.Buffer, grads []buffer.Buffer, gt buffer.DType, ns []int) (optimizer.GradStatsPlan, error) {
 	p.plans++
 	return &cpuPlan{p: p, stats: stats, grads: slices.Clone(grads), gt: gt, ns: slices.Clone(ns)}, nil
 }
 
-func (p *planner) GradStats(stats, grad collective.Buffer, gt collective.DType, n int) error {
+func (p *planner) GradStats(stats, grad buffer.Buffer, gt buffer.DType, n int) error {
 	p.mu.Lock()
 	p.direct++
 	p.mu.Unlock()

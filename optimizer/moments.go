@@ -2,7 +2,7 @@ package optimizer
 
 import (
 	"fmt"
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"slices"
 	"strings"
 
@@ -28,7 +28,7 @@ const (
 )
 
 // MomentOf returns the MomentDType of a float32 or bfloat16 DType.
-func MomentOf(dt collective.DType) MomentDType { return backend.MomentOf(dt) }
+func MomentOf(dt buffer.DType) MomentDType { return backend.MomentOf(dt) }
 
 // ParseMomentDType parses a moment type: "float32" ("fp32"), "bfloat16"
 // ("bf16") or "fp8".
@@ -155,7 +155,7 @@ func (o *Optimizer) momentArgs(u *backend.UpdateArgs, bk *bucket) {
 // readMoment reads moment i (0: m, 1: v) of piece pc of bucket bk, widened
 // to float32 (FP8: backend.DecodeMoment, exact).
 func (o *Optimizer) readMoment(bk *bucket, i int, pc shard.Piece) ([]float32, error) {
-	buf := []collective.Buffer{bk.m, bk.v}[i]
+	buf := []buffer.Buffer{bk.m, bk.v}[i]
 	t := o.cfg.momentTypes()[i]
 	if t != MomentFP8 {
 		dt := momentElem(t)
@@ -182,7 +182,7 @@ func (o *Optimizer) readMoment(bk *bucket, i int, pc shard.Piece) ([]float32, er
 // backend.EncodeMomentBlock per block; pieces start at a block boundary, and
 // the values ReadPieces returns are encoded back to themselves).
 func (o *Optimizer) writeMoment(bk *bucket, i int, pc shard.Piece, x []float32) error {
-	buf := []collective.Buffer{bk.m, bk.v}[i]
+	buf := []buffer.Buffer{bk.m, bk.v}[i]
 	t := o.cfg.momentTypes()[i]
 	if t != MomentFP8 {
 		dt := momentElem(t)
@@ -205,9 +205,9 @@ func (o *Optimizer) writeMoment(bk *bucket, i int, pc shard.Piece, x []float32) 
 
 // momentElem is the element type of a moment stored unquantized: float32,
 // or bfloat16 for MomentBFloat16 (the inverse of backend.MomentOf).
-func momentElem(t MomentDType) collective.DType {
+func momentElem(t MomentDType) buffer.DType {
 	if t == MomentBFloat16 {
-		return collective.BFloat16
+		return buffer.BFloat16
 	}
-	return collective.Float32
+	return buffer.Float32
 }

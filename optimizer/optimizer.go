@@ -8,6 +8,7 @@ import (
 	"math"
 	"sync/atomic"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer/backend"
@@ -58,11 +59,11 @@ type Optimizer struct {
 	// for 128x128. slotOf[p] is the first slot of parameter p (-1: none).
 	slotOf  []int
 	nSlots  int
-	amax    collective.Buffer // uint32 x nSlots
-	scale   collective.Buffer // float32 x nSlots: the scale of the next cast
-	scaleIn collective.Buffer // float32 x nSlots: scale_inv of the bytes held now
-	stats   collective.Buffer // int64 x StatsLen
-	scales  *scaleState       // host state of the slots' scales
+	amax    buffer.Buffer // uint32 x nSlots
+	scale   buffer.Buffer // float32 x nSlots: the scale of the next cast
+	scaleIn buffer.Buffer // float32 x nSlots: scale_inv of the bytes held now
+	stats   buffer.Buffer // int64 x StatsLen
+	scales  *scaleState   // host state of the slots' scales
 
 	statsPlan GradStatsPlan // the buckets' statistics in one pass (nil: per bucket)
 
@@ -83,12 +84,12 @@ type bucket struct {
 	lo, hi int
 	pieces []shard.Piece
 	segs   []backend.Segment
-	grad   collective.Buffer // GradType x Size (nil with sharded gradients)
-	acc    collective.Buffer // GradType x ShardSize: the reduced gradient shard (sharded gradients only)
-	master collective.Buffer // float32 x ShardSize
-	m, v   collective.Buffer
-	data   collective.Buffer // FP8: Recipe.DataBytes(Size); high precision: HighPrecisionType x Size
-	blocks collective.Buffer // block scales, LocalBlocks recipes only
+	grad   buffer.Buffer // GradType x Size (nil with sharded gradients)
+	acc    buffer.Buffer // GradType x ShardSize: the reduced gradient shard (sharded gradients only)
+	master buffer.Buffer // float32 x ShardSize
+	m, v   buffer.Buffer
+	data   buffer.Buffer // FP8: Recipe.DataBytes(Size); high precision: HighPrecisionType x Size
+	blocks buffer.Buffer // block scales, LocalBlocks recipes only
 }
 
 // New makes rank comm.Rank() of a distributed optimizer over params, with
@@ -230,7 +231,7 @@ func (o *Optimizer) allocate() error {
 	o.scales = newScaleState(r, o.nSlots)
 	var err error
 	if o.nSlots > 0 {
-		for _, b := range []*collective.Buffer{&o.amax, &o.scale, &o.scaleIn} {
+		for _, b := range []*buffer.Buffer{&o.amax, &o.scale, &o.scaleIn} {
 			if *b, err = o.be.Alloc(4 * o.nSlots); err != nil {
 				return err
 			}
@@ -266,7 +267,7 @@ func (o *Optimizer) allocBucket(bi int, b shard.Bucket) (*bucket, error) {
 	bk.pieces = o.layout.Pieces(bi, o.rank)
 	sizes := bufferSizes(b, &o.cfg)
 	for _, x := range []struct {
-		dst *collective.Buffer
+		dst *buffer.Buffer
 		n   int64
 		use bool
 	}{
@@ -367,7 +368,7 @@ func (o *Optimizer) agree(ctx context.Context, err error) error {
 	if werr := o.be.Write(buf, 0, b[:]); werr != nil {
 		return errors.Join(err, werr)
 	}
-	if rerr := collective.AllReduce(ctx, o.comm, buf, buf, collective.Int64, collective.Max); rerr != nil {
+	if rerr := collective.AllReduce(ctx, o.comm, buf, buf, buffer.Int64, collective.Max); rerr != nil {
 		return errors.Join(err, rerr)
 	}
 	if rerr := o.be.Read(b[:], buf, 0); rerr != nil {
@@ -446,7 +447,7 @@ func (o *Optimizer) Close() error {
 	if o.buckets != nil {
 		err = o.drain()
 	}
-	free := func(b collective.Buffer) {
+	free := func(b buffer.Buffer) {
 		if b != nil {
 			o.be.Free(b)
 		}
@@ -458,7 +459,7 @@ func (o *Optimizer) Close() error {
 		o.statsPlan = nil
 	}
 	for _, bk := range o.buckets {
-		for _, b := range []collective.Buffer{bk.grad, bk.acc, bk.master, bk.m, bk.v, bk.data, bk.blocks} {
+		for _, b := range []buffer.Buffer{bk.grad, bk.acc, bk.master, bk.m, bk.v, bk.data, bk.blocks} {
 			free(b)
 		}
 	}
@@ -467,7 +468,7 @@ func (o *Optimizer) Close() error {
 			free(b)
 		}
 	}
-	for _, b := range []collective.Buffer{o.amax, o.scale, o.scaleIn, o.stats, o.ctl.buf} {
+	for _, b := range []buffer.Buffer{o.amax, o.scale, o.scaleIn, o.stats, o.ctl.buf} {
 		free(b)
 	}
 	if o.dh != nil {

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective/inproc"
 )
 
@@ -111,7 +111,7 @@ func checkMemoryReport(t *testing.T, params []Param, d int, cfg Config, want flo
 	o := opts[0]
 	var actual int64
 	for _, bk := range o.buckets {
-		for _, b := range []collective.Buffer{bk.grad, bk.acc, bk.master, bk.m, bk.v, bk.data, bk.blocks} {
+		for _, b := range []buffer.Buffer{bk.grad, bk.acc, bk.master, bk.m, bk.v, bk.data, bk.blocks} {
 			if b != nil {
 				actual += int64(b.Len())
 			}

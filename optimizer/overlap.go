@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 )
@@ -49,7 +50,7 @@ type DeviceOrderer interface {
 // step) has its skip flag set. The optimizer uses it for per-tensor
 // current scaling and 128x128 tiles; delayed scaling needs DelayedScaler.
 type DeviceScaler interface {
-	ScalesFromAmax(scale, scaleInv, amax, ctl collective.Buffer, n int, r fp8.Recipe) error
+	ScalesFromAmax(scale, scaleInv, amax, ctl buffer.Buffer, n int, r fp8.Recipe) error
 }
 
 // overlap is the state of the overlapped pipeline between two steps.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/inproc"
 )
@@ -17,16 +18,16 @@ type gpuComm struct {
 	ordinal int
 }
 
-func (c gpuComm) Memory() collective.MemoryKind { return collective.Device }
-func (c gpuComm) Ordinal() int                  { return c.ordinal }
+func (c gpuComm) Memory() buffer.MemoryKind { return buffer.Device }
+func (c gpuComm) Ordinal() int              { return c.ordinal }
 
 type gpuBackend struct {
 	*CPU
 	ordinal int
 }
 
-func (b gpuBackend) Memory() collective.MemoryKind { return collective.Device }
-func (b gpuBackend) Ordinal() int                  { return b.ordinal }
+func (b gpuBackend) Memory() buffer.MemoryKind { return buffer.Device }
+func (b gpuBackend) Ordinal() int              { return b.ordinal }
 
 // TestPlacement checks that New refuses a communicator and a backend on
 // different GPUs, or of different memory kinds, naming both, and that a

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"reflect"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
@@ -70,7 +70,7 @@ func CheckShards(as []*backend.UpdateArgs) error {
 	if len(as) == 0 {
 		return errors.New("optimizer: UpdateShards without shards")
 	}
-	var hp collective.DType
+	var hp buffer.DType
 	seen := false // a shard with HP came before
 	for i, a := range as {
 		if f := launchDiff(as[0], a); f != "" {
@@ -166,15 +166,15 @@ func castLaunchDiff(a, b *backend.CastArgs) string {
 
 // sameBuffer reports whether x and y are the same bytes of the same
 // memory (both nil included).
-func sameBuffer(x, y collective.Buffer) bool {
+func sameBuffer(x, y buffer.Buffer) bool {
 	switch x := x.(type) {
 	case nil:
 		return y == nil
-	case collective.HostBuffer:
-		y, ok := y.(collective.HostBuffer)
+	case buffer.HostBuffer:
+		y, ok := y.(buffer.HostBuffer)
 		return ok && len(x) == len(y) && (len(x) == 0 || &x[0] == &y[0])
-	case collective.DeviceBuffer:
-		y, ok := y.(collective.DeviceBuffer)
+	case buffer.DeviceBuffer:
+		y, ok := y.(buffer.DeviceBuffer)
 		return ok && x == y
 	}
 	// other kinds: the same value of the same comparable type (a pointer:

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
@@ -17,15 +17,15 @@ import (
 // amax of their masters into one shared slot.
 func ExampleShardUpdater() {
 	be := optimizer.NewCPU(1)
-	f32 := func(xs ...float32) collective.Buffer {
-		b := make(collective.HostBuffer, 4*len(xs))
+	f32 := func(xs ...float32) buffer.Buffer {
+		b := make(buffer.HostBuffer, 4*len(xs))
 		for i, x := range xs {
 			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
 		}
 		return b
 	}
-	amax, scale := make(collective.HostBuffer, 4), f32(1)
-	shard := func(master collective.Buffer, n int) *backend.UpdateArgs {
+	amax, scale := make(buffer.HostBuffer, 4), f32(1)
+	shard := func(master buffer.Buffer, n int) *backend.UpdateArgs {
 		return &backend.UpdateArgs{Rule: optimizer.RuleNone, N: n, Master: master, Amax: amax, Scale: scale,
 			Segments: []backend.Segment{{Len: n, Mode: backend.ModeTensorCurrent}}}
 	}

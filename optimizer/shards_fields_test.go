@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 )
 
 // TestLaunchDiffCoversUpdateArgs checks CheckShards' and CheckCastShards'
@@ -43,8 +43,8 @@ func checkCovers[T any](t *testing.T, own, compared []string, diff func(a, b *T)
 		var a, b T
 		fa, fb := reflect.ValueOf(&a).Elem().FieldByName(name), reflect.ValueOf(&b).Elem().FieldByName(name)
 		if fa.Kind() == reflect.Interface {
-			fa.Set(reflect.ValueOf(make(collective.HostBuffer, 8)))
-			fb.Set(reflect.ValueOf(make(collective.HostBuffer, 8)))
+			fa.Set(reflect.ValueOf(make(buffer.HostBuffer, 8)))
+			fb.Set(reflect.ValueOf(make(buffer.HostBuffer, 8)))
 		} else if !bump(fb) {
 			t.Fatalf("%s: cannot make a differing value of kind %v", name, fb.Kind())
 		}

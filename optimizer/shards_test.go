@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective/single"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
@@ -21,16 +21,16 @@ import (
 // copies of two types; and that shards differing only in their own
 // buffers, sizes, segments, seeds and positions pass.
 func TestCheckShards(t *testing.T) {
-	buf := func(n int) collective.Buffer { return make(collective.HostBuffer, n) }
+	buf := func(n int) buffer.Buffer { return make(buffer.HostBuffer, n) }
 	amax, scale := buf(8), buf(8)
 	shard := func(n int) *backend.UpdateArgs {
 		return &backend.UpdateArgs{Rule: optimizer.RuleAdamW, Hyper: backend.Hyper{Beta1: 0.9}, N: n,
 			Master: buf(4 * n), M: buf(4 * n), V: buf(4 * n), Grad: buf(2 * n), FP8: buf(n),
-			GradType: collective.BFloat16, MomentType: collective.Float32, Amax: amax, Scale: scale,
+			GradType: buffer.BFloat16, MomentType: buffer.Float32, Amax: amax, Scale: scale,
 			Segments: []backend.Segment{{Len: n, Mode: backend.ModeTensorCurrent}}, MomentSeed: uint32(n), MomentBase: n}
 	}
 	ok := []*backend.UpdateArgs{shard(4), shard(8), shard(12)}
-	ok[2].FP8, ok[2].HP, ok[2].HPType = nil, buf(24), collective.BFloat16
+	ok[2].FP8, ok[2].HP, ok[2].HPType = nil, buf(24), buffer.BFloat16
 	if err := optimizer.CheckShards(ok); err != nil {
 		t.Errorf("shards alike: %v", err)
 	}
@@ -41,7 +41,7 @@ func TestCheckShards(t *testing.T) {
 		{"hyper", "Hyper", func(a *backend.UpdateArgs) { a.Hyper.Beta1 = 0.8 }},
 		{"rule", "Rule", func(a *backend.UpdateArgs) { a.Rule = optimizer.RuleSGD }},
 		{"amax buffer", "Amax", func(a *backend.UpdateArgs) { a.Amax = buf(8) }},
-		{"grad type", "GradType", func(a *backend.UpdateArgs) { a.GradType = collective.Float32 }},
+		{"grad type", "GradType", func(a *backend.UpdateArgs) { a.GradType = buffer.Float32 }},
 		{"both outputs", "both FP8 bytes and a high-precision copy", func(a *backend.UpdateArgs) { a.HP = buf(16) }},
 	} {
 		as := []*backend.UpdateArgs{shard(4), shard(8)}
@@ -52,7 +52,7 @@ func TestCheckShards(t *testing.T) {
 		}
 	}
 	two := []*backend.UpdateArgs{shard(4), shard(8)}
-	for i, dt := range []collective.DType{collective.BFloat16, collective.Float32} {
+	for i, dt := range []buffer.DType{buffer.BFloat16, buffer.Float32} {
 		two[i].FP8, two[i].HP, two[i].HPType = nil, buf(32), dt
 	}
 	if err := optimizer.CheckShards(two); err == nil || !strings.Contains(err.Error(), "HPType") {
@@ -116,7 +116,7 @@ func TestShardErrorsNameBuckets(t *testing.T) {
 		{false, "optimizer: cast of buckets %v in one call (shard i is the i-th of them): shard 1 is bad"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		o, err := optimizer.New(ctx, single.New(collective.Host, nil), failingShards{optimizer.NewCPU(1), c.update}, params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
+		o, err := optimizer.New(ctx, single.New(buffer.Host, nil), failingShards{optimizer.NewCPU(1), c.update}, params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
 		cancel()
 		if err == nil {
 			o.Close()
@@ -148,14 +148,14 @@ func TestShardErrorsNameBuckets(t *testing.T) {
 // GPT's buckets at width 1024): host time the GPU backend spends on every
 // update.
 func BenchmarkCheckShards(b *testing.B) {
-	amax, scale, ctl := make(collective.HostBuffer, 8), make(collective.HostBuffer, 8), make(collective.HostBuffer, 64)
+	amax, scale, ctl := make(buffer.HostBuffer, 8), make(buffer.HostBuffer, 8), make(buffer.HostBuffer, 64)
 	as := make([]*backend.UpdateArgs, 25)
 	for i := range as {
 		n := 1 << 10
 		as[i] = &backend.UpdateArgs{Rule: optimizer.RuleAdamW, Hyper: backend.Hyper{Beta1: 0.9, Beta2: 0.95}, N: n,
-			Master: make(collective.HostBuffer, 4*n), M: make(collective.HostBuffer, 4*n), V: make(collective.HostBuffer, 4*n),
-			Grad: make(collective.HostBuffer, 2*n), FP8: make(collective.HostBuffer, n), Control: ctl,
-			GradType: collective.BFloat16, MomentType: collective.Float32, Amax: amax, Scale: scale,
+			Master: make(buffer.HostBuffer, 4*n), M: make(buffer.HostBuffer, 4*n), V: make(buffer.HostBuffer, 4*n),
+			Grad: make(buffer.HostBuffer, 2*n), FP8: make(buffer.HostBuffer, n), Control: ctl,
+			GradType: buffer.BFloat16, MomentType: buffer.Float32, Amax: amax, Scale: scale,
 			Segments: []backend.Segment{{Len: n, Mode: backend.ModeTensorCurrent}}, MomentSeed: uint32(i), MomentBase: n}
 	}
 	for b.Loop() {

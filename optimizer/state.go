@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 )
 
 // PieceState is the optimizer state of the part of one parameter this rank
@@ -26,7 +26,7 @@ func (o *Optimizer) ReadPieces() ([]PieceState, error) {
 		for _, pc := range bk.pieces {
 			ps := PieceState{Param: o.params[pc.Param].Name, Offset: pc.ParamOffset}
 			var err error
-			if ps.Master, err = o.readElems(bk.master, pc.ShardOffset, pc.Len, collective.Float32); err != nil {
+			if ps.Master, err = o.readElems(bk.master, pc.ShardOffset, pc.Len, buffer.Float32); err != nil {
 				return nil, err
 			}
 			if ps.M, err = o.readMoment(bk, 0, pc); err != nil {
@@ -44,7 +44,7 @@ func (o *Optimizer) ReadPieces() ([]PieceState, error) {
 }
 
 // readElems reads n elements of type dt starting at element off*4/size.
-func (o *Optimizer) readElems(b collective.Buffer, off4, n int, dt collective.DType) ([]float32, error) {
+func (o *Optimizer) readElems(b buffer.Buffer, off4, n int, dt buffer.DType) ([]float32, error) {
 	raw := make([]byte, n*dt.Size())
 	if err := o.be.Read(raw, b, off4*4); err != nil {
 		return nil, err

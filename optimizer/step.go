@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer/backend"
@@ -165,7 +166,7 @@ func since(t0 *time.Time) time.Duration {
 
 // gradShard returns this rank's shard of bk's gradient buffer (with sharded
 // gradients, the shard buffer).
-func (o *Optimizer) gradShard(bk *bucket) collective.Buffer {
+func (o *Optimizer) gradShard(bk *bucket) buffer.Buffer {
 	if bk.acc != nil {
 		return bk.acc
 	}
@@ -200,7 +201,7 @@ func (o *Optimizer) checkGrads(ctx context.Context, res *StepResult, deferred bo
 	if err := o.addGradStats(); err != nil {
 		return o.fail(err)
 	}
-	op := collective.Op{Kind: collective.OpAllReduce, Dst: o.stats, Src: o.stats, DType: collective.Int64, Reduce: collective.Sum}
+	op := collective.Op{Kind: collective.OpAllReduce, Dst: o.stats, Src: o.stats, DType: buffer.Int64, Reduce: collective.Sum}
 	if err := o.after(ctx, o.comm.Start(op)); err != nil {
 		return o.fail(fmt.Errorf("optimizer: gradient norm all-reduce: %w", err))
 	}
@@ -320,14 +321,14 @@ func (o *Optimizer) updateArgs(a *backend.UpdateArgs, bk *bucket, k castKind) *b
 }
 
 // fp8Shard returns this rank's shard of bk's FP8 data.
-func (o *Optimizer) fp8Shard(bk *bucket) collective.Buffer {
+func (o *Optimizer) fp8Shard(bk *bucket) buffer.Buffer {
 	r := o.cfg.Recipe
 	return bk.data.Slice(r.DataBytes(bk.lo), r.DataBytes(bk.hi))
 }
 
 // blockScaleShard returns this rank's shard of bk's block scales (nil
 // without block scales).
-func (o *Optimizer) blockScaleShard(bk *bucket) collective.Buffer {
+func (o *Optimizer) blockScaleShard(bk *bucket) buffer.Buffer {
 	if bk.blocks == nil {
 		return nil
 	}
@@ -345,9 +346,9 @@ func (o *Optimizer) reduceAmax(ctx context.Context, k castKind, t *Timings) erro
 	if o.nSlots == 0 {
 		return nil
 	}
-	op := collective.Op{Kind: collective.OpAllReduce, Dst: o.amax, Src: o.amax, DType: collective.Uint32, Reduce: collective.Max}
+	op := collective.Op{Kind: collective.OpAllReduce, Dst: o.amax, Src: o.amax, DType: buffer.Uint32, Reduce: collective.Max}
 	if ds, ok := o.be.(DeviceScaler); ok && o.cfg.Recipe.ScaleSource() != fp8.FromHistory {
-		var ctl collective.Buffer
+		var ctl buffer.Buffer
 		if k == castStep {
 			ctl = o.ctl.buf
 		}
@@ -389,7 +390,7 @@ func (o *Optimizer) reduceAmax(ctx context.Context, k castKind, t *Timings) erro
 // derives the scales and scale_inv in its own queue; the host reads no
 // amax, and the host scale state, which only delayed scaling needs, is not
 // kept.
-func (o *Optimizer) scalesOnDevice(ctx context.Context, ds DeviceScaler, op collective.Op, ctl collective.Buffer) error {
+func (o *Optimizer) scalesOnDevice(ctx context.Context, ds DeviceScaler, op collective.Op, ctl buffer.Buffer) error {
 	if err := o.after(ctx, o.comm.Start(op)); err != nil {
 		return o.fail(fmt.Errorf("optimizer: amax all-reduce: %w", err))
 	}
@@ -549,7 +550,7 @@ func (o *Optimizer) gather(ctx context.Context, t *Timings) error {
 // gatherOps returns the all-gathers of bucket bk: its data, and its block
 // scales when it has them.
 func (o *Optimizer) gatherOps(bk *bucket) []collective.Op {
-	var src collective.Buffer
+	var src buffer.Buffer
 	if bk.b.HighPrecision {
 		hsz := o.cfg.HighPrecisionType.Size()
 		src = bk.data.Slice(hsz*bk.lo, hsz*bk.hi)

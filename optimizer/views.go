@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/distopt/distopt/bf16"
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 )
 
@@ -18,8 +18,8 @@ import (
 type GradView struct {
 	Name  string
 	Shape []int
-	DType collective.DType  // Config.GradType
-	Data  collective.Buffer // len = elements x DType.Size(), in the backend's memory
+	DType buffer.DType  // Config.GradType
+	Data  buffer.Buffer // len = elements x DType.Size(), in the backend's memory
 
 	lease *viewLease // the pool lease behind Data (sharded gradients)
 }
@@ -31,14 +31,14 @@ type ParamView struct {
 	Shape         []int
 	HighPrecision bool
 	// DType is Uint8 for FP8 parameters, else Config.HighPrecisionType.
-	DType  collective.DType
+	DType  buffer.DType
 	Format fp8.Format // FP8 parameters
 	Recipe fp8.Recipe // FP8 parameters
-	Data   collective.Buffer
+	Data   buffer.Buffer
 	// ScaleInv holds the float32 scale_inv values (one per tensor, block or
 	// tile, in the recipe's order), or for MXFP8 the E8M0 bytes. Nil for
 	// high-precision parameters.
-	ScaleInv collective.Buffer
+	ScaleInv buffer.Buffer
 }
 
 func (o *Optimizer) place(name string) (int, error) {
@@ -120,8 +120,8 @@ func (o *Optimizer) writeGrad(v GradView, g []float32) error {
 	return o.be.Write(v.Data, 0, encodeElems(g, v.DType))
 }
 
-func encodeElems(x []float32, dt collective.DType) []byte {
-	if dt == collective.Float32 {
+func encodeElems(x []float32, dt buffer.DType) []byte {
+	if dt == buffer.Float32 {
 		return float32Bytes(x)
 	}
 	b := make([]byte, 2*len(x))
@@ -132,8 +132,8 @@ func encodeElems(x []float32, dt collective.DType) []byte {
 	return b
 }
 
-func decodeElems(b []byte, dt collective.DType) []float32 {
-	if dt == collective.Float32 {
+func decodeElems(b []byte, dt buffer.DType) []float32 {
+	if dt == buffer.Float32 {
 		return bytesFloat32(b)
 	}
 	x := make([]float32, len(b)/2)
@@ -166,7 +166,7 @@ func (o *Optimizer) Param(name string) (ParamView, error) {
 		v.Data = bk.data.Slice(sz*pl.Offset, sz*(pl.Offset+pl.Len))
 		return v, nil
 	}
-	v.DType, v.Format, v.Recipe = collective.Uint8, o.cfg.Recipe.Format, o.cfg.Recipe
+	v.DType, v.Format, v.Recipe = buffer.Uint8, o.cfg.Recipe.Format, o.cfg.Recipe
 	r := o.cfg.Recipe
 	v.Data = bk.data.Slice(r.DataBytes(pl.Offset), r.DataBytes(pl.Offset+pl.Len))
 	n := r.NumScales(p.Shape)

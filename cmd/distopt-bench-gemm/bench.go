@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/gemm"
 	"github.com/distopt/distopt/internal/cuda"
@@ -156,7 +156,7 @@ func (b *bench) layer(sh shape, r recipe) error {
 	// autotuning engine tunes it); later ones accumulate.
 	acc := map[string]bool{}
 	wgrad := func(kind string, dy, x gemm.Operand) (gemm.Result, error) {
-		res, err := b.e.WGrad(gemm.Output{Data: o.dw, Type: collective.Float32, Accumulate: acc[kind]}, dy, x)
+		res, err := b.e.WGrad(gemm.Output{Data: o.dw, Type: buffer.Float32, Accumulate: acc[kind]}, dy, x)
 		acc[kind] = true
 		return res, err
 	}

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/gemm"
 )
 
@@ -72,7 +72,7 @@ func (b *bench) memoryRecipe(shapes []shape, r recipe, layers int) error {
 				gemm.Scratch(gemm.WGradProduct, o.dyT, o.xT))
 			_, e1 := e.Forward(gemm.BF16(o.y), o.x, w)
 			_, e2 := e.DGrad(gemm.BF16(o.dx), o.dy, w)
-			_, e3 := e.WGrad(gemm.Output{Data: o.dw, Type: collective.Float32, Accumulate: true}, o.dyT, o.xT)
+			_, e3 := e.WGrad(gemm.Output{Data: o.dw, Type: buffer.Float32, Accumulate: true}, o.dyT, o.xT)
 			if err := errors.Join(e1, e2, e3); err != nil {
 				return fmt.Errorf("%s layer %d: %w", sh.name, l, err)
 			}

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/plan"
@@ -151,12 +151,12 @@ func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
 // flags -moments, -grads, -hp, -recipe and -format.
 func (o *planOptions) setNumerics(moments, grads, hp, recipe, format string) error {
 	var err error
-	dtype := func(flagName, v string) (collective.DType, error) {
+	dtype := func(flagName, v string) (buffer.DType, error) {
 		switch v {
 		case "bf16", "bfloat16":
-			return collective.BFloat16, nil
+			return buffer.BFloat16, nil
 		case "fp32", "float32":
-			return collective.Float32, nil
+			return buffer.Float32, nil
 		}
 		return 0, fmt.Errorf("-%s=%q: want bf16 or fp32", flagName, v)
 	}
@@ -359,7 +359,7 @@ func makePlan(o planOptions) (*memoryPlan, error) {
 		rule = "SGD with momentum"
 	}
 	avg := "NCCL's Avg, no scratch"
-	if o.exactAvg && cfg.GradType == collective.BFloat16 {
+	if o.exactAvg && cfg.GradType == buffer.BFloat16 {
 		avg = "exact Avg, gradients widened to float32 in NCCL scratch"
 	}
 	recipe := cfg.Recipe
@@ -406,7 +406,7 @@ func (o planOptions) shardWorld(d int) (int, error) {
 // larger of the two ways. On one rank the in-place reduce-scatters of full
 // gradient buffers plan nothing (collective/nccl), so they need none.
 func commScratch(params []optimizer.Param, d int, cfg optimizer.Config, o planOptions) (int64, error) {
-	if !o.exactAvg || o.gradFP8 != nil || (cfg.GradType != 0 && cfg.GradType != collective.BFloat16) || (d == 1 && !cfg.ShardedGradients) {
+	if !o.exactAvg || o.gradFP8 != nil || (cfg.GradType != 0 && cfg.GradType != buffer.BFloat16) || (d == 1 && !cfg.ShardedGradients) {
 		return 0, nil
 	}
 	l, err := planLayout(params, d, cfg)

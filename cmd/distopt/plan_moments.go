@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/optimizer"
 )
 
@@ -14,10 +14,10 @@ func (o *planOptions) setMoments(v string) error {
 	bad := fmt.Errorf("-moments=%q: want bf16 or fp32 or fp8 (both moments), or M,V (e.g. fp8,bf16)", v)
 	switch v {
 	case "fp32", "float32":
-		o.cfg.MomentType = collective.Float32
+		o.cfg.MomentType = buffer.Float32
 		return nil
 	case "bf16", "bfloat16":
-		o.cfg.MomentType = collective.BFloat16
+		o.cfg.MomentType = buffer.BFloat16
 		return nil
 	}
 	var err error

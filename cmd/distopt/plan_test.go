@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
@@ -103,12 +103,12 @@ func TestPlanMatchesPredictMemory(t *testing.T) {
 		{"delayed scaling", []string{"-recipe", "delayed", "-history", "16"}, []int{2, 3}, gpt,
 			optimizer.Config{Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorDelayed, HistoryLen: 16}}},
 		{"1x128 blocks, bf16 moments", []string{"-recipe", "block", "-moments", "bf16"}, []int{4}, gpt,
-			optimizer.Config{Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block1x128}, MomentType: collective.BFloat16}},
+			optimizer.Config{Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block1x128}, MomentType: buffer.BFloat16}},
 		{"MXFP8 E5M2", []string{"-recipe", "mx", "-format", "e5m2"}, []int{8}, gpt,
 			optimizer.Config{Recipe: fp8.Recipe{Format: fp8.E5M2, Scaling: fp8.MXFP8}}},
 		{"tiles, fp32 grads and hp", []string{"-recipe", "tile", "-grads", "fp32", "-hp", "fp32", "-layers", "2", "-hidden", "256", "-ffn", "1024", "-vocab", "1000", "-positions", "128"},
 			[]int{1, 5}, small.Params(),
-			optimizer.Config{Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block128x128}, GradType: collective.Float32, HighPrecisionType: collective.Float32}},
+			optimizer.Config{Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block128x128}, GradType: buffer.Float32, HighPrecisionType: buffer.Float32}},
 		{"FP8 moments", []string{"-recipe", "block", "-moments", "fp8"}, []int{1, 8}, gpt,
 			optimizer.Config{Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block1x128}, FirstMomentType: optimizer.MomentFP8, SecondMomentType: optimizer.MomentFP8}},
 		{"FP8 m, bf16 v, blocks of 32", []string{"-moments", "fp8,bf16", "-moment-block", "32"}, []int{3}, gpt,
@@ -118,7 +118,7 @@ func TestPlanMatchesPredictMemory(t *testing.T) {
 		{"sharded gradients, FP8 moments", []string{"-sharded-grads", "-moments", "fp8"}, []int{1, 8}, gpt,
 			optimizer.Config{ShardedGradients: true, FirstMomentType: optimizer.MomentFP8, SecondMomentType: optimizer.MomentFP8}},
 		{"sharded gradients, 3 buffers, fp32 grads", []string{"-sharded-grads", "-grad-buffers", "3", "-grads", "fp32"}, []int{2}, gpt,
-			optimizer.Config{ShardedGradients: true, GradBuffers: 3, GradType: collective.Float32}},
+			optimizer.Config{ShardedGradients: true, GradBuffers: 3, GradType: buffer.Float32}},
 		{"flat, SGD, small buckets", []string{"-params", "1000003", "-sgd", "-bucket", "100000"}, []int{1, 7}, flat,
 			optimizer.Config{Rule: optimizer.RuleSGD, Momentum: 0.9, Layout: shard.Options{BucketElements: 100000}}},
 	} {

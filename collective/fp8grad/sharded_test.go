@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/collective/inproc"
@@ -109,8 +110,8 @@ func TestTagSizeMismatch(t *testing.T) {
 	comms := wrap(t, inproc.Communicators(1), fp8grad.Config{ErrorFeedback: true})
 	c := comms[0]
 	rs := func(n int) error {
-		src := make(collective.HostBuffer, 4*n)
-		op := collective.Op{Kind: collective.OpReduceScatter, Src: src, Dst: src, DType: collective.Float32, Reduce: collective.Sum, Tag: 7}
+		src := make(buffer.HostBuffer, 4*n)
+		op := collective.Op{Kind: collective.OpReduceScatter, Src: src, Dst: src, DType: buffer.Float32, Reduce: collective.Sum, Tag: 7}
 		return c.Start(op).Wait(context.Background())
 	}
 	if err := rs(64); err != nil {

@@ -17,12 +17,12 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective/rendezvous"
 )
 
 // Comm is one rank's communicator. It implements collective.Communicator
-// for collective.HostBuffer buffers.
+// for buffer.HostBuffer buffers.
 type Comm struct {
 	rank, size int
 	cfg        Config
@@ -333,8 +333,8 @@ func (c *Comm) Rank() int { return c.rank }
 // Size returns the number of ranks.
 func (c *Comm) Size() int { return c.size }
 
-// Memory returns collective.Host.
-func (c *Comm) Memory() collective.MemoryKind { return collective.Host }
+// Memory returns buffer.Host.
+func (c *Comm) Memory() buffer.MemoryKind { return buffer.Host }
 
 // Close releases the communicator. If no operation is in flight and the
 // communicator is usable, Close first lets every peer take the frames this

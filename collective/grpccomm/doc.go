@@ -1,5 +1,5 @@
 // Package grpccomm provides a collective.Communicator between processes
-// over gRPC, for host memory (collective.HostBuffer).
+// over gRPC, for host memory (buffer.HostBuffer).
 //
 // New bootstraps through a rendezvous.Store: every rank serves one gRPC
 // endpoint, publishes its address in the store, and opens one stream to

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/collectivetest"
 	"github.com/distopt/distopt/collective/rendezvous"
@@ -134,9 +135,9 @@ func checkSum(ctx context.Context, t *testing.T, comms []*Comm) {
 	errs := make([]error, 2)
 	for r, c := range comms {
 		wg.Go(func() {
-			b := make(collective.HostBuffer, 8)
+			b := make(buffer.HostBuffer, 8)
 			binary.LittleEndian.PutUint64(b, math.Float64bits(float64(r+1)))
-			errs[r] = collective.AllReduce(ctx, c, b, b, collective.Float64, collective.Sum)
+			errs[r] = collective.AllReduce(ctx, c, b, b, buffer.Float64, collective.Sum)
 			sums[r] = math.Float64frombits(binary.LittleEndian.Uint64(b))
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 )
 
@@ -42,7 +43,7 @@ func (c *Comm) Rank() int { return c.group.Rank() }
 func (c *Comm) Size() int { return c.group.Size() }
 
 // Memory is the kind of buffer both communicators take.
-func (c *Comm) Memory() collective.MemoryKind { return c.group.Memory() }
+func (c *Comm) Memory() buffer.MemoryKind { return c.group.Memory() }
 
 // Group returns the communicator of this rank's group.
 func (c *Comm) Group() collective.Communicator { return c.group }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 )
 
@@ -60,19 +61,19 @@ func (c *Comm) Rank() int { return c.rank }
 // Size returns the number of ranks of the world.
 func (c *Comm) Size() int { return c.w.n }
 
-// Memory returns collective.Host.
-func (c *Comm) Memory() collective.MemoryKind { return collective.Host }
+// Memory returns buffer.Host.
+func (c *Comm) Memory() buffer.MemoryKind { return buffer.Host }
 
 // Start enqueues ops as one group; see collective.Communicator.
 func (c *Comm) Start(ops ...collective.Op) collective.Work {
 	name := groupName(ops)
 	for _, op := range ops {
-		if err := op.Validate(c.w.n, collective.Host); err != nil {
+		if err := op.Validate(c.w.n, buffer.Host); err != nil {
 			return collective.DoneWork{Err: err}
 		}
-		for _, b := range []collective.Buffer{op.Dst, op.Src} {
-			if _, ok := b.(collective.HostBuffer); b != nil && !ok {
-				return collective.DoneWork{Err: fmt.Errorf("inproc: %s: buffer of type %T, want collective.HostBuffer: %w", op.Kind, b, collective.ErrMemoryKind)}
+		for _, b := range []buffer.Buffer{op.Dst, op.Src} {
+			if _, ok := b.(buffer.HostBuffer); b != nil && !ok {
+				return collective.DoneWork{Err: fmt.Errorf("inproc: %s: buffer of type %T, want buffer.HostBuffer: %w", op.Kind, b, collective.ErrMemoryKind)}
 			}
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/gemm"
 	"github.com/distopt/distopt/internal/cuda"
@@ -191,7 +191,7 @@ func (c *gemmCompute) Backward(i int, w optimizer.ParamView, g optimizer.GradVie
 // output gradients into the view (accumulate makes no difference: a write
 // of the same size either way).
 func (c *gemmCompute) WriteGrad(i int, g optimizer.GradView, accumulate bool) error {
-	b, ok := g.Data.(collective.DeviceBuffer)
+	b, ok := g.Data.(buffer.DeviceBuffer)
 	if !ok {
 		return fmt.Errorf("gradient of %q is not in device memory", g.Name)
 	}

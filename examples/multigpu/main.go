@@ -78,6 +78,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/plan"
@@ -91,7 +92,7 @@ type options struct {
 	ranks                     int
 	warmup, steps, plainSteps int
 	pool                      int
-	moments                   collective.DType
+	moments                   buffer.DType
 	first, second             optimizer.MomentDType // -moments fp8 or M,V
 	recipe                    fp8.Recipe
 	lr                        float64
@@ -142,9 +143,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var err error
 	switch *moments {
 	case "fp32":
-		o.moments = collective.Float32
+		o.moments = buffer.Float32
 	case "bf16":
-		o.moments = collective.BFloat16
+		o.moments = buffer.BFloat16
 	default:
 		if o.first, o.second, err = optimizer.ParseMomentTypes(*moments, optimizer.RuleAdamW); err != nil {
 			return o, fmt.Errorf("-moments=%q: want fp32, bf16, fp8 or M,V: %w", *moments, err)
@@ -153,7 +154,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.recipe, err = fp8.ParseRecipe(*recipe); err != nil {
 		return o, fmt.Errorf("-recipe: %w", err)
 	}
-	o.grads.GPT, o.grads.DType = o.gpt, collective.BFloat16
+	o.grads.GPT, o.grads.DType = o.gpt, buffer.BFloat16
 	switch {
 	case fs.NArg() > 0:
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/plan"
@@ -117,7 +117,7 @@ func TestFlagErrors(t *testing.T) {
 // rows in the micro-batch are non-zero), and that the bytes do not depend
 // on the number of workers.
 func TestGradModel(t *testing.T) {
-	m := gradModel{GPT: smallGPT, Scale: 1e-3, Decay: 0.9, Tokens: 500, DType: collective.BFloat16}
+	m := gradModel{GPT: smallGPT, Scale: 1e-3, Decay: 0.9, Tokens: 500, DType: buffer.BFloat16}
 	params := smallGPT.Params()
 	g1 := m.generate(params, 7, 1)
 	g4 := m.generate(params, 7, 4)
@@ -231,10 +231,10 @@ func TestPlanBars(t *testing.T) {
 				want[b.Name] = b.BytesPerParam(d)
 			}
 		}
-		for _, m := range []collective.DType{collective.Float32, collective.BFloat16} {
+		for _, m := range []buffer.DType{buffer.Float32, buffer.BFloat16} {
 			r, _ := optimizer.PredictMemory(params, d, optimizer.Config{MomentType: m})
 			name := "distopt FP8, FP32 moments"
-			if m == collective.BFloat16 {
+			if m == buffer.BFloat16 {
 				name = "distopt FP8, BF16 moments"
 			}
 			want[name] = float64(r.Total()) / n

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
@@ -311,7 +312,7 @@ func snapshot(o *optimizer.Optimizer) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		for _, b := range []collective.Buffer{v.Data, v.ScaleInv} {
+		for _, b := range []buffer.Buffer{v.Data, v.ScaleInv} {
 			if b == nil {
 				continue
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/grpccomm"
 	"github.com/distopt/distopt/collective/inproc"
@@ -155,13 +156,13 @@ func inprocJobs(n, workers int) []*job {
 // bfloat16 reduce-scatter (Avg), and uint32 Max and int64 Sum all-reduces.
 func warmUp(ctx context.Context, c collective.Communicator, be optimizer.Backend) (err error) {
 	n := c.Size()
-	var bufs []collective.Buffer
+	var bufs []buffer.Buffer
 	defer func() {
 		for _, b := range bufs {
 			be.Free(b)
 		}
 	}()
-	alloc := func(size int) collective.Buffer {
+	alloc := func(size int) buffer.Buffer {
 		b, aerr := be.Alloc(size)
 		if aerr != nil {
 			err = errors.Join(err, aerr)
@@ -178,9 +179,9 @@ func warmUp(ctx context.Context, c collective.Communicator, be optimizer.Backend
 	}
 	ops := [][]collective.Op{
 		{{Kind: collective.OpAllGather, Dst: gdst, Src: gsrc}},
-		{{Kind: collective.OpReduceScatter, Dst: rdst, Src: rsrc, DType: collective.BFloat16, Reduce: collective.Avg}},
-		{{Kind: collective.OpAllReduce, Dst: amax, Src: amax, DType: collective.Uint32, Reduce: collective.Max}},
-		{{Kind: collective.OpAllReduce, Dst: stats, Src: stats, DType: collective.Int64, Reduce: collective.Sum}},
+		{{Kind: collective.OpReduceScatter, Dst: rdst, Src: rsrc, DType: buffer.BFloat16, Reduce: collective.Avg}},
+		{{Kind: collective.OpAllReduce, Dst: amax, Src: amax, DType: buffer.Uint32, Reduce: collective.Max}},
+		{{Kind: collective.OpAllReduce, Dst: stats, Src: stats, DType: buffer.Int64, Reduce: collective.Sum}},
 	}
 	for _, g := range ops {
 		if err := c.Start(g...).Wait(ctx); err != nil {

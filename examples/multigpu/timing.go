@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
@@ -133,7 +134,7 @@ func (p phaseSyncGPU) CastShards(cs []*backend.CastArgs) error { return p.sync.c
 
 // ScalesFromAmax implements optimizer.DeviceScaler; with On set it waits
 // for the device (the amax all-reduce it was ordered after, and the scales).
-func (p phaseSyncGPU) ScalesFromAmax(scale, scaleInv, amax, ctl collective.Buffer, n int, r fp8.Recipe) error {
+func (p phaseSyncGPU) ScalesFromAmax(scale, scaleInv, amax, ctl buffer.Buffer, n int, r fp8.Recipe) error {
 	if err := p.Backend.ScalesFromAmax(scale, scaleInv, amax, ctl, n, r); err != nil || !p.sync.On {
 		return err
 	}

@@ -63,7 +63,7 @@
 // # What is not done: the GPU path
 //
 // GoMLX's XLA backend needs a PJRT CUDA plugin, and its device buffers are
-// PJRT's, not distopt's (collective.DeviceBuffer). A GPU hand-over would
+// PJRT's, not distopt's (buffer.DeviceBuffer). A GPU hand-over would
 // need the plugin, a way to read the raw device pointer of a PJRT buffer
 // and to order PJRT's stream with distopt's (or to copy device to device),
 // and a GoMLX forward pass that reads FP8 weights and their scale_inv

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
@@ -106,11 +106,11 @@ func Control(t *testing.T, be optimizer.Backend) {
 func Controlled(t *testing.T, be optimizer.Backend) {
 	rules := []struct {
 		r      optimizer.Rule
-		mt, gt collective.DType
+		mt, gt buffer.DType
 	}{
-		{optimizer.RuleAdamW, collective.Float32, collective.BFloat16},
-		{optimizer.RuleAdamW, collective.BFloat16, collective.Float32},
-		{optimizer.RuleSGD, collective.Float32, collective.Float32},
+		{optimizer.RuleAdamW, buffer.Float32, buffer.BFloat16},
+		{optimizer.RuleAdamW, buffer.BFloat16, buffer.Float32},
+		{optimizer.RuleSGD, buffer.Float32, buffer.Float32},
 	}
 	for ci, rc := range recipeCases() {
 		for ri, ru := range rules {
@@ -147,12 +147,12 @@ func castControlled(t *testing.T, be optimizer.Backend, c controlCase) {
 	for i := range scale {
 		scale[i], _ = fp8.ScaleFromAmax(float32(r.Float64()*2), fp8.E4M3, 0, false)
 	}
-	mb := p.upload("master", encode(values(r, l.n, 1, false), collective.Float32), float32s)
+	mb := p.upload("master", encode(values(r, l.n, 1, false), buffer.Float32), float32s)
 	fb := p.upload("fp8", filled(l.n), bytesExact)
-	sb := p.upload("scale", encode(scale, collective.Float32), bytesExact)
+	sb := p.upload("scale", encode(scale, buffer.Float32), bytesExact)
 	cb := p.upload("control", controlBlock(r, c), bytesExact)
 	for side, b := range []optimizer.Backend{p.ref, p.be} {
-		pick := func(x buf) collective.Buffer { return []collective.Buffer{x.ref, x.be}[side] }
+		pick := func(x buf) buffer.Buffer { return []buffer.Buffer{x.ref, x.be}[side] }
 		must(t, b.Cast(&backend.CastArgs{N: l.n, Master: pick(mb), Segments: l.segs, Format: fp8.E4M3, FP8: pick(fb), Scale: pick(sb), Control: pick(cb)}))
 	}
 	p.check(mb, fb, sb)
@@ -173,8 +173,8 @@ func scalesControlled(t *testing.T, be optimizer.Backend, c controlCase) {
 		amax[i] = float32(math.Ldexp(r.Float64(), r.IntN(20)-10))
 	}
 	old := filled(4 * n)
-	bufs := make([]collective.Buffer, 4)
-	for i, init := range [][]byte{old, old, encode(amax, collective.Float32), controlBlock(r, c)} {
+	bufs := make([]buffer.Buffer, 4)
+	for i, init := range [][]byte{old, old, encode(amax, buffer.Float32), controlBlock(r, c)} {
 		b, err := be.Alloc(len(init))
 		must(t, err)
 		defer be.Free(b)
@@ -188,7 +188,7 @@ func scalesControlled(t *testing.T, be optimizer.Backend, c controlCase) {
 		for i, a := range amax {
 			s[i], inv[i] = fp8.ScaleFromAmax(a, fp8.E4M3, 0, false)
 		}
-		wantS, wantInv = encode(s, collective.Float32), encode(inv, collective.Float32)
+		wantS, wantInv = encode(s, buffer.Float32), encode(inv, buffer.Float32)
 	}
 	for i, want := range [][]byte{wantS, wantInv} {
 		got := make([]byte, 4*n)
@@ -237,9 +237,9 @@ func delayedControlled(t *testing.T, be optimizer.Backend, c controlCase, red fp
 		wantScale[i], _ = h.Scale(rc.Format, rc.Margin, rc.PowerOf2)
 		copy(wantHist[i*l:], h.Values())
 	}
-	inits := [][]byte{encode(scale, collective.Float32), filled(4 * n), filled(4 * n), encode(hist, collective.Float32),
-		encode(amax, collective.Float32), controlBlock(r, c)}
-	bufs := make([]collective.Buffer, len(inits))
+	inits := [][]byte{encode(scale, buffer.Float32), filled(4 * n), filled(4 * n), encode(hist, buffer.Float32),
+		encode(amax, buffer.Float32), controlBlock(r, c)}
+	bufs := make([]buffer.Buffer, len(inits))
 	for i, init := range inits {
 		b, err := be.Alloc(len(init))
 		must(t, err)
@@ -248,7 +248,7 @@ func delayedControlled(t *testing.T, be optimizer.Backend, c controlCase, red fp
 		bufs[i] = b
 	}
 	must(t, be.(optimizer.DelayedScaler).DelayedScales(bufs[0], bufs[1], bufs[2], bufs[3], bufs[4], bufs[5], n, l, rc))
-	want := [][]byte{encode(wantScale, collective.Float32), encode(wantInv, collective.Float32), encode(wantCast, collective.Float32), encode(wantHist, collective.Float32)}
+	want := [][]byte{encode(wantScale, buffer.Float32), encode(wantInv, buffer.Float32), encode(wantCast, buffer.Float32), encode(wantHist, buffer.Float32)}
 	if c == skipControl {
 		want = inits[:4]
 	}

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
@@ -33,7 +33,7 @@ func newPair(t *testing.T, be optimizer.Backend) *pair {
 // special value, twice into the same statistics (the second call adds to
 // the normalised result of the first).
 func GradStats(t *testing.T, be optimizer.Backend) {
-	for _, gt := range []collective.DType{collective.Float32, collective.BFloat16} {
+	for _, gt := range []buffer.DType{buffer.Float32, buffer.BFloat16} {
 		for ci, n := range []int{0, 1, 7, 4099, 100003, 1 << 20} {
 			for _, special := range []bool{false, true} {
 				t.Run(fmt.Sprintf("%v/n=%d/special=%v", gt, n, special), func(t *testing.T) {
@@ -58,7 +58,7 @@ type recipeCase struct {
 	name   string
 	recipe fp8.Recipe
 	modes  []backend.Mode
-	hp     collective.DType
+	hp     buffer.DType
 }
 
 func recipeCases() []recipeCase {
@@ -77,12 +77,12 @@ func recipeCases() []recipeCase {
 		{"mxfp8/e5m2", rc(fp8.E5M2, fp8.MXFP8, 0, false), M(backend.ModeBlock), 0},
 		{"tile/e4m3", rc(fp8.E4M3, fp8.Block128x128, 0, false), M(backend.ModeTile), 0},
 		{"tile/e5m2", rc(fp8.E5M2, fp8.Block128x128, 0, false), M(backend.ModeTile), 0},
-		{"hp/bf16", fp8.Recipe{}, M(backend.ModeHighPrecision), collective.BFloat16},
-		{"hp/f32", fp8.Recipe{}, M(backend.ModeHighPrecision), collective.Float32},
+		{"hp/bf16", fp8.Recipe{}, M(backend.ModeHighPrecision), buffer.BFloat16},
+		{"hp/f32", fp8.Recipe{}, M(backend.ModeHighPrecision), buffer.Float32},
 		{"mixed/e4m3", rc(fp8.E4M3, fp8.Block1x128, 0, false), M(backend.ModeHighPrecision, backend.ModeTensorCurrent,
-			backend.ModeTensorDelayed, backend.ModeBlock, backend.ModeTile), collective.BFloat16},
+			backend.ModeTensorDelayed, backend.ModeBlock, backend.ModeTile), buffer.BFloat16},
 		{"mixed/mx-e5m2", rc(fp8.E5M2, fp8.MXFP8, 0, false), M(backend.ModeHighPrecision, backend.ModeTensorCurrent,
-			backend.ModeTensorDelayed, backend.ModeBlock, backend.ModeTile), collective.Float32},
+			backend.ModeTensorDelayed, backend.ModeBlock, backend.ModeTile), buffer.Float32},
 	}
 }
 
@@ -145,16 +145,16 @@ func randomLayout(r *rand.Rand, modes []backend.Mode, block, align int) layout {
 func Update(t *testing.T, be optimizer.Backend) {
 	type rule struct {
 		r      optimizer.Rule
-		mt, gt collective.DType
+		mt, gt buffer.DType
 	}
 	rules := []rule{
-		{optimizer.RuleAdamW, collective.Float32, collective.BFloat16},
-		{optimizer.RuleAdamW, collective.Float32, collective.Float32},
-		{optimizer.RuleAdamW, collective.BFloat16, collective.BFloat16},
-		{optimizer.RuleAdamW, collective.BFloat16, collective.Float32},
-		{optimizer.RuleSGD, collective.Float32, collective.BFloat16},
-		{optimizer.RuleSGD, collective.BFloat16, collective.Float32},
-		{optimizer.RuleNone, collective.Float32, collective.Float32},
+		{optimizer.RuleAdamW, buffer.Float32, buffer.BFloat16},
+		{optimizer.RuleAdamW, buffer.Float32, buffer.Float32},
+		{optimizer.RuleAdamW, buffer.BFloat16, buffer.BFloat16},
+		{optimizer.RuleAdamW, buffer.BFloat16, buffer.Float32},
+		{optimizer.RuleSGD, buffer.Float32, buffer.BFloat16},
+		{optimizer.RuleSGD, buffer.BFloat16, buffer.Float32},
+		{optimizer.RuleNone, buffer.Float32, buffer.Float32},
 	}
 	for ci, rc := range recipeCases() {
 		for ri, ru := range rules {
@@ -176,7 +176,7 @@ func b2u(b bool) uint64 {
 	return 0
 }
 
-func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, gt collective.DType, special bool, ctl controlCase) {
+func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, gt buffer.DType, special bool, ctl controlCase) {
 	block := 128 // the tensor recipes' segments are laid out as 1x128's
 	if _, cols := rc.recipe.Block(); rc.recipe.LocalBlocks() {
 		block = cols
@@ -214,18 +214,18 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 			OneMinusBeta1: float32(1 - 0.9), OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8,
 			RBC2: float32(1 / math.Sqrt(1-math.Pow(0.999, float64(1+r.IntN(100))))), Momentum: 0.9}}
 	bs := []buf{
-		p.upload("master", encode(master, collective.Float32), float32s),
+		p.upload("master", encode(master, buffer.Float32), float32s),
 		p.upload("m", encode(m, mt), momentKind(mt)),
 		p.upload("v", encode(v, mt), momentKind(mt)),
 		p.upload("grad", encode(grad, gt), bytesExact),
 		p.upload("fp8", filled(l.n), bytesExact),
 		p.upload("amax", u32s(amax), amaxKeys),
-		p.upload("scale", encode(scale, collective.Float32), bytesExact),
+		p.upload("scale", encode(scale, buffer.Float32), bytesExact),
 	}
 	bs = append(bs, p.upload("block scales", filled(rc.recipe.ScaleType().Size()*l.blocks), bytesExact))
 	hpType := rc.hp
 	if hpType == 0 {
-		hpType = collective.Float32
+		hpType = buffer.Float32
 	}
 	bs = append(bs, p.upload("hp", filled(hpType.Size()*l.n), momentKind(hpType)))
 	if rule == optimizer.RuleSGD {
@@ -241,7 +241,7 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 	}
 	for side := range 2 {
 		b := a
-		pick := func(x buf) collective.Buffer { return []collective.Buffer{x.ref, x.be}[side] }
+		pick := func(x buf) buffer.Buffer { return []buffer.Buffer{x.ref, x.be}[side] }
 		if cb != nil {
 			b.Control = pick(*cb)
 		}
@@ -264,8 +264,8 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 	}
 }
 
-func momentKind(dt collective.DType) kind {
-	if dt == collective.Float32 {
+func momentKind(dt buffer.DType) kind {
+	if dt == buffer.Float32 {
 		return float32s
 	}
 	return bytesExact
@@ -287,11 +287,11 @@ func Cast(t *testing.T, be optimizer.Backend) {
 				for i := range scale {
 					scale[i], _ = fp8.ScaleFromAmax(float32(r.Float64()*2), f, 0, false)
 				}
-				mb := p.upload("master", encode(master, collective.Float32), float32s)
+				mb := p.upload("master", encode(master, buffer.Float32), float32s)
 				fb := p.upload("fp8", filled(l.n), bytesExact)
-				sb := p.upload("scale", encode(scale, collective.Float32), bytesExact)
+				sb := p.upload("scale", encode(scale, buffer.Float32), bytesExact)
 				for side, be := range []optimizer.Backend{p.ref, p.be} {
-					pick := func(x buf) collective.Buffer { return []collective.Buffer{x.ref, x.be}[side] }
+					pick := func(x buf) buffer.Buffer { return []buffer.Buffer{x.ref, x.be}[side] }
 					must(t, be.Cast(&backend.CastArgs{N: l.n, Master: pick(mb), Segments: l.segs, Format: f, FP8: pick(fb), Scale: pick(sb)}))
 				}
 				p.check(mb, fb, sb)

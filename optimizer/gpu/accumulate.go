@@ -1,7 +1,7 @@
 package gpu
 
 import (
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/optimizer"
 )
 
@@ -9,7 +9,7 @@ import (
 // over several micro-batches): one launch queued on the compute stream
 // (kernels.Set.AccumulateGrad), dst[i] = src[i] + dst[i] for i < n in dt,
 // the bits of collective.Reduce (Sum) (NaN payloads of float32 aside).
-func (b *Backend) AccumulateGrad(dst, src collective.Buffer, dt collective.DType, n int) error {
+func (b *Backend) AccumulateGrad(dst, src buffer.Buffer, dt buffer.DType, n int) error {
 	dd, sd := b.dbuf(dst), b.dbuf(src)
 	checkRange("AccumulateGrad", dd, 0, n*dt.Size())
 	checkRange("AccumulateGrad", sd, 0, n*dt.Size())

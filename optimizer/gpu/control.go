@@ -4,14 +4,14 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/optimizer"
 )
 
 // Control implements optimizer.Backend: one single-thread launch on the
 // compute stream (kernels.Set.StepControl); the host reads nothing.
-func (b *Backend) Control(ctl, stats collective.Buffer) error {
+func (b *Backend) Control(ctl, stats buffer.Buffer) error {
 	return b.ks.StepControl(b.s, b.ptr(ctl), b.ptr(stats))
 }
 
@@ -34,7 +34,7 @@ type readback struct {
 // Neither waits for the GPU, so a step whose decision stays on the device
 // (and a CUDA graph captured from it) has no host synchronisation. One
 // hand-over to the device's worker.
-func (b *Backend) ReadLater(src collective.Buffer, n int) (optimizer.PendingRead, error) {
+func (b *Backend) ReadLater(src buffer.Buffer, n int) (optimizer.PendingRead, error) {
 	var rb *readback
 	err := b.onWorker(func() error {
 		err := b.readLater(src, n)
@@ -48,7 +48,7 @@ func (b *Backend) ReadLater(src collective.Buffer, n int) (optimizer.PendingRead
 }
 
 // readLater is ReadLater in onWorker.
-func (b *Backend) readLater(src collective.Buffer, n int) error {
+func (b *Backend) readLater(src buffer.Buffer, n int) error {
 	capturing := b.s.CaptureBegun()
 	if err := b.readbackFor(n); err != nil {
 		return err

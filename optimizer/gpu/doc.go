@@ -1,6 +1,6 @@
 // Package gpu provides the CUDA backend of the optimizer: an
 // optimizer.Backend whose buffers are device memory
-// (collective.DeviceBuffer) and whose arithmetic runs in the PTX kernels of
+// (buffer.DeviceBuffer) and whose arithmetic runs in the PTX kernels of
 // internal/kernels, bit for bit the CPU backend's (optimizer.NewCPU).
 //
 // # Work and ordering

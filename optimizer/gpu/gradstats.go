@@ -3,7 +3,7 @@ package gpu
 import (
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/internal/kernels"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
@@ -14,7 +14,7 @@ import (
 // normalisation) per Run.
 type statsPlan struct {
 	b     *Backend
-	stats collective.Buffer
+	stats buffer.Buffer
 	table *kernels.GradStatsTable
 }
 
@@ -22,7 +22,7 @@ type statsPlan struct {
 // kernel over every buffer (kernels.GradStatsTable) and the normalisation
 // of stats, whatever the number of buffers; the bits are those of
 // GradStats over each buffer in turn (the sum is exact).
-func (b *Backend) PlanGradStats(stats collective.Buffer, grads []collective.Buffer, gt collective.DType, ns []int) (optimizer.GradStatsPlan, error) {
+func (b *Backend) PlanGradStats(stats buffer.Buffer, grads []buffer.Buffer, gt buffer.DType, ns []int) (optimizer.GradStatsPlan, error) {
 	if len(grads) != len(ns) {
 		return nil, fmt.Errorf("gpu: %d gradient buffers and %d counts", len(grads), len(ns))
 	}

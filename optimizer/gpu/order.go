@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
@@ -53,7 +54,7 @@ var _ optimizer.DeviceOrderer = (*Backend)(nil)
 
 // ScalesFromAmax implements optimizer.DeviceScaler: one launch on the
 // compute stream (kernels.Set.ScalesFromAmax).
-func (b *Backend) ScalesFromAmax(scale, scaleInv, amax, ctl collective.Buffer, n int, r fp8.Recipe) error {
+func (b *Backend) ScalesFromAmax(scale, scaleInv, amax, ctl buffer.Buffer, n int, r fp8.Recipe) error {
 	return b.ks.ScalesFromAmax(b.s, b.ptr(scale), b.ptr(scaleInv), b.ptr(amax), b.ptr(ctl), n, r.Format, r.Margin, r.PowerOf2)
 }
 
@@ -61,7 +62,7 @@ var _ optimizer.DeviceScaler = (*Backend)(nil)
 
 // DelayedScales implements optimizer.DelayedScaler: one launch on the
 // compute stream (kernels.Set.DelayedScales).
-func (b *Backend) DelayedScales(scale, scaleInv, cast, hist, amax, ctl collective.Buffer, n, l int, r fp8.Recipe) error {
+func (b *Backend) DelayedScales(scale, scaleInv, cast, hist, amax, ctl buffer.Buffer, n, l int, r fp8.Recipe) error {
 	return b.ks.DelayedScales(b.s, b.ptr(scale), b.ptr(scaleInv), b.ptr(cast), b.ptr(hist), b.ptr(amax), b.ptr(ctl), n, l,
 		r.Format, r.Margin, r.PowerOf2, r.HistoryReduce == fp8.HistoryMostRecent)
 }

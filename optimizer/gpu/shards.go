@@ -1,7 +1,7 @@
 package gpu
 
 import (
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/kernels"
 	"github.com/distopt/distopt/optimizer"
@@ -41,7 +41,7 @@ func (b *Backend) UpdateShards(as []*backend.UpdateArgs) error {
 // (backend.MomentSeed), and a table whose bytes differ from its device
 // copy's is copied again (Backend.table), so a seed nothing reads would
 // cost an upload every step.
-func shardTable(as []*backend.UpdateArgs, ptr func(collective.Buffer) cuda.DevicePtr) (kernels.Table, error) {
+func shardTable(as []*backend.UpdateArgs, ptr func(buffer.Buffer) cuda.DevicePtr) (kernels.Table, error) {
 	seed := readsSeed(as[0]) // the launch's moment types, every shard's (CheckShards)
 	lists := make([][]backend.Segment, len(as))
 	for i, a := range as {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
@@ -192,11 +192,11 @@ func TestShardTableSeeds(t *testing.T) {
 		{optimizer.RuleNone, FP8, FP8, false},
 	}
 	// addresses that are not real: shardTable only packs them
-	ptr := func(x collective.Buffer) cuda.DevicePtr {
+	ptr := func(x buffer.Buffer) cuda.DevicePtr {
 		if x == nil {
 			return 0
 		}
-		return cuda.DevicePtr(x.(collective.DeviceBuffer).Ptr)
+		return cuda.DevicePtr(x.(buffer.DeviceBuffer).Ptr)
 	}
 	const n = 512
 	for _, c := range cases {
@@ -204,13 +204,13 @@ func TestShardTableSeeds(t *testing.T) {
 		pack := func(step int) kernels.Table {
 			as := make([]*backend.UpdateArgs, 3)
 			for k := range as {
-				buf := func(i int) collective.Buffer {
-					return collective.DeviceBuffer{Ptr: uintptr(1<<20*(k+1) + 1<<16*i), Size: 4 * n}
+				buf := func(i int) buffer.Buffer {
+					return buffer.DeviceBuffer{Ptr: uintptr(1<<20*(k+1) + 1<<16*i), Size: 4 * n}
 				}
-				as[k] = &backend.UpdateArgs{Rule: c.rule, N: n, MomentType: collective.Float32, MType: c.m, VType: c.v,
+				as[k] = &backend.UpdateArgs{Rule: c.rule, N: n, MomentType: buffer.Float32, MType: c.m, VType: c.v,
 					MomentBlock: 32, MomentSeed: backend.MomentSeed(step, k), MomentBase: n * k,
 					Master: buf(0), M: buf(1), V: buf(2), Grad: buf(3), FP8: buf(4), MScales: buf(5), VScales: buf(6),
-					GradType: collective.Float32, Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent},
+					GradType: buffer.Float32, Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent},
 					Segments: []backend.Segment{{Off: 32 * k, Len: n - 32*k, Mode: backend.ModeTensorCurrent, StepSize: 1e-3, Shrink: 1}}}
 			}
 			if err := optimizer.CheckShards(as); err != nil {

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/gemm"
 	"github.com/distopt/distopt/internal/cuda"
 )
@@ -176,7 +176,7 @@ func (m *Model) linearGrad(params Params, grads Grads, l, i int, dx, dy cuda.Dev
 	if err != nil {
 		return err
 	}
-	dxo := gemm.Output{Data: dx, Type: collective.Float32}
+	dxo := gemm.Output{Data: dx, Type: buffer.Float32}
 	if _, _, err := m.layers[l].lin[i].Backward(dxo, gw, dy, w); err != nil {
 		return fmt.Errorf("gpumodel: %s backward: %w", name, err)
 	}

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/examples/gpt/model"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/gemm"
@@ -232,7 +232,7 @@ func linearConfig(cfg model.Config, o Options, i int) (gemm.LinearConfig, error)
 		return gemm.LinearConfig{}, err
 	}
 	in, out := linearShape(cfg, i)
-	c := gemm.LinearConfig{In: in, Out: out, Input: collective.Float32, X: x, DY: dy}
+	c := gemm.LinearConfig{In: in, Out: out, Input: buffer.Float32, X: x, DY: dy}
 	c.Recompute = o.Recompute && recomputed(i)
 	c.KeepTransposed = o.KeepTransposed && !c.Recompute
 	return c, nil
@@ -281,8 +281,8 @@ func hp(params Params, name string) (cuda.DevicePtr, error) {
 	if err != nil {
 		return 0, err
 	}
-	b, ok := v.Data.(collective.DeviceBuffer)
-	if !v.HighPrecision || v.DType != collective.BFloat16 || !ok {
+	b, ok := v.Data.(buffer.DeviceBuffer)
+	if !v.HighPrecision || v.DType != buffer.BFloat16 || !ok {
 		return 0, fmt.Errorf("gpumodel: %s must be a high-precision parameter gathered in bfloat16 in device memory (is %v, high precision %v)", name, v.DType, v.HighPrecision)
 	}
 	return cuda.DevicePtr(b.Ptr), nil
@@ -294,8 +294,8 @@ func gradPtr(grads Grads, name string) (cuda.DevicePtr, error) {
 	if err != nil {
 		return 0, err
 	}
-	b, ok := v.Data.(collective.DeviceBuffer)
-	if v.DType != collective.Float32 || !ok {
+	b, ok := v.Data.(buffer.DeviceBuffer)
+	if v.DType != buffer.Float32 || !ok {
 		return 0, fmt.Errorf("gpumodel: the gradient of %s must be float32 in device memory (is %v)", name, v.DType)
 	}
 	return cuda.DevicePtr(b.Ptr), nil

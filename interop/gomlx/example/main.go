@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/grpccomm"
 	"github.com/distopt/distopt/collective/inproc"
@@ -196,7 +197,7 @@ func rank(comm collective.Communicator, o options, ref *adamRun) error {
 		}
 		fmt.Printf("%6s  %14s  %14s\n", "step", "distopt FP8", "GoMLX Adam")
 	}
-	lossBuf := make(collective.HostBuffer, 8)
+	lossBuf := make(buffer.HostBuffer, 8)
 	for s := range o.steps {
 		loss, res, err := tr.Step(ctx, batch(s))
 		if err != nil {
@@ -206,7 +207,7 @@ func rank(comm collective.Communicator, o options, ref *adamRun) error {
 			return fmt.Errorf("step %d skipped: %s", s, res.Reason)
 		}
 		binary.LittleEndian.PutUint64(lossBuf, math.Float64bits(float64(loss)))
-		if err := collective.AllReduce(ctx, comm, lossBuf, lossBuf, collective.Float64, collective.Avg); err != nil {
+		if err := collective.AllReduce(ctx, comm, lossBuf, lossBuf, buffer.Float64, collective.Avg); err != nil {
 			return err
 		}
 		if ref != nil && (s%max(1, o.steps/10) == 0 || s == o.steps-1) {
