@@ -10,7 +10,7 @@ import (
 	"github.com/distopt/distopt/optimizer/optimizertest"
 )
 
-// batching is the deferring backend with a Batch (optimizer.Batcher) that
+// batching is the deferring backend with a Batch (backend.Batcher) that
 // records which of the step's calls (updates, casts, one call or one per
 // bucket, and reads back) ran inside one.
 type batching struct {
@@ -57,7 +57,7 @@ func (b *batching) Control(ctl, stats collective.Buffer) error {
 	return b.deferring.Control(ctl, stats)
 }
 
-func (b *batching) ReadLater(src collective.Buffer, n int) (optimizer.PendingRead, error) {
+func (b *batching) ReadLater(src collective.Buffer, n int) (backend.PendingRead, error) {
 	b.count()
 	return b.deferring.ReadLater(src, n)
 }

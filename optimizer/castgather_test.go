@@ -31,7 +31,7 @@ func (l *eventLog) add(e string) {
 // castLogger is a backend that casts shard by shard (the CPU backend, its
 // ShardUpdater hidden), logging each Cast ("c").
 type castLogger struct {
-	optimizer.Backend
+	backend.Backend
 	log *eventLog
 }
 
@@ -99,7 +99,7 @@ func TestGathersFollowCasts(t *testing.T) {
 			}
 			ctx := context.Background()
 			log := &eventLog{}
-			var be optimizer.Backend = castLogger{optimizer.NewCPU(1), log}
+			var be backend.Backend = castLogger{optimizer.NewCPU(1), log}
 			if shards {
 				be = shardLogger{optimizer.NewCPU(1), log}
 			}

@@ -15,7 +15,7 @@ import (
 )
 
 // deferring is the CPU backend that derives scales itself and reads its
-// memory back "later" (optimizer.DeviceScaler and AsyncReader), as the GPU
+// memory back "later" (backend.DeviceScaler and AsyncReader), as the GPU
 // backend does: StepAsync then leaves every step's decision in the control
 // block and enqueues all phases whatever it is. Every other read reports
 // itself not done at first, so that both ways of resolving (landed,
@@ -25,12 +25,12 @@ type deferring struct {
 	reads, waits, delayed int
 }
 
-func (d *deferring) ReadLater(src collective.Buffer, n int) (optimizer.PendingRead, error) {
+func (d *deferring) ReadLater(src collective.Buffer, n int) (backend.PendingRead, error) {
 	d.reads++
 	return &hostRead{d: d, b: append([]byte(nil), src.(collective.HostBuffer)[:n]...), late: d.reads%2 == 0}, nil
 }
 
-// DelayedScales is optimizer.DelayedScaler's contract written out over
+// DelayedScales is backend.DelayedScaler's contract written out over
 // host memory, with fp8's history reduction and scale.
 func (d *deferring) DelayedScales(scale, scaleInv, cast, hist, amax, ctl collective.Buffer, n, l int, r fp8.Recipe) error {
 	if binary.LittleEndian.Uint32(ctl.(collective.HostBuffer)[backend.ControlSkipOff:]) != 0 {

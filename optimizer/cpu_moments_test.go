@@ -153,7 +153,7 @@ func bytesF32(b []byte) []float32 {
 	return x
 }
 
-func read(t *testing.T, be optimizer.Backend, b collective.Buffer) []byte {
+func read(t *testing.T, be backend.Backend, b collective.Buffer) []byte {
 	t.Helper()
 	out := make([]byte, b.Len())
 	if err := be.Read(out, b, 0); err != nil {

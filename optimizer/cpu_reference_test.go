@@ -276,7 +276,7 @@ func refCase(r *rand.Rand, rc fp8.Recipe, rule optimizer.Rule, mt, gt, hpt colle
 
 // checkAgainstReference uploads s to be, runs a there and refUpdate on s,
 // and compares every buffer byte for byte.
-func checkAgainstReference(t *testing.T, be optimizer.Backend, a *backend.UpdateArgs, s *refShard) {
+func checkAgainstReference(t *testing.T, be backend.Backend, a *backend.UpdateArgs, s *refShard) {
 	t.Helper()
 	type buffer struct {
 		name string

@@ -14,7 +14,7 @@ import (
 )
 
 // deviceScaler is the CPU backend that also derives scales itself
-// (optimizer.DeviceScaler), as the GPU backend does on its stream.
+// (backend.DeviceScaler), as the GPU backend does on its stream.
 type deviceScaler struct {
 	*optimizer.CPU
 	calls int

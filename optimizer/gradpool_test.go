@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/optimizer"
@@ -49,7 +51,7 @@ func trainSharded(ctx context.Context, comm collective.Communicator, params []op
 }
 
 // trainShardedOn is trainSharded on backend be.
-func trainShardedOn(ctx context.Context, comm collective.Communicator, be optimizer.Backend, params []optimizer.Param, cfg optimizer.Config, steps, micro int, grad optimizertest.GradFunc, async bool) (optimizertest.Result, error) {
+func trainShardedOn(ctx context.Context, comm collective.Communicator, be backend.Backend, params []optimizer.Param, cfg optimizer.Config, steps, micro int, grad optimizertest.GradFunc, async bool) (optimizertest.Result, error) {
 	cfg.ShardedGradients, cfg.MicroBatches = true, micro
 	o, err := optimizer.New(ctx, comm, be, params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
 	if err != nil {
@@ -204,7 +206,7 @@ func TestShardedGradientsMisuse(t *testing.T) {
 }
 
 // noAccumulate hides the CPU backend's AccumulateGrad.
-type noAccumulate struct{ optimizer.Backend }
+type noAccumulate struct{ backend.Backend }
 
 // TestShardedGradientsConfig checks the refused configurations: GradBuffers
 // without ShardedGradients or negative, and accumulation on a backend that
@@ -214,7 +216,7 @@ func TestShardedGradientsConfig(t *testing.T) {
 	init := optimizer.FromMap(optimizertest.InitWeights(params, 1))
 	for _, c := range []struct {
 		cfg optimizer.Config
-		be  optimizer.Backend
+		be  backend.Backend
 	}{
 		{optimizer.Config{GradBuffers: 2}, optimizer.NewCPU(1)},
 		{optimizer.Config{ShardedGradients: true, GradBuffers: -1}, optimizer.NewCPU(1)},

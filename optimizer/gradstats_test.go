@@ -6,13 +6,15 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/optimizertest"
 )
 
 // planner is the CPU backend that plans the gradient statistics
-// (optimizer.GradStatsPlanner), as the GPU backend does: its plan keeps the
+// (backend.GradStatsPlanner), as the GPU backend does: its plan keeps the
 // buffers and counts it was given and adds their statistics at each Run.
 // It counts plans, runs, closes and direct GradStats calls.
 type planner struct {
@@ -29,7 +31,7 @@ type cpuPlan struct {
 	ns    []int
 }
 
-func (p *planner) PlanGradStats(stats collective.Buffer, grads []collective.Buffer, gt collective.DType, ns []int) (optimizer.GradStatsPlan, error) {
+func (p *planner) PlanGradStats(stats collective.Buffer, grads []collective.Buffer, gt collective.DType, ns []int) (backend.GradStatsPlan, error) {
 	p.plans++
 	return &cpuPlan{p: p, stats: stats, grads: slices.Clone(grads), gt: gt, ns: slices.Clone(ns)}, nil
 }

@@ -2,9 +2,10 @@ package optimizer
 
 import (
 	"fmt"
-	"github.com/distopt/distopt/collective"
 	"slices"
 	"strings"
+
+	"github.com/distopt/distopt/collective"
 
 	"github.com/distopt/distopt/optimizer/backend"
 	"github.com/distopt/distopt/shard"

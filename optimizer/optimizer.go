@@ -41,7 +41,7 @@ func FromMap(m map[string][]float32) InitFunc {
 type Optimizer struct {
 	cfg    Config
 	comm   collective.Communicator
-	be     Backend
+	be     backend.Backend
 	layout *shard.Layout
 	params []Param
 	rank   int
@@ -58,7 +58,7 @@ type Optimizer struct {
 	stats   collective.Buffer // int64 x StatsLen
 	scales  *scaleState       // host state of the slots' scales
 
-	statsPlan GradStatsPlan // the buckets' statistics in one pass (nil: per bucket)
+	statsPlan backend.GradStatsPlan // the buckets' statistics in one pass (nil: per bucket)
 
 	step    int
 	broken  error
@@ -88,7 +88,7 @@ type bucket struct {
 // parameters cast and gathered before it returns. All ranks must call New
 // with the same parameters and configuration; a difference is reported as
 // ErrMismatch naming what differs.
-func New(ctx context.Context, comm collective.Communicator, be Backend, params []Param, init InitFunc, cfg Config) (*Optimizer, error) {
+func New(ctx context.Context, comm collective.Communicator, be backend.Backend, params []Param, init InitFunc, cfg Config) (*Optimizer, error) {
 	if err := checkPlacement(comm, be); err != nil {
 		return nil, err
 	}
@@ -123,20 +123,14 @@ func New(ctx context.Context, comm collective.Communicator, be Backend, params [
 	return o, nil
 }
 
-// OnDevice is implemented by backends and communicators bound to one GPU
-// (optimizer/gpu's Backend, collective/nccl's Comm): Ordinal is the GPU's.
-type OnDevice interface {
-	Ordinal() int
-}
-
 // checkPlacement refuses a communicator and a backend that do not share
 // their memory: another memory kind, or (both bound to a GPU) another GPU.
-func checkPlacement(comm collective.Communicator, be Backend) error {
+func checkPlacement(comm collective.Communicator, be backend.Backend) error {
 	if comm.Memory() != be.Memory() {
 		return fmt.Errorf("optimizer: communicator takes %s memory but backend %s allocates %s memory: %w", comm.Memory(), be.Name(), be.Memory(), ErrConfig)
 	}
-	cd, ok1 := comm.(OnDevice)
-	bd, ok2 := be.(OnDevice)
+	cd, ok1 := comm.(backend.OnDevice)
+	bd, ok2 := be.(backend.OnDevice)
 	if ok1 && ok2 && cd.Ordinal() != bd.Ordinal() {
 		return fmt.Errorf("optimizer: communicator on GPU %d but backend %s on GPU %d: %w", cd.Ordinal(), be.Name(), bd.Ordinal(), ErrConfig)
 	}
@@ -162,7 +156,7 @@ func NewLayout(params []Param, world int, opts shard.Options) (*shard.Layout, er
 func (o *Optimizer) Layout() *shard.Layout { return o.layout }
 
 // Backend is the backend the optimizer runs on.
-func (o *Optimizer) Backend() Backend { return o.be }
+func (o *Optimizer) Backend() backend.Backend { return o.be }
 
 // Config is the configuration in use, defaults filled in.
 func (o *Optimizer) Config() Config { return o.cfg }

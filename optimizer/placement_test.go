@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/inproc"
 )
@@ -38,7 +40,7 @@ func TestPlacement(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		comm collective.Communicator
-		be   Backend
+		be   backend.Backend
 		want string // in the error; "" for none
 	}{
 		{"GPUs 0 and 1", gpuComm{comm, 0}, gpuBackend{NewCPU(1), 1}, "communicator on GPU 0 but backend"},

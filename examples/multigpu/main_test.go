@@ -365,7 +365,7 @@ func TestMedian(t *testing.T) {
 
 // syncCounter is a CPU backend that counts Sync calls.
 type syncCounter struct {
-	optimizer.Backend
+	backend.Backend
 	syncs int
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
@@ -76,7 +78,7 @@ func (c logComm) Start(ops ...collective.Op) collective.Work {
 // parameter, the rank and the call count (so that two runs agree).
 type fakeCompute struct {
 	log    *callLog
-	be     optimizer.Backend
+	be     backend.Backend
 	params []optimizer.Param
 	rank   int
 	calls  int

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/grpccomm"
 	"github.com/distopt/distopt/collective/inproc"
@@ -21,7 +23,7 @@ type job struct {
 	rank, size int
 	localSize  int // ranks on this host (they share its CPUs)
 	comm       collective.Communicator
-	be         optimizer.Backend
+	be         backend.Backend
 	dev        *cuda.Device      // the GPU; nil on the CPU backend
 	store      *rendezvous.Store // nil for in-process ranks
 	mem        *gpuMemory        // nil without a GPU or NVML
@@ -153,7 +155,7 @@ func inprocJobs(n, workers int) []*job {
 // so that the communicator has made its connections and buffers before
 // the memory of the optimizer is measured: an all-gather of bytes, a
 // bfloat16 reduce-scatter (Avg), and uint32 Max and int64 Sum all-reduces.
-func warmUp(ctx context.Context, c collective.Communicator, be optimizer.Backend) (err error) {
+func warmUp(ctx context.Context, c collective.Communicator, be backend.Backend) (err error) {
 	n := c.Size()
 	var bufs []collective.Buffer
 	defer func() {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/gomlx/gomlx/backends"
@@ -20,7 +22,7 @@ type Config struct {
 	// Rules map the variables to parameters; nil fields take the defaults.
 	Rules Rules
 	// Backend runs the optimizer step. Default: optimizer.NewCPU(0).
-	Backend optimizer.Backend
+	Backend backend.Backend
 }
 
 // Batch is one batch of inputs and labels.

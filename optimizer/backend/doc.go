@@ -2,7 +2,7 @@
 // for those who write a backend (the CPU reference, optimizer.NewCPU; the
 // CUDA backend, optimizer/gpu). Users of the optimizer need none of it.
 //
-// An optimizer.Backend queues two kinds of work per bucket shard: Update
+// An Backend queues two kinds of work per bucket shard: Update
 // (UpdateArgs: the update rule over a segment table, fused with what each
 // segment's Mode does with the new master) and Cast (CastArgs). A segment
 // table is valid when CheckSegments says so. The arithmetic every backend

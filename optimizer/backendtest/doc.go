@@ -1,7 +1,7 @@
-// Package backendtest is the conformance suite of optimizer.Backend: Run
+// Package backendtest is the conformance suite of backend.Backend: Run
 // gives a backend random GradStats, Update and Cast calls (and UpdateShards
 // and CastShards calls over several shards when it is an
-// optimizer.ShardUpdater) (every rule,
+// backend.ShardUpdater) (every rule,
 // scaling mode, FP8 format, moment, gradient and high-precision type; odd
 // sizes; segments at random offsets with partial chunks and blocks; shards
 // at element offsets off the kernels' vector width in their buffers; tile

@@ -6,14 +6,15 @@ import (
 	"math"
 	"testing"
 
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
-	"github.com/distopt/distopt/optimizer"
 )
 
 // pair runs each call on the reference (CPU) and the backend under test.
 type pair struct {
 	t        *testing.T
-	ref, be  optimizer.Backend
+	ref, be  backend.Backend
 	refBufs  []collective.Buffer
 	testBufs []collective.Buffer
 }

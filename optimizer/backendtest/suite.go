@@ -13,7 +13,7 @@ import (
 )
 
 // Run runs the whole suite against be.
-func Run(t *testing.T, be optimizer.Backend) {
+func Run(t *testing.T, be backend.Backend) {
 	t.Run("GradStats", func(t *testing.T) { GradStats(t, be) })
 	t.Run("Update", func(t *testing.T) { Update(t, be) })
 	t.Run("Moments", func(t *testing.T) { Moments(t, be) })
@@ -23,7 +23,7 @@ func Run(t *testing.T, be optimizer.Backend) {
 	t.Run("Controlled", func(t *testing.T) { Controlled(t, be) })
 }
 
-func newPair(t *testing.T, be optimizer.Backend) *pair {
+func newPair(t *testing.T, be backend.Backend) *pair {
 	p := &pair{t: t, ref: optimizer.NewCPU(3), be: be}
 	t.Cleanup(p.free)
 	return p
@@ -32,7 +32,7 @@ func newPair(t *testing.T, be optimizer.Backend) *pair {
 // GradStats checks GradStats on gradients of odd sizes with every kind of
 // special value, twice into the same statistics (the second call adds to
 // the normalised result of the first).
-func GradStats(t *testing.T, be optimizer.Backend) {
+func GradStats(t *testing.T, be backend.Backend) {
 	for _, gt := range []collective.DType{collective.Float32, collective.BFloat16} {
 		for ci, n := range []int{0, 1, 7, 4099, 100003, 1 << 20} {
 			for _, special := range []bool{false, true} {
@@ -142,7 +142,7 @@ func randomLayout(r *rand.Rand, modes []backend.Mode, block, align int) layout {
 
 // Update checks Update for every recipe case crossed with rules, moment
 // and gradient types.
-func Update(t *testing.T, be optimizer.Backend) {
+func Update(t *testing.T, be backend.Backend) {
 	type rule struct {
 		r      optimizer.Rule
 		mt, gt collective.DType
@@ -255,7 +255,7 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 		if rule == optimizer.RuleNone {
 			b.M, b.V, b.Grad = nil, nil, nil
 		}
-		be := []optimizer.Backend{p.ref, p.be}[side]
+		be := []backend.Backend{p.ref, p.be}[side]
 		must(t, be.Update(&b))
 	}
 	p.check(bs...)
@@ -273,7 +273,7 @@ func momentKind(dt collective.DType) kind {
 
 // Cast checks Cast over layouts mixing the modes it casts with those it
 // must leave alone.
-func Cast(t *testing.T, be optimizer.Backend) {
+func Cast(t *testing.T, be backend.Backend) {
 	modes := []backend.Mode{backend.ModeTensorCurrent, backend.ModeTile, backend.ModeTensorDelayed,
 		backend.ModeBlock, backend.ModeHighPrecision}
 	for ci := range 12 {
@@ -290,7 +290,7 @@ func Cast(t *testing.T, be optimizer.Backend) {
 				mb := p.upload("master", encode(master, collective.Float32), float32s)
 				fb := p.upload("fp8", filled(l.n), bytesExact)
 				sb := p.upload("scale", encode(scale, collective.Float32), bytesExact)
-				for side, be := range []optimizer.Backend{p.ref, p.be} {
+				for side, be := range []backend.Backend{p.ref, p.be} {
 					pick := func(x buf) collective.Buffer { return []collective.Buffer{x.ref, x.be}[side] }
 					must(t, be.Cast(&backend.CastArgs{N: l.n, Master: pick(mb), Segments: l.segs, Format: f, FP8: pick(fb), Scale: pick(sb)}))
 				}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/optimizer"
 )
@@ -16,7 +18,7 @@ import (
 // takes.
 type group struct {
 	comm collective.Communicator
-	be   optimizer.Backend
+	be   backend.Backend
 }
 
 func newGroup(o *optimizer.Optimizer, comm collective.Communicator) (group, error) {

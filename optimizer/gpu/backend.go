@@ -63,13 +63,13 @@ func New(ordinal int) (*Backend, error) {
 	return b, nil
 }
 
-// Name implements optimizer.Backend: "cuda:0 NVIDIA H200 (sm_90, PTX sm90)".
+// Name implements backend.Backend: "cuda:0 NVIDIA H200 (sm_90, PTX sm90)".
 func (b *Backend) Name() string {
 	i := b.dev.Info()
 	return fmt.Sprintf("cuda:%d %s (sm_%d%d, PTX %v)", i.Ordinal, i.Name, i.Major, i.Minor, b.ks.Variant())
 }
 
-// Memory implements optimizer.Backend: collective.Device.
+// Memory implements backend.Backend: collective.Device.
 func (b *Backend) Memory() collective.MemoryKind { return collective.Device }
 
 // Device returns the CUDA device (for communicators that share it).
@@ -102,7 +102,7 @@ func (b *Backend) ptr(x collective.Buffer) cuda.DevicePtr {
 	return cuda.DevicePtr(b.dbuf(x).Ptr)
 }
 
-// Alloc implements optimizer.Backend: n zeroed bytes of device memory
+// Alloc implements backend.Backend: n zeroed bytes of device memory
 // (the zeroing is complete when Alloc returns). Zero bytes give an empty
 // buffer with a nil address.
 func (b *Backend) Alloc(n int) (collective.Buffer, error) {
@@ -127,7 +127,7 @@ func (b *Backend) Alloc(n int) (collective.Buffer, error) {
 	return collective.DeviceBuffer{Ptr: uintptr(p), Size: n, Device: b.dev.Ordinal()}, nil
 }
 
-// Free implements optimizer.Backend. It waits for the stream first, so
+// Free implements backend.Backend. It waits for the stream first, so
 // that no queued work still uses the memory.
 func (b *Backend) Free(x collective.Buffer) {
 	d := b.dbuf(x)
@@ -138,21 +138,21 @@ func (b *Backend) Free(x collective.Buffer) {
 	b.dev.Free(cuda.DevicePtr(d.Ptr))
 }
 
-// Write implements optimizer.Backend; it returns when the copy is done.
+// Write implements backend.Backend; it returns when the copy is done.
 func (b *Backend) Write(dst collective.Buffer, off int, src []byte) error {
 	d := b.dbuf(dst)
 	checkRange("Write", d, off, len(src))
 	return b.s.Upload(cuda.DevicePtr(d.Ptr).Add(off), src)
 }
 
-// Read implements optimizer.Backend; it waits for all earlier work.
+// Read implements backend.Backend; it waits for all earlier work.
 func (b *Backend) Read(dst []byte, src collective.Buffer, off int) error {
 	d := b.dbuf(src)
 	checkRange("Read", d, off, len(dst))
 	return b.s.Download(dst, cuda.DevicePtr(d.Ptr).Add(off))
 }
 
-// Zero implements optimizer.Backend (queued).
+// Zero implements backend.Backend (queued).
 func (b *Backend) Zero(x collective.Buffer, off, n int) error {
 	d := b.dbuf(x)
 	checkRange("Zero", d, off, n)
@@ -165,10 +165,10 @@ func checkRange(op string, d collective.DeviceBuffer, off, n int) {
 	}
 }
 
-// Sync implements optimizer.Backend.
+// Sync implements backend.Backend.
 func (b *Backend) Sync() error { return b.s.Synchronize() }
 
-// GradStats implements optimizer.Backend (two launches, one hand-over to
+// GradStats implements backend.Backend (two launches, one hand-over to
 // the device's worker: the sums, then the normalisation of stats).
 func (b *Backend) GradStats(stats, grad collective.Buffer, gt collective.DType, n int) error {
 	return b.dev.Do(func() error { return b.ks.GradStats(b.s, b.ptr(stats), b.ptr(grad), n, isBF16(gt)) })
@@ -184,7 +184,7 @@ func isBF16(dt collective.DType) bool {
 	panic(fmt.Sprintf("gpu: element type %v", dt))
 }
 
-// Update implements optimizer.Backend: one launch over all segments.
+// Update implements backend.Backend: one launch over all segments.
 func (b *Backend) Update(a *backend.UpdateArgs) error {
 	t := kernels.PackSegments(kernelSegments(a.Rule, a.Segments, nil))
 	return b.onWorker(func() error {
@@ -231,7 +231,7 @@ func (b *Backend) updateLaunch(a *backend.UpdateArgs, t kernels.Table) (*kernels
 	return l, nil
 }
 
-// Cast implements optimizer.Backend: one launch over the segments of modes
+// Cast implements backend.Backend: one launch over the segments of modes
 // ModeTensorCurrent and ModeTile.
 func (b *Backend) Cast(a *backend.CastArgs) error {
 	t := kernels.PackSegments(kernelSegments(optimizer.RuleNone, a.Segments, castModes))
@@ -288,7 +288,7 @@ func (b *Backend) onWorker(fn func() error) error {
 	})
 }
 
-// Close implements optimizer.Backend: it waits for the stream, frees the
+// Close implements backend.Backend: it waits for the stream, frees the
 // cached tables, unloads the kernels and closes the device. Buffers not
 // freed before are released with the device's primary context.
 func (b *Backend) Close() error {
@@ -312,6 +312,6 @@ func (b *Backend) Close() error {
 	return err
 }
 
-var _ optimizer.Backend = (*Backend)(nil)
+var _ backend.Backend = (*Backend)(nil)
 
 func ptrOf(d collective.DeviceBuffer) cuda.DevicePtr { return cuda.DevicePtr(d.Ptr) }

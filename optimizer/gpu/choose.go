@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective/rendezvous"
 	"github.com/distopt/distopt/optimizer"
 )
@@ -21,7 +23,7 @@ import (
 // The returned backend's Name says which was picked. Any other req gives
 // ErrBackend. For a GPU job, Setup also makes the communicator on the same
 // device and stream.
-func Choose(req string) (optimizer.Backend, error) {
+func Choose(req string) (backend.Backend, error) {
 	if req != "cpu" && req != "gpu" && req != "auto" {
 		return nil, fmt.Errorf("%w: %q (want cpu, gpu or auto)", ErrBackend, req)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
-var _ optimizer.GradStatsPlanner = (*Backend)(nil)
+var _ backend.GradStatsPlanner = (*Backend)(nil)
 
 // TestPlanGradStats plans the statistics of 22 gradient buffers of the CPU
 // backend's kinds (sizes from 0 to 70000, slices at odd element offsets,

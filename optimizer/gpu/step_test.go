@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/single"
 	"github.com/distopt/distopt/optimizer"
@@ -33,7 +35,7 @@ func stepGrad(p optimizer.Param, step int) []float32 {
 
 // train takes steps steps on one rank of comm with the backend be, setting
 // the gradients grad(p, s, 0) of optimizertest.AwkwardParams.
-func train(t *testing.T, comm collective.Communicator, be optimizer.Backend, cfg optimizer.Config, steps int, grad optimizertest.GradFunc) optimizertest.Result {
+func train(t *testing.T, comm collective.Communicator, be backend.Backend, cfg optimizer.Config, steps int, grad optimizertest.GradFunc) optimizertest.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

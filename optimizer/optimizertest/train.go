@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
@@ -61,7 +63,7 @@ func Collect(o *optimizer.Optimizer, params []optimizer.Param) (Result, error) {
 // Collect's result after the last step, with the step results. The
 // optimizer is closed before Train returns, comm is not. A failing step's
 // error is wrapped with its number.
-func Train(ctx context.Context, comm collective.Communicator, be optimizer.Backend, params []optimizer.Param, cfg optimizer.Config, steps int, grad GradFunc) (Result, error) {
+func Train(ctx context.Context, comm collective.Communicator, be backend.Backend, params []optimizer.Param, cfg optimizer.Config, steps int, grad GradFunc) (Result, error) {
 	o, err := optimizer.New(ctx, comm, be, params, optimizer.FromMap(InitWeights(params, 1)), cfg)
 	if err != nil {
 		return Result{}, err

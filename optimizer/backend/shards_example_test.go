@@ -1,4 +1,4 @@
-package optimizer_test
+package backend_test
 
 import (
 	"encoding/binary"
@@ -29,15 +29,15 @@ func ExampleShardUpdater() {
 		return &backend.UpdateArgs{Rule: optimizer.RuleNone, N: n, Master: master, Amax: amax, Scale: scale,
 			Segments: []backend.Segment{{Len: n, Mode: backend.ModeTensorCurrent}}}
 	}
-	var su optimizer.ShardUpdater = be
+	var su backend.ShardUpdater = be
 	if err := su.UpdateShards([]*backend.UpdateArgs{shard(f32(0.5), 1), shard(f32(-3, 2), 2)}); err != nil {
 		fmt.Println(err)
 	}
 	fmt.Println("amax of both shards:", math.Float32frombits(binary.LittleEndian.Uint32(amax)))
 	other := shard(f32(1), 1)
 	other.Scale = f32(2)
-	fmt.Println(optimizer.CheckShards([]*backend.UpdateArgs{shard(f32(1), 1), other}))
+	fmt.Println(backend.CheckShards([]*backend.UpdateArgs{shard(f32(1), 1), other}))
 	// Output:
 	// amax of both shards: 3
-	// optimizer: UpdateShards: shard 1 differs from shard 0 in Scale
+	// backend: UpdateShards: shard 1 differs from shard 0 in Scale
 }
