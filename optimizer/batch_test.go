@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
@@ -78,7 +80,7 @@ func TestBatchedStep(t *testing.T) {
 			counts := make([]batching, 2)
 			got := optimizertest.RunRanks(t, 2, cfg, func(ctx context.Context, comm collective.Communicator, cfg optimizer.Config) (optimizertest.Result, error) {
 				be := &counts[comm.Rank()]
-				be.deferring = deferring{deviceScaler: deviceScaler{CPU: optimizer.NewCPU(1)}}
+				be.deferring = deferring{deviceScaler: deviceScaler{Backend: cpu.New(1)}}
 				return optimizertest.TrainOverlapped(ctx, comm, be, params, cfg, overlapSteps, grad, ov)
 			})
 			for r := range 2 {
@@ -93,7 +95,7 @@ func TestBatchedStep(t *testing.T) {
 	t.Run("sync", func(t *testing.T) {
 		cfg := optimizertest.Configs()["E4M3 TensorCurrent(margin=0, pow2=false)"]
 		var be batching
-		be.deferring = deferring{deviceScaler: deviceScaler{CPU: optimizer.NewCPU(1)}}
+		be.deferring = deferring{deviceScaler: deviceScaler{Backend: cpu.New(1)}}
 		optimizertest.RunRanks(t, 1, cfg, func(ctx context.Context, comm collective.Communicator, cfg optimizer.Config) (optimizertest.Result, error) {
 			return optimizertest.TrainOverlapped(ctx, comm, &be, params, cfg, 2, nanGrad(1), optimizertest.Overlap{MicroBatches: 1, Sync: true})
 		})

@@ -6,6 +6,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
@@ -102,7 +104,7 @@ func TestDeferredStep(t *testing.T) {
 			want := optimizertest.Run(t, 3, overlapSteps, params, cfg, optimizertest.Accumulated(grad, micro))
 			reads, delayed := make([]int, 3), make([]int, 3)
 			got := optimizertest.RunRanks(t, 3, cfg, func(ctx context.Context, comm collective.Communicator, cfg optimizer.Config) (optimizertest.Result, error) {
-				be := &deferring{deviceScaler: deviceScaler{CPU: optimizer.NewCPU(1)}}
+				be := &deferring{deviceScaler: deviceScaler{Backend: cpu.New(1)}}
 				defer func() { reads[comm.Rank()], delayed[comm.Rank()] = be.reads, be.delayed }()
 				return optimizertest.TrainOverlapped(ctx, comm, be, params, cfg, overlapSteps, grad, ov)
 			})
@@ -136,7 +138,7 @@ func TestDeferredResult(t *testing.T) {
 	cfg.LossScaler = &optimizer.LossScaler{InitScale: 1 << 10, GrowthInterval: 2}
 	grad := nanGrad(1)
 	optimizertest.RunRanks(t, 1, cfg, func(ctx context.Context, comm collective.Communicator, cfg optimizer.Config) (optimizertest.Result, error) {
-		be := &deferring{deviceScaler: deviceScaler{CPU: optimizer.NewCPU(1)}}
+		be := &deferring{deviceScaler: deviceScaler{Backend: cpu.New(1)}}
 		o, err := optimizer.New(ctx, comm, be, params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
 		if err != nil {
 			return optimizertest.Result{}, err
@@ -184,5 +186,5 @@ func TestDeferredResult(t *testing.T) {
 // meet the suite's references (fp8.AmaxHistory, fp8.ScaleFromAmax) that
 // the GPU meets.
 func TestDeferringConformance(t *testing.T) {
-	backendtest.Controlled(t, &deferring{deviceScaler: deviceScaler{CPU: optimizer.NewCPU(1)}})
+	backendtest.Controlled(t, &deferring{deviceScaler: deviceScaler{Backend: cpu.New(1)}})
 }

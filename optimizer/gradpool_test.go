@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/optimizer/backend"
 
 	"github.com/distopt/distopt/collective"
@@ -47,7 +49,7 @@ func exactGrad(world, nanAt int) optimizertest.GradFunc {
 // it ready, parameter after parameter in the backward order; StepAsync and
 // WaitGathers when async, else Step.
 func trainSharded(ctx context.Context, comm collective.Communicator, params []optimizer.Param, cfg optimizer.Config, steps, micro int, grad optimizertest.GradFunc, async bool) (optimizertest.Result, error) {
-	return trainShardedOn(ctx, comm, optimizer.NewCPU(2), params, cfg, steps, micro, grad, async)
+	return trainShardedOn(ctx, comm, cpu.New(2), params, cfg, steps, micro, grad, async)
 }
 
 // trainShardedOn is trainSharded on backend be.
@@ -218,9 +220,9 @@ func TestShardedGradientsConfig(t *testing.T) {
 		cfg optimizer.Config
 		be  backend.Backend
 	}{
-		{optimizer.Config{GradBuffers: 2}, optimizer.NewCPU(1)},
-		{optimizer.Config{ShardedGradients: true, GradBuffers: -1}, optimizer.NewCPU(1)},
-		{optimizer.Config{ShardedGradients: true, MicroBatches: 2}, noAccumulate{optimizer.NewCPU(1)}},
+		{optimizer.Config{GradBuffers: 2}, cpu.New(1)},
+		{optimizer.Config{ShardedGradients: true, GradBuffers: -1}, cpu.New(1)},
+		{optimizer.Config{ShardedGradients: true, MicroBatches: 2}, noAccumulate{cpu.New(1)}},
 	} {
 		c.cfg.Groups = optimizertest.Groups()
 		comm := inproc.Communicators(1)[0]
@@ -232,7 +234,7 @@ func TestShardedGradientsConfig(t *testing.T) {
 	}
 	comm := inproc.Communicators(1)[0]
 	defer comm.Close()
-	o, err := optimizer.New(context.Background(), comm, noAccumulate{optimizer.NewCPU(1)}, params, init, optimizer.Config{ShardedGradients: true, Groups: optimizertest.Groups()})
+	o, err := optimizer.New(context.Background(), comm, noAccumulate{cpu.New(1)}, params, init, optimizer.Config{ShardedGradients: true, Groups: optimizertest.Groups()})
 	if err != nil {
 		t.Fatalf("one micro-batch needs no accumulation: %v", err)
 	}
@@ -283,7 +285,7 @@ func TestShardedGradientsTrainOverlapped(t *testing.T) {
 	want := optimizertest.Run(t, 2, overlapSteps, params, cfg, grad)
 	cfg.ShardedGradients = true
 	got := optimizertest.RunRanks(t, 2, cfg, func(ctx context.Context, comm collective.Communicator, cfg optimizer.Config) (optimizertest.Result, error) {
-		return optimizertest.TrainOverlapped(ctx, comm, optimizer.NewCPU(2), params, cfg, overlapSteps, grad, optimizertest.Overlap{MicroBatches: 1})
+		return optimizertest.TrainOverlapped(ctx, comm, cpu.New(2), params, cfg, overlapSteps, grad, optimizertest.Overlap{MicroBatches: 1})
 	})
 	for r := range 2 {
 		sameRun(t, fmt.Sprintf("rank %d", r), want[r], got[r])
@@ -308,7 +310,7 @@ func TestShardedGradientsConcurrent(t *testing.T) {
 			return optimizertest.Result{}, err
 		}
 		cfg.GradBuffers = len(l.Buckets)
-		o, err := optimizer.New(ctx, comm, optimizer.NewCPU(1), params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
+		o, err := optimizer.New(ctx, comm, cpu.New(1), params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
 		if err != nil {
 			return optimizertest.Result{}, err
 		}

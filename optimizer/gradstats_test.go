@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/optimizer/backend"
 
 	"github.com/distopt/distopt/collective"
@@ -18,7 +20,7 @@ import (
 // buffers and counts it was given and adds their statistics at each Run.
 // It counts plans, runs, closes and direct GradStats calls.
 type planner struct {
-	*optimizer.CPU
+	*cpu.Backend
 	mu                          sync.Mutex
 	plans, runs, closes, direct int
 }
@@ -40,7 +42,7 @@ func (p *planner) GradStats(stats, grad collective.Buffer, gt collective.DType, 
 	p.mu.Lock()
 	p.direct++
 	p.mu.Unlock()
-	return p.CPU.GradStats(stats, grad, gt, n)
+	return p.Backend.GradStats(stats, grad, gt, n)
 }
 
 func (c *cpuPlan) Run() error {
@@ -48,7 +50,7 @@ func (c *cpuPlan) Run() error {
 	c.p.runs++
 	c.p.mu.Unlock()
 	for i, g := range c.grads {
-		if err := c.p.CPU.GradStats(c.stats, g, c.gt, c.ns[i]); err != nil {
+		if err := c.p.Backend.GradStats(c.stats, g, c.gt, c.ns[i]); err != nil {
 			return err
 		}
 	}
@@ -81,7 +83,7 @@ func TestGradStatsPlan(t *testing.T) {
 				want := optimizertest.Run(t, 3, overlapSteps, params, cfg, optimizertest.Accumulated(grad, micro))
 				bes := make([]*planner, 3)
 				got := optimizertest.RunRanks(t, 3, cfg, func(ctx context.Context, comm collective.Communicator, cfg optimizer.Config) (optimizertest.Result, error) {
-					be := &planner{CPU: optimizer.NewCPU(1)}
+					be := &planner{Backend: cpu.New(1)}
 					bes[comm.Rank()] = be
 					switch how {
 					case "overlapped":

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/optimizer/backend"
 
 	"github.com/distopt/distopt/collective"
@@ -23,7 +25,7 @@ func (c gpuComm) Memory() collective.MemoryKind { return collective.Device }
 func (c gpuComm) Ordinal() int                  { return c.ordinal }
 
 type gpuBackend struct {
-	*CPU
+	*cpu.Backend
 	ordinal int
 }
 
@@ -43,9 +45,9 @@ func TestPlacement(t *testing.T) {
 		be   backend.Backend
 		want string // in the error; "" for none
 	}{
-		{"GPUs 0 and 1", gpuComm{comm, 0}, gpuBackend{NewCPU(1), 1}, "communicator on GPU 0 but backend"},
-		{"host and device", comm, gpuBackend{NewCPU(1), 0}, "takes host memory"},
-		{"one GPU", gpuComm{comm, 3}, gpuBackend{NewCPU(1), 3}, ""},
+		{"GPUs 0 and 1", gpuComm{comm, 0}, gpuBackend{cpu.New(1), 1}, "communicator on GPU 0 but backend"},
+		{"host and device", comm, gpuBackend{cpu.New(1), 0}, "takes host memory"},
+		{"one GPU", gpuComm{comm, 3}, gpuBackend{cpu.New(1), 3}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := checkPlacement(c.comm, c.be)

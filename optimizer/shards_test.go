@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/single"
 	"github.com/distopt/distopt/optimizer"
@@ -18,7 +20,7 @@ import (
 // failingShards is the CPU backend whose UpdateShards or CastShards fails
 // with errShard.
 type failingShards struct {
-	*optimizer.CPU
+	*cpu.Backend
 	update bool
 }
 
@@ -28,14 +30,14 @@ func (b failingShards) UpdateShards(as []*backend.UpdateArgs) error {
 	if b.update {
 		return errShard
 	}
-	return b.CPU.UpdateShards(as)
+	return b.Backend.UpdateShards(as)
 }
 
 func (b failingShards) CastShards(cs []*backend.CastArgs) error {
 	if !b.update {
 		return errShard
 	}
-	return b.CPU.CastShards(cs)
+	return b.Backend.CastShards(cs)
 }
 
 // TestShardErrorsNameBuckets checks that a failing one-call update or cast
@@ -53,7 +55,7 @@ func TestShardErrorsNameBuckets(t *testing.T) {
 		{false, "optimizer: cast of buckets %v in one call (shard i is the i-th of them): shard 1 is bad"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		o, err := optimizer.New(ctx, single.New(collective.Host, nil), failingShards{optimizer.NewCPU(1), c.update}, params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
+		o, err := optimizer.New(ctx, single.New(collective.Host, nil), failingShards{cpu.New(1), c.update}, params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
 		cancel()
 		if err == nil {
 			o.Close()

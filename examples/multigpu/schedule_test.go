@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/optimizer/backend"
 
 	"github.com/distopt/distopt/collective"
@@ -141,7 +143,7 @@ func withRanks(t *testing.T, d, micro int, f func(r *scheduleRank) error) []*sch
 		wg.Go(func() {
 			defer comms[r].Close()
 			log := &callLog{}
-			be := optimizer.NewCPU(1)
+			be := cpu.New(1)
 			rec := &recorder{Communicator: logComm{comms[r], log}}
 			opt, err := optimizer.New(ctx, rec, be, params, initValues(smallGPT.Layers), scheduleConfig(micro))
 			if err != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/optimizer/backend"
 
 	"github.com/distopt/distopt/collective"
@@ -14,7 +16,6 @@ import (
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/rendezvous"
 	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/gpu"
 )
 
@@ -79,7 +80,7 @@ func launchedJob(ctx context.Context, backend string, workers int, log io.Writer
 			return nil, err
 		}
 	case "cpu":
-		j.be = optimizer.NewCPU(workers)
+		j.be = cpu.New(workers)
 		j.memNote = "CPU backend: no GPU memory to measure"
 	default:
 		return nil, fmt.Errorf("-backend=%q: want gpu or cpu", backend)
@@ -144,7 +145,7 @@ func inprocJobs(n, workers int) []*job {
 	comms := inproc.New(n)
 	jobs := make([]*job, n)
 	for r := range jobs {
-		jobs[r] = &job{rank: r, size: n, localSize: n, comm: comms[r], be: optimizer.NewCPU(workers),
+		jobs[r] = &job{rank: r, size: n, localSize: n, comm: comms[r], be: cpu.New(workers),
 			memNote: "CPU backend: no GPU memory to measure"}
 		jobs[r].closers = append(jobs[r].closers, comms[r].Close)
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
@@ -143,7 +145,7 @@ func (p phaseSyncGPU) ScalesFromAmax(scale, scaleInv, amax, ctl collective.Buffe
 // phaseSyncCPU is phaseSync over the CPU backend, for the same reason
 // (the CPU backend is a GradAccumulator).
 type phaseSyncCPU struct {
-	*optimizer.CPU
+	*cpu.Backend
 	sync *phaseSync
 }
 
@@ -165,8 +167,8 @@ func timedBackend(s *phaseSync) backend.Backend {
 	switch b := s.Backend.(type) {
 	case *gpu.Backend:
 		return phaseSyncGPU{Backend: b, sync: s}
-	case *optimizer.CPU:
-		return phaseSyncCPU{CPU: b, sync: s}
+	case *cpu.Backend:
+		return phaseSyncCPU{Backend: b, sync: s}
 	}
 	return s
 }

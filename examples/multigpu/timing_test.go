@@ -5,7 +5,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/optimizer/backend"
 	"github.com/distopt/distopt/optimizer/gpu"
 )
@@ -32,7 +33,7 @@ func TestTimedBackendKeepsInterfaces(t *testing.T) {
 		min  int // optional interfaces the backend implements at least
 	}{
 		{"gpu", &gpu.Backend{}, 7}, // never used: only its method set matters
-		{"cpu", optimizer.NewCPU(1), 2},
+		{"cpu", cpu.New(1), 2},
 	} {
 		wrapped := timedBackend(&phaseSync{Backend: tc.be})
 		if _, plain := wrapped.(*phaseSync); plain {

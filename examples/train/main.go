@@ -65,6 +65,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/optimizer/backend"
 
 	"github.com/distopt/distopt/collective"
@@ -376,7 +378,7 @@ type runOptions struct {
 // over all ranks, and rank 0 prints the progress to out, starting with a
 // banner that names the communicator (via) and the backend.
 func rank(out io.Writer, via string, comm collective.Communicator, steps, bs int, teacher, init weights, cfg optimizer.Config, dl runOptions) ([]float64, optimizer.MemoryReport, error) {
-	return rankOn(out, via, comm, optimizer.NewCPU(1), steps, bs, teacher, init, cfg, dl)
+	return rankOn(out, via, comm, cpu.New(1), steps, bs, teacher, init, cfg, dl)
 }
 
 // rankOn is rank on backend be, whose memory is that of comm.
@@ -548,7 +550,7 @@ func connect(ctx context.Context, store *rendezvous.Store, rc rendezvous.Config)
 		if err != nil {
 			return nil, nil, "", err
 		}
-		return comm, optimizer.NewCPU(1), "gRPC communicator over TCP", nil
+		return comm, cpu.New(1), "gRPC communicator over TCP", nil
 	case "gpu":
 		gb, err := gpu.New(rc.LocalRank)
 		if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/optimizer/backend"
 
 	"github.com/distopt/distopt/collective"
@@ -21,7 +23,7 @@ type Config struct {
 	Optimizer optimizer.Config
 	// Rules map the variables to parameters; nil fields take the defaults.
 	Rules Rules
-	// Backend runs the optimizer step. Default: optimizer.NewCPU(0).
+	// Backend runs the optimizer step. Default: cpu.New(0).
 	Backend backend.Backend
 }
 
@@ -69,7 +71,7 @@ func NewTrainer(ctx context.Context, comm collective.Communicator, backend backe
 	}
 	be := cfg.Backend
 	if be == nil {
-		be = optimizer.NewCPU(0)
+		be = cpu.New(0)
 	}
 	opt, err := optimizer.New(ctx, comm, be, OptimizerParams(params), Initial(params), cfg.Optimizer)
 	if err != nil {

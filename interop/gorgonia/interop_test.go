@@ -13,6 +13,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/single"
 	"github.com/distopt/distopt/fp8"
@@ -270,7 +272,7 @@ func TestStep(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer o.Close()
-			ref, err := optimizer.New(ctx, single.New(collective.Host, nil), optimizer.NewCPU(1), params, optimizer.FromMap(init), c.cfg)
+			ref, err := optimizer.New(ctx, single.New(collective.Host, nil), cpu.New(1), params, optimizer.FromMap(init), c.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

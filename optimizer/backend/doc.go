@@ -1,5 +1,5 @@
 // Package backend is the contract between the optimizer and its backends,
-// for those who write a backend (the CPU reference, optimizer.NewCPU; the
+// for those who write a backend (the CPU reference, cpu.New; the
 // CUDA backend, optimizer/gpu). Users of the optimizer need none of it.
 //
 // An Backend queues two kinds of work per bucket shard: Update

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
@@ -16,7 +18,7 @@ import (
 // two shards of one and two elements, without an update rule, fold the
 // amax of their masters into one shared slot.
 func ExampleShardUpdater() {
-	be := optimizer.NewCPU(1)
+	be := cpu.New(1)
 	f32 := func(xs ...float32) collective.Buffer {
 		b := make(collective.HostBuffer, 4*len(xs))
 		for i, x := range xs {

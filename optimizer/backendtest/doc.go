@@ -7,7 +7,7 @@
 // at element offsets off the kernels' vector width in their buffers; tile
 // segments starting mid-matrix; NaN, Inf, huge and subnormal values; blocks
 // whose amax is 0) and compares every byte of every buffer with what the
-// CPU reference backend (optimizer.NewCPU) writes for the same call,
+// CPU reference backend (cpu.New) writes for the same call,
 // including the bytes outside every segment, which must stay untouched.
 //
 // One difference is allowed: float32 values (masters, moments, amax keys)

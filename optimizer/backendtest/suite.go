@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
@@ -24,7 +26,7 @@ func Run(t *testing.T, be backend.Backend) {
 }
 
 func newPair(t *testing.T, be backend.Backend) *pair {
-	p := &pair{t: t, ref: optimizer.NewCPU(3), be: be}
+	p := &pair{t: t, ref: cpu.New(3), be: be}
 	t.Cleanup(p.free)
 	return p
 }

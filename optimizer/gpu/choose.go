@@ -6,15 +6,16 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/optimizer/backend"
 
 	"github.com/distopt/distopt/collective/rendezvous"
-	"github.com/distopt/distopt/optimizer"
 )
 
 // Choose returns the backend req names:
 //
-//   - "cpu": optimizer.NewCPU(0);
+//   - "cpu": cpu.New(0);
 //   - "gpu": New(LocalRank()), or its error (matching ErrUnavailable when
 //     there is no driver or GPU): never the CPU backend;
 //   - "auto": New(LocalRank()) when a GPU is usable, the CPU backend when
@@ -28,7 +29,7 @@ func Choose(req string) (backend.Backend, error) {
 		return nil, fmt.Errorf("%w: %q (want cpu, gpu or auto)", ErrBackend, req)
 	}
 	if req == "cpu" {
-		return optimizer.NewCPU(0), nil
+		return cpu.New(0), nil
 	}
 	ordinal, err := LocalRank()
 	if err != nil {
@@ -44,7 +45,7 @@ func Choose(req string) (backend.Backend, error) {
 	default: // "auto"
 		b, err := New(ordinal)
 		if errors.Is(err, ErrUnavailable) {
-			return optimizer.NewCPU(0), nil
+			return cpu.New(0), nil
 		}
 		if err != nil {
 			return nil, err

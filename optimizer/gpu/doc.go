@@ -1,7 +1,7 @@
 // Package gpu provides the CUDA backend of the optimizer: an
 // backend.Backend whose buffers are device memory
 // (collective.DeviceBuffer) and whose arithmetic runs in the PTX kernels of
-// internal/kernels, bit for bit the CPU backend's (optimizer.NewCPU).
+// internal/kernels, bit for bit the CPU backend's (cpu.New).
 //
 // # Work and ordering
 //

@@ -5,9 +5,10 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/collective"
-	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
@@ -21,7 +22,7 @@ var _ backend.GradStatsPlanner = (*Backend)(nil)
 // that do not match the buffers are refused.
 func TestPlanGradStats(t *testing.T) {
 	b := open(t)
-	cpu := optimizer.NewCPU(2)
+	cpu := cpu.New(2)
 	for _, gt := range []collective.DType{collective.BFloat16, collective.Float32} {
 		r := rand.New(rand.NewPCG(17, uint64(gt)))
 		var grads, cgrads []collective.Buffer

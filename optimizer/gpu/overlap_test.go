@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/rendezvous"
@@ -101,7 +103,7 @@ func overlapStep(t *testing.T, comm collective.Communicator, be *Backend) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cpu := train(t, single.New(collective.Host, nil), optimizer.NewCPU(2), cfg, steps, acc)
+				cpu := train(t, single.New(collective.Host, nil), cpu.New(2), cfg, steps, acc)
 				compareOverlap(t, want, got, cpu)
 			})
 		}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/single"
 	"github.com/distopt/distopt/optimizer"
@@ -54,7 +56,7 @@ func shardedStep(t *testing.T, comm collective.Communicator, be *Backend) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cpu := train(t, single.New(collective.Host, nil), optimizer.NewCPU(2), cfg, steps, oneRankGrad)
+				cpu := train(t, single.New(collective.Host, nil), cpu.New(2), cfg, steps, oneRankGrad)
 				compareOverlap(t, want, got, cpu)
 			})
 		}
@@ -92,7 +94,7 @@ func TestShardedGradientsAccumulated(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cpu, err := optimizertest.TrainOverlapped(ctx, single.New(collective.Host, nil), optimizer.NewCPU(2), params, sharded, steps, oneRankGrad, ov)
+				cpu, err := optimizertest.TrainOverlapped(ctx, single.New(collective.Host, nil), cpu.New(2), params, sharded, steps, oneRankGrad, ov)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/optimizer/backend"
 
 	"github.com/distopt/distopt/collective"
@@ -63,7 +65,7 @@ func TestStep(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			const steps = 6
 			got := train(t, single.New(collective.Device, copier), b, cfg, steps, oneRankGrad)
-			want := train(t, single.New(collective.Host, nil), optimizer.NewCPU(2), cfg, steps, oneRankGrad)
+			want := train(t, single.New(collective.Host, nil), cpu.New(2), cfg, steps, oneRankGrad)
 			if !reflect.DeepEqual(got.Skipped(), want.Skipped()) {
 				t.Errorf("skipped steps: gpu %v, cpu %v", got.Skipped(), want.Skipped())
 			}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/optimizer/backend"
 
 	"github.com/distopt/distopt/collective"
@@ -88,13 +90,13 @@ func Train(ctx context.Context, comm collective.Communicator, be backend.Backend
 }
 
 // Run trains world in-process ranks (collective/inproc), each on
-// optimizer.NewCPU(2) with its own copy of cfg's loss scaler, with Train
+// cpu.New(2) with its own copy of cfg's loss scaler, with Train
 // under a one-minute deadline, and returns their results by rank. It fails
 // t naming the first rank that returned an error.
 func Run(t testing.TB, world, steps int, params []optimizer.Param, cfg optimizer.Config, grad GradFunc) []Result {
 	t.Helper()
 	return RunRanks(t, world, cfg, func(ctx context.Context, comm collective.Communicator, cfg optimizer.Config) (Result, error) {
-		return Train(ctx, comm, optimizer.NewCPU(2), params, cfg, steps, grad)
+		return Train(ctx, comm, cpu.New(2), params, cfg, steps, grad)
 	})
 }
 

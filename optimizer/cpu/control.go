@@ -1,4 +1,4 @@
-package optimizer
+package cpu
 
 import (
 	"github.com/distopt/distopt/collective"
@@ -7,7 +7,7 @@ import (
 
 // Control implements Backend: backend.Control.Advance over the block in
 // host memory.
-func (c *CPU) Control(ctl, stats collective.Buffer) error {
+func (c *Backend) Control(ctl, stats collective.Buffer) error {
 	blk, err := backend.DecodeControl(hostBuf(ctl))
 	if err != nil {
 		return err

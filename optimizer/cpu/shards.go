@@ -1,4 +1,4 @@
-package optimizer
+package cpu
 
 import (
 	"github.com/distopt/distopt/optimizer/backend"
@@ -6,7 +6,7 @@ import (
 
 // UpdateShards implements backend.ShardUpdater: Update shard by shard (the
 // reference of the backends that launch once).
-func (c *CPU) UpdateShards(as []*backend.UpdateArgs) error {
+func (c *Backend) UpdateShards(as []*backend.UpdateArgs) error {
 	if err := backend.CheckShards(as); err != nil {
 		return err
 	}
@@ -19,7 +19,7 @@ func (c *CPU) UpdateShards(as []*backend.UpdateArgs) error {
 }
 
 // CastShards implements backend.ShardUpdater: Cast shard by shard.
-func (c *CPU) CastShards(cs []*backend.CastArgs) error {
+func (c *Backend) CastShards(cs []*backend.CastArgs) error {
 	if err := backend.CheckCastShards(cs); err != nil {
 		return err
 	}
