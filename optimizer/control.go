@@ -17,35 +17,12 @@ import (
 // Step, later (LastResult, or the next step) in StepAsync on a backend that
 // can read it back without waiting (AsyncReader: optimizer/gpu).
 
-// AsyncReader is implemented by backends whose memory the host reads back
-// without waiting for their queue (optimizer/gpu: a copy into pinned host
-// memory and an event). With it, StepAsync leaves the step's decision on
-// the device: it enqueues every phase whatever the decision (the update,
-// scales and cast kernels read the skip flag of the control block and
-// write nothing on a skipped step), and the host learns the outcome later.
-type AsyncReader interface {
-	// ReadLater queues a copy of the first n bytes of src, ordered after
-	// the work queued so far, into host memory. The returned handle is
-	// valid until the next ReadLater.
-	ReadLater(src buffer.Buffer, n int) (PendingRead, error)
-}
-
-// PendingRead is a copy queued by ReadLater.
-type PendingRead interface {
-	// Done reports whether the copy has landed, without waiting.
-	Done() (bool, error)
-	// Bytes waits for the copy (when Done has not reported it) and
-	// returns its bytes, which the caller must not keep past the next
-	// ReadLater.
-	Bytes() ([]byte, error)
-}
-
 // control is the host's side of the control block.
 type control struct {
-	buf   buffer.Buffer   // the block, backend.ControlBytes in the backend's memory
-	host  backend.Control // the host's copy: exact unless pend is set
-	dirty bool            // host was changed by the host: write it before the next step
-	pend  PendingRead     // the last StepAsync's block, not read yet
+	buf   buffer.Buffer       // the block, backend.ControlBytes in the backend's memory
+	host  backend.Control     // the host's copy: exact unless pend is set
+	dirty bool                // host was changed by the host: write it before the next step
+	pend  backend.PendingRead // the last StepAsync's block, not read yet
 	// settle is the number of works of ov.settle that were ordered before
 	// the pending copy (they are complete when it has landed).
 	settle int
@@ -80,13 +57,13 @@ func (o *Optimizer) deferred(async bool) bool {
 	if !async {
 		return false
 	}
-	if _, ok := o.be.(AsyncReader); !ok {
+	if _, ok := o.be.(backend.AsyncReader); !ok {
 		return false
 	}
 	if o.cfg.Recipe.ScaleSource() == fp8.FromHistory {
 		return o.dh != nil
 	}
-	_, ds := o.be.(DeviceScaler)
+	_, ds := o.be.(backend.DeviceScaler)
 	return ds || o.nSlots == 0
 }
 
@@ -151,7 +128,7 @@ func (o *Optimizer) apply(c backend.Control, res *StepResult) {
 // readLater queues the copy of the block that resolve reads (deferred
 // steps), after the step's last phase before the gathers.
 func (o *Optimizer) readLater() error {
-	p, err := o.be.(AsyncReader).ReadLater(o.ctl.buf, backend.ControlBytes)
+	p, err := o.be.(backend.AsyncReader).ReadLater(o.ctl.buf, backend.ControlBytes)
 	if err != nil {
 		return o.fail(fmt.Errorf("optimizer: reading the step control block back: %w", err))
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 )
@@ -15,19 +17,6 @@ import (
 // cast and a reload go through the host).
 // The host's scaleState and the device copy take turns: whichever side
 // last advanced the state is copied to the other when that one needs it.
-
-// DelayedScaler is implemented by backends that keep delayed scaling's
-// amax histories in their own memory and derive the scales of the next
-// cast from them (optimizer/gpu). DelayedScales does, for i < n, unless
-// ctl (a step control block) has its skip flag set, what the host does for
-// a step (scaleState.reduced, castStep): cast[i] = scale[i], scaleInv[i] =
-// 1/scale[i]; row i of hist (l float32 values, oldest first) drops its
-// oldest value and appends amax[i] (float32 bits of the reduced amax);
-// scale[i] = fp8.ScaleFromAmax of the row reduced by r.HistoryReduce
-// (fp8.AmaxHistory.Scale), r.Format, r.Margin, r.PowerOf2.
-type DelayedScaler interface {
-	DelayedScales(scale, scaleInv, cast, hist, amax, ctl buffer.Buffer, n, l int, r fp8.Recipe) error
-}
 
 // devHistory is the device copy of the histories and of the scales the
 // bytes held were cast with.
@@ -40,7 +29,7 @@ type devHistory struct {
 // initDelayed allocates the device copy when the recipe is delayed
 // scaling and the backend a DelayedScaler.
 func (o *Optimizer) initDelayed() error {
-	if _, ok := o.be.(DelayedScaler); !ok || o.nSlots == 0 || o.cfg.Recipe.ScaleSource() != fp8.FromHistory {
+	if _, ok := o.be.(backend.DelayedScaler); !ok || o.nSlots == 0 || o.cfg.Recipe.ScaleSource() != fp8.FromHistory {
 		return nil
 	}
 	o.dh = &devHistory{devStale: true}
@@ -63,7 +52,7 @@ func (o *Optimizer) delayedOnDevice(ctx context.Context, op collective.Op) error
 		return o.fail(fmt.Errorf("optimizer: amax all-reduce: %w", err))
 	}
 	r := o.cfg.Recipe
-	if err := o.be.(DelayedScaler).DelayedScales(o.scale, o.scaleIn, o.dh.cast, o.dh.hist, o.amax, o.ctl.buf, o.nSlots, r.History(), r); err != nil {
+	if err := o.be.(backend.DelayedScaler).DelayedScales(o.scale, o.scaleIn, o.dh.cast, o.dh.hist, o.amax, o.ctl.buf, o.nSlots, r.History(), r); err != nil {
 		return o.fail(fmt.Errorf("optimizer: delayed scales from the reduced amaxes: %w", err))
 	}
 	o.dh.hostStale = true

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
@@ -15,9 +17,9 @@ import (
 )
 
 // deviceScaler is the CPU backend that also derives scales itself
-// (optimizer.DeviceScaler), as the GPU backend does on its stream.
+// (backend.DeviceScaler), as the GPU backend does on its stream.
 type deviceScaler struct {
-	*optimizer.CPU
+	*cpu.Backend
 	calls int
 }
 
@@ -51,7 +53,7 @@ func TestDeviceScales(t *testing.T) {
 			want := optimizertest.Run(t, 3, overlapSteps, params, cfg, optimizertest.Accumulated(grad, micro))
 			calls := make([]int, 3)
 			got := optimizertest.RunRanks(t, 3, cfg, func(ctx context.Context, comm collective.Communicator, cfg optimizer.Config) (optimizertest.Result, error) {
-				be := &deviceScaler{CPU: optimizer.NewCPU(1)}
+				be := &deviceScaler{Backend: cpu.New(1)}
 				defer func() { calls[comm.Rank()] = be.calls }()
 				return optimizertest.TrainOverlapped(ctx, comm, be, params, cfg, overlapSteps, grad, ov)
 			})

@@ -184,7 +184,7 @@
 //
 // # For backend authors
 //
-// A user of the optimizer picks a Backend (NewCPU, or optimizer/gpu) and
+// A user of the optimizer picks a Backend (optimizer/cpu, or optimizer/gpu) and
 // needs nothing else. The contract between the optimizer and a Backend
 // (UpdateArgs, CastArgs, segment tables, the per-element arithmetic, the
 // definition of each update rule) is package optimizer/backend;

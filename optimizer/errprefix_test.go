@@ -6,11 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/distopt/distopt/collective/inproc"
-	"github.com/distopt/distopt/optimizer"
 )
 
 // Every error names the package once, however many layers wrap it, and
@@ -19,8 +21,8 @@ func TestErrorPrefixOnce(t *testing.T) {
 	ctx := context.Background()
 	params := []optimizer.Param{{Name: "w", Shape: []int{4, 8}}}
 	init := optimizer.FromMap(map[string][]float32{"w": make([]float32, 32)})
-	_, errCfg := optimizer.New(ctx, inproc.Communicators(1)[0], optimizer.NewCPU(1), params, init, optimizer.Config{Beta1: 2})
-	o, err := optimizer.New(ctx, inproc.Communicators(1)[0], optimizer.NewCPU(1), params, init, optimizer.Config{})
+	_, errCfg := optimizer.New(ctx, inproc.Communicators(1)[0], cpu.New(1), params, init, optimizer.Config{Beta1: 2})
+	o, err := optimizer.New(ctx, inproc.Communicators(1)[0], cpu.New(1), params, init, optimizer.Config{})
 	require.NoError(t, err)
 	defer o.Close()
 	errUnknown := o.SetGrad("nope", nil)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // This file holds sharded gradients (Config.ShardedGradients, ZeRO-2): a
@@ -20,22 +21,6 @@ import (
 // not all been declared ready (GradReady), or a view (Grad) used after its
 // bucket was declared ready.
 var ErrGradPool = errors.New("no gradient buffer for the bucket")
-
-// GradAccumulator is implemented by backends that can add one gradient
-// shard into another (the CPU backend). Sharded gradients with
-// Config.MicroBatches > 1 need it: AccumulateGrad sets dst[i] to
-// src[i] + dst[i] for i < n, computed in float32 and rounded to dt as
-// collective.Reduce (Sum) does.
-type GradAccumulator interface {
-	AccumulateGrad(dst, src buffer.Buffer, dt buffer.DType, n int) error
-}
-
-// AccumulateGrad implements GradAccumulator.
-func (c *CPU) AccumulateGrad(dst, src buffer.Buffer, dt buffer.DType, n int) error {
-	d := hostBuf(dst)[:n*dt.Size()]
-	collective.Reduce(d, [][]byte{hostBuf(src)[:n*dt.Size()], d}, dt, collective.Sum)
-	return nil
-}
 
 // gradPool is the state of sharded gradients. Its fields are guarded by
 // overlap.mu, as the readiness counts are.
@@ -79,9 +64,9 @@ func (o *Optimizer) allocPool() error {
 
 // checkPoolBackend refuses sharded gradients with accumulation on a backend
 // that cannot add gradient shards.
-func checkPoolBackend(cfg *Config, be Backend) error {
-	if _, ok := be.(GradAccumulator); cfg.ShardedGradients && cfg.MicroBatches > 1 && !ok {
-		return fmt.Errorf("optimizer: sharded gradients with %d micro-batches need a backend that accumulates gradient shards (GradAccumulator); %s does not: %w", cfg.MicroBatches, be.Name(), ErrConfig)
+func checkPoolBackend(cfg *Config, be backend.Backend) error {
+	if _, ok := be.(backend.GradAccumulator); cfg.ShardedGradients && cfg.MicroBatches > 1 && !ok {
+		return fmt.Errorf("optimizer: sharded gradients with %d micro-batches need a backend that accumulates gradient shards (backend.GradAccumulator); %s does not: %w", cfg.MicroBatches, be.Name(), ErrConfig)
 	}
 	return nil
 }
@@ -155,7 +140,7 @@ func (o *Optimizer) reclaim(ctx context.Context) error {
 		bk := o.buckets[f.bucket]
 		gsz := o.cfg.GradType.Size()
 		src := p.bufs[f.buf].Slice(gsz*bk.lo, gsz*bk.hi)
-		if err := o.be.(GradAccumulator).AccumulateGrad(bk.acc, src, o.cfg.GradType, bk.b.ShardSize); err != nil {
+		if err := o.be.(backend.GradAccumulator).AccumulateGrad(bk.acc, src, o.cfg.GradType, bk.b.ShardSize); err != nil {
 			return o.fail(fmt.Errorf("optimizer: gradient accumulation of bucket %d: %w", f.bucket, err))
 		}
 	}

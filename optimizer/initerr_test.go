@@ -6,8 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
+	"github.com/distopt/distopt/collective/inproc"
 )
 
 // A wrong or missing initial value of a known parameter is a configuration
@@ -24,7 +26,7 @@ func TestInitialValueErrors(t *testing.T) {
 		{"missing", map[string][]float32{"w": make([]float32, 32)}, `optimizer: initial value of "b": not in the map: invalid configuration`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], optimizer.NewCPU(1), params, optimizer.FromMap(tc.init), optimizer.Config{})
+			_, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], cpu.New(1), params, optimizer.FromMap(tc.init), optimizer.Config{})
 			if !errors.Is(err, optimizer.ErrConfig) || errors.Is(err, optimizer.ErrUnknownParam) {
 				t.Errorf("New: %v; want ErrConfig, not ErrUnknownParam", err)
 			}

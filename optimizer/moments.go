@@ -2,10 +2,10 @@ package optimizer
 
 import (
 	"fmt"
-	"github.com/distopt/distopt/buffer"
 	"slices"
 	"strings"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/optimizer/backend"
 	"github.com/distopt/distopt/shard"
 )

@@ -5,11 +5,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/distopt/distopt/collective/inproc"
-	"github.com/distopt/distopt/optimizer"
 )
 
 // twoSteps runs two ranks through two steps: both write gradients g1 in
@@ -30,7 +32,7 @@ func twoSteps(t *testing.T, second func(o *optimizer.Optimizer, r int) error) [2
 		wg.Go(func() {
 			errs[r] = func() error {
 				ctx := context.Background()
-				o, err := optimizer.New(ctx, comms[r], optimizer.NewCPU(1), params, optimizer.FromMap(init), optimizer.Config{LR: optimizer.Constant(0.01)})
+				o, err := optimizer.New(ctx, comms[r], cpu.New(1), params, optimizer.FromMap(init), optimizer.Config{LR: optimizer.Constant(0.01)})
 				if err != nil {
 					return err
 				}

@@ -48,7 +48,7 @@ func FromMap(m map[string][]float32) InitFunc {
 type Optimizer struct {
 	cfg    Config
 	comm   collective.Communicator
-	be     Backend
+	be     backend.Backend
 	layout *shard.Layout
 	params []Param
 	rank   int
@@ -65,7 +65,7 @@ type Optimizer struct {
 	stats   buffer.Buffer // int64 x StatsLen
 	scales  *scaleState   // host state of the slots' scales
 
-	statsPlan GradStatsPlan // the buckets' statistics in one pass (nil: per bucket)
+	statsPlan backend.GradStatsPlan // the buckets' statistics in one pass (nil: per bucket)
 
 	step    int
 	broken  error
@@ -97,12 +97,12 @@ type bucket struct {
 // parameters cast and gathered before it returns. All ranks must call New
 // with the same parameters and configuration; a difference is reported as
 // ErrMismatch naming what differs.
-func New(ctx context.Context, comm collective.Communicator, be Backend, params []Param, init InitFunc, cfg Config) (*Optimizer, error) {
+func New(ctx context.Context, comm collective.Communicator, be backend.Backend, params []Param, init InitFunc, cfg Config) (*Optimizer, error) {
 	switch {
 	case comm == nil:
 		return nil, fmt.Errorf("optimizer: New needs a communicator, got nil: %w", ErrConfig)
 	case be == nil:
-		return nil, fmt.Errorf("optimizer: New needs a backend, got nil (optimizer.NewCPU makes one): %w", ErrConfig)
+		return nil, fmt.Errorf("optimizer: New needs a backend, got nil (cpu.New makes one): %w", ErrConfig)
 	}
 	if cfg.LossScaler != nil {
 		ls := *cfg.LossScaler // the optimizer's own: ranks may share the value passed
@@ -142,20 +142,14 @@ func New(ctx context.Context, comm collective.Communicator, be Backend, params [
 	return o, nil
 }
 
-// OnDevice is implemented by backends and communicators bound to one GPU
-// (optimizer/gpu's Backend, collective/nccl's Comm): Ordinal is the GPU's.
-type OnDevice interface {
-	Ordinal() int
-}
-
 // checkPlacement refuses a communicator and a backend that do not share
 // their memory: another memory kind, or (both bound to a GPU) another GPU.
-func checkPlacement(comm collective.Communicator, be Backend) error {
+func checkPlacement(comm collective.Communicator, be backend.Backend) error {
 	if comm.Memory() != be.Memory() {
 		return fmt.Errorf("optimizer: communicator takes %s memory but backend %s allocates %s memory: %w", comm.Memory(), be.Name(), be.Memory(), ErrConfig)
 	}
-	cd, ok1 := comm.(OnDevice)
-	bd, ok2 := be.(OnDevice)
+	cd, ok1 := comm.(backend.OnDevice)
+	bd, ok2 := be.(backend.OnDevice)
 	if ok1 && ok2 && cd.Ordinal() != bd.Ordinal() {
 		return fmt.Errorf("optimizer: communicator on GPU %d but backend %s on GPU %d: %w", cd.Ordinal(), be.Name(), bd.Ordinal(), ErrConfig)
 	}
@@ -181,7 +175,7 @@ func NewLayout(params []Param, world int, opts shard.Options) (*shard.Layout, er
 func (o *Optimizer) Layout() *shard.Layout { return o.layout }
 
 // Backend is the backend the optimizer runs on.
-func (o *Optimizer) Backend() Backend { return o.be }
+func (o *Optimizer) Backend() backend.Backend { return o.be }
 
 // Config is the configuration in use, defaults filled in.
 func (o *Optimizer) Config() Config { return o.cfg }

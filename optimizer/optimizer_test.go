@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective/inproc"
 )
 
@@ -98,7 +100,7 @@ func checkMemoryReport(t *testing.T, params []Param, d int, cfg Config, want flo
 		go func() {
 			defer wg.Done()
 			var err error
-			opts[r], err = New(context.Background(), comms[r], NewCPU(1), params, func(string, int, []float32) error { return nil }, cfg)
+			opts[r], err = New(context.Background(), comms[r], cpu.New(1), params, func(string, int, []float32) error { return nil }, cfg)
 			if err != nil {
 				t.Error(err)
 			}

@@ -7,9 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
-	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // This file holds the gradient side of the overlapped pipeline: GradReady
@@ -27,31 +26,6 @@ var (
 	// been waited for (WaitParam, WaitGathers).
 	ErrNotGathered = errors.New("parameter not gathered yet")
 )
-
-// DeviceOrderer is implemented by backends whose work runs in order on a
-// device queue (optimizer/gpu's Backend: its CUDA stream). After makes the
-// work the backend queues from now on wait, on the device, for the
-// collective work w to complete, without waiting for it on the host. It
-// reports false when w is not work it can order after (a host
-// communicator's): the optimizer then waits for w on the host. The
-// optimizer calls After for the works of one phase newest first (the last
-// started first), so that a backend whose works of one communicator
-// complete in order can make a single device wait for all of them.
-type DeviceOrderer interface {
-	After(w collective.Work) (bool, error)
-}
-
-// DeviceScaler is implemented by backends that derive scales from reduced
-// amaxes in their own queue (optimizer/gpu), so that the host never reads
-// the amaxes back: ScalesFromAmax sets, for i < n, scale[i] and
-// scaleInv[i] (float32) to fp8.ScaleFromAmax(amax[i], r.Format, r.Margin,
-// r.PowerOf2), amax holding float32 bits (sign ignored), and leaves them
-// untouched when ctl (a step control block, backend.Control; nil outside a
-// step) has its skip flag set. The optimizer uses it for per-tensor
-// current scaling and 128x128 tiles; delayed scaling needs DelayedScaler.
-type DeviceScaler interface {
-	ScalesFromAmax(scale, scaleInv, amax, ctl buffer.Buffer, n int, r fp8.Recipe) error
-}
 
 // overlap is the state of the overlapped pipeline between two steps.
 type overlap struct {
@@ -243,7 +217,7 @@ func (o *Optimizer) keepInFlight() {
 // backend is a DeviceOrderer that knows w (the host waits for w later, in
 // settleWorks), else by waiting for w on the host.
 func (o *Optimizer) after(ctx context.Context, w collective.Work) error {
-	if d, ok := o.be.(DeviceOrderer); ok {
+	if d, ok := o.be.(backend.DeviceOrderer); ok {
 		queued, err := d.After(w)
 		if err != nil {
 			return err

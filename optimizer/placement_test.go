@@ -7,8 +7,11 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/inproc"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // gpuComm and gpuBackend stand for a communicator and a backend bound to a
@@ -22,7 +25,7 @@ func (c gpuComm) Memory() buffer.MemoryKind { return buffer.Device }
 func (c gpuComm) Ordinal() int              { return c.ordinal }
 
 type gpuBackend struct {
-	*CPU
+	*cpu.Backend
 	ordinal int
 }
 
@@ -39,12 +42,12 @@ func TestPlacement(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		comm collective.Communicator
-		be   Backend
+		be   backend.Backend
 		want string // in the error; "" for none
 	}{
-		{"GPUs 0 and 1", gpuComm{comm, 0}, gpuBackend{NewCPU(1), 1}, "communicator on GPU 0 but backend"},
-		{"host and device", comm, gpuBackend{NewCPU(1), 0}, "takes host memory"},
-		{"one GPU", gpuComm{comm, 3}, gpuBackend{NewCPU(1), 3}, ""},
+		{"GPUs 0 and 1", gpuComm{comm, 0}, gpuBackend{cpu.New(1), 1}, "communicator on GPU 0 but backend"},
+		{"host and device", comm, gpuBackend{cpu.New(1), 0}, "takes host memory"},
+		{"one GPU", gpuComm{comm, 3}, gpuBackend{cpu.New(1), 3}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := checkPlacement(c.comm, c.be)

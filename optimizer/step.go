@@ -267,7 +267,7 @@ func (o *Optimizer) update(a *backend.UpdateArgs, k castKind, t *Timings) error 
 			return o.fail(err)
 		}
 	}
-	if su, ok := o.be.(ShardUpdater); ok && len(o.buckets) > 0 {
+	if su, ok := o.be.(backend.ShardUpdater); ok && len(o.buckets) > 0 {
 		as := make([]*backend.UpdateArgs, len(o.buckets))
 		for i, bk := range o.buckets {
 			as[i] = o.updateArgs(a, bk, k)
@@ -347,7 +347,7 @@ func (o *Optimizer) reduceAmax(ctx context.Context, k castKind, t *Timings) erro
 		return nil
 	}
 	op := collective.Op{Kind: collective.OpAllReduce, Dst: o.amax, Src: o.amax, DType: buffer.Uint32, Reduce: collective.Max}
-	if ds, ok := o.be.(DeviceScaler); ok && o.cfg.Recipe.ScaleSource() != fp8.FromHistory {
+	if ds, ok := o.be.(backend.DeviceScaler); ok && o.cfg.Recipe.ScaleSource() != fp8.FromHistory {
 		var ctl buffer.Buffer
 		if k == castStep {
 			ctl = o.ctl.buf
@@ -390,7 +390,7 @@ func (o *Optimizer) reduceAmax(ctx context.Context, k castKind, t *Timings) erro
 // derives the scales and scale_inv in its own queue; the host reads no
 // amax, and the host scale state, which only delayed scaling needs, is not
 // kept.
-func (o *Optimizer) scalesOnDevice(ctx context.Context, ds DeviceScaler, op collective.Op, ctl buffer.Buffer) error {
+func (o *Optimizer) scalesOnDevice(ctx context.Context, ds backend.DeviceScaler, op collective.Op, ctl buffer.Buffer) error {
 	if err := o.after(ctx, o.comm.Start(op)); err != nil {
 		return o.fail(fmt.Errorf("optimizer: amax all-reduce: %w", err))
 	}
@@ -416,7 +416,7 @@ func (o *Optimizer) castAll(k castKind) error {
 	if o.castInUpdate(k) {
 		return nil
 	}
-	su, ok := o.be.(ShardUpdater)
+	su, ok := o.be.(backend.ShardUpdater)
 	if !ok {
 		for _, bk := range o.buckets {
 			if err := o.castBucket(bk, k); err != nil {
@@ -462,7 +462,7 @@ func (o *Optimizer) castInUpdate(k castKind) bool {
 func (o *Optimizer) castGather(t *Timings) error {
 	t0 := time.Now()
 	defer func() { t.Cast = since(&t0) }()
-	if _, shards := o.be.(ShardUpdater); shards || o.castInUpdate(castStep) {
+	if _, shards := o.be.(backend.ShardUpdater); shards || o.castInUpdate(castStep) {
 		if err := o.castAll(castStep); err != nil { // one cast (or none), then every gather with one call
 			return err
 		}

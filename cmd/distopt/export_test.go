@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
@@ -35,7 +37,7 @@ func testCheckpoint(t *testing.T) string {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			o, err := optimizer.New(ctx, comm, optimizer.NewCPU(1), params, init, optimizer.Config{})
+			o, err := optimizer.New(ctx, comm, cpu.New(1), params, init, optimizer.Config{})
 			if err == nil {
 				_, err = checkpoint.Save(ctx, o, comm, root, checkpoint.SaveOptions{})
 				o.Close()

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/collective/inproc"
@@ -41,7 +43,7 @@ func TestShardedErrorFeedback(t *testing.T) {
 			for _, p := range params {
 				init[p.Name] = make([]float32, 512)
 			}
-			o, err := optimizer.New(ctx, c, optimizer.NewCPU(1), params, optimizer.FromMap(init), cfg)
+			o, err := optimizer.New(ctx, c, cpu.New(1), params, optimizer.FromMap(init), cfg)
 			if err != nil {
 				return err
 			}

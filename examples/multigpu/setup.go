@@ -7,13 +7,16 @@ import (
 	"io"
 
 	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/grpccomm"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/rendezvous"
 	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/gpu"
 )
 
@@ -22,7 +25,7 @@ type job struct {
 	rank, size int
 	localSize  int // ranks on this host (they share its CPUs)
 	comm       collective.Communicator
-	be         optimizer.Backend
+	be         backend.Backend
 	dev        *cuda.Device      // the GPU; nil on the CPU backend
 	store      *rendezvous.Store // nil for in-process ranks
 	mem        *gpuMemory        // nil without a GPU or NVML
@@ -78,7 +81,7 @@ func launchedJob(ctx context.Context, backend string, workers int, log io.Writer
 			return nil, err
 		}
 	case "cpu":
-		j.be = optimizer.NewCPU(workers)
+		j.be = cpu.New(workers)
 		j.memNote = "CPU backend: no GPU memory to measure"
 	default:
 		return nil, fmt.Errorf("-backend=%q: want gpu or cpu", backend)
@@ -143,7 +146,7 @@ func inprocJobs(n, workers int) []*job {
 	comms := inproc.New(n)
 	jobs := make([]*job, n)
 	for r := range jobs {
-		jobs[r] = &job{rank: r, size: n, localSize: n, comm: comms[r], be: optimizer.NewCPU(workers),
+		jobs[r] = &job{rank: r, size: n, localSize: n, comm: comms[r], be: cpu.New(workers),
 			memNote: "CPU backend: no GPU memory to measure"}
 		jobs[r].closers = append(jobs[r].closers, comms[r].Close)
 	}
@@ -154,7 +157,7 @@ func inprocJobs(n, workers int) []*job {
 // so that the communicator has made its connections and buffers before
 // the memory of the optimizer is measured: an all-gather of bytes, a
 // bfloat16 reduce-scatter (Avg), and uint32 Max and int64 Sum all-reduces.
-func warmUp(ctx context.Context, c collective.Communicator, be optimizer.Backend) (err error) {
+func warmUp(ctx context.Context, c collective.Communicator, be backend.Backend) (err error) {
 	n := c.Size()
 	var bufs []buffer.Buffer
 	defer func() {

@@ -140,8 +140,8 @@ func (a *UpdateLaunch) updateKernel() string {
 }
 
 // Update queues the fused update a on s. It does nothing when the table
-// has no chunk. The arithmetic is optimizer.AdamWElem / SGDElem; the modes
-// follow optimizer.CPU's Update bit for bit (NaN payloads aside: the GPU
+// has no chunk. The arithmetic is backend.AdamWElem / SGDElem; the modes
+// follow cpu.Backend's Update bit for bit (NaN payloads aside: the GPU
 // returns its canonical NaN where the CPU may keep an input's payload).
 func (k *Set) Update(s *cuda.Stream, a *UpdateLaunch) error {
 	if a.Table.Chunks == 0 {

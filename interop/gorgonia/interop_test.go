@@ -14,13 +14,16 @@ import (
 	"unsafe"
 
 	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
+	"gorgonia.org/cu"
+
 	"github.com/distopt/distopt/collective/single"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
 	cuinterop "github.com/distopt/distopt/interop/gorgonia"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/gpu"
-	"gorgonia.org/cu"
 )
 
 // gorgonia.org/cu's package init exits the process on a host without a GPU,
@@ -270,7 +273,7 @@ func TestStep(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer o.Close()
-			ref, err := optimizer.New(ctx, single.New(buffer.Host, nil), optimizer.NewCPU(1), params, optimizer.FromMap(init), c.cfg)
+			ref, err := optimizer.New(ctx, single.New(buffer.Host, nil), cpu.New(1), params, optimizer.FromMap(init), c.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

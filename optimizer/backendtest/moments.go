@@ -18,7 +18,7 @@ import (
 // kernels (1x128 blocks, MX, 128x128 tiles with whole-row bands,
 // high-precision copies): masters, moment codes and block scales byte for
 // byte.
-func Moments(t *testing.T, be optimizer.Backend) {
+func Moments(t *testing.T, be backend.Backend) {
 	type types struct{ m, v backend.MomentDType }
 	F32, BF16, FP8 := backend.MomentFloat32, backend.MomentBFloat16, backend.MomentFP8
 	adamw := []types{{FP8, FP8}, {FP8, BF16}, {BF16, FP8}, {F32, FP8}, {FP8, F32}, {BF16, F32}}
@@ -73,7 +73,7 @@ func uploadMoment(p *pair, name string, x []float32, t backend.MomentDType, mb i
 func momentCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, vt backend.MomentDType, mb int, gt buffer.DType, special bool) {
 	sh := newMomentShard(p, r, rc, rule, mt, vt, mb, gt, special, placement{align: mb})
 	for side := range 2 {
-		must(t, []optimizer.Backend{p.ref, p.be}[side].Update(sh.args(side)))
+		must(t, []backend.Backend{p.ref, p.be}[side].Update(sh.args(side)))
 	}
 	p.check(sh.bufs...)
 }

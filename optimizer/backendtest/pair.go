@@ -7,13 +7,13 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/buffer"
-	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // pair runs each call on the reference (CPU) and the backend under test.
 type pair struct {
 	t        *testing.T
-	ref, be  optimizer.Backend
+	ref, be  backend.Backend
 	refBufs  []buffer.Buffer
 	testBufs []buffer.Buffer
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // Shards checks UpdateShards and CastShards of a backend that is an
-// optimizer.ShardUpdater (it skips otherwise) against the reference's
+// backend.ShardUpdater (it skips otherwise) against the reference's
 // Update and Cast called shard by shard: two to four shards of one recipe
 // case, each with its own layout, buffers, moment seed and bucket
 // position, sharing the launch's scalars, amaxes and scales, for every
@@ -29,10 +29,10 @@ import (
 // end mid-vector, the kernels' scalar heads and tails. Their moments are
 // not in FP8, whose segments start on block boundaries and whose launches
 // (update.cu's _q kernels) take buffers 16-byte aligned.
-func Shards(t *testing.T, be optimizer.Backend) {
-	su, ok := be.(optimizer.ShardUpdater)
+func Shards(t *testing.T, be backend.Backend) {
+	su, ok := be.(backend.ShardUpdater)
 	if !ok {
-		t.Skipf("%s is not an optimizer.ShardUpdater", be.Name())
+		t.Skipf("%s is not an backend.ShardUpdater", be.Name())
 	}
 	type rule struct {
 		r    optimizer.Rule
@@ -74,7 +74,7 @@ func Shards(t *testing.T, be optimizer.Backend) {
 }
 
 // shardsCase runs one case of Shards, unaligned or not.
-func shardsCase(t *testing.T, p *pair, su optimizer.ShardUpdater, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, vt backend.MomentDType, gt buffer.DType, unaligned bool) {
+func shardsCase(t *testing.T, p *pair, su backend.ShardUpdater, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, vt backend.MomentDType, gt buffer.DType, unaligned bool) {
 	mb := backend.MomentBlocks[r.IntN(len(backend.MomentBlocks))]
 	k := 2 + r.IntN(3)
 	var shards []updateShard

@@ -7,13 +7,15 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // Run runs the whole suite against be.
-func Run(t *testing.T, be optimizer.Backend) {
+func Run(t *testing.T, be backend.Backend) {
 	t.Run("GradStats", func(t *testing.T) { GradStats(t, be) })
 	t.Run("Update", func(t *testing.T) { Update(t, be) })
 	t.Run("Moments", func(t *testing.T) { Moments(t, be) })
@@ -23,8 +25,8 @@ func Run(t *testing.T, be optimizer.Backend) {
 	t.Run("Controlled", func(t *testing.T) { Controlled(t, be) })
 }
 
-func newPair(t *testing.T, be optimizer.Backend) *pair {
-	p := &pair{t: t, ref: optimizer.NewCPU(3), be: be}
+func newPair(t *testing.T, be backend.Backend) *pair {
+	p := &pair{t: t, ref: cpu.New(3), be: be}
 	t.Cleanup(p.free)
 	return p
 }
@@ -32,7 +34,7 @@ func newPair(t *testing.T, be optimizer.Backend) *pair {
 // GradStats checks GradStats on gradients of odd sizes with every kind of
 // special value, twice into the same statistics (the second call adds to
 // the normalised result of the first).
-func GradStats(t *testing.T, be optimizer.Backend) {
+func GradStats(t *testing.T, be backend.Backend) {
 	for _, gt := range []buffer.DType{buffer.Float32, buffer.BFloat16} {
 		for ci, n := range []int{0, 1, 7, 4099, 100003, 1 << 20} {
 			for _, special := range []bool{false, true} {
@@ -142,7 +144,7 @@ func randomLayout(r *rand.Rand, modes []backend.Mode, block, align int) layout {
 
 // Update checks Update for every recipe case crossed with rules, moment
 // and gradient types.
-func Update(t *testing.T, be optimizer.Backend) {
+func Update(t *testing.T, be backend.Backend) {
 	type rule struct {
 		r      optimizer.Rule
 		mt, gt buffer.DType
@@ -255,7 +257,7 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 		if rule == optimizer.RuleNone {
 			b.M, b.V, b.Grad = nil, nil, nil
 		}
-		be := []optimizer.Backend{p.ref, p.be}[side]
+		be := []backend.Backend{p.ref, p.be}[side]
 		must(t, be.Update(&b))
 	}
 	p.check(bs...)
@@ -273,7 +275,7 @@ func momentKind(dt buffer.DType) kind {
 
 // Cast checks Cast over layouts mixing the modes it casts with those it
 // must leave alone.
-func Cast(t *testing.T, be optimizer.Backend) {
+func Cast(t *testing.T, be backend.Backend) {
 	modes := []backend.Mode{backend.ModeTensorCurrent, backend.ModeTile, backend.ModeTensorDelayed,
 		backend.ModeBlock, backend.ModeHighPrecision}
 	for ci := range 12 {
@@ -290,7 +292,7 @@ func Cast(t *testing.T, be optimizer.Backend) {
 				mb := p.upload("master", encode(master, buffer.Float32), float32s)
 				fb := p.upload("fp8", filled(l.n), bytesExact)
 				sb := p.upload("scale", encode(scale, buffer.Float32), bytesExact)
-				for side, be := range []optimizer.Backend{p.ref, p.be} {
+				for side, be := range []backend.Backend{p.ref, p.be} {
 					pick := func(x buf) buffer.Buffer { return []buffer.Buffer{x.ref, x.be}[side] }
 					must(t, be.Cast(&backend.CastArgs{N: l.n, Master: pick(mb), Segments: l.segs, Format: f, FP8: pick(fb), Scale: pick(sb)}))
 				}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 
 	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/optimizer"
 )
@@ -17,7 +19,7 @@ import (
 // takes.
 type group struct {
 	comm collective.Communicator
-	be   optimizer.Backend
+	be   backend.Backend
 }
 
 func newGroup(o *optimizer.Optimizer, comm collective.Communicator) (group, error) {

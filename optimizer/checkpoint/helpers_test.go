@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
@@ -107,7 +109,7 @@ func newCluster(t testing.TB, d int, params []optimizer.Param, cfg optimizer.Con
 			ls := *cfg.LossScaler
 			rc.LossScaler = &ls
 		}
-		o, err := optimizer.New(ctx, comm, optimizer.NewCPU(1), params, init, rc)
+		o, err := optimizer.New(ctx, comm, cpu.New(1), params, init, rc)
 		c.opts[r] = o
 		return err
 	}))

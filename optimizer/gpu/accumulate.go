@@ -2,10 +2,10 @@ package gpu
 
 import (
 	"github.com/distopt/distopt/buffer"
-	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
-// AccumulateGrad implements optimizer.GradAccumulator (sharded gradients
+// AccumulateGrad implements backend.GradAccumulator (sharded gradients
 // over several micro-batches): one launch queued on the compute stream
 // (kernels.Set.AccumulateGrad), dst[i] = src[i] + dst[i] for i < n in dt,
 // the bits of collective.Reduce (Sum) (NaN payloads of float32 aside).
@@ -16,4 +16,4 @@ func (b *Backend) AccumulateGrad(dst, src buffer.Buffer, dt buffer.DType, n int)
 	return b.dev.Do(func() error { return b.ks.AccumulateGrad(b.s, ptrOf(dd), ptrOf(sd), n, isBF16(dt)) })
 }
 
-var _ optimizer.GradAccumulator = (*Backend)(nil)
+var _ backend.GradAccumulator = (*Backend)(nil)

@@ -64,13 +64,13 @@ func New(ordinal int) (*Backend, error) {
 	return b, nil
 }
 
-// Name implements optimizer.Backend: "cuda:0 NVIDIA H200 (sm_90, PTX sm90)".
+// Name implements backend.Backend: "cuda:0 NVIDIA H200 (sm_90, PTX sm90)".
 func (b *Backend) Name() string {
 	i := b.dev.Info()
 	return fmt.Sprintf("cuda:%d %s (sm_%d%d, PTX %v)", i.Ordinal, i.Name, i.Major, i.Minor, b.ks.Variant())
 }
 
-// Memory implements optimizer.Backend: buffer.Device.
+// Memory implements backend.Backend: buffer.Device.
 func (b *Backend) Memory() buffer.MemoryKind { return buffer.Device }
 
 // Device returns the CUDA device (for communicators that share it).
@@ -103,7 +103,7 @@ func (b *Backend) ptr(x buffer.Buffer) cuda.DevicePtr {
 	return cuda.DevicePtr(b.dbuf(x).Ptr)
 }
 
-// Alloc implements optimizer.Backend: n zeroed bytes of device memory
+// Alloc implements backend.Backend: n zeroed bytes of device memory
 // (the zeroing is complete when Alloc returns). Zero bytes give an empty
 // buffer with a nil address.
 func (b *Backend) Alloc(n int) (buffer.Buffer, error) {
@@ -128,7 +128,7 @@ func (b *Backend) Alloc(n int) (buffer.Buffer, error) {
 	return buffer.DeviceBuffer{Ptr: uintptr(p), Size: n, Device: b.dev.Ordinal()}, nil
 }
 
-// Free implements optimizer.Backend. It waits for the stream first, so
+// Free implements backend.Backend. It waits for the stream first, so
 // that no queued work still uses the memory.
 func (b *Backend) Free(x buffer.Buffer) {
 	d := b.dbuf(x)
@@ -139,21 +139,21 @@ func (b *Backend) Free(x buffer.Buffer) {
 	b.dev.Free(cuda.DevicePtr(d.Ptr))
 }
 
-// Write implements optimizer.Backend; it returns when the copy is done.
+// Write implements backend.Backend; it returns when the copy is done.
 func (b *Backend) Write(dst buffer.Buffer, off int, src []byte) error {
 	d := b.dbuf(dst)
 	checkRange("Write", d, off, len(src))
 	return b.s.Upload(cuda.DevicePtr(d.Ptr).Add(off), src)
 }
 
-// Read implements optimizer.Backend; it waits for all earlier work.
+// Read implements backend.Backend; it waits for all earlier work.
 func (b *Backend) Read(dst []byte, src buffer.Buffer, off int) error {
 	d := b.dbuf(src)
 	checkRange("Read", d, off, len(dst))
 	return b.s.Download(dst, cuda.DevicePtr(d.Ptr).Add(off))
 }
 
-// Zero implements optimizer.Backend (queued).
+// Zero implements backend.Backend (queued).
 func (b *Backend) Zero(x buffer.Buffer, off, n int) error {
 	d := b.dbuf(x)
 	checkRange("Zero", d, off, n)
@@ -166,10 +166,10 @@ func checkRange(op string, d buffer.DeviceBuffer, off, n int) {
 	}
 }
 
-// Sync implements optimizer.Backend.
+// Sync implements backend.Backend.
 func (b *Backend) Sync() error { return b.s.Synchronize() }
 
-// GradStats implements optimizer.Backend (two launches, one hand-over to
+// GradStats implements backend.Backend (two launches, one hand-over to
 // the device's worker: the sums, then the normalisation of stats).
 func (b *Backend) GradStats(stats, grad buffer.Buffer, gt buffer.DType, n int) error {
 	return b.dev.Do(func() error { return b.ks.GradStats(b.s, b.ptr(stats), b.ptr(grad), n, isBF16(gt)) })
@@ -185,7 +185,7 @@ func isBF16(dt buffer.DType) bool {
 	panic(fmt.Sprintf("gpu: element type %v", dt))
 }
 
-// Update implements optimizer.Backend: one launch over all segments.
+// Update implements backend.Backend: one launch over all segments.
 func (b *Backend) Update(a *backend.UpdateArgs) error {
 	t := kernels.PackSegments(kernelSegments(a.Rule, a.Segments, nil))
 	return b.onWorker(func() error {
@@ -232,7 +232,7 @@ func (b *Backend) updateLaunch(a *backend.UpdateArgs, t kernels.Table) (*kernels
 	return l, nil
 }
 
-// Cast implements optimizer.Backend: one launch over the segments of modes
+// Cast implements backend.Backend: one launch over the segments of modes
 // ModeTensorCurrent and ModeTile.
 func (b *Backend) Cast(a *backend.CastArgs) error {
 	t := kernels.PackSegments(kernelSegments(optimizer.RuleNone, a.Segments, castModes))
@@ -289,7 +289,7 @@ func (b *Backend) onWorker(fn func() error) error {
 	})
 }
 
-// Close implements optimizer.Backend: it waits for the stream, frees the
+// Close implements backend.Backend: it waits for the stream, frees the
 // cached tables, unloads the kernels and closes the device. Buffers not
 // freed before are released with the device's primary context.
 func (b *Backend) Close() error {
@@ -313,6 +313,6 @@ func (b *Backend) Close() error {
 	return err
 }
 
-var _ optimizer.Backend = (*Backend)(nil)
+var _ backend.Backend = (*Backend)(nil)
 
 func ptrOf(d buffer.DeviceBuffer) cuda.DevicePtr { return cuda.DevicePtr(d.Ptr) }

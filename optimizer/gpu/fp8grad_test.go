@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/collective/single"
@@ -39,7 +41,7 @@ func TestFP8Gradients(t *testing.T) {
 				}
 				defer host.Close()
 				const steps = 6
-				want := train(t, host, optimizer.NewCPU(2), cfg, steps, oneRankGrad)
+				want := train(t, host, cpu.New(2), cfg, steps, oneRankGrad)
 				got := train(t, dev, b, cfg, steps, oneRankGrad)
 				checkFP8Run(t, "gpu", want, got)
 			})
@@ -72,7 +74,7 @@ func TestFP8GradientsSharded(t *testing.T) {
 		params = append(params, optimizer.Param{Name: fmt.Sprintf("w%d", i), Shape: []int{16, 32}})
 	}
 	cfg := optimizer.Config{LR: optimizer.Constant(1e-2), Layout: shard.Options{BucketElements: 512}}
-	want, err := optimizertest.Train(ctx, host, optimizer.NewCPU(2), params, cfg, 5, oneRankGrad)
+	want, err := optimizertest.Train(ctx, host, cpu.New(2), params, cfg, 5, oneRankGrad)
 	if err != nil {
 		t.Fatal(err)
 	}

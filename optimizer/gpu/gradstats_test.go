@@ -5,14 +5,15 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
+	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/collective"
-	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
-var _ optimizer.GradStatsPlanner = (*Backend)(nil)
+var _ backend.GradStatsPlanner = (*Backend)(nil)
 
 // TestPlanGradStats plans the statistics of 22 gradient buffers of the CPU
 // backend's kinds (sizes from 0 to 70000, slices at odd element offsets,
@@ -22,7 +23,7 @@ var _ optimizer.GradStatsPlanner = (*Backend)(nil)
 // that do not match the buffers are refused.
 func TestPlanGradStats(t *testing.T) {
 	b := open(t)
-	cpu := optimizer.NewCPU(2)
+	cpu := cpu.New(2)
 	for _, gt := range []buffer.DType{buffer.BFloat16, buffer.Float32} {
 		r := rand.New(rand.NewPCG(17, uint64(gt)))
 		var grads, cgrads []buffer.Buffer

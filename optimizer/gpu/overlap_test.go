@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/rendezvous"
@@ -102,7 +104,7 @@ func overlapStep(t *testing.T, comm collective.Communicator, be *Backend) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cpu := train(t, single.New(buffer.Host, nil), optimizer.NewCPU(2), cfg, steps, acc)
+				cpu := train(t, single.New(buffer.Host, nil), cpu.New(2), cfg, steps, acc)
 				compareOverlap(t, want, got, cpu)
 			})
 		}

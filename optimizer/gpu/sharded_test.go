@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/single"
 	"github.com/distopt/distopt/optimizer"
@@ -55,7 +57,7 @@ func shardedStep(t *testing.T, comm collective.Communicator, be *Backend) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cpu := train(t, single.New(buffer.Host, nil), optimizer.NewCPU(2), cfg, steps, oneRankGrad)
+				cpu := train(t, single.New(buffer.Host, nil), cpu.New(2), cfg, steps, oneRankGrad)
 				compareOverlap(t, want, got, cpu)
 			})
 		}
@@ -93,7 +95,7 @@ func TestShardedGradientsAccumulated(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cpu, err := optimizertest.TrainOverlapped(ctx, single.New(buffer.Host, nil), optimizer.NewCPU(2), params, sharded, steps, oneRankGrad, ov)
+				cpu, err := optimizertest.TrainOverlapped(ctx, single.New(buffer.Host, nil), cpu.New(2), params, sharded, steps, oneRankGrad, ov)
 				if err != nil {
 					t.Fatal(err)
 				}

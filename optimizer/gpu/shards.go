@@ -8,13 +8,13 @@ import (
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
-// UpdateShards implements optimizer.ShardUpdater: one launch over the
+// UpdateShards implements backend.ShardUpdater: one launch over the
 // segments of every shard (kernels.PackShards), each chunk reading and
 // writing its own shard's buffers; the launch's scalars, flags, Amax,
 // Scale and Control are the first shard's, which every other shard shares
-// (optimizer.CheckShards).
+// (backend.CheckShards).
 func (b *Backend) UpdateShards(as []*backend.UpdateArgs) error {
-	if err := optimizer.CheckShards(as); err != nil {
+	if err := backend.CheckShards(as); err != nil {
 		return err
 	}
 	t, err := shardTable(as, b.ptr)
@@ -75,10 +75,10 @@ func readsSeed(a *backend.UpdateArgs) bool {
 	return a.Rule == optimizer.RuleAdamW && vt == backend.MomentFP8
 }
 
-// CastShards implements optimizer.ShardUpdater: one launch over the
+// CastShards implements backend.ShardUpdater: one launch over the
 // segments of modes ModeTensorCurrent and ModeTile of every shard.
 func (b *Backend) CastShards(cs []*backend.CastArgs) error {
-	if err := optimizer.CheckCastShards(cs); err != nil {
+	if err := backend.CheckCastShards(cs); err != nil {
 		return err
 	}
 	lists := make([][]backend.Segment, len(cs))
@@ -102,7 +102,7 @@ func (b *Backend) CastShards(cs []*backend.CastArgs) error {
 	})
 }
 
-var _ optimizer.ShardUpdater = (*Backend)(nil)
+var _ backend.ShardUpdater = (*Backend)(nil)
 
 // shardSegments returns kernelSegments(r, lists[i], keep) for every shard
 // i, all in one allocation (a step packs its tables every time).

@@ -19,7 +19,7 @@ import (
 	"github.com/distopt/distopt/shard"
 )
 
-// bucketByBucket is the GPU backend with its optimizer.ShardUpdater hidden
+// bucketByBucket is the GPU backend with its backend.ShardUpdater hidden
 // (the fields shadow the promoted methods): the optimizer updates and
 // casts it one bucket at a time, as before one launch covered every
 // bucket. Every other optional interface stays.
@@ -55,7 +55,7 @@ func gptParams(width, layers int) []optimizer.Param {
 // buckets on one GPU (one-rank NCCL communicator; the 1.3B GPT's 293
 // tensors at width 1024, 407M parameters, in buckets of 2^24 elements),
 // updated and cast with one launch over every bucket ("shards",
-// the optimizer.ShardUpdater path) against one launch per bucket
+// the backend.ShardUpdater path) against one launch per bucket
 // ("buckets", the same backend with ShardUpdater hidden), in the modes of
 // BenchmarkStepAsync: sync (Step; ns/op is the step's wall time with the
 // GPU work), async-idle (StepAsync on an idle GPU: step-us is the
@@ -91,7 +91,7 @@ func BenchmarkStepShards(b *testing.B) {
 						r.Backend.Device().SetHopSpin(hopSpin)
 						defer r.Backend.Device().SetHopSpin(0)
 					}
-					var be optimizer.Backend = r.Backend
+					var be backend.Backend = r.Backend
 					if path == "buckets" {
 						be = bucketByBucket{Backend: r.Backend}
 					}
@@ -105,7 +105,7 @@ func BenchmarkStepShards(b *testing.B) {
 						b.Fatal(err)
 					}
 					defer o.Close()
-					if _, ok := be.(optimizer.ShardUpdater); ok != (path == "shards") {
+					if _, ok := be.(backend.ShardUpdater); ok != (path == "shards") {
 						b.Fatalf("%s: the backend is a ShardUpdater: %t", path, ok)
 					}
 					b.ReportMetric(float64(len(o.Layout().Buckets)), "buckets")
@@ -213,7 +213,7 @@ func TestShardTableSeeds(t *testing.T) {
 					GradType: buffer.Float32, Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent},
 					Segments: []backend.Segment{{Off: 32 * k, Len: n - 32*k, Mode: backend.ModeTensorCurrent, StepSize: 1e-3, Shrink: 1}}}
 			}
-			if err := optimizer.CheckShards(as); err != nil {
+			if err := backend.CheckShards(as); err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
 			if got := readsSeed(as[0]); got != c.read {

@@ -9,6 +9,10 @@ import (
 	"time"
 
 	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/single"
 	"github.com/distopt/distopt/optimizer"
@@ -34,7 +38,7 @@ func stepGrad(p optimizer.Param, step int) []float32 {
 
 // train takes steps steps on one rank of comm with the backend be, setting
 // the gradients grad(p, s, 0) of optimizertest.AwkwardParams.
-func train(t *testing.T, comm collective.Communicator, be optimizer.Backend, cfg optimizer.Config, steps int, grad optimizertest.GradFunc) optimizertest.Result {
+func train(t *testing.T, comm collective.Communicator, be backend.Backend, cfg optimizer.Config, steps int, grad optimizertest.GradFunc) optimizertest.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -62,7 +66,7 @@ func TestStep(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			const steps = 6
 			got := train(t, single.New(buffer.Device, copier), b, cfg, steps, oneRankGrad)
-			want := train(t, single.New(buffer.Host, nil), optimizer.NewCPU(2), cfg, steps, oneRankGrad)
+			want := train(t, single.New(buffer.Host, nil), cpu.New(2), cfg, steps, oneRankGrad)
 			if !reflect.DeepEqual(got.Skipped(), want.Skipped()) {
 				t.Errorf("skipped steps: gpu %v, cpu %v", got.Skipped(), want.Skipped())
 			}

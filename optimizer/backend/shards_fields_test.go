@@ -1,4 +1,4 @@
-package optimizer
+package backend
 
 import (
 	"reflect"
@@ -10,7 +10,7 @@ import (
 
 // TestLaunchDiffCoversUpdateArgs checks CheckShards' and CheckCastShards'
 // written-out comparisons against the structs they compare: every field of
-// backend.UpdateArgs (backend.CastArgs) is either a shard's own
+// UpdateArgs (CastArgs) is either a shard's own
 // (shardFields, castShardFields) or compared by launchDiff
 // (castLaunchDiff), listed in declaration order in launchFields
 // (castLaunchFields), so a new field cannot be forgotten; and the

@@ -1,4 +1,4 @@
-package optimizer
+package cpu
 
 import (
 	"github.com/distopt/distopt/buffer"
@@ -7,7 +7,7 @@ import (
 
 // Control implements Backend: backend.Control.Advance over the block in
 // host memory.
-func (c *CPU) Control(ctl, stats buffer.Buffer) error {
+func (c *Backend) Control(ctl, stats buffer.Buffer) error {
 	blk, err := backend.DecodeControl(hostBuf(ctl))
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package optimizer
+package cpu
 
 import (
 	"fmt"
@@ -38,11 +38,11 @@ func newMomentStore(t backend.MomentDType, b, scales buffer.Buffer, block int, r
 		s.u16 = u16s(b)
 	case backend.MomentFP8:
 		if block < 1 {
-			panic(fmt.Sprintf("optimizer: FP8 moments in blocks of %d", block))
+			panic(fmt.Sprintf("cpu: FP8 moments in blocks of %d", block))
 		}
 		s.codes, s.scales = hostBuf(b), f32s(scales)
 	default:
-		panic(fmt.Sprintf("optimizer: moment type %s", t))
+		panic(fmt.Sprintf("cpu: moment type %s", t))
 	}
 	return s
 }
@@ -74,7 +74,7 @@ func (s *momentStore) store(src []float32, off int) {
 		narrowAll(s.u16[off:], src)
 	case backend.MomentFP8:
 		if off%s.block != 0 {
-			panic(fmt.Sprintf("optimizer: FP8 moments stored from element %d, not a block start", off))
+			panic(fmt.Sprintf("cpu: FP8 moments stored from element %d, not a block start", off))
 		}
 		for b := 0; b < len(src); b += s.block {
 			e := min(b+s.block, len(src))
@@ -100,7 +100,7 @@ func mixedRule[G elem](a *backend.UpdateArgs, g []G) ruleRun {
 	h := a.Hyper
 	ms := newMomentStore(mt, a.M, a.MScales, a.MomentBlock, false)
 	switch a.Rule {
-	case RuleAdamW:
+	case backend.RuleAdamW:
 		vs := newMomentStore(vt, a.V, a.VScales, a.MomentBlock, true)
 		vs.seed, vs.base = a.MomentSeed, a.MomentBase
 		return func(p []float32, off int, s *backend.Segment) uint32 {
@@ -114,7 +114,7 @@ func mixedRule[G elem](a *backend.UpdateArgs, g []G) ruleRun {
 			vs.store(v, off)
 			return key
 		}
-	case RuleSGD:
+	case backend.RuleSGD:
 		return func(p []float32, off int, s *backend.Segment) uint32 {
 			buf := scratchPool.Get().(*[2 * updateChunk]float32)
 			defer scratchPool.Put(buf)
@@ -125,5 +125,5 @@ func mixedRule[G elem](a *backend.UpdateArgs, g []G) ruleRun {
 			return key
 		}
 	}
-	panic(fmt.Sprintf("optimizer: rule %d", a.Rule))
+	panic(fmt.Sprintf("cpu: rule %d", a.Rule))
 }

@@ -1,4 +1,4 @@
-package optimizer
+package cpu
 
 import (
 	"encoding/binary"
@@ -18,7 +18,7 @@ import (
 // a single parameter of one mode.
 type benchCase struct {
 	name   string
-	rule   Rule
+	rule   backend.Rule
 	mt, gt buffer.DType
 	mode   backend.Mode
 	hp     buffer.DType // ModeHighPrecision
@@ -30,9 +30,9 @@ type benchCase struct {
 func (bc benchCase) bytes(n int) int64 {
 	per := 8 + bc.gt.Size()
 	switch bc.rule {
-	case RuleAdamW:
+	case backend.RuleAdamW:
 		per += 4 * bc.mt.Size()
-	case RuleSGD:
+	case backend.RuleSGD:
 		per += 2 * bc.mt.Size()
 	}
 	switch bc.mode {
@@ -45,14 +45,14 @@ func (bc benchCase) bytes(n int) int64 {
 }
 
 // args builds the case's arguments over n elements for be.
-func (bc benchCase) args(be *CPU, n int) *backend.UpdateArgs {
+func (bc benchCase) args(be *Backend, n int) *backend.UpdateArgs {
 	alloc := func(bytes int) buffer.Buffer { b, _ := be.Alloc(bytes); return b }
 	seg := backend.Segment{Off: 0, Len: n, Mode: bc.mode, StepSize: 1e-3, Shrink: 0.9999, Cols: 1024}
 	a := &backend.UpdateArgs{Rule: bc.rule, N: n, MomentType: bc.mt, GradType: bc.gt,
 		Master: alloc(4 * n), M: alloc(bc.mt.Size() * n), Grad: alloc(bc.gt.Size() * n),
 		FP8: alloc(n), Amax: alloc(4 * (n/(128*128) + 8)), Scale: alloc(4),
 		Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, Segments: []backend.Segment{seg}}
-	if bc.rule == RuleAdamW {
+	if bc.rule == backend.RuleAdamW {
 		a.V = alloc(bc.mt.Size() * n)
 	}
 	switch bc.mode {
@@ -67,7 +67,7 @@ func (bc benchCase) args(be *CPU, n int) *backend.UpdateArgs {
 		a.HP, a.HPType = alloc(bc.hp.Size()*n), bc.hp
 	}
 	a.Hyper = backend.Hyper{GradScale: 1, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: 0.1, OneMinusBeta2: 0.001, Eps: 1e-8, RBC2: 1, Momentum: 0.9}
-	if bc.rule == RuleSGD {
+	if bc.rule == backend.RuleSGD {
 		a.Segments[0].WeightDecay = 1e-4
 	}
 	g := hostBuf(a.Grad)
@@ -86,8 +86,8 @@ func (bc benchCase) args(be *CPU, n int) *backend.UpdateArgs {
 // benchUpdateArgs builds one shard of n elements holding a single FP8
 // parameter with per-tensor current scaling, AdamW, FP32 moments and BF16
 // gradients.
-func benchUpdateArgs(be *CPU, n int) *backend.UpdateArgs {
-	return benchCase{rule: RuleAdamW, mt: buffer.Float32, gt: buffer.BFloat16, mode: backend.ModeTensorCurrent}.args(be, n)
+func benchUpdateArgs(be *Backend, n int) *backend.UpdateArgs {
+	return benchCase{rule: backend.RuleAdamW, mt: buffer.Float32, gt: buffer.BFloat16, mode: backend.ModeTensorCurrent}.args(be, n)
 }
 
 // benchWorkers is the goroutine counts the benchmarks run with.
@@ -107,7 +107,7 @@ func BenchmarkUpdate(b *testing.B) {
 	const n = 1 << 22
 	for _, w := range benchWorkers() {
 		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) {
-			be := NewCPU(w)
+			be := New(w)
 			a := benchUpdateArgs(be, n)
 			c := &backend.CastArgs{N: n, Master: a.Master, Segments: a.Segments, Format: fp8.E4M3, FP8: a.FP8, Scale: a.Scale}
 			b.SetBytes(31 * n)
@@ -131,21 +131,21 @@ func BenchmarkUpdateCases(b *testing.B) {
 	const n = 1 << 22
 	f32, bf16 := buffer.Float32, buffer.BFloat16
 	cases := []benchCase{
-		{"adamw/m=f32/g=bf16/current", RuleAdamW, f32, bf16, backend.ModeTensorCurrent, 0},
-		{"adamw/m=f32/g=f32/current", RuleAdamW, f32, f32, backend.ModeTensorCurrent, 0},
-		{"adamw/m=bf16/g=bf16/current", RuleAdamW, bf16, bf16, backend.ModeTensorCurrent, 0},
-		{"adamw/m=bf16/g=f32/current", RuleAdamW, bf16, f32, backend.ModeTensorCurrent, 0},
-		{"adamw/m=f32/g=bf16/delayed", RuleAdamW, f32, bf16, backend.ModeTensorDelayed, 0},
-		{"adamw/m=f32/g=bf16/hp=bf16", RuleAdamW, f32, bf16, backend.ModeHighPrecision, bf16},
-		{"adamw/m=f32/g=bf16/block1x128", RuleAdamW, f32, bf16, backend.ModeBlock, 0},
-		{"adamw/m=f32/g=bf16/tile", RuleAdamW, f32, bf16, backend.ModeTile, 0},
-		{"sgd/m=f32/g=bf16/current", RuleSGD, f32, bf16, backend.ModeTensorCurrent, 0},
-		{"sgd/m=bf16/g=f32/delayed", RuleSGD, bf16, f32, backend.ModeTensorDelayed, 0},
+		{"adamw/m=f32/g=bf16/current", backend.RuleAdamW, f32, bf16, backend.ModeTensorCurrent, 0},
+		{"adamw/m=f32/g=f32/current", backend.RuleAdamW, f32, f32, backend.ModeTensorCurrent, 0},
+		{"adamw/m=bf16/g=bf16/current", backend.RuleAdamW, bf16, bf16, backend.ModeTensorCurrent, 0},
+		{"adamw/m=bf16/g=f32/current", backend.RuleAdamW, bf16, f32, backend.ModeTensorCurrent, 0},
+		{"adamw/m=f32/g=bf16/delayed", backend.RuleAdamW, f32, bf16, backend.ModeTensorDelayed, 0},
+		{"adamw/m=f32/g=bf16/hp=bf16", backend.RuleAdamW, f32, bf16, backend.ModeHighPrecision, bf16},
+		{"adamw/m=f32/g=bf16/block1x128", backend.RuleAdamW, f32, bf16, backend.ModeBlock, 0},
+		{"adamw/m=f32/g=bf16/tile", backend.RuleAdamW, f32, bf16, backend.ModeTile, 0},
+		{"sgd/m=f32/g=bf16/current", backend.RuleSGD, f32, bf16, backend.ModeTensorCurrent, 0},
+		{"sgd/m=bf16/g=f32/delayed", backend.RuleSGD, bf16, f32, backend.ModeTensorDelayed, 0},
 	}
 	for _, bc := range cases {
 		for _, w := range benchWorkers() {
 			b.Run(fmt.Sprintf("%s/workers=%d", bc.name, w), func(b *testing.B) {
-				be := NewCPU(w)
+				be := New(w)
 				a := bc.args(be, n)
 				b.SetBytes(bc.bytes(n))
 				b.ReportAllocs()
@@ -207,7 +207,7 @@ func BenchmarkNaiveAdamW(b *testing.B) {
 // BenchmarkGradStats times the exact sum of squares of a BF16 gradient shard.
 func BenchmarkGradStats(b *testing.B) {
 	const n = 1 << 22
-	be := NewCPU(0)
+	be := New(0)
 	a := benchUpdateArgs(be, n)
 	stats, _ := be.Alloc(8 * backend.StatsLen)
 	b.SetBytes(2 * n)

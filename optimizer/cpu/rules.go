@@ -1,4 +1,4 @@
-package optimizer
+package cpu
 
 import (
 	"fmt"
@@ -112,11 +112,11 @@ func sqrt32(x float32) float32 { return float32(math.Sqrt(float64(x))) }
 type ruleRun func(p []float32, off int, s *backend.Segment) uint32
 
 // ruleRunOf returns the update loop of a's rule over a's buffers, or nil
-// for RuleNone. Moments of different types, or in FP8, take mixedRule
+// for backend.RuleNone. Moments of different types, or in FP8, take mixedRule
 // (cpu_moments.go). It panics on a gradient type other than Float32 and
 // BFloat16.
 func ruleRunOf(a *backend.UpdateArgs) ruleRun {
-	if a.Rule == RuleNone {
+	if a.Rule == backend.RuleNone {
 		return nil
 	}
 	if !uniformMoments(a) {
@@ -152,21 +152,21 @@ func withGrad[M elem](a *backend.UpdateArgs, m, v []M) ruleRun {
 func typedRule[M, G elem](a *backend.UpdateArgs, m, v []M, g []G) ruleRun {
 	h := a.Hyper
 	switch a.Rule {
-	case RuleAdamW:
+	case backend.RuleAdamW:
 		return func(p []float32, off int, s *backend.Segment) uint32 {
 			end := off + len(p)
 			return adamwRun(p, m[off:end], v[off:end], g[off:end], &h, s.StepSize, s.Shrink)
 		}
-	case RuleSGD:
+	case backend.RuleSGD:
 		return func(p []float32, off int, s *backend.Segment) uint32 {
 			end := off + len(p)
 			return sgdRun(p, m[off:end], g[off:end], &h, s.StepSize, s.WeightDecay)
 		}
 	}
-	panic(fmt.Sprintf("optimizer: rule %d", a.Rule))
+	panic(fmt.Sprintf("cpu: rule %d", a.Rule))
 }
 
 // badElem is the panic message for an unsupported element type.
 func badElem(dt buffer.DType) string {
-	return fmt.Sprintf("optimizer: element type %s", dt)
+	return fmt.Sprintf("cpu: element type %s", dt)
 }

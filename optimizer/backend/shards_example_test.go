@@ -1,4 +1,4 @@
-package optimizer_test
+package backend_test
 
 import (
 	"encoding/binary"
@@ -6,6 +6,8 @@ import (
 	"math"
 
 	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
@@ -16,7 +18,7 @@ import (
 // two shards of one and two elements, without an update rule, fold the
 // amax of their masters into one shared slot.
 func ExampleShardUpdater() {
-	be := optimizer.NewCPU(1)
+	be := cpu.New(1)
 	f32 := func(xs ...float32) buffer.Buffer {
 		b := make(buffer.HostBuffer, 4*len(xs))
 		for i, x := range xs {
@@ -29,15 +31,15 @@ func ExampleShardUpdater() {
 		return &backend.UpdateArgs{Rule: optimizer.RuleNone, N: n, Master: master, Amax: amax, Scale: scale,
 			Segments: []backend.Segment{{Len: n, Mode: backend.ModeTensorCurrent}}}
 	}
-	var su optimizer.ShardUpdater = be
+	var su backend.ShardUpdater = be
 	if err := su.UpdateShards([]*backend.UpdateArgs{shard(f32(0.5), 1), shard(f32(-3, 2), 2)}); err != nil {
 		fmt.Println(err)
 	}
 	fmt.Println("amax of both shards:", math.Float32frombits(binary.LittleEndian.Uint32(amax)))
 	other := shard(f32(1), 1)
 	other.Scale = f32(2)
-	fmt.Println(optimizer.CheckShards([]*backend.UpdateArgs{shard(f32(1), 1), other}))
+	fmt.Println(backend.CheckShards([]*backend.UpdateArgs{shard(f32(1), 1), other}))
 	// Output:
 	// amax of both shards: 3
-	// optimizer: UpdateShards: shard 1 differs from shard 0 in Scale
+	// backend: UpdateShards: shard 1 differs from shard 0 in Scale
 }

@@ -1,4 +1,4 @@
-package optimizer
+package backend
 
 import (
 	"errors"
@@ -6,82 +6,29 @@ import (
 	"reflect"
 
 	"github.com/distopt/distopt/buffer"
-	"github.com/distopt/distopt/optimizer/backend"
 )
-
-// ShardUpdater is implemented by backends that run the update, and the
-// cast, of several bucket shards with one call (the GPU backend: one kernel
-// launch over a segment table of every bucket, as multi-tensor-apply does).
-// The optimizer then queues phases 3 and 5 of a step with one call each;
-// other backends get one Update (Cast) call per bucket.
-//
-// The CPU and GPU backends are ShardUpdaters, so a wrapper that embeds one
-// of them and overrides Update or Cast (to time, count or inject faults)
-// is bypassed by the promoted UpdateShards and CastShards: override those
-// too, or embed the Backend interface instead of the concrete type (which
-// hides every optional interface; examples/multigpu's timing.go does the
-// former).
-type ShardUpdater interface {
-	// UpdateShards does what Update(as[i]) for every i in turn does (the
-	// same bits). The arguments differ only in their shard's buffers
-	// (Master, M, V, Grad, FP8, BlockScales, HP, MScales, VScales), N,
-	// Segments, MomentSeed and MomentBase (CheckShards); Amax, Scale and
-	// Control are the launch's; each shard has FP8 bytes or a
-	// high-precision copy, not both (a bucket holds one or the other).
-	UpdateShards(as []*backend.UpdateArgs) error
-	// CastShards does what Cast(cs[i]) for every i in turn does; the
-	// arguments differ only in N, Master, Segments and FP8.
-	CastShards(cs []*backend.CastArgs) error
-}
-
-// UpdateShards implements ShardUpdater: Update shard by shard (the
-// reference of the backends that launch once).
-func (c *CPU) UpdateShards(as []*backend.UpdateArgs) error {
-	if err := CheckShards(as); err != nil {
-		return err
-	}
-	for _, a := range as {
-		if err := c.Update(a); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// CastShards implements ShardUpdater: Cast shard by shard.
-func (c *CPU) CastShards(cs []*backend.CastArgs) error {
-	if err := CheckCastShards(cs); err != nil {
-		return err
-	}
-	for _, a := range cs {
-		if err := c.Cast(a); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // CheckShards returns an error naming the first field in which the update
 // arguments as differ where UpdateShards requires them alike: everything
 // but the shard's buffers, N, Segments, MomentSeed and MomentBase; HPType
 // is compared among the shards that have HP, and no shard may have both
 // FP8 and HP.
-func CheckShards(as []*backend.UpdateArgs) error {
+func CheckShards(as []*UpdateArgs) error {
 	if len(as) == 0 {
-		return errors.New("optimizer: UpdateShards without shards")
+		return errors.New("backend: UpdateShards without shards")
 	}
 	var hp buffer.DType
 	seen := false // a shard with HP came before
 	for i, a := range as {
 		if f := launchDiff(as[0], a); f != "" {
-			return fmt.Errorf("optimizer: UpdateShards: shard %d differs from shard 0 in %s", i, f)
+			return fmt.Errorf("backend: UpdateShards: shard %d differs from shard 0 in %s", i, f)
 		}
 		if a.FP8 != nil && a.HP != nil {
-			return fmt.Errorf("optimizer: UpdateShards: shard %d has both FP8 bytes and a high-precision copy (a shard writes one or the other)", i)
+			return fmt.Errorf("backend: UpdateShards: shard %d has both FP8 bytes and a high-precision copy (a shard writes one or the other)", i)
 		}
 		if a.HP != nil {
 			if seen && a.HPType != hp {
-				return fmt.Errorf("optimizer: UpdateShards: shard %d differs in HPType (%v, not %v)", i, a.HPType, hp)
+				return fmt.Errorf("backend: UpdateShards: shard %d differs in HPType (%v, not %v)", i, a.HPType, hp)
 			}
 			hp, seen = a.HPType, true
 		}
@@ -89,7 +36,7 @@ func CheckShards(as []*backend.UpdateArgs) error {
 	return nil
 }
 
-// shardFields are the fields of backend.UpdateArgs each shard of
+// shardFields are the fields of UpdateArgs each shard of
 // UpdateShards has its own; launchDiff compares every other one (a test
 // checks that the two lists cover the struct).
 var shardFields = []string{"N", "Master", "M", "V", "MomentSeed", "MomentBase", "MScales", "VScales", "Grad", "Segments", "FP8", "BlockScales", "HP", "HPType"}
@@ -98,7 +45,7 @@ var shardFields = []string{"N", "Master", "M", "V", "MomentSeed", "MomentBase", 
 // (what UpdateShards takes from the first shard) in which a and b differ,
 // or "": the buffers differ unless they are the same memory (sameBuffer).
 // Written out field by field: reflection cost tens of microseconds a step.
-func launchDiff(a, b *backend.UpdateArgs) string {
+func launchDiff(a, b *UpdateArgs) string {
 	switch {
 	case a.Rule != b.Rule:
 		return "Rule"
@@ -131,19 +78,19 @@ var launchFields = []string{"Rule", "Hyper", "Control", "MomentType", "MType", "
 
 // CheckCastShards is CheckShards for CastShards: Format, Scale and Control
 // alike.
-func CheckCastShards(cs []*backend.CastArgs) error {
+func CheckCastShards(cs []*CastArgs) error {
 	if len(cs) == 0 {
-		return errors.New("optimizer: CastShards without shards")
+		return errors.New("backend: CastShards without shards")
 	}
 	for i, c := range cs[1:] {
 		if f := castLaunchDiff(cs[0], c); f != "" {
-			return fmt.Errorf("optimizer: CastShards: shard %d differs from shard 0 in %s", i+1, f)
+			return fmt.Errorf("backend: CastShards: shard %d differs from shard 0 in %s", i+1, f)
 		}
 	}
 	return nil
 }
 
-// castShardFields are the fields of backend.CastArgs each shard of
+// castShardFields are the fields of CastArgs each shard of
 // CastShards has its own; castLaunchDiff compares the others
 // (castLaunchFields), as launchDiff does for UpdateShards.
 var (
@@ -152,7 +99,7 @@ var (
 )
 
 // castLaunchDiff is launchDiff for CastShards.
-func castLaunchDiff(a, b *backend.CastArgs) string {
+func castLaunchDiff(a, b *CastArgs) string {
 	switch {
 	case a.Format != b.Format:
 		return "Format"

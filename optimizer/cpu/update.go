@@ -1,4 +1,4 @@
-package optimizer
+package cpu
 
 import (
 	"math"
@@ -22,7 +22,7 @@ const updateChunk = 1 << 14
 // chunk's amax; the mode's pass then runs over the chunk's new master. With
 // a control block, its gradient scale replaces Hyper's, and a skipped step
 // writes nothing.
-func (c *CPU) Update(a *backend.UpdateArgs) error {
+func (c *Backend) Update(a *backend.UpdateArgs) error {
 	gs, skip, err := controlled(a.Control, a.Hyper.GradScale)
 	if err != nil || skip {
 		return err
@@ -61,7 +61,7 @@ func (c *CPU) Update(a *backend.UpdateArgs) error {
 // updateChunk elements (counted from s.Off) of every segment s of segs, on
 // up to c.workers goroutines that take the chunks in turn; worker is the
 // goroutine's index in [0, c.workers).
-func (c *CPU) forChunks(segs []backend.Segment, fn func(worker int, s *backend.Segment, lo, hi int)) {
+func (c *Backend) forChunks(segs []backend.Segment, fn func(worker int, s *backend.Segment, lo, hi int)) {
 	type piece struct{ seg, lo int }
 	var pieces []piece
 	for k, s := range segs {
@@ -78,8 +78,8 @@ func (c *CPU) forChunks(segs []backend.Segment, fn func(worker int, s *backend.S
 
 // after does what follows the update of elements [lo, hi) of segment s:
 // key is the largest AbsBits of the new masters there when updated is true
-// (the rule's loop computed it), and is recomputed otherwise (RuleNone).
-func (c *CPU) after(a *backend.UpdateArgs, s *backend.Segment, amax []uint32, master []float32, lo, hi int, key uint32, updated bool) {
+// (the rule's loop computed it), and is recomputed otherwise (backend.RuleNone).
+func (c *Backend) after(a *backend.UpdateArgs, s *backend.Segment, amax []uint32, master []float32, lo, hi int, key uint32, updated bool) {
 	i0, i1 := s.Off+lo, s.Off+hi
 	src := master[i0:i1]
 	switch s.Mode {

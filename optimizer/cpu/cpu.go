@@ -1,4 +1,4 @@
-package optimizer
+package cpu
 
 import (
 	"fmt"
@@ -18,39 +18,39 @@ import (
 // chunks of updateChunk.)
 const cpuChunk = 1 << 16
 
-// CPU is the reference backend: host memory, pure Go, split over goroutines
+// Backend is the reference backend: host memory, pure Go, split over goroutines
 // for large shards. Results do not depend on the number of goroutines.
-type CPU struct {
+type Backend struct {
 	workers int
 }
 
-// NewCPU returns a CPU backend using up to workers goroutines (GOMAXPROCS
+// New returns a CPU backend using up to workers goroutines (GOMAXPROCS
 // when workers < 1).
-func NewCPU(workers int) *CPU {
+func New(workers int) *Backend {
 	if workers < 1 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	return &CPU{workers: workers}
+	return &Backend{workers: workers}
 }
 
 // Name implements Backend.
-func (c *CPU) Name() string { return fmt.Sprintf("cpu (%d goroutines)", c.workers) }
+func (c *Backend) Name() string { return fmt.Sprintf("cpu (%d goroutines)", c.workers) }
 
 // Memory implements Backend.
-func (c *CPU) Memory() buffer.MemoryKind { return buffer.Host }
+func (c *Backend) Memory() buffer.MemoryKind { return buffer.Host }
 
 func hostBuf(b buffer.Buffer) buffer.HostBuffer {
 	h, ok := b.(buffer.HostBuffer)
 	if !ok && b != nil {
-		panic(fmt.Sprintf("optimizer: cpu backend given a %T", b))
+		panic(fmt.Sprintf("cpu: backend given a %T", b))
 	}
 	return h
 }
 
 // Alloc implements Backend. Buffers are 64-byte aligned.
-func (c *CPU) Alloc(n int) (buffer.Buffer, error) {
+func (c *Backend) Alloc(n int) (buffer.Buffer, error) {
 	if n < 0 {
-		return nil, fmt.Errorf("optimizer: cpu alloc of %d bytes", n)
+		return nil, fmt.Errorf("cpu: alloc of %d bytes", n)
 	}
 	if err := checkHostAlloc(n); err != nil {
 		return nil, err
@@ -64,31 +64,31 @@ func (c *CPU) Alloc(n int) (buffer.Buffer, error) {
 }
 
 // Free implements Backend (the garbage collector reclaims host buffers).
-func (c *CPU) Free(buffer.Buffer) {}
+func (c *Backend) Free(buffer.Buffer) {}
 
 // Write implements Backend.
-func (c *CPU) Write(dst buffer.Buffer, off int, src []byte) error {
+func (c *Backend) Write(dst buffer.Buffer, off int, src []byte) error {
 	copy(hostBuf(dst)[off:off+len(src)], src)
 	return nil
 }
 
 // Read implements Backend.
-func (c *CPU) Read(dst []byte, src buffer.Buffer, off int) error {
+func (c *Backend) Read(dst []byte, src buffer.Buffer, off int) error {
 	copy(dst, hostBuf(src)[off:off+len(dst)])
 	return nil
 }
 
 // Zero implements Backend.
-func (c *CPU) Zero(b buffer.Buffer, off, n int) error {
+func (c *Backend) Zero(b buffer.Buffer, off, n int) error {
 	clear(hostBuf(b)[off : off+n])
 	return nil
 }
 
 // Sync implements Backend.
-func (c *CPU) Sync() error { return nil }
+func (c *Backend) Sync() error { return nil }
 
 // Close implements Backend.
-func (c *CPU) Close() error { return nil }
+func (c *Backend) Close() error { return nil }
 
 func f32s(b buffer.Buffer) []float32 {
 	h := hostBuf(b)
@@ -127,7 +127,7 @@ func i64s(b buffer.Buffer) []int64 {
 // in [0, c.workers). It is the CPU backend's one worker pool: callers keep
 // per-worker partial results (sums, maxima) that do not depend on which
 // worker took which index.
-func (c *CPU) each(count int, fn func(worker, k int)) {
+func (c *Backend) each(count int, fn func(worker, k int)) {
 	w := min(c.workers, count)
 	if w <= 1 {
 		for k := range count {
@@ -149,7 +149,7 @@ func (c *CPU) each(count int, fn func(worker, k int)) {
 
 // parallel runs fn over [0, n) in chunks of cpuChunk elements on up to
 // c.workers goroutines; fn receives the worker index.
-func (c *CPU) parallel(n int, fn func(worker, lo, hi int)) {
+func (c *Backend) parallel(n int, fn func(worker, lo, hi int)) {
 	c.each((n+cpuChunk-1)/cpuChunk, func(worker, k int) {
 		lo := k * cpuChunk
 		fn(worker, lo, min(lo+cpuChunk, n))
@@ -157,7 +157,7 @@ func (c *CPU) parallel(n int, fn func(worker, lo, hi int)) {
 }
 
 // GradStats implements Backend.
-func (c *CPU) GradStats(stats, grad buffer.Buffer, gt buffer.DType, n int) error {
+func (c *Backend) GradStats(stats, grad buffer.Buffer, gt buffer.DType, n int) error {
 	var add func(s *[backend.StatsLen]int64, lo, hi int)
 	switch gt {
 	case buffer.Float32:
@@ -199,7 +199,7 @@ func addSquares[G elem](s *[backend.StatsLen]int64, g []G) {
 }
 
 // Cast implements Backend.
-func (c *CPU) Cast(a *backend.CastArgs) error {
+func (c *Backend) Cast(a *backend.CastArgs) error {
 	if _, skip, err := controlled(a.Control, 0); err != nil || skip {
 		return err
 	}

@@ -1,4 +1,4 @@
-package optimizer_test
+package cpu_test
 
 import (
 	"bytes"
@@ -11,8 +11,8 @@ import (
 	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
+	"github.com/distopt/distopt/optimizer/cpu"
 )
 
 // refShard is a shard held as plain Go slices: the reference's state, and
@@ -53,12 +53,12 @@ func refUpdate(s *refShard, a *backend.UpdateArgs) {
 	for _, seg := range a.Segments {
 		for i := seg.Off; i < seg.Off+seg.Len; i++ {
 			switch a.Rule {
-			case optimizer.RuleAdamW:
+			case backend.RuleAdamW:
 				p, m, v := backend.AdamWElem(s.master[i], load(s.m, s.mt, i), load(s.v, s.mt, i), load(s.grad, s.gt, i), &a.Hyper, seg.StepSize, seg.Shrink)
 				s.master[i] = p
 				store(s.m, s.mt, i, m)
 				store(s.v, s.mt, i, v)
-			case optimizer.RuleSGD:
+			case backend.RuleSGD:
 				p, m := backend.SGDElem(s.master[i], load(s.m, s.mt, i), load(s.grad, s.gt, i), &a.Hyper, seg.StepSize, seg.WeightDecay)
 				s.master[i] = p
 				store(s.m, s.mt, i, m)
@@ -189,11 +189,11 @@ func refLayout(r *rand.Rand, block int) (segs []backend.Segment, n, slots int) {
 func TestUpdateReference(t *testing.T) {
 	f32, bf16 := buffer.Float32, buffer.BFloat16
 	type ruleCase struct {
-		rule   optimizer.Rule
+		rule   backend.Rule
 		mt, gt buffer.DType
 	}
-	rules := []ruleCase{{optimizer.RuleNone, f32, f32}}
-	for _, rule := range []optimizer.Rule{optimizer.RuleAdamW, optimizer.RuleSGD} {
+	rules := []ruleCase{{backend.RuleNone, f32, f32}}
+	for _, rule := range []backend.Rule{backend.RuleAdamW, backend.RuleSGD} {
 		for _, mt := range []buffer.DType{f32, bf16} {
 			for _, gt := range []buffer.DType{f32, bf16} {
 				rules = append(rules, ruleCase{rule, mt, gt})
@@ -217,7 +217,7 @@ func TestUpdateReference(t *testing.T) {
 				t.Run(name, func(t *testing.T) {
 					r := rand.New(rand.NewPCG(seed, uint64(ri)))
 					a, s := refCase(r, rc, rule.rule, rule.mt, rule.gt, hpt, special)
-					checkAgainstReference(t, optimizer.NewCPU(workers), a, s)
+					checkAgainstReference(t, cpu.New(workers), a, s)
 				})
 			}
 		}
@@ -225,10 +225,10 @@ func TestUpdateReference(t *testing.T) {
 }
 
 // refCase draws the arguments and the initial shard of one case.
-func refCase(r *rand.Rand, rc fp8.Recipe, rule optimizer.Rule, mt, gt, hpt buffer.DType, special float64) (*backend.UpdateArgs, *refShard) {
+func refCase(r *rand.Rand, rc fp8.Recipe, rule backend.Rule, mt, gt, hpt buffer.DType, special float64) (*backend.UpdateArgs, *refShard) {
 	_, block := rc.Block()
 	segs, n, slots := refLayout(r, block)
-	if rule == optimizer.RuleSGD {
+	if rule == backend.RuleSGD {
 		for i := range segs {
 			segs[i].WeightDecay = float32(r.Float64() * 1e-2)
 		}
@@ -276,7 +276,7 @@ func refCase(r *rand.Rand, rc fp8.Recipe, rule optimizer.Rule, mt, gt, hpt buffe
 
 // checkAgainstReference uploads s to be, runs a there and refUpdate on s,
 // and compares every buffer byte for byte.
-func checkAgainstReference(t *testing.T, be optimizer.Backend, a *backend.UpdateArgs, s *refShard) {
+func checkAgainstReference(t *testing.T, be backend.Backend, a *backend.UpdateArgs, s *refShard) {
 	t.Helper()
 	type checked struct {
 		name string

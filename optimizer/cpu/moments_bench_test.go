@@ -1,4 +1,4 @@
-package optimizer
+package cpu
 
 import (
 	"fmt"
@@ -19,8 +19,8 @@ func BenchmarkUpdateMoments(b *testing.B) {
 	for _, c := range [][2]backend.MomentDType{{F32, F32}, {BF16, BF16}, {FP8, BF16}, {FP8, FP8}} {
 		for _, w := range benchWorkers() {
 			b.Run(fmt.Sprintf("m=%v/v=%v/workers=%d", c[0], c[1], w), func(b *testing.B) {
-				be := NewCPU(w)
-				a := benchCase{rule: RuleAdamW, mt: buffer.Float32, gt: buffer.BFloat16, mode: backend.ModeBlock}.args(be, n)
+				be := New(w)
+				a := benchCase{rule: backend.RuleAdamW, mt: buffer.Float32, gt: buffer.BFloat16, mode: backend.ModeBlock}.args(be, n)
 				a.MType, a.VType, a.MomentBlock, a.MomentSeed = c[0], c[1], block, 1
 				bufs := [2]*buffer.Buffer{&a.M, &a.V}
 				scales := [2]*buffer.Buffer{&a.MScales, &a.VScales}

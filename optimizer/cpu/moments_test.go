@@ -1,4 +1,4 @@
-package optimizer_test
+package cpu_test
 
 import (
 	"encoding/binary"
@@ -7,7 +7,8 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/buffer"
-	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
@@ -20,7 +21,7 @@ import (
 // into (224, 448]; elements and blocks outside the segments are untouched.
 func TestFP8MomentsClosedForm(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, rule := range []optimizer.Rule{optimizer.RuleAdamW, optimizer.RuleSGD} {
+	for _, rule := range []backend.Rule{backend.RuleAdamW, backend.RuleSGD} {
 		for _, mb := range backend.MomentBlocks {
 			// segments at block starts, with a gap of whole blocks and a
 			// partial last block
@@ -38,7 +39,7 @@ func TestFP8MomentsClosedForm(t *testing.T) {
 				mOld[i] = float32(r.NormFloat64() * 1e-3)
 				vOld[i] = float32(math.Abs(r.NormFloat64()) * 1e-6)
 			}
-			be := optimizer.NewCPU(3)
+			be := cpu.New(3)
 			enc := func(x []float32, root bool) ([]byte, []float32) {
 				codes, inv := make([]byte, n), make([]float32, nb)
 				for k := range inv {
@@ -59,11 +60,11 @@ func TestFP8MomentsClosedForm(t *testing.T) {
 				return buf
 			}
 			h := backend.Hyper{GradScale: 0.75, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: float32(1 - 0.9), OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8, RBC2: 3.1, Momentum: 0.9}
-			a := backend.UpdateArgs{Rule: rule, Hyper: h, N: n, MomentType: buffer.Float32, MType: optimizer.MomentFP8, MomentBlock: mb,
+			a := backend.UpdateArgs{Rule: rule, Hyper: h, N: n, MomentType: buffer.Float32, MType: backend.MomentFP8, MomentBlock: mb,
 				Master: up(f32bytes(master)), M: up(mc), MScales: up(f32bytes(mi)), Grad: up(f32bytes(grad)), GradType: buffer.Float32,
 				Segments: segs, HP: up(make([]byte, 4*n)), HPType: buffer.Float32}
-			if rule == optimizer.RuleAdamW {
-				a.VType, a.V, a.VScales = optimizer.MomentFP8, up(vc), up(f32bytes(vi))
+			if rule == backend.RuleAdamW {
+				a.VType, a.V, a.VScales = backend.MomentFP8, up(vc), up(f32bytes(vi))
 			}
 			if err := be.Update(&a); err != nil {
 				t.Fatal(err)
@@ -92,7 +93,7 @@ func TestFP8MomentsClosedForm(t *testing.T) {
 				}
 				m0 := backend.DecodeMoment(mc[i], mi[b], false)
 				var p, m, v float32
-				if rule == optimizer.RuleAdamW {
+				if rule == backend.RuleAdamW {
 					p, m, v = backend.AdamWElem(master[i], m0, backend.DecodeMoment(vc[i], vi[b], true), grad[i], &h, s.StepSize, s.Shrink)
 				} else {
 					p, m = backend.SGDElem(master[i], m0, grad[i], &h, s.StepSize, s.WeightDecay)
@@ -153,7 +154,7 @@ func bytesF32(b []byte) []float32 {
 	return x
 }
 
-func read(t *testing.T, be optimizer.Backend, b buffer.Buffer) []byte {
+func read(t *testing.T, be backend.Backend, b buffer.Buffer) []byte {
 	t.Helper()
 	out := make([]byte, b.Len())
 	if err := be.Read(out, b, 0); err != nil {
