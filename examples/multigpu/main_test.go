@@ -232,7 +232,7 @@ func TestPlanBars(t *testing.T) {
 			}
 		}
 		for _, m := range []collective.DType{collective.Float32, collective.BFloat16} {
-			r, _ := optimizer.PredictMemory(params, d, optimizer.Config{MomentType: m})
+			r, _ := optimizer.PredictMemory(params, d, optimizer.Config{FirstMomentType: optimizer.MomentOf(m), SecondMomentType: optimizer.MomentOf(m)})
 			name := "distopt FP8, FP32 moments"
 			if m == collective.BFloat16 {
 				name = "distopt FP8, BF16 moments"
