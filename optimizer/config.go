@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
@@ -60,6 +61,10 @@ type Config struct {
 	Momentum float64
 	// MaxGradNorm clips the global gradient norm (0: no clipping).
 	MaxGradNorm float64
+	// Logger receives a skipped step and why, a rank stepping with zero
+	// gradients, and the slower paths of a backend (logging.go). Nil: the
+	// optimizer logs nothing. Ranks may differ in it.
+	Logger *slog.Logger
 	// Recipe of the FP8 parameters: default E4M3 with per-tensor current scaling.
 	Recipe fp8.Recipe
 	// GradType of the gradient buffers: BFloat16 (default) or Float32.

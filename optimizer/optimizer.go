@@ -128,6 +128,7 @@ func New(ctx context.Context, comm collective.Communicator, be Backend, params [
 		o.Close()
 		return nil, err
 	}
+	o.logFallbacks()
 	return o, nil
 }
 
