@@ -2,6 +2,7 @@ package rendezvous
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -69,6 +70,9 @@ func TestFromEnvLauncherErrors(t *testing.T) {
 	require.ErrorIs(t, err, ErrConfig)
 	assert.Contains(t, err.Error(), "WORLD_SIZE is not set (nor OMPI_COMM_WORLD_SIZE, SLURM_NTASKS)")
 	assert.NotContains(t, err.Error(), "variable RANK is not set")
+	for _, line := range strings.Split(err.Error(), "\n") {
+		assert.Equal(t, 1, strings.Count(line, "rendezvous:"), "%q names the package more than once", line)
+	}
 }
 
 // TestSlurmPortRange: the port derived from any job id is a TCP port
