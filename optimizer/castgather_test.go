@@ -85,7 +85,7 @@ func TestGathersFollowCasts(t *testing.T) {
 	init := optimizer.FromMap(optimizertest.InitWeights(params, 1))
 	recipes := map[fp8.Scaling]optimizer.Config{}
 	for _, cfg := range optimizertest.Configs() {
-		if cfg.Recipe.Format == fp8.E4M3 && cfg.Rule != optimizer.RuleSGD && cfg.FirstMomentType == 0 && cfg.LossScaler == nil && cfg.MomentType == 0 {
+		if cfg.Recipe.Format == fp8.E4M3 && cfg.Rule != optimizer.RuleSGD && cfg.FirstMomentType == 0 && cfg.SecondMomentType == 0 && cfg.LossScaler == nil {
 			recipes[cfg.Recipe.Scaling] = cfg
 		}
 	}

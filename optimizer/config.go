@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
@@ -60,17 +61,20 @@ type Config struct {
 	Momentum float64
 	// MaxGradNorm clips the global gradient norm (0: no clipping).
 	MaxGradNorm float64
+	// Logger receives a skipped step and why, a rank stepping with zero
+	// gradients, and the slower paths of a backend (logging.go). Nil: the
+	// optimizer logs nothing. Ranks may differ in it.
+	Logger *slog.Logger
 	// Recipe of the FP8 parameters: default E4M3 with per-tensor current scaling.
 	Recipe fp8.Recipe
 	// GradType of the gradient buffers: BFloat16 (default) or Float32.
 	GradType buffer.DType
-	// MomentType of the Adam moments and SGD momentum: Float32 (default) or BFloat16.
-	MomentType buffer.DType
-	// FirstMomentType and SecondMomentType, when set, choose each moment's
-	// storage: MomentFloat32, MomentBFloat16 or MomentFP8 (E4M3 codes with
+	// FirstMomentType and SecondMomentType choose each moment's storage:
+	// MomentFloat32 (default), MomentBFloat16 or MomentFP8 (E4M3 codes with
 	// a float32 scale per block of MomentBlock elements; the second moment
-	// is stored as its square root). Zero: MomentType. SGD has no second
-	// moment; FP8 moments need block-aligned layouts (see MomentBlock).
+	// is stored as its square root). The first is Adam's m and SGD's
+	// momentum; SGD has no second moment, so leave SecondMomentType zero.
+	// FP8 moments need block-aligned layouts (see MomentBlock).
 	FirstMomentType, SecondMomentType MomentDType
 	// MomentBlock is the block of FP8 moments in elements: 32, 64 or 128
 	// (default). It must divide Layout.Align; with FP8 moments,
@@ -152,9 +156,6 @@ func (c *Config) setDefaults() {
 	if c.GradType == 0 {
 		c.GradType = buffer.BFloat16
 	}
-	if c.MomentType == 0 {
-		c.MomentType = buffer.Float32
-	}
 	c.momentDefaults()
 	if c.HighPrecisionType == 0 {
 		c.HighPrecisionType = buffer.BFloat16
@@ -180,7 +181,7 @@ func (c *Config) validate(params []Param) error {
 	for _, t := range []struct {
 		name string
 		dt   buffer.DType
-	}{{"GradType", c.GradType}, {"MomentType", c.MomentType}, {"HighPrecisionType", c.HighPrecisionType}} {
+	}{{"GradType", c.GradType}, {"HighPrecisionType", c.HighPrecisionType}} {
 		if t.dt != buffer.BFloat16 && t.dt != buffer.Float32 {
 			return bad("%s must be bfloat16 or float32, not %s", t.name, t.dt)
 		}
@@ -240,7 +241,7 @@ func (c *Config) fields() []shard.Field {
 		{Name: "update rule", Value: fmt.Sprint(c.Rule)},
 		{Name: "recipe", Value: c.Recipe.String()},
 		{Name: "gradient type", Value: c.GradType.String()},
-		{Name: "moment type", Value: c.MomentType.String()},
+		{Name: "moment type", Value: c.uniformMomentType().String()},
 		{Name: "high-precision type", Value: c.HighPrecisionType.String()},
 		{Name: "betas and eps", Value: fmt.Sprint(c.Beta1, c.Beta2, c.Eps)},
 		{Name: "momentum", Value: fmt.Sprint(c.Momentum)},

@@ -122,6 +122,7 @@ func (o *Optimizer) apply(c backend.Control, res *StepResult) {
 	res.Reason = ""
 	if res.Skipped {
 		res.Reason = fmt.Sprintf("%d gradient elements are not finite (or square past float32)", c.NonFinite)
+		o.logSkip(res)
 	}
 }
 

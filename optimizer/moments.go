@@ -16,7 +16,7 @@ type MomentDType = backend.MomentDType
 
 // The moment storage types.
 const (
-	// MomentDefault takes Config.MomentType.
+	// MomentDefault is float32.
 	MomentDefault = backend.MomentDefault
 	// MomentFloat32 stores float32.
 	MomentFloat32 = backend.MomentFloat32
@@ -64,10 +64,10 @@ func ParseMomentTypes(s string, rule Rule) (first, second MomentDType, err error
 // momentDefaults resolves the per-moment types and the FP8 block.
 func (c *Config) momentDefaults() {
 	if c.FirstMomentType == MomentDefault {
-		c.FirstMomentType = backend.MomentOf(c.MomentType)
+		c.FirstMomentType = MomentFloat32
 	}
 	if c.SecondMomentType == MomentDefault && len(c.Rule.Moments()) > 1 {
-		c.SecondMomentType = backend.MomentOf(c.MomentType)
+		c.SecondMomentType = MomentFloat32
 	}
 	if c.MomentBlock == 0 {
 		c.MomentBlock = backend.DefaultMomentBlock
@@ -119,11 +119,23 @@ func (c *Config) checkMoments() error {
 	return nil
 }
 
-// momentFields are the moment settings ranks must share, beyond
-// MomentType: none when every moment is MomentType's (so fingerprints of
+// uniformMomentType is bfloat16 when every moment is stored as bfloat16,
+// else float32: the moment type of the fingerprint and of the backend's
+// UpdateArgs.MomentType.
+func (c *Config) uniformMomentType() buffer.DType {
+	for _, t := range c.momentTypes() {
+		if t != MomentBFloat16 {
+			return buffer.Float32
+		}
+	}
+	return buffer.BFloat16
+}
+
+// momentFields are the moment settings ranks must share, beyond the
+// uniform moment type: none when every moment has it (so fingerprints of
 // such configurations are unchanged).
 func (c *Config) momentFields() []shard.Field {
-	def := backend.MomentOf(c.MomentType)
+	def := backend.MomentOf(c.uniformMomentType())
 	for _, t := range c.momentTypes() {
 		if t != def {
 			return []shard.Field{{Name: "moment types", Value: fmt.Sprint(c.momentTypes(), " block ", c.MomentBlock)}}

@@ -139,6 +139,7 @@ func New(ctx context.Context, comm collective.Communicator, be backend.Backend, 
 		o.Close()
 		return nil, err
 	}
+	o.logFallbacks()
 	return o, nil
 }
 

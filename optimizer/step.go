@@ -301,7 +301,7 @@ func (o *Optimizer) updateArgs(a *backend.UpdateArgs, bk *bucket, k castKind) *b
 	u := *a
 	u.N = bk.b.ShardSize
 	u.Master, u.M, u.V = bk.master, bk.m, bk.v
-	u.MomentType = o.cfg.MomentType
+	u.MomentType = o.cfg.uniformMomentType()
 	o.momentArgs(&u, bk)
 	u.Grad = o.gradShard(bk)
 	u.GradType = o.cfg.GradType

@@ -103,7 +103,7 @@ func TestPlanMatchesPredictMemory(t *testing.T) {
 		{"delayed scaling", []string{"-recipe", "delayed", "-history", "16"}, []int{2, 3}, gpt,
 			optimizer.Config{Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorDelayed, HistoryLen: 16}}},
 		{"1x128 blocks, bf16 moments", []string{"-recipe", "block", "-moments", "bf16"}, []int{4}, gpt,
-			optimizer.Config{Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block1x128}, MomentType: buffer.BFloat16}},
+			optimizer.Config{Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block1x128}, FirstMomentType: optimizer.MomentBFloat16, SecondMomentType: optimizer.MomentBFloat16}},
 		{"MXFP8 E5M2", []string{"-recipe", "mx", "-format", "e5m2"}, []int{8}, gpt,
 			optimizer.Config{Recipe: fp8.Recipe{Format: fp8.E5M2, Scaling: fp8.MXFP8}}},
 		{"tiles, fp32 grads and hp", []string{"-recipe", "tile", "-grads", "fp32", "-hp", "fp32", "-layers", "2", "-hidden", "256", "-ffn", "1024", "-vocab", "1000", "-positions", "128"},

@@ -318,6 +318,9 @@ func (c *Comm) failLocked(f *failure) {
 		return
 	}
 	c.failure = f
+	if l := c.cfg.Logger; l != nil && !f.closed {
+		l.Warn("grpccomm: communicator failed", "rank", c.rank, "blames", f.rank, "why", f.msg)
+	}
 	close(c.dead)
 	for _, g := range c.groups {
 		if !g.finished {

@@ -11,7 +11,7 @@ import (
 )
 
 // ErrConfig marks group and cross communicators that cannot form a Comm.
-var ErrConfig = errors.New("hier: invalid configuration")
+var ErrConfig = errors.New("invalid configuration")
 
 // Comm is one rank of a hierarchical world (see the package documentation).
 type Comm struct {

@@ -22,9 +22,12 @@ type Comm struct {
 
 var _ collective.Communicator = (*Comm)(nil)
 
-// New returns the n ranks of a new in-process world; element r is rank r.
-// The world runs one executor goroutine until a rank is closed or the world
-// is aborted: close every rank when done. New panics if n < 1.
+// New returns the n ranks of a new in-process world as *Comm; element r is
+// rank r. The world runs one executor goroutine until a rank is closed or
+// the world is aborted: close every rank when done. New panics if n < 1.
+//
+// Deprecated: use Communicators, which returns the same ranks as the
+// collective.Communicator values every consumer takes.
 func New(n int) []*Comm {
 	if n < 1 {
 		panic(fmt.Sprintf("inproc: world of %d ranks", n))
@@ -44,8 +47,10 @@ func New(n int) []*Comm {
 	return comms
 }
 
-// Communicators returns the ranks of a new world of n as
-// collective.Communicator values.
+// Communicators returns the n ranks of a new in-process world; element r
+// is rank r. The world runs one executor goroutine until a rank is closed
+// or the world is aborted: close every rank when done. It panics if n < 1:
+// check a rank count that comes from a user first.
 func Communicators(n int) []collective.Communicator {
 	cs := New(n)
 	out := make([]collective.Communicator, n)

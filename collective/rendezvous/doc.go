@@ -10,6 +10,16 @@
 // MASTER_ADDR, MASTER_PORT, and optionally DISTOPT_RUN_ID), or is built
 // field by field by programs that do not use the environment.
 //
+// Under Slurm (srun) or Open MPI (mpirun), FromEnv derives the variables
+// torchrun would set from the launcher's, torchrun's winning where both are
+// set: the rank, world size, local rank and local world size from
+// OMPI_COMM_WORLD_* or SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID and this
+// node's entry of SLURM_TASKS_PER_NODE (or PMIX_RANK); MASTER_ADDR from
+// the first host of SLURM_JOB_NODELIST (ExpandHostlist, no scontrol), or
+// 127.0.0.1 when every rank is on this host; MASTER_PORT from SLURM_JOB_ID
+// or PMIX_NAMESPACE, the same on every host; and the run id likewise. Set
+// MASTER_ADDR (mpirun -x) when ranks span hosts without a Slurm nodelist.
+//
 // # Joining
 //
 // Connect starts the server on rank 0 and joins the run on every rank: each

@@ -5,7 +5,7 @@ import "errors"
 var (
 	// ErrConfig marks a missing or invalid configuration value (an
 	// environment variable or a Config field).
-	ErrConfig = errors.New("rendezvous: invalid configuration")
+	ErrConfig = errors.New("invalid configuration")
 	// ErrPortInUse marks a master port that another process already listens on.
 	ErrPortInUse = errors.New("rendezvous: port already in use")
 	// ErrMembership marks ranks that do not form one job: WORLD_SIZE differs

@@ -36,7 +36,7 @@ func planBars(params []optimizer.Param, d int, cfg optimizer.Config) ([]barplot.
 		dt   buffer.DType
 	}{{"distopt FP8, FP32 moments", buffer.Float32}, {"distopt FP8, BF16 moments", buffer.BFloat16}} {
 		c := cfg
-		c.MomentType = m.dt
+		c.FirstMomentType, c.SecondMomentType = optimizer.MomentOf(m.dt), optimizer.MomentOf(m.dt)
 		r, err := optimizer.PredictMemory(params, d, c)
 		if err != nil {
 			return nil, err

@@ -92,8 +92,7 @@ type options struct {
 	ranks                     int
 	warmup, steps, plainSteps int
 	pool                      int
-	moments                   buffer.DType
-	first, second             optimizer.MomentDType // -moments fp8 or M,V
+	first, second             optimizer.MomentDType // -moments
 	recipe                    fp8.Recipe
 	lr                        float64
 	grads                     gradModel
@@ -141,15 +140,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	var err error
-	switch *moments {
-	case "fp32":
-		o.moments = buffer.Float32
-	case "bf16":
-		o.moments = buffer.BFloat16
-	default:
-		if o.first, o.second, err = optimizer.ParseMomentTypes(*moments, optimizer.RuleAdamW); err != nil {
-			return o, fmt.Errorf("-moments=%q: want fp32, bf16, fp8 or M,V: %w", *moments, err)
-		}
+	if o.first, o.second, err = optimizer.ParseMomentTypes(*moments, optimizer.RuleAdamW); err != nil {
+		return o, fmt.Errorf("-moments=%q: want fp32, bf16, fp8 or M,V: %w", *moments, err)
 	}
 	if o.recipe, err = fp8.ParseRecipe(*recipe); err != nil {
 		return o, fmt.Errorf("-recipe: %w", err)
@@ -203,7 +195,7 @@ func (o options) validateCompute() error {
 
 // config is the optimizer configuration of the run.
 func (o options) config() optimizer.Config {
-	return optimizer.Config{LR: optimizer.Constant(o.lr), WeightDecay: 0.1, MomentType: o.moments, Recipe: o.recipe,
+	return optimizer.Config{LR: optimizer.Constant(o.lr), WeightDecay: 0.1, Recipe: o.recipe,
 		FirstMomentType: o.first, SecondMomentType: o.second, ShardedGradients: o.shardedGrads}
 }
 

@@ -234,7 +234,7 @@ func TestPlanBars(t *testing.T) {
 			}
 		}
 		for _, m := range []buffer.DType{buffer.Float32, buffer.BFloat16} {
-			r, _ := optimizer.PredictMemory(params, d, optimizer.Config{MomentType: m})
+			r, _ := optimizer.PredictMemory(params, d, optimizer.Config{FirstMomentType: optimizer.MomentOf(m), SecondMomentType: optimizer.MomentOf(m)})
 			name := "distopt FP8, FP32 moments"
 			if m == buffer.BFloat16 {
 				name = "distopt FP8, BF16 moments"

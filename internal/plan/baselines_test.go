@@ -42,7 +42,7 @@ func TestBaselineFormulas(t *testing.T) {
 			}
 		}
 		for _, mt := range []buffer.DType{buffer.Float32, buffer.BFloat16} {
-			rep, err := optimizer.PredictMemory(params, d, optimizer.Config{MomentType: mt})
+			rep, err := optimizer.PredictMemory(params, d, optimizer.Config{FirstMomentType: optimizer.MomentOf(mt), SecondMomentType: optimizer.MomentOf(mt)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -73,10 +73,10 @@ func testConfigs() map[string]optimizer.Config {
 			c.Recipe = fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.MXFP8}
 		}),
 		"sgd bf16 momentum": with(func(c *optimizer.Config) {
-			c.Rule, c.Momentum, c.MomentType = optimizer.RuleSGD, 0.9, buffer.BFloat16
+			c.Rule, c.Momentum, c.FirstMomentType = optimizer.RuleSGD, 0.9, optimizer.MomentBFloat16
 		}),
 		"bf16 moments, loss scaler, delayed most-recent": with(func(c *optimizer.Config) {
-			c.MomentType, c.GradType, c.HighPrecisionType = buffer.BFloat16, buffer.Float32, buffer.Float32
+			c.FirstMomentType, c.SecondMomentType, c.GradType, c.HighPrecisionType = optimizer.MomentBFloat16, optimizer.MomentBFloat16, buffer.Float32, buffer.Float32
 			c.LossScaler = &optimizer.LossScaler{InitScale: 1024, GrowthInterval: 2}
 			c.Recipe = fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorDelayed, HistoryLen: 3, HistoryReduce: fp8.HistoryMostRecent, Margin: 1}
 		}),

@@ -28,7 +28,7 @@ func momentTypes(c optimizer.Config) []optimizer.MomentDType {
 	ts := []optimizer.MomentDType{c.FirstMomentType, c.SecondMomentType}[:len(c.Rule.Moments())]
 	for i, t := range ts {
 		if t == optimizer.MomentDefault {
-			ts[i] = optimizer.MomentOf(c.MomentType)
+			ts[i] = optimizer.MomentFloat32
 		}
 	}
 	return ts

@@ -70,7 +70,7 @@ func Configs() map[string]optimizer.Config {
 		out[rc.String()] = c
 	}
 	c := base
-	c.MomentType, c.GradType, c.HighPrecisionType = buffer.BFloat16, buffer.Float32, buffer.Float32
+	c.FirstMomentType, c.SecondMomentType, c.GradType, c.HighPrecisionType = optimizer.MomentBFloat16, optimizer.MomentBFloat16, buffer.Float32, buffer.Float32
 	out["bf16 moments, fp32 grads"] = c
 	c = base
 	c.Rule, c.Momentum = optimizer.RuleSGD, 0.9
