@@ -5,9 +5,9 @@ import (
 	"fmt"
 
 	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/gemm"
-	"github.com/distopt/distopt/internal/cuda"
 )
 
 // Example runs the forward and backward products of one linear layer with

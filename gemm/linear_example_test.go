@@ -5,9 +5,9 @@ import (
 	"fmt"
 
 	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/gemm"
-	"github.com/distopt/distopt/internal/cuda"
 )
 
 // ExampleLinear runs one step of a linear layer that keeps its input for

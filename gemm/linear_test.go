@@ -6,8 +6,9 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/cuda"
+	icuda "github.com/distopt/distopt/internal/cuda"
 )
 
 // linearCase is a recipe of a Linear with the weight recipe it pairs with.
@@ -58,17 +59,17 @@ func runLinear(t *testing.T, e *Engine, c linearCase, mode linearMode, in buffer
 	must(t, e.s.Upload(x, encode(xv, in)))
 	must(t, e.s.Upload(dy, encode(dyv, in)))
 	y, dx, dw := devAlloc(t, e.d, 2*T*out), devAlloc(t, e.d, 2*T*cin), devAlloc(t, e.d, 4*out*cin)
-	must(t, e.s.Upload(dw, cuda.Bytes(prior)))
-	_, err = l.Forward(BF16(y), x, T, w)
+	must(t, e.s.Upload(dw, icuda.Bytes(prior)))
+	_, err = l.Forward(BF16(cuda.DevicePtr(y)), cuda.DevicePtr(x), T, w)
 	must(t, err)
 	if got, want := l.KeptBytes(), map[linearMode]int{transientMode: 1, keepMode: 2}[mode]*T*cin; got < want || (want == 0 && got != 0) {
 		t.Fatalf("kept %d bytes, want at least %d", got, want)
 	}
 	if mode == recomputeMode {
 		must(t, e.s.Memset32(e.act, 0xffffffff, e.actSize/4)) // Forward's quantized input is gone
-		must(t, l.Restore(x))
+		must(t, l.Restore(cuda.DevicePtr(x)))
 	}
-	_, wres, err := l.Backward(BF16(dx), Output{Data: dw, Type: buffer.Float32, Accumulate: true}, dy, w)
+	_, wres, err := l.Backward(BF16(cuda.DevicePtr(dx)), Output{Data: cuda.DevicePtr(dw), Type: buffer.Float32, Accumulate: true}, cuda.DevicePtr(dy), w)
 	must(t, err)
 	if wres.Path != TensorCores {
 		t.Errorf("wgrad ran on %v", wres.Path)
@@ -91,7 +92,7 @@ func runLinear(t *testing.T, e *Engine, c linearCase, mode linearMode, in buffer
 	default: // transposed inside WGrad, after the output gradient's transpose
 		dyQ := bs.dy
 		xT := xk
-		xT.Transposed, xT.Data = true, e.scratch.Add(sideNeed(dyQ, false))
+		xT.Transposed, xT.Data = true, cuda.DevicePtr(e.scratch.Add(sideNeed(dyQ, false)))
 		r.xT = download(t, e, xT)
 	}
 	return r
@@ -225,7 +226,7 @@ func TestLinearTransposes(t *testing.T) {
 				must(t, err)
 				x, y := devAlloc(t, e.d, 2*T*in), devAlloc(t, e.d, 2*T*out)
 				must(t, e.s.Upload(x, encode(xv, buffer.BFloat16)))
-				_, err = l.Forward(BF16(y), x, T, w)
+				_, err = l.Forward(BF16(cuda.DevicePtr(y)), cuda.DevicePtr(x), T, w)
 				must(t, err)
 				hx, _, hxT, _ := linearRefs(t, c, xv, randMatrix(T, out, 2), T, in, out)
 				name := fmt.Sprintf("%s %dx%d", c.name, T, in)
@@ -264,11 +265,11 @@ func TestLinearMemory(t *testing.T) {
 				}
 				step := func(ls []*Linear) {
 					for _, l := range ls {
-						_, err := l.Forward(BF16(y), x, T, w)
+						_, err := l.Forward(BF16(cuda.DevicePtr(y)), cuda.DevicePtr(x), T, w)
 						must(t, err)
 					}
 					for _, l := range ls {
-						_, _, err := l.Backward(BF16(dx), Output{Data: dw, Type: buffer.Float32}, dy, w)
+						_, _, err := l.Backward(BF16(cuda.DevicePtr(dx)), Output{Data: cuda.DevicePtr(dw), Type: buffer.Float32}, cuda.DevicePtr(dy), w)
 						must(t, err)
 					}
 				}
@@ -284,7 +285,7 @@ func TestLinearMemory(t *testing.T) {
 				}
 				free0 := memFree(t, e)
 				for _, l := range layers[1:] {
-					_, err := l.Forward(BF16(y), x, T, w)
+					_, err := l.Forward(BF16(cuda.DevicePtr(y)), cuda.DevicePtr(x), T, w)
 					must(t, err)
 					if l.KeptBytes() != m.Kept {
 						t.Errorf("layer keeps %d bytes, PlanLinear says %d", l.KeptBytes(), m.Kept)
@@ -299,7 +300,7 @@ func TestLinearMemory(t *testing.T) {
 					t.Errorf("two Forwards took %d bytes of device memory, want 2 x %d kept (+ rounding of %d allocations)", used, m.Kept, allocs)
 				}
 				for _, l := range layers[1:] {
-					_, _, err := l.Backward(BF16(dx), Output{Data: dw, Type: buffer.Float32}, dy, w)
+					_, _, err := l.Backward(BF16(cuda.DevicePtr(dx)), Output{Data: cuda.DevicePtr(dw), Type: buffer.Float32}, cuda.DevicePtr(dy), w)
 					must(t, err)
 				}
 				if free2 := memFree(t, e); free2 != free1 {
@@ -334,15 +335,15 @@ func TestLinearRefusals(t *testing.T) {
 	must(t, err)
 	w := weight(t, randMatrix(32, 64, 1), 32, 64, e4Current).upload(t, e)
 	x, y := devAlloc(t, e.d, 2*64*64), devAlloc(t, e.d, 2*64*32)
-	if _, _, err := l.Backward(BF16(x), BF16(y), y, w); err == nil {
+	if _, _, err := l.Backward(BF16(cuda.DevicePtr(x)), BF16(cuda.DevicePtr(y)), cuda.DevicePtr(y), w); err == nil {
 		t.Error("Backward before Forward: no error")
 	}
 	wrong := w
 	wrong.Rows, wrong.Cols = 64, 32
-	if _, err := l.Forward(BF16(y), x, 64, wrong); err == nil {
+	if _, err := l.Forward(BF16(cuda.DevicePtr(y)), cuda.DevicePtr(x), 64, wrong); err == nil {
 		t.Error("Forward with a 64x32 weight for 64 -> 32: no error")
 	}
-	if _, err := l.Forward(BF16(y), x, 40, w); err == nil {
+	if _, err := l.Forward(BF16(cuda.DevicePtr(y)), cuda.DevicePtr(x), 40, w); err == nil {
 		t.Error("Forward of 40 tokens: no error")
 	}
 }

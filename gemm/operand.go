@@ -4,8 +4,8 @@ import (
 	"fmt"
 
 	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/optimizer"
 )
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective/single"
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
 	"github.com/distopt/distopt/optimizer"
@@ -36,7 +37,7 @@ func checkOptimizerViews(t *testing.T, r fp8.Recipe) {
 	o, err := optimizer.New(ctx, single.New(buffer.Device, nil), be, params, init, cfg)
 	must(t, err)
 	defer o.Close()
-	e, err := New(be.Device(), be.Stream())
+	e, err := newOn(be.Device(), be.Stream())
 	cudatest.Unavailable(t, err, ErrUnavailable)
 	defer e.Close()
 
@@ -57,7 +58,7 @@ func checkOptimizerViews(t *testing.T, r fp8.Recipe) {
 	x, hx := activation(t, e, act, act.x, xv, T, in, false)
 	X := hx.decode(false)
 	y := devAlloc(t, e.d, 2*T*out)
-	res, err := e.Forward(BF16(y), x, w)
+	res, err := e.Forward(BF16(cuda.DevicePtr(y)), x, w)
 	must(t, err)
 	checkPath(t, "forward", res, TensorCores)
 	ref, mag := reference(T, out, in, func(p, k int) float64 { return X[p*in+k] }, func(q, k int) float64 { return float64(W[q*in+k]) })

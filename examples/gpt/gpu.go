@@ -18,6 +18,7 @@ import (
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/gemm"
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cudalink"
 	"github.com/distopt/distopt/internal/kernels"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/gpu"
@@ -88,7 +89,7 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 		return nil, err
 	}
 	defer opt.Close()
-	e, err := gemm.New(be.Device(), be.Stream())
+	e, err := gemm.New(cudalink.PublicDevice(be.Device()), cudalink.PublicStream(be.Stream()))
 	if err != nil {
 		return nil, err
 	}

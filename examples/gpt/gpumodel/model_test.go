@@ -16,6 +16,7 @@ import (
 	"github.com/distopt/distopt/gemm"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
+	"github.com/distopt/distopt/internal/cudalink"
 	"github.com/distopt/distopt/internal/kernels"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/gpu"
@@ -70,7 +71,7 @@ func newRigInit(t testing.TB, cfg model.Config, lr float64, r fp8.Recipe, init o
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { o.Close() })
-	e, err := gemm.New(be.Device(), be.Stream())
+	e, err := gemm.New(cudalink.PublicDevice(be.Device()), cudalink.PublicStream(be.Stream()))
 	cudatest.Unavailable(t, err, gemm.ErrUnavailable)
 	t.Cleanup(func() { e.Close() })
 	k, err := kernels.Load(be.Device())
