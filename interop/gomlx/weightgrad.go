@@ -213,3 +213,39 @@ func (e *WeightGradExec) Exec(inputs, labels, weights []*tensors.Tensor) (loss *
 
 // Finalize releases the compiled graphs.
 func (e *WeightGradExec) Finalize() { e.exec.Finalize() }
+
+// DecodeWeights returns every parameter's weights as the model reads them
+// from the given weight inputs (same order as Exec's): decoded, in the
+// variable's layout, float32. It runs a graph of its own on backend, for
+// inspection and tests (the decode the training graph fuses into its
+// consumers, materialised).
+func (e *WeightGradExec) DecodeWeights(backend backends.Backend, weights []*tensors.Tensor) ([]*tensors.Tensor, error) {
+	if len(weights) != e.NumWeightInputs() {
+		return nil, fmt.Errorf("%w: %d weight tensors, want %d", ErrHandOver, len(weights), e.NumWeightInputs())
+	}
+	exec, err := graph.NewExec(backend, func(in []*graph.Node) []*graph.Node {
+		out := make([]*graph.Node, len(e.params))
+		for i, p := range e.params {
+			w, err := decodeView(in, e.views[i])
+			if err != nil {
+				panic(err)
+			}
+			in = in[weightInputs(e.views[i]):]
+			out[i] = fromLayout(w, p.Layout)
+		}
+		return out
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gomlxinterop: decoding weights: %w", err)
+	}
+	defer exec.Finalize()
+	args := make([]any, len(weights))
+	for i, w := range weights {
+		args[i] = w
+	}
+	out, err := exec.Exec(args...)
+	if err != nil {
+		return nil, fmt.Errorf("gomlxinterop: decoding weights: %w", err)
+	}
+	return out, nil
+}

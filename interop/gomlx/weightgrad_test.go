@@ -13,6 +13,7 @@ import (
 	gomlxinterop "github.com/distopt/distopt/interop/gomlx"
 	"github.com/distopt/distopt/interop/gomlx/internal/toy"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -100,6 +101,7 @@ func TestWeightGradExec(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer wexec.Finalize()
+			checkDecoded(t, be, wexec, opt, tr.Params(), ws)
 			loss, grads, err := wexec.Exec(b.Inputs, b.Labels, ws)
 			if err != nil {
 				t.Fatal(err)
@@ -151,4 +153,34 @@ func tensorBytes(t *testing.T, x *tensors.Tensor) []byte {
 	}
 	t.Fatalf("gradient of dtype %s", x.DType())
 	return nil
+}
+
+// checkDecoded checks that DecodeWeights on backend returns, bit for bit,
+// what opt.WeightsInto (or WeightsIntoTransposed) writes for each
+// parameter: fp8.Decode x scale_inv, in the variable's layout.
+func checkDecoded(t *testing.T, be backends.Backend, wexec *gomlxinterop.WeightGradExec, opt *optimizer.Optimizer, params []gomlxinterop.Param, ws []*tensors.Tensor) {
+	t.Helper()
+	dec, err := wexec.DecodeWeights(be, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range params {
+		got := tensors.MustCopyFlatData[float32](dec[i])
+		dec[i].FinalizeAll()
+		want := make([]float32, len(got))
+		if p.Layout == gomlxinterop.Transposed {
+			err = opt.WeightsIntoTransposed(want, p.Name)
+		} else {
+			err = opt.WeightsInto(want, p.Name)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range want {
+			if !sameBits(got[k], want[k]) {
+				t.Errorf("%s: decoded weight %d is %g, WeightsInto %g", p.Name, k, got[k], want[k])
+				break
+			}
+		}
+	}
 }
