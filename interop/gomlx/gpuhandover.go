@@ -253,6 +253,10 @@ func (t *GPUTrainer) Step(ctx context.Context, b Batch) (float32, optimizer.Step
 	return l, res, err
 }
 
+// Grads returns the gradients of the last Forward (XLA's outputs, in
+// distopt's layout and gradient type); valid until Update.
+func (t *GPUTrainer) Grads() []*tensors.Tensor { return t.grads }
+
 // Timing returns the accumulated timings.
 func (t *GPUTrainer) Timing() Timing { return t.timing }
 
