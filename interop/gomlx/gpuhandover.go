@@ -243,6 +243,25 @@ func (t *GPUTrainer) Update(ctx context.Context) (optimizer.StepResult, error) {
 	return res, err
 }
 
+// Eval returns the loss of the model on batch b with the current weights
+// (the gradients computed alongside are dropped, the optimizer is not
+// touched). Not between Forward and Update.
+func (t *GPUTrainer) Eval(b Batch) (float32, error) {
+	if t.grads != nil {
+		return 0, fmt.Errorf("%w: Eval between Forward and Update", ErrHandOver)
+	}
+	loss, grads, err := t.exec.Exec(b.Inputs, b.Labels, t.Weights())
+	if err != nil {
+		return 0, err
+	}
+	l := tensors.ToScalar[float32](loss)
+	loss.FinalizeAll()
+	for _, g := range grads {
+		g.FinalizeAll()
+	}
+	return l, nil
+}
+
 // Step is Forward and Update: one training step on this rank's batch.
 func (t *GPUTrainer) Step(ctx context.Context, b Batch) (float32, optimizer.StepResult, error) {
 	l, err := t.Forward(b)
