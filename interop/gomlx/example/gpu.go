@@ -98,13 +98,14 @@ func (r *gpuRun) batch(s int) gomlxinterop.Batch {
 // distopt trains with distopt's AdamW (no weight decay: GoMLX's Adam).
 func (r *gpuRun) distopt(ctx context.Context, comm collective.Communicator) error {
 	cfg := optimizer.Config{LR: optimizer.Constant(r.o.lr), Eps: r.o.eps, Recipe: r.o.recipe, Store: r.o.store}
+	t0 := time.Now()
 	tr, err := gomlxinterop.NewGPUTrainer(ctx, r.be, comm, r.xb, toy.Context(seed), r.o.task.Model(), r.o.task.Loss, r.batch(0), gomlxinterop.GPUConfig{Optimizer: cfg})
 	if err != nil {
 		return err
 	}
 	defer tr.Close()
 	rep := tr.Optimizer().Report()
-	fmt.Printf("distopt %s: %d parameters, planner %.1f MiB (%.2f bytes/param)\n", r.o.recipe, rep.Params, float64(rep.Total())/(1<<20), rep.BytesPerParam())
+	fmt.Printf("distopt %s: %d parameters, planner %.1f MiB (%.2f bytes/param); trainer made in %v\n", r.o.recipe, rep.Params, float64(rep.Total())/(1<<20), rep.BytesPerParam(), time.Since(t0).Round(time.Millisecond))
 	eval := func() (float32, error) { return r.validation(tr.Eval) }
 	err = r.loop(func(s int) (float32, error) {
 		l, res, err := tr.Step(ctx, r.batch(s))
@@ -189,9 +190,13 @@ func (r *gpuRun) loop(step func(s int) (float32, error), eval func() (float32, e
 		if s == r.o.warmup {
 			r.start, evalTime = time.Now(), 0
 		}
+		t0 := time.Now()
 		l, err := step(s)
 		if err != nil {
 			return err
+		}
+		if s == 0 {
+			fmt.Printf("first step (compilation included) %v\n", time.Since(t0).Round(time.Millisecond))
 		}
 		r.peak = max(r.peak, r.used())
 		line := fmt.Sprintf("%d,%g,", s, l)
