@@ -49,6 +49,9 @@ type XLAConfig struct {
 	// plugin's "preallocate"). Off by default, so that XLA's pool grows
 	// only as the graphs need and never takes the memory distopt holds.
 	Preallocate bool
+	// TF32 lets XLA multiply float32 matrices in TF32 on tensor cores
+	// (GoMLX's "tf32" backend option). Off: exact float32 products.
+	TF32 bool
 }
 
 // PluginPath returns the plugin file cfg names: PluginPath, else
@@ -96,7 +99,11 @@ func NewXLABackend(cfg XLAConfig) (*xla.Backend, error) {
 		return nil, fmt.Errorf("gomlxinterop: memory fraction %g is not in (0, 1]", frac)
 	}
 	xla.EnableAutoInstall(false)
-	be, err := xla.NewWithOptions(path, pjrt.NamedValuesMap{"preallocate": cfg.Preallocate, "memory_fraction": frac})
+	config := path
+	if cfg.TF32 {
+		config += ",tf32"
+	}
+	be, err := xla.NewWithOptions(config, pjrt.NamedValuesMap{"preallocate": cfg.Preallocate, "memory_fraction": frac})
 	if err != nil {
 		return nil, fmt.Errorf("gomlxinterop: XLA backend on %s: %w", path, err)
 	}

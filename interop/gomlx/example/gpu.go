@@ -64,7 +64,7 @@ func runGPU(o gpuOptions) error {
 		})
 	}
 	r.base = r.used()
-	xb, err := gomlxinterop.NewXLABackend(gomlxinterop.XLAConfig{PluginPath: o.plugin})
+	xb, err := gomlxinterop.NewXLABackend(gomlxinterop.XLAConfig{PluginPath: o.plugin, TF32: o.tf32})
 	if err != nil {
 		return err
 	}

@@ -68,6 +68,7 @@ func main() {
 	backend := flag.String("backend", "cpu", "cpu (simplego, in-process ranks, GoMLX Adam alongside) or gpu (XLA through the PJRT CUDA plugin; distopt's CUDA backend)")
 	flag.StringVar(&g.plugin, "plugin", "", "PJRT CUDA plugin (default $"+gomlxinterop.PluginEnv+", then "+gomlxinterop.DefaultCUDAPlugin+")")
 	flag.StringVar(&g.optimizer, "optimizer", "distopt", "-backend gpu: distopt or adam (GoMLX's own, for comparison; run each in its own process)")
+	flag.BoolVar(&g.tf32, "tf32", false, "-backend gpu: float32 matrix products in TF32 on tensor cores")
 	flag.StringVar(&g.out, "out", "", "-backend gpu: write the loss curve to this CSV file")
 	flag.IntVar(&g.warmup, "warmup", 10, "-backend gpu: steps not timed (compilation)")
 	flag.IntVar(&g.evalEvery, "eval-every", 100, "-backend gpu: steps between validation losses")
@@ -274,4 +275,5 @@ type gpuOptions struct {
 	task                   *toy.LM
 	warmup, evalEvery      int
 	evalBatches            int
+	tf32                   bool
 }
