@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"math"
 	"testing"
 
@@ -182,5 +183,47 @@ func checkDecoded(t *testing.T, be backends.Backend, wexec *gomlxinterop.WeightG
 				break
 			}
 		}
+	}
+}
+
+// TestWeightGradExecErrors checks the refusals: views that are not the
+// parameters', a wrong number of weight tensors, and a model that uses a
+// trainable variable that is not a parameter (ErrGraph).
+func TestWeightGradExecErrors(t *testing.T) {
+	ctx := context.Background()
+	task := toy.Tiny
+	x, y := task.Batch(1, 0, perRank)
+	b := gomlxinterop.Batch{Inputs: []*tensors.Tensor{x}, Labels: []*tensors.Tensor{y}}
+	be := newBackend(t)
+	tr, err := gomlxinterop.NewTrainer(ctx, inproc.Communicators(1)[0], be, toy.Context(seed), task.Model(), task.Loss, b, adamConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	views, ws := weightTensors(t, tr.Optimizer(), tr.Params())
+	gctx, ps := tr.GradExec().Context(), tr.Params()
+	if _, err := gomlxinterop.NewWeightGradExec(be, gctx, task.Model(), task.Loss, ps, views[1:], collective.BFloat16); !errors.Is(err, gomlxinterop.ErrHandOver) {
+		t.Errorf("one view missing: %v, want ErrHandOver", err)
+	}
+	e, err := gomlxinterop.NewWeightGradExec(be, gctx, task.Model(), task.Loss, ps, views, collective.BFloat16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Finalize()
+	if _, _, err := e.Exec(b.Inputs, b.Labels, ws[1:]); !errors.Is(err, gomlxinterop.ErrHandOver) {
+		t.Errorf("a weight tensor missing: %v, want ErrHandOver", err)
+	}
+	last := len(ps) - 1
+	short, err := gomlxinterop.NewWeightGradExec(be, gctx, task.Model(), task.Loss, ps[:last], views[:last], collective.BFloat16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer short.Finalize()
+	n := len(ws) - 1
+	if !views[last].HighPrecision {
+		n--
+	}
+	if _, _, err := short.Exec(b.Inputs, b.Labels, ws[:n]); !errors.Is(err, gomlxinterop.ErrGraph) {
+		t.Errorf("a trainable variable left out: %v, want ErrGraph", err)
 	}
 }
