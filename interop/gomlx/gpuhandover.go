@@ -195,8 +195,14 @@ func (t *GPUTrainer) Forward(b Batch) (float32, error) {
 	return l, err
 }
 
-// copyGrads queues the copy of every gradient into its view.
+// copyGrads queues the copy of every gradient into its view, all in one
+// hand-over to distopt's device thread.
 func (t *GPUTrainer) copyGrads() error {
+	type copyOp struct {
+		dst, src cuda.DevicePtr
+		n        int
+	}
+	ops := make([]copyOp, len(t.params))
 	for i, p := range t.params {
 		v, err := t.opt.Grad(p.Name)
 		if err != nil {
@@ -212,11 +218,17 @@ func (t *GPUTrainer) copyGrads() error {
 		if err != nil {
 			return err
 		}
-		if err := t.be.Stream().CopyDtoD(cuda.DevicePtr(dst.Ptr), cuda.DevicePtr(src), dst.Size); err != nil {
-			return err
-		}
+		ops[i] = copyOp{cuda.DevicePtr(dst.Ptr), cuda.DevicePtr(src), dst.Size}
 	}
-	return nil
+	s := t.be.Stream()
+	return t.be.Batch(func() error {
+		for _, c := range ops {
+			if err := s.CopyDtoD(c.dst, c.src, c.n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // Update runs distopt's step (collective: all ranks together) on the
