@@ -34,7 +34,10 @@
 // (8.x, 9.0) and starts in a fraction of a second; on other devices (and
 // for the sm80 variant on a 9.0 GPU) the driver JIT-compiles the PTX, which
 // takes about a minute on a fresh machine before its cache holds the
-// result. DISTOPT_CUDA_PTX=1 forces the PTX (cuda.EnvPTX); Set.Images says
+// result. The modules the file ptxonly names (flash) have no cubin: the
+// driver's JIT made faster code for them than ptxas 11.8, and they cost a
+// fresh machine a few seconds. DISTOPT_CUDA_PTX=1 forces the PTX of every
+// module (cuda.EnvPTX); Set.Images says
 // what each module was loaded from. Only the kernels some launcher can
 // request are built (TestKernelsReachable): every one costs start-up time
 // and binary size.

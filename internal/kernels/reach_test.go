@@ -10,6 +10,9 @@ import (
 	"github.com/distopt/distopt/internal/ptxgen"
 )
 
+// arch is the architecture of each variant's cubins.
+var arch = map[Variant]int{SM80: 80, SM90: 90}
+
 // testOnlyKernels are the kernels no launcher uses that the tests keep:
 // gradstats.cu's first kernels, their second GPU implementation.
 var testOnlyKernels = []string{"grad_stats_v1_f32", "grad_stats_v1_bf16"}
@@ -78,17 +81,31 @@ func TestKernelsReachable(t *testing.T) {
 	}
 }
 
-// TestCubins checks the machine code shipped: every module has, for each
-// variant, one cubin for the architecture the variant targets (sm_80,
-// sm_90), built for it (the ELF header's architecture), defining exactly
-// the kernels of the variant's PTX.
+// TestCubins checks the machine code shipped: every module but those of
+// the file ptxonly has, for each variant, one cubin for the architecture
+// the variant targets (sm_80, sm_90), built for it (the ELF header's
+// architecture), defining exactly the kernels of the variant's PTX.
 func TestCubins(t *testing.T) {
-	arch := map[Variant]int{SM80: 80, SM90: 90}
+	ptxOnly, err := ptxgen.PTXOnly(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range ptxOnly {
+		if !slices.Contains(Modules(), m) {
+			t.Errorf("ptxonly names %s, which is no module", m)
+		}
+	}
 	for _, m := range Modules() {
 		for _, v := range Variants {
 			c, err := code(m, v)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if ptxOnly[m] {
+				if len(c.Cubins) != 0 {
+					t.Errorf("%s_%v: cubins for %v, but ptxonly names it", m, v, slices.Sorted(maps.Keys(c.Cubins)))
+				}
+				continue
 			}
 			if len(c.Cubins) != 1 || c.Cubins[arch[v]] == nil {
 				t.Errorf("%s_%v: cubins for %v, want sm_%d only", m, v, slices.Sorted(maps.Keys(c.Cubins)), arch[v])

@@ -9,8 +9,11 @@
 # with nvcc.sh and ptxas.sh (nvcc 11.8). Newer GPUs JIT-compile the PTX, as
 # does a 9.0 GPU asked for the sm80 variant (the tests of the software FP8
 # path): a cubin of it for sm_90 would only enlarge every binary.
-# ptxgen.Load reads this layout back. JOBS sources are compiled at a time
-# (default 2). Stale files of the two directories are removed first.
+# ptxgen.Load reads this layout back. A module named in the package's file
+# ptxonly (one per line, # comments) gets no cubin: the driver JIT-compiles
+# its PTX, for modules whose ptxas 11.8 code is measured slower than the
+# driver's JIT. JOBS sources are compiled at a time (default 2). Stale
+# files of the two directories are removed first.
 set -eu
 [ $# -ge 3 ] || { echo "usage: gen.sh PTXDIR CUBINDIR SRC.cu..." >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,6 +21,9 @@ if [ "$1" = -1 ]; then # one source: gen.sh -1 PTXDIR CUBINDIR SRC
 	name=$(basename "$4" .cu)
 	"$here/nvcc.sh" "$4" "$2/${name}_sm80.ptx" 80 .
 	"$here/nvcc.sh" "$4" "$2/${name}_sm90.ptx" 90 .
+	if [ -f ptxonly ] && sed 's/#.*//' ptxonly | grep -qx "[[:space:]]*$name[[:space:]]*"; then
+		exit
+	fi
 	"$here/ptxas.sh" "$2/${name}_sm80.ptx" "$3/${name}_sm80.sm_80.cubin" 80
 	"$here/ptxas.sh" "$2/${name}_sm90.ptx" "$3/${name}_sm90.sm_90.cubin" 90
 	exit

@@ -59,3 +59,14 @@ func TestEntries(t *testing.T) {
 		t.Error("CubinEntries of PTX text succeeded")
 	}
 }
+
+func TestParsePTXOnly(t *testing.T) {
+	got := parsePTXOnly([]byte("# modules without cubins\nflash   # slower from ptxas\n\n  gemmish\n"))
+	if len(got) != 2 || !got["flash"] || !got["gemmish"] {
+		t.Errorf("parsePTXOnly = %v, want flash and gemmish", got)
+	}
+	none, err := PTXOnly(t.TempDir())
+	if err != nil || len(none) != 0 {
+		t.Errorf("PTXOnly of a directory without the file = %v, %v", none, err)
+	}
+}

@@ -23,7 +23,11 @@
 #      benchmarks, each way ($OUT/bench_{cubin,ptx}.log);
 #   4. the old binary with CUDA_CACHE_DISABLE=1 in the time left (it JITs
 #      the PTX of every module on every load: minutes).
-# $OUT also gets sizes.txt (build's sizes) and kernels_tests.log.
+# $OUT also gets sizes.txt (build's sizes) and kernels_tests.log. Options:
+# OLD_BINS=0 (build) builds no old binaries, and run then times the new
+# ones alone; TESTS (run) is the tests' -test.run pattern (all); BENCHTIME
+# the benchmarks' -test.benchtime (10x); AGAIN=1 runs the cubin benchmarks
+# a second time after the PTX ones (bench_cubin2.log), to see the drift.
 set -u
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -65,7 +69,7 @@ build() {
 		echo "old: $OLD ($(git log -1 --format=%cd --date=iso "$OLD")); new: $(git rev-parse --short HEAD)"
 		sizes "$old" old
 		sizes . new
-		binsizes "$old" old
+		[ "${OLD_BINS:-1}" = 0 ] || binsizes "$old" old
 		binsizes . new
 	} | tee "$abs/sizes.txt"
 	rm -rf "$old"
@@ -74,7 +78,7 @@ build() {
 	go run ./examples/gpt/prepare -root "$(go env GOROOT)/src/go" -out "$abs/data"
 	cp scripts/gpu/coldstart.sh "$abs/coldstart.sh"
 	cp "$abs/sizes.txt" "$abs/commit"
-	(cd "$abs" && tar cf - old new | xz -T1 --lzma2=preset=9,dict=192MiB >bins.tar.xz && rm -rf old new)
+	(cd "$abs" && tar cf - $(ls -d old new 2>/dev/null) | xz -T1 --lzma2=preset=6,dict=192MiB >bins.tar.xz && rm -rf old new)
 	xz -T1 -6 "$abs"/data/*.tok
 	du -sh "$abs"
 }
@@ -102,7 +106,7 @@ startup() {
 		echo "$((($(date +%s%N) - t0) / 1000000)) $line"
 	done >"$log"
 	awk -v n="$name" -v m="$mode" '/ step +1\// && !f { f = $1 } { last = $1 }
-		END { printf "%s %s first-step %.2f s, total %.2f s, %s\n", n, m, f / 1000, last / 1000, $2 " " $3 }' "$log" |
+		END { printf "%s %s first-step %s s, total %.2f s, %s\n", n, m, f ? sprintf("%.2f", f / 1000) : "none", last / 1000, $2 " " $3 }' "$log" |
 		tee -a "$OUT/startup.txt"
 	{
 		echo "== $name $mode"
@@ -110,8 +114,9 @@ startup() {
 	} >>"$OUT/startup_logs.txt"
 }
 
-# bench MODE: the kernel benchmarks with the cubins (MODE cubin) or the
-# PTX through the driver's JIT (ptx), into $OUT/bench_MODE.log.
+# bench MODE [LOG]: the kernel benchmarks with the cubins (MODE cubin) or
+# the PTX through the driver's JIT (ptx), into $OUT/bench_LOG.log (LOG is
+# MODE unless given).
 bench() {
 	(
 		export CUDA_CACHE_PATH=$tmp/cache_bench DISTOPT_TEST_VARIANTS=sm90
@@ -120,8 +125,8 @@ bench() {
 		timeout $(($(left) - 10)) "$bin/new/distopt-bench-update" -n 67108864 -iters 20
 		echo "== $1: internal/kernels benchmarks ($(left) s left)"
 		cd internal/kernels && timeout $(($(left) - 10)) "$root/$bin/new/internal_kernels.test" -test.run '^$' \
-			-test.bench 'CastScaled|EncodeFP8|GradStats$|FlashKernels|GPT' -test.benchtime 10x
-	) >"$OUT/bench_$1.log" 2>&1
+			-test.bench 'CastScaled|EncodeFP8|GradStats$|FlashKernels|GPT' -test.benchtime "${BENCHTIME:-10x}"
+	) >"$OUT/bench_${2:-$1}.log" 2>&1
 }
 
 run() {
@@ -132,16 +137,21 @@ run() {
 	cp "$bin/sizes.txt" "$OUT/"
 	xz -d -f -T0 "$bin"/data/*.xz
 	for m in empty warm off; do startup new "$bin/new/gpt" $m; done
-	for m in empty warm; do startup old "$bin/old/gpt" $m; done
+	if [ -e "$bin/old/gpt" ]; then
+		for m in empty warm; do startup old "$bin/old/gpt" $m; done
+	fi
 	echo "== internal/kernels GPU tests on the cubins ($(left) s left)"
+	lim=$(($(left) - 100))
+	[ "$lim" -ge 30 ] || lim=30
 	(cd internal/kernels && CUDA_CACHE_PATH=$tmp/cache_bench DISTOPT_TEST_VARIANTS=sm90 \
-		timeout $(($(left) - 100)) "$root/$bin/new/internal_kernels.test" -test.v) >"$OUT/kernels_tests.log" 2>&1
+		timeout $lim "$root/$bin/new/internal_kernels.test" -test.v -test.run "${TESTS:-.}") >"$OUT/kernels_tests.log" 2>&1
 	echo "exit $?: $(grep -c -- '--- PASS' "$OUT/kernels_tests.log") passed, $(grep -c -- '--- FAIL' "$OUT/kernels_tests.log") failed"
 	grep -E -- '--- FAIL|^FAIL|panic' "$OUT/kernels_tests.log" | head -20
 	bench cubin
 	bench ptx
+	[ "${AGAIN:-0}" = 0 ] || bench cubin cubin2
 	grep -E '^(==|Benchmark)|GB/s' "$OUT"/bench_*.log | cut -c1-200 | head -120
-	startup old "$bin/old/gpt" off
+	[ ! -e "$bin/old/gpt" ] || startup old "$bin/old/gpt" off
 	rm -rf "$tmp"
 	cat "$OUT/startup.txt"
 }
