@@ -120,7 +120,8 @@ func (a *UpdateLaunch) fixedMoments() string {
 
 // updateKernel returns the name of the kernel of a launch: the _tiles
 // variant when the table has ModeTile segments (only it handles them; the
-// others are built without that code).
+// others are built without that code). A PerMoment SGD launch whose
+// momentum is not FP8 takes the kernel of that one moment type.
 func (a *UpdateLaunch) updateKernel() string {
 	suffix := ""
 	if a.Table.Tiles {
@@ -131,10 +132,16 @@ func (a *UpdateLaunch) updateKernel() string {
 		return "update_none_" + formatName(a.Format) + suffix
 	case RuleAdamW, RuleSGD:
 		r := map[Rule]string{RuleAdamW: "adamw", RuleSGD: "sgd"}[a.Rule]
+		mbf16 := a.MomentBF16
 		if a.PerMoment {
-			return fmt.Sprintf("update_%s_q%s_%s%s", r, a.fixedMoments(), formatName(a.Format), suffix)
+			if a.Rule == RuleAdamW || a.MType == MomentFP8 {
+				return fmt.Sprintf("update_%s_q%s_%s%s", r, a.fixedMoments(), formatName(a.Format), suffix)
+			}
+			// SGD's one moment in float32 or bfloat16: the kernels of
+			// one moment type do the same (update.cu builds no other).
+			mbf16 = a.MType == MomentBF16
 		}
-		return fmt.Sprintf("update_%s_m%s_g%s_%s%s", r, typeName(a.MomentBF16), typeName(a.GradBF16), formatName(a.Format), suffix)
+		return fmt.Sprintf("update_%s_m%s_g%s_%s%s", r, typeName(mbf16), typeName(a.GradBF16), formatName(a.Format), suffix)
 	}
 	panic(fmt.Sprintf("kernels: update rule %d", a.Rule))
 }
