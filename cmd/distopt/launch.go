@@ -168,10 +168,6 @@ func (l *launcher) start(program []string, cfg rendezvous.Config, stdout, stderr
 	if err != nil {
 		return nil, err
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("finding distopt's own binary to supervise the rank: %w", err)
-	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -180,7 +176,9 @@ func (l *launcher) start(program []string, cfg rendezvous.Config, stdout, stderr
 	name := rankName(cfg)
 	prefix := "[" + name + "] "
 	p := &rankProc{rank: cfg.Rank, name: name, out: newPrefixer(stdout, prefix), err: newPrefixer(stderr, prefix), control: w}
-	p.cmd = exec.Command(self, append([]string{path}, program[1:]...)...)
+	// This binary, even if its file was replaced or removed since it started.
+	p.cmd = exec.Command("/proc/self/exe", append([]string{path}, program[1:]...)...)
+	p.cmd.Args[0] = os.Args[0]
 	setting := l.grace.String()
 	if l.verbose {
 		setting += " v"
