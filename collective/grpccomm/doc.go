@@ -44,6 +44,10 @@
 // Config.KeepaliveTimeout). A peer that closed gracefully makes this rank's
 // later groups fail the same way.
 //
+// Close on this rank makes its groups in flight and later fail with
+// collective.ErrClosed. Close returns after every goroutine, stream,
+// connection and the server of the communicator have ended.
+//
 // # Security
 //
 // Each endpoint refuses every call without the job's token (the secret of
@@ -51,8 +55,4 @@
 // and bounds its connections as rendezvous.Guard does: one that makes no
 // authenticated call within rendezvous.FirstCallTimeout is closed, and
 // idle connections beyond rendezvous.MaxPendingConns close the oldest.
-//
-// Close on this rank makes its groups in flight and later fail with
-// collective.ErrClosed. Close returns after every goroutine, stream,
-// connection and the server of the communicator have ended.
 package grpccomm
