@@ -214,9 +214,10 @@ func supervisors(procs ranks) map[int]bool {
 }
 
 // killOrphans kills every process left to the launcher but the supervisors
-// in spare, until none is left when spare is empty.
+// in spare. When spare is empty it scans again until none is left, a few
+// seconds at most (a process in uninterruptible sleep dies late).
 func (l *launcher) killOrphans(spare map[int]bool) {
-	for {
+	for round := range 500 {
 		n := killOrphans(spare)
 		if n > 0 {
 			l.log.Debug("distopt run: killed processes left to the launcher", "count", n)
@@ -224,7 +225,9 @@ func (l *launcher) killOrphans(spare map[int]bool) {
 		if n == 0 || len(spare) > 0 {
 			return
 		}
+		time.Sleep(time.Duration(min(round+1, 20)) * time.Millisecond)
 	}
+	l.log.Warn("distopt run: processes left to the launcher survive SIGKILL")
 }
 
 // signalNote describes an exit status above 128 as the signal that killed
