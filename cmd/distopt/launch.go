@@ -168,10 +168,6 @@ func (l *launcher) start(program []string, cfg rendezvous.Config, stdout, stderr
 	if err != nil {
 		return nil, err
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("finding distopt's own binary to supervise the rank: %w", err)
-	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -180,7 +176,9 @@ func (l *launcher) start(program []string, cfg rendezvous.Config, stdout, stderr
 	name := rankName(cfg)
 	prefix := "[" + name + "] "
 	p := &rankProc{rank: cfg.Rank, name: name, out: newPrefixer(stdout, prefix), err: newPrefixer(stderr, prefix), control: w}
-	p.cmd = exec.Command(self, append([]string{path}, program[1:]...)...)
+	// This binary, even if its file was replaced or removed since it started.
+	p.cmd = exec.Command("/proc/self/exe", append([]string{path}, program[1:]...)...)
+	p.cmd.Args[0] = os.Args[0]
 	setting := l.grace.String()
 	if l.verbose {
 		setting += " v"
@@ -216,9 +214,10 @@ func supervisors(procs ranks) map[int]bool {
 }
 
 // killOrphans kills every process left to the launcher but the supervisors
-// in spare, until none is left when spare is empty.
+// in spare. When spare is empty it scans again until none is left, a few
+// seconds at most (a process in uninterruptible sleep dies late).
 func (l *launcher) killOrphans(spare map[int]bool) {
-	for {
+	for round := range 500 {
 		n := killOrphans(spare)
 		if n > 0 {
 			l.log.Debug("distopt run: killed processes left to the launcher", "count", n)
@@ -226,7 +225,9 @@ func (l *launcher) killOrphans(spare map[int]bool) {
 		if n == 0 || len(spare) > 0 {
 			return
 		}
+		time.Sleep(time.Duration(min(round+1, 20)) * time.Millisecond)
 	}
+	l.log.Warn("distopt run: processes left to the launcher survive SIGKILL")
 }
 
 // signalNote describes an exit status above 128 as the signal that killed

@@ -103,8 +103,8 @@ func signalTree(pgid int, sig syscall.Signal, spare map[int]bool) int {
 }
 
 // killOrphans kills every descendant of this process but those in spare and
-// their descendants, and reaps those of them that are its children, zombies
-// included. It returns how many it killed.
+// their descendants, and reaps those of its children that have exited
+// (zombies included) without waiting. It returns how many it killed.
 func killOrphans(spare map[int]bool) int {
 	self := os.Getpid()
 	procs := processes()
@@ -115,7 +115,7 @@ func killOrphans(spare map[int]bool) int {
 	for pid, info := range procs {
 		if info.ppid == self && !spare[pid] {
 			var ws syscall.WaitStatus
-			_, _ = syscall.Wait4(pid, &ws, 0, nil) // SIGKILLed or exited: no wait
+			_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
 		}
 	}
 	return len(pids)

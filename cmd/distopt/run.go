@@ -103,6 +103,10 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 		return o, fmt.Errorf("--nproc-per-node=%d, want >= 1", o.nproc)
 	case o.nnodes < 1:
 		return o, fmt.Errorf("--nnodes=%d, want >= 1", o.nnodes)
+	case o.nproc > rendezvous.MaxWorldSize/o.nnodes:
+		return o, fmt.Errorf("--nnodes %d x --nproc-per-node %d exceeds %d ranks (rendezvous.MaxWorldSize)", o.nnodes, o.nproc, rendezvous.MaxWorldSize)
+	case o.masterPort < 0 || o.masterPort > 65535:
+		return o, fmt.Errorf("--master-port=%d is not a TCP port", o.masterPort)
 	case o.nodeRank < 0 || o.nodeRank >= o.nnodes:
 		return o, fmt.Errorf("--node-rank=%d is not in [0, %d)", o.nodeRank, o.nnodes)
 	case o.nnodes > 1 && (o.masterAddr == "" || o.masterPort == 0):

@@ -515,6 +515,11 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"--nproc-per-node", "2", "--nnodes", "2", "--node-rank", "2", "--master-addr", "h", "--master-port", "1", "--", "true"}, "--node-rank=2 is not in [0, 2)"},
 		{[]string{"--nproc-per-node", "3", "--nnodes", "2", "--node-rank", "1", "--master-addr", "h", "--master-port", "1", "--group-size", "4", "--", "true"}, "--group-size=4 does not divide the world size 6 (--nnodes 2 x --nproc-per-node 3)"},
 		{[]string{"--nproc-per-node", "3", "--group-size", "-1", "--", "true"}, "--group-size=-1 does not divide"},
+		// Found by FuzzRunArgs: configs allocated a configuration per rank
+		// before checking the world size, and panicked.
+		{[]string{"--nproc-per-node", "1000000000000", "--", "true"}, "--nnodes 1 x --nproc-per-node 1000000000000 exceeds 65536 ranks"},
+		{[]string{"--nproc-per-node", "4096", "--nnodes", "17", "--node-rank", "0", "--master-addr", "h", "--master-port", "1", "--", "true"}, "exceeds 65536 ranks"},
+		{[]string{"--nproc-per-node", "2", "--master-port", "65536", "--", "true"}, "--master-port=65536 is not a TCP port"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -179,3 +179,27 @@ func TestRunSupervisorKilled(t *testing.T) {
 	}
 	waitGone(t, pids, 30*time.Second)
 }
+
+// TestRunVerbose: -v logs the supervisors and ranks started, with their
+// pids, and a rank's end.
+func TestRunVerbose(t *testing.T) {
+	l := launch(t, []string{"--nproc-per-node", "2", "-v"}, "env")
+	if status := l.wait(t, 30*time.Second); status != 0 {
+		t.Fatalf("status %d\nstderr:\n%s", status, l.stderr)
+	}
+	out := l.stderr.String()
+	for _, want := range []string{
+		`level=DEBUG msg="distopt run: supervisor started" rank=0 pid=`,
+		`level=DEBUG msg="distopt run: supervisor started" rank=1 pid=`,
+		`[rank 1] time=`, `msg="distopt run: rank started" pid=`,
+		`level=DEBUG msg="distopt run: rank ended" rank=0 status=0`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, out)
+		}
+	}
+	quiet := launch(t, []string{"--nproc-per-node", "1"}, "env")
+	if status := quiet.wait(t, 30*time.Second); status != 0 || strings.Contains(quiet.stderr.String(), "DEBUG") {
+		t.Errorf("without -v: status %d, stderr:\n%s", status, quiet.stderr)
+	}
+}

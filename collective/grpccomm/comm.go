@@ -256,18 +256,10 @@ func (c *Comm) accept(stream grpc.ServerStream) (*peer, error) {
 		return nil, err
 	}
 	defer f.free()
-	from := int(f.index)
-	// The refusals describe the caller's hello, never this communicator's
-	// id: a caller learns nothing it did not send.
-	switch {
-	case f.typ != frameHello:
-		return nil, handshakeStatus("first frame has type %d, not hello", f.typ)
-	case string(f.payload) != c.id || int(f.count) != c.size || int(f.root) != c.rank:
-		return nil, handshakeStatus("the hello of rank %d of %d ranks for communicator %q, addressed to rank %d, does not match the communicator it reached (Config.Name, the order of New calls or the world size differ)",
-			from, f.count, f.payload, f.root)
-	case from < 0 || from >= c.size || from == c.rank:
-		return nil, handshakeStatus("hello from rank %d, outside the communicator", from)
+	if err := checkHello(&f, c.id, c.size, c.rank); err != nil {
+		return nil, err
 	}
+	from := int(f.index)
 	c.mu.Lock()
 	p := c.peers[from]
 	switch {
@@ -291,6 +283,24 @@ func (c *Comm) accept(stream grpc.ServerStream) (*peer, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// checkHello checks that f is the hello of another rank of the
+// communicator id of size ranks, addressed to rank. The refusals describe
+// the caller's hello, never the communicator's id: a caller learns nothing
+// it did not send.
+func checkHello(f *inFrame, id string, size, rank int) error {
+	from := int(f.index)
+	switch {
+	case f.typ != frameHello:
+		return handshakeStatus("first frame has type %d, not hello", f.typ)
+	case string(f.payload) != id || int(f.count) != size || int(f.root) != rank:
+		return handshakeStatus("the hello of rank %d of %d ranks for communicator %q, addressed to rank %d, does not match the communicator it reached (Config.Name, the order of New calls or the world size differ)",
+			from, f.count, f.payload, f.root)
+	case from < 0 || from >= size || from == rank:
+		return handshakeStatus("hello from rank %d, outside the communicator", from)
+	}
+	return nil
 }
 
 // waitReady waits until every stream is up, a handshake fails, or ctx ends.

@@ -54,7 +54,13 @@
 //
 // Requests are bounded (a value of 1 MiB, a key of 4 KiB, WORLD_SIZE of
 // MaxWorldSize, 256 MiB and 2^20 keys held per server): a call past a bound
-// fails with ErrLimit and changes nothing. Once every rank of a run has
+// fails with ErrLimit and changes nothing; so does an Add whose sum
+// leaves int64. Connections are bounded too (Guard, which the peers of
+// collective/grpccomm use as well): one that makes no authenticated call
+// within FirstCallTimeout (30 s) is closed, more than MaxPendingConns
+// (1024) such connections close the oldest, and past MaxConns open
+// connections a new one is closed at once; each closing is logged through
+// log/slog, naming the bound. Once every rank of a run has
 // joined, its membership is fixed: another Join is refused to its caller
 // alone and the run goes on.
 package rendezvous
