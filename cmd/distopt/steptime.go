@@ -29,13 +29,28 @@ func (s *stepOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&s.chart, "steptime-chart", "", "draw -steptime's phases per d into this .png or .svg file")
 }
 
+// check refuses an -mfu that is not a fraction in (0, 1] (NaN, 0 and
+// negative values made step times of -9223372036851 ms) and a -tokens
+// below 1.
+func (s *stepOptions) check() error {
+	if !(s.mfu > 0 && s.mfu <= 1) {
+		return fmt.Errorf("-mfu=%g: want a fraction of the GPU's peak in (0, 1]", s.mfu)
+	}
+	if s.tokens < 1 {
+		return fmt.Errorf("-tokens=%d: want at least 1 token per GPU and step", s.tokens)
+	}
+	return nil
+}
+
 // runStepPlan prints the step-time plan of o (and draws its chart) and
 // returns the exit status.
 func runStepPlan(o planOptions, stdout, stderr io.Writer) int {
-	var err error
-	if o.step.cluster == "calibration" {
+	err := o.step.check()
+	switch {
+	case err != nil:
+	case o.step.cluster == "calibration":
 		err = writeCalibration(stdout)
-	} else {
+	default:
 		err = writeStepPlan(o, stdout)
 	}
 	if err != nil {

@@ -34,6 +34,7 @@ import (
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/checkpoint"
+	"github.com/distopt/distopt/shard"
 )
 
 // The model: y = W2 tanh(W1 x) + b, trained to imitate a fixed teacher.
@@ -288,8 +289,8 @@ func main() {
 	saveAt := flag.Int("save-at", 15, "step at which to save")
 	dir := flag.String("dir", "", "checkpoint root (default: a temporary directory, removed at exit)")
 	flag.Parse()
-	if *saveAt < 0 || *saveAt >= *steps {
-		fmt.Fprintln(os.Stderr, "checkpoint: -save-at must lie in [0, -steps)")
+	if err := checkFlags(*saveRanks, *loadRanks, *steps, *saveAt); err != nil {
+		fmt.Fprintln(os.Stderr, "checkpoint:", err)
 		os.Exit(2)
 	}
 	root := *dir
@@ -332,6 +333,26 @@ func main() {
 	if err := exportAndImport(root, *loadRanks, resumed); err != nil {
 		fail(err)
 	}
+}
+
+// checkFlags refuses flag values the example cannot use, with one line
+// naming the flag.
+func checkFlags(saveRanks, loadRanks, steps, saveAt int) error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"save-ranks", saveRanks}, {"load-ranks", loadRanks}} {
+		if f.v < 1 || f.v > shard.MaxWorld {
+			return fmt.Errorf("-%s=%d: want 1 to %d", f.name, f.v, shard.MaxWorld)
+		}
+	}
+	if steps < 1 {
+		return fmt.Errorf("-steps=%d: want at least 1", steps)
+	}
+	if saveAt < 0 || saveAt >= steps {
+		return fmt.Errorf("-save-at=%d: want 0 to -steps-1 (%d)", saveAt, steps-1)
+	}
+	return nil
 }
 
 // exportAndImport exports the final masters (through optimizers started

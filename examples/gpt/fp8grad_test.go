@@ -16,18 +16,18 @@ import (
 // TestGradFlags checks -grad-fp8, -grad-block and -grad-ef: the
 // configuration they make, and the refused combinations.
 func TestGradFlags(t *testing.T) {
-	o, err := parseFlags([]string{"-grad-fp8", "E5M2", "-grad-block", "32", "-grad-ef"}, &bytes.Buffer{})
+	o, err := parseFlags([]string{"-grad-fp8", "E5M2", "-grad-block", "32", "-grad-ef"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := (fp8grad.Config{Format: fp8.E5M2, Block: 32, ErrorFeedback: true}); o.grads == nil || *o.grads != want {
 		t.Fatalf("config %+v, want %+v", o.grads, want)
 	}
-	if o, err := parseFlags(nil, &bytes.Buffer{}); err != nil || o.grads != nil {
+	if o, err := parseFlags(nil); err != nil || o.grads != nil {
 		t.Fatalf("no flags: %+v, %v: want no FP8 gradients", o.grads, err)
 	}
 	for _, args := range [][]string{{"-grad-ef"}, {"-grad-block", "64"}, {"-grad-fp8", "e3m4"}, {"-grad-fp8", "e4m3", "-grad-block", "0"}} {
-		if _, err := parseFlags(args, &bytes.Buffer{}); err == nil {
+		if _, err := parseFlags(args); err == nil {
 			t.Errorf("%q accepted", args)
 		}
 	}

@@ -62,6 +62,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -98,17 +99,27 @@ type options struct {
 	timeout                             time.Duration
 }
 
-func parseFlags(args []string, stderr io.Writer) (options, error) {
-	var o options
+// rawFlags are the flags that parseFlags converts or checks before
+// they become options.
+type rawFlags struct {
+	layers, hidden, heads, ffn, seq, gradBlock *int
+	recipe, head, attention, moments, gradFP8  *string
+	gradEF                                     *bool
+}
+
+// defineFlags defines the command's flags on a new flag set: the plain
+// ones straight into o, the others into the rawFlags returned.
+func defineFlags(o *options) (*flag.FlagSet, rawFlags) {
 	fs := flag.NewFlagSet("gpt", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // run prints errors in one line, and -help to stdout
+	var r rawFlags
 	fs.StringVar(&o.data, "data", "data/gpt", "directory of the token files (examples/gpt/prepare)")
 	fs.StringVar(&o.preset, "preset", "tiny", "model shape: tiny, small (124M shape), 1.3b")
-	layers := fs.Int("layers", 0, "layers (0: the preset's)")
-	hidden := fs.Int("hidden", 0, "hidden size (0: the preset's)")
-	heads := fs.Int("heads", 0, "attention heads (0: the preset's)")
-	ffn := fs.Int("ffn", 0, "MLP width (0: the preset's)")
-	seq := fs.Int("seq", 0, "context length (0: the preset's)")
+	r.layers = fs.Int("layers", 0, "layers (0: the preset's)")
+	r.hidden = fs.Int("hidden", 0, "hidden size (0: the preset's)")
+	r.heads = fs.Int("heads", 0, "attention heads (0: the preset's)")
+	r.ffn = fs.Int("ffn", 0, "MLP width (0: the preset's)")
+	r.seq = fs.Int("seq", 0, "context length (0: the preset's)")
 	fs.StringVar(&o.backend, "backend", "cpu", "cpu (in-process ranks, float64 reference compute) or gpu (one process per GPU under distopt run, or GPU 0)")
 	fs.IntVar(&o.ranks, "ranks", 1, "in-process data-parallel ranks (-backend cpu), or the ranks the exported batches are for (-export-init); GPU runs take theirs from the launcher")
 	fs.IntVar(&o.batch, "batch", 4, "sequences per micro-batch per rank")
@@ -119,7 +130,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.minLR, "min-lr", 0, "final learning rate (0: -lr/10)")
 	fs.Float64Var(&o.clip, "clip", 1, "maximal global gradient norm (0: no clipping)")
 	fs.Float64Var(&o.wd, "wd", 0.1, "weight decay of matrices and embeddings")
-	recipe := fs.String("recipe", "current", "FP8 recipe of the linear weights (fp8.ParseRecipe)")
+	r.recipe = fs.String("recipe", "current", "FP8 recipe of the linear weights (fp8.ParseRecipe)")
 	fs.IntVar(&o.evalEvery, "eval-every", 10, "steps between validation losses (0: only at the end)")
 	fs.IntVar(&o.evalWindows, "eval-windows", 8, "validation sequences per evaluation (on the GPU rounded down to a multiple of -batch)")
 	fs.BoolVar(&o.evalSpread, "eval-spread", true, "validation sequences evenly strided over the whole validation split (data.EvalWindows; scripts/gpt/torch_gpt.py reads the same); false: the first -eval-windows, as runs before this flag")
@@ -127,8 +138,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.ckptEvery, "ckpt-every", 0, "steps between checkpoints (0: only at the end)")
 	fs.IntVar(&o.stopAfter, "stop-after", 0, "stop (and save) after this step, as an interrupted run would (0: run to -steps)")
 	fs.BoolVar(&o.recompute, "recompute", false, "GPU: keep no FP8 copy of the LayerNorm and GELU outputs; recompute them in backward (same bits, less memory)")
-	head := fs.String("head-precision", "fp32", "precision of the tied output head: fp32 (float32 LayerNorm output, logits, cross-entropy and gradients; products with the bfloat16 embedding accumulated in float32) or bf16 (rounded where PyTorch's BF16 autocast rounds: the head's input, the logits and their gradient, the head's input and weight gradients; for comparisons with scripts/gpt/torch_gpt.py)")
-	attention := fs.String("attention", "flash", "GPU: attention kernels: flash (fused, head widths 64 and 128 only) or gemm (TF32 GEMMs and softmax kernels, any head width, float32 probabilities kept)")
+	r.head = fs.String("head-precision", "fp32", "precision of the tied output head: fp32 (float32 LayerNorm output, logits, cross-entropy and gradients; products with the bfloat16 embedding accumulated in float32) or bf16 (rounded where PyTorch's BF16 autocast rounds: the head's input, the logits and their gradient, the head's input and weight gradients; for comparisons with scripts/gpt/torch_gpt.py)")
+	r.attention = fs.String("attention", "flash", "GPU: attention kernels: flash (fused, head widths 64 and 128 only) or gemm (TF32 GEMMs and softmax kernels, any head width, float32 probabilities kept)")
 	fs.BoolVar(&o.keepTransposed, "keep-transposed", false, "GPU: keep the transposed FP8 linear inputs for backward instead of making them there (same bits, more memory)")
 	fs.BoolVar(&o.resume, "resume", false, "continue from the latest checkpoint under -ckpt")
 	fs.IntVar(&o.sampleLen, "sample", 200, "bytes of text to generate at the end (0: none)")
@@ -136,44 +147,71 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.exportPath, "export-init", "", "write the initial weights and the reference loss of the first batch to this safetensors file, and exit")
 	fs.BoolVar(&o.exportCheck, "export-check", true, "with -export-init: compute the reference loss (a float64 forward pass on the CPU; false skips it for large shapes)")
 	fs.StringVar(&o.curvePath, "curve", "", "write the loss curve and the speed as JSON to this file (examples/gpt/curve), after every evaluation and at the end")
-	moments := fs.String("moments", "fp32", "Adam moment types: fp32, bf16 or fp8 for both, or M,V (e.g. fp8,bf16); FP8 moments have a scale per -moment-block elements")
+	r.moments = fs.String("moments", "fp32", "Adam moment types: fp32, bf16 or fp8 for both, or M,V (e.g. fp8,bf16); FP8 moments have a scale per -moment-block elements")
 	fs.IntVar(&o.momentBlock, "moment-block", 128, "block of FP8 moments in elements (32, 64, 128)")
-	gradFP8 := fs.String("grad-fp8", "", "e4m3 or e5m2: reduce-scatter the gradients in FP8 with FP32 accumulation (collective/fp8grad); empty: in the gradient type")
-	gradBlock := fs.Int("grad-block", fp8grad.DefaultBlock, "with -grad-fp8: elements per FP8 scale")
-	gradEF := fs.Bool("grad-ef", false, "with -grad-fp8: error feedback (each rank's quantization error carried into its next step; 4 bytes per parameter)")
+	r.gradFP8 = fs.String("grad-fp8", "", "e4m3 or e5m2: reduce-scatter the gradients in FP8 with FP32 accumulation (collective/fp8grad); empty: in the gradient type")
+	r.gradBlock = fs.Int("grad-block", fp8grad.DefaultBlock, "with -grad-fp8: elements per FP8 scale")
+	r.gradEF = fs.Bool("grad-ef", false, "with -grad-fp8: error feedback (each rank's quantization error carried into its next step; 4 bytes per parameter)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the batch order")
 	fs.DurationVar(&o.timeout, "step-timeout", 10*time.Minute, "deadline of each step, evaluation and checkpoint (GPU), of each step (CPU)")
+	return fs, r
+}
+
+// usage prints the command's flags, for -help.
+func usage(w io.Writer) {
+	fs, _ := defineFlags(&options{})
+	fs.SetOutput(w)
+	fmt.Fprintln(w, "usage: gpt [flags] (see go doc ./examples/gpt)")
+	fs.PrintDefaults()
+}
+
+// parseFlags parses the command line. It returns flag.ErrHelp for -help
+// and -h.
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs, r := defineFlags(&o)
 	if err := fs.Parse(args); err != nil {
-		return o, err
+		if errors.Is(err, flag.ErrHelp) {
+			return o, err
+		}
+		return o, fmt.Errorf("%v (gpt -help lists the flags)", err)
 	}
+	return o, o.finish(fs, r)
+}
+
+// finish converts and checks the parsed flags.
+func (o *options) finish(fs *flag.FlagSet, r rawFlags) error {
 	var err error
 	if o.shape, err = model.Preset(o.preset); err != nil {
-		return o, err
+		return err
+	}
+	if *r.seq > o.shape.Seq {
+		return fmt.Errorf("-seq=%d: longer than the %d positions of preset %s (its position embedding): want at most %d, or a preset with more", *r.seq, o.shape.Seq, o.preset, o.shape.Seq)
 	}
 	for _, f := range []struct {
 		dst *int
 		v   int
-	}{{&o.shape.Layers, *layers}, {&o.shape.Hidden, *hidden}, {&o.shape.Heads, *heads}, {&o.shape.FFN, *ffn}, {&o.shape.Seq, *seq}} {
+	}{{&o.shape.Layers, *r.layers}, {&o.shape.Hidden, *r.hidden}, {&o.shape.Heads, *r.heads}, {&o.shape.FFN, *r.ffn}, {&o.shape.Seq, *r.seq}} {
 		if f.v != 0 {
 			*f.dst = f.v
 		}
 	}
-	if o.recipe, err = fp8.ParseRecipe(*recipe); err != nil {
-		return o, fmt.Errorf("-recipe: %w", err)
+	if o.recipe, err = fp8.ParseRecipe(*r.recipe); err != nil {
+		return fmt.Errorf("-recipe: %w", err)
 	}
-	if o.attention, err = gpumodel.ParseAttention(*attention); err != nil {
-		return o, fmt.Errorf("-attention: %w", err)
+	if o.attention, err = gpumodel.ParseAttention(*r.attention); err != nil {
+		return fmt.Errorf("-attention: %w", err)
 	}
-	if o.head, err = gpumodel.ParseHeadPrecision(*head); err != nil {
-		return o, fmt.Errorf("-head-precision: %w", err)
+	if o.head, err = gpumodel.ParseHeadPrecision(*r.head); err != nil {
+		return fmt.Errorf("-head-precision: %w", err)
 	}
 	attentionSet := false
 	fs.Visit(func(f *flag.Flag) { attentionSet = attentionSet || f.Name == "attention" })
-	if o.moment1, o.moment2, err = optimizer.ParseMomentTypes(*moments, optimizer.RuleAdamW); err != nil {
-		return o, fmt.Errorf("-moments: %w", err)
+	if o.moment1, o.moment2, err = optimizer.ParseMomentTypes(*r.moments, optimizer.RuleAdamW); err != nil {
+		return fmt.Errorf("-moments: %w", err)
 	}
-	if o.grads, err = gradFlags(*gradFP8, *gradBlock, *gradEF); err != nil {
-		return o, err
+	if o.grads, err = gradFlags(*r.gradFP8, *r.gradBlock, *r.gradEF); err != nil {
+		return err
 	}
 	if o.warmup == 0 {
 		o.warmup = max(1, o.steps/20)
@@ -183,21 +221,34 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	switch {
 	case fs.NArg() > 0:
-		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	case o.backend != "cpu" && o.backend != "gpu":
-		return o, fmt.Errorf("-backend=%q: want cpu or gpu", o.backend)
+		return fmt.Errorf("-backend=%q: want cpu or gpu", o.backend)
 	case o.ranks < 1 || o.batch < 1 || o.micro < 1 || o.steps < 1 || o.evalWindows < 1:
-		return o, fmt.Errorf("-ranks, -batch, -micro, -steps and -eval-windows must be at least 1")
+		return atLeastOne(o)
 	case o.backend == "gpu" && o.ranks > 1 && o.exportPath == "":
-		return o, fmt.Errorf("-ranks %d with -backend gpu: GPU runs have one process per GPU; start them with distopt run --nproc-per-node", o.ranks)
+		return fmt.Errorf("-ranks %d with -backend gpu: GPU runs have one process per GPU; start them with distopt run --nproc-per-node", o.ranks)
 	case o.backend == "cpu" && (o.recompute || o.keepTransposed || attentionSet) && o.exportPath == "":
-		return o, fmt.Errorf("-recompute, -keep-transposed and -attention are options of the GPU model (-backend gpu); the CPU reference keeps float64 activations and computes attention exactly")
+		return fmt.Errorf("-recompute, -keep-transposed and -attention are options of the GPU model (-backend gpu); the CPU reference keeps float64 activations and computes attention exactly")
 	case o.recompute && o.keepTransposed:
-		return o, fmt.Errorf("-recompute keeps no linear input for backward and -keep-transposed keeps two copies: choose one")
+		return fmt.Errorf("-recompute keeps no linear input for backward and -keep-transposed keeps two copies: choose one")
 	case o.resume && o.ckpt == "":
-		return o, fmt.Errorf("-resume needs -ckpt")
+		return fmt.Errorf("-ckpt is required with -resume: the root to resume from")
 	}
-	return o, o.shape.Validate()
+	return o.shape.Validate()
+}
+
+// atLeastOne names the first count flag of o below 1.
+func atLeastOne(o *options) error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"ranks", o.ranks}, {"batch", o.batch}, {"micro", o.micro}, {"steps", o.steps}, {"eval-windows", o.evalWindows}} {
+		if f.v < 1 {
+			return fmt.Errorf("-%s=%d: want at least 1", f.name, f.v)
+		}
+	}
+	return nil
 }
 
 // gradFlags returns the FP8 gradient configuration of -grad-fp8,
@@ -229,7 +280,11 @@ func main() {
 
 // run is the command; it returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
-	o, err := parseFlags(args, stderr)
+	o, err := parseFlags(args)
+	if errors.Is(err, flag.ErrHelp) {
+		usage(stdout)
+		return 0
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "gpt:", err)
 		return 2

@@ -42,7 +42,7 @@ var tinyFlags = []string{"-layers", "1", "-hidden", "32", "-heads", "2", "-ffn",
 
 func trainFlags(t *testing.T, args ...string) []float64 {
 	t.Helper()
-	o, err := parseFlags(append(append([]string{}, tinyFlags...), args...), &bytes.Buffer{})
+	o, err := parseFlags(append(append([]string{}, tinyFlags...), args...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestFlags(t *testing.T) {
 		{"-backend", "gpu", "-attention", "fused"}, {"-attention", "gemm"}, {"-attention", "flash"},
 		{"-head-precision", "fp16"}, {"-head-precision", ""}, {"-eval-spread", "maybe"},
 	} {
-		if _, err := parseFlags(args, &bytes.Buffer{}); err == nil {
+		if _, err := parseFlags(args); err == nil {
 			t.Errorf("%v accepted", args)
 		}
 	}
@@ -181,7 +181,7 @@ func TestFlags(t *testing.T) {
 		want gpumodel.Attention
 	}{{[]string{"-backend", "gpu", "-ranks", "2", "-export-init", "x"}, gpumodel.AttentionFlash}, {[]string{"-backend", "gpu", "-recompute"}, gpumodel.AttentionFlash},
 		{[]string{"-backend", "gpu", "-attention", "gemm"}, gpumodel.AttentionGEMM}, {[]string{"-backend", "gpu", "-attention", "flash"}, gpumodel.AttentionFlash}} {
-		o, err := parseFlags(c.args, &bytes.Buffer{})
+		o, err := parseFlags(c.args)
 		if err != nil {
 			t.Errorf("%v refused: %v", c.args, err)
 		} else if o.attention != c.want {
@@ -194,7 +194,7 @@ func TestFlags(t *testing.T) {
 		spread bool
 	}{{nil, gpumodel.HeadFP32, true}, {[]string{"-head-precision", "BF16", "-eval-spread=false"}, gpumodel.HeadBF16, false},
 		{[]string{"-backend", "gpu", "-head-precision", "fp32"}, gpumodel.HeadFP32, true}} {
-		o, err := parseFlags(c.args, &bytes.Buffer{})
+		o, err := parseFlags(c.args)
 		if err != nil || o.head != c.head || o.evalSpread != c.spread {
 			t.Errorf("%v: head %v, spread %v, error %v; want %v, %v", c.args, o.head, o.evalSpread, err, c.head, c.spread)
 		}
@@ -211,7 +211,7 @@ func TestFlags(t *testing.T) {
 func TestExportInit(t *testing.T) {
 	dir := writeData(t)
 	path := filepath.Join(t.TempDir(), "init.safetensors")
-	o, err := parseFlags(append(append([]string{}, tinyFlags...), "-data", dir, "-export-init", path), &bytes.Buffer{})
+	o, err := parseFlags(append(append([]string{}, tinyFlags...), "-data", dir, "-export-init", path))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func TestExportNoCheck(t *testing.T) {
 	st, _ := f.Stat()
 	h, _, err := safetensors.Read(f, st.Size())
 	must(t, err)
-	o, err := parseFlags(tinyFlags, &bytes.Buffer{})
+	o, err := parseFlags(tinyFlags)
 	must(t, err)
 	if _, ok := h.Metadata["reference_loss"]; ok || h.Metadata["batch"] != "2" || len(h.Tensors) != len(o.shape.Params()) {
 		t.Fatalf("metadata %v, %d tensors", h.Metadata, len(h.Tensors))

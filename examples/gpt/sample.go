@@ -1,8 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/distopt/distopt/examples/gpt/data"
 	"github.com/distopt/distopt/examples/gpt/model"
@@ -90,15 +95,28 @@ func draw(logits []float64, r *rand.Rand) int {
 	return len(p) - 1
 }
 
-// printable replaces bytes a terminal would not show by '.'.
+// printable returns the generated text b as it is safe to print on a
+// terminal: printable runes, newlines and tabs as they are; a backslash
+// doubled; every other rune escaped as strconv.QuoteRune writes it inside
+// its quotes (\a, \x1b, \u200b); and each byte of invalid UTF-8 as \xNN.
+// So no control sequence reaches the terminal, and the escapes read back
+// unambiguously.
 func printable(b []byte) string {
-	out := make([]byte, len(b))
-	for i, c := range b {
-		if c == '\n' || c == '\t' || (c >= 0x20 && c < 0x7f) || c >= 0x80 {
-			out[i] = c
-		} else {
-			out[i] = '.'
+	var out strings.Builder
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&out, `\x%02x`, b[0])
+		case r == '\\':
+			out.WriteString(`\\`)
+		case r == '\n' || r == '\t' || unicode.IsPrint(r):
+			out.WriteRune(r)
+		default:
+			q := strconv.QuoteRune(r)
+			out.WriteString(q[1 : len(q)-1])
 		}
+		b = b[n:]
 	}
-	return string(out)
+	return out.String()
 }

@@ -80,6 +80,7 @@ import (
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/gpu"
+	"github.com/distopt/distopt/shard"
 )
 
 // The model: y = W2 relu(W1 x + b1) + b2, trained to imitate a fixed teacher.
@@ -217,6 +218,10 @@ func main() {
 	flag.DurationVar(&dl.delay, "step-delay", 0, "pause added to every step (a slower model)")
 	flag.BoolVar(&dl.overlap, "overlap", false, "overlapped pipeline: declare each gradient ready in the backward pass, step with the gathers in flight, wait for each parameter in the forward pass")
 	flag.Parse()
+	if err := checkFlags(*ranks, *steps, *bs, *backendName, os.Getenv("RANK") != ""); err != nil {
+		fmt.Fprintln(os.Stderr, "train:", err)
+		os.Exit(2)
+	}
 	recipe, err := fp8.ParseRecipe(*recipeName)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "train: -recipe:", err)
@@ -261,6 +266,26 @@ func main() {
 		}
 		fmt.Printf("\nrank %d memory:\n%s", r, rep)
 	}
+}
+
+// checkFlags refuses flag values a run cannot use, with one line naming
+// the flag: counts below 1, more in-process ranks than a layout takes
+// (shard.MaxWorld), an unknown backend, and -backend gpu outside the
+// launcher (launched false), which would otherwise train on the CPU.
+func checkFlags(ranks, steps, batch int, backend string, launched bool) error {
+	switch {
+	case steps < 1:
+		return fmt.Errorf("-steps=%d: want at least 1", steps)
+	case batch < 1:
+		return fmt.Errorf("-batch=%d: want at least 1 example per rank", batch)
+	case !launched && (ranks < 1 || ranks > shard.MaxWorld):
+		return fmt.Errorf("-ranks=%d: want 1 to %d", ranks, shard.MaxWorld)
+	case backend != "cpu" && backend != "gpu":
+		return fmt.Errorf("-backend=%q: want cpu or gpu", backend)
+	case backend == "gpu" && !launched:
+		return fmt.Errorf("-backend gpu runs one process per GPU: start it with distopt run (in-process ranks run on the CPU)")
+	}
+	return nil
 }
 
 // trainSharded runs the distributed optimizer on d in-process ranks; it

@@ -78,16 +78,22 @@ func TestVerifyChecksWhatLoadChecks(t *testing.T) {
 		}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			root := t.TempDir()
-			copyDir(t, orig, root)
-			rehash(t, filepath.Join(root, stepDirName(2)), c.edit)
-			_, verr := Verify(root)
-			dst := newCluster(t, 2, params, cfg, optimizer.FromMap(weights(params, 9)))
-			lerr := dst.load(root, LoadOptions{})[0]
-			if !errors.Is(verr, ErrCorrupt) || !errors.Is(lerr, ErrCorrupt) {
-				t.Fatalf("Verify: %v\nLoad: %v\nwant ErrCorrupt from both", verr, lerr)
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { checkRehashed(t, orig, params, cfg, c.edit) })
+	}
+}
+
+// checkRehashed copies the checkpoint of step 2 under orig, edits and
+// re-hashes its index, and checks that Verify and Load (on two ranks of
+// params and cfg) both refuse it with ErrCorrupt.
+func checkRehashed(t *testing.T, orig string, params []optimizer.Param, cfg optimizer.Config, edit func(idx *index)) {
+	t.Helper()
+	root := t.TempDir()
+	copyDir(t, orig, root)
+	rehash(t, filepath.Join(root, stepDirName(2)), edit)
+	_, verr := Verify(root)
+	dst := newCluster(t, 2, params, cfg, optimizer.FromMap(weights(params, 9)))
+	lerr := dst.load(root, LoadOptions{})[0]
+	if !errors.Is(verr, ErrCorrupt) || !errors.Is(lerr, ErrCorrupt) {
+		t.Fatalf("Verify: %v\nLoad: %v\nwant ErrCorrupt from both", verr, lerr)
 	}
 }

@@ -161,6 +161,12 @@ func readIndex(dir string) (*index, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	return parseIndex(raw, path, dir)
+}
+
+// parseIndex checks and decodes the bytes raw of the index at path, in
+// checkpoint directory dir (whose name it checks against the step).
+func parseIndex(raw []byte, path, dir string) (*index, string, error) {
 	var f indexFile
 	if err := json.Unmarshal(raw, &f); err != nil {
 		return nil, "", fmt.Errorf("checkpoint: %s: %v: %w", path, err, ErrCorrupt)
@@ -184,14 +190,10 @@ func readIndex(dir string) (*index, string, error) {
 	if err := dec.Decode(idx); err != nil {
 		return nil, "", fmt.Errorf("checkpoint: %s: %v: %w", path, err, ErrCorrupt)
 	}
-	if err := idx.validate(); err != nil {
-		return nil, "", fmt.Errorf("checkpoint: %s: %w", path, err)
-	}
-	if err := idx.checkDerived(dir); err != nil {
-		return nil, "", fmt.Errorf("checkpoint: %s: %w", path, err)
-	}
-	if err := idx.checkRecords(); err != nil {
-		return nil, "", fmt.Errorf("checkpoint: %s: %w", path, err)
+	for _, check := range []func() error{idx.validate, func() error { return idx.checkDerived(dir) }, idx.checkRecords} {
+		if err := check(); err != nil {
+			return nil, "", fmt.Errorf("checkpoint: %s: %w", path, err)
+		}
 	}
 	return idx, sum, nil
 }

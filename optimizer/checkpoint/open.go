@@ -25,7 +25,7 @@ const (
 // swapped in between the check and the read escapes it. A missing file
 // gives an error matching fs.ErrNotExist.
 func openRegular(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := os.OpenFile(path, os.O_RDONLY|nonBlocking, 0)
 	if err != nil {
 		return nil, openError(path, err)
 	}

@@ -42,15 +42,26 @@ func Latest(root string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	name := strings.TrimSpace(string(b))
-	if m := stepDirRE.FindStringSubmatch(name); m == nil || m[2] != "" {
-		return "", fmt.Errorf("checkpoint: %s names %q, not a step directory: %w", path, name, ErrCorrupt)
+	name, err := parseLatest(b)
+	if err != nil {
+		return "", fmt.Errorf("checkpoint: %s %w", path, err)
 	}
 	dir := filepath.Join(root, name)
 	if !present(dir) {
 		return "", fmt.Errorf("checkpoint: %s names %s, which does not exist (removed, or the root copied in part): %w", path, name, ErrIncomplete)
 	}
 	return dir, nil
+}
+
+// parseLatest returns the step directory name that the content b of a
+// latest pointer holds, or an error wrapping ErrCorrupt (its text to
+// follow the pointer's path).
+func parseLatest(b []byte) (string, error) {
+	name := strings.TrimSpace(string(b))
+	if m := stepDirRE.FindStringSubmatch(name); m == nil || m[2] != "" {
+		return "", fmt.Errorf("names %q, not a step directory: %w", name, ErrCorrupt)
+	}
+	return name, nil
 }
 
 // resolve turns what the caller passed to Load into a checkpoint

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 )
 
@@ -48,29 +49,56 @@ func WriteTokens(path string, vocab int, tokens []uint16) error {
 }
 
 // ReadTokens reads a token file and returns its vocabulary size and
-// tokens. A token outside the vocabulary, a bad header or a length that
-// disagrees with the header is an error.
+// tokens. A token outside the vocabulary, a bad header, a length that
+// disagrees with the header, or a path that is not a regular file (a
+// device such as /dev/zero, a named pipe) is an error. It streams the file
+// and allocates only the tokens the file's size holds, so what it reads is
+// bounded by the file on disk.
 func ReadTokens(path string) (vocab int, tokens []uint16, err error) {
-	raw, err := os.ReadFile(path)
+	st, err := os.Stat(path)
 	if err != nil {
 		return 0, nil, fmt.Errorf("data: %w", err)
 	}
-	if len(raw) < headerSize || string(raw[:8]) != magic {
+	if !st.Mode().IsRegular() {
+		return 0, nil, fmt.Errorf("%w: %s is not a regular file (mode %s)", ErrFormat, path, st.Mode().Type())
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, nil, fmt.Errorf("data: %w", err)
+	}
+	defer f.Close()
+	var h [headerSize]byte
+	if _, err := io.ReadFull(f, h[:]); err != nil || string(h[:8]) != magic {
 		return 0, nil, fmt.Errorf("%w: %s (bad header)", ErrFormat, path)
 	}
-	vocab = int(binary.LittleEndian.Uint32(raw[8:]))
-	n := binary.LittleEndian.Uint64(raw[16:])
-	body := raw[headerSize:]
-	if uint64(len(body)) != 2*n {
-		return 0, nil, fmt.Errorf("%w: %s holds %d bytes of tokens, header says %d tokens", ErrFormat, path, len(body), n)
+	vocab = int(binary.LittleEndian.Uint32(h[8:]))
+	n := binary.LittleEndian.Uint64(h[16:])
+	if body := uint64(st.Size() - headerSize); n > body/2 || body != 2*n {
+		return 0, nil, fmt.Errorf("%w: %s holds %d bytes of tokens, header says %d tokens", ErrFormat, path, body, n)
 	}
 	tokens = make([]uint16, n)
+	if err := readBody(bufio.NewReaderSize(f, 1<<20), tokens, vocab); err != nil {
+		return 0, nil, fmt.Errorf("%w: %s: %v", ErrFormat, path, err)
+	}
+	return vocab, tokens, nil
+}
+
+// readBody reads exactly len(tokens) tokens from r, each below vocab, and
+// checks that nothing follows them.
+func readBody(r io.Reader, tokens []uint16, vocab int) error {
+	var b [2]byte
 	for i := range tokens {
-		t := binary.LittleEndian.Uint16(body[2*i:])
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			return fmt.Errorf("token %d: %v", i, err)
+		}
+		t := binary.LittleEndian.Uint16(b[:])
 		if int(t) >= vocab {
-			return 0, nil, fmt.Errorf("%w: %s: token %d at %d outside the vocabulary of %d", ErrFormat, path, t, i, vocab)
+			return fmt.Errorf("token %d at %d outside the vocabulary of %d", t, i, vocab)
 		}
 		tokens[i] = t
 	}
-	return vocab, tokens, nil
+	if n, _ := r.Read(b[:1]); n != 0 {
+		return fmt.Errorf("bytes past the %d tokens its header counts", len(tokens))
+	}
+	return nil
 }

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/distopt/distopt/internal/maintest"
+)
+
+// TestHelpAndFlagErrors: -help and -h print the usage to stdout and exit
+// 0; a bad or missing flag gives status 2 and one line on stderr that
+// names it ("required" for a missing one). Before, -help ended with
+// "flag: help requested" and status 2, and -seq 100000 ran out of memory.
+func TestHelpAndFlagErrors(t *testing.T) {
+	cases := []struct {
+		args       []string
+		code       int
+		out, stErr string
+	}{
+		{[]string{"-help"}, 0, "usage: gpt [flags]", ""},
+		{[]string{"-h"}, 0, "-preset string", ""},
+		{[]string{"-resume"}, 2, "", "gpt: -ckpt is required with -resume"},
+		{[]string{"-seq", "100000"}, 2, "", "gpt: -seq=100000: longer than the 64 positions of preset tiny"},
+		{[]string{"-preset", "small", "-seq", "1025"}, 2, "", "gpt: -seq=1025: longer than the 1024 positions of preset small"},
+		{[]string{"-batch", "0"}, 2, "", "gpt: -batch=0: want at least 1"},
+		{[]string{"-eval-windows", "-1"}, 2, "", "gpt: -eval-windows=-1: want at least 1"},
+		{[]string{"-bogus"}, 2, "", "gpt: flag provided but not defined: -bogus (gpt -help lists the flags)"},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			var out, errOut strings.Builder
+			code := run(c.args, &out, &errOut)
+			if code != c.code {
+				t.Errorf("status %d, want %d", code, c.code)
+			}
+			if c.out != "" && !strings.Contains(out.String(), c.out) || c.out == "" && out.Len() != 0 {
+				t.Errorf("stdout %q, want it to hold %q", out.String(), c.out)
+			}
+			if c.stErr == "" && errOut.Len() != 0 || c.stErr != "" && !maintest.OneLine(errOut.String(), c.stErr) {
+				t.Errorf("stderr %q, want one line starting %q", errOut.String(), c.stErr)
+			}
+		})
+	}
+}
+
+// TestPrintableEscapes checks printable against cases written out and,
+// for random byte strings, against strconv.Unquote as the independent
+// reference: the output holds no control character but newline and tab,
+// is valid UTF-8, and reads back (as the body of a Go string literal) to
+// the very bytes generated. Before, control bytes became '.', and invalid
+// UTF-8 reached the terminal raw.
+func TestPrintableEscapes(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"func main() {\n\tx := 1\n}", "func main() {\n\tx := 1\n}"},
+		{"\x1b[31mred", `\x1b[31mred`},
+		{"a\rb\x00c\x7f", `a\rb\x00c\x7f`},
+		{"\xff\xfe", `\xff\xfe`},
+		{"caf\xc3", `caf\xc3`},
+		{"café ünïcode", "café ünïcode"},
+		{`back\slash`, `back\\slash`},
+		{"zero\u200bwidth", `zero\u200bwidth`},
+		{"\u0085next line", `\u0085next line`},
+	}
+	for _, c := range cases {
+		if got := printable([]byte(c.in)); got != c.want {
+			t.Errorf("printable(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		b := make([]byte, r.IntN(40))
+		for i := range b {
+			b[i] = byte(r.IntN(256))
+		}
+		got := printable(b)
+		for _, c := range got {
+			if c != '\n' && c != '\t' && !unicode.IsPrint(c) {
+				t.Fatalf("printable(%q) = %q holds %U", b, got, c)
+			}
+		}
+		if !utf8.ValidString(got) {
+			t.Fatalf("printable(%q) = %q is not UTF-8", b, got)
+		}
+		lit := strings.NewReplacer("\n", `\n`, "\t", `\t`, `"`, `\"`).Replace(got)
+		back, err := strconv.Unquote(`"` + lit + `"`)
+		if err != nil || back != string(b) {
+			t.Fatalf("printable(%q) = %q reads back as %q (%v)", b, got, back, err)
+		}
+	}
+}

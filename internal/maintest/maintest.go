@@ -1,0 +1,51 @@
+package maintest
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// argsEnv holds the command line of the child; its presence makes the
+// test binary run main instead of the tests.
+const argsEnv = "DISTOPT_MAINTEST_ARGS"
+
+// Main is the body of a TestMain: in a child started by Run it runs main
+// with the arguments Run was given (as program name), then exits 0;
+// otherwise it runs the tests.
+func Main(m *testing.M, name string, main func()) {
+	if args, ok := os.LookupEnv(argsEnv); ok {
+		os.Args = append([]string{name}, strings.Fields(args)...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// Run runs main (see Main) with args, split at spaces, and env added to
+// the environment, and returns its exit status, stdout and stderr.
+func Run(t testing.TB, args string, env ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(append(os.Environ(), argsEnv+"="+args), env...)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("running %s: %v", os.Args[0], err)
+	}
+	return code, out.String(), errOut.String()
+}
+
+// OneLine reports whether s is exactly one line (a trailing newline
+// allowed) that starts with prefix.
+func OneLine(s, prefix string) bool {
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	return len(lines) == 1 && strings.HasPrefix(lines[0], prefix)
+}
