@@ -146,7 +146,7 @@ func (o *Optimizer) hostBytes(b buffer.Buffer) ([]byte, error) {
 		return h, nil
 	}
 	out := make([]byte, b.Len())
-	if err := o.be.Read(out, b, 0); err != nil {
+	if err := o.backend.Read(out, b, 0); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -10,7 +10,7 @@ import (
 // planGradStats makes o.statsPlan over every bucket's gradient shard when
 // the backend is a GradStatsPlanner.
 func (o *Optimizer) planGradStats() error {
-	p, ok := o.be.(backend.GradStatsPlanner)
+	p, ok := o.backend.(backend.GradStatsPlanner)
 	if !ok {
 		return nil
 	}
@@ -34,7 +34,7 @@ func (o *Optimizer) addGradStats() error {
 		return o.statsPlan.Run()
 	}
 	for _, bk := range o.buckets {
-		if err := o.be.GradStats(o.stats, o.gradShard(bk), o.cfg.GradType, bk.b.ShardSize); err != nil {
+		if err := o.backend.GradStats(o.stats, o.gradShard(bk), o.cfg.GradType, bk.b.ShardSize); err != nil {
 			return err
 		}
 	}

@@ -30,9 +30,9 @@ func (o *Optimizer) logFallbacks() {
 	if !l.Enabled(context.Background(), slog.LevelDebug) {
 		return
 	}
-	_, su := o.be.(backend.ShardUpdater)
-	_, ds := o.be.(backend.DeviceScaler)
-	_, ar := o.be.(backend.AsyncReader)
+	_, su := o.backend.(backend.ShardUpdater)
+	_, ds := o.backend.(backend.DeviceScaler)
+	_, ar := o.backend.(backend.AsyncReader)
 	for _, f := range []struct {
 		has  bool
 		path string
@@ -43,7 +43,7 @@ func (o *Optimizer) logFallbacks() {
 		{o.statsPlan != nil, "no GradStatsPlanner: gradient statistics one bucket at a time"},
 	} {
 		if !f.has {
-			l.Debug("optimizer: fallback", "backend", o.be.Name(), "rank", o.rank, "path", f.path)
+			l.Debug("optimizer: fallback", "backend", o.backend.Name(), "rank", o.rank, "path", f.path)
 		}
 	}
 }

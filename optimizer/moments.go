@@ -176,10 +176,10 @@ func (o *Optimizer) readMoment(bk *bucket, i int, pc shard.Piece) ([]float32, er
 	b, n := o.cfg.MomentBlock, bk.b.ShardSize
 	codes := make([]byte, pc.Len)
 	scales := make([]byte, t.ScaleBytes(pc.Len, b))
-	if err := o.be.Read(codes, buf, pc.ShardOffset); err != nil {
+	if err := o.backend.Read(codes, buf, pc.ShardOffset); err != nil {
 		return nil, err
 	}
-	if err := o.be.Read(scales, buf, n+4*(pc.ShardOffset/b)); err != nil {
+	if err := o.backend.Read(scales, buf, n+4*(pc.ShardOffset/b)); err != nil {
 		return nil, err
 	}
 	inv := bytesFloat32(scales)
@@ -198,7 +198,7 @@ func (o *Optimizer) writeMoment(bk *bucket, i int, pc shard.Piece, x []float32) 
 	t := o.cfg.momentTypes()[i]
 	if t != MomentFP8 {
 		dt := momentElem(t)
-		return o.be.Write(buf, dt.Size()*pc.ShardOffset, encodeElems(x, dt))
+		return o.backend.Write(buf, dt.Size()*pc.ShardOffset, encodeElems(x, dt))
 	}
 	b, n := o.cfg.MomentBlock, bk.b.ShardSize
 	codes := make([]byte, len(x))
@@ -209,10 +209,10 @@ func (o *Optimizer) writeMoment(bk *bucket, i int, pc shard.Piece, x []float32) 
 		// exact values (ReadPieces') round to themselves: any seed will do
 		inv[k] = backend.EncodeMomentBlock(codes[lo:hi], x[lo:hi], i == 1, 0, uint64(bk.lo+pc.ShardOffset+lo))
 	}
-	if err := o.be.Write(buf, pc.ShardOffset, codes); err != nil {
+	if err := o.backend.Write(buf, pc.ShardOffset, codes); err != nil {
 		return err
 	}
-	return o.be.Write(buf, n+4*(pc.ShardOffset/b), float32Bytes(inv))
+	return o.backend.Write(buf, n+4*(pc.ShardOffset/b), float32Bytes(inv))
 }
 
 // momentElem is the element type of a moment stored unquantized: float32,

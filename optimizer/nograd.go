@@ -22,7 +22,7 @@ func (o *Optimizer) zeroUnwritten() error {
 	}
 	o.cfg.logger().Info("optimizer: no gradient written since the last step: stepping with zeros", "rank", o.rank, "step", o.step+1)
 	for _, bk := range o.buckets {
-		if err := o.be.Zero(bk.grad, 0, bk.grad.Len()); err != nil {
+		if err := o.backend.Zero(bk.grad, 0, bk.grad.Len()); err != nil {
 			return o.fail(err)
 		}
 	}

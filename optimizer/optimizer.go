@@ -46,12 +46,12 @@ func FromMap(m map[string][]float32) InitFunc {
 // safe for concurrent use, except GradReady and SetGrad with each other;
 // each rank drives its own Optimizer.
 type Optimizer struct {
-	cfg    Config
-	comm   collective.Communicator
-	be     backend.Backend
-	layout *shard.Layout
-	params []Param
-	rank   int
+	cfg     Config
+	comm    collective.Communicator
+	backend backend.Backend
+	layout  *shard.Layout
+	params  []Param
+	rank    int
 
 	buckets []*bucket
 
@@ -67,13 +67,13 @@ type Optimizer struct {
 
 	statsPlan backend.GradStatsPlan // the buckets' statistics in one pass (nil: per bucket)
 
-	step    int
-	broken  error
-	pending *ScalarState // applied by the refresh of LoadPieces
-	ov      *overlap     // the overlapped pipeline (GradReady, StepAsync)
-	pool    *gradPool    // sharded gradients' buffers (nil without them)
-	ctl     control      // the step control block
-	dh      *devHistory  // delayed scaling's histories on the device (nil: host only)
+	step       int
+	broken     error
+	pending    *ScalarState     // applied by the refresh of LoadPieces
+	pipe       *pipeline        // the bucket pipeline (GradReady, StepAsync)
+	pool       *gradPool        // sharded gradients' buffers (nil without them)
+	control    control          // the step control block
+	deviceHist *deviceHistories // delayed scaling's histories on the device (nil: host only)
 
 	gradWritten atomic.Bool // a gradient may have been written since the last Step (nograd.go)
 }
@@ -119,7 +119,7 @@ func New(ctx context.Context, comm collective.Communicator, be backend.Backend, 
 	if err != nil {
 		return nil, err
 	}
-	o := &Optimizer{cfg: cfg, comm: comm, be: be, layout: layout, params: append([]Param(nil), params...), rank: comm.Rank()}
+	o := &Optimizer{cfg: cfg, comm: comm, backend: be, layout: layout, params: append([]Param(nil), params...), rank: comm.Rank()}
 	if err := checkPoolBackend(&cfg, be); err != nil {
 		return nil, err
 	}
@@ -130,7 +130,7 @@ func New(ctx context.Context, comm collective.Communicator, be backend.Backend, 
 		o.Close()
 		return nil, err
 	}
-	o.ov = o.newOverlap()
+	o.pipe = o.newPipeline()
 	if err := o.agree(ctx, o.loadMasters(init)); err != nil {
 		o.Close()
 		return nil, err
@@ -176,7 +176,7 @@ func NewLayout(params []Param, world int, opts shard.Options) (*shard.Layout, er
 func (o *Optimizer) Layout() *shard.Layout { return o.layout }
 
 // Backend is the backend the optimizer runs on.
-func (o *Optimizer) Backend() backend.Backend { return o.be }
+func (o *Optimizer) Backend() backend.Backend { return o.backend }
 
 // Config is the configuration in use, defaults filled in.
 func (o *Optimizer) Config() Config { return o.cfg }
@@ -227,12 +227,12 @@ func (o *Optimizer) allocate() error {
 	var err error
 	if o.nSlots > 0 {
 		for _, b := range []*buffer.Buffer{&o.amax, &o.scale, &o.scaleIn} {
-			if *b, err = o.be.Alloc(4 * o.nSlots); err != nil {
+			if *b, err = o.backend.Alloc(4 * o.nSlots); err != nil {
 				return err
 			}
 		}
 	}
-	if o.stats, err = o.be.Alloc(8 * backend.StatsLen); err != nil {
+	if o.stats, err = o.backend.Alloc(8 * backend.StatsLen); err != nil {
 		return err
 	}
 	if err := o.initControl(); err != nil {
@@ -278,7 +278,7 @@ func (o *Optimizer) allocBucket(bi int, b shard.Bucket) (*bucket, error) {
 			continue
 		}
 		var err error
-		if *x.dst, err = o.be.Alloc(int(x.n)); err != nil {
+		if *x.dst, err = o.backend.Alloc(int(x.n)); err != nil {
 			return bk, err
 		}
 	}
@@ -320,7 +320,7 @@ func (o *Optimizer) loadMasters(init InitFunc) error {
 			if err := checkInitial(o.params[pc.Param].Name, pc.ParamOffset, vals); err != nil {
 				return err
 			}
-			if err := o.be.Write(bk.master, 4*pc.ShardOffset, float32Bytes(vals)); err != nil {
+			if err := o.backend.Write(bk.master, 4*pc.ShardOffset, float32Bytes(vals)); err != nil {
 				return err
 			}
 		}
@@ -353,20 +353,20 @@ func (o *Optimizer) agree(ctx context.Context, err error) error {
 	if err != nil {
 		flag = int64(o.rank) + 1
 	}
-	buf, aerr := o.be.Alloc(8)
+	buf, aerr := o.backend.Alloc(8)
 	if aerr != nil {
 		return errors.Join(err, aerr)
 	}
-	defer o.be.Free(buf)
+	defer o.backend.Free(buf)
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], uint64(flag))
-	if werr := o.be.Write(buf, 0, b[:]); werr != nil {
+	if werr := o.backend.Write(buf, 0, b[:]); werr != nil {
 		return errors.Join(err, werr)
 	}
 	if rerr := collective.AllReduce(ctx, o.comm, buf, buf, buffer.Int64, collective.Max); rerr != nil {
 		return errors.Join(err, rerr)
 	}
-	if rerr := o.be.Read(b[:], buf, 0); rerr != nil {
+	if rerr := o.backend.Read(b[:], buf, 0); rerr != nil {
 		return errors.Join(err, rerr)
 	}
 	if err != nil {
@@ -426,7 +426,7 @@ func (o *Optimizer) ZeroGrad() error {
 		}
 	}
 	for _, bk := range o.buckets {
-		if err := o.be.Zero(bk.grad, 0, bk.grad.Len()); err != nil {
+		if err := o.backend.Zero(bk.grad, 0, bk.grad.Len()); err != nil {
 			return o.fail(err)
 		}
 	}
@@ -444,7 +444,7 @@ func (o *Optimizer) Close() error {
 	}
 	free := func(b buffer.Buffer) {
 		if b != nil {
-			o.be.Free(b)
+			o.backend.Free(b)
 		}
 	}
 	if o.statsPlan != nil {
@@ -463,12 +463,12 @@ func (o *Optimizer) Close() error {
 			free(b)
 		}
 	}
-	for _, b := range []buffer.Buffer{o.amax, o.scale, o.scaleIn, o.stats, o.ctl.buf} {
+	for _, b := range []buffer.Buffer{o.amax, o.scale, o.scaleIn, o.stats, o.control.buf} {
 		free(b)
 	}
-	if o.dh != nil {
-		free(o.dh.hist)
-		free(o.dh.cast)
+	if o.deviceHist != nil {
+		free(o.deviceHist.hist)
+		free(o.deviceHist.cast)
 	}
 	o.buckets = nil
 	return err

@@ -67,8 +67,8 @@ func (o *Optimizer) Grad(name string) (GradView, error) {
 		if err := o.usable(); err != nil {
 			return GradView{}, err
 		}
-		o.ov.mu.Lock()
-		defer o.ov.mu.Unlock()
+		o.pipe.mu.Lock()
+		defer o.pipe.mu.Unlock()
 		return o.poolView(i)
 	}
 	pl := o.layout.Places[i]
@@ -91,12 +91,12 @@ func (o *Optimizer) SetGrad(name string, g []float32) error {
 		if _, err := o.place(name); err != nil {
 			return err
 		}
-		o.ov.mu.Lock()
-		defer o.ov.mu.Unlock()
+		o.pipe.mu.Lock()
+		defer o.pipe.mu.Unlock()
 		if err := o.usable(); err != nil {
 			return err
 		}
-		v, err := o.poolView(o.ov.index[name])
+		v, err := o.poolView(o.pipe.index[name])
 		if err != nil {
 			return err
 		}
@@ -106,7 +106,7 @@ func (o *Optimizer) SetGrad(name string, g []float32) error {
 	if err != nil {
 		return err
 	}
-	if err := o.inFlight(o.layout.Places[o.ov.index[name]].Bucket, fmt.Sprintf("SetGrad(%q)", name)); err != nil {
+	if err := o.inFlight(o.layout.Places[o.pipe.index[name]].Bucket, fmt.Sprintf("SetGrad(%q)", name)); err != nil {
 		return err
 	}
 	return o.writeGrad(v, g)
@@ -117,7 +117,7 @@ func (o *Optimizer) writeGrad(v GradView, g []float32) error {
 	if len(g)*v.DType.Size() != v.Data.Len() {
 		return fmt.Errorf("optimizer: gradient of %q has %d elements, want %d: %w", v.Name, len(g), v.Data.Len()/v.DType.Size(), ErrConfig)
 	}
-	return o.be.Write(v.Data, 0, encodeElems(g, v.DType))
+	return o.backend.Write(v.Data, 0, encodeElems(g, v.DType))
 }
 
 func encodeElems(x []float32, dt buffer.DType) []byte {
@@ -191,11 +191,11 @@ func (o *Optimizer) Tensor(name string) (*fp8.Tensor, error) {
 		return nil, fmt.Errorf("optimizer: %q is a high-precision parameter, not FP8", name)
 	}
 	t := &fp8.Tensor{Data: make([]byte, v.Data.Len()), Shape: v.Shape, Format: v.Format, Recipe: v.Recipe}
-	if err := o.be.Read(t.Data, v.Data, 0); err != nil {
+	if err := o.backend.Read(t.Data, v.Data, 0); err != nil {
 		return nil, err
 	}
 	raw := make([]byte, v.ScaleInv.Len())
-	if err := o.be.Read(raw, v.ScaleInv, 0); err != nil {
+	if err := o.backend.Read(raw, v.ScaleInv, 0); err != nil {
 		return nil, err
 	}
 	if v.Recipe.ScaleType() == fp8.ScaleE8M0 {
@@ -219,7 +219,7 @@ func (o *Optimizer) Weights(name string) ([]float32, error) {
 	}
 	if v.HighPrecision {
 		raw := make([]byte, v.Data.Len())
-		if err := o.be.Read(raw, v.Data, 0); err != nil {
+		if err := o.backend.Read(raw, v.Data, 0); err != nil {
 			return nil, err
 		}
 		return decodeElems(raw, v.DType), nil

@@ -177,7 +177,7 @@ func run(n, nseg, iters, warmup int, momentsOnly bool) error {
 			Grad: grad, GradType: buffer.BFloat16, Segments: segs, Recipe: rc.r, FP8: out, BlockScales: blocks,
 			Amax: amax, Scale: scale,
 			Hyper: backend.Hyper{GradScale: 1, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: float32(1 - 0.9),
-				OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8, RBC2: float32(1 / math.Sqrt(1-0.999))}}
+				OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8, SqrtVCorrection: float32(1 / math.Sqrt(1-0.999))}}
 		c := &backend.CastArgs{N: n, Master: master, Segments: segs, Format: rc.r.Format, FP8: out, Scale: scale}
 		twoPass := rc.mode == backend.ModeTensorCurrent || rc.mode == backend.ModeTile
 		t, err := x.timeIt(func() error {

@@ -57,7 +57,7 @@ func (x *bench) stateTable(copyBW float64, master, grad, out, blocks buffer.Buff
 			MType: c[0], MomentBlock: block, MomentSeed: 1, Grad: grad, GradType: buffer.BFloat16,
 			Segments: segs, Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block1x128}, FP8: out, BlockScales: blocks,
 			Hyper: backend.Hyper{GradScale: 1, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: float32(1 - 0.9),
-				OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8, RBC2: float32(1 / math.Sqrt(1-0.999)), Momentum: 0.9}}
+				OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8, SqrtVCorrection: float32(1 / math.Sqrt(1-0.999)), Momentum: 0.9}}
 		a.M = bufs[0].Slice(0, n*c[0].ElemBytes())
 		if c[0] == backend.MomentFP8 {
 			a.MScales = bufs[0].Slice(n, bufs[0].Len())

@@ -22,12 +22,12 @@ const (
 // Hyper is optimizer.Hyper: the per-step scalars of the rules, fields in
 // the order of update.cu's struct Hyper (optimizer/gpu's tests check it).
 type Hyper struct {
-	GradScale, Beta1, Beta2, OneMinusBeta1, OneMinusBeta2, Eps, RBC2, Momentum float32
+	GradScale, Beta1, Beta2, OneMinusBeta1, OneMinusBeta2, Eps, SqrtVCorrection, Momentum float32
 }
 
 // Floats returns the fields of h in order, as the kernels take them.
 func (h *Hyper) Floats() [8]float32 {
-	return [8]float32{h.GradScale, h.Beta1, h.Beta2, h.OneMinusBeta1, h.OneMinusBeta2, h.Eps, h.RBC2, h.Momentum}
+	return [8]float32{h.GradScale, h.Beta1, h.Beta2, h.OneMinusBeta1, h.OneMinusBeta2, h.Eps, h.SqrtVCorrection, h.Momentum}
 }
 
 // UpdateLaunch is one fused update (see update.cu): the rule over every

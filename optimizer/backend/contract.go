@@ -12,7 +12,7 @@ type Hyper struct {
 	Beta1, Beta2                 float32
 	OneMinusBeta1, OneMinusBeta2 float32
 	Eps                          float32
-	RBC2                         float32 // 1/sqrt(1 - beta2^t)
+	SqrtVCorrection              float32 // 1/sqrt(1 - beta2^t): the bias correction of sqrt(v)
 	Momentum                     float32 // SGD
 }
 

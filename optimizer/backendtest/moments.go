@@ -137,7 +137,7 @@ func newMomentShard(p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, m
 		GradType: gt, Recipe: rc.recipe, Segments: l.segs, MomentSeed: seed, MomentBase: base,
 		Hyper: backend.Hyper{GradScale: float32(0.5 + r.Float64()), Beta1: 0.9, Beta2: 0.999,
 			OneMinusBeta1: float32(1 - 0.9), OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8,
-			RBC2: float32(1 / math.Sqrt(1-math.Pow(0.999, float64(1+r.IntN(100))))), Momentum: 0.9}}
+			SqrtVCorrection: float32(1 / math.Sqrt(1-math.Pow(0.999, float64(1+r.IntN(100))))), Momentum: 0.9}}
 	for i := range a.Segments {
 		a.Segments[i].WeightDecay = float32(r.Float64() * 0.01)
 	}

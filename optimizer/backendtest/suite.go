@@ -214,7 +214,7 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 	a := backend.UpdateArgs{Rule: rule, N: l.n, MomentType: mt, GradType: gt, Recipe: rc.recipe,
 		Hyper: backend.Hyper{GradScale: float32(0.5 + r.Float64()), Beta1: 0.9, Beta2: 0.999,
 			OneMinusBeta1: float32(1 - 0.9), OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8,
-			RBC2: float32(1 / math.Sqrt(1-math.Pow(0.999, float64(1+r.IntN(100))))), Momentum: 0.9}}
+			SqrtVCorrection: float32(1 / math.Sqrt(1-math.Pow(0.999, float64(1+r.IntN(100))))), Momentum: 0.9}}
 	bs := []buf{
 		p.upload("master", encode(master, buffer.Float32), float32s),
 		p.upload("m", encode(m, mt), momentKind(mt)),

@@ -66,7 +66,7 @@ func (bc benchCase) args(be *Backend, n int) *backend.UpdateArgs {
 	case backend.ModeHighPrecision:
 		a.HP, a.HPType = alloc(bc.hp.Size()*n), bc.hp
 	}
-	a.Hyper = backend.Hyper{GradScale: 1, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: 0.1, OneMinusBeta2: 0.001, Eps: 1e-8, RBC2: 1, Momentum: 0.9}
+	a.Hyper = backend.Hyper{GradScale: 1, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: 0.1, OneMinusBeta2: 0.001, Eps: 1e-8, SqrtVCorrection: 1, Momentum: 0.9}
 	if bc.rule == backend.RuleSGD {
 		a.Segments[0].WeightDecay = 1e-4
 	}
@@ -195,7 +195,7 @@ func BenchmarkCopy(b *testing.B) {
 func BenchmarkNaiveAdamW(b *testing.B) {
 	const n = 1 << 22
 	p, m, v, g := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
-	h := backend.Hyper{GradScale: 1, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: 0.1, OneMinusBeta2: 0.001, Eps: 1e-8, RBC2: 1}
+	h := backend.Hyper{GradScale: 1, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: 0.1, OneMinusBeta2: 0.001, Eps: 1e-8, SqrtVCorrection: 1}
 	b.SetBytes(28 * n)
 	for b.Loop() {
 		for i := range p {

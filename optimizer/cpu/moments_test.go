@@ -59,7 +59,7 @@ func TestFP8MomentsClosedForm(t *testing.T) {
 				}
 				return buf
 			}
-			h := backend.Hyper{GradScale: 0.75, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: float32(1 - 0.9), OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8, RBC2: 3.1, Momentum: 0.9}
+			h := backend.Hyper{GradScale: 0.75, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: float32(1 - 0.9), OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8, SqrtVCorrection: 3.1, Momentum: 0.9}
 			a := backend.UpdateArgs{Rule: rule, Hyper: h, N: n, MomentType: buffer.Float32, MType: backend.MomentFP8, MomentBlock: mb,
 				Master: up(f32bytes(master)), M: up(mc), MScales: up(f32bytes(mi)), Grad: up(f32bytes(grad)), GradType: buffer.Float32,
 				Segments: segs, HP: up(make([]byte, 4*n)), HPType: buffer.Float32}

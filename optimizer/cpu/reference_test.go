@@ -268,7 +268,7 @@ func refCase(r *rand.Rand, rc fp8.Recipe, rule backend.Rule, mt, gt, hpt buffer.
 	}
 	h := backend.Hyper{GradScale: float32(0.5 + r.Float64()), Beta1: 0.9, Beta2: 0.999,
 		OneMinusBeta1: float32(1 - 0.9), OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8,
-		RBC2: float32(1 / math.Sqrt(1-math.Pow(0.999, float64(1+r.IntN(100))))), Momentum: 0.9}
+		SqrtVCorrection: float32(1 / math.Sqrt(1-math.Pow(0.999, float64(1+r.IntN(100))))), Momentum: 0.9}
 	a := &backend.UpdateArgs{Rule: rule, Hyper: h, N: n, MomentType: mt, GradType: gt, Segments: segs,
 		Recipe: rc, HPType: hpt}
 	return a, s

@@ -60,7 +60,7 @@ func narrowAll[T elem](dst []T, src []float32) {
 // its results is computed again by AdamWElem itself. NaNs propagate through
 // every operation, so a result without NaN means none arose on the way.
 func adamwRun[M, G elem](p []float32, m, v []M, g []G, h *backend.Hyper, stepSize, shrink float32) uint32 {
-	gs, b1, omb1, b2, omb2, eps, rbc2 := h.GradScale, h.Beta1, h.OneMinusBeta1, h.Beta2, h.OneMinusBeta2, h.Eps, h.RBC2
+	gs, b1, omb1, b2, omb2, eps, rbc2 := h.GradScale, h.Beta1, h.OneMinusBeta1, h.Beta2, h.OneMinusBeta2, h.Eps, h.SqrtVCorrection
 	m, v, g = m[:len(p)], v[:len(p)], g[:len(p)]
 	var key uint32
 	for i, x := range p {

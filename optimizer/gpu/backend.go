@@ -214,7 +214,7 @@ func (b *Backend) updateLaunch(a *backend.UpdateArgs, t kernels.Table) (*kernels
 	l := &kernels.UpdateLaunch{
 		Rule: kernels.Rule(a.Rule),
 		Hyper: kernels.Hyper{GradScale: h.GradScale, Beta1: h.Beta1, Beta2: h.Beta2, OneMinusBeta1: h.OneMinusBeta1,
-			OneMinusBeta2: h.OneMinusBeta2, Eps: h.Eps, RBC2: h.RBC2, Momentum: h.Momentum},
+			OneMinusBeta2: h.OneMinusBeta2, Eps: h.Eps, SqrtVCorrection: h.SqrtVCorrection, Momentum: h.Momentum},
 		Master: b.ptr(a.Master), Table: t, TablePtr: tp,
 		Format: a.Recipe.Format, FP8: b.ptr(a.FP8), BlockScales: b.ptr(a.BlockScales),
 		MX: a.Recipe.ScaleType() == fp8.ScaleE8M0, Margin: a.Recipe.Margin, PowerOf2: a.Recipe.PowerOf2,
