@@ -44,7 +44,7 @@ func main() {
 	dataDir := flag.String("data", "", "`dir` of examples/gpt/prepare's tokens")
 	heads := flag.Int("heads", 0, "attention heads of the model")
 	windows := flag.Int("windows", 4, "validation windows")
-	prompt := flag.String("prompt", "package main\n\nimport (\n", "prompt of the greedy continuation")
+	prompt := flag.String("prompt", "// Copyright 2009 The Go Authors. All rights ", "prompt of the greedy continuation (the start of most files of the corpus)")
 	n := flag.Int("n", 48, "tokens to continue the prompt with")
 	out := flag.String("out", "", "`dir` to write logits.f32 and ref.json into")
 	flag.Parse()
