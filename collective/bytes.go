@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"unsafe"
+
+	"github.com/distopt/distopt/buffer"
 )
 
 // Element is a Go type whose values travel as one element of a DType:
@@ -14,10 +16,10 @@ type Element interface {
 }
 
 // ToBytes returns the little-endian bytes of x, as a new HostBuffer.
-func ToBytes[T Element](x []T) HostBuffer {
+func ToBytes[T Element](x []T) buffer.HostBuffer {
 	var zero T
 	size := int(unsafe.Sizeof(zero))
-	b := make(HostBuffer, len(x)*size)
+	b := make(buffer.HostBuffer, len(x)*size)
 	encode(b, x)
 	return b
 }
@@ -37,7 +39,7 @@ func FromBytes[T Element](b []byte) []T {
 
 // ElementBits returns the bits of element i of b, a little-endian array of
 // dt, widened to uint64 (a BFloat16 element gives its 16 bits).
-func ElementBits(b []byte, dt DType, i int) uint64 {
+func ElementBits(b []byte, dt buffer.DType, i int) uint64 {
 	switch dt.Size() {
 	case 1:
 		return uint64(b[i])
@@ -51,7 +53,7 @@ func ElementBits(b []byte, dt DType, i int) uint64 {
 
 // SetElementBits sets element i of b, a little-endian array of dt, to the
 // low dt.Size() bytes of v.
-func SetElementBits(b []byte, dt DType, i int, v uint64) {
+func SetElementBits(b []byte, dt buffer.DType, i int, v uint64) {
 	switch dt.Size() {
 	case 1:
 		b[i] = byte(v)

@@ -1,6 +1,10 @@
 package collective
 
-import "context"
+import (
+	"context"
+
+	"github.com/distopt/distopt/buffer"
+)
 
 // Communicator connects the ranks of one job.
 //
@@ -22,7 +26,7 @@ type Communicator interface {
 	// Size is the number of ranks.
 	Size() int
 	// Memory is the kind of buffer this communicator takes.
-	Memory() MemoryKind
+	Memory() buffer.MemoryKind
 	// Start enqueues ops as one group.
 	Start(ops ...Op) Work
 	// Close releases the communicator. Operations in flight fail with ErrClosed.
@@ -38,23 +42,23 @@ type Work interface {
 }
 
 // AllGather gathers src of every rank into dst (see OpAllGather).
-func AllGather(ctx context.Context, c Communicator, dst, src Buffer) error {
+func AllGather(ctx context.Context, c Communicator, dst, src buffer.Buffer) error {
 	return c.Start(Op{Kind: OpAllGather, Dst: dst, Src: src}).Wait(ctx)
 }
 
 // ReduceScatter reduces src over ranks and leaves this rank's slice in dst
 // (see OpReduceScatter).
-func ReduceScatter(ctx context.Context, c Communicator, dst, src Buffer, dt DType, op ReduceOp) error {
+func ReduceScatter(ctx context.Context, c Communicator, dst, src buffer.Buffer, dt buffer.DType, op ReduceOp) error {
 	return c.Start(Op{Kind: OpReduceScatter, Dst: dst, Src: src, DType: dt, Reduce: op}).Wait(ctx)
 }
 
 // AllReduce reduces src over ranks into dst on every rank (see OpAllReduce).
-func AllReduce(ctx context.Context, c Communicator, dst, src Buffer, dt DType, op ReduceOp) error {
+func AllReduce(ctx context.Context, c Communicator, dst, src buffer.Buffer, dt buffer.DType, op ReduceOp) error {
 	return c.Start(Op{Kind: OpAllReduce, Dst: dst, Src: src, DType: dt, Reduce: op}).Wait(ctx)
 }
 
 // Broadcast copies buf of rank root into buf of every rank.
-func Broadcast(ctx context.Context, c Communicator, buf Buffer, root int) error {
+func Broadcast(ctx context.Context, c Communicator, buf buffer.Buffer, root int) error {
 	return c.Start(Op{Kind: OpBroadcast, Dst: buf, Root: root}).Wait(ctx)
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/inproc"
 )
@@ -26,7 +27,7 @@ func Example() {
 			}
 			buf := collective.ToBytes(grad)
 			// In place: Dst and Src are the same buffer.
-			if err := collective.AllReduce(ctx, c, buf, buf, collective.Float32, collective.Sum); err != nil {
+			if err := collective.AllReduce(ctx, c, buf, buf, buffer.Float32, collective.Sum); err != nil {
 				fmt.Println(err)
 				return
 			}
@@ -46,8 +47,8 @@ func Example() {
 // has its own Work.
 func ExampleStartEach() {
 	c := inproc.New(1)[0]
-	src := collective.HostBuffer([]byte{7})
-	dsts := []collective.HostBuffer{make(collective.HostBuffer, 1), make(collective.HostBuffer, 1)}
+	src := buffer.HostBuffer([]byte{7})
+	dsts := []buffer.HostBuffer{make(buffer.HostBuffer, 1), make(buffer.HostBuffer, 1)}
 	works := collective.StartEach(c,
 		[]collective.Op{{Kind: collective.OpAllGather, Dst: dsts[0], Src: src}},
 		[]collective.Op{{Kind: collective.OpAllGather, Dst: dsts[1], Src: src}})

@@ -3,6 +3,8 @@ package collective
 import (
 	"fmt"
 	"unsafe"
+
+	"github.com/distopt/distopt/buffer"
 )
 
 // OpKind names an operation.
@@ -52,11 +54,11 @@ func (k OpKind) String() string {
 // Op is one collective operation. Fields not used by Kind are ignored.
 type Op struct {
 	Kind   OpKind
-	Dst    Buffer
-	Src    Buffer
-	DType  DType    // ReduceScatter, AllReduce
-	Reduce ReduceOp // ReduceScatter, AllReduce
-	Root   int      // Broadcast
+	Dst    buffer.Buffer
+	Src    buffer.Buffer
+	DType  buffer.DType // ReduceScatter, AllReduce
+	Reduce ReduceOp     // ReduceScatter, AllReduce
+	Root   int          // Broadcast
 	// Tag names the op across calls, for communicators that keep state
 	// from one call of an op to the next: ops of one nonzero tag are the
 	// same reduction repeated (collective/fp8grad keeps one error
@@ -68,7 +70,7 @@ type Op struct {
 
 // Validate checks the op's shape against a communicator of size ranks and
 // memory kind mem. It returns an error wrapping ErrInvalid or ErrMemoryKind.
-func (op Op) Validate(size int, mem MemoryKind) error {
+func (op Op) Validate(size int, mem buffer.MemoryKind) error {
 	switch op.Kind {
 	case OpBarrier:
 		return nil
@@ -98,7 +100,7 @@ func (op Op) invalid(format string, args ...any) error {
 }
 
 // checkMemory checks that buffer b (named name) is set and of kind mem.
-func (op Op) checkMemory(name string, b Buffer, mem MemoryKind) error {
+func (op Op) checkMemory(name string, b buffer.Buffer, mem buffer.MemoryKind) error {
 	if b == nil {
 		return op.invalid("%s buffer is nil", name)
 	}
@@ -111,14 +113,14 @@ func (op Op) checkMemory(name string, b Buffer, mem MemoryKind) error {
 // checkReduce checks the element type and the reduction of a reducing op.
 func (op Op) checkReduce() error {
 	switch op.DType {
-	case Uint8, BFloat16, Float32, Float64, Uint32, Int64:
+	case buffer.Uint8, buffer.BFloat16, buffer.Float32, buffer.Float64, buffer.Uint32, buffer.Int64:
 	default:
 		return op.invalid("unknown dtype %d", op.DType)
 	}
 	switch op.Reduce {
 	case Sum, Max:
 	case Avg:
-		if op.DType != BFloat16 && op.DType != Float32 && op.DType != Float64 {
+		if op.DType != buffer.BFloat16 && op.DType != buffer.Float32 && op.DType != buffer.Float64 {
 			return op.invalid("avg needs a floating point dtype, got %s", op.DType)
 		}
 	default:
@@ -169,20 +171,20 @@ func (op Op) checkSizes(size int) error {
 
 // overlap reports whether buffers a and b share a byte (buffers of
 // different kinds, or device buffers of different devices, never do).
-func overlap(a, b Buffer) bool {
+func overlap(a, b buffer.Buffer) bool {
 	if a.Len() == 0 || b.Len() == 0 {
 		return false
 	}
 	var pa, pb uintptr
 	switch x := a.(type) {
-	case HostBuffer:
-		y, ok := b.(HostBuffer)
+	case buffer.HostBuffer:
+		y, ok := b.(buffer.HostBuffer)
 		if !ok {
 			return false
 		}
 		pa, pb = uintptr(unsafe.Pointer(unsafe.SliceData(x))), uintptr(unsafe.Pointer(unsafe.SliceData(y)))
-	case DeviceBuffer:
-		y, ok := b.(DeviceBuffer)
+	case buffer.DeviceBuffer:
+		y, ok := b.(buffer.DeviceBuffer)
 		if !ok || x.Device != y.Device {
 			return false
 		}

@@ -6,6 +6,8 @@ import (
 	"math"
 	"sync"
 	"unsafe"
+
+	"github.com/distopt/distopt/buffer"
 )
 
 // Canonical NaN patterns written by Reduce whenever a floating point result
@@ -51,7 +53,7 @@ var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 // dst may be one of srcs (in place), or share no byte with any of them.
 // Reduce panics if srcs is empty, if a length differs from len(dst), if the
 // length is not a multiple of dt.Size(), or if op is not defined on dt.
-func Reduce(dst []byte, srcs [][]byte, dt DType, op ReduceOp) {
+func Reduce(dst []byte, srcs [][]byte, dt buffer.DType, op ReduceOp) {
 	if len(srcs) == 0 {
 		panic("collective: Reduce with no sources")
 	}
@@ -66,7 +68,7 @@ func Reduce(dst []byte, srcs [][]byte, dt DType, op ReduceOp) {
 	switch op {
 	case Sum, Max:
 	case Avg:
-		if dt != BFloat16 && dt != Float32 && dt != Float64 {
+		if dt != buffer.BFloat16 && dt != buffer.Float32 && dt != buffer.Float64 {
 			panic(fmt.Sprintf("collective: Reduce avg on %s", dt))
 		}
 	default:
@@ -81,19 +83,19 @@ func Reduce(dst []byte, srcs [][]byte, dt DType, op ReduceOp) {
 // operands of each block are staged in aligned scratch memory: their bytes
 // copied with native, else decoded and encoded with encoding/binary (the
 // path of big-endian machines, which tests also take on little-endian ones).
-func reduce(dst []byte, srcs [][]byte, dt DType, op ReduceOp, native bool) {
+func reduce(dst []byte, srcs [][]byte, dt buffer.DType, op ReduceOp, native bool) {
 	switch dt {
-	case Uint8:
+	case buffer.Uint8:
 		reduceWith(dst, srcs, &uint8Kernels[op], 0, native)
-	case Uint32:
+	case buffer.Uint32:
 		reduceWith(dst, srcs, &uint32Kernels[op], 0, native)
-	case Int64:
+	case buffer.Int64:
 		reduceWith(dst, srcs, &int64Kernels[op], 0, native)
-	case BFloat16:
+	case buffer.BFloat16:
 		reduceWith(dst, srcs, &bf16Kernels[op], float32(len(srcs)), native)
-	case Float32:
+	case buffer.Float32:
 		reduceWith(dst, srcs, &float32Kernels[op], float32(len(srcs)), native)
-	case Float64:
+	case buffer.Float64:
 		reduceWith(dst, srcs, &float64Kernels[op], float64(len(srcs)), native)
 	}
 }

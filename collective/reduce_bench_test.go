@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/distopt/distopt/buffer"
 )
 
 // benchReduceSize is the length in bytes of every source of the benchmarks.
@@ -13,7 +15,7 @@ const benchReduceSize = 1 << 20
 // benchSources returns n sources of benchReduceSize bytes holding gradient-like
 // values of dt (normally distributed, a few orders of magnitude around 1e-3),
 // so that branches on the values are no more predictable than in training.
-func benchSources(n int, dt DType) [][]byte {
+func benchSources(n int, dt buffer.DType) [][]byte {
 	rng := rand.New(rand.NewPCG(uint64(n), uint64(dt)))
 	srcs := make([][]byte, n)
 	for r := range srcs {
@@ -22,11 +24,11 @@ func benchSources(n int, dt DType) [][]byte {
 			x := float32(rng.NormFloat64() * math.Exp2(-10+4*rng.NormFloat64()))
 			var bits uint64
 			switch dt {
-			case BFloat16:
+			case buffer.BFloat16:
 				bits = uint64(math.Float32bits(x) >> 16)
-			case Float32:
+			case buffer.Float32:
 				bits = uint64(math.Float32bits(x))
-			case Float64:
+			case buffer.Float64:
 				bits = math.Float64bits(float64(x))
 			default:
 				bits = rng.Uint64()
@@ -41,14 +43,14 @@ func benchSources(n int, dt DType) [][]byte {
 func BenchmarkReduce(b *testing.B) {
 	for _, n := range []int{2, 8} {
 		for _, c := range []struct {
-			dt DType
+			dt buffer.DType
 			op ReduceOp
 		}{
-			{Float32, Sum}, {Float32, Avg}, {Float32, Max},
-			{BFloat16, Sum}, {BFloat16, Avg}, {BFloat16, Max},
-			{Uint32, Sum}, {Uint32, Max},
-			{Int64, Sum}, {Int64, Max},
-			{Float64, Sum},
+			{buffer.Float32, Sum}, {buffer.Float32, Avg}, {buffer.Float32, Max},
+			{buffer.BFloat16, Sum}, {buffer.BFloat16, Avg}, {buffer.BFloat16, Max},
+			{buffer.Uint32, Sum}, {buffer.Uint32, Max},
+			{buffer.Int64, Sum}, {buffer.Int64, Max},
+			{buffer.Float64, Sum},
 		} {
 			b.Run(fmt.Sprintf("n=%d/%s/%s", n, c.dt, c.op), func(b *testing.B) {
 				srcs := benchSources(n, c.dt)
@@ -66,7 +68,7 @@ func BenchmarkReduce(b *testing.B) {
 // BenchmarkReduceUnaligned reads and writes every operand one byte past an
 // aligned start, which Reduce handles by copying blocks through scratch.
 func BenchmarkReduceUnaligned(b *testing.B) {
-	for _, dt := range []DType{Float32, BFloat16} {
+	for _, dt := range []buffer.DType{buffer.Float32, buffer.BFloat16} {
 		b.Run(fmt.Sprintf("n=2/%s/sum", dt), func(b *testing.B) {
 			srcs := benchSources(2, dt)
 			for r, s := range srcs {
@@ -87,7 +89,7 @@ func BenchmarkReduceUnaligned(b *testing.B) {
 func BenchmarkReduceCopy(b *testing.B) {
 	for _, n := range []int{2, 8} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
-			srcs := benchSources(n, Uint8)
+			srcs := benchSources(n, buffer.Uint8)
 			dst := make([]byte, benchReduceSize)
 			b.SetBytes(int64(n * benchReduceSize))
 			b.ReportAllocs()

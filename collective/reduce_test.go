@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"unsafe"
+
+	"github.com/distopt/distopt/buffer"
 )
 
 // The references below compute every result a second way: float32 steps in
@@ -73,7 +75,7 @@ func refBF16(x float32) uint16 {
 
 // refFloat reduces float64 values (exact copies of the inputs) in the
 // precision of dt and returns the bits of the result in dt.
-func refFloat(xs []float64, dt DType, op ReduceOp) uint64 {
+func refFloat(xs []float64, dt buffer.DType, op ReduceOp) uint64 {
 	var s float64
 	if op == Max {
 		// math.Max gives +Inf for (+Inf, NaN): NaN is checked apart.
@@ -89,14 +91,14 @@ func refFloat(xs []float64, dt DType, op ReduceOp) uint64 {
 	} else {
 		s = xs[0]
 		for _, x := range xs[1:] {
-			if dt == Float64 {
+			if dt == buffer.Float64 {
 				s = refAdd64(s, x)
 			} else {
 				s = float64(float32(s + x))
 			}
 		}
 		if op == Avg {
-			if dt == Float64 {
+			if dt == buffer.Float64 {
 				s = refDiv64(s, len(xs))
 			} else {
 				s = float64(float32(s / float64(len(xs))))
@@ -104,9 +106,9 @@ func refFloat(xs []float64, dt DType, op ReduceOp) uint64 {
 		}
 	}
 	switch dt {
-	case BFloat16:
+	case buffer.BFloat16:
 		return uint64(refBF16(float32(s)))
-	case Float32:
+	case buffer.Float32:
 		if s != s {
 			return uint64(CanonicalNaN32)
 		}
@@ -118,9 +120,9 @@ func refFloat(xs []float64, dt DType, op ReduceOp) uint64 {
 	return math.Float64bits(s)
 }
 
-func refInt(xs []uint64, dt DType, op ReduceOp) uint64 {
+func refInt(xs []uint64, dt buffer.DType, op ReduceOp) uint64 {
 	mask := uint64(1)<<(8*dt.Size()) - 1
-	if dt == Int64 {
+	if dt == buffer.Int64 {
 		mask = math.MaxUint64
 	}
 	s := xs[0]
@@ -128,18 +130,18 @@ func refInt(xs []uint64, dt DType, op ReduceOp) uint64 {
 		switch {
 		case op == Sum:
 			s += x
-		case dt == Int64 && int64(x) > int64(s), dt != Int64 && x > s:
+		case dt == buffer.Int64 && int64(x) > int64(s), dt != buffer.Int64 && x > s:
 			s = x
 		}
 	}
 	return s & mask
 }
 
-func asFloat64(bits uint64, dt DType) float64 {
+func asFloat64(bits uint64, dt buffer.DType) float64 {
 	switch dt {
-	case BFloat16:
+	case buffer.BFloat16:
 		return float64(math.Float32frombits(uint32(bits) << 16))
-	case Float32:
+	case buffer.Float32:
 		return float64(math.Float32frombits(uint32(bits)))
 	}
 	return math.Float64frombits(bits)
@@ -148,20 +150,20 @@ func asFloat64(bits uint64, dt DType) float64 {
 // randomBits returns an element of dt: random bits, or for floating point
 // often a special value (NaN with a payload, ±Inf, ±0, the largest finite,
 // subnormals) or a small integer, so that sums round, cancel and overflow.
-func randomBits(rng *rand.Rand, dt DType) uint64 {
+func randomBits(rng *rand.Rand, dt buffer.DType) uint64 {
 	w := 8 * uint(dt.Size())
 	bits := rng.Uint64() >> (64 - w)
-	if dt == Uint8 || dt == Uint32 || dt == Int64 {
+	if dt == buffer.Uint8 || dt == buffer.Uint32 || dt == buffer.Int64 {
 		return bits
 	}
 	var x float64
 	switch rng.IntN(12) {
 	case 0:
 		x = math.NaN()
-		if dt == BFloat16 {
+		if dt == buffer.BFloat16 {
 			return 0x7f81 | bits&0x8000
 		}
-		if dt == Float32 {
+		if dt == buffer.Float32 {
 			return uint64(0x7f800001 | uint32(bits)&0x803fffff)
 		}
 		return 0x7ff0000000000001 | bits&0x800fffffffffffff
@@ -171,9 +173,9 @@ func randomBits(rng *rand.Rand, dt DType) uint64 {
 		x = math.Copysign(0, float64(1-2*rng.IntN(2)))
 	case 3:
 		switch dt {
-		case BFloat16:
+		case buffer.BFloat16:
 			return 0x7f7f | bits&0x8000
-		case Float32:
+		case buffer.Float32:
 			return uint64(math.Float32bits(math.MaxFloat32) | uint32(bits)&0x80000000)
 		}
 		return math.Float64bits(math.MaxFloat64) | bits&(1<<63)
@@ -185,9 +187,9 @@ func randomBits(rng *rand.Rand, dt DType) uint64 {
 		return bits
 	}
 	switch dt {
-	case BFloat16:
+	case buffer.BFloat16:
 		return uint64(math.Float32bits(float32(x)) >> 16)
-	case Float32:
+	case buffer.Float32:
 		return uint64(math.Float32bits(float32(x)))
 	}
 	return math.Float64bits(x)
@@ -195,9 +197,9 @@ func randomBits(rng *rand.Rand, dt DType) uint64 {
 
 func TestReduceAgainstReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, dt := range []DType{Uint8, BFloat16, Float32, Float64, Uint32, Int64} {
+	for _, dt := range []buffer.DType{buffer.Uint8, buffer.BFloat16, buffer.Float32, buffer.Float64, buffer.Uint32, buffer.Int64} {
 		for _, op := range []ReduceOp{Sum, Avg, Max} {
-			isFloat := dt == BFloat16 || dt == Float32 || dt == Float64
+			isFloat := dt == buffer.BFloat16 || dt == buffer.Float32 || dt == buffer.Float64
 			if op == Avg && !isFloat {
 				continue
 			}
@@ -248,19 +250,19 @@ func TestReduceBF16PairSweep(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	a := make([]byte, 2<<16)
 	for i := range 1 << 16 {
-		SetElementBits(a, BFloat16, i, uint64(i))
+		SetElementBits(a, buffer.BFloat16, i, uint64(i))
 	}
 	b, dst := make([]byte, len(a)), make([]byte, len(a))
 	for range 8 {
 		for i := range 1 << 16 {
-			SetElementBits(b, BFloat16, i, uint64(rng.Uint32()&0xffff))
+			SetElementBits(b, buffer.BFloat16, i, uint64(rng.Uint32()&0xffff))
 		}
 		for _, op := range []ReduceOp{Sum, Avg, Max} {
-			Reduce(dst, [][]byte{a, b}, BFloat16, op)
+			Reduce(dst, [][]byte{a, b}, buffer.BFloat16, op)
 			for i := range 1 << 16 {
-				xs := []float64{asFloat64(ElementBits(a, BFloat16, i), BFloat16), asFloat64(ElementBits(b, BFloat16, i), BFloat16)}
-				if got, want := ElementBits(dst, BFloat16, i), refFloat(xs, BFloat16, op); got != want {
-					t.Fatalf("%s(%#04x, %#04x) = %#04x, want %#04x", op, i, ElementBits(b, BFloat16, i), got, want)
+				xs := []float64{asFloat64(ElementBits(a, buffer.BFloat16, i), buffer.BFloat16), asFloat64(ElementBits(b, buffer.BFloat16, i), buffer.BFloat16)}
+				if got, want := ElementBits(dst, buffer.BFloat16, i), refFloat(xs, buffer.BFloat16, op); got != want {
+					t.Fatalf("%s(%#04x, %#04x) = %#04x, want %#04x", op, i, ElementBits(b, buffer.BFloat16, i), got, want)
 				}
 			}
 		}
@@ -298,7 +300,7 @@ func TestReduceSpecialCases(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := make([]byte, 4)
-			Reduce(dst, tc.srcs, Float32, tc.op)
+			Reduce(dst, tc.srcs, buffer.Float32, tc.op)
 			if got := binary.LittleEndian.Uint32(dst); got != tc.want {
 				t.Errorf("got %#08x, want %#08x", got, tc.want)
 			}
@@ -311,11 +313,11 @@ func TestReducePanics(t *testing.T) {
 		name string
 		f    func()
 	}{
-		{"no sources", func() { Reduce(nil, nil, Float32, Sum) }},
-		{"length", func() { Reduce(make([]byte, 4), [][]byte{make([]byte, 8)}, Float32, Sum) }},
-		{"partial element", func() { Reduce(make([]byte, 6), [][]byte{make([]byte, 6)}, Float32, Sum) }},
-		{"avg on integers", func() { Reduce(make([]byte, 4), [][]byte{make([]byte, 4)}, Uint32, Avg) }},
-		{"unknown op", func() { Reduce(make([]byte, 4), [][]byte{make([]byte, 4)}, Uint32, 0) }},
+		{"no sources", func() { Reduce(nil, nil, buffer.Float32, Sum) }},
+		{"length", func() { Reduce(make([]byte, 4), [][]byte{make([]byte, 8)}, buffer.Float32, Sum) }},
+		{"partial element", func() { Reduce(make([]byte, 6), [][]byte{make([]byte, 6)}, buffer.Float32, Sum) }},
+		{"avg on integers", func() { Reduce(make([]byte, 4), [][]byte{make([]byte, 4)}, buffer.Uint32, Avg) }},
+		{"unknown op", func() { Reduce(make([]byte, 4), [][]byte{make([]byte, 4)}, buffer.Uint32, 0) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -355,13 +357,13 @@ func TestBytesRoundTrip(t *testing.T) {
 // boundary: the largest finite bfloat16 plus half its ulp ties and rounds
 // to Inf (to even), one step less stays finite; the same for float32; and
 // subnormals whose sum is normal.
-var edgeBits = map[DType][]uint64{
-	BFloat16: {0x7f7f, 0x7b00, 0x7aff, 0xff7f, 0xfb00, 0xfaff, 0x7f7e, 0x0040, 0x003f, 0x8001, 0x7f80, 0x7fc1, 0xffff},
-	Float32:  {0x7f7fffff, 0x73000000, 0x72ffffff, 0xff7fffff, 0xf3000000, 0x00400000, 0x003fffff, 0x80000001, 0x7f800001, 0xffc00000},
+var edgeBits = map[buffer.DType][]uint64{
+	buffer.BFloat16: {0x7f7f, 0x7b00, 0x7aff, 0xff7f, 0xfb00, 0xfaff, 0x7f7e, 0x0040, 0x003f, 0x8001, 0x7f80, 0x7fc1, 0xffff},
+	buffer.Float32:  {0x7f7fffff, 0x73000000, 0x72ffffff, 0xff7fffff, 0xf3000000, 0x00400000, 0x003fffff, 0x80000001, 0x7f800001, 0xffc00000},
 }
 
 // layoutBits is randomBits with, one time in eight, a value of edgeBits.
-func layoutBits(rng *rand.Rand, dt DType) uint64 {
+func layoutBits(rng *rand.Rand, dt buffer.DType) uint64 {
 	if e := edgeBits[dt]; len(e) > 0 && rng.IntN(8) == 0 {
 		return e[rng.IntN(len(e))]
 	}
@@ -372,7 +374,7 @@ func layoutBits(rng *rand.Rand, dt DType) uint64 {
 // bits[i], starting offset bytes past an 8-byte aligned start, inside a
 // buffer whose other bytes (a guard band on both sides) are 0xa5; check
 // reports whether the guard bands are intact.
-func placed(bits []uint64, dt DType, offset int) (b []byte, check func() bool) {
+func placed(bits []uint64, dt buffer.DType, offset int) (b []byte, check func() bool) {
 	const guard = 16
 	words := make([]uint64, (2*guard+offset+len(bits)*dt.Size())/8+1)
 	all := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), 8*len(words))
@@ -414,8 +416,8 @@ func TestReduceLayouts(t *testing.T) {
 		{"in-place-last", func(int) int { return 0 }, -2},
 		{"in-place-middle-offset", func(r int) int { return (r + 2) % 4 }, 1},
 	}
-	for _, dt := range []DType{Uint8, BFloat16, Float32, Float64, Uint32, Int64} {
-		isFloat := dt == BFloat16 || dt == Float32 || dt == Float64
+	for _, dt := range []buffer.DType{buffer.Uint8, buffer.BFloat16, buffer.Float32, buffer.Float64, buffer.Uint32, buffer.Int64} {
+		isFloat := dt == buffer.BFloat16 || dt == buffer.Float32 || dt == buffer.Float64
 		for _, op := range []ReduceOp{Sum, Avg, Max} {
 			if op == Avg && !isFloat {
 				continue

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/inproc"
 )
@@ -37,16 +38,16 @@ func (g groupStarter) StartEach(groups ...[]collective.Op) []collective.Work {
 // GroupStarter, one Start per group, in order, on other communicators;
 // either way one Work per group whose Wait completes its own group.
 func TestStartEach(t *testing.T) {
-	src := collective.HostBuffer([]byte{1, 2, 3, 4})
-	groups := func() ([][]collective.Op, []collective.HostBuffer) {
+	src := buffer.HostBuffer([]byte{1, 2, 3, 4})
+	groups := func() ([][]collective.Op, []buffer.HostBuffer) {
 		var gs [][]collective.Op
-		var dsts []collective.HostBuffer
+		var dsts []buffer.HostBuffer
 		for n := range 3 {
-			dst := make(collective.HostBuffer, 4)
+			dst := make(buffer.HostBuffer, 4)
 			dsts = append(dsts, dst)
 			ops := []collective.Op{{Kind: collective.OpAllGather, Dst: dst, Src: src}}
 			for range n { // groups of 1, 2 and 3 ops
-				ops = append(ops, collective.Op{Kind: collective.OpAllGather, Dst: make(collective.HostBuffer, 4), Src: src})
+				ops = append(ops, collective.Op{Kind: collective.OpAllGather, Dst: make(buffer.HostBuffer, 4), Src: src})
 			}
 			gs = append(gs, ops)
 		}

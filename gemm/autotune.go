@@ -2,7 +2,7 @@ package gemm
 
 import (
 	"github.com/distopt/distopt/internal/cublaslt"
-	"github.com/distopt/distopt/internal/cuda"
+	icuda "github.com/distopt/distopt/internal/cuda"
 )
 
 // SetAutotune makes the engine keep up to n of cuBLASLt's heuristic
@@ -46,7 +46,7 @@ func (e *Engine) autotune(pl *cublaslt.Plan, args *cublaslt.Args) error {
 
 // timeRuns runs pl once, then tuneRuns times between start and end, and
 // returns the seconds the timed runs took.
-func (e *Engine) timeRuns(pl *cublaslt.Plan, args *cublaslt.Args, start, end *cuda.Event) (float64, error) {
+func (e *Engine) timeRuns(pl *cublaslt.Plan, args *cublaslt.Args, start, end *icuda.Event) (float64, error) {
 	if err := pl.Run(e.s, args); err != nil {
 		return 0, err
 	}
@@ -64,6 +64,6 @@ func (e *Engine) timeRuns(pl *cublaslt.Plan, args *cublaslt.Args, start, end *cu
 	if err := end.Synchronize(); err != nil {
 		return 0, err
 	}
-	dt, err := cuda.Elapsed(start, end)
+	dt, err := icuda.Elapsed(start, end)
 	return dt.Seconds(), err
 }

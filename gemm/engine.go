@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/internal/cublaslt"
-	"github.com/distopt/distopt/internal/cuda"
+	icuda "github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cudalink"
 	"github.com/distopt/distopt/internal/kernels"
 )
 
@@ -21,18 +23,18 @@ const WorkspaceBytes = 32 << 20
 // the number of layers. An Engine must not be used from two goroutines at
 // once.
 type Engine struct {
-	d  *cuda.Device
-	s  *cuda.Stream
+	d  *icuda.Device
+	s  *icuda.Stream
 	k  *kernels.Set
 	lt *cublaslt.Handle
 
-	ws      cuda.DevicePtr
-	aux     cuda.DevicePtr // 16 bytes: amax bits, scale
-	scratch cuda.DevicePtr
-	size    int            // bytes of scratch
-	peak    int            // the largest scratch a product asked for
-	act     cuda.DevicePtr // the linear layers' transient operands (see Linear)
-	actSize int            // bytes of act
+	ws      icuda.DevicePtr
+	aux     icuda.DevicePtr // 16 bytes: amax bits, scale
+	scratch icuda.DevicePtr
+	size    int             // bytes of scratch
+	peak    int             // the largest scratch a product asked for
+	act     icuda.DevicePtr // the linear layers' transient operands (see Linear)
+	actSize int             // bytes of act
 	plans   map[cublaslt.Spec]*cublaslt.Plan
 	tune    int                    // candidates timed per new plan (SetAutotune)
 	tuned   map[cublaslt.Spec]bool // plans whose candidates were timed
@@ -42,6 +44,10 @@ type Engine struct {
 // without cuBLASLt 12.9+ (the first with Hopper's block-scaled FP8 kernels)
 // it returns an error matching ErrUnavailable that names what is missing.
 func New(d *cuda.Device, s *cuda.Stream) (*Engine, error) {
+	return newOn(cudalink.Device(d), cudalink.Stream(s))
+}
+
+func newOn(d *icuda.Device, s *icuda.Stream) (*Engine, error) {
 	lib, err := cublaslt.Default()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -76,7 +82,10 @@ func New(d *cuda.Device, s *cuda.Stream) (*Engine, error) {
 func (e *Engine) Library() string { return e.lt.Library().String() }
 
 // Stream returns the stream the engine queues on.
-func (e *Engine) Stream() *cuda.Stream { return e.s }
+func (e *Engine) Stream() *cuda.Stream { return cudalink.PublicStream(e.s) }
+
+// device returns the public handle of the engine's device.
+func (e *Engine) device() *cuda.Device { return cudalink.PublicDevice(e.d) }
 
 // ScratchBytes returns the bytes of scratch the engine holds now (the
 // largest single product's need so far), and PeakScratch the largest any
@@ -93,7 +102,7 @@ func (e *Engine) Close() error {
 		errs = append(errs, p.Destroy())
 	}
 	e.plans = nil
-	for _, p := range []*cuda.DevicePtr{&e.ws, &e.aux, &e.scratch, &e.act} {
+	for _, p := range []*icuda.DevicePtr{&e.ws, &e.aux, &e.scratch, &e.act} {
 		if *p != 0 {
 			errs = append(errs, e.d.Free(*p))
 			*p = 0
@@ -125,7 +134,7 @@ func (e *Engine) ActivationScratch() int { return e.actSize }
 // grow makes the buffer *buf of *size bytes at least n bytes. Growing
 // waits for the stream (earlier work may still read the old buffer) and
 // reallocates.
-func (e *Engine) grow(buf *cuda.DevicePtr, size *int, n int) error {
+func (e *Engine) grow(buf *icuda.DevicePtr, size *int, n int) error {
 	if n <= *size {
 		return nil
 	}
@@ -148,7 +157,7 @@ func (e *Engine) grow(buf *cuda.DevicePtr, size *int, n int) error {
 
 // arena hands out aligned pieces of the scratch buffer for one product.
 type arena struct {
-	base cuda.DevicePtr
+	base icuda.DevicePtr
 	off  int
 }
 
@@ -158,7 +167,7 @@ const align = 256
 
 func alignUp(n int) int { return (n + align - 1) / align * align }
 
-func (a *arena) take(n int) cuda.DevicePtr {
+func (a *arena) take(n int) icuda.DevicePtr {
 	p := a.base.Add(a.off)
 	a.off += alignUp(n)
 	return p
@@ -177,11 +186,11 @@ func (e *Engine) plan(spec cublaslt.Spec) (*cublaslt.Plan, error) {
 	return p, nil
 }
 
-func outType(t collective.DType) (cublaslt.DataType, error) {
+func outType(t buffer.DType) (cublaslt.DataType, error) {
 	switch t {
-	case collective.BFloat16:
+	case buffer.BFloat16:
 		return cublaslt.R16BF, nil
-	case collective.Float32:
+	case buffer.Float32:
 		return cublaslt.R32F, nil
 	}
 	return 0, fmt.Errorf("%w: output type %v, want BFloat16 or Float32", ErrLayout, t)

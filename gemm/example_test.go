@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/gemm"
-	"github.com/distopt/distopt/internal/cuda"
 )
 
 // Example runs the forward and backward products of one linear layer with
@@ -60,13 +60,13 @@ func Example() {
 	for _, o := range []gemm.Operand{x, dy, w} {
 		defer gemm.FreeOperand(d, o)
 	}
-	e.Quantize(x, xHP, collective.Float32, current, 0, 0)
-	e.Quantize(dy, dyHP, collective.Float32, grads, 0, 0)
-	e.Quantize(w, wHP, collective.Float32, current, 0, 0)
+	e.Quantize(x, xHP, buffer.Float32, current, 0, 0)
+	e.Quantize(dy, dyHP, buffer.Float32, grads, 0, 0)
+	e.Quantize(w, wHP, buffer.Float32, current, 0, 0)
 
 	fwd, _ := e.Forward(gemm.BF16(y), x, w)
 	dgrad, _ := e.DGrad(gemm.BF16(dx), dy, w)
-	wgrad, err := e.WGrad(gemm.Output{Data: dw, Type: collective.Float32, Accumulate: true}, dy, x)
+	wgrad, err := e.WGrad(gemm.Output{Data: dw, Type: buffer.Float32, Accumulate: true}, dy, x)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/distopt/distopt/internal/cublaslt"
+	icuda "github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/kernels"
 )
 
@@ -50,7 +51,7 @@ func (e *Engine) dequantized(a *arena, o Operand, kIsCols bool) (side, error) {
 		return side{}, fmt.Errorf("%w: %v", ErrLayout, o.Scales)
 	}
 	p := a.take(2 * n)
-	if err := e.k.DequantBF16(e.s, p, o.Data, n, o.Format, o.ScaleInv, kind, block, cols); err != nil {
+	if err := e.k.DequantBF16(e.s, p, icuda.DevicePtr(o.Data), n, o.Format, icuda.DevicePtr(o.ScaleInv), kind, block, cols); err != nil {
 		return side{}, err
 	}
 	sd := side{data: p, outer: rows, k: cols, kMajor: true, typ: cublaslt.R16BF}

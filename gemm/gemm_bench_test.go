@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/fp8"
+	icuda "github.com/distopt/distopt/internal/cuda"
 )
 
 // BenchmarkProducts times the three products of the 1.3B GPT's fc1 layer
@@ -29,10 +31,10 @@ func BenchmarkProducts(b *testing.B) {
 			name string
 			run  func() (Result, error)
 		}{
-			{"forward", func() (Result, error) { return e.Forward(BF16(y), x, w) }},
-			{"dgrad", func() (Result, error) { return e.DGrad(BF16(dx), dy, w) }},
+			{"forward", func() (Result, error) { return e.Forward(BF16(cuda.DevicePtr(y)), x, w) }},
+			{"dgrad", func() (Result, error) { return e.DGrad(BF16(cuda.DevicePtr(dx)), dy, w) }},
 			{"wgrad", func() (Result, error) {
-				return e.WGrad(Output{Data: dw, Type: collective.Float32, Accumulate: true}, dyT, xT)
+				return e.WGrad(Output{Data: cuda.DevicePtr(dw), Type: buffer.Float32, Accumulate: true}, dyT, xT)
 			}},
 		}
 		for _, p := range products {
@@ -58,11 +60,11 @@ func BenchmarkProducts(b *testing.B) {
 // random codes of cmd/distopt-bench-gemm, which draws more power: expect
 // somewhat higher figures here.
 func benchOperand(b *testing.B, e *Engine, rows, cols int, f fp8.Format, l Layout, transposed bool) Operand {
-	o, err := AllocOperand(e.d, rows, cols, f, l, transposed)
+	o, err := AllocOperand(e.device(), rows, cols, f, l, transposed)
 	must(b, err)
-	b.Cleanup(func() { FreeOperand(e.d, o) })
+	b.Cleanup(func() { FreeOperand(e.device(), o) })
 	sr, sc := o.stored()
-	must(b, e.s.Memset8(o.Data, 0x38, rows*cols))
-	must(b, e.s.Memset32(o.ScaleInv, 0x3f800000, ScaleBytes(sr, sc, l)/4))
+	must(b, e.s.Memset8(icuda.DevicePtr(o.Data), 0x38, rows*cols))
+	must(b, e.s.Memset32(icuda.DevicePtr(o.ScaleInv), 0x3f800000, ScaleBytes(sr, sc, l)/4))
 	return o
 }

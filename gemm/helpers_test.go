@@ -5,8 +5,9 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/cuda"
+	icuda "github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
 )
 
@@ -18,7 +19,7 @@ func newEngine(t testing.TB) *Engine {
 	d := cudatest.Require(t)
 	s, err := d.NewStream()
 	cudatest.Unavailable(t, err)
-	e, err := New(d, s)
+	e, err := newOn(d, s)
 	cudatest.Unavailable(t, err, ErrUnavailable)
 	t.Cleanup(func() {
 		if err := e.Close(); err != nil {
@@ -37,7 +38,7 @@ func must(t testing.TB, err error) {
 }
 
 // devAlloc allocates n bytes freed when the test ends.
-func devAlloc(t testing.TB, d *cuda.Device, n int) cuda.DevicePtr {
+func devAlloc(t testing.TB, d *icuda.Device, n int) icuda.DevicePtr {
 	t.Helper()
 	p, err := d.Alloc(max(n, 1))
 	must(t, err)
@@ -74,10 +75,10 @@ type hostOperand struct {
 func (h hostOperand) upload(t testing.TB, e *Engine) Operand {
 	t.Helper()
 	o := h.o
-	o.Data = devAlloc(t, e.d, len(h.codes))
-	o.ScaleInv = devAlloc(t, e.d, len(h.scales))
-	must(t, e.s.Upload(o.Data, h.codes))
-	must(t, e.s.Upload(o.ScaleInv, h.scales))
+	o.Data = cuda.DevicePtr(devAlloc(t, e.d, len(h.codes)))
+	o.ScaleInv = cuda.DevicePtr(devAlloc(t, e.d, len(h.scales)))
+	must(t, e.s.Upload(icuda.DevicePtr(o.Data), h.codes))
+	must(t, e.s.Upload(icuda.DevicePtr(o.ScaleInv), h.scales))
 	return o
 }
 
@@ -86,8 +87,8 @@ func download(t testing.TB, e *Engine, o Operand) hostOperand {
 	t.Helper()
 	sr, sc := o.stored()
 	h := hostOperand{o: o, codes: make([]byte, sr*sc), scales: make([]byte, ScaleBytes(sr, sc, o.Scales))}
-	must(t, e.s.Download(h.codes, o.Data))
-	must(t, e.s.Download(h.scales, o.ScaleInv))
+	must(t, e.s.Download(h.codes, icuda.DevicePtr(o.Data)))
+	must(t, e.s.Download(h.scales, icuda.DevicePtr(o.ScaleInv)))
 	return h
 }
 
@@ -103,7 +104,7 @@ func weight(t testing.TB, v []float32, rows, cols int, r fp8.Recipe) hostOperand
 	must(t, err)
 	l, err := LayoutOf(r)
 	must(t, err)
-	scales := cuda.Bytes(tn.ScaleInv)
+	scales := icuda.Bytes(tn.ScaleInv)
 	if r.Scaling == fp8.MXFP8 {
 		scales = tn.ScaleE8M0
 	}

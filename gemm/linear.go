@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/cuda"
+	icuda "github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/kernels"
 )
 
@@ -15,10 +16,10 @@ import (
 type LinearConfig struct {
 	In, Out int
 	// Input is the element type of x (Forward, Restore) and dy (Backward):
-	// collective.BFloat16 (the default, when zero) or collective.Float32.
+	// buffer.BFloat16 (the default, when zero) or buffer.Float32.
 	// Quantization reads either directly, bit for bit as the fp8 package
 	// casts the same values.
-	Input collective.DType
+	Input buffer.DType
 	// X quantizes the layer's input: fp8.TensorCurrent (PerTensor scales,
 	// with PerTensor weights) or fp8.Block1x128 (1x128 blocks along rows,
 	// with Tiles128 weights), usually E4M3.
@@ -39,9 +40,9 @@ type LinearConfig struct {
 }
 
 // input returns the element type of x and dy.
-func (c LinearConfig) input() collective.DType {
+func (c LinearConfig) input() buffer.DType {
 	if c.Input == 0 {
-		return collective.BFloat16
+		return buffer.BFloat16
 	}
 	return c.Input
 }
@@ -66,7 +67,7 @@ func (c LinearConfig) validate() error {
 			return fmt.Errorf("%w: linear activations take fp8.TensorCurrent or fp8.Block1x128, not %v", ErrLayout, r)
 		}
 	}
-	if t := c.input(); t != collective.BFloat16 && t != collective.Float32 {
+	if t := c.input(); t != buffer.BFloat16 && t != buffer.Float32 {
 		return fmt.Errorf("%w: linear input type %v, want BFloat16 or Float32", ErrLayout, t)
 	}
 	if c.Recompute && c.KeepTransposed {
@@ -92,10 +93,10 @@ type Linear struct {
 	e      *Engine
 	c      LinearConfig
 	tokens int
-	x, xT  Operand        // kept: x as Forward quantized it; its transpose with KeepTransposed
-	w      Layout         // the weight layout of the last Forward
-	ready  bool           // Forward ran, Backward not yet
-	src    cuda.DevicePtr // with Recompute: the input given back by Restore
+	x, xT  Operand         // kept: x as Forward quantized it; its transpose with KeepTransposed
+	w      Layout          // the weight layout of the last Forward
+	ready  bool            // Forward ran, Backward not yet
+	src    icuda.DevicePtr // with Recompute: the input given back by Restore
 }
 
 // NewLinear returns a linear layer on e; nothing is allocated before the
@@ -136,7 +137,7 @@ func (l *Linear) Forward(y Output, x cuda.DevicePtr, tokens int, w Operand) (Res
 		if l.c.Recompute {
 			xq = a.x
 		}
-		if err := l.e.quantize(xq, x, l.c.input(), l.c.X, 0, 0); err != nil {
+		if err := l.e.quantize(xq, icuda.DevicePtr(x), l.c.input(), l.c.X, 0, 0); err != nil {
 			return err
 		}
 		if !l.c.KeepTransposed {
@@ -194,13 +195,13 @@ func (l *Linear) Backward(dx, dw Output, dy cuda.DevicePtr, w Operand) (dgrad, w
 				return err
 			}
 		}
-		if err := l.e.quantize(t.dy, dy, l.c.input(), l.c.DY, 0, 0); err != nil {
+		if err := l.e.quantize(t.dy, icuda.DevicePtr(dy), l.c.input(), l.c.DY, 0, 0); err != nil {
 			return err
 		}
 		dyT := t.dy
 		if t.dyT.Data != 0 { // 1x128 blocks: quantized again down the columns
 			dyT = t.dyT
-			if err := l.e.quantize(dyT, dy, l.c.input(), l.c.DY, 0, 0); err != nil {
+			if err := l.e.quantize(dyT, icuda.DevicePtr(dy), l.c.input(), l.c.DY, 0, 0); err != nil {
 				return err
 			}
 		}
@@ -225,7 +226,7 @@ func (l *Linear) Restore(x cuda.DevicePtr) error {
 	if !l.ready {
 		return errors.New("gemm: linear Restore without a Forward since the last Backward")
 	}
-	l.src = x
+	l.src = icuda.DevicePtr(x)
 	return nil
 }
 
@@ -249,13 +250,13 @@ func (l *Linear) hold(tokens int) error {
 		l.tokens = tokens
 		return nil
 	}
-	x, err := AllocOperand(l.e.d, tokens, l.c.In, l.c.X.Format, l.c.layout(), false)
+	x, err := AllocOperand(l.e.device(), tokens, l.c.In, l.c.X.Format, l.c.layout(), false)
 	if err != nil {
 		return err
 	}
 	if l.c.KeepTransposed {
-		if l.xT, err = AllocOperand(l.e.d, tokens, l.c.In, l.c.X.Format, l.c.layout(), true); err != nil {
-			return errors.Join(err, FreeOperand(l.e.d, x))
+		if l.xT, err = AllocOperand(l.e.device(), tokens, l.c.In, l.c.X.Format, l.c.layout(), true); err != nil {
+			return errors.Join(err, FreeOperand(l.e.device(), x))
 		}
 	}
 	l.x, l.tokens = x, tokens
@@ -268,7 +269,7 @@ func (l *Linear) Release() error {
 	var errs []error
 	for _, o := range []*Operand{&l.x, &l.xT} {
 		if o.Data != 0 {
-			errs = append(errs, l.e.s.Synchronize(), FreeOperand(l.e.d, *o))
+			errs = append(errs, l.e.s.Synchronize(), FreeOperand(l.e.device(), *o))
 			*o = Operand{}
 		}
 	}
@@ -302,9 +303,9 @@ func (l *Linear) Memory() (LinearMemory, error) {
 // transients are the operands one Forward or Backward makes in the
 // engine's activation buffer; a zero Data marks one it does not make.
 type transients struct {
-	x           Operand        // with Recompute: the input, quantized (again)
-	dy, dyT, xT Operand        // the quantized output gradient, its column-quantized form, the remade input
-	tmp         cuda.DevicePtr // bfloat16 [tokens, in]: the input dequantized for its re-quantization
+	x           Operand         // with Recompute: the input, quantized (again)
+	dy, dyT, xT Operand         // the quantized output gradient, its column-quantized form, the remade input
+	tmp         icuda.DevicePtr // bfloat16 [tokens, in]: the input dequantized for its re-quantization
 }
 
 // transient grows the engine's activation buffer to what lay needs and
@@ -322,7 +323,7 @@ func (l *Linear) transient(lay func(*arena, int) transients) (transients, error)
 func takeOperand(a *arena, rows, cols int, f fp8.Format, lay Layout, transposed bool) Operand {
 	o := Operand{Rows: rows, Cols: cols, Transposed: transposed, Format: f, Scales: lay}
 	sr, sc := o.stored()
-	o.Data, o.ScaleInv = a.take(rows*cols), a.take(ScaleBytes(sr, sc, lay))
+	o.Data, o.ScaleInv = cuda.DevicePtr(a.take(rows*cols)), cuda.DevicePtr(a.take(ScaleBytes(sr, sc, lay)))
 	return o
 }
 
@@ -373,13 +374,13 @@ func (c LinearConfig) backwardScratch(a *arena, tokens int) transients {
 // (code times its block's scale_inv, rounded to bfloat16) into tmp and
 // quantized again in 1x128 blocks down the columns, as Quantize does from
 // bfloat16. A second rounding, measured in TestRequantizedError.
-func (e *Engine) transposeActivation(dst, x Operand, tmp cuda.DevicePtr, r fp8.Recipe) error {
+func (e *Engine) transposeActivation(dst, x Operand, tmp icuda.DevicePtr, r fp8.Recipe) error {
 	if x.Scales != Rows128 {
 		return e.transpose(dst, x)
 	}
-	err := e.k.DequantBF16(e.s, tmp, x.Data, x.Rows*x.Cols, x.Format, x.ScaleInv, kernels.ScaleRows128, x.Rows, x.Cols)
+	err := e.k.DequantBF16(e.s, tmp, icuda.DevicePtr(x.Data), x.Rows*x.Cols, x.Format, icuda.DevicePtr(x.ScaleInv), kernels.ScaleRows128, x.Rows, x.Cols)
 	if err != nil {
 		return err
 	}
-	return e.quantize(dst, tmp, collective.BFloat16, r, 0, 0)
+	return e.quantize(dst, tmp, buffer.BFloat16, r, 0, 0)
 }

@@ -3,7 +3,9 @@ package gemm
 import (
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/cuda"
+	icuda "github.com/distopt/distopt/internal/cuda"
 )
 
 // BenchmarkLinear times one iteration (Forward of the four linear layers
@@ -51,11 +53,11 @@ func benchProducts(b *testing.B, e *Engine, c linearCase, T int) {
 		xT := benchOperand(b, e, T, g.in, c.base.X.Format, lay, true)
 		dy := benchOperand(b, e, T, g.out, c.base.DY.Format, lay, false)
 		dyT := benchOperand(b, e, T, g.out, c.base.DY.Format, lay, true)
-		dw := Output{Data: devAlloc(b, e.d, 4*g.out*g.in), Type: collective.Float32, Accumulate: true}
+		dw := Output{Data: cuda.DevicePtr(devAlloc(b, e.d, 4*g.out*g.in)), Type: buffer.Float32, Accumulate: true}
 		run = append(run, func() error {
-			_, err := e.Forward(BF16(y), x, w)
+			_, err := e.Forward(BF16(cuda.DevicePtr(y)), x, w)
 			if err == nil {
-				_, err = e.DGrad(BF16(dx), dy, w)
+				_, err = e.DGrad(BF16(cuda.DevicePtr(dx)), dy, w)
 			}
 			if err == nil {
 				_, err = e.WGrad(dw, dyT, xT)
@@ -93,22 +95,22 @@ func benchLinear(b *testing.B, e *Engine, c linearCase, keep bool, T int) {
 		must(b, err)
 		b.Cleanup(func() { ls[i].Release() })
 		ws[i] = benchOperand(b, e, g.out, g.in, c.w.Format, wl, false)
-		xs[i] = BF16(devAlloc(b, e.d, 2*T*g.in))
-		dys[i] = BF16(devAlloc(b, e.d, 2*T*g.out))
-		dws[i] = Output{Data: devAlloc(b, e.d, 4*g.out*g.in), Type: collective.Float32, Accumulate: true}
-		must(b, e.s.Memset32(xs[i].Data, 0x3f803f80, T*g.in/2))
-		must(b, e.s.Memset32(dys[i].Data, 0x3c003c00, T*g.out/2)) // 2^-7
-		must(b, e.s.Memset32(dws[i].Data, 0, g.out*g.in))
+		xs[i] = BF16(cuda.DevicePtr(devAlloc(b, e.d, 2*T*g.in)))
+		dys[i] = BF16(cuda.DevicePtr(devAlloc(b, e.d, 2*T*g.out)))
+		dws[i] = Output{Data: cuda.DevicePtr(devAlloc(b, e.d, 4*g.out*g.in)), Type: buffer.Float32, Accumulate: true}
+		must(b, e.s.Memset32(icuda.DevicePtr(xs[i].Data), 0x3f803f80, T*g.in/2))
+		must(b, e.s.Memset32(icuda.DevicePtr(dys[i].Data), 0x3c003c00, T*g.out/2)) // 2^-7
+		must(b, e.s.Memset32(icuda.DevicePtr(dws[i].Data), 0, g.out*g.in))
 		flop += 6 * float64(T) * float64(g.in) * float64(g.out)
 	}
 	iter := func() {
 		for i, l := range ls {
-			if _, err := l.Forward(BF16(y), xs[i].Data, T, ws[i]); err != nil {
+			if _, err := l.Forward(BF16(cuda.DevicePtr(y)), xs[i].Data, T, ws[i]); err != nil {
 				b.Fatal(err)
 			}
 		}
 		for i := len(ls) - 1; i >= 0; i-- {
-			if _, _, err := ls[i].Backward(BF16(dx), dws[i], dys[i].Data, ws[i]); err != nil {
+			if _, _, err := ls[i].Backward(BF16(cuda.DevicePtr(dx)), dws[i], dys[i].Data, ws[i]); err != nil {
 				b.Fatal(err)
 			}
 		}

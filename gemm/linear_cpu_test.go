@@ -5,7 +5,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 )
 
@@ -78,7 +78,7 @@ func TestPlanLinearRecompute(t *testing.T) {
 			base LinearConfig
 			w    Layout
 		}{{"per-tensor", perTensorLinear, PerTensor}, {"blocks", blockLinear, Tiles128}} {
-			for _, typ := range []collective.DType{collective.BFloat16, collective.Float32} {
+			for _, typ := range []buffer.DType{buffer.BFloat16, buffer.Float32} {
 				plain := linearConfig(c.base, in, out, false)
 				plain.Input = typ
 				rc := plain
@@ -132,7 +132,7 @@ func TestLinearConfigRefusals(t *testing.T) {
 		{"delayed scaling", LinearConfig{In: 32, Out: 32, X: e4Delayed, DY: e5Delayed}, ErrLayout},
 		{"MXFP8", LinearConfig{In: 32, Out: 32, X: e4MX, DY: e5MX}, ErrLayout},
 		{"mixed scalings", LinearConfig{In: 32, Out: 32, X: e4Current, DY: e5Blocks}, ErrLayout},
-		{"uint8 input", LinearConfig{In: 32, Out: 32, Input: collective.Uint8, X: e4Current, DY: e5Current}, ErrLayout},
+		{"uint8 input", LinearConfig{In: 32, Out: 32, Input: buffer.Uint8, X: e4Current, DY: e5Current}, ErrLayout},
 		{"recompute and keep", LinearConfig{In: 32, Out: 32, X: e4Current, DY: e5Current, Recompute: true, KeepTransposed: true}, ErrLayout},
 	} {
 		_, err := PlanLinear(c.c, 64, PerTensor)

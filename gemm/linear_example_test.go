@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/gemm"
-	"github.com/distopt/distopt/internal/cuda"
 )
 
 // ExampleLinear runs one step of a linear layer that keeps its input for
@@ -64,7 +64,7 @@ func ExampleLinear() {
 		return
 	}
 	fmt.Printf("kept %d bytes (predicted %d, bfloat16 would keep %d)\n", l.KeptBytes(), plan.Kept, plan.BF16)
-	grad := gemm.Output{Data: dw, Type: collective.Float32, Accumulate: true}
+	grad := gemm.Output{Data: dw, Type: buffer.Float32, Accumulate: true}
 	if _, _, err := l.Backward(gemm.BF16(dx), grad, dy, w); err != nil {
 		fmt.Println(err)
 		return

@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/cuda"
+	icuda "github.com/distopt/distopt/internal/cuda"
 )
 
 // linearCase is a recipe of a Linear with the weight recipe it pairs with.
@@ -46,29 +47,29 @@ const (
 // and a float32 gradient that starts at prior, and reads back the
 // outputs, the input the layer kept or re-made and the transposed input
 // the weight gradient read (kept, or transient in the engine's buffers).
-func runLinear(t *testing.T, e *Engine, c linearCase, mode linearMode, in collective.DType, w Operand, xv, dyv, prior []float32, T, cin, out int) linearRun {
+func runLinear(t *testing.T, e *Engine, c linearCase, mode linearMode, in buffer.DType, w Operand, xv, dyv, prior []float32, T, cin, out int) linearRun {
 	t.Helper()
 	cfg := linearConfig(c.base, cin, out, mode == keepMode)
 	cfg.Input, cfg.Recompute = in, mode == recomputeMode
 	l, err := e.NewLinear(cfg)
 	must(t, err)
 	t.Cleanup(func() { l.Release() })
-	size := map[collective.DType]int{collective.BFloat16: 2, collective.Float32: 4}[in]
+	size := map[buffer.DType]int{buffer.BFloat16: 2, buffer.Float32: 4}[in]
 	x, dy := devAlloc(t, e.d, size*T*cin), devAlloc(t, e.d, size*T*out)
 	must(t, e.s.Upload(x, encode(xv, in)))
 	must(t, e.s.Upload(dy, encode(dyv, in)))
 	y, dx, dw := devAlloc(t, e.d, 2*T*out), devAlloc(t, e.d, 2*T*cin), devAlloc(t, e.d, 4*out*cin)
-	must(t, e.s.Upload(dw, cuda.Bytes(prior)))
-	_, err = l.Forward(BF16(y), x, T, w)
+	must(t, e.s.Upload(dw, icuda.Bytes(prior)))
+	_, err = l.Forward(BF16(cuda.DevicePtr(y)), cuda.DevicePtr(x), T, w)
 	must(t, err)
 	if got, want := l.KeptBytes(), map[linearMode]int{transientMode: 1, keepMode: 2}[mode]*T*cin; got < want || (want == 0 && got != 0) {
 		t.Fatalf("kept %d bytes, want at least %d", got, want)
 	}
 	if mode == recomputeMode {
 		must(t, e.s.Memset32(e.act, 0xffffffff, e.actSize/4)) // Forward's quantized input is gone
-		must(t, l.Restore(x))
+		must(t, l.Restore(cuda.DevicePtr(x)))
 	}
-	_, wres, err := l.Backward(BF16(dx), Output{Data: dw, Type: collective.Float32, Accumulate: true}, dy, w)
+	_, wres, err := l.Backward(BF16(cuda.DevicePtr(dx)), Output{Data: cuda.DevicePtr(dw), Type: buffer.Float32, Accumulate: true}, cuda.DevicePtr(dy), w)
 	must(t, err)
 	if wres.Path != TensorCores {
 		t.Errorf("wgrad ran on %v", wres.Path)
@@ -91,7 +92,7 @@ func runLinear(t *testing.T, e *Engine, c linearCase, mode linearMode, in collec
 	default: // transposed inside WGrad, after the output gradient's transpose
 		dyQ := bs.dy
 		xT := xk
-		xT.Transposed, xT.Data = true, e.scratch.Add(sideNeed(dyQ, false))
+		xT.Transposed, xT.Data = true, cuda.DevicePtr(e.scratch.Add(sideNeed(dyQ, false)))
 		r.xT = download(t, e, xT)
 	}
 	return r
@@ -114,7 +115,7 @@ func TestLinear(t *testing.T) {
 	e := newEngine(t)
 	for _, c := range linearCases {
 		for _, s := range shapes {
-			for _, in := range []collective.DType{collective.BFloat16, collective.Float32} {
+			for _, in := range []buffer.DType{buffer.BFloat16, buffer.Float32} {
 				T, cin, out := s[0], s[1], s[2]
 				t.Run(fmt.Sprintf("%s/%v/%dx%dx%d", c.name, in, T, cin, out), func(t *testing.T) {
 					testLinear(t, e, c, in, T, cin, out)
@@ -124,12 +125,12 @@ func TestLinear(t *testing.T) {
 	}
 }
 
-func testLinear(t *testing.T, e *Engine, c linearCase, in collective.DType, T, cin, out int) {
+func testLinear(t *testing.T, e *Engine, c linearCase, in buffer.DType, T, cin, out int) {
 	seed := uint64(T*5 + cin*3 + out)
 	hw := weight(t, randMatrix(out, cin, seed), out, cin, c.w)
 	w := hw.upload(t, e)
 	xv, dyv := randMatrix(T, cin, seed+1), randMatrix(T, out, seed+2)
-	if in == collective.BFloat16 {
+	if in == buffer.BFloat16 {
 		xv, dyv = bf16Values(xv), bf16Values(dyv)
 	}
 	prior := randMatrix(out, cin, seed+3)
@@ -158,12 +159,12 @@ func testLinear(t *testing.T, e *Engine, c linearCase, in collective.DType, T, c
 	}
 	W, X, DY := hw.decode(false), hx.decode(false), hdy.decode(false)
 	ref, mag := reference(T, out, cin, func(p, k int) float64 { return X[p*cin+k] }, func(q, k int) float64 { return W[q*cin+k] })
-	compare(t, "y", decodeOut(transient.y, collective.BFloat16), ref, mag, nil, false)
+	compare(t, "y", decodeOut(transient.y, buffer.BFloat16), ref, mag, nil, false)
 	ref, mag = reference(T, cin, out, func(p, k int) float64 { return DY[p*out+k] }, func(q, k int) float64 { return W[k*cin+q] })
-	compare(t, "dx", decodeOut(transient.dx, collective.BFloat16), ref, mag, nil, false)
+	compare(t, "dx", decodeOut(transient.dx, buffer.BFloat16), ref, mag, nil, false)
 	XT, DYT := hxT.decode(false), hdyT.decode(false)
 	ref, mag = reference(out, cin, T, func(p, k int) float64 { return DYT[k*out+p] }, func(q, k int) float64 { return XT[k*cin+q] })
-	compare(t, "dw", decodeOut(transient.dw, collective.Float32), ref, mag, priorOf(prior, collective.Float32), false)
+	compare(t, "dw", decodeOut(transient.dw, buffer.Float32), ref, mag, priorOf(prior, buffer.Float32), false)
 }
 
 // linearRefs returns the CPU quantizations a layer of case c makes: the
@@ -224,8 +225,8 @@ func TestLinearTransposes(t *testing.T) {
 				l, err := e.NewLinear(linearConfig(c.base, in, out, true))
 				must(t, err)
 				x, y := devAlloc(t, e.d, 2*T*in), devAlloc(t, e.d, 2*T*out)
-				must(t, e.s.Upload(x, encode(xv, collective.BFloat16)))
-				_, err = l.Forward(BF16(y), x, T, w)
+				must(t, e.s.Upload(x, encode(xv, buffer.BFloat16)))
+				_, err = l.Forward(BF16(cuda.DevicePtr(y)), cuda.DevicePtr(x), T, w)
 				must(t, err)
 				hx, _, hxT, _ := linearRefs(t, c, xv, randMatrix(T, out, 2), T, in, out)
 				name := fmt.Sprintf("%s %dx%d", c.name, T, in)
@@ -264,11 +265,11 @@ func TestLinearMemory(t *testing.T) {
 				}
 				step := func(ls []*Linear) {
 					for _, l := range ls {
-						_, err := l.Forward(BF16(y), x, T, w)
+						_, err := l.Forward(BF16(cuda.DevicePtr(y)), cuda.DevicePtr(x), T, w)
 						must(t, err)
 					}
 					for _, l := range ls {
-						_, _, err := l.Backward(BF16(dx), Output{Data: dw, Type: collective.Float32}, dy, w)
+						_, _, err := l.Backward(BF16(cuda.DevicePtr(dx)), Output{Data: cuda.DevicePtr(dw), Type: buffer.Float32}, cuda.DevicePtr(dy), w)
 						must(t, err)
 					}
 				}
@@ -284,7 +285,7 @@ func TestLinearMemory(t *testing.T) {
 				}
 				free0 := memFree(t, e)
 				for _, l := range layers[1:] {
-					_, err := l.Forward(BF16(y), x, T, w)
+					_, err := l.Forward(BF16(cuda.DevicePtr(y)), cuda.DevicePtr(x), T, w)
 					must(t, err)
 					if l.KeptBytes() != m.Kept {
 						t.Errorf("layer keeps %d bytes, PlanLinear says %d", l.KeptBytes(), m.Kept)
@@ -299,7 +300,7 @@ func TestLinearMemory(t *testing.T) {
 					t.Errorf("two Forwards took %d bytes of device memory, want 2 x %d kept (+ rounding of %d allocations)", used, m.Kept, allocs)
 				}
 				for _, l := range layers[1:] {
-					_, _, err := l.Backward(BF16(dx), Output{Data: dw, Type: collective.Float32}, dy, w)
+					_, _, err := l.Backward(BF16(cuda.DevicePtr(dx)), Output{Data: cuda.DevicePtr(dw), Type: buffer.Float32}, cuda.DevicePtr(dy), w)
 					must(t, err)
 				}
 				if free2 := memFree(t, e); free2 != free1 {
@@ -334,15 +335,15 @@ func TestLinearRefusals(t *testing.T) {
 	must(t, err)
 	w := weight(t, randMatrix(32, 64, 1), 32, 64, e4Current).upload(t, e)
 	x, y := devAlloc(t, e.d, 2*64*64), devAlloc(t, e.d, 2*64*32)
-	if _, _, err := l.Backward(BF16(x), BF16(y), y, w); err == nil {
+	if _, _, err := l.Backward(BF16(cuda.DevicePtr(x)), BF16(cuda.DevicePtr(y)), cuda.DevicePtr(y), w); err == nil {
 		t.Error("Backward before Forward: no error")
 	}
 	wrong := w
 	wrong.Rows, wrong.Cols = 64, 32
-	if _, err := l.Forward(BF16(y), x, 64, wrong); err == nil {
+	if _, err := l.Forward(BF16(cuda.DevicePtr(y)), cuda.DevicePtr(x), 64, wrong); err == nil {
 		t.Error("Forward with a 64x32 weight for 64 -> 32: no error")
 	}
-	if _, err := l.Forward(BF16(y), x, 40, w); err == nil {
+	if _, err := l.Forward(BF16(cuda.DevicePtr(y)), cuda.DevicePtr(x), 40, w); err == nil {
 		t.Error("Forward of 40 tokens: no error")
 	}
 }

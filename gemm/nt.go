@@ -5,19 +5,19 @@ import (
 
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cublaslt"
-	"github.com/distopt/distopt/internal/cuda"
+	icuda "github.com/distopt/distopt/internal/cuda"
 )
 
 // side is one input of a product as cuBLASLt reads it: a row-major matrix
 // [outer, k] with k contiguous ("K-major"), or for bfloat16 inputs also
 // [k, outer] (kMajor false), with its scales.
 type side struct {
-	data     cuda.DevicePtr
+	data     icuda.DevicePtr
 	outer, k int
 	kMajor   bool
 	typ      cublaslt.DataType
 	mode     cublaslt.ScaleMode
-	scale    cuda.DevicePtr
+	scale    icuda.DevicePtr
 }
 
 func fp8Type(f fp8.Format) cublaslt.DataType {
@@ -60,7 +60,7 @@ func (e *Engine) nt(out Output, l, r side) error {
 	if out.Accumulate {
 		beta = 1
 	}
-	args := &cublaslt.Args{A: r.data, B: l.data, C: out.Data, D: out.Data, AScale: r.scale,
+	args := &cublaslt.Args{A: r.data, B: l.data, C: icuda.DevicePtr(out.Data), D: icuda.DevicePtr(out.Data), AScale: r.scale,
 		BScale: l.scale, Alpha: 1, Beta: beta, Workspace: e.ws, WorkspaceSize: WorkspaceBytes}
 	if e.tune > 1 && !out.Accumulate && !e.tuned[spec] {
 		e.tuned[spec] = true
@@ -135,7 +135,7 @@ func sideNeed(o Operand, kIsCols bool) int {
 func (e *Engine) kmajor(a *arena, o Operand, kIsCols bool) (side, error) {
 	direct := kIsCols != o.Transposed
 	rows, cols := o.stored()
-	sd := side{data: o.Data, outer: rows, k: cols, kMajor: true, typ: fp8Type(o.Format), scale: o.ScaleInv}
+	sd := side{data: icuda.DevicePtr(o.Data), outer: rows, k: cols, kMajor: true, typ: fp8Type(o.Format), scale: icuda.DevicePtr(o.ScaleInv)}
 	switch o.Scales {
 	case PerTensor:
 		sd.mode = cublaslt.ScaleScalar32F
@@ -151,7 +151,7 @@ func (e *Engine) kmajor(a *arena, o Operand, kIsCols bool) (side, error) {
 			return side{}, fmt.Errorf("%w: operand %v would need a transpose, which 1x128 blocks do not survive: quantize it into an operand stored Transposed", ErrLayout, o)
 		}
 		sd.data, sd.outer, sd.k = a.take(rows*cols), cols, rows
-		if err := e.k.TransposeFP8(e.s, sd.data, o.Data, rows, cols); err != nil {
+		if err := e.k.TransposeFP8(e.s, sd.data, icuda.DevicePtr(o.Data), rows, cols); err != nil {
 			return side{}, err
 		}
 	}
@@ -159,14 +159,14 @@ func (e *Engine) kmajor(a *arena, o Operand, kIsCols bool) (side, error) {
 	case regrid:
 		ld := gridLD(sd.k)
 		sd.scale = a.take(4 * ceilDiv(sd.outer, 128) * ld)
-		err := e.k.CopyScaleGrid(e.s, sd.scale, ld, o.ScaleInv, ceilDiv(cols, 128), ceilDiv(rows, 128), ceilDiv(cols, 128), !direct)
+		err := e.k.CopyScaleGrid(e.s, sd.scale, ld, icuda.DevicePtr(o.ScaleInv), ceilDiv(cols, 128), ceilDiv(rows, 128), ceilDiv(cols, 128), !direct)
 		if err != nil {
 			return side{}, err
 		}
 	case copy:
 		n := ScaleBytes(rows, cols, o.Scales)
 		sd.scale = a.take(n)
-		if err := e.s.CopyDtoD(sd.scale, o.ScaleInv, n); err != nil {
+		if err := e.s.CopyDtoD(sd.scale, icuda.DevicePtr(o.ScaleInv), n); err != nil {
 			return side{}, err
 		}
 	}

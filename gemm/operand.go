@@ -3,9 +3,9 @@ package gemm
 import (
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/optimizer"
 )
 
@@ -103,8 +103,8 @@ func Weight(v optimizer.ParamView) (Operand, error) {
 	if err != nil {
 		return Operand{}, err
 	}
-	data, ok1 := v.Data.(collective.DeviceBuffer)
-	scales, ok2 := v.ScaleInv.(collective.DeviceBuffer)
+	data, ok1 := v.Data.(buffer.DeviceBuffer)
+	scales, ok2 := v.ScaleInv.(buffer.DeviceBuffer)
 	if !ok1 || !ok2 {
 		return Operand{}, fmt.Errorf("%w: %q is not in device memory", ErrLayout, v.Name)
 	}
@@ -115,7 +115,7 @@ func Weight(v optimizer.ParamView) (Operand, error) {
 // Output is a high-precision result matrix in device memory, row-major.
 type Output struct {
 	Data cuda.DevicePtr
-	Type collective.DType // collective.BFloat16 or collective.Float32
+	Type buffer.DType // buffer.BFloat16 or buffer.Float32
 	// Accumulate adds the product to what Data holds (beta = 1), for
 	// gradients summed over micro-batches; otherwise Data is overwritten.
 	// Into bfloat16, cuBLASLt 13.1 was seen to round the product to
@@ -126,7 +126,7 @@ type Output struct {
 // Gradient returns the output that writes a weight gradient into the
 // optimizer's gradient view, in place, accumulating when accumulate is set.
 func Gradient(v optimizer.GradView, accumulate bool) (Output, error) {
-	b, ok := v.Data.(collective.DeviceBuffer)
+	b, ok := v.Data.(buffer.DeviceBuffer)
 	if !ok {
 		return Output{}, fmt.Errorf("%w: gradient of %q is not in device memory", ErrLayout, v.Name)
 	}
@@ -134,4 +134,4 @@ func Gradient(v optimizer.GradView, accumulate bool) (Output, error) {
 }
 
 // BF16 returns an output of bfloat16 at p that is overwritten.
-func BF16(p cuda.DevicePtr) Output { return Output{Data: p, Type: collective.BFloat16} }
+func BF16(p cuda.DevicePtr) Output { return Output{Data: p, Type: buffer.BFloat16} }

@@ -4,8 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective/single"
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
 	"github.com/distopt/distopt/optimizer"
@@ -32,11 +33,11 @@ func checkOptimizerViews(t *testing.T, r fp8.Recipe) {
 	ctx := context.Background()
 	params := []optimizer.Param{{Name: "w", Shape: []int{out, in}}}
 	init := optimizer.FromMap(map[string][]float32{"w": randMatrix(out, in, 11)})
-	cfg := optimizer.Config{Recipe: r, GradType: collective.Float32}
-	o, err := optimizer.New(ctx, single.New(collective.Device, nil), be, params, init, cfg)
+	cfg := optimizer.Config{Recipe: r, GradType: buffer.Float32}
+	o, err := optimizer.New(ctx, single.New(buffer.Device, nil), be, params, init, cfg)
 	must(t, err)
 	defer o.Close()
-	e, err := New(be.Device(), be.Stream())
+	e, err := newOn(be.Device(), be.Stream())
 	cudatest.Unavailable(t, err, ErrUnavailable)
 	defer e.Close()
 
@@ -57,7 +58,7 @@ func checkOptimizerViews(t *testing.T, r fp8.Recipe) {
 	x, hx := activation(t, e, act, act.x, xv, T, in, false)
 	X := hx.decode(false)
 	y := devAlloc(t, e.d, 2*T*out)
-	res, err := e.Forward(BF16(y), x, w)
+	res, err := e.Forward(BF16(cuda.DevicePtr(y)), x, w)
 	must(t, err)
 	checkPath(t, "forward", res, TensorCores)
 	ref, mag := reference(T, out, in, func(p, k int) float64 { return X[p*in+k] }, func(q, k int) float64 { return float64(W[q*in+k]) })
@@ -76,7 +77,7 @@ func checkOptimizerViews(t *testing.T, r fp8.Recipe) {
 	raw := make([]byte, 4*out*in)
 	must(t, be.Read(raw, gv.Data, 0))
 	ref, mag = reference(out, in, T, func(p, k int) float64 { return DYT[k*out+p] }, func(q, k int) float64 { return XT[k*in+q] })
-	compare(t, "wgrad in the optimizer's buffer", decodeOut(raw, collective.Float32), ref, mag, nil, false)
+	compare(t, "wgrad in the optimizer's buffer", decodeOut(raw, buffer.Float32), ref, mag, nil, false)
 	if _, err := o.Step(ctx); err != nil {
 		t.Fatalf("step after the weight gradient: %v", err)
 	}

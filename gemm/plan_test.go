@@ -3,8 +3,9 @@ package gemm
 import (
 	"testing"
 
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/cuda"
+	icuda "github.com/distopt/distopt/internal/cuda"
 )
 
 // TestScratch checks the planner's figures against the memory each choice
@@ -13,7 +14,7 @@ func TestScratch(t *testing.T) {
 	const T, in, out = 256, 512, 384
 	op := func(rows, cols int, l Layout, transposed bool, scaleAt int) Operand {
 		return Operand{Rows: rows, Cols: cols, Format: fp8.E4M3, Scales: l, Transposed: transposed, Data: 1 << 20,
-			ScaleInv: cuda.DevicePtr(1 << 21).Add(scaleAt)}
+			ScaleInv: cuda.DevicePtr(icuda.DevicePtr(1 << 21).Add(scaleAt))}
 	}
 	x, dy := op(T, in, PerTensor, false, 0), op(T, out, PerTensor, false, 0)
 	w := op(out, in, PerTensor, false, 0)

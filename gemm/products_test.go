@@ -6,9 +6,10 @@ import (
 	"math"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/cuda"
+	icuda "github.com/distopt/distopt/internal/cuda"
 )
 
 // recipeCase is one way of quantizing a linear layer: the weight's recipe
@@ -64,16 +65,16 @@ func activation(t *testing.T, e *Engine, c recipeCase, r fp8.Recipe, v []float32
 		h.o.Rows, h.o.Cols, h.o.Transposed = rows, cols, transposed
 		return h.upload(t, e), h
 	}
-	o, err := AllocOperand(e.d, rows, cols, r.Format, c.actLayout, transposed)
+	o, err := AllocOperand(e.device(), rows, cols, r.Format, c.actLayout, transposed)
 	must(t, err)
-	t.Cleanup(func() { FreeOperand(e.d, o) })
+	t.Cleanup(func() { FreeOperand(e.device(), o) })
 	src := devAlloc(t, e.d, 4*len(v))
-	must(t, e.s.Upload(src, cuda.Bytes(v)))
+	must(t, e.s.Upload(src, icuda.Bytes(v)))
 	scale := float32(0)
 	if r.Scaling == fp8.TensorDelayed {
 		scale, _ = fp8.ScaleFromAmax(fp8.Amax(v)*1.25, r.Format, 0, false)
 	}
-	must(t, e.Quantize(o, src, collective.Float32, r, scale, 0))
+	must(t, e.Quantize(o, cuda.DevicePtr(src), buffer.Float32, r, scale, 0))
 	return o, download(t, e, o)
 }
 
@@ -136,14 +137,14 @@ func checkLayer(t *testing.T, e *Engine, c recipeCase, T, in, out int) {
 	W, X, DY := hw.decode(bf), hx.decode(bf), hdy.decode(bf)
 
 	y := devAlloc(t, e.d, 2*T*out)
-	res, err := e.Forward(BF16(y), x, w)
+	res, err := e.Forward(BF16(cuda.DevicePtr(y)), x, w)
 	must(t, err)
 	checkPath(t, "forward", res, c.path)
 	ref, mag := reference(T, out, in, func(p, k int) float64 { return X[p*in+k] }, func(q, k int) float64 { return W[q*in+k] })
 	compare(t, "forward", readBF16(t, e, y, T*out), ref, mag, nil, false)
 
 	dx := devAlloc(t, e.d, 2*T*in)
-	res, err = e.DGrad(BF16(dx), dy, w)
+	res, err = e.DGrad(BF16(cuda.DevicePtr(dx)), dy, w)
 	must(t, err)
 	checkPath(t, "dgrad", res, c.path)
 	ref, mag = reference(T, in, out, func(p, k int) float64 { return DY[p*out+k] }, func(q, k int) float64 { return W[k*in+q] })
@@ -164,16 +165,16 @@ func checkLayer(t *testing.T, e *Engine, c recipeCase, T, in, out int) {
 	}
 	X, DY = hx.decode(wantW == FallbackDequantBF16), hdy.decode(wantW == FallbackDequantBF16)
 	ref, mag = reference(out, in, T, func(p, k int) float64 { return DY[k*out+p] }, func(q, k int) float64 { return X[k*in+q] })
-	for _, gt := range []collective.DType{collective.Float32, collective.BFloat16} {
+	for _, gt := range []buffer.DType{buffer.Float32, buffer.BFloat16} {
 		prior := randMatrix(out, in, seed+3)
 		dw := devAlloc(t, e.d, gt.Size()*out*in)
 		must(t, e.s.Upload(dw, encode(prior, gt)))
-		res, err = e.WGrad(Output{Data: dw, Type: gt, Accumulate: true}, dy, x)
+		res, err = e.WGrad(Output{Data: cuda.DevicePtr(dw), Type: gt, Accumulate: true}, dy, x)
 		must(t, err)
 		checkPath(t, "wgrad", res, wantW)
 		raw := make([]byte, gt.Size()*out*in)
 		must(t, e.s.Download(raw, dw))
-		compare(t, "wgrad "+gt.String(), decodeOut(raw, gt), ref, mag, priorOf(prior, gt), gt == collective.BFloat16)
+		compare(t, "wgrad "+gt.String(), decodeOut(raw, gt), ref, mag, priorOf(prior, gt), gt == buffer.BFloat16)
 	}
 }
 
@@ -227,29 +228,29 @@ func compare(t *testing.T, what string, got []float32, ref, mag, prior []float64
 	}
 }
 
-func readBF16(t *testing.T, e *Engine, p cuda.DevicePtr, n int) []float32 {
+func readBF16(t *testing.T, e *Engine, p icuda.DevicePtr, n int) []float32 {
 	t.Helper()
 	raw := make([]byte, 2*n)
 	must(t, e.s.Download(raw, p))
-	return decodeOut(raw, collective.BFloat16)
+	return decodeOut(raw, buffer.BFloat16)
 }
 
-func encode(v []float32, dt collective.DType) []byte {
-	if dt == collective.Float32 {
-		return cuda.Bytes(v)
+func encode(v []float32, dt buffer.DType) []byte {
+	if dt == buffer.Float32 {
+		return icuda.Bytes(v)
 	}
 	h := make([]uint16, len(v))
 	for i, x := range v {
 		h[i] = fp8.BF16FromFloat32(x)
 	}
-	return cuda.Bytes(h)
+	return icuda.Bytes(h)
 }
 
-func decodeOut(raw []byte, dt collective.DType) []float32 {
-	if dt == collective.Float32 {
-		return append([]float32(nil), cuda.View[float32](raw)...)
+func decodeOut(raw []byte, dt buffer.DType) []float32 {
+	if dt == buffer.Float32 {
+		return append([]float32(nil), icuda.View[float32](raw)...)
 	}
-	h := cuda.View[uint16](raw)
+	h := icuda.View[uint16](raw)
 	out := make([]float32, len(h))
 	for i, x := range h {
 		out[i] = fp8.Float32FromBF16(x)
@@ -258,10 +259,10 @@ func decodeOut(raw []byte, dt collective.DType) []float32 {
 }
 
 // priorOf returns the values a gradient buffer held before accumulation.
-func priorOf(v []float32, dt collective.DType) []float64 {
+func priorOf(v []float32, dt buffer.DType) []float64 {
 	out := make([]float64, len(v))
 	for i, x := range v {
-		if dt == collective.BFloat16 {
+		if dt == buffer.BFloat16 {
 			x = fp8.RoundBF16(x)
 		}
 		out[i] = float64(x)
@@ -279,9 +280,9 @@ func TestTransposeOperand(t *testing.T) {
 		rows, cols := 272, 400
 		h := weight(t, randMatrix(rows, cols, 5), rows, cols, r)
 		src := h.upload(t, e)
-		dst, err := AllocOperand(e.d, rows, cols, r.Format, h.o.Scales, true)
+		dst, err := AllocOperand(e.device(), rows, cols, r.Format, h.o.Scales, true)
 		must(t, err)
-		t.Cleanup(func() { FreeOperand(e.d, dst) })
+		t.Cleanup(func() { FreeOperand(e.device(), dst) })
 		must(t, e.Transpose(dst, src))
 		got := download(t, e, dst)
 		if a, b := got.decode(false), h.decode(false); !equalF64(a, b) {
@@ -291,15 +292,15 @@ func TestTransposeOperand(t *testing.T) {
 	hx := weight(t, randMatrix(64, 96, 6), 64, 96, e4Current)
 	hdy := weight(t, randMatrix(64, 80, 7), 64, 80, e5Current)
 	x, dy := hx.upload(t, e), hdy.upload(t, e)
-	xt, _ := AllocOperand(e.d, 64, 96, fp8.E4M3, PerTensor, true)
-	dyt, _ := AllocOperand(e.d, 64, 80, fp8.E5M2, PerTensor, true)
-	t.Cleanup(func() { FreeOperand(e.d, xt); FreeOperand(e.d, dyt) })
+	xt, _ := AllocOperand(e.device(), 64, 96, fp8.E4M3, PerTensor, true)
+	dyt, _ := AllocOperand(e.device(), 64, 80, fp8.E5M2, PerTensor, true)
+	t.Cleanup(func() { FreeOperand(e.device(), xt); FreeOperand(e.device(), dyt) })
 	must(t, e.Transpose(xt, x))
 	must(t, e.Transpose(dyt, dy))
 	a, b := devAlloc(t, e.d, 4*80*96), devAlloc(t, e.d, 4*80*96)
-	_, err := e.WGrad(Output{Data: a, Type: collective.Float32}, dy, x)
+	_, err := e.WGrad(Output{Data: cuda.DevicePtr(a), Type: buffer.Float32}, dy, x)
 	must(t, err)
-	_, err = e.WGrad(Output{Data: b, Type: collective.Float32}, dyt, xt)
+	_, err = e.WGrad(Output{Data: cuda.DevicePtr(b), Type: buffer.Float32}, dyt, xt)
 	must(t, err)
 	ga, gb := make([]byte, 4*80*96), make([]byte, 4*80*96)
 	must(t, e.s.Download(ga, a))
@@ -332,30 +333,30 @@ func TestRefusals(t *testing.T) {
 		want error
 	}{
 		{"K not a multiple of 16", func() error {
-			_, err := e.Forward(BF16(y), op(32, 100, e4Current), op(32, 100, e4Current))
+			_, err := e.Forward(BF16(cuda.DevicePtr(y)), op(32, 100, e4Current), op(32, 100, e4Current))
 			return err
 		}, ErrShape},
 		{"inner dimensions differ", func() error {
-			_, err := e.Forward(BF16(y), op(32, 64, e4Current), op(32, 48, e4Current))
+			_, err := e.Forward(BF16(cuda.DevicePtr(y)), op(32, 64, e4Current), op(32, 48, e4Current))
 			return err
 		}, ErrShape},
 		{"tiles on both sides", func() error {
-			_, err := e.Forward(BF16(y), op(128, 128, e4Tiles), op(128, 128, e4Tiles))
+			_, err := e.Forward(BF16(cuda.DevicePtr(y)), op(128, 128, e4Tiles), op(128, 128, e4Tiles))
 			return err
 		}, ErrLayout},
 		{"per tensor with tiles", func() error {
-			_, err := e.Forward(BF16(y), op(128, 128, e4Current), op(128, 128, e4Tiles))
+			_, err := e.Forward(BF16(cuda.DevicePtr(y)), op(128, 128, e4Current), op(128, 128, e4Tiles))
 			return err
 		}, ErrLayout},
 		{"E5M2 on both sides", func() error {
-			_, err := e.Forward(BF16(y), op(32, 64, e5Current), op(32, 64, e5Current))
+			_, err := e.Forward(BF16(cuda.DevicePtr(y)), op(32, 64, e5Current), op(32, 64, e5Current))
 			return err
 		}, ErrLayout},
 		{"1x128 rows in the weight gradient", func() error {
-			o, err := AllocOperand(e.d, 32, 128, fp8.E4M3, Rows128, false)
+			o, err := AllocOperand(e.device(), 32, 128, fp8.E4M3, Rows128, false)
 			must(t, err)
-			defer FreeOperand(e.d, o)
-			_, err = e.WGrad(Output{Data: y, Type: collective.Float32}, o, o)
+			defer FreeOperand(e.device(), o)
+			_, err = e.WGrad(Output{Data: cuda.DevicePtr(y), Type: buffer.Float32}, o, o)
 			return err
 		}, ErrLayout},
 	}
@@ -380,13 +381,13 @@ func TestMisalignedScales(t *testing.T) {
 			const T, in, out = 128, 256, 384
 			hw := weight(t, randMatrix(out, in, 21), out, in, c.w)
 			w := hw.upload(t, e)
-			w.ScaleInv = devAlloc(t, e.d, len(hw.scales)+16).Add(4)
-			must(t, e.s.Upload(w.ScaleInv, hw.scales))
+			w.ScaleInv = cuda.DevicePtr(devAlloc(t, e.d, len(hw.scales)+16).Add(4))
+			must(t, e.s.Upload(icuda.DevicePtr(w.ScaleInv), hw.scales))
 			x, hx := activation(t, e, c, c.x, randMatrix(T, in, 22), T, in, false)
 			dy, hdy := activation(t, e, c, c.dy, randMatrix(T, out, 23), T, out, false)
 			W, X, DY := hw.decode(false), hx.decode(false), hdy.decode(false)
 			y := devAlloc(t, e.d, 2*T*out)
-			res, err := e.Forward(BF16(y), x, w)
+			res, err := e.Forward(BF16(cuda.DevicePtr(y)), x, w)
 			must(t, err)
 			if want := Scratch(ForwardProduct, x, w); res.Scratch != want || want == 0 {
 				t.Errorf("forward used %d bytes of scratch, the planner says %d (a scale copy is not 0)", res.Scratch, want)
@@ -394,7 +395,7 @@ func TestMisalignedScales(t *testing.T) {
 			ref, mag := reference(T, out, in, func(p, k int) float64 { return X[p*in+k] }, func(q, k int) float64 { return W[q*in+k] })
 			compare(t, "forward", readBF16(t, e, y, T*out), ref, mag, nil, false)
 			dx := devAlloc(t, e.d, 2*T*in)
-			res, err = e.DGrad(BF16(dx), dy, w)
+			res, err = e.DGrad(BF16(cuda.DevicePtr(dx)), dy, w)
 			must(t, err)
 			if want := Scratch(DGradProduct, dy, w); res.Scratch != want {
 				t.Errorf("dgrad used %d bytes of scratch, the planner says %d", res.Scratch, want)

@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/cuda"
+	icuda "github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/kernels"
 )
 
@@ -51,11 +52,11 @@ func FreeOperand(d *cuda.Device, o Operand) error {
 	return errors.Join(d.Free(o.Data), d.Free(o.ScaleInv))
 }
 
-func elem(t collective.DType) (kernels.Elem, error) {
+func elem(t buffer.DType) (kernels.Elem, error) {
 	switch t {
-	case collective.Float32:
+	case buffer.Float32:
 		return kernels.F32, nil
-	case collective.BFloat16:
+	case buffer.BFloat16:
 		return kernels.BF16, nil
 	}
 	return 0, fmt.Errorf("%w: input type %v, want Float32 or BFloat16", ErrLayout, t)
@@ -76,12 +77,12 @@ func elem(t collective.DType) (kernels.Elem, error) {
 // When amax is not 0 the amax bits of src are folded into the uint32 there
 // (zero it first), for a delayed-scaling history. Scales never travel
 // through the host.
-func (e *Engine) Quantize(dst Operand, src cuda.DevicePtr, t collective.DType, r fp8.Recipe, scale float32, amax cuda.DevicePtr) error {
-	return e.d.Do(func() error { return e.quantize(dst, src, t, r, scale, amax) })
+func (e *Engine) Quantize(dst Operand, src cuda.DevicePtr, t buffer.DType, r fp8.Recipe, scale float32, amax cuda.DevicePtr) error {
+	return e.d.Do(func() error { return e.quantize(dst, icuda.DevicePtr(src), t, r, scale, icuda.DevicePtr(amax)) })
 }
 
 // quantize is Quantize on the worker thread.
-func (e *Engine) quantize(dst Operand, src cuda.DevicePtr, t collective.DType, r fp8.Recipe, scale float32, amax cuda.DevicePtr) error {
+func (e *Engine) quantize(dst Operand, src icuda.DevicePtr, t buffer.DType, r fp8.Recipe, scale float32, amax icuda.DevicePtr) error {
 	el, err := elem(t)
 	if err != nil {
 		return err
@@ -102,23 +103,23 @@ func (e *Engine) quantize(dst Operand, src cuda.DevicePtr, t collective.DType, r
 		if err := e.k.QuantAmax(e.s, src, n, el, tmp); err != nil {
 			return err
 		}
-		if err := e.k.QuantScale(e.s, tmp, tmp.Add(4), dst.ScaleInv, r.Format, r.Margin, r.PowerOf2); err != nil {
+		if err := e.k.QuantScale(e.s, tmp, tmp.Add(4), icuda.DevicePtr(dst.ScaleInv), r.Format, r.Margin, r.PowerOf2); err != nil {
 			return err
 		}
-		return e.k.QuantCast(e.s, dst.Data, src, n, el, r.Format, tmp.Add(4), amax)
+		return e.k.QuantCast(e.s, icuda.DevicePtr(dst.Data), src, n, el, r.Format, tmp.Add(4), amax)
 	case dst.Scales == PerTensor && !dst.Transposed && r.Scaling == fp8.TensorDelayed:
 		if err := e.s.Memset32(e.aux.Add(4), math.Float32bits(scale), 1); err != nil {
 			return err
 		}
-		if err := e.s.Memset32(dst.ScaleInv, math.Float32bits(1/scale), 1); err != nil {
+		if err := e.s.Memset32(icuda.DevicePtr(dst.ScaleInv), math.Float32bits(1/scale), 1); err != nil {
 			return err
 		}
-		return e.k.QuantCast(e.s, dst.Data, src, n, el, r.Format, e.aux.Add(4), amax)
+		return e.k.QuantCast(e.s, icuda.DevicePtr(dst.Data), src, n, el, r.Format, e.aux.Add(4), amax)
 	case dst.Scales == Rows128 && r.Scaling == fp8.Block1x128:
 		if dst.Transposed {
-			return e.k.QuantCols128(e.s, dst.Data, dst.ScaleInv, dst.Cols, src, dst.Rows, dst.Cols, el, r.Format, r.Margin, r.PowerOf2, amax)
+			return e.k.QuantCols128(e.s, icuda.DevicePtr(dst.Data), icuda.DevicePtr(dst.ScaleInv), dst.Cols, src, dst.Rows, dst.Cols, el, r.Format, r.Margin, r.PowerOf2, amax)
 		}
-		return e.k.QuantRows128(e.s, dst.Data, dst.ScaleInv, dst.Rows, src, dst.Rows, dst.Cols, el, r.Format, r.Margin, r.PowerOf2, amax)
+		return e.k.QuantRows128(e.s, icuda.DevicePtr(dst.Data), icuda.DevicePtr(dst.ScaleInv), dst.Rows, src, dst.Rows, dst.Cols, el, r.Format, r.Margin, r.PowerOf2, amax)
 	}
 	return fmt.Errorf("%w: cannot quantize %v with %v (per tensor: TensorCurrent or TensorDelayed, not transposed; Rows128: Block1x128)", ErrLayout, dst, r)
 }
@@ -140,15 +141,15 @@ func (e *Engine) transpose(dst, src Operand) error {
 	rows, cols := src.stored()
 	switch src.Scales {
 	case PerTensor:
-		if err := e.s.CopyDtoD(dst.ScaleInv, src.ScaleInv, 4); err != nil {
+		if err := e.s.CopyDtoD(icuda.DevicePtr(dst.ScaleInv), icuda.DevicePtr(src.ScaleInv), 4); err != nil {
 			return err
 		}
 	case Tiles128:
-		if err := e.k.CopyScaleGrid(e.s, dst.ScaleInv, ceilDiv(rows, 128), src.ScaleInv, ceilDiv(cols, 128), ceilDiv(rows, 128), ceilDiv(cols, 128), true); err != nil {
+		if err := e.k.CopyScaleGrid(e.s, icuda.DevicePtr(dst.ScaleInv), ceilDiv(rows, 128), icuda.DevicePtr(src.ScaleInv), ceilDiv(cols, 128), ceilDiv(rows, 128), ceilDiv(cols, 128), true); err != nil {
 			return err
 		}
 	default:
 		return fmt.Errorf("%w: %v scales do not survive a transpose", ErrLayout, src.Scales)
 	}
-	return e.k.TransposeFP8(e.s, dst.Data, src.Data, rows, cols)
+	return e.k.TransposeFP8(e.s, icuda.DevicePtr(dst.Data), icuda.DevicePtr(src.Data), rows, cols)
 }

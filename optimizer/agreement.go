@@ -59,20 +59,20 @@ func (o *Optimizer) allGatherBytes(ctx context.Context, data []byte) ([][]byte, 
 	n := o.comm.Size()
 	gather := func(payload []byte) ([]byte, error) {
 		k := len(payload)
-		dst, err := o.be.Alloc(n * k)
+		dst, err := o.backend.Alloc(n * k)
 		if err != nil {
 			return nil, err
 		}
-		defer o.be.Free(dst)
+		defer o.backend.Free(dst)
 		r := o.comm.Rank()
-		if err := o.be.Write(dst, r*k, payload); err != nil {
+		if err := o.backend.Write(dst, r*k, payload); err != nil {
 			return nil, err
 		}
 		if err := collective.AllGather(ctx, o.comm, dst, dst.Slice(r*k, (r+1)*k)); err != nil {
 			return nil, err
 		}
 		out := make([]byte, n*k)
-		return out, o.be.Read(out, dst, 0)
+		return out, o.backend.Read(out, dst, 0)
 	}
 	var lenBuf [8]byte
 	binary.LittleEndian.PutUint64(lenBuf[:], uint64(len(data)))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 )
 
@@ -18,19 +19,19 @@ func (o *Optimizer) MeanOverRanks(ctx context.Context, x float64) (float64, erro
 	if err := o.usable(); err != nil {
 		return 0, err
 	}
-	buf, err := o.be.Alloc(8)
+	buf, err := o.backend.Alloc(8)
 	if err != nil {
 		return 0, err
 	}
-	defer o.be.Free(buf)
+	defer o.backend.Free(buf)
 	raw := binary.LittleEndian.AppendUint64(nil, math.Float64bits(x))
-	if err := o.be.Write(buf, 0, raw); err != nil {
+	if err := o.backend.Write(buf, 0, raw); err != nil {
 		return 0, err
 	}
-	if err := collective.AllReduce(ctx, o.comm, buf, buf, collective.Float64, collective.Avg); err != nil {
+	if err := collective.AllReduce(ctx, o.comm, buf, buf, buffer.Float64, collective.Avg); err != nil {
 		return 0, fmt.Errorf("optimizer: mean over ranks: %w", err)
 	}
-	if err := o.be.Read(raw, buf, 0); err != nil {
+	if err := o.backend.Read(raw, buf, 0); err != nil {
 		return 0, err
 	}
 	return math.Float64frombits(binary.LittleEndian.Uint64(raw)), nil

@@ -4,13 +4,16 @@ import (
 	"context"
 	"testing"
 
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 	"github.com/distopt/distopt/optimizer/optimizertest"
 )
 
-// batching is the deferring backend with a Batch (optimizer.Batcher) that
+// batching is the deferring backend with a Batch (backend.Batcher) that
 // records which of the step's calls (updates, casts, one call or one per
 // bucket, and reads back) ran inside one.
 type batching struct {
@@ -52,12 +55,12 @@ func (b *batching) CastShards(cs []*backend.CastArgs) error {
 	return b.deferring.CastShards(cs)
 }
 
-func (b *batching) Control(ctl, stats collective.Buffer) error {
+func (b *batching) Control(ctl, stats buffer.Buffer) error {
 	b.steps = true // a step's decision: New has returned
 	return b.deferring.Control(ctl, stats)
 }
 
-func (b *batching) ReadLater(src collective.Buffer, n int) (optimizer.PendingRead, error) {
+func (b *batching) ReadLater(src buffer.Buffer, n int) (backend.PendingRead, error) {
 	b.count()
 	return b.deferring.ReadLater(src, n)
 }
@@ -78,7 +81,7 @@ func TestBatchedStep(t *testing.T) {
 			counts := make([]batching, 2)
 			got := optimizertest.RunRanks(t, 2, cfg, func(ctx context.Context, comm collective.Communicator, cfg optimizer.Config) (optimizertest.Result, error) {
 				be := &counts[comm.Rank()]
-				be.deferring = deferring{deviceScaler: deviceScaler{CPU: optimizer.NewCPU(1)}}
+				be.deferring = deferring{deviceScaler: deviceScaler{Backend: cpu.New(1)}}
 				return optimizertest.TrainOverlapped(ctx, comm, be, params, cfg, overlapSteps, grad, ov)
 			})
 			for r := range 2 {
@@ -93,7 +96,7 @@ func TestBatchedStep(t *testing.T) {
 	t.Run("sync", func(t *testing.T) {
 		cfg := optimizertest.Configs()["E4M3 TensorCurrent(margin=0, pow2=false)"]
 		var be batching
-		be.deferring = deferring{deviceScaler: deviceScaler{CPU: optimizer.NewCPU(1)}}
+		be.deferring = deferring{deviceScaler: deviceScaler{Backend: cpu.New(1)}}
 		optimizertest.RunRanks(t, 1, cfg, func(ctx context.Context, comm collective.Communicator, cfg optimizer.Config) (optimizertest.Result, error) {
 			return optimizertest.TrainOverlapped(ctx, comm, &be, params, cfg, 2, nanGrad(1), optimizertest.Overlap{MicroBatches: 1, Sync: true})
 		})

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/optimizer"
+
+	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/optimizer/backend"
+	"github.com/distopt/distopt/optimizer/cpu"
 	"github.com/distopt/distopt/optimizer/optimizertest"
 )
 
@@ -29,7 +31,7 @@ func newWithin(t *testing.T, cfg optimizer.Config) (*optimizer.Optimizer, error)
 	}
 	done := make(chan result, 1)
 	go func() {
-		o, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], optimizer.NewCPU(1), boundsParams,
+		o, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], cpu.New(1), boundsParams,
 			optimizer.FromMap(optimizertest.InitWeights(boundsParams, 1)), cfg)
 		done <- result{o, err}
 	}()
@@ -240,7 +242,7 @@ func TestSharedLossScaler(t *testing.T) {
 			go func() {
 				defer func() { done <- struct{}{} }()
 				cfg := optimizer.Config{LossScaler: ls()}
-				o, err := optimizer.New(context.Background(), comms[r], optimizer.NewCPU(1), boundsParams,
+				o, err := optimizer.New(context.Background(), comms[r], cpu.New(1), boundsParams,
 					optimizer.FromMap(optimizertest.InitWeights(boundsParams, 1)), cfg)
 				if err != nil {
 					errs[r] = err

@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/optimizer"
+
+	"github.com/distopt/distopt/collective/inproc"
+	"github.com/distopt/distopt/optimizer/cpu"
 	"github.com/distopt/distopt/optimizer/optimizertest"
 )
 
@@ -57,7 +59,7 @@ func TestAfterClose(t *testing.T) {
 		for _, c := range calls {
 			t.Run(fmt.Sprintf("sharded %t/%s", sharded, c.name), func(t *testing.T) {
 				cfg := optimizer.Config{ShardedGradients: sharded, LossScaler: &optimizer.LossScaler{}}
-				o, err := optimizer.New(ctx, inproc.Communicators(1)[0], optimizer.NewCPU(1), params, optimizer.FromMap(init), cfg)
+				o, err := optimizer.New(ctx, inproc.Communicators(1)[0], cpu.New(1), params, optimizer.FromMap(init), cfg)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -92,7 +94,7 @@ func TestNewNilArguments(t *testing.T) {
 		says string
 	}{
 		{"nil communicator", func() (*optimizer.Optimizer, error) {
-			return optimizer.New(context.Background(), nil, optimizer.NewCPU(1), params, init, optimizer.Config{})
+			return optimizer.New(context.Background(), nil, cpu.New(1), params, init, optimizer.Config{})
 		}, "needs a communicator"},
 		{"nil backend", func() (*optimizer.Optimizer, error) {
 			return optimizer.New(context.Background(), inproc.Communicators(1)[0], nil, params, init, optimizer.Config{})

@@ -4,26 +4,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/shard"
 )
 
 var (
 	// ErrConfig marks an invalid configuration or parameter list.
-	ErrConfig = errors.New("optimizer: invalid configuration")
+	ErrConfig = errors.New("invalid configuration")
 	// ErrMismatch marks ranks that disagree on the layout or configuration.
-	ErrMismatch = errors.New("optimizer: ranks disagree")
+	ErrMismatch = errors.New("ranks disagree")
 	// ErrBroken is returned by every call after a step failed half-way
 	// (a collective timed out, a peer was lost): the state on this rank can
 	// no longer be trusted; restore from a checkpoint.
-	ErrBroken = errors.New("optimizer: state broken by an earlier failure")
+	ErrBroken = errors.New("state broken by an earlier failure")
 	// ErrRemote reports that another rank failed at a point where all ranks
 	// must agree (initial values, a checkpoint load).
-	ErrRemote = errors.New("optimizer: another rank failed")
+	ErrRemote = errors.New("another rank failed")
 	// ErrUnknownParam is returned for a parameter name not in the layout.
-	ErrUnknownParam = errors.New("optimizer: unknown parameter")
+	ErrUnknownParam = errors.New("unknown parameter")
 )
 
 // Param is one parameter the optimizer owns.
@@ -60,17 +61,20 @@ type Config struct {
 	Momentum float64
 	// MaxGradNorm clips the global gradient norm (0: no clipping).
 	MaxGradNorm float64
+	// Logger receives a skipped step and why, a rank stepping with zero
+	// gradients, and the slower paths of a backend (logging.go). Nil: the
+	// optimizer logs nothing. Ranks may differ in it.
+	Logger *slog.Logger
 	// Recipe of the FP8 parameters: default E4M3 with per-tensor current scaling.
 	Recipe fp8.Recipe
 	// GradType of the gradient buffers: BFloat16 (default) or Float32.
-	GradType collective.DType
-	// MomentType of the Adam moments and SGD momentum: Float32 (default) or BFloat16.
-	MomentType collective.DType
-	// FirstMomentType and SecondMomentType, when set, choose each moment's
-	// storage: MomentFloat32, MomentBFloat16 or MomentFP8 (E4M3 codes with
+	GradType buffer.DType
+	// FirstMomentType and SecondMomentType choose each moment's storage:
+	// MomentFloat32 (default), MomentBFloat16 or MomentFP8 (E4M3 codes with
 	// a float32 scale per block of MomentBlock elements; the second moment
-	// is stored as its square root). Zero: MomentType. SGD has no second
-	// moment; FP8 moments need block-aligned layouts (see MomentBlock).
+	// is stored as its square root). The first is Adam's m and SGD's
+	// momentum; SGD has no second moment, so leave SecondMomentType zero.
+	// FP8 moments need block-aligned layouts (see MomentBlock).
 	FirstMomentType, SecondMomentType MomentDType
 	// MomentBlock is the block of FP8 moments in elements: 32, 64 or 128
 	// (default). It must divide Layout.Align; with FP8 moments,
@@ -78,7 +82,7 @@ type Config struct {
 	MomentBlock int
 	// HighPrecisionType of gathered high-precision parameters: BFloat16
 	// (default) or Float32.
-	HighPrecisionType collective.DType
+	HighPrecisionType buffer.DType
 	// Layout options of the buckets.
 	Layout shard.Options
 	// LossScaler, when set, enables dynamic loss scaling.
@@ -150,14 +154,11 @@ func (c *Config) setDefaults() {
 		c.Recipe.HistoryLen = 1024
 	}
 	if c.GradType == 0 {
-		c.GradType = collective.BFloat16
-	}
-	if c.MomentType == 0 {
-		c.MomentType = collective.Float32
+		c.GradType = buffer.BFloat16
 	}
 	c.momentDefaults()
 	if c.HighPrecisionType == 0 {
-		c.HighPrecisionType = collective.BFloat16
+		c.HighPrecisionType = buffer.BFloat16
 	}
 	if c.MicroBatches == 0 {
 		c.MicroBatches = 1
@@ -179,9 +180,9 @@ func (c *Config) validate(params []Param) error {
 	}
 	for _, t := range []struct {
 		name string
-		dt   collective.DType
-	}{{"GradType", c.GradType}, {"MomentType", c.MomentType}, {"HighPrecisionType", c.HighPrecisionType}} {
-		if t.dt != collective.BFloat16 && t.dt != collective.Float32 {
+		dt   buffer.DType
+	}{{"GradType", c.GradType}, {"HighPrecisionType", c.HighPrecisionType}} {
+		if t.dt != buffer.BFloat16 && t.dt != buffer.Float32 {
 			return bad("%s must be bfloat16 or float32, not %s", t.name, t.dt)
 		}
 	}
@@ -240,7 +241,7 @@ func (c *Config) fields() []shard.Field {
 		{Name: "update rule", Value: fmt.Sprint(c.Rule)},
 		{Name: "recipe", Value: c.Recipe.String()},
 		{Name: "gradient type", Value: c.GradType.String()},
-		{Name: "moment type", Value: c.MomentType.String()},
+		{Name: "moment type", Value: c.uniformMomentType().String()},
 		{Name: "high-precision type", Value: c.HighPrecisionType.String()},
 		{Name: "betas and eps", Value: fmt.Sprint(c.Beta1, c.Beta2, c.Eps)},
 		{Name: "momentum", Value: fmt.Sprint(c.Momentum)},

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer/backend"
 )
@@ -16,38 +16,15 @@ import (
 // Step, later (LastResult, or the next step) in StepAsync on a backend that
 // can read it back without waiting (AsyncReader: optimizer/gpu).
 
-// AsyncReader is implemented by backends whose memory the host reads back
-// without waiting for their queue (optimizer/gpu: a copy into pinned host
-// memory and an event). With it, StepAsync leaves the step's decision on
-// the device: it enqueues every phase whatever the decision (the update,
-// scales and cast kernels read the skip flag of the control block and
-// write nothing on a skipped step), and the host learns the outcome later.
-type AsyncReader interface {
-	// ReadLater queues a copy of the first n bytes of src, ordered after
-	// the work queued so far, into host memory. The returned handle is
-	// valid until the next ReadLater.
-	ReadLater(src collective.Buffer, n int) (PendingRead, error)
-}
-
-// PendingRead is a copy queued by ReadLater.
-type PendingRead interface {
-	// Done reports whether the copy has landed, without waiting.
-	Done() (bool, error)
-	// Bytes waits for the copy (when Done has not reported it) and
-	// returns its bytes, which the caller must not keep past the next
-	// ReadLater.
-	Bytes() ([]byte, error)
-}
-
 // control is the host's side of the control block.
 type control struct {
-	buf   collective.Buffer // the block, backend.ControlBytes in the backend's memory
-	host  backend.Control   // the host's copy: exact unless pend is set
-	dirty bool              // host was changed by the host: write it before the next step
-	pend  PendingRead       // the last StepAsync's block, not read yet
-	// settle is the number of works of ov.settle that were ordered before
-	// the pending copy (they are complete when it has landed).
-	settle int
+	buf   buffer.Buffer       // the block, backend.ControlBytes in the backend's memory
+	host  backend.Control     // the host's copy: exact unless pend is set
+	dirty bool                // host was changed by the host: write it before the next step
+	pend  backend.PendingRead // the last StepAsync's block, not read yet
+	// waited is the number of the pipeline's device-waited works ordered
+	// before the pending copy: they are complete when it has landed.
+	waited int
 	last   StepResult // the last step's result (complete unless pend is set)
 }
 
@@ -55,16 +32,16 @@ type control struct {
 // the first step.
 func (o *Optimizer) initControl() error {
 	var err error
-	o.ctl.buf, err = o.be.Alloc(backend.ControlBytes)
-	o.ctl.host = backend.Control{MaxNorm: o.cfg.MaxGradNorm, Scale: 1}
-	o.ctl.dirty = true
+	o.control.buf, err = o.backend.Alloc(backend.ControlBytes)
+	o.control.host = backend.Control{MaxNorm: o.cfg.MaxGradNorm, Scale: 1}
+	o.control.dirty = true
 	return err
 }
 
 // controlInputs sets the configuration and state fields of the host copy
 // from the optimizer's (the step count, the loss scaler).
 func (o *Optimizer) controlInputs() {
-	c := &o.ctl.host
+	c := &o.control.host
 	c.MaxNorm, c.Step, c.Scale = o.cfg.MaxGradNorm, int64(o.step), 1
 	if s := o.cfg.LossScaler; s != nil {
 		c.Growth, c.Backoff, c.MinScale, c.MaxScale = s.GrowthFactor, s.BackoffFactor, s.MinScale, s.MaxScale
@@ -79,13 +56,13 @@ func (o *Optimizer) deferred(async bool) bool {
 	if !async {
 		return false
 	}
-	if _, ok := o.be.(AsyncReader); !ok {
+	if _, ok := o.backend.(backend.AsyncReader); !ok {
 		return false
 	}
 	if o.cfg.Recipe.ScaleSource() == fp8.FromHistory {
-		return o.dh != nil
+		return o.deviceHist != nil
 	}
-	_, ds := o.be.(DeviceScaler)
+	_, ds := o.backend.(backend.DeviceScaler)
 	return ds || o.nSlots == 0
 }
 
@@ -97,7 +74,7 @@ func (o *Optimizer) decide(res *StepResult, deferred bool) error {
 	if err := o.flushControl(); err != nil {
 		return err
 	}
-	if err := o.be.Control(o.ctl.buf, o.stats); err != nil {
+	if err := o.backend.Control(o.control.buf, o.stats); err != nil {
 		return o.fail(fmt.Errorf("optimizer: step control: %w", err))
 	}
 	if deferred {
@@ -106,7 +83,7 @@ func (o *Optimizer) decide(res *StepResult, deferred bool) error {
 		return nil
 	}
 	raw := make([]byte, backend.ControlBytes)
-	if err := o.be.Read(raw, o.ctl.buf, 0); err != nil {
+	if err := o.backend.Read(raw, o.control.buf, 0); err != nil {
 		return o.fail(err)
 	}
 	c, err := backend.DecodeControl(raw)
@@ -120,20 +97,20 @@ func (o *Optimizer) decide(res *StepResult, deferred bool) error {
 // flushControl writes the host's copy of the block when the host changed
 // it (New, SetScalars): refresh calls it, so that a step finds it written.
 func (o *Optimizer) flushControl() error {
-	if !o.ctl.dirty {
+	if !o.control.dirty {
 		return nil
 	}
 	o.controlInputs()
-	if err := o.be.Write(o.ctl.buf, 0, o.ctl.host.Encode()); err != nil {
+	if err := o.backend.Write(o.control.buf, 0, o.control.host.Encode()); err != nil {
 		return o.fail(err)
 	}
-	o.ctl.dirty = false
+	o.control.dirty = false
 	return nil
 }
 
 // apply takes the block c as the host's state and fills res from it.
 func (o *Optimizer) apply(c backend.Control, res *StepResult) {
-	o.ctl.host = c
+	o.control.host = c
 	o.step = int(c.Step)
 	if s := o.cfg.LossScaler; s != nil {
 		s.scale, s.good = c.Scale, int(c.Good)
@@ -144,17 +121,18 @@ func (o *Optimizer) apply(c backend.Control, res *StepResult) {
 	res.Reason = ""
 	if res.Skipped {
 		res.Reason = fmt.Sprintf("%d gradient elements are not finite (or square past float32)", c.NonFinite)
+		o.logSkip(res)
 	}
 }
 
 // readLater queues the copy of the block that resolve reads (deferred
 // steps), after the step's last phase before the gathers.
 func (o *Optimizer) readLater() error {
-	p, err := o.be.(AsyncReader).ReadLater(o.ctl.buf, backend.ControlBytes)
+	p, err := o.backend.(backend.AsyncReader).ReadLater(o.control.buf, backend.ControlBytes)
 	if err != nil {
 		return o.fail(fmt.Errorf("optimizer: reading the step control block back: %w", err))
 	}
-	o.ctl.pend, o.ctl.settle = p, len(o.ov.settle)
+	o.control.pend, o.control.waited = p, len(o.pipe.deviceWaited)
 	return nil
 }
 
@@ -163,11 +141,11 @@ func (o *Optimizer) readLater() error {
 // count, loss scaler, the last result). The works the device waited for
 // before the block are complete then: the host releases them.
 func (o *Optimizer) resolve() error {
-	p := o.ctl.pend
+	p := o.control.pend
 	if p == nil {
 		return nil
 	}
-	o.ctl.pend = nil
+	o.control.pend = nil
 	raw, err := p.Bytes()
 	if err != nil {
 		return o.fail(fmt.Errorf("optimizer: reading the step control block back: %w", err))
@@ -176,14 +154,9 @@ func (o *Optimizer) resolve() error {
 	if err != nil {
 		return o.fail(err)
 	}
-	o.apply(c, &o.ctl.last)
-	n := o.ctl.settle
-	done := o.ov.settle[:n:n]
-	o.ov.settle = append([]collective.Work(nil), o.ov.settle[n:]...)
-	for i := len(done) - 1; i >= 0; i-- { // newest first: one look can tell of all (collective/nccl)
-		if err := done[i].Wait(context.Background()); err != nil {
-			return o.fail(fmt.Errorf("optimizer: collective: %w", err))
-		}
+	o.apply(c, &o.control.last)
+	if err := o.pipe.releaseDeviceWaited(context.Background(), o.control.waited); err != nil {
+		return o.fail(fmt.Errorf("optimizer: collective: %w", err))
 	}
 	return nil
 }
@@ -201,13 +174,13 @@ func (o *Optimizer) LastResult() (StepResult, error) {
 	if err := o.resolve(); err != nil {
 		return StepResult{}, err
 	}
-	return o.ctl.last, nil
+	return o.control.last, nil
 }
 
 // settled resolves the pending block for the accessors of host state that
 // return no error: a failure breaks the optimizer (usable reports it).
 func (o *Optimizer) settled() {
-	if o.ctl.pend != nil && o.broken == nil {
+	if o.control.pend != nil && o.broken == nil {
 		_ = o.resolve()
 	}
 }

@@ -6,6 +6,9 @@ import (
 	"math"
 	"testing"
 
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
@@ -15,7 +18,7 @@ import (
 )
 
 // deferring is the CPU backend that derives scales itself and reads its
-// memory back "later" (optimizer.DeviceScaler and AsyncReader), as the GPU
+// memory back "later" (backend.DeviceScaler and AsyncReader), as the GPU
 // backend does: StepAsync then leaves every step's decision in the control
 // block and enqueues all phases whatever it is. Every other read reports
 // itself not done at first, so that both ways of resolving (landed,
@@ -25,22 +28,22 @@ type deferring struct {
 	reads, waits, delayed int
 }
 
-func (d *deferring) ReadLater(src collective.Buffer, n int) (optimizer.PendingRead, error) {
+func (d *deferring) ReadLater(src buffer.Buffer, n int) (backend.PendingRead, error) {
 	d.reads++
-	return &hostRead{d: d, b: append([]byte(nil), src.(collective.HostBuffer)[:n]...), late: d.reads%2 == 0}, nil
+	return &hostRead{d: d, b: append([]byte(nil), src.(buffer.HostBuffer)[:n]...), late: d.reads%2 == 0}, nil
 }
 
-// DelayedScales is optimizer.DelayedScaler's contract written out over
+// DelayedScales is backend.DelayedScaler's contract written out over
 // host memory, with fp8's history reduction and scale.
-func (d *deferring) DelayedScales(scale, scaleInv, cast, hist, amax, ctl collective.Buffer, n, l int, r fp8.Recipe) error {
-	if binary.LittleEndian.Uint32(ctl.(collective.HostBuffer)[backend.ControlSkipOff:]) != 0 {
+func (d *deferring) DelayedScales(scale, scaleInv, cast, hist, amax, ctl buffer.Buffer, n, l int, r fp8.Recipe) error {
+	if binary.LittleEndian.Uint32(ctl.(buffer.HostBuffer)[backend.ControlSkipOff:]) != 0 {
 		return nil
 	}
-	f32 := func(b collective.Buffer, i int) float32 {
-		return math.Float32frombits(binary.LittleEndian.Uint32(b.(collective.HostBuffer)[4*i:]))
+	f32 := func(b buffer.Buffer, i int) float32 {
+		return math.Float32frombits(binary.LittleEndian.Uint32(b.(buffer.HostBuffer)[4*i:]))
 	}
-	put := func(b collective.Buffer, i int, x float32) {
-		binary.LittleEndian.PutUint32(b.(collective.HostBuffer)[4*i:], math.Float32bits(x))
+	put := func(b buffer.Buffer, i int, x float32) {
+		binary.LittleEndian.PutUint32(b.(buffer.HostBuffer)[4*i:], math.Float32bits(x))
 	}
 	for i := range n {
 		s := f32(scale, i)
@@ -102,7 +105,7 @@ func TestDeferredStep(t *testing.T) {
 			want := optimizertest.Run(t, 3, overlapSteps, params, cfg, optimizertest.Accumulated(grad, micro))
 			reads, delayed := make([]int, 3), make([]int, 3)
 			got := optimizertest.RunRanks(t, 3, cfg, func(ctx context.Context, comm collective.Communicator, cfg optimizer.Config) (optimizertest.Result, error) {
-				be := &deferring{deviceScaler: deviceScaler{CPU: optimizer.NewCPU(1)}}
+				be := &deferring{deviceScaler: deviceScaler{Backend: cpu.New(1)}}
 				defer func() { reads[comm.Rank()], delayed[comm.Rank()] = be.reads, be.delayed }()
 				return optimizertest.TrainOverlapped(ctx, comm, be, params, cfg, overlapSteps, grad, ov)
 			})
@@ -136,7 +139,7 @@ func TestDeferredResult(t *testing.T) {
 	cfg.LossScaler = &optimizer.LossScaler{InitScale: 1 << 10, GrowthInterval: 2}
 	grad := nanGrad(1)
 	optimizertest.RunRanks(t, 1, cfg, func(ctx context.Context, comm collective.Communicator, cfg optimizer.Config) (optimizertest.Result, error) {
-		be := &deferring{deviceScaler: deviceScaler{CPU: optimizer.NewCPU(1)}}
+		be := &deferring{deviceScaler: deviceScaler{Backend: cpu.New(1)}}
 		o, err := optimizer.New(ctx, comm, be, params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
 		if err != nil {
 			return optimizertest.Result{}, err
@@ -184,5 +187,5 @@ func TestDeferredResult(t *testing.T) {
 // meet the suite's references (fp8.AmaxHistory, fp8.ScaleFromAmax) that
 // the GPU meets.
 func TestDeferringConformance(t *testing.T) {
-	backendtest.Controlled(t, &deferring{deviceScaler: deviceScaler{CPU: optimizer.NewCPU(1)}})
+	backendtest.Controlled(t, &deferring{deviceScaler: deviceScaler{Backend: cpu.New(1)}})
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 )
@@ -15,23 +18,10 @@ import (
 // The host's scaleState and the device copy take turns: whichever side
 // last advanced the state is copied to the other when that one needs it.
 
-// DelayedScaler is implemented by backends that keep delayed scaling's
-// amax histories in their own memory and derive the scales of the next
-// cast from them (optimizer/gpu). DelayedScales does, for i < n, unless
-// ctl (a step control block) has its skip flag set, what the host does for
-// a step (scaleState.reduced, castStep): cast[i] = scale[i], scaleInv[i] =
-// 1/scale[i]; row i of hist (l float32 values, oldest first) drops its
-// oldest value and appends amax[i] (float32 bits of the reduced amax);
-// scale[i] = fp8.ScaleFromAmax of the row reduced by r.HistoryReduce
-// (fp8.AmaxHistory.Scale), r.Format, r.Margin, r.PowerOf2.
-type DelayedScaler interface {
-	DelayedScales(scale, scaleInv, cast, hist, amax, ctl collective.Buffer, n, l int, r fp8.Recipe) error
-}
-
-// devHistory is the device copy of the histories and of the scales the
+// deviceHistories is the device copy of the histories and of the scales the
 // bytes held were cast with.
-type devHistory struct {
-	hist, cast collective.Buffer
+type deviceHistories struct {
+	hist, cast buffer.Buffer
 	devStale   bool // the host advanced the state: copy it to the device before its next use
 	hostStale  bool // the device advanced the state: copy it to the host before its next use
 }
@@ -39,15 +29,15 @@ type devHistory struct {
 // initDelayed allocates the device copy when the recipe is delayed
 // scaling and the backend a DelayedScaler.
 func (o *Optimizer) initDelayed() error {
-	if _, ok := o.be.(DelayedScaler); !ok || o.nSlots == 0 || o.cfg.Recipe.ScaleSource() != fp8.FromHistory {
+	if _, ok := o.backend.(backend.DelayedScaler); !ok || o.nSlots == 0 || o.cfg.Recipe.ScaleSource() != fp8.FromHistory {
 		return nil
 	}
-	o.dh = &devHistory{devStale: true}
+	o.deviceHist = &deviceHistories{devStale: true}
 	var err error
-	if o.dh.hist, err = o.be.Alloc(4 * o.nSlots * o.cfg.Recipe.History()); err != nil {
+	if o.deviceHist.hist, err = o.backend.Alloc(4 * o.nSlots * o.cfg.Recipe.History()); err != nil {
 		return err
 	}
-	o.dh.cast, err = o.be.Alloc(4 * o.nSlots)
+	o.deviceHist.cast, err = o.backend.Alloc(4 * o.nSlots)
 	return err
 }
 
@@ -58,14 +48,14 @@ func (o *Optimizer) delayedOnDevice(ctx context.Context, op collective.Op) error
 	if err := o.pushHistories(); err != nil {
 		return err
 	}
-	if err := o.after(ctx, o.comm.Start(op)); err != nil {
+	if err := o.pipe.after(ctx, o.comm.Start(op)); err != nil {
 		return o.fail(fmt.Errorf("optimizer: amax all-reduce: %w", err))
 	}
 	r := o.cfg.Recipe
-	if err := o.be.(DelayedScaler).DelayedScales(o.scale, o.scaleIn, o.dh.cast, o.dh.hist, o.amax, o.ctl.buf, o.nSlots, r.History(), r); err != nil {
+	if err := o.backend.(backend.DelayedScaler).DelayedScales(o.scale, o.scaleIn, o.deviceHist.cast, o.deviceHist.hist, o.amax, o.control.buf, o.nSlots, r.History(), r); err != nil {
 		return o.fail(fmt.Errorf("optimizer: delayed scales from the reduced amaxes: %w", err))
 	}
-	o.dh.hostStale = true
+	o.deviceHist.hostStale = true
 	return nil
 }
 
@@ -73,41 +63,41 @@ func (o *Optimizer) delayedOnDevice(ctx context.Context, op collective.Op) error
 // when the host advanced them (the scales and scale_inv are written by the
 // host path itself).
 func (o *Optimizer) pushHistories() error {
-	if o.dh == nil || !o.dh.devStale {
+	if o.deviceHist == nil || !o.deviceHist.devStale {
 		return nil
 	}
 	var hist []float32
 	for _, h := range o.scales.Histories() {
 		hist = append(hist, h...)
 	}
-	if err := o.be.Write(o.dh.hist, 0, float32Bytes(hist)); err != nil {
+	if err := o.backend.Write(o.deviceHist.hist, 0, float32Bytes(hist)); err != nil {
 		return o.fail(err)
 	}
-	if err := o.be.Write(o.dh.cast, 0, float32Bytes(o.scales.Cast)); err != nil {
+	if err := o.backend.Write(o.deviceHist.cast, 0, float32Bytes(o.scales.Cast)); err != nil {
 		return o.fail(err)
 	}
-	o.dh.devStale = false
+	o.deviceHist.devStale = false
 	return nil
 }
 
 // pullHistories copies the device's histories and scales to the host when
 // the device advanced them.
 func (o *Optimizer) pullHistories() error {
-	if o.dh == nil || !o.dh.hostStale {
+	if o.deviceHist == nil || !o.deviceHist.hostStale {
 		return nil
 	}
 	n, l := o.nSlots, o.cfg.Recipe.History()
 	raw := make([]byte, 4*n*(l+3))
 	parts := []struct {
-		b   collective.Buffer
+		b   buffer.Buffer
 		off int
-	}{{o.dh.hist, 0}, {o.scale, 4 * n * l}, {o.scaleIn, 4 * n * (l + 1)}, {o.dh.cast, 4 * n * (l + 2)}}
+	}{{o.deviceHist.hist, 0}, {o.scale, 4 * n * l}, {o.scaleIn, 4 * n * (l + 1)}, {o.deviceHist.cast, 4 * n * (l + 2)}}
 	for i, p := range parts {
 		end := len(raw)
 		if i+1 < len(parts) {
 			end = parts[i+1].off
 		}
-		if err := o.be.Read(raw[p.off:end], p.b, 0); err != nil {
+		if err := o.backend.Read(raw[p.off:end], p.b, 0); err != nil {
 			return o.fail(err)
 		}
 	}
@@ -117,6 +107,6 @@ func (o *Optimizer) pullHistories() error {
 		hist[i] = all[i*l : (i+1)*l]
 	}
 	o.scales.set(hist, all[n*l:n*(l+1)], all[n*(l+1):n*(l+2)], all[n*(l+2):])
-	o.dh.hostStale = false
+	o.deviceHist.hostStale = false
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
@@ -20,7 +22,7 @@ func TestDelayedScaling(t *testing.T) {
 		rc := fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorDelayed, HistoryLen: 3, HistoryReduce: reduce, Margin: 1}
 		cfg := optimizer.Config{Recipe: rc, LR: optimizer.Constant(0.05)}
 		init := optimizertest.InitWeights(params, 3)
-		o, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], optimizer.NewCPU(1), params, optimizer.FromMap(init), cfg)
+		o, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], cpu.New(1), params, optimizer.FromMap(init), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 )
 
@@ -52,7 +52,7 @@ func (o *Optimizer) weightsInto(dst []float32, name string, transpose bool) erro
 	}
 	if v.HighPrecision {
 		for k := range n {
-			if v.DType == collective.Float32 {
+			if v.DType == buffer.Float32 {
 				put(k, math.Float32frombits(binary.LittleEndian.Uint32(data[4*k:])))
 			} else {
 				put(k, fp8.Float32FromBF16(binary.LittleEndian.Uint16(data[2*k:])))
@@ -141,12 +141,12 @@ func scaleRuns(r fp8.Recipe, rows, cols int, visit func(lo, hi, s int)) {
 
 // hostBytes returns b's bytes in host memory: b itself for a host buffer,
 // else a copy read through the backend.
-func (o *Optimizer) hostBytes(b collective.Buffer) ([]byte, error) {
-	if h, ok := b.(collective.HostBuffer); ok {
+func (o *Optimizer) hostBytes(b buffer.Buffer) ([]byte, error) {
+	if h, ok := b.(buffer.HostBuffer); ok {
 		return h, nil
 	}
 	out := make([]byte, b.Len())
-	if err := o.be.Read(out, b, 0); err != nil {
+	if err := o.backend.Read(out, b, 0); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -6,6 +6,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
@@ -22,7 +24,7 @@ func TestWeightsInto(t *testing.T) {
 	for name, cfg := range optimizertest.Configs() {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			o, err := optimizer.New(ctx, inproc.Communicators(1)[0], optimizer.NewCPU(1), params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
+			o, err := optimizer.New(ctx, inproc.Communicators(1)[0], cpu.New(1), params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,7 +79,7 @@ func TestWeightsInto(t *testing.T) {
 // unknown name are refused with their errors.
 func TestWeightsIntoErrors(t *testing.T) {
 	params := []optimizer.Param{{Name: "w", Shape: []int{3, 4}}}
-	o, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], optimizer.NewCPU(1), params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), optimizer.Config{})
+	o, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], cpu.New(1), params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), optimizer.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,9 @@ import (
 	"math"
 	"testing"
 
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
@@ -14,18 +17,18 @@ import (
 )
 
 // deviceScaler is the CPU backend that also derives scales itself
-// (optimizer.DeviceScaler), as the GPU backend does on its stream.
+// (backend.DeviceScaler), as the GPU backend does on its stream.
 type deviceScaler struct {
-	*optimizer.CPU
+	*cpu.Backend
 	calls int
 }
 
-func (d *deviceScaler) ScalesFromAmax(scale, scaleInv, amax, ctl collective.Buffer, n int, r fp8.Recipe) error {
+func (d *deviceScaler) ScalesFromAmax(scale, scaleInv, amax, ctl buffer.Buffer, n int, r fp8.Recipe) error {
 	d.calls++
-	if ctl != nil && binary.LittleEndian.Uint32(ctl.(collective.HostBuffer)[backend.ControlSkipOff:]) != 0 {
+	if ctl != nil && binary.LittleEndian.Uint32(ctl.(buffer.HostBuffer)[backend.ControlSkipOff:]) != 0 {
 		return nil
 	}
-	s, inv, a := scale.(collective.HostBuffer), scaleInv.(collective.HostBuffer), amax.(collective.HostBuffer)
+	s, inv, a := scale.(buffer.HostBuffer), scaleInv.(buffer.HostBuffer), amax.(buffer.HostBuffer)
 	for i := range n {
 		sc, si := fp8.ScaleFromAmax(math.Float32frombits(binary.LittleEndian.Uint32(a[4*i:])), r.Format, r.Margin, r.PowerOf2)
 		binary.LittleEndian.PutUint32(s[4*i:], math.Float32bits(sc))
@@ -50,7 +53,7 @@ func TestDeviceScales(t *testing.T) {
 			want := optimizertest.Run(t, 3, overlapSteps, params, cfg, optimizertest.Accumulated(grad, micro))
 			calls := make([]int, 3)
 			got := optimizertest.RunRanks(t, 3, cfg, func(ctx context.Context, comm collective.Communicator, cfg optimizer.Config) (optimizertest.Result, error) {
-				be := &deviceScaler{CPU: optimizer.NewCPU(1)}
+				be := &deviceScaler{Backend: cpu.New(1)}
 				defer func() { calls[comm.Rank()] = be.calls }()
 				return optimizertest.TrainOverlapped(ctx, comm, be, params, cfg, overlapSteps, grad, ov)
 			})

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
@@ -30,7 +32,7 @@ func Example() {
 	for r := range 2 {
 		wg.Go(func() {
 			ctx := context.Background()
-			o, err := optimizer.New(ctx, comms[r], optimizer.NewCPU(1), params, init, cfg)
+			o, err := optimizer.New(ctx, comms[r], cpu.New(1), params, init, cfg)
 			if err != nil {
 				out[r] = err.Error()
 				return

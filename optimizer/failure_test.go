@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
@@ -16,7 +18,7 @@ import (
 )
 
 // newRanks calls optimizer.New on 3 in-process ranks at once, each on
-// optimizer.NewCPU(1) with the parameters, initial values and configuration
+// cpu.New(1) with the parameters, initial values and configuration
 // rank returns for it, under a deadline when timeout is positive, and
 // returns the optimizers and errors by rank.
 func newRanks(timeout time.Duration, rank func(r int) ([]optimizer.Param, map[string][]float32, optimizer.Config)) ([]*optimizer.Optimizer, []error) {
@@ -32,7 +34,7 @@ func newRanks(timeout time.Duration, rank func(r int) ([]optimizer.Param, map[st
 				defer cancel()
 			}
 			params, init, cfg := rank(r)
-			opts[r], errs[r] = optimizer.New(ctx, comms[r], optimizer.NewCPU(1), params, optimizer.FromMap(init), cfg)
+			opts[r], errs[r] = optimizer.New(ctx, comms[r], cpu.New(1), params, optimizer.FromMap(init), cfg)
 		})
 	}
 	wg.Wait()

@@ -2,7 +2,6 @@ package optimizer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -41,7 +40,7 @@ func (o *Optimizer) WaitParam(ctx context.Context, name string) error {
 	if err := o.usable(); err != nil {
 		return err
 	}
-	i, ok := o.ov.index[name]
+	i, ok := o.pipe.index[name]
 	if !ok {
 		return fmt.Errorf("optimizer: WaitParam(%q): %w", name, ErrUnknownParam)
 	}
@@ -70,12 +69,7 @@ func (o *Optimizer) waitAllGathers(ctx context.Context) error {
 
 // waitGather orders the backend after bucket b's gather, if in flight.
 func (o *Optimizer) waitGather(ctx context.Context, b int) error {
-	w := o.ov.gathers[b]
-	if w == nil {
-		return nil
-	}
-	o.ov.gathers[b] = nil
-	if err := o.after(ctx, w); err != nil {
+	if err := o.pipe.finishParamSync(ctx, b); err != nil {
 		return o.fail(fmt.Errorf("optimizer: parameter all-gather of bucket %d: %w", b, err))
 	}
 	return nil
@@ -84,7 +78,7 @@ func (o *Optimizer) waitGather(ctx context.Context, b int) error {
 // gathered returns an error wrapping ErrNotGathered when bucket b's gather
 // has not been waited for.
 func (o *Optimizer) gathered(name string, b int) error {
-	if o.ov != nil && o.ov.gathers[b] != nil {
+	if o.pipe.paramSyncing(b) {
 		return fmt.Errorf("optimizer: %q: its bucket's all-gather is in flight; call WaitParam first: %w", name, ErrNotGathered)
 	}
 	return nil
@@ -96,28 +90,18 @@ const closeWait = 10 * time.Second
 // drain waits for every collective the pipeline has in flight, for at most
 // closeWait (past it the communicator aborts them, freeing the buffers).
 func (o *Optimizer) drain() error {
-	if o.ov == nil {
+	if o.pipe == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), closeWait)
 	defer cancel()
-	var err error
 	var pooled []collective.Work
 	if o.pool != nil {
 		pooled = o.pool.works()
 		o.pool.fifo = o.pool.fifo[:0]
 	}
-	for _, ws := range [][]collective.Work{o.ov.rs, pooled, o.ov.gathers, o.ov.settle} {
-		for i, w := range ws {
-			if w != nil {
-				err = errors.Join(err, w.Wait(ctx))
-				ws[i] = nil
-			}
-		}
-	}
-	o.ov.settle = nil
-	if err != nil {
+	if err := o.pipe.drain(ctx, pooled); err != nil {
 		return fmt.Errorf("optimizer: collectives in flight at Close: %w", err)
 	}
-	return o.be.Sync()
+	return o.backend.Sync()
 }

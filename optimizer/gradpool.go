@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // This file holds sharded gradients (Config.ShardedGradients, ZeRO-2): a
@@ -18,33 +20,17 @@ import (
 // take: every buffer of the pool is lent to a bucket whose gradients have
 // not all been declared ready (GradReady), or a view (Grad) used after its
 // bucket was declared ready.
-var ErrGradPool = errors.New("optimizer: no gradient buffer for the bucket")
-
-// GradAccumulator is implemented by backends that can add one gradient
-// shard into another (the CPU backend). Sharded gradients with
-// Config.MicroBatches > 1 need it: AccumulateGrad sets dst[i] to
-// src[i] + dst[i] for i < n, computed in float32 and rounded to dt as
-// collective.Reduce (Sum) does.
-type GradAccumulator interface {
-	AccumulateGrad(dst, src collective.Buffer, dt collective.DType, n int) error
-}
-
-// AccumulateGrad implements GradAccumulator.
-func (c *CPU) AccumulateGrad(dst, src collective.Buffer, dt collective.DType, n int) error {
-	d := hostBuf(dst)[:n*dt.Size()]
-	collective.Reduce(d, [][]byte{hostBuf(src)[:n*dt.Size()], d}, dt, collective.Sum)
-	return nil
-}
+var ErrGradPool = errors.New("no gradient buffer for the bucket")
 
 // gradPool is the state of sharded gradients. Its fields are guarded by
-// overlap.mu, as the readiness counts are.
+// pipeline.mu, as the readiness counts are.
 type gradPool struct {
-	bufs    []collective.Buffer // Config.GradBuffers buffers of the largest bucket's gradient
-	free    []int               // indices of the buffers lent to no bucket
-	held    []int               // per bucket: the buffer it writes, or -1
-	gen     []uint64            // per bucket: lease count, to tell stale views
-	started []int               // per bucket: micro-batches whose reduce-scatter started this step
-	fifo    []poolFlight        // reduce-scatters started and not yet reclaimed, oldest first
+	bufs    []buffer.Buffer // Config.GradBuffers buffers of the largest bucket's gradient
+	free    []int           // indices of the buffers lent to no bucket
+	held    []int           // per bucket: the buffer it writes, or -1
+	gen     []uint64        // per bucket: lease count, to tell stale views
+	started []int           // per bucket: micro-batches whose reduce-scatter started this step
+	fifo    []poolFlight    // reduce-scatters started and not yet reclaimed, oldest first
 }
 
 // poolFlight is one bucket's reduce-scatter of one micro-batch.
@@ -66,7 +52,7 @@ func (o *Optimizer) allocPool() error {
 	}
 	n := int(poolBufferBytes(o.layout, &o.cfg))
 	for i := range o.cfg.GradBuffers {
-		buf, err := o.be.Alloc(n)
+		buf, err := o.backend.Alloc(n)
 		if err != nil {
 			return err
 		}
@@ -78,16 +64,16 @@ func (o *Optimizer) allocPool() error {
 
 // checkPoolBackend refuses sharded gradients with accumulation on a backend
 // that cannot add gradient shards.
-func checkPoolBackend(cfg *Config, be Backend) error {
-	if _, ok := be.(GradAccumulator); cfg.ShardedGradients && cfg.MicroBatches > 1 && !ok {
-		return fmt.Errorf("optimizer: sharded gradients with %d micro-batches need a backend that accumulates gradient shards (GradAccumulator); %s does not: %w", cfg.MicroBatches, be.Name(), ErrConfig)
+func checkPoolBackend(cfg *Config, be backend.Backend) error {
+	if _, ok := be.(backend.GradAccumulator); cfg.ShardedGradients && cfg.MicroBatches > 1 && !ok {
+		return fmt.Errorf("optimizer: sharded gradients with %d micro-batches need a backend that accumulates gradient shards (backend.GradAccumulator); %s does not: %w", cfg.MicroBatches, be.Name(), ErrConfig)
 	}
 	return nil
 }
 
 // poolView returns the view of parameter i in the buffer its bucket holds,
 // lending the bucket a buffer first when it has none (zeroed). Called with
-// ov.mu held.
+// pipe.mu held.
 func (o *Optimizer) poolView(i int) (GradView, error) {
 	b := o.layout.Places[i].Bucket
 	if err := o.poolWritable(i, b); err != nil {
@@ -99,14 +85,14 @@ func (o *Optimizer) poolView(i int) (GradView, error) {
 	p, pl := o.pool, o.layout.Places[i]
 	sz := o.cfg.GradType.Size()
 	v := GradView{Name: o.params[i].Name, Shape: o.params[i].Shape, DType: o.cfg.GradType, Data: p.bufs[p.held[b]].Slice(sz*pl.Offset, sz*(pl.Offset+pl.Len))}
-	v.lease = &viewLease{ov: o.ov, pool: p, bucket: b, gen: p.gen[b]}
+	v.lease = &viewLease{pipe: o.pipe, pool: p, bucket: b, gen: p.gen[b]}
 	return v, nil
 }
 
 // poolWritable refuses a write of parameter i (bucket b) once the parameter
 // was declared ready for the micro-batch its bucket's buffer holds.
 func (o *Optimizer) poolWritable(i, b int) error {
-	if o.ov.ready[i] > o.pool.started[b] {
+	if o.pipe.ready[i] > o.pool.started[b] {
 		return fmt.Errorf("optimizer: gradient of %q written after its GradReady, before its bucket's reduce-scatter started (the bucket waits for the buckets before it in the backward order, or for other parameters): %w", o.params[i].Name, ErrGradReady)
 	}
 	return nil
@@ -131,7 +117,7 @@ func (o *Optimizer) lend(b int) error {
 	}
 	k := p.free[len(p.free)-1]
 	p.free = p.free[:len(p.free)-1]
-	if err := o.be.Zero(p.bufs[k], 0, p.bufs[k].Len()); err != nil {
+	if err := o.backend.Zero(p.bufs[k], 0, p.bufs[k].Len()); err != nil {
 		return o.fail(err)
 	}
 	p.held[b] = k
@@ -146,7 +132,7 @@ func (o *Optimizer) reclaim(ctx context.Context) error {
 	p := o.pool
 	f := p.fifo[0]
 	p.fifo = p.fifo[1:]
-	if err := o.after(ctx, f.w); err != nil {
+	if err := o.pipe.after(ctx, f.w); err != nil {
 		o.keepInFlight()
 		return o.fail(fmt.Errorf("optimizer: gradient reduce-scatter of bucket %d: %w", f.bucket, err))
 	}
@@ -154,7 +140,7 @@ func (o *Optimizer) reclaim(ctx context.Context) error {
 		bk := o.buckets[f.bucket]
 		gsz := o.cfg.GradType.Size()
 		src := p.bufs[f.buf].Slice(gsz*bk.lo, gsz*bk.hi)
-		if err := o.be.(GradAccumulator).AccumulateGrad(bk.acc, src, o.cfg.GradType, bk.b.ShardSize); err != nil {
+		if err := o.backend.(backend.GradAccumulator).AccumulateGrad(bk.acc, src, o.cfg.GradType, bk.b.ShardSize); err != nil {
 			return o.fail(fmt.Errorf("optimizer: gradient accumulation of bucket %d: %w", f.bucket, err))
 		}
 	}
@@ -162,11 +148,11 @@ func (o *Optimizer) reclaim(ctx context.Context) error {
 	return nil
 }
 
-// poolReady is GradReady of parameter i with sharded gradients (ov.mu
+// poolReady is GradReady of parameter i with sharded gradients (pipe.mu
 // held): a bucket's reduce-scatter starts for every micro-batch, in the
 // order micro-batch by micro-batch, each in the backward bucket order.
 func (o *Optimizer) poolReady(i int) error {
-	ov, p := o.ov, o.pool
+	pipe, p := o.pipe, o.pool
 	b := o.layout.Places[i].Bucket
 	if err := o.poolWritable(i, b); err != nil {
 		return err
@@ -174,18 +160,18 @@ func (o *Optimizer) poolReady(i int) error {
 	if err := o.lend(b); err != nil { // a parameter never written: a zero gradient
 		return err
 	}
-	ov.any = true
-	ov.ready[i]++
-	ov.missing[b]--
+	pipe.any = true
+	pipe.ready[i]++
+	pipe.missing[b]--
 	nb := len(o.buckets)
-	for ov.next < o.cfg.MicroBatches*nb {
-		b, m := o.backward(ov.next%nb), ov.next/nb
-		if ov.missing[b] != 0 || p.started[b] != m {
+	for pipe.next < o.cfg.MicroBatches*nb {
+		b, m := o.backward(pipe.next%nb), pipe.next/nb
+		if pipe.missing[b] != 0 || p.started[b] != m {
 			break
 		}
 		o.startPooled(b, m == 0)
-		ov.missing[b] = len(o.buckets[b].b.Params)
-		ov.next++
+		pipe.missing[b] = len(o.buckets[b].b.Params)
+		pipe.next++
 	}
 	return nil
 }
@@ -213,13 +199,13 @@ func (o *Optimizer) startPooled(b int, first bool) {
 // reduce-scatter of every micro-batch must have started (GradReady); the
 // ones in flight are waited for and accumulated, oldest first.
 func (o *Optimizer) reducePooled(ctx context.Context, t *Timings) error {
-	ov := o.ov
-	defer ov.reset(o)
-	if ov.next < o.cfg.MicroBatches*len(o.buckets) {
-		for i, n := range ov.ready {
+	pipe := o.pipe
+	defer o.resetPipeline(pipe)
+	if pipe.next < o.cfg.MicroBatches*len(o.buckets) {
+		for i, n := range pipe.ready {
 			if n < o.cfg.MicroBatches {
 				err := fmt.Errorf("optimizer: Step with sharded gradients and the gradient of %q declared ready %d of %d times (GradReady): %w", o.params[i].Name, n, o.cfg.MicroBatches, ErrGradReady)
-				if ov.next == 0 {
+				if pipe.next == 0 {
 					return err // nothing started: the ranks still agree
 				}
 				o.keepInFlight()
@@ -237,7 +223,7 @@ func (o *Optimizer) reducePooled(ctx context.Context, t *Timings) error {
 	return nil
 }
 
-// resetPool ends every lease for the next step (ov.mu held).
+// resetPool ends every lease for the next step (pipe.mu held).
 func (p *gradPool) reset() {
 	for b, k := range p.held {
 		if k >= 0 {
@@ -264,7 +250,7 @@ func (p *gradPool) works() []collective.Work {
 
 // viewLease ties a gradient view to its bucket's lease of a pool buffer.
 type viewLease struct {
-	ov     *overlap
+	pipe   *pipeline
 	pool   *gradPool
 	bucket int
 	gen    uint64
@@ -279,8 +265,8 @@ func (v GradView) Valid() error {
 	if l == nil {
 		return nil
 	}
-	l.ov.mu.Lock()
-	defer l.ov.mu.Unlock()
+	l.pipe.mu.Lock()
+	defer l.pipe.mu.Unlock()
 	if l.pool.gen[l.bucket] != l.gen {
 		return fmt.Errorf("optimizer: gradient view of %q used after its bucket was declared ready: %w", v.Name, ErrGradPool)
 	}
@@ -290,14 +276,14 @@ func (v GradView) Valid() error {
 // zeroPool is ZeroGrad with sharded gradients: the buffers lent to buckets
 // being written are zeroed.
 func (o *Optimizer) zeroPool() error {
-	o.ov.mu.Lock()
-	defer o.ov.mu.Unlock()
+	o.pipe.mu.Lock()
+	defer o.pipe.mu.Unlock()
 	p := o.pool
 	for _, k := range p.held {
 		if k < 0 {
 			continue
 		}
-		if err := o.be.Zero(p.bufs[k], 0, p.bufs[k].Len()); err != nil {
+		if err := o.backend.Zero(p.bufs[k], 0, p.bufs[k].Len()); err != nil {
 			return o.fail(err)
 		}
 	}

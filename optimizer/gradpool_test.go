@@ -10,6 +10,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/optimizer"
@@ -45,11 +49,11 @@ func exactGrad(world, nanAt int) optimizertest.GradFunc {
 // it ready, parameter after parameter in the backward order; StepAsync and
 // WaitGathers when async, else Step.
 func trainSharded(ctx context.Context, comm collective.Communicator, params []optimizer.Param, cfg optimizer.Config, steps, micro int, grad optimizertest.GradFunc, async bool) (optimizertest.Result, error) {
-	return trainShardedOn(ctx, comm, optimizer.NewCPU(2), params, cfg, steps, micro, grad, async)
+	return trainShardedOn(ctx, comm, cpu.New(2), params, cfg, steps, micro, grad, async)
 }
 
 // trainShardedOn is trainSharded on backend be.
-func trainShardedOn(ctx context.Context, comm collective.Communicator, be optimizer.Backend, params []optimizer.Param, cfg optimizer.Config, steps, micro int, grad optimizertest.GradFunc, async bool) (optimizertest.Result, error) {
+func trainShardedOn(ctx context.Context, comm collective.Communicator, be backend.Backend, params []optimizer.Param, cfg optimizer.Config, steps, micro int, grad optimizertest.GradFunc, async bool) (optimizertest.Result, error) {
 	cfg.ShardedGradients, cfg.MicroBatches = true, micro
 	o, err := optimizer.New(ctx, comm, be, params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
 	if err != nil {
@@ -204,7 +208,7 @@ func TestShardedGradientsMisuse(t *testing.T) {
 }
 
 // noAccumulate hides the CPU backend's AccumulateGrad.
-type noAccumulate struct{ optimizer.Backend }
+type noAccumulate struct{ backend.Backend }
 
 // TestShardedGradientsConfig checks the refused configurations: GradBuffers
 // without ShardedGradients or negative, and accumulation on a backend that
@@ -214,11 +218,11 @@ func TestShardedGradientsConfig(t *testing.T) {
 	init := optimizer.FromMap(optimizertest.InitWeights(params, 1))
 	for _, c := range []struct {
 		cfg optimizer.Config
-		be  optimizer.Backend
+		be  backend.Backend
 	}{
-		{optimizer.Config{GradBuffers: 2}, optimizer.NewCPU(1)},
-		{optimizer.Config{ShardedGradients: true, GradBuffers: -1}, optimizer.NewCPU(1)},
-		{optimizer.Config{ShardedGradients: true, MicroBatches: 2}, noAccumulate{optimizer.NewCPU(1)}},
+		{optimizer.Config{GradBuffers: 2}, cpu.New(1)},
+		{optimizer.Config{ShardedGradients: true, GradBuffers: -1}, cpu.New(1)},
+		{optimizer.Config{ShardedGradients: true, MicroBatches: 2}, noAccumulate{cpu.New(1)}},
 	} {
 		c.cfg.Groups = optimizertest.Groups()
 		comm := inproc.Communicators(1)[0]
@@ -230,7 +234,7 @@ func TestShardedGradientsConfig(t *testing.T) {
 	}
 	comm := inproc.Communicators(1)[0]
 	defer comm.Close()
-	o, err := optimizer.New(context.Background(), comm, noAccumulate{optimizer.NewCPU(1)}, params, init, optimizer.Config{ShardedGradients: true, Groups: optimizertest.Groups()})
+	o, err := optimizer.New(context.Background(), comm, noAccumulate{cpu.New(1)}, params, init, optimizer.Config{ShardedGradients: true, Groups: optimizertest.Groups()})
 	if err != nil {
 		t.Fatalf("one micro-batch needs no accumulation: %v", err)
 	}
@@ -281,7 +285,7 @@ func TestShardedGradientsTrainOverlapped(t *testing.T) {
 	want := optimizertest.Run(t, 2, overlapSteps, params, cfg, grad)
 	cfg.ShardedGradients = true
 	got := optimizertest.RunRanks(t, 2, cfg, func(ctx context.Context, comm collective.Communicator, cfg optimizer.Config) (optimizertest.Result, error) {
-		return optimizertest.TrainOverlapped(ctx, comm, optimizer.NewCPU(2), params, cfg, overlapSteps, grad, optimizertest.Overlap{MicroBatches: 1})
+		return optimizertest.TrainOverlapped(ctx, comm, cpu.New(2), params, cfg, overlapSteps, grad, optimizertest.Overlap{MicroBatches: 1})
 	})
 	for r := range 2 {
 		sameRun(t, fmt.Sprintf("rank %d", r), want[r], got[r])
@@ -306,7 +310,7 @@ func TestShardedGradientsConcurrent(t *testing.T) {
 			return optimizertest.Result{}, err
 		}
 		cfg.GradBuffers = len(l.Buckets)
-		o, err := optimizer.New(ctx, comm, optimizer.NewCPU(1), params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
+		o, err := optimizer.New(ctx, comm, cpu.New(1), params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
 		if err != nil {
 			return optimizertest.Result{}, err
 		}

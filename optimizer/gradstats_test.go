@@ -6,39 +6,44 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/optimizertest"
 )
 
 // planner is the CPU backend that plans the gradient statistics
-// (optimizer.GradStatsPlanner), as the GPU backend does: its plan keeps the
+// (backend.GradStatsPlanner), as the GPU backend does: its plan keeps the
 // buffers and counts it was given and adds their statistics at each Run.
 // It counts plans, runs, closes and direct GradStats calls.
 type planner struct {
-	*optimizer.CPU
+	*cpu.Backend
 	mu                          sync.Mutex
 	plans, runs, closes, direct int
 }
 
 type cpuPlan struct {
 	p     *planner
-	stats collective.Buffer
-	grads []collective.Buffer
-	gt    collective.DType
+	stats buffer.Buffer
+	grads []buffer.Buffer
+	gt    buffer.DType
 	ns    []int
 }
 
-func (p *planner) PlanGradStats(stats collective.Buffer, grads []collective.Buffer, gt collective.DType, ns []int) (optimizer.GradStatsPlan, error) {
+func (p *planner) PlanGradStats(stats buffer.Buffer, grads []buffer.Buffer, gt buffer.DType, ns []int) (backend.GradStatsPlan, error) {
 	p.plans++
 	return &cpuPlan{p: p, stats: stats, grads: slices.Clone(grads), gt: gt, ns: slices.Clone(ns)}, nil
 }
 
-func (p *planner) GradStats(stats, grad collective.Buffer, gt collective.DType, n int) error {
+func (p *planner) GradStats(stats, grad buffer.Buffer, gt buffer.DType, n int) error {
 	p.mu.Lock()
 	p.direct++
 	p.mu.Unlock()
-	return p.CPU.GradStats(stats, grad, gt, n)
+	return p.Backend.GradStats(stats, grad, gt, n)
 }
 
 func (c *cpuPlan) Run() error {
@@ -46,7 +51,7 @@ func (c *cpuPlan) Run() error {
 	c.p.runs++
 	c.p.mu.Unlock()
 	for i, g := range c.grads {
-		if err := c.p.CPU.GradStats(c.stats, g, c.gt, c.ns[i]); err != nil {
+		if err := c.p.Backend.GradStats(c.stats, g, c.gt, c.ns[i]); err != nil {
 			return err
 		}
 	}
@@ -79,7 +84,7 @@ func TestGradStatsPlan(t *testing.T) {
 				want := optimizertest.Run(t, 3, overlapSteps, params, cfg, optimizertest.Accumulated(grad, micro))
 				bes := make([]*planner, 3)
 				got := optimizertest.RunRanks(t, 3, cfg, func(ctx context.Context, comm collective.Communicator, cfg optimizer.Config) (optimizertest.Result, error) {
-					be := &planner{CPU: optimizer.NewCPU(1)}
+					be := &planner{Backend: cpu.New(1)}
 					bes[comm.Rank()] = be
 					switch how {
 					case "overlapped":

@@ -6,8 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
+	"github.com/distopt/distopt/collective/inproc"
 )
 
 // A wrong or missing initial value of a known parameter is a configuration
@@ -19,11 +21,12 @@ func TestInitialValueErrors(t *testing.T) {
 		init map[string][]float32
 		want string
 	}{
-		{"short", map[string][]float32{"w": make([]float32, 30), "b": make([]float32, 8)}, `optimizer: initial value of "w": 30 elements, want at least 32: optimizer: invalid configuration`},
-		{"missing", map[string][]float32{"w": make([]float32, 32)}, `optimizer: initial value of "b": not in the map: optimizer: invalid configuration`},
+		{"short", map[string][]float32{"w": make([]float32, 30), "b": make([]float32, 8)}, `optimizer: initial value of "w": 30 elements, want 32: invalid configuration`},
+		{"long", map[string][]float32{"w": make([]float32, 33), "b": make([]float32, 8)}, `optimizer: initial value of "w": 33 elements, want 32: invalid configuration`},
+		{"missing", map[string][]float32{"w": make([]float32, 32)}, `optimizer: initial value of "b": not in the map: invalid configuration`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], optimizer.NewCPU(1), params, optimizer.FromMap(tc.init), optimizer.Config{})
+			_, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], cpu.New(1), params, optimizer.FromMap(tc.init), optimizer.Config{})
 			if !errors.Is(err, optimizer.ErrConfig) || errors.Is(err, optimizer.ErrUnknownParam) {
 				t.Errorf("New: %v; want ErrConfig, not ErrUnknownParam", err)
 			}
@@ -32,6 +35,9 @@ func TestInitialValueErrors(t *testing.T) {
 			}
 			if n := strings.Count(err.Error(), "initial value"); n != 1 {
 				t.Errorf("%q says \"initial value\" %d times", err, n)
+			}
+			if n := strings.Count(err.Error(), "optimizer:"); n != 1 {
+				t.Errorf("%q says \"optimizer:\" %d times", err, n)
 			}
 		})
 	}

@@ -2,10 +2,10 @@ package optimizer
 
 import (
 	"fmt"
-	"github.com/distopt/distopt/collective"
 	"slices"
 	"strings"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/optimizer/backend"
 	"github.com/distopt/distopt/shard"
 )
@@ -16,7 +16,7 @@ type MomentDType = backend.MomentDType
 
 // The moment storage types.
 const (
-	// MomentDefault takes Config.MomentType.
+	// MomentDefault is float32.
 	MomentDefault = backend.MomentDefault
 	// MomentFloat32 stores float32.
 	MomentFloat32 = backend.MomentFloat32
@@ -28,7 +28,7 @@ const (
 )
 
 // MomentOf returns the MomentDType of a float32 or bfloat16 DType.
-func MomentOf(dt collective.DType) MomentDType { return backend.MomentOf(dt) }
+func MomentOf(dt buffer.DType) MomentDType { return backend.MomentOf(dt) }
 
 // ParseMomentDType parses a moment type: "float32" ("fp32"), "bfloat16"
 // ("bf16") or "fp8".
@@ -64,10 +64,10 @@ func ParseMomentTypes(s string, rule Rule) (first, second MomentDType, err error
 // momentDefaults resolves the per-moment types and the FP8 block.
 func (c *Config) momentDefaults() {
 	if c.FirstMomentType == MomentDefault {
-		c.FirstMomentType = backend.MomentOf(c.MomentType)
+		c.FirstMomentType = MomentFloat32
 	}
 	if c.SecondMomentType == MomentDefault && len(c.Rule.Moments()) > 1 {
-		c.SecondMomentType = backend.MomentOf(c.MomentType)
+		c.SecondMomentType = MomentFloat32
 	}
 	if c.MomentBlock == 0 {
 		c.MomentBlock = backend.DefaultMomentBlock
@@ -119,11 +119,23 @@ func (c *Config) checkMoments() error {
 	return nil
 }
 
-// momentFields are the moment settings ranks must share, beyond
-// MomentType: none when every moment is MomentType's (so fingerprints of
+// uniformMomentType is bfloat16 when every moment is stored as bfloat16,
+// else float32: the moment type of the fingerprint and of the backend's
+// UpdateArgs.MomentType.
+func (c *Config) uniformMomentType() buffer.DType {
+	for _, t := range c.momentTypes() {
+		if t != MomentBFloat16 {
+			return buffer.Float32
+		}
+	}
+	return buffer.BFloat16
+}
+
+// momentFields are the moment settings ranks must share, beyond the
+// uniform moment type: none when every moment has it (so fingerprints of
 // such configurations are unchanged).
 func (c *Config) momentFields() []shard.Field {
-	def := backend.MomentOf(c.MomentType)
+	def := backend.MomentOf(c.uniformMomentType())
 	for _, t := range c.momentTypes() {
 		if t != def {
 			return []shard.Field{{Name: "moment types", Value: fmt.Sprint(c.momentTypes(), " block ", c.MomentBlock)}}
@@ -155,7 +167,7 @@ func (o *Optimizer) momentArgs(u *backend.UpdateArgs, bk *bucket) {
 // readMoment reads moment i (0: m, 1: v) of piece pc of bucket bk, widened
 // to float32 (FP8: backend.DecodeMoment, exact).
 func (o *Optimizer) readMoment(bk *bucket, i int, pc shard.Piece) ([]float32, error) {
-	buf := []collective.Buffer{bk.m, bk.v}[i]
+	buf := []buffer.Buffer{bk.m, bk.v}[i]
 	t := o.cfg.momentTypes()[i]
 	if t != MomentFP8 {
 		dt := momentElem(t)
@@ -164,10 +176,10 @@ func (o *Optimizer) readMoment(bk *bucket, i int, pc shard.Piece) ([]float32, er
 	b, n := o.cfg.MomentBlock, bk.b.ShardSize
 	codes := make([]byte, pc.Len)
 	scales := make([]byte, t.ScaleBytes(pc.Len, b))
-	if err := o.be.Read(codes, buf, pc.ShardOffset); err != nil {
+	if err := o.backend.Read(codes, buf, pc.ShardOffset); err != nil {
 		return nil, err
 	}
-	if err := o.be.Read(scales, buf, n+4*(pc.ShardOffset/b)); err != nil {
+	if err := o.backend.Read(scales, buf, n+4*(pc.ShardOffset/b)); err != nil {
 		return nil, err
 	}
 	inv := bytesFloat32(scales)
@@ -182,11 +194,11 @@ func (o *Optimizer) readMoment(bk *bucket, i int, pc shard.Piece) ([]float32, er
 // backend.EncodeMomentBlock per block; pieces start at a block boundary, and
 // the values ReadPieces returns are encoded back to themselves).
 func (o *Optimizer) writeMoment(bk *bucket, i int, pc shard.Piece, x []float32) error {
-	buf := []collective.Buffer{bk.m, bk.v}[i]
+	buf := []buffer.Buffer{bk.m, bk.v}[i]
 	t := o.cfg.momentTypes()[i]
 	if t != MomentFP8 {
 		dt := momentElem(t)
-		return o.be.Write(buf, dt.Size()*pc.ShardOffset, encodeElems(x, dt))
+		return o.backend.Write(buf, dt.Size()*pc.ShardOffset, encodeElems(x, dt))
 	}
 	b, n := o.cfg.MomentBlock, bk.b.ShardSize
 	codes := make([]byte, len(x))
@@ -197,17 +209,17 @@ func (o *Optimizer) writeMoment(bk *bucket, i int, pc shard.Piece, x []float32) 
 		// exact values (ReadPieces') round to themselves: any seed will do
 		inv[k] = backend.EncodeMomentBlock(codes[lo:hi], x[lo:hi], i == 1, 0, uint64(bk.lo+pc.ShardOffset+lo))
 	}
-	if err := o.be.Write(buf, pc.ShardOffset, codes); err != nil {
+	if err := o.backend.Write(buf, pc.ShardOffset, codes); err != nil {
 		return err
 	}
-	return o.be.Write(buf, n+4*(pc.ShardOffset/b), float32Bytes(inv))
+	return o.backend.Write(buf, n+4*(pc.ShardOffset/b), float32Bytes(inv))
 }
 
 // momentElem is the element type of a moment stored unquantized: float32,
 // or bfloat16 for MomentBFloat16 (the inverse of backend.MomentOf).
-func momentElem(t MomentDType) collective.DType {
+func momentElem(t MomentDType) buffer.DType {
 	if t == MomentBFloat16 {
-		return collective.BFloat16
+		return buffer.BFloat16
 	}
-	return collective.Float32
+	return buffer.Float32
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective/grpccomm"
 	"github.com/distopt/distopt/collective/rendezvous"
 	"github.com/distopt/distopt/optimizer"
@@ -70,9 +72,9 @@ func rankMain() error {
 	if v := os.Getenv(envOverlap); v != "" {
 		i, _ := strconv.Atoi(v)
 		ov := overlapVariants[i]
-		res, err = optimizertest.TrainOverlapped(ctx, comm, optimizer.NewCPU(1), params, cfg, overlapSteps, nanGrad(max(1, ov.MicroBatches)), ov)
+		res, err = optimizertest.TrainOverlapped(ctx, comm, cpu.New(1), params, cfg, overlapSteps, nanGrad(max(1, ov.MicroBatches)), ov)
 	} else {
-		res, err = optimizertest.Train(ctx, comm, optimizer.NewCPU(1), params, cfg, mpSteps, optimizertest.RankGrad)
+		res, err = optimizertest.Train(ctx, comm, cpu.New(1), params, cfg, mpSteps, optimizertest.RankGrad)
 	}
 	if err != nil {
 		return err

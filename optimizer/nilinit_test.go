@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/optimizer"
 )
@@ -24,7 +26,7 @@ func TestNilInitFunc(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			o, err := optimizer.New(ctx, c, optimizer.NewCPU(1), params, nil, optimizer.Config{LR: optimizer.Constant(1e-3)})
+			o, err := optimizer.New(ctx, c, cpu.New(1), params, nil, optimizer.Config{LR: optimizer.Constant(1e-3)})
 			if err == nil {
 				o.Close()
 			}

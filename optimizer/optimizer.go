@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer/backend"
@@ -16,18 +18,23 @@ import (
 // InitFunc fills dst with the elements [offset, offset+len(dst)) of the
 // named parameter's initial value, flattened row-major. Every rank must give
 // the same values. An error on any rank makes New fail on every rank.
+// New also calls it once per parameter with offset at the parameter's
+// element count and an empty dst: a check of the value's length (FromMap
+// refuses a longer value there).
 type InitFunc func(name string, offset int, dst []float32) error
 
 // FromMap is an InitFunc reading full initial tensors from a map. A name
-// missing from the map, or a tensor too short, is an error wrapping
-// ErrConfig (New adds the parameter's name).
+// missing from the map, or a tensor of other than the parameter's number of
+// elements, is an error wrapping ErrConfig (New adds the parameter's name).
 func FromMap(m map[string][]float32) InitFunc {
 	return func(name string, offset int, dst []float32) error {
 		v, ok := m[name]
-		if !ok {
+		switch {
+		case !ok:
 			return fmt.Errorf("not in the map: %w", ErrConfig)
-		}
-		if offset+len(dst) > len(v) {
+		case len(dst) == 0 && offset != len(v): // New's check of the length
+			return fmt.Errorf("%d elements, want %d: %w", len(v), offset, ErrConfig)
+		case offset+len(dst) > len(v):
 			return fmt.Errorf("%d elements, want at least %d: %w", len(v), offset+len(dst), ErrConfig)
 		}
 		copy(dst, v[offset:offset+len(dst)])
@@ -39,12 +46,12 @@ func FromMap(m map[string][]float32) InitFunc {
 // safe for concurrent use, except GradReady and SetGrad with each other;
 // each rank drives its own Optimizer.
 type Optimizer struct {
-	cfg    Config
-	comm   collective.Communicator
-	be     Backend
-	layout *shard.Layout
-	params []Param
-	rank   int
+	cfg     Config
+	comm    collective.Communicator
+	backend backend.Backend
+	layout  *shard.Layout
+	params  []Param
+	rank    int
 
 	buckets []*bucket
 
@@ -52,21 +59,23 @@ type Optimizer struct {
 	// for 128x128. slotOf[p] is the first slot of parameter p (-1: none).
 	slotOf  []int
 	nSlots  int
-	amax    collective.Buffer // uint32 x nSlots
-	scale   collective.Buffer // float32 x nSlots: the scale of the next cast
-	scaleIn collective.Buffer // float32 x nSlots: scale_inv of the bytes held now
-	stats   collective.Buffer // int64 x StatsLen
-	scales  *scaleState       // host state of the slots' scales
+	amax    buffer.Buffer // uint32 x nSlots
+	scale   buffer.Buffer // float32 x nSlots: the scale of the next cast
+	scaleIn buffer.Buffer // float32 x nSlots: scale_inv of the bytes held now
+	stats   buffer.Buffer // int64 x StatsLen
+	scales  *scaleState   // host state of the slots' scales
 
-	statsPlan GradStatsPlan // the buckets' statistics in one pass (nil: per bucket)
+	statsPlan backend.GradStatsPlan // the buckets' statistics in one pass (nil: per bucket)
 
-	step    int
-	broken  error
-	pending *ScalarState // applied by the refresh of LoadPieces
-	ov      *overlap     // the overlapped pipeline (GradReady, StepAsync)
-	pool    *gradPool    // sharded gradients' buffers (nil without them)
-	ctl     control      // the step control block
-	dh      *devHistory  // delayed scaling's histories on the device (nil: host only)
+	step       int
+	broken     error
+	pending    *ScalarState     // applied by the refresh of LoadPieces
+	pipe       *pipeline        // the bucket pipeline (GradReady, StepAsync)
+	pool       *gradPool        // sharded gradients' buffers (nil without them)
+	control    control          // the step control block
+	deviceHist *deviceHistories // delayed scaling's histories on the device (nil: host only)
+
+	gradWritten atomic.Bool // a gradient may have been written since the last Step (nograd.go)
 }
 
 type bucket struct {
@@ -75,12 +84,12 @@ type bucket struct {
 	lo, hi int
 	pieces []shard.Piece
 	segs   []backend.Segment
-	grad   collective.Buffer // GradType x Size (nil with sharded gradients)
-	acc    collective.Buffer // GradType x ShardSize: the reduced gradient shard (sharded gradients only)
-	master collective.Buffer // float32 x ShardSize
-	m, v   collective.Buffer
-	data   collective.Buffer // FP8: Recipe.DataBytes(Size); high precision: HighPrecisionType x Size
-	blocks collective.Buffer // block scales, LocalBlocks recipes only
+	grad   buffer.Buffer // GradType x Size (nil with sharded gradients)
+	acc    buffer.Buffer // GradType x ShardSize: the reduced gradient shard (sharded gradients only)
+	master buffer.Buffer // float32 x ShardSize
+	m, v   buffer.Buffer
+	data   buffer.Buffer // FP8: Recipe.DataBytes(Size); high precision: HighPrecisionType x Size
+	blocks buffer.Buffer // block scales, LocalBlocks recipes only
 }
 
 // New makes rank comm.Rank() of a distributed optimizer over params, with
@@ -88,12 +97,12 @@ type bucket struct {
 // parameters cast and gathered before it returns. All ranks must call New
 // with the same parameters and configuration; a difference is reported as
 // ErrMismatch naming what differs.
-func New(ctx context.Context, comm collective.Communicator, be Backend, params []Param, init InitFunc, cfg Config) (*Optimizer, error) {
+func New(ctx context.Context, comm collective.Communicator, be backend.Backend, params []Param, init InitFunc, cfg Config) (*Optimizer, error) {
 	switch {
 	case comm == nil:
 		return nil, fmt.Errorf("optimizer: New needs a communicator, got nil: %w", ErrConfig)
 	case be == nil:
-		return nil, fmt.Errorf("optimizer: New needs a backend, got nil (optimizer.NewCPU makes one): %w", ErrConfig)
+		return nil, fmt.Errorf("optimizer: New needs a backend, got nil (cpu.New makes one): %w", ErrConfig)
 	}
 	if cfg.LossScaler != nil {
 		ls := *cfg.LossScaler // the optimizer's own: ranks may share the value passed
@@ -110,7 +119,7 @@ func New(ctx context.Context, comm collective.Communicator, be Backend, params [
 	if err != nil {
 		return nil, err
 	}
-	o := &Optimizer{cfg: cfg, comm: comm, be: be, layout: layout, params: append([]Param(nil), params...), rank: comm.Rank()}
+	o := &Optimizer{cfg: cfg, comm: comm, backend: be, layout: layout, params: append([]Param(nil), params...), rank: comm.Rank()}
 	if err := checkPoolBackend(&cfg, be); err != nil {
 		return nil, err
 	}
@@ -121,7 +130,7 @@ func New(ctx context.Context, comm collective.Communicator, be Backend, params [
 		o.Close()
 		return nil, err
 	}
-	o.ov = o.newOverlap()
+	o.pipe = o.newPipeline()
 	if err := o.agree(ctx, o.loadMasters(init)); err != nil {
 		o.Close()
 		return nil, err
@@ -130,23 +139,18 @@ func New(ctx context.Context, comm collective.Communicator, be Backend, params [
 		o.Close()
 		return nil, err
 	}
+	o.logFallbacks()
 	return o, nil
-}
-
-// OnDevice is implemented by backends and communicators bound to one GPU
-// (optimizer/gpu's Backend, collective/nccl's Comm): Ordinal is the GPU's.
-type OnDevice interface {
-	Ordinal() int
 }
 
 // checkPlacement refuses a communicator and a backend that do not share
 // their memory: another memory kind, or (both bound to a GPU) another GPU.
-func checkPlacement(comm collective.Communicator, be Backend) error {
+func checkPlacement(comm collective.Communicator, be backend.Backend) error {
 	if comm.Memory() != be.Memory() {
 		return fmt.Errorf("optimizer: communicator takes %s memory but backend %s allocates %s memory: %w", comm.Memory(), be.Name(), be.Memory(), ErrConfig)
 	}
-	cd, ok1 := comm.(OnDevice)
-	bd, ok2 := be.(OnDevice)
+	cd, ok1 := comm.(backend.OnDevice)
+	bd, ok2 := be.(backend.OnDevice)
 	if ok1 && ok2 && cd.Ordinal() != bd.Ordinal() {
 		return fmt.Errorf("optimizer: communicator on GPU %d but backend %s on GPU %d: %w", cd.Ordinal(), be.Name(), bd.Ordinal(), ErrConfig)
 	}
@@ -172,7 +176,7 @@ func NewLayout(params []Param, world int, opts shard.Options) (*shard.Layout, er
 func (o *Optimizer) Layout() *shard.Layout { return o.layout }
 
 // Backend is the backend the optimizer runs on.
-func (o *Optimizer) Backend() Backend { return o.be }
+func (o *Optimizer) Backend() backend.Backend { return o.backend }
 
 // Config is the configuration in use, defaults filled in.
 func (o *Optimizer) Config() Config { return o.cfg }
@@ -222,13 +226,13 @@ func (o *Optimizer) allocate() error {
 	o.scales = newScaleState(r, o.nSlots)
 	var err error
 	if o.nSlots > 0 {
-		for _, b := range []*collective.Buffer{&o.amax, &o.scale, &o.scaleIn} {
-			if *b, err = o.be.Alloc(4 * o.nSlots); err != nil {
+		for _, b := range []*buffer.Buffer{&o.amax, &o.scale, &o.scaleIn} {
+			if *b, err = o.backend.Alloc(4 * o.nSlots); err != nil {
 				return err
 			}
 		}
 	}
-	if o.stats, err = o.be.Alloc(8 * backend.StatsLen); err != nil {
+	if o.stats, err = o.backend.Alloc(8 * backend.StatsLen); err != nil {
 		return err
 	}
 	if err := o.initControl(); err != nil {
@@ -258,7 +262,7 @@ func (o *Optimizer) allocBucket(bi int, b shard.Bucket) (*bucket, error) {
 	bk.pieces = o.layout.Pieces(bi, o.rank)
 	sizes := bufferSizes(b, &o.cfg)
 	for _, x := range []struct {
-		dst *collective.Buffer
+		dst *buffer.Buffer
 		n   int64
 		use bool
 	}{
@@ -274,7 +278,7 @@ func (o *Optimizer) allocBucket(bi int, b shard.Bucket) (*bucket, error) {
 			continue
 		}
 		var err error
-		if *x.dst, err = o.be.Alloc(int(x.n)); err != nil {
+		if *x.dst, err = o.backend.Alloc(int(x.n)); err != nil {
 			return bk, err
 		}
 	}
@@ -299,8 +303,16 @@ func (o *Optimizer) loadMasters(init InitFunc) error {
 	if init == nil { // checked here, where every rank agrees on the outcome
 		return fmt.Errorf("optimizer: no initial values (the InitFunc is nil; optimizer.FromMap makes one from a map): %w", ErrConfig)
 	}
+	for i, p := range o.params {
+		if err := init(p.Name, o.layout.Places[i].Len, nil); err != nil {
+			return fmt.Errorf("optimizer: initial value of %q: %w", p.Name, err)
+		}
+	}
 	for _, bk := range o.buckets {
 		for _, pc := range bk.pieces {
+			if pc.Len == 0 {
+				continue
+			}
 			vals := make([]float32, pc.Len)
 			if err := init(o.params[pc.Param].Name, pc.ParamOffset, vals); err != nil {
 				return fmt.Errorf("optimizer: initial value of %q: %w", o.params[pc.Param].Name, err)
@@ -308,7 +320,7 @@ func (o *Optimizer) loadMasters(init InitFunc) error {
 			if err := checkInitial(o.params[pc.Param].Name, pc.ParamOffset, vals); err != nil {
 				return err
 			}
-			if err := o.be.Write(bk.master, 4*pc.ShardOffset, float32Bytes(vals)); err != nil {
+			if err := o.backend.Write(bk.master, 4*pc.ShardOffset, float32Bytes(vals)); err != nil {
 				return err
 			}
 		}
@@ -341,20 +353,20 @@ func (o *Optimizer) agree(ctx context.Context, err error) error {
 	if err != nil {
 		flag = int64(o.rank) + 1
 	}
-	buf, aerr := o.be.Alloc(8)
+	buf, aerr := o.backend.Alloc(8)
 	if aerr != nil {
 		return errors.Join(err, aerr)
 	}
-	defer o.be.Free(buf)
+	defer o.backend.Free(buf)
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], uint64(flag))
-	if werr := o.be.Write(buf, 0, b[:]); werr != nil {
+	if werr := o.backend.Write(buf, 0, b[:]); werr != nil {
 		return errors.Join(err, werr)
 	}
-	if rerr := collective.AllReduce(ctx, o.comm, buf, buf, collective.Int64, collective.Max); rerr != nil {
+	if rerr := collective.AllReduce(ctx, o.comm, buf, buf, buffer.Int64, collective.Max); rerr != nil {
 		return errors.Join(err, rerr)
 	}
-	if rerr := o.be.Read(b[:], buf, 0); rerr != nil {
+	if rerr := o.backend.Read(b[:], buf, 0); rerr != nil {
 		return errors.Join(err, rerr)
 	}
 	if err != nil {
@@ -392,7 +404,7 @@ func (o *Optimizer) usable() error {
 		return ErrClosed
 	}
 	if o.broken != nil {
-		return fmt.Errorf("%w: %w", ErrBroken, o.broken)
+		return fmt.Errorf("optimizer: %w: %w", ErrBroken, unprefixed{o.broken})
 	}
 	return nil
 }
@@ -404,6 +416,7 @@ func (o *Optimizer) ZeroGrad() error {
 	if err := o.usable(); err != nil {
 		return err
 	}
+	o.markGrad()
 	if o.pool != nil {
 		return o.zeroPool()
 	}
@@ -413,7 +426,7 @@ func (o *Optimizer) ZeroGrad() error {
 		}
 	}
 	for _, bk := range o.buckets {
-		if err := o.be.Zero(bk.grad, 0, bk.grad.Len()); err != nil {
+		if err := o.backend.Zero(bk.grad, 0, bk.grad.Len()); err != nil {
 			return o.fail(err)
 		}
 	}
@@ -429,9 +442,9 @@ func (o *Optimizer) Close() error {
 	if o.buckets != nil {
 		err = o.drain()
 	}
-	free := func(b collective.Buffer) {
+	free := func(b buffer.Buffer) {
 		if b != nil {
-			o.be.Free(b)
+			o.backend.Free(b)
 		}
 	}
 	if o.statsPlan != nil {
@@ -441,7 +454,7 @@ func (o *Optimizer) Close() error {
 		o.statsPlan = nil
 	}
 	for _, bk := range o.buckets {
-		for _, b := range []collective.Buffer{bk.grad, bk.acc, bk.master, bk.m, bk.v, bk.data, bk.blocks} {
+		for _, b := range []buffer.Buffer{bk.grad, bk.acc, bk.master, bk.m, bk.v, bk.data, bk.blocks} {
 			free(b)
 		}
 	}
@@ -450,12 +463,12 @@ func (o *Optimizer) Close() error {
 			free(b)
 		}
 	}
-	for _, b := range []collective.Buffer{o.amax, o.scale, o.scaleIn, o.stats, o.ctl.buf} {
+	for _, b := range []buffer.Buffer{o.amax, o.scale, o.scaleIn, o.stats, o.control.buf} {
 		free(b)
 	}
-	if o.dh != nil {
-		free(o.dh.hist)
-		free(o.dh.cast)
+	if o.deviceHist != nil {
+		free(o.deviceHist.hist)
+		free(o.deviceHist.cast)
 	}
 	o.buckets = nil
 	return err

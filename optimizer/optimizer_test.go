@@ -7,7 +7,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective/inproc"
 )
 
@@ -98,7 +100,7 @@ func checkMemoryReport(t *testing.T, params []Param, d int, cfg Config, want flo
 		go func() {
 			defer wg.Done()
 			var err error
-			opts[r], err = New(context.Background(), comms[r], NewCPU(1), params, func(string, int, []float32) error { return nil }, cfg)
+			opts[r], err = New(context.Background(), comms[r], cpu.New(1), params, func(string, int, []float32) error { return nil }, cfg)
 			if err != nil {
 				t.Error(err)
 			}
@@ -111,7 +113,7 @@ func checkMemoryReport(t *testing.T, params []Param, d int, cfg Config, want flo
 	o := opts[0]
 	var actual int64
 	for _, bk := range o.buckets {
-		for _, b := range []collective.Buffer{bk.grad, bk.acc, bk.master, bk.m, bk.v, bk.data, bk.blocks} {
+		for _, b := range []buffer.Buffer{bk.grad, bk.acc, bk.master, bk.m, bk.v, bk.data, bk.blocks} {
 			if b != nil {
 				actual += int64(b.Len())
 			}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/shard"
@@ -29,7 +31,7 @@ func Example_overlap() {
 	for r := range 2 {
 		wg.Go(func() {
 			ctx := context.Background()
-			o, err := optimizer.New(ctx, comms[r], optimizer.NewCPU(1), params, init, cfg)
+			o, err := optimizer.New(ctx, comms[r], cpu.New(1), params, init, cfg)
 			if err != nil {
 				out[r] = err.Error()
 				return

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/optimizer"
@@ -49,7 +51,7 @@ func newOverlapped(t *testing.T, cfg optimizer.Config) (*optimizer.Optimizer, *r
 	t.Helper()
 	rec := &recorder{Communicator: inproc.Communicators(1)[0]}
 	params := optimizertest.AwkwardParams()
-	o, err := optimizer.New(context.Background(), rec, optimizer.NewCPU(1), params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
+	o, err := optimizer.New(context.Background(), rec, cpu.New(1), params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +163,7 @@ func TestParamBeforeWait(t *testing.T) {
 	params := optimizertest.AwkwardParams()
 	want := optimizertest.Run(t, 2, 3, params, cfg, optimizertest.RankGrad)
 	got := optimizertest.RunRanks(t, 2, cfg, func(ctx context.Context, comm collective.Communicator, cfg optimizer.Config) (optimizertest.Result, error) {
-		o, err := optimizer.New(ctx, comm, optimizer.NewCPU(1), params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
+		o, err := optimizer.New(ctx, comm, cpu.New(1), params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
 		if err != nil {
 			return optimizertest.Result{}, err
 		}
@@ -235,7 +237,7 @@ func TestMissingGradReady(t *testing.T) {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			o, err := optimizer.New(ctx, comms[r], optimizer.NewCPU(1), params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
+			o, err := optimizer.New(ctx, comms[r], cpu.New(1), params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
 			if err != nil {
 				errs[r] = err
 				return
@@ -280,7 +282,7 @@ func TestGradReadyConcurrent(t *testing.T) {
 	want := optimizertest.Run(t, 3, steps, params, cfg, optimizertest.Accumulated(optimizertest.RankGrad, micro))
 	got := optimizertest.RunRanks(t, 3, cfg, func(ctx context.Context, comm collective.Communicator, cfg optimizer.Config) (optimizertest.Result, error) {
 		cfg.MicroBatches = micro
-		o, err := optimizer.New(ctx, comm, optimizer.NewCPU(1), params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
+		o, err := optimizer.New(ctx, comm, cpu.New(1), params, optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
 		if err != nil {
 			return optimizertest.Result{}, err
 		}

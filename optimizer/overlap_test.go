@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/optimizertest"
@@ -84,7 +86,7 @@ func TestOverlapBitIdentical(t *testing.T) {
 					grad := nanGrad(micro)
 					want := optimizertest.Run(t, d, overlapSteps, params, cfg, optimizertest.Accumulated(grad, micro))
 					got := optimizertest.RunRanks(t, d, cfg, func(ctx context.Context, comm collective.Communicator, cfg optimizer.Config) (optimizertest.Result, error) {
-						return optimizertest.TrainOverlapped(ctx, comm, optimizer.NewCPU(2), params, cfg, overlapSteps, grad, ov)
+						return optimizertest.TrainOverlapped(ctx, comm, cpu.New(2), params, cfg, overlapSteps, grad, ov)
 					})
 					if !want[0].Results[overlapSkip].Skipped {
 						t.Fatalf("step %d was not skipped", overlapSkip)

@@ -6,8 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/inproc"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // gpuComm and gpuBackend stand for a communicator and a backend bound to a
@@ -17,16 +21,16 @@ type gpuComm struct {
 	ordinal int
 }
 
-func (c gpuComm) Memory() collective.MemoryKind { return collective.Device }
-func (c gpuComm) Ordinal() int                  { return c.ordinal }
+func (c gpuComm) Memory() buffer.MemoryKind { return buffer.Device }
+func (c gpuComm) Ordinal() int              { return c.ordinal }
 
 type gpuBackend struct {
-	*CPU
+	*cpu.Backend
 	ordinal int
 }
 
-func (b gpuBackend) Memory() collective.MemoryKind { return collective.Device }
-func (b gpuBackend) Ordinal() int                  { return b.ordinal }
+func (b gpuBackend) Memory() buffer.MemoryKind { return buffer.Device }
+func (b gpuBackend) Ordinal() int              { return b.ordinal }
 
 // TestPlacement checks that New refuses a communicator and a backend on
 // different GPUs, or of different memory kinds, naming both, and that a
@@ -38,12 +42,12 @@ func TestPlacement(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		comm collective.Communicator
-		be   Backend
+		be   backend.Backend
 		want string // in the error; "" for none
 	}{
-		{"GPUs 0 and 1", gpuComm{comm, 0}, gpuBackend{NewCPU(1), 1}, "communicator on GPU 0 but backend"},
-		{"host and device", comm, gpuBackend{NewCPU(1), 0}, "takes host memory"},
-		{"one GPU", gpuComm{comm, 3}, gpuBackend{NewCPU(1), 3}, ""},
+		{"GPUs 0 and 1", gpuComm{comm, 0}, gpuBackend{cpu.New(1), 1}, "communicator on GPU 0 but backend"},
+		{"host and device", comm, gpuBackend{cpu.New(1), 0}, "takes host memory"},
+		{"one GPU", gpuComm{comm, 3}, gpuBackend{cpu.New(1), 3}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := checkPlacement(c.comm, c.be)

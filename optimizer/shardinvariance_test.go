@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/optimizertest"
@@ -77,8 +77,8 @@ func TestReferenceCast(t *testing.T) {
 				if p.HighPrecision {
 					hp := cfg.HighPrecisionType
 					want := masters[p.Name]
-					if hp != collective.Float32 {
-						want = optimizertest.Round(want, collective.BFloat16)
+					if hp != buffer.Float32 {
+						want = optimizertest.Round(want, buffer.BFloat16)
 					}
 					if i := optimizertest.FirstDiff(res[1].Weights[p.Name], want); i >= 0 {
 						t.Fatalf("%s: high-precision copy differs at %d", p.Name, i)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 )
 
 // PieceState is the optimizer state of the part of one parameter this rank
@@ -26,7 +26,7 @@ func (o *Optimizer) ReadPieces() ([]PieceState, error) {
 		for _, pc := range bk.pieces {
 			ps := PieceState{Param: o.params[pc.Param].Name, Offset: pc.ParamOffset}
 			var err error
-			if ps.Master, err = o.readElems(bk.master, pc.ShardOffset, pc.Len, collective.Float32); err != nil {
+			if ps.Master, err = o.readElems(bk.master, pc.ShardOffset, pc.Len, buffer.Float32); err != nil {
 				return nil, err
 			}
 			if ps.M, err = o.readMoment(bk, 0, pc); err != nil {
@@ -44,9 +44,9 @@ func (o *Optimizer) ReadPieces() ([]PieceState, error) {
 }
 
 // readElems reads n elements of type dt starting at element off*4/size.
-func (o *Optimizer) readElems(b collective.Buffer, off4, n int, dt collective.DType) ([]float32, error) {
+func (o *Optimizer) readElems(b buffer.Buffer, off4, n int, dt buffer.DType) ([]float32, error) {
 	raw := make([]byte, n*dt.Size())
-	if err := o.be.Read(raw, b, off4*4); err != nil {
+	if err := o.backend.Read(raw, b, off4*4); err != nil {
 		return nil, err
 	}
 	return decodeElems(raw, dt), nil
@@ -88,7 +88,7 @@ func (o *Optimizer) setPieces(set PieceSetter) error {
 			if err := set(o.params[pc.Param].Name, pc.ParamOffset, master, m, v); err != nil {
 				return fmt.Errorf("optimizer: loading %q: %w", o.params[pc.Param].Name, err)
 			}
-			if err := o.be.Write(bk.master, 4*pc.ShardOffset, float32Bytes(master)); err != nil {
+			if err := o.backend.Write(bk.master, 4*pc.ShardOffset, float32Bytes(master)); err != nil {
 				return err
 			}
 			if err := o.writeMoment(bk, 0, pc, m); err != nil {
@@ -154,7 +154,7 @@ func (o *Optimizer) SetScalars(s ScalarState) error {
 		o.cfg.LossScaler.scale, o.cfg.LossScaler.good = s.LossScale, s.LossScaleGood
 	}
 	o.pending = &s
-	o.ctl.dirty = true
+	o.control.dirty = true
 	return nil
 }
 
@@ -169,7 +169,7 @@ func (o *Optimizer) refreshState(ctx context.Context) error {
 	o.scales.Restore(o.pending.AmaxHistories, o.pending.CastScales)
 	o.pending = nil
 	if o.nSlots > 0 {
-		if err := o.be.Write(o.scale, 0, float32Bytes(o.scales.Scale)); err != nil {
+		if err := o.backend.Write(o.scale, 0, float32Bytes(o.scales.Scale)); err != nil {
 			return o.fail(err)
 		}
 	}

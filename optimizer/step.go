@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer/backend"
@@ -68,7 +69,9 @@ type StepResult struct {
 // Step reduces the gradients, checks them, updates the masters, casts them
 // to FP8 and gathers the parameters. All ranks must call it together. After
 // it the gradient buffers hold unspecified values: write every gradient (or
-// call ZeroGrad) before the next step.
+// call ZeroGrad) before the next step. A rank that wrote none (no Grad,
+// SetGrad, GradReady or ZeroGrad call since its last Step) steps with zero
+// gradients: Step zeroes its buffers for it.
 //
 // The six phases are those of the package documentation, one call each.
 // When the gradients were declared ready (GradReady), their reduce-scatters
@@ -95,6 +98,9 @@ func (o *Optimizer) stepWith(ctx context.Context, async bool) (StepResult, error
 	if err := o.waitAllGathers(ctx); err != nil { // StepAsync's, not waited for
 		return StepResult{}, err
 	}
+	if err := o.zeroUnwritten(); err != nil {
+		return StepResult{}, err
+	}
 	deferred := o.deferred(async)
 	var res StepResult
 	err := o.batched(deferred, func() error { // no host wait for the device: one hand-over (Batcher)
@@ -102,7 +108,7 @@ func (o *Optimizer) stepWith(ctx context.Context, async bool) (StepResult, error
 		res, err = o.stepPhases(ctx, async, deferred)
 		return err
 	})
-	o.ctl.last = res
+	o.control.last = res
 	return res, err
 }
 
@@ -115,7 +121,7 @@ func (o *Optimizer) stepPhases(ctx context.Context, async, deferred bool) (StepR
 	switch {
 	case o.pool != nil:
 		reduce = o.reducePooled
-	case o.ov.any:
+	case o.pipe.any:
 		reduce = o.reduceReady
 	}
 	if err := reduce(ctx, t); err != nil { // 1
@@ -123,13 +129,13 @@ func (o *Optimizer) stepPhases(ctx context.Context, async, deferred bool) (StepR
 	}
 	err := o.checkGrads(ctx, &res, deferred) // 2
 	if err == nil && !deferred {
-		err = o.settleWorks(ctx) // checkGrads synchronised with the device
+		err = o.releaseDeviceWaited(ctx) // checkGrads synchronised with the device
 	}
 	if err != nil || res.Skipped {
 		return res, err
 	}
-	a := o.hyper(res.ClipCoef / res.LossScale) // deferred: the kernels read the gradient scale from the block
-	a.Control = o.ctl.buf
+	a := o.stepScalars(res.ClipCoef / res.LossScale) // deferred: the kernels read the gradient scale from the block
+	a.Control = o.control.buf
 	if err := o.update(a, castStep, t); err != nil { // 3
 		return res, err
 	}
@@ -160,7 +166,7 @@ func since(t0 *time.Time) time.Duration {
 
 // gradShard returns this rank's shard of bk's gradient buffer (with sharded
 // gradients, the shard buffer).
-func (o *Optimizer) gradShard(bk *bucket) collective.Buffer {
+func (o *Optimizer) gradShard(bk *bucket) buffer.Buffer {
 	if bk.acc != nil {
 		return bk.acc
 	}
@@ -189,14 +195,14 @@ func (o *Optimizer) reduceGrads(ctx context.Context, t *Timings) error {
 // deferred it fills res from the block.
 func (o *Optimizer) checkGrads(ctx context.Context, res *StepResult, deferred bool) error {
 	t0 := time.Now()
-	if err := o.be.Zero(o.stats, 0, 8*backend.StatsLen); err != nil {
+	if err := o.backend.Zero(o.stats, 0, 8*backend.StatsLen); err != nil {
 		return o.fail(err)
 	}
 	if err := o.addGradStats(); err != nil {
 		return o.fail(err)
 	}
-	op := collective.Op{Kind: collective.OpAllReduce, Dst: o.stats, Src: o.stats, DType: collective.Int64, Reduce: collective.Sum}
-	if err := o.after(ctx, o.comm.Start(op)); err != nil {
+	op := collective.Op{Kind: collective.OpAllReduce, Dst: o.stats, Src: o.stats, DType: buffer.Int64, Reduce: collective.Sum}
+	if err := o.pipe.after(ctx, o.comm.Start(op)); err != nil {
 		return o.fail(fmt.Errorf("optimizer: gradient norm all-reduce: %w", err))
 	}
 	if err := o.decide(res, deferred); err != nil {
@@ -206,8 +212,9 @@ func (o *Optimizer) checkGrads(ctx context.Context, res *StepResult, deferred bo
 	return nil
 }
 
-// hyper computes the per-step scalars for step o.step.
-func (o *Optimizer) hyper(gradScale float64) *backend.UpdateArgs {
+// stepScalars returns the update arguments of step o.step before their
+// buffers: the rule and its per-step scalars.
+func (o *Optimizer) stepScalars(gradScale float64) *backend.UpdateArgs {
 	return &backend.UpdateArgs{Rule: o.cfg.Rule, Hyper: o.cfg.Rule.Hyper(o.cfg.ruleParams(), o.step, gradScale)}
 }
 
@@ -257,11 +264,11 @@ func (o *Optimizer) firstCastModes(segs []backend.Segment, k castKind) []backend
 func (o *Optimizer) update(a *backend.UpdateArgs, k castKind, t *Timings) error {
 	t0 := time.Now()
 	if o.nSlots > 0 {
-		if err := o.be.Zero(o.amax, 0, 4*o.nSlots); err != nil {
+		if err := o.backend.Zero(o.amax, 0, 4*o.nSlots); err != nil {
 			return o.fail(err)
 		}
 	}
-	if su, ok := o.be.(ShardUpdater); ok && len(o.buckets) > 0 {
+	if su, ok := o.backend.(backend.ShardUpdater); ok && len(o.buckets) > 0 {
 		as := make([]*backend.UpdateArgs, len(o.buckets))
 		for i, bk := range o.buckets {
 			as[i] = o.updateArgs(a, bk, k)
@@ -283,7 +290,7 @@ func (o *Optimizer) update(a *backend.UpdateArgs, k castKind, t *Timings) error 
 // updateBucket queues the update of bucket bk's shard (the amaxes it folds
 // into must have been zeroed).
 func (o *Optimizer) updateBucket(a *backend.UpdateArgs, bk *bucket, k castKind) error {
-	if err := o.be.Update(o.updateArgs(a, bk, k)); err != nil {
+	if err := o.backend.Update(o.updateArgs(a, bk, k)); err != nil {
 		return o.fail(fmt.Errorf("optimizer: update of bucket %d: %w", bk.idx, err))
 	}
 	return nil
@@ -295,7 +302,7 @@ func (o *Optimizer) updateArgs(a *backend.UpdateArgs, bk *bucket, k castKind) *b
 	u := *a
 	u.N = bk.b.ShardSize
 	u.Master, u.M, u.V = bk.master, bk.m, bk.v
-	u.MomentType = o.cfg.MomentType
+	u.MomentType = o.cfg.uniformMomentType()
 	o.momentArgs(&u, bk)
 	u.Grad = o.gradShard(bk)
 	u.GradType = o.cfg.GradType
@@ -315,14 +322,14 @@ func (o *Optimizer) updateArgs(a *backend.UpdateArgs, bk *bucket, k castKind) *b
 }
 
 // fp8Shard returns this rank's shard of bk's FP8 data.
-func (o *Optimizer) fp8Shard(bk *bucket) collective.Buffer {
+func (o *Optimizer) fp8Shard(bk *bucket) buffer.Buffer {
 	r := o.cfg.Recipe
 	return bk.data.Slice(r.DataBytes(bk.lo), r.DataBytes(bk.hi))
 }
 
 // blockScaleShard returns this rank's shard of bk's block scales (nil
 // without block scales).
-func (o *Optimizer) blockScaleShard(bk *bucket) collective.Buffer {
+func (o *Optimizer) blockScaleShard(bk *bucket) buffer.Buffer {
 	if bk.blocks == nil {
 		return nil
 	}
@@ -340,15 +347,15 @@ func (o *Optimizer) reduceAmax(ctx context.Context, k castKind, t *Timings) erro
 	if o.nSlots == 0 {
 		return nil
 	}
-	op := collective.Op{Kind: collective.OpAllReduce, Dst: o.amax, Src: o.amax, DType: collective.Uint32, Reduce: collective.Max}
-	if ds, ok := o.be.(DeviceScaler); ok && o.cfg.Recipe.ScaleSource() != fp8.FromHistory {
-		var ctl collective.Buffer
+	op := collective.Op{Kind: collective.OpAllReduce, Dst: o.amax, Src: o.amax, DType: buffer.Uint32, Reduce: collective.Max}
+	if ds, ok := o.backend.(backend.DeviceScaler); ok && o.cfg.Recipe.ScaleSource() != fp8.FromHistory {
+		var block buffer.Buffer // a refresh has no control block
 		if k == castStep {
-			ctl = o.ctl.buf
+			block = o.control.buf
 		}
-		return o.scalesOnDevice(ctx, ds, op, ctl)
+		return o.scalesOnDevice(ctx, ds, op, block)
 	}
-	if k == castStep && o.dh != nil {
+	if k == castStep && o.deviceHist != nil {
 		// Delayed scaling on a DelayedScaler backend, in Step as in
 		// StepAsync: the host reading the amaxes back and writing the
 		// scales left the device idle for that round trip.
@@ -357,38 +364,36 @@ func (o *Optimizer) reduceAmax(ctx context.Context, k castKind, t *Timings) erro
 	if err := o.pullHistories(); err != nil { // the host's state, from the device's steps
 		return err
 	}
-	if o.dh != nil {
-		o.dh.devStale = true // advanced by the host below
+	if o.deviceHist != nil {
+		o.deviceHist.devStale = true // advanced by the host below
 	}
 	if err := o.comm.Start(op).Wait(ctx); err != nil {
 		return o.fail(fmt.Errorf("optimizer: amax all-reduce: %w", err))
 	}
 	raw := make([]byte, 4*o.nSlots)
-	if err := o.be.Read(raw, o.amax, 0); err != nil {
+	if err := o.backend.Read(raw, o.amax, 0); err != nil {
 		return o.fail(err)
 	}
 	o.scales.reduced(k, bytesFloat32(raw))
-	if err := o.be.Write(o.scale, 0, float32Bytes(o.scales.Scale)); err != nil {
+	if err := o.backend.Write(o.scale, 0, float32Bytes(o.scales.Scale)); err != nil {
 		return o.fail(err)
 	}
-	if err := o.be.Write(o.scaleIn, 0, float32Bytes(o.scales.Inv)); err != nil {
+	if err := o.backend.Write(o.scaleIn, 0, float32Bytes(o.scales.Inv)); err != nil {
 		return o.fail(err)
 	}
 	return nil
 }
 
-// scalesOnDevice is phase 4 on a DeviceScaler backend (ctl: the control
-// block of a step, whose skip flag the backend honours; nil for a refresh) for the recipes whose
-// scales are a function of the reduced amax alone (current scaling, tiles):
-// the backend waits for the all-reduce (on the device where it can) and
-// derives the scales and scale_inv in its own queue; the host reads no
-// amax, and the host scale state, which only delayed scaling needs, is not
-// kept.
-func (o *Optimizer) scalesOnDevice(ctx context.Context, ds DeviceScaler, op collective.Op, ctl collective.Buffer) error {
-	if err := o.after(ctx, o.comm.Start(op)); err != nil {
+// scalesOnDevice is phase 4 on a DeviceScaler backend, for the recipes
+// whose scales depend on the reduced amax alone: current scaling and
+// tiles. The backend derives scales and scale_inv in its own queue, so the
+// host reads no amax. block is a step's control block, whose skip flag the
+// backend honours; a refresh passes nil.
+func (o *Optimizer) scalesOnDevice(ctx context.Context, ds backend.DeviceScaler, op collective.Op, block buffer.Buffer) error {
+	if err := o.pipe.after(ctx, o.comm.Start(op)); err != nil {
 		return o.fail(fmt.Errorf("optimizer: amax all-reduce: %w", err))
 	}
-	if err := ds.ScalesFromAmax(o.scale, o.scaleIn, o.amax, ctl, o.nSlots, o.cfg.Recipe); err != nil {
+	if err := ds.ScalesFromAmax(o.scale, o.scaleIn, o.amax, block, o.nSlots, o.cfg.Recipe); err != nil {
 		return o.fail(fmt.Errorf("optimizer: scales from the reduced amaxes: %w", err))
 	}
 	return nil
@@ -410,7 +415,7 @@ func (o *Optimizer) castAll(k castKind) error {
 	if o.castInUpdate(k) {
 		return nil
 	}
-	su, ok := o.be.(ShardUpdater)
+	su, ok := o.backend.(backend.ShardUpdater)
 	if !ok {
 		for _, bk := range o.buckets {
 			if err := o.castBucket(bk, k); err != nil {
@@ -451,12 +456,12 @@ func (o *Optimizer) castInUpdate(k castKind) bool {
 // on a device the gather of bucket b runs while bucket b+1 is cast (a
 // communicator orders each collective after the work queued before its
 // Start). The gathers are
-// left in flight in o.ov.gathers: StepAsync returns with them, Step waits
+// left in flight in the pipeline: StepAsync returns with them, Step waits
 // (waitStepGathers). Timings.Cast is the host time to queue both.
 func (o *Optimizer) castGather(t *Timings) error {
 	t0 := time.Now()
 	defer func() { t.Cast = since(&t0) }()
-	if _, shards := o.be.(ShardUpdater); shards || o.castInUpdate(castStep) {
+	if _, shards := o.backend.(backend.ShardUpdater); shards || o.castInUpdate(castStep) {
 		if err := o.castAll(castStep); err != nil { // one cast (or none), then every gather with one call
 			return err
 		}
@@ -464,14 +469,14 @@ func (o *Optimizer) castGather(t *Timings) error {
 		for b, bk := range o.buckets {
 			groups[b] = o.gatherOps(bk)
 		}
-		copy(o.ov.gathers, collective.StartEach(o.comm, groups...))
+		o.pipe.startParamSync(groups)
 		return nil
 	}
 	for b, bk := range o.buckets {
 		if err := o.castBucket(bk, castStep); err != nil {
 			return err
 		}
-		o.ov.gathers[b] = o.comm.Start(o.gatherOps(bk)...)
+		o.pipe.startBucketParamSync(b, o.gatherOps(bk))
 	}
 	return nil
 }
@@ -480,13 +485,10 @@ func (o *Optimizer) castGather(t *Timings) error {
 // all-gathers castGather started, in bucket order, then for the backend.
 func (o *Optimizer) waitStepGathers(ctx context.Context, t *Timings) error {
 	t0 := time.Now()
-	for b, w := range o.ov.gathers {
-		o.ov.gathers[b] = nil
-		if err := w.Wait(ctx); err != nil {
-			return o.fail(fmt.Errorf("optimizer: parameter all-gather of bucket %d: %w", b, err))
-		}
+	if b, err := o.pipe.waitParamSync(ctx); err != nil {
+		return o.fail(fmt.Errorf("optimizer: parameter all-gather of bucket %d: %w", b, err))
 	}
-	if err := o.be.Sync(); err != nil {
+	if err := o.backend.Sync(); err != nil {
 		return o.fail(err)
 	}
 	t.AllGather = since(&t0)
@@ -500,7 +502,7 @@ func (o *Optimizer) castBucket(bk *bucket, k castKind) error {
 	if c == nil {
 		return nil
 	}
-	if err := o.be.Cast(c); err != nil {
+	if err := o.backend.Cast(c); err != nil {
 		return o.fail(fmt.Errorf("optimizer: cast of bucket %d: %w", bk.idx, err))
 	}
 	return nil
@@ -514,7 +516,7 @@ func (o *Optimizer) castArgs(bk *bucket, k castKind) *backend.CastArgs {
 	}
 	c := &backend.CastArgs{N: bk.b.ShardSize, Master: bk.master, Segments: bk.segs, Format: o.cfg.Recipe.Format, FP8: o.fp8Shard(bk), Scale: o.scale}
 	if k == castStep {
-		c.Control = o.ctl.buf
+		c.Control = o.control.buf
 	}
 	if k == castFirst && o.cfg.Recipe.ScaleSource() == fp8.FromHistory {
 		c.Segments = o.firstCastModes(append([]backend.Segment(nil), bk.segs...), k)
@@ -534,7 +536,7 @@ func (o *Optimizer) gather(ctx context.Context, t *Timings) error {
 	if err := o.comm.Start(ops...).Wait(ctx); err != nil {
 		return o.fail(fmt.Errorf("optimizer: parameter all-gather: %w", err))
 	}
-	if err := o.be.Sync(); err != nil {
+	if err := o.backend.Sync(); err != nil {
 		return o.fail(err)
 	}
 	t.AllGather = since(&t0)
@@ -544,7 +546,7 @@ func (o *Optimizer) gather(ctx context.Context, t *Timings) error {
 // gatherOps returns the all-gathers of bucket bk: its data, and its block
 // scales when it has them.
 func (o *Optimizer) gatherOps(bk *bucket) []collective.Op {
-	var src collective.Buffer
+	var src buffer.Buffer
 	if bk.b.HighPrecision {
 		hsz := o.cfg.HighPrecisionType.Size()
 		src = bk.data.Slice(hsz*bk.lo, hsz*bk.hi)

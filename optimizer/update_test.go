@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/optimizertest"
 )
@@ -19,7 +19,7 @@ import (
 // the effect of a wrong bias correction or a missing decay (>= 1e-5).
 func TestAdamWClosedForm(t *testing.T) {
 	params := []optimizer.Param{{Name: "w", Shape: []int{5, 7}}, {Name: "n", Shape: []int{7}, HighPrecision: true, NoDecay: true}}
-	cfg := optimizer.Config{LR: optimizer.Constant(1e-2), WeightDecay: 0.1, GradType: collective.Float32}
+	cfg := optimizer.Config{LR: optimizer.Constant(1e-2), WeightDecay: 0.1, GradType: buffer.Float32}
 	const steps = 5
 	res := optimizertest.Run(t, 1, steps, params, cfg, optimizertest.RankGrad)
 	init := optimizertest.InitWeights(params, 1)
@@ -55,7 +55,7 @@ func TestAdamWClosedForm(t *testing.T) {
 // TestSGDClosedForm checks SGD with momentum and coupled weight decay.
 func TestSGDClosedForm(t *testing.T) {
 	params := []optimizer.Param{{Name: "w", Shape: []int{33}}}
-	cfg := optimizer.Config{Rule: optimizer.RuleSGD, Momentum: 0.9, LR: optimizer.Constant(0.05), WeightDecay: 0.01, GradType: collective.Float32}
+	cfg := optimizer.Config{Rule: optimizer.RuleSGD, Momentum: 0.9, LR: optimizer.Constant(0.05), WeightDecay: 0.01, GradType: buffer.Float32}
 	const steps = 4
 	res := optimizertest.Run(t, 1, steps, params, cfg, optimizertest.RankGrad)
 	init := optimizertest.InitWeights(params, 1)["w"]

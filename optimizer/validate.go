@@ -1,7 +1,6 @@
 package optimizer
 
 import (
-	"errors"
 	"fmt"
 	"math"
 )
@@ -151,21 +150,6 @@ func checkInitial(name string, offset int, vals []float32) error {
 		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
 			return fmt.Errorf("optimizer: initial value of %q: element %d is %g, want a finite value: %w", name, offset+i, v, ErrConfig)
 		}
-	}
-	return nil
-}
-
-// ErrOutOfMemory marks an allocation larger than the memory it would come
-// from: Go would end the process ("fatal error: out of memory"), which
-// cannot be recovered, so the CPU backend refuses it first.
-var ErrOutOfMemory = errors.New("optimizer: not enough memory")
-
-// checkHostAlloc refuses a host allocation of n bytes that exceeds the RAM
-// and swap of this host. Smaller allocations that together exceed it are
-// not caught here.
-func checkHostAlloc(n int) error {
-	if total := hostMemory(); total > 0 && uint64(n) > total {
-		return fmt.Errorf("optimizer: cpu alloc of %d bytes exceeds this host's memory (%d bytes of RAM and swap): %w", n, total, ErrOutOfMemory)
 	}
 	return nil
 }

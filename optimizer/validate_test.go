@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/optimizertest"
@@ -55,7 +57,7 @@ func TestAbsurdHyperparameters(t *testing.T) {
 	init := optimizertest.InitWeights(params, 1)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			o, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], optimizer.NewCPU(1), params, optimizer.FromMap(init), tc.cfg)
+			o, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], cpu.New(1), params, optimizer.FromMap(init), tc.cfg)
 			if err == nil {
 				o.Close()
 			}
@@ -73,7 +75,7 @@ func TestNaNInitialWeight(t *testing.T) {
 	for _, v := range []float32{float32(math.NaN()), float32(math.Inf(-1))} {
 		init := optimizertest.InitWeights(params, 1)
 		init["w"][37] = v
-		o, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], optimizer.NewCPU(1), params, optimizer.FromMap(init), optimizer.Config{})
+		o, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], cpu.New(1), params, optimizer.FromMap(init), optimizer.Config{})
 		if err == nil {
 			o.Close()
 		}
@@ -90,7 +92,7 @@ func TestScheduleYieldsBadRate(t *testing.T) {
 	params := []optimizer.Param{{Name: "w", Shape: []int{8, 8}}}
 	init := optimizertest.InitWeights(params, 1)
 	for _, bad := range []float64{math.NaN(), math.Inf(1), -1e-3, 1e30} {
-		o, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], optimizer.NewCPU(1), params, optimizer.FromMap(init),
+		o, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], cpu.New(1), params, optimizer.FromMap(init),
 			optimizer.Config{LR: badAt{at: 3, bad: bad}})
 		if err != nil {
 			t.Fatal(err)
@@ -141,11 +143,11 @@ func TestHugeShapes(t *testing.T) {
 	}{
 		{[]int{1 << 32, 1 << 32}, optimizer.ErrConfig},
 		{[]int{3037000500, 3037000500}, optimizer.ErrConfig},
-		{[]int{1 << 40}, optimizer.ErrOutOfMemory},
+		{[]int{1 << 40}, cpu.ErrOutOfMemory},
 	} {
 		params := []optimizer.Param{{Name: "w", Shape: tc.shape}}
 		init := func(string, int, []float32) error { return nil }
-		o, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], optimizer.NewCPU(1), params, init, optimizer.Config{})
+		o, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], cpu.New(1), params, init, optimizer.Config{})
 		if err == nil {
 			o.Close()
 		}

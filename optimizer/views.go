@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/distopt/distopt/bf16"
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 )
 
@@ -18,8 +18,8 @@ import (
 type GradView struct {
 	Name  string
 	Shape []int
-	DType collective.DType  // Config.GradType
-	Data  collective.Buffer // len = elements x DType.Size(), in the backend's memory
+	DType buffer.DType  // Config.GradType
+	Data  buffer.Buffer // len = elements x DType.Size(), in the backend's memory
 
 	lease *viewLease // the pool lease behind Data (sharded gradients)
 }
@@ -31,14 +31,14 @@ type ParamView struct {
 	Shape         []int
 	HighPrecision bool
 	// DType is Uint8 for FP8 parameters, else Config.HighPrecisionType.
-	DType  collective.DType
+	DType  buffer.DType
 	Format fp8.Format // FP8 parameters
 	Recipe fp8.Recipe // FP8 parameters
-	Data   collective.Buffer
+	Data   buffer.Buffer
 	// ScaleInv holds the float32 scale_inv values (one per tensor, block or
 	// tile, in the recipe's order), or for MXFP8 the E8M0 bytes. Nil for
 	// high-precision parameters.
-	ScaleInv collective.Buffer
+	ScaleInv buffer.Buffer
 }
 
 func (o *Optimizer) place(name string) (int, error) {
@@ -62,12 +62,13 @@ func (o *Optimizer) Grad(name string) (GradView, error) {
 	if err != nil {
 		return GradView{}, err
 	}
+	o.markGrad()
 	if o.pool != nil {
 		if err := o.usable(); err != nil {
 			return GradView{}, err
 		}
-		o.ov.mu.Lock()
-		defer o.ov.mu.Unlock()
+		o.pipe.mu.Lock()
+		defer o.pipe.mu.Unlock()
 		return o.poolView(i)
 	}
 	pl := o.layout.Places[i]
@@ -85,16 +86,17 @@ func (o *Optimizer) Grad(name string) (GradView, error) {
 // parameter's bucket (see Grad), under the lock GradReady takes, so that
 // the bucket's reduce-scatter cannot start during the write.
 func (o *Optimizer) SetGrad(name string, g []float32) error {
+	o.markGrad()
 	if o.pool != nil {
 		if _, err := o.place(name); err != nil {
 			return err
 		}
-		o.ov.mu.Lock()
-		defer o.ov.mu.Unlock()
+		o.pipe.mu.Lock()
+		defer o.pipe.mu.Unlock()
 		if err := o.usable(); err != nil {
 			return err
 		}
-		v, err := o.poolView(o.ov.index[name])
+		v, err := o.poolView(o.pipe.index[name])
 		if err != nil {
 			return err
 		}
@@ -104,7 +106,7 @@ func (o *Optimizer) SetGrad(name string, g []float32) error {
 	if err != nil {
 		return err
 	}
-	if err := o.inFlight(o.layout.Places[o.ov.index[name]].Bucket, fmt.Sprintf("SetGrad(%q)", name)); err != nil {
+	if err := o.inFlight(o.layout.Places[o.pipe.index[name]].Bucket, fmt.Sprintf("SetGrad(%q)", name)); err != nil {
 		return err
 	}
 	return o.writeGrad(v, g)
@@ -115,11 +117,11 @@ func (o *Optimizer) writeGrad(v GradView, g []float32) error {
 	if len(g)*v.DType.Size() != v.Data.Len() {
 		return fmt.Errorf("optimizer: gradient of %q has %d elements, want %d: %w", v.Name, len(g), v.Data.Len()/v.DType.Size(), ErrConfig)
 	}
-	return o.be.Write(v.Data, 0, encodeElems(g, v.DType))
+	return o.backend.Write(v.Data, 0, encodeElems(g, v.DType))
 }
 
-func encodeElems(x []float32, dt collective.DType) []byte {
-	if dt == collective.Float32 {
+func encodeElems(x []float32, dt buffer.DType) []byte {
+	if dt == buffer.Float32 {
 		return float32Bytes(x)
 	}
 	b := make([]byte, 2*len(x))
@@ -130,8 +132,8 @@ func encodeElems(x []float32, dt collective.DType) []byte {
 	return b
 }
 
-func decodeElems(b []byte, dt collective.DType) []float32 {
-	if dt == collective.Float32 {
+func decodeElems(b []byte, dt buffer.DType) []float32 {
+	if dt == buffer.Float32 {
 		return bytesFloat32(b)
 	}
 	x := make([]float32, len(b)/2)
@@ -164,7 +166,7 @@ func (o *Optimizer) Param(name string) (ParamView, error) {
 		v.Data = bk.data.Slice(sz*pl.Offset, sz*(pl.Offset+pl.Len))
 		return v, nil
 	}
-	v.DType, v.Format, v.Recipe = collective.Uint8, o.cfg.Recipe.Format, o.cfg.Recipe
+	v.DType, v.Format, v.Recipe = buffer.Uint8, o.cfg.Recipe.Format, o.cfg.Recipe
 	r := o.cfg.Recipe
 	v.Data = bk.data.Slice(r.DataBytes(pl.Offset), r.DataBytes(pl.Offset+pl.Len))
 	n := r.NumScales(p.Shape)
@@ -189,11 +191,11 @@ func (o *Optimizer) Tensor(name string) (*fp8.Tensor, error) {
 		return nil, fmt.Errorf("optimizer: %q is a high-precision parameter, not FP8", name)
 	}
 	t := &fp8.Tensor{Data: make([]byte, v.Data.Len()), Shape: v.Shape, Format: v.Format, Recipe: v.Recipe}
-	if err := o.be.Read(t.Data, v.Data, 0); err != nil {
+	if err := o.backend.Read(t.Data, v.Data, 0); err != nil {
 		return nil, err
 	}
 	raw := make([]byte, v.ScaleInv.Len())
-	if err := o.be.Read(raw, v.ScaleInv, 0); err != nil {
+	if err := o.backend.Read(raw, v.ScaleInv, 0); err != nil {
 		return nil, err
 	}
 	if v.Recipe.ScaleType() == fp8.ScaleE8M0 {
@@ -217,7 +219,7 @@ func (o *Optimizer) Weights(name string) ([]float32, error) {
 	}
 	if v.HighPrecision {
 		raw := make([]byte, v.Data.Len())
-		if err := o.be.Read(raw, v.Data, 0); err != nil {
+		if err := o.backend.Read(raw, v.Data, 0); err != nil {
 			return nil, err
 		}
 		return decodeElems(raw, v.DType), nil

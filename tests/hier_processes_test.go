@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/grpccomm"
 	"github.com/distopt/distopt/collective/hier"
@@ -238,7 +240,7 @@ func describeRank(r int, comm collective.Communicator) string {
 // set, steps to steps, saves into save if set (only the leaders of a
 // hierarchical world), and returns the rank's state.
 func hierSteps(ctx context.Context, comm collective.Communicator, r, steps int, load, save string) (rankDump, error) {
-	o, err := optimizer.New(ctx, comm, optimizer.NewCPU(1), hierParams, hierInit, hierProcCfg)
+	o, err := optimizer.New(ctx, comm, cpu.New(1), hierParams, hierInit, hierProcCfg)
 	if err != nil {
 		return rankDump{}, err
 	}

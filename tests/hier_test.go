@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/hier"
 	"github.com/distopt/distopt/collective/inproc"
@@ -192,7 +194,7 @@ func trainHier(t *testing.T, g int, cfg optimizer.Config, steps int, saveDir, lo
 	t.Helper()
 	st, mu := fullState{}, &sync.Mutex{}
 	err := onWorld(world(t, g), func(ctx context.Context, r int, c collective.Communicator) error {
-		o, err := optimizer.New(ctx, c, optimizer.NewCPU(1), hierParams, hierInit, cfg)
+		o, err := optimizer.New(ctx, c, cpu.New(1), hierParams, hierInit, cfg)
 		if err != nil {
 			return err
 		}

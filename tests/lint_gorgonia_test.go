@@ -17,6 +17,12 @@ const gorgoniaModule = "gorgonia.org/cu"
 // goList runs go list in the module root and returns its output lines.
 func goList(t *testing.T, args ...string) []string {
 	t.Helper()
+	return strings.Fields(goListOutput(t, args...))
+}
+
+// goListOutput runs go list with args in the module's root.
+func goListOutput(t *testing.T, args ...string) string {
+	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skipf("no go command: %v", err)
@@ -31,7 +37,7 @@ func goList(t *testing.T, args ...string) []string {
 		}
 		t.Fatalf("go list %s: %v\n%s", strings.Join(args, " "), err, msg)
 	}
-	return strings.Fields(string(out))
+	return string(out)
 }
 
 func importsGorgonia(pkgs []string) []string {

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/collectivetest"
 	"github.com/distopt/distopt/collective/nccl"
@@ -284,11 +285,11 @@ func workerLoop(ctx context.Context, t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	buf := collective.DeviceBuffer{Ptr: uintptr(p), Size: n, Device: d.Ordinal()}
+	buf := buffer.DeviceBuffer{Ptr: uintptr(p), Size: n, Device: d.Ordinal()}
 	last := time.Now()
 	for i := 0; ; i++ {
 		wctx, cancel := context.WithTimeout(ctx, faultDeadline)
-		err := c.Start(collective.Op{Kind: collective.OpAllReduce, Dst: buf, Src: buf, DType: collective.Float32, Reduce: collective.Sum}).Wait(wctx)
+		err := c.Start(collective.Op{Kind: collective.OpAllReduce, Dst: buf, Src: buf, DType: buffer.Float32, Reduce: collective.Sum}).Wait(wctx)
 		cancel()
 		if err != nil {
 			took := time.Since(last)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/collectivetest"
 	"github.com/distopt/distopt/collective/hier"
@@ -99,7 +100,7 @@ func hierOnGPUs(ctx context.Context, cfg nccl.Config, bufs *nccltest.Buffers, r 
 	if err := bufs.Upload(buf, in); err != nil {
 		return err
 	}
-	if err := collective.ReduceScatter(ctx, h, buf, buf, collective.Float32, collective.Sum); err != nil {
+	if err := collective.ReduceScatter(ctx, h, buf, buf, buffer.Float32, collective.Sum); err != nil {
 		return err
 	}
 	out := make([]byte, 16)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
@@ -15,7 +17,7 @@ import (
 	"github.com/distopt/distopt/optimizer/checkpoint"
 )
 
-// The program of the README's "Using it" section: the lines between the
+// The program of the README's "The compiled example" section: the lines between the
 // README markers are the README's snippet, character for character
 // (TestReadmeSnippet compares them).
 
@@ -58,7 +60,7 @@ func forwardBackward(w, b []float32, rank, step int) (loss float64, gw, gb []flo
 
 // README:begin
 func train(ctx context.Context, comm collective.Communicator, initialWeights map[string][]float32, dir string) (float64, error) {
-	be := optimizer.NewCPU(0) // on GPUs: gpu.SetupFromEnv gives the backend and NCCL communicator of LOCAL_RANK
+	be := cpu.New(0) // on GPUs: gpu.SetupFromEnv gives the backend and NCCL communicator of LOCAL_RANK
 	o, err := optimizer.New(ctx, comm, be, params, optimizer.FromMap(initialWeights), optimizer.Config{
 		LR:          optimizer.WarmupCosine{Peak: 3e-2, Min: 3e-3, Warmup: 10, Total: 100},
 		WeightDecay: 0.1,

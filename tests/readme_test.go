@@ -6,6 +6,10 @@ import (
 	"testing"
 )
 
+// exampleHeading is the heading of the README's section whose Go block is
+// Example_readme.
+const exampleHeading = "## The compiled example"
+
 // readmeRegions returns the lines between "// README:begin" and
 // "// README:end" in src, each region without the indentation of its
 // first line and without trailing blank lines, the regions joined by a
@@ -28,28 +32,36 @@ func readmeRegions(src string) string {
 	}
 }
 
-// TestReadmeSnippet: the README's "Using it" code is the compiled and
-// tested code of Example_readme, character for character.
-func TestReadmeSnippet(t *testing.T) {
+// readmeBlock returns the first code block of language lang in the
+// README's section under heading, failing the test when there is none.
+func readmeBlock(t *testing.T, heading, lang string) string {
+	t.Helper()
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, section, ok := strings.Cut(string(readme), "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("README has no %q section", heading)
+	}
+	_, block, ok := strings.Cut(section, "```"+lang+"\n")
+	if !ok {
+		t.Fatalf("no %s code block in %q", lang, heading)
+	}
+	block, _, _ = strings.Cut(block, "```\n")
+	return block
+}
+
+// TestReadmeSnippet: the code of the README's "The compiled example" is
+// the compiled and tested code of Example_readme, character for character.
+func TestReadmeSnippet(t *testing.T) {
 	src, err := os.ReadFile("readme_example_test.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n## Using it\n")
-	if !ok {
-		t.Fatal(`README has no "## Using it" section`)
-	}
-	_, block, ok := strings.Cut(section, "```go\n")
-	if !ok {
-		t.Fatal(`no Go code block in "Using it"`)
-	}
-	block, _, _ = strings.Cut(block, "```\n")
+	block := readmeBlock(t, exampleHeading, "go")
 	want := readmeRegions(string(src))
 	if block != want {
-		t.Errorf("the README's \"Using it\" block differs from the README regions of tests/readme_example_test.go; replace it with:\n%s", want)
+		t.Errorf("the README's %q block differs from the README regions of tests/readme_example_test.go; replace it with:\n%s", exampleHeading, want)
 	}
 }

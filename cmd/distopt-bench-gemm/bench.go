@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
+	pcuda "github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/gemm"
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cudalink"
 )
 
 type bench struct {
@@ -41,7 +43,7 @@ func (b *bench) fill(o gemm.Operand) error {
 	}
 	rows, cols := o.Rows, o.Cols
 	for off := 0; off < rows*cols; off += patternBytes {
-		if err := b.s.CopyDtoD(o.Data.Add(off), b.pattern, min(patternBytes, rows*cols-off)); err != nil {
+		if err := b.s.CopyDtoD(cuda.DevicePtr(o.Data.Add(off)), b.pattern, min(patternBytes, rows*cols-off)); err != nil {
 			return err
 		}
 	}
@@ -49,12 +51,12 @@ func (b *bench) fill(o gemm.Operand) error {
 	if o.Transposed {
 		sr, sc = cols, rows
 	}
-	return b.s.Memset32(o.ScaleInv, 0x3f800000, gemm.ScaleBytes(sr, sc, o.Scales)/4)
+	return b.s.Memset32(cuda.DevicePtr(o.ScaleInv), 0x3f800000, gemm.ScaleBytes(sr, sc, o.Scales)/4)
 }
 
 // operand allocates and fills an operand.
 func (b *bench) operand(rows, cols int, f fp8.Format, l gemm.Layout, transposed bool) (gemm.Operand, error) {
-	o, err := gemm.AllocOperand(b.d, rows, cols, f, l, transposed)
+	o, err := gemm.AllocOperand(cudalink.PublicDevice(b.d), rows, cols, f, l, transposed)
 	if err != nil {
 		return o, err
 	}
@@ -120,7 +122,7 @@ func (b *bench) alloc(sh shape, r recipe) (*operands, error) {
 			return err
 		}
 		*dst = v
-		o.free = append(o.free, func() error { return gemm.FreeOperand(b.d, v) })
+		o.free = append(o.free, func() error { return gemm.FreeOperand(cudalink.PublicDevice(b.d), v) })
 		return nil
 	}
 	buf := func(dst *cuda.DevicePtr, n int) error {
@@ -156,7 +158,7 @@ func (b *bench) layer(sh shape, r recipe) error {
 	// autotuning engine tunes it); later ones accumulate.
 	acc := map[string]bool{}
 	wgrad := func(kind string, dy, x gemm.Operand) (gemm.Result, error) {
-		res, err := b.e.WGrad(gemm.Output{Data: o.dw, Type: collective.Float32, Accumulate: acc[kind]}, dy, x)
+		res, err := b.e.WGrad(gemm.Output{Data: pcuda.DevicePtr(o.dw), Type: buffer.Float32, Accumulate: acc[kind]}, dy, x)
 		acc[kind] = true
 		return res, err
 	}
@@ -164,8 +166,8 @@ func (b *bench) layer(sh shape, r recipe) error {
 		name string
 		fn   func() (gemm.Result, error)
 	}{
-		{"forward", func() (gemm.Result, error) { return b.e.Forward(gemm.BF16(o.y), o.x, o.w) }},
-		{"dgrad (incl. W transpose)", func() (gemm.Result, error) { return b.e.DGrad(gemm.BF16(o.dx), o.dy, o.w) }},
+		{"forward", func() (gemm.Result, error) { return b.e.Forward(gemm.BF16(pcuda.DevicePtr(o.y)), o.x, o.w) }},
+		{"dgrad (incl. W transpose)", func() (gemm.Result, error) { return b.e.DGrad(gemm.BF16(pcuda.DevicePtr(o.dx)), o.dy, o.w) }},
 		{"wgrad", func() (gemm.Result, error) { return wgrad("T", o.dyT, o.xT) }},
 	}
 	if r.act == gemm.PerTensor {

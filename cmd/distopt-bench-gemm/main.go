@@ -9,6 +9,7 @@ import (
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/gemm"
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cudalink"
 )
 
 // shape is one linear layer: in -> out over tokens.
@@ -57,7 +58,7 @@ func run(tokens, hidden, ffn, square, iters, warmup, layers, tune int) error {
 		return err
 	}
 	defer s.Destroy()
-	e, err := gemm.New(d, s)
+	e, err := gemm.New(cudalink.PublicDevice(d), cudalink.PublicStream(s))
 	if err != nil {
 		return err
 	}

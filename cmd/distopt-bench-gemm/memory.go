@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
+	pcuda "github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/gemm"
+	"github.com/distopt/distopt/internal/cudalink"
 )
 
 // memory runs the forward and backward products of layers layers of the
@@ -39,7 +41,7 @@ func (b *bench) memoryRecipe(shapes []shape, r recipe, layers int) error {
 	modelBytes := 0
 	defer func() {
 		for _, w := range model {
-			gemm.FreeOperand(b.d, w)
+			gemm.FreeOperand(cudalink.PublicDevice(b.d), w)
 		}
 	}()
 	for range layers {
@@ -52,7 +54,7 @@ func (b *bench) memoryRecipe(shapes []shape, r recipe, layers int) error {
 			modelBytes += sh.out * sh.in
 		}
 	}
-	e, err := gemm.New(b.d, b.s)
+	e, err := gemm.New(cudalink.PublicDevice(b.d), cudalink.PublicStream(b.s))
 	if err != nil {
 		return err
 	}
@@ -70,9 +72,9 @@ func (b *bench) memoryRecipe(shapes []shape, r recipe, layers int) error {
 			o, w := ops[i], model[l*len(shapes)+i]
 			planned = max(planned, gemm.Scratch(gemm.ForwardProduct, o.x, w), gemm.Scratch(gemm.DGradProduct, o.dy, w),
 				gemm.Scratch(gemm.WGradProduct, o.dyT, o.xT))
-			_, e1 := e.Forward(gemm.BF16(o.y), o.x, w)
-			_, e2 := e.DGrad(gemm.BF16(o.dx), o.dy, w)
-			_, e3 := e.WGrad(gemm.Output{Data: o.dw, Type: collective.Float32, Accumulate: true}, o.dyT, o.xT)
+			_, e1 := e.Forward(gemm.BF16(pcuda.DevicePtr(o.y)), o.x, w)
+			_, e2 := e.DGrad(gemm.BF16(pcuda.DevicePtr(o.dx)), o.dy, w)
+			_, e3 := e.WGrad(gemm.Output{Data: pcuda.DevicePtr(o.dw), Type: buffer.Float32, Accumulate: true}, o.dyT, o.xT)
 			if err := errors.Join(e1, e2, e3); err != nil {
 				return fmt.Errorf("%s layer %d: %w", sh.name, l, err)
 			}

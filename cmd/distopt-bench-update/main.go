@@ -31,7 +31,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/optimizer"
@@ -111,11 +111,11 @@ func run(n, nseg, iters, warmup int, momentsOnly bool) error {
 	}
 	defer x.end.Destroy()
 
-	alloc := func(size int) collective.Buffer {
+	alloc := func(size int) buffer.Buffer {
 		if err != nil {
 			return nil
 		}
-		var buf collective.Buffer
+		var buf buffer.Buffer
 		buf, err = b.Alloc(size)
 		return buf
 	}
@@ -130,7 +130,7 @@ func run(n, nseg, iters, warmup int, momentsOnly bool) error {
 	}
 	// The copy bandwidth: master to m (1 byte read + 1 written per byte).
 	copyT, err := x.timeIt(func() error {
-		return b.Stream().CopyDtoD(cuda.DevicePtr(m.(collective.DeviceBuffer).Ptr), cuda.DevicePtr(master.(collective.DeviceBuffer).Ptr), 4*n)
+		return b.Stream().CopyDtoD(cuda.DevicePtr(m.(buffer.DeviceBuffer).Ptr), cuda.DevicePtr(master.(buffer.DeviceBuffer).Ptr), 4*n)
 	})
 	if err != nil {
 		return err
@@ -173,11 +173,11 @@ func run(n, nseg, iters, warmup int, momentsOnly bool) error {
 		if err := b.Write(scale, 0, f32bytes(ones)); err != nil {
 			return err
 		}
-		a := &backend.UpdateArgs{Rule: optimizer.RuleAdamW, N: n, Master: master, M: m, V: v, MomentType: collective.Float32,
-			Grad: grad, GradType: collective.BFloat16, Segments: segs, Recipe: rc.r, FP8: out, BlockScales: blocks,
+		a := &backend.UpdateArgs{Rule: optimizer.RuleAdamW, N: n, Master: master, M: m, V: v, MomentType: buffer.Float32,
+			Grad: grad, GradType: buffer.BFloat16, Segments: segs, Recipe: rc.r, FP8: out, BlockScales: blocks,
 			Amax: amax, Scale: scale,
 			Hyper: backend.Hyper{GradScale: 1, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: float32(1 - 0.9),
-				OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8, RBC2: float32(1 / math.Sqrt(1-0.999))}}
+				OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8, SqrtVCorrection: float32(1 / math.Sqrt(1-0.999))}}
 		c := &backend.CastArgs{N: n, Master: master, Segments: segs, Format: rc.r.Format, FP8: out, Scale: scale}
 		twoPass := rc.mode == backend.ModeTensorCurrent || rc.mode == backend.ModeTile
 		t, err := x.timeIt(func() error {
@@ -246,7 +246,7 @@ func layout(n, nseg int, mode backend.Mode) ([]backend.Segment, int) {
 
 // fillPattern writes small normal-like values to the master and bfloat16
 // gradients, a megabyte-sized pattern repeated.
-func fillPattern(b *gpu.Backend, master, grad collective.Buffer, n int) error {
+func fillPattern(b *gpu.Backend, master, grad buffer.Buffer, n int) error {
 	const k = 1 << 20
 	p := make([]float32, k)
 	g := make([]byte, 2*k)

@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
@@ -17,7 +17,7 @@ import (
 // element (master 4+4, gradient 2, FP8 byte 1 and its block scale 4/128,
 // each moment read and written: 4+4, 2+2, or 1+1 and 8/block for its
 // scale), bandwidth, ratio to the copy, and speed-up over float32 state.
-func (x *bench) moments(copyBW float64, master, grad, out, blocks collective.Buffer) error {
+func (x *bench) moments(copyBW float64, master, grad, out, blocks buffer.Buffer) error {
 	const block = backend.DefaultMomentBlock
 	F32, BF16, FP8 := backend.MomentFloat32, backend.MomentBFloat16, backend.MomentFP8
 	fmt.Printf("\nAdamW + Block1x128 E4M3 in one pass, bfloat16 gradients, by moment storage (FP8 moments: blocks of %d, second moment's root rounded stochastically by a dither, one hash per two elements)\n\n", block)
@@ -33,7 +33,7 @@ func (x *bench) moments(copyBW float64, master, grad, out, blocks collective.Buf
 // stateTable prints the table of rule over the storages of its state
 // (AdamW: m and v; SGD: the momentum), the first row the baseline of the
 // speed-up.
-func (x *bench) stateTable(copyBW float64, master, grad, out, blocks collective.Buffer, rule optimizer.Rule, head string, combos [][]backend.MomentDType) error {
+func (x *bench) stateTable(copyBW float64, master, grad, out, blocks buffer.Buffer, rule optimizer.Rule, head string, combos [][]backend.MomentDType) error {
 	b, n := x.b, x.n
 	const block = backend.DefaultMomentBlock
 	segs, _ := layout(n, 64, backend.ModeBlock)
@@ -41,7 +41,7 @@ func (x *bench) stateTable(copyBW float64, master, grad, out, blocks collective.
 	fmt.Println("|---|---|---|---|---|---|")
 	var base time.Duration
 	for _, c := range combos {
-		bufs := make([]collective.Buffer, len(c))
+		bufs := make([]buffer.Buffer, len(c))
 		var err error
 		for i, t := range c {
 			if bufs[i], err = b.Alloc(t.Bytes(n, block)); err != nil {
@@ -53,11 +53,11 @@ func (x *bench) stateTable(copyBW float64, master, grad, out, blocks collective.
 				b.Free(buf)
 			}
 		}
-		a := &backend.UpdateArgs{Rule: rule, N: n, Master: master, MomentType: collective.Float32,
-			MType: c[0], MomentBlock: block, MomentSeed: 1, Grad: grad, GradType: collective.BFloat16,
+		a := &backend.UpdateArgs{Rule: rule, N: n, Master: master, MomentType: buffer.Float32,
+			MType: c[0], MomentBlock: block, MomentSeed: 1, Grad: grad, GradType: buffer.BFloat16,
 			Segments: segs, Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block1x128}, FP8: out, BlockScales: blocks,
 			Hyper: backend.Hyper{GradScale: 1, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: float32(1 - 0.9),
-				OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8, RBC2: float32(1 / math.Sqrt(1-0.999)), Momentum: 0.9}}
+				OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8, SqrtVCorrection: float32(1 / math.Sqrt(1-0.999)), Momentum: 0.9}}
 		a.M = bufs[0].Slice(0, n*c[0].ElemBytes())
 		if c[0] == backend.MomentFP8 {
 			a.MScales = bufs[0].Slice(n, bufs[0].Len())

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	cnccl "github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/rendezvous"
@@ -62,11 +63,11 @@ func latency(ctx context.Context, dev *cuda.Device, store *rendezvous.Store, com
 		return err
 	}
 	defer dev.Free(buf)
-	db := collective.DeviceBuffer{Ptr: uintptr(buf), Size: 4, Device: dev.Ordinal()}
+	db := buffer.DeviceBuffer{Ptr: uintptr(buf), Size: 4, Device: dev.Ordinal()}
 	if err := lb.distopt("distopt_barrier", collective.Op{Kind: collective.OpBarrier}); err != nil {
 		return err
 	}
-	ar := collective.Op{Kind: collective.OpAllReduce, Dst: db, Src: db, DType: collective.Float32, Reduce: collective.Sum}
+	ar := collective.Op{Kind: collective.OpAllReduce, Dst: db, Src: db, DType: buffer.Float32, Reduce: collective.Sum}
 	if err := lb.distopt("distopt_allreduce_4B", ar); err != nil {
 		return err
 	}

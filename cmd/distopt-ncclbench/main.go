@@ -46,6 +46,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/rendezvous"
@@ -176,16 +177,16 @@ func run(elements, iters, warmup, trials, latOps int, jsonPath string) error {
 		name   string
 		comm   *nccl.Comm
 		kind   collective.OpKind
-		dt     collective.DType
+		dt     buffer.DType
 		red    collective.ReduceOp
 		elSize int
 	}{
-		{"allgather_fp8", b.plain, collective.OpAllGather, collective.Uint8, 0, 1},
-		{"allgather_bf16", b.plain, collective.OpAllGather, collective.Uint8, 0, 2},
-		{"reducescatter_bf16_sum", b.plain, collective.OpReduceScatter, collective.BFloat16, collective.Sum, 2},
-		{"reducescatter_bf16_avg", b.plain, collective.OpReduceScatter, collective.BFloat16, collective.Avg, 2},
-		{"reducescatter_bf16_avg_exact", b.exact, collective.OpReduceScatter, collective.BFloat16, collective.Avg, 2},
-		{"reducescatter_f32_avg_exact", b.exact, collective.OpReduceScatter, collective.Float32, collective.Avg, 4},
+		{"allgather_fp8", b.plain, collective.OpAllGather, buffer.Uint8, 0, 1},
+		{"allgather_bf16", b.plain, collective.OpAllGather, buffer.Uint8, 0, 2},
+		{"reducescatter_bf16_sum", b.plain, collective.OpReduceScatter, buffer.BFloat16, collective.Sum, 2},
+		{"reducescatter_bf16_avg", b.plain, collective.OpReduceScatter, buffer.BFloat16, collective.Avg, 2},
+		{"reducescatter_bf16_avg_exact", b.exact, collective.OpReduceScatter, buffer.BFloat16, collective.Avg, 2},
+		{"reducescatter_f32_avg_exact", b.exact, collective.OpReduceScatter, buffer.Float32, collective.Avg, 4},
 	}
 	var results []Result
 	for _, s := range specs {
@@ -239,20 +240,20 @@ func run(elements, iters, warmup, trials, latOps int, jsonPath string) error {
 }
 
 // buffer allocates n zeroed bytes on the rank's GPU.
-func (b *bench) buffer(n int) (collective.DeviceBuffer, error) {
+func (b *bench) buffer(n int) (buffer.DeviceBuffer, error) {
 	p, err := b.dev.Alloc(n)
 	if err != nil {
-		return collective.DeviceBuffer{}, err
+		return buffer.DeviceBuffer{}, err
 	}
 	s, err := b.dev.NewStream()
 	if err != nil {
-		return collective.DeviceBuffer{}, err
+		return buffer.DeviceBuffer{}, err
 	}
 	defer s.Destroy()
 	if err := s.Memset8(p, 0, n); err != nil {
-		return collective.DeviceBuffer{}, err
+		return buffer.DeviceBuffer{}, err
 	}
-	return collective.DeviceBuffer{Ptr: uintptr(p), Size: n, Device: b.dev.Ordinal()}, s.Synchronize()
+	return buffer.DeviceBuffer{Ptr: uintptr(p), Size: n, Device: b.dev.Ordinal()}, s.Synchronize()
 }
 
 // time returns the median over the trials of the seconds per op.

@@ -17,7 +17,7 @@
 //
 //	distopt run --nproc-per-node N [--nnodes M --node-rank K]
 //	    [--master-addr A] [--master-port P] [--run-id ID] [--group-size G]
-//	    [--grace D] -- PROGRAM ARGS...
+//	    [--grace D] [-v] -- PROGRAM ARGS...
 //
 // run starts N copies of PROGRAM, the ranks K*N ... K*N+N-1 of a job of
 // M*N ranks, each with the environment that rendezvous.FromEnv reads:
@@ -45,11 +45,20 @@
 // hosts "[node K rank R] " (standard output to standard output, standard
 // error to standard error); the launcher's own messages name node and rank
 // the same way ("distopt run: node 0 rank 1 exited with status 1"). SIGINT and SIGTERM are
-// forwarded to every rank (each rank runs in its own process group; a second
-// signal kills them). When a rank exits with a non-zero status, run sends
-// SIGTERM to the other ranks, SIGKILL to those still running after the
-// grace period (--grace, default 10s), and exits with that rank's status
-// (128+N for a rank killed by signal N). When all ranks succeed it exits 0.
+// forwarded to every rank (each rank runs in its own process group); ranks
+// still running after the grace period (--grace, default 10s), or at a
+// second signal, get SIGKILL. When a rank exits with a non-zero status, run
+// sends SIGTERM to the other ranks, SIGKILL to those still running after the
+// grace period, and exits with that rank's status (128+N for a rank killed
+// by signal N). When all ranks succeed it exits 0.
+//
+// No process of a rank outlives the job: each rank runs under a small
+// supervisor (distopt itself), a child subreaper that adopts whatever the
+// rank leaves, in its process group or out of it. When the rank's first
+// process exits, the processes it left get SIGTERM, and SIGKILL after the
+// grace period. When the launcher dies, SIGKILL included, every supervisor
+// sees its control pipe close and kills its rank's processes. -v prints
+// what the launcher and the supervisors start, signal and kill.
 //
 // Example, four ranks of the CPU example on one host:
 //

@@ -22,6 +22,8 @@ func init() {
 type exportOptions struct {
 	checkpoint, dir string
 	hf              checkpoint.HFOptions
+	as              string // "gpt2": examples/gpt's model as transformers' GPT-2 (export_gpt2.go)
+	heads           int    // attention heads of -as gpt2
 }
 
 // exportCommand is `distopt export`.
@@ -37,6 +39,15 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "distopt export: %v\n", err)
 		return 2
+	}
+	if o.as == "gpt2" {
+		step, err := exportGPT2(o.checkpoint, o.dir, o.heads, o.hf.DType)
+		if err != nil {
+			fmt.Fprintf(stderr, "distopt export: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "exported step %d to %s as GPT-2 (%s): model.safetensors and config.json, for transformers' GPT2LMHeadModel.from_pretrained\n", step, o.dir, o.hf.DType)
+		return 0
 	}
 	o.hf.Progress = checkpoint.TerminalProgress("exporting")
 	info, err := checkpoint.ExportHF(o.checkpoint, o.dir, o.hf)
@@ -61,16 +72,19 @@ func parseExport(args []string, stderr io.Writer) (exportOptions, error) {
 	fs.BoolVar(&o.hf.PerTensor, "per-tensor", false, "-dtype fp8 with one scale per weight (weight_scale, vLLM) instead of 128x128 blocks (weight_scale_inv, DeepSeek-V3)")
 	shard := fs.String("shard-size", "5GB", "most bytes of tensors per file (5GB, 500MB, or bytes)")
 	keep := fs.String("keep", checkpoint.DefaultHFKeep.String(), "with -dtype fp8, a regular expression of the matrices kept in BF16")
+	fs.StringVar(&o.as, "as", "", "gpt2: write examples/gpt's model as Hugging Face transformers' GPT-2 (GPT-2's names and Conv1D layout, config.json; -dtype f32 or bf16)")
+	fs.IntVar(&o.heads, "heads", 0, "attention heads of the model, for -as gpt2's config.json (examples/gpt's -heads or its preset's: tiny 1, small 12, 1.3b 16)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: distopt export [-dtype bf16|fp8|f32] [-format e4m3|e5m2] [-per-tensor] [-shard-size 5GB] [-keep REGEXP] CHECKPOINT OUTDIR")
-		fmt.Fprintln(stderr, "\nCHECKPOINT is a checkpoint directory or a root with a \"latest\" pointer; OUTDIR receives model-*.safetensors and model.safetensors.index.json.")
+		fmt.Fprintln(fs.Output(), "usage: distopt export [-dtype bf16|fp8|f32] [-format e4m3|e5m2] [-per-tensor] [-shard-size 5GB] [-keep REGEXP] CHECKPOINT OUTDIR")
+		fmt.Fprintln(fs.Output(), "       distopt export -as gpt2 -heads N [-dtype f32|bf16] CHECKPOINT OUTDIR")
+		fmt.Fprintln(fs.Output(), "\nCHECKPOINT is a checkpoint directory or a root with a \"latest\" pointer; OUTDIR receives model-*.safetensors and model.safetensors.index.json.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return o, err
 	}
 	if fs.NArg() != 2 {
-		return o, fmt.Errorf("want CHECKPOINT and OUTDIR, got %q", fs.Args())
+		return o, fmt.Errorf("CHECKPOINT and OUTDIR are required, got %q", fs.Args())
 	}
 	o.checkpoint, o.dir = fs.Arg(0), fs.Arg(1)
 	switch strings.ToLower(*dtype) {
@@ -101,5 +115,13 @@ func parseExport(args []string, stderr io.Writer) (exportOptions, error) {
 		return o, fmt.Errorf("-keep: %w", err)
 	}
 	o.hf.Keep = re.MatchString
+	switch {
+	case o.as != "" && o.as != "gpt2":
+		return o, fmt.Errorf("-as=%q: want gpt2 (or nothing: the checkpoint's own names)", o.as)
+	case o.as == "gpt2" && o.heads < 1:
+		return o, errors.New("-as gpt2: -heads is required (examples/gpt's -heads, or its preset's: tiny 1, small 12, 1.3b 16)")
+	case o.as == "" && o.heads != 0:
+		return o, errors.New("-heads is for -as gpt2")
+	}
 	return o, nil
 }

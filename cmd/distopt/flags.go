@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -47,4 +49,21 @@ func printFlags(w io.Writer, fs *flag.FlagSet, aliases map[string]bool) {
 		}
 		fmt.Fprintf(w, "%s\n    \t%s\n", line, usage)
 	})
+}
+
+// parseFlags parses args with fs. Asked for help (-h, --help), the usage
+// goes to stdout, as the user asked to see it; the usage of a parse error
+// goes to fs's output (stderr). Usage functions must write to fs.Output().
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	errOut := fs.Output()
+	var buf bytes.Buffer
+	fs.SetOutput(&buf)
+	err := fs.Parse(args)
+	fs.SetOutput(errOut)
+	w := errOut
+	if errors.Is(err, flag.ErrHelp) {
+		w = stdout
+	}
+	_, _ = buf.WriteTo(w)
+	return err
 }

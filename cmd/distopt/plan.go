@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/plan"
@@ -28,8 +28,7 @@ var defaultDs = []int{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
 
 // planOptions are the arguments of `distopt plan`.
 type planOptions struct {
-	model    plan.Model // a preset of -model, or the GPT shape of the flags
-	params   int64      // > 0: a model of one FP8 tensor of this many elements instead of model
+	model    plan.Model // a preset of -model, the shape of -params, or the GPT shape of the flags
 	ds       []int
 	cfg      optimizer.Config
 	exactAvg bool            // the NCCL communicator's Config.ExactAvg
@@ -92,7 +91,7 @@ func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
 	gpt.RegisterFlags(fs)
 	fs.BoolVar(&gpt.Tied, "tied", false, "tie the GPT-like model's head to its token embedding")
 	model := fs.String("model", "", "a model preset (-model list shows them): gpt2, gpt2-medium, ..., llama-3-70b")
-	params := fs.String("params", "", "plan for a model of this many parameters (70B, 70e9, 1.3B, 350M), one FP8 tensor, instead of a model shape")
+	params := fs.String("params", "", "plan for a model of this many parameters (70B, 70e9, 1.3B, 350M): a Llama-like shape of that size, instead of a model shape")
 	gpu := fs.String("gpu", "", "warn where a configuration does not fit this GPU's memory: "+gpuNames())
 	ds := fs.String("d", "", "data-parallel sizes, comma-separated (default 1,2,4,...,1024)")
 	moments := fs.String("moments", "fp32", "Adam moments: fp32, bf16 or fp8 (E4M3 with a float32 scale per block) for both, or M,V one by one (e.g. fp8,bf16)")
@@ -113,10 +112,10 @@ func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
 	fs.BoolVar(&o.bytes, "bytes", false, "print bytes instead of GiB")
 	fs.StringVar(&o.chart, "chart", "", "draw the comparison into this .png or .svg file (GiB per rank against d)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: distopt plan [-model NAME | -layers L -hidden H -ffn F -vocab V -positions P [-tied] | -params N] [-d 1,2,...] [-gpu NAME] [options]")
+		fmt.Fprintln(fs.Output(), "usage: distopt plan [-model NAME | -layers L -hidden H -ffn F -vocab V -positions P [-tied] | -params N] [-d 1,2,...] [-gpu NAME] [options]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
@@ -152,12 +151,12 @@ func parsePlan(args []string, stderr io.Writer) (planOptions, error) {
 // flags -moments, -grads, -hp, -recipe and -format.
 func (o *planOptions) setNumerics(moments, grads, hp, recipe, format string) error {
 	var err error
-	dtype := func(flagName, v string) (collective.DType, error) {
+	dtype := func(flagName, v string) (buffer.DType, error) {
 		switch v {
 		case "bf16", "bfloat16":
-			return collective.BFloat16, nil
+			return buffer.BFloat16, nil
 		case "fp32", "float32":
-			return collective.Float32, nil
+			return buffer.Float32, nil
 		}
 		return 0, fmt.Errorf("-%s=%q: want bf16 or fp32", flagName, v)
 	}
@@ -218,7 +217,7 @@ func (o *planOptions) setModel(fs *flag.FlagSet, gpt plan.GPTConfig, model, para
 		if err != nil {
 			return fmt.Errorf("-params: %w", err)
 		}
-		o.params = n
+		o.model = plan.ForCount(n)
 	default:
 		if err := gpt.Validate(); err != nil {
 			return err
@@ -271,9 +270,6 @@ func parseDs(s string) ([]int, error) {
 // modelParams returns the parameters and a one-line description of the
 // model.
 func (o planOptions) modelParams() ([]optimizer.Param, string) {
-	if o.params > 0 {
-		return []optimizer.Param{{Name: "params", Shape: []int{int(o.params)}}}, fmt.Sprintf("one FP8 tensor of %d elements", o.params)
-	}
 	return o.model.Params(), o.model.Describe()
 }
 
@@ -298,13 +294,14 @@ type memoryPlan struct {
 func makePlan(o planOptions) (*memoryPlan, error) {
 	params, desc := o.modelParams()
 	p := &memoryPlan{model: desc, ds: o.ds, gpu: o.gpu, fp8Desc: fp8Description(o.gradFP8)}
-	var nHP int64
+	var nHP, largest int64
 	for _, q := range params {
 		k := int64(1)
 		for _, s := range q.Shape {
 			k *= int64(s)
 		}
 		p.n += k
+		largest = max(largest, k)
 		if q.HighPrecision {
 			nHP += k
 		}
@@ -344,10 +341,10 @@ func makePlan(o planOptions) (*memoryPlan, error) {
 		return nil, err
 	}
 	hp := float64(cfg.HighPrecisionType.Size())
-	g, gShard, gForm := gradientClosedForm(cfg, float64(cfg.GradType.Size()), p.n)
+	g, gShard, gForm := gradientClosedForm(cfg, float64(cfg.GradType.Size()), p.n, largest)
 	m, mnames := momentBytes(cfg)
 	weights := (float64(p.nFP8) + hp*float64(nHP)) / float64(p.n)
-	f8, f8Form := fp8ClosedForm(cfg, o.gradFP8, p.n)
+	f8, f8Form := fp8ClosedForm(cfg, o.gradFP8, p.n, largest)
 	p.fp8Closed = func(int) float64 { return f8 }
 	p.closedForm = func(d int) float64 { w, _ := o.shardWorld(d); return weights + g + f8 + (gShard+4+m)/float64(w) }
 	if f8Form != "" {
@@ -362,7 +359,7 @@ func makePlan(o planOptions) (*memoryPlan, error) {
 		rule = "SGD with momentum"
 	}
 	avg := "NCCL's Avg, no scratch"
-	if o.exactAvg && cfg.GradType == collective.BFloat16 {
+	if o.exactAvg && cfg.GradType == buffer.BFloat16 {
 		avg = "exact Avg, gradients widened to float32 in NCCL scratch"
 	}
 	recipe := cfg.Recipe
@@ -409,7 +406,7 @@ func (o planOptions) shardWorld(d int) (int, error) {
 // larger of the two ways. On one rank the in-place reduce-scatters of full
 // gradient buffers plan nothing (collective/nccl), so they need none.
 func commScratch(params []optimizer.Param, d int, cfg optimizer.Config, o planOptions) (int64, error) {
-	if !o.exactAvg || o.gradFP8 != nil || (cfg.GradType != 0 && cfg.GradType != collective.BFloat16) || (d == 1 && !cfg.ShardedGradients) {
+	if !o.exactAvg || o.gradFP8 != nil || (cfg.GradType != 0 && cfg.GradType != buffer.BFloat16) || (d == 1 && !cfg.ShardedGradients) {
 		return 0, nil
 	}
 	l, err := planLayout(params, d, cfg)

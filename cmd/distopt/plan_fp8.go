@@ -113,7 +113,7 @@ func fp8Memory(params []optimizer.Param, world int, cfg optimizer.Config, fc *fp
 // per parameter and their formula: the staging, 2 x (1 + 4/block) bytes
 // per element of every bucket (of GradBuffers buckets with sharded
 // gradients), and the residual, 4 bytes per parameter with error feedback.
-func fp8ClosedForm(cfg optimizer.Config, fc *fp8grad.Config, n int64) (float64, string) {
+func fp8ClosedForm(cfg optimizer.Config, fc *fp8grad.Config, n, largest int64) (float64, string) {
 	if fc == nil {
 		return 0, ""
 	}
@@ -121,7 +121,7 @@ func fp8ClosedForm(cfg optimizer.Config, fc *fp8grad.Config, n int64) (float64, 
 	stage := wire
 	form := strconv.FormatFloat(stage, 'g', 4, 64)
 	if cfg.ShardedGradients {
-		_, frac := gradPool(cfg, n)
+		_, frac := gradPool(cfg, n, largest)
 		stage = wire * frac
 		form = strconv.FormatFloat(stage, 'g', 3, 64)
 	}

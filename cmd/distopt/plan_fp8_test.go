@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/collective/inproc"
@@ -61,7 +63,7 @@ func runFP8Rank(r int, inner collective.Communicator, params []optimizer.Param, 
 	for _, p := range params {
 		init[p.Name] = make([]float32, optimizertest.Numel(p.Shape))
 	}
-	o, err := optimizer.New(ctx, c, optimizer.NewCPU(1), params, optimizer.FromMap(init), cfg)
+	o, err := optimizer.New(ctx, c, cpu.New(1), params, optimizer.FromMap(init), cfg)
 	if err != nil {
 		return err
 	}
@@ -332,7 +334,7 @@ func TestPlanLayout(t *testing.T) {
 		for _, p := range params {
 			init[p.Name] = make([]float32, optimizertest.Numel(p.Shape))
 		}
-		o, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], optimizer.NewCPU(1), params, optimizer.FromMap(init), cfg)
+		o, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], cpu.New(1), params, optimizer.FromMap(init), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

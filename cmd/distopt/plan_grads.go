@@ -60,20 +60,22 @@ func (p *memoryPlan) writeAlternative(w io.Writer) {
 // gradientClosedForm returns the gradient terms of the closed form in
 // bytes per parameter over n parameters and their formula: g bytes per
 // parameter unsharded; sharded, g/d plus GradBuffers buckets of g bytes
-// per element (the bucket size of the layout options, padding ignored).
-func gradientClosedForm(cfg optimizer.Config, g float64, n int64) (perRank, sharded float64, formula string) {
+// per element (gradPool's buckets).
+func gradientClosedForm(cfg optimizer.Config, g float64, n, largest int64) (perRank, sharded float64, formula string) {
 	if !cfg.ShardedGradients {
 		return g, 0, strconv.FormatFloat(g, 'g', 4, 64)
 	}
-	k, frac := gradPool(cfg, n)
+	k, frac := gradPool(cfg, n, largest)
 	pool := frac * g
 	return pool, g, fmt.Sprintf("%s (%d buckets)", strconv.FormatFloat(pool, 'g', 3, 64), k)
 }
 
 // gradPool returns the buffers of the sharded-gradient pool (GradBuffers,
-// default 2) and the elements they hold per parameter over n parameters
-// (each a bucket of the layout options, padding ignored).
-func gradPool(cfg optimizer.Config, n int64) (buffers int, perParam float64) {
+// default 2) and the elements they hold per parameter over n parameters.
+// Each holds the largest bucket: the bucket size of the layout options, or
+// the largest parameter when it is larger (it has a bucket of its own), at
+// most the n parameters; padding ignored.
+func gradPool(cfg optimizer.Config, n, largest int64) (buffers int, perParam float64) {
 	k := cfg.GradBuffers
 	if k == 0 {
 		k = 2
@@ -82,5 +84,5 @@ func gradPool(cfg optimizer.Config, n int64) (buffers int, perParam float64) {
 	if b == 0 {
 		b = shard.DefaultBucketElements
 	}
-	return k, float64(k) * float64(min(int64(b), n)) / float64(n)
+	return k, float64(k) * float64(min(max(int64(b), largest), n)) / float64(n)
 }

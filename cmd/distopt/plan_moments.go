@@ -4,22 +4,13 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/optimizer"
 )
 
 // setMoments sets the moment storage of o's configuration from -moments:
-// fp32 or bf16 for both (Config.MomentType), fp8 for both, or M,V.
+// fp32, bf16 or fp8 for every moment, or M,V.
 func (o *planOptions) setMoments(v string) error {
 	bad := fmt.Errorf("-moments=%q: want bf16 or fp32 or fp8 (both moments), or M,V (e.g. fp8,bf16)", v)
-	switch v {
-	case "fp32", "float32":
-		o.cfg.MomentType = collective.Float32
-		return nil
-	case "bf16", "bfloat16":
-		o.cfg.MomentType = collective.BFloat16
-		return nil
-	}
 	var err error
 	if o.cfg.FirstMomentType, o.cfg.SecondMomentType, err = optimizer.ParseMomentTypes(v, o.cfg.Rule); err != nil {
 		return bad
@@ -43,7 +34,7 @@ func momentBytes(cfg optimizer.Config) (float64, string) {
 	var names []string
 	for _, t := range ts {
 		if t == optimizer.MomentDefault {
-			t = optimizer.MomentOf(cfg.MomentType)
+			t = optimizer.MomentFloat32
 		}
 		total += float64(t.Bytes(block, block)) / float64(block)
 		names = append(names, t.String())

@@ -17,6 +17,12 @@ type syncWriter struct {
 	w  io.Writer
 }
 
+// Write writes b as one write; it never fails.
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.write(b)
+	return len(b), nil
+}
+
 func (s *syncWriter) write(b []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

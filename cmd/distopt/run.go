@@ -29,6 +29,7 @@ type runOptions struct {
 	runID                   string
 	grace                   time.Duration
 	groupSize               int // hierarchical sharding's group size; 0: not set
+	verbose                 bool
 	program                 []string
 	// torchrun's rendezvous flags, folded into the above by applyTorchrun.
 	standalone                bool
@@ -53,7 +54,7 @@ func runCommand(args []string) int {
 		fmt.Fprintf(os.Stderr, "distopt run: %v\n", err)
 		return 2
 	}
-	l := &launcher{stdout: os.Stdout, stderr: os.Stderr, grace: o.grace, env: o.env()}
+	l := &launcher{stdout: os.Stdout, stderr: os.Stderr, grace: o.grace, env: o.env(), verbose: o.verbose}
 	return l.run(o.program, cfgs)
 }
 
@@ -78,13 +79,14 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	fs.StringVar(&o.runID, "run-id", "", "`name` of the run (default random on one host, derived from the master address with several)")
 	fs.StringVar(&o.runID, "rdzv-id", "", "the same as --run-id (torchrun's `name`)")
 	fs.IntVar(&o.groupSize, "group-size", 0, "hierarchical sharding in groups of `G` consecutive ranks (collective/hier; G = nproc-per-node: a group per host): sets "+hier.EnvGroupSize+" for every rank; G divides the world size")
-	fs.DurationVar(&o.grace, "grace", 10*time.Second, "how long stopped ranks get between SIGTERM and SIGKILL")
+	fs.DurationVar(&o.grace, "grace", 10*time.Second, "how long stopped ranks, and processes a rank left, get between SIGTERM and SIGKILL")
+	fs.BoolVar(&o.verbose, "v", false, "debug output: the processes started, signalled and killed")
 	aliases := underscoreAliases(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, runUsage)
-		printFlags(stderr, fs, aliases)
+		fmt.Fprintln(fs.Output(), runUsage)
+		printFlags(fs.Output(), fs, aliases)
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return o, err
 	}
 	o.nproc, o.nnodes = nproc.n, int(nnodes)
@@ -95,10 +97,16 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	switch {
 	case len(o.program) == 0:
 		return o, errors.New("no program to run (distopt run [flags] -- PROGRAM ARGS...)")
+	case nproc.spec == "":
+		return o, errors.New("--nproc-per-node is required: N ranks on this host, or gpu, cpu or auto")
 	case o.nproc < 1:
 		return o, fmt.Errorf("--nproc-per-node=%d, want >= 1", o.nproc)
 	case o.nnodes < 1:
 		return o, fmt.Errorf("--nnodes=%d, want >= 1", o.nnodes)
+	case o.nproc > rendezvous.MaxWorldSize/o.nnodes:
+		return o, fmt.Errorf("--nnodes %d x --nproc-per-node %d exceeds %d ranks (rendezvous.MaxWorldSize)", o.nnodes, o.nproc, rendezvous.MaxWorldSize)
+	case o.masterPort < 0 || o.masterPort > 65535:
+		return o, fmt.Errorf("--master-port=%d is not a TCP port", o.masterPort)
 	case o.nodeRank < 0 || o.nodeRank >= o.nnodes:
 		return o, fmt.Errorf("--node-rank=%d is not in [0, %d)", o.nodeRank, o.nnodes)
 	case o.nnodes > 1 && (o.masterAddr == "" || o.masterPort == 0):

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -41,16 +42,20 @@ func TestMain(m *testing.M) {
 // child is a launched rank. Behaviours (args[0]):
 //
 //	env           print the job's variables, a line on stderr, a partial line
-//	exit R C      rank R exits with status C after 100 ms (C < 0: kills itself
-//	              with signal -C); the others wait
+//	exit R C      rank R exits with status C once the others wait (C < 0:
+//	              kills itself with signal -C); the others wait
 //	stubborn R C  as exit, but the others ignore SIGTERM
 //	wait          print "ready", exit 143 on SIGTERM or 130 on SIGINT
 //	chatty        print "ready"; rank 0 then prints a line every 10 ms for
 //	              a second, the others print nothing; all exit 0 after 1.5 s
 //	collective    run the collectivetest suite over grpccomm
+//	tree, sleeper, deaf: see treeChild
 func child(args []string) int {
 	rank, _ := strconv.Atoi(os.Getenv("RANK"))
 	fmt.Printf("pid %d\n", os.Getpid())
+	if code, ok := treeChild(args); ok {
+		return code
+	}
 	switch args[0] {
 	case "env":
 		for _, k := range []string{"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "DISTOPT_RUN_ID", "DISTOPT_JOB_SECRET", "DISTOPT_GROUP_SIZE"} {
@@ -63,7 +68,7 @@ func child(args []string) int {
 		r, _ := strconv.Atoi(args[1])
 		code, _ := strconv.Atoi(args[2])
 		if rank == r {
-			time.Sleep(100 * time.Millisecond)
+			awaitOthers()
 			if code < 0 {
 				_ = syscall.Kill(os.Getpid(), syscall.Signal(-code))
 				time.Sleep(time.Minute)
@@ -74,6 +79,7 @@ func child(args []string) int {
 			signal.Ignore(syscall.SIGTERM)
 		}
 		fmt.Println("waiting")
+		markReady()
 		time.Sleep(time.Minute)
 		return 0
 	case "wait":
@@ -126,6 +132,30 @@ func child(args []string) int {
 	return 2
 }
 
+// readyDirEnv names a directory in which each waiting rank of the child
+// modes exit and stubborn marks itself ready, so that the failing rank
+// fails only once every other rank has started and set itself up.
+const readyDirEnv = "DISTOPT_TEST_READY_DIR"
+
+// markReady marks this rank ready in $DISTOPT_TEST_READY_DIR.
+func markReady() {
+	if dir := os.Getenv(readyDirEnv); dir != "" {
+		_ = os.WriteFile(filepath.Join(dir, os.Getenv("RANK")), nil, 0o600)
+	}
+}
+
+// awaitOthers waits (a minute at most) until the other ranks of this host
+// are ready.
+func awaitOthers() {
+	dir := os.Getenv(readyDirEnv)
+	n, _ := strconv.Atoi(os.Getenv("LOCAL_WORLD_SIZE"))
+	for deadline := time.Now().Add(time.Minute); dir != "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if entries, _ := os.ReadDir(dir); len(entries) >= n-1 {
+			return
+		}
+	}
+}
+
 // launched is a `distopt run` started by a test.
 type launched struct {
 	cmd            *exec.Cmd
@@ -136,6 +166,12 @@ type launched struct {
 // launch starts `distopt run ARGS -- <this binary> child CHILD...`.
 func launch(t *testing.T, args []string, childArgs ...string) *launched {
 	t.Helper()
+	return launchProgram(t, args, append([]string{testBinary(t), "child"}, childArgs...)...)
+}
+
+// testBinary returns the path of this test binary; it skips t under -short.
+func testBinary(t *testing.T) string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
@@ -143,9 +179,16 @@ func launch(t *testing.T, args []string, childArgs ...string) *launched {
 	if err != nil {
 		t.Fatal(err)
 	}
-	full := append(append(append([]string{"run"}, args...), "--", exe, "child"), childArgs...)
+	return exe
+}
+
+// launchProgram starts `distopt run ARGS -- PROGRAM...`.
+func launchProgram(t *testing.T, args []string, program ...string) *launched {
+	t.Helper()
+	exe := testBinary(t)
+	full := append(append(append([]string{"run"}, args...), "--"), program...)
 	l := &launched{cmd: exec.Command(exe, full...), stdout: newLineBuffer(), stderr: newLineBuffer(), done: make(chan struct{})}
-	l.cmd.Env = append(os.Environ(), testMainEnv+"=1")
+	l.cmd.Env = append(os.Environ(), testMainEnv+"=1", readyDirEnv+"="+t.TempDir())
 	l.cmd.Stdout, l.cmd.Stderr = l.stdout, l.stderr
 	if err := l.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -307,7 +350,7 @@ func waitGone(t *testing.T, pids []int, d time.Duration) {
 	for _, pid := range pids {
 		for syscall.Kill(pid, 0) != syscall.ESRCH && !zombie(pid) {
 			if time.Now().After(deadline) {
-				t.Fatalf("rank process %d still runs %v after its launcher died", pid, d)
+				t.Fatalf("process %d of a rank still runs %v later", pid, d)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -466,12 +509,17 @@ func TestRunUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--", "true"}, "--nproc-per-node=0, want >= 1"},
+		{[]string{"--", "true"}, "--nproc-per-node is required"},
 		{[]string{"--nproc-per-node", "2"}, "no program to run"},
 		{[]string{"--nproc-per-node", "2", "--nnodes", "2", "--", "true"}, "--master-addr and --master-port are required"},
 		{[]string{"--nproc-per-node", "2", "--nnodes", "2", "--node-rank", "2", "--master-addr", "h", "--master-port", "1", "--", "true"}, "--node-rank=2 is not in [0, 2)"},
 		{[]string{"--nproc-per-node", "3", "--nnodes", "2", "--node-rank", "1", "--master-addr", "h", "--master-port", "1", "--group-size", "4", "--", "true"}, "--group-size=4 does not divide the world size 6 (--nnodes 2 x --nproc-per-node 3)"},
 		{[]string{"--nproc-per-node", "3", "--group-size", "-1", "--", "true"}, "--group-size=-1 does not divide"},
+		// Found by FuzzRunArgs: configs allocated a configuration per rank
+		// before checking the world size, and panicked.
+		{[]string{"--nproc-per-node", "1000000000000", "--", "true"}, "--nnodes 1 x --nproc-per-node 1000000000000 exceeds 65536 ranks"},
+		{[]string{"--nproc-per-node", "4096", "--nnodes", "17", "--node-rank", "0", "--master-addr", "h", "--master-port", "1", "--", "true"}, "exceeds 65536 ranks"},
+		{[]string{"--nproc-per-node", "2", "--master-port", "65536", "--", "true"}, "--master-port=65536 is not a TCP port"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 )
 
@@ -14,8 +15,8 @@ type testCase struct {
 }
 
 var (
-	dtypes = []collective.DType{collective.Uint8, collective.BFloat16, collective.Float32,
-		collective.Float64, collective.Uint32, collective.Int64}
+	dtypes = []buffer.DType{buffer.Uint8, buffer.BFloat16, buffer.Float32,
+		buffer.Float64, buffer.Uint32, buffer.Int64}
 	reductions = []collective.ReduceOp{collective.Sum, collective.Avg, collective.Max}
 	// Element counts (per rank for reduce-scatter), and byte counts of
 	// gathers: empty, one, primes, odd.
@@ -84,15 +85,15 @@ func cases(n int, o Options) []testCase {
 			}
 		}
 		for _, l := range []struct {
-			dt      collective.DType
+			dt      buffer.DType
 			red     collective.ReduceOp
 			inPlace bool
 		}{
-			{collective.Float32, collective.Sum, false},
-			{collective.Float32, collective.Sum, true},
-			{collective.BFloat16, collective.Avg, false},
-			{collective.Float64, collective.Max, true},
-			{collective.Uint8, collective.Sum, false},
+			{buffer.Float32, collective.Sum, false},
+			{buffer.Float32, collective.Sum, true},
+			{buffer.BFloat16, collective.Avg, false},
+			{buffer.Float64, collective.Max, true},
+			{buffer.Uint8, collective.Sum, false},
 		} {
 			count := o.LargeBytes/l.dt.Size() + 3
 			if kind == collective.OpReduceScatter {
@@ -141,7 +142,7 @@ func pattern(n int) []byte {
 
 // allGather checks an all-gather of m bytes per rank.
 func (e *env) allGather(m int, inPlace bool) error {
-	in := e.inputs("all-gather", m, collective.Uint8, false)
+	in := e.inputs("all-gather", m, buffer.Uint8, false)
 	dst, err := e.alloc(e.n * m)
 	if err != nil {
 		return err
@@ -171,7 +172,7 @@ func (e *env) allGather(m int, inPlace bool) error {
 		return err
 	}
 	for s := range e.n {
-		if err := compare(got[s*m:(s+1)*m], in[s], collective.Uint8); err != nil {
+		if err := compare(got[s*m:(s+1)*m], in[s], buffer.Uint8); err != nil {
 			return fmt.Errorf("slice of rank %d: %w", s, err)
 		}
 	}
@@ -183,7 +184,7 @@ func (e *env) allGather(m int, inPlace bool) error {
 
 // reduce checks a reduce-scatter (count elements per rank) or an
 // all-reduce (count elements) against collective.Reduce.
-func (e *env) reduce(kind collective.OpKind, dt collective.DType, red collective.ReduceOp, count int, inPlace, specials bool) error {
+func (e *env) reduce(kind collective.OpKind, dt buffer.DType, red collective.ReduceOp, count int, inPlace, specials bool) error {
 	total := count
 	if kind == collective.OpReduceScatter {
 		total = e.n * count
@@ -240,7 +241,7 @@ func (e *env) reduce(kind collective.OpKind, dt collective.DType, red collective
 
 // broadcast checks a broadcast of m bytes from root.
 func (e *env) broadcast(root, m int) error {
-	in := e.inputs(fmt.Sprintf("broadcast/%d", root), m, collective.Uint8, false)
+	in := e.inputs(fmt.Sprintf("broadcast/%d", root), m, buffer.Uint8, false)
 	buf, err := e.alloc(m)
 	if err != nil {
 		return err
@@ -259,7 +260,7 @@ func (e *env) broadcast(root, m int) error {
 	if err != nil {
 		return err
 	}
-	return compare(got, in[root], collective.Uint8)
+	return compare(got, in[root], buffer.Uint8)
 }
 
 // barriers checks that no rank leaves a barrier before every rank entered
@@ -289,11 +290,11 @@ type opCheck struct {
 }
 
 // prepared sets up a reduction or gather whose outcome check verifies.
-func (e *env) prepared(kind collective.OpKind, dt collective.DType, red collective.ReduceOp, count, root int) (opCheck, error) {
+func (e *env) prepared(kind collective.OpKind, dt buffer.DType, red collective.ReduceOp, count, root int) (opCheck, error) {
 	name := fmt.Sprintf("prepared/%s/%s/%d/%d", kind, red, root, len(e.bufs))
 	switch kind {
 	case collective.OpAllGather:
-		in := e.inputs(name, count, collective.Uint8, false)
+		in := e.inputs(name, count, buffer.Uint8, false)
 		dst, err := e.alloc(e.n * count)
 		if err != nil {
 			return opCheck{}, err
@@ -314,10 +315,10 @@ func (e *env) prepared(kind collective.OpKind, dt collective.DType, red collecti
 			if err != nil {
 				return err
 			}
-			return compare(got, want, collective.Uint8)
+			return compare(got, want, buffer.Uint8)
 		}}, nil
 	case collective.OpBroadcast:
-		in := e.inputs(name, count, collective.Uint8, false)
+		in := e.inputs(name, count, buffer.Uint8, false)
 		buf, err := e.alloc(count)
 		if err != nil {
 			return opCheck{}, err
@@ -330,7 +331,7 @@ func (e *env) prepared(kind collective.OpKind, dt collective.DType, red collecti
 			if err != nil {
 				return err
 			}
-			return compare(got, in[root], collective.Uint8)
+			return compare(got, in[root], buffer.Uint8)
 		}}, err
 	case collective.OpBarrier:
 		return opCheck{collective.Op{Kind: kind}, func() error { return nil }}, nil
@@ -369,18 +370,18 @@ func (e *env) prepared(kind collective.OpKind, dt collective.DType, red collecti
 func (e *env) groupOps() ([]opCheck, error) {
 	specs := []struct {
 		kind  collective.OpKind
-		dt    collective.DType
+		dt    buffer.DType
 		red   collective.ReduceOp
 		count int
 		root  int
 	}{
 		{collective.OpAllGather, 0, 0, 37, 0},
-		{collective.OpReduceScatter, collective.Float32, collective.Sum, 53, 0},
-		{collective.OpAllReduce, collective.Uint32, collective.Max, 17, 0},
+		{collective.OpReduceScatter, buffer.Float32, collective.Sum, 53, 0},
+		{collective.OpAllReduce, buffer.Uint32, collective.Max, 17, 0},
 		{collective.OpBroadcast, 0, 0, 101, e.n - 1},
 		{collective.OpBarrier, 0, 0, 0, 0},
-		{collective.OpAllReduce, collective.BFloat16, collective.Avg, 129, 0},
-		{collective.OpReduceScatter, collective.Int64, collective.Sum, 5, 0},
+		{collective.OpAllReduce, buffer.BFloat16, collective.Avg, 129, 0},
+		{collective.OpReduceScatter, buffer.Int64, collective.Sum, 5, 0},
 		{collective.OpAllToAll, 0, 0, 23, 0},
 	}
 	var out []opCheck
@@ -466,13 +467,13 @@ func (e *env) invalid() error {
 	if err != nil {
 		return err
 	}
-	var foreign collective.Buffer = collective.DeviceBuffer{Size: 4}
-	if e.c.Memory() != collective.Host {
-		foreign = make(collective.HostBuffer, 4)
+	var foreign buffer.Buffer = buffer.DeviceBuffer{Size: 4}
+	if e.c.Memory() != buffer.Host {
+		foreign = make(buffer.HostBuffer, 4)
 	}
 	ag, ar := collective.OpAllGather, collective.OpAllReduce
 	rs, a2a := collective.OpReduceScatter, collective.OpAllToAll
-	f32, sum := collective.Float32, collective.Sum
+	f32, sum := buffer.Float32, collective.Sum
 	tests := []struct {
 		name string
 		ops  []collective.Op
@@ -482,8 +483,8 @@ func (e *env) invalid() error {
 		{"nil src", []collective.Op{{Kind: ar, Dst: b4.view, DType: f32, Reduce: sum}}, collective.ErrInvalid},
 		{"gather dst size", []collective.Op{{Kind: ag, Dst: big.view, Src: b4.view}}, collective.ErrInvalid},
 		{"scatter src size", []collective.Op{{Kind: rs, Dst: b4.view, Src: big.view, DType: f32, Reduce: sum}}, collective.ErrInvalid},
-		{"avg of uint32", []collective.Op{{Kind: ar, Dst: b4.view, Src: b4.view, DType: collective.Uint32, Reduce: collective.Avg}}, collective.ErrInvalid},
-		{"avg of uint8", []collective.Op{{Kind: ar, Dst: b4.view, Src: b4.view, DType: collective.Uint8, Reduce: collective.Avg}}, collective.ErrInvalid},
+		{"avg of uint32", []collective.Op{{Kind: ar, Dst: b4.view, Src: b4.view, DType: buffer.Uint32, Reduce: collective.Avg}}, collective.ErrInvalid},
+		{"avg of uint8", []collective.Op{{Kind: ar, Dst: b4.view, Src: b4.view, DType: buffer.Uint8, Reduce: collective.Avg}}, collective.ErrInvalid},
 		{"sizes differ", []collective.Op{{Kind: ar, Dst: b4.view, Src: b8.view, DType: f32, Reduce: sum}}, collective.ErrInvalid},
 		{"partial element", []collective.Op{{Kind: ar, Dst: b6.view, Src: b6.view, DType: f32, Reduce: sum}}, collective.ErrInvalid},
 		{"unknown dtype", []collective.Op{{Kind: ar, Dst: b4.view, Src: b4.view, DType: 0, Reduce: sum}}, collective.ErrInvalid},
@@ -503,7 +504,7 @@ func (e *env) invalid() error {
 		}
 	}
 	// The sequence is intact: a checked all-reduce meets the other ranks'.
-	oc, err := e.prepared(collective.OpAllReduce, collective.Float32, collective.Sum, 3, 0)
+	oc, err := e.prepared(collective.OpAllReduce, buffer.Float32, collective.Sum, 3, 0)
 	if err != nil {
 		return err
 	}
@@ -515,7 +516,7 @@ func (e *env) invalid() error {
 
 // preparedAllToAll sets up an all-to-all of count bytes per block.
 func (e *env) preparedAllToAll(name string, count int) (opCheck, error) {
-	in := e.inputs(name, e.n*count, collective.Uint8, false)
+	in := e.inputs(name, e.n*count, buffer.Uint8, false)
 	dst, err := e.alloc(e.n * count)
 	if err != nil {
 		return opCheck{}, err
@@ -539,7 +540,7 @@ func (e *env) preparedAllToAll(name string, count int) (opCheck, error) {
 		if err != nil {
 			return err
 		}
-		if err := compare(got, want, collective.Uint8); err != nil {
+		if err := compare(got, want, buffer.Uint8); err != nil {
 			return err
 		}
 		// The source is left as it was.
@@ -547,12 +548,12 @@ func (e *env) preparedAllToAll(name string, count int) (opCheck, error) {
 		if err != nil {
 			return err
 		}
-		return compare(got, in[e.r], collective.Uint8)
+		return compare(got, in[e.r], buffer.Uint8)
 	}}, nil
 }
 
 // checked runs one prepared op and checks its outcome.
-func (e *env) checked(kind collective.OpKind, dt collective.DType, red collective.ReduceOp, count, root int) error {
+func (e *env) checked(kind collective.OpKind, dt buffer.DType, red collective.ReduceOp, count, root int) error {
 	oc, err := e.prepared(kind, dt, red, count, root)
 	if err != nil {
 		return err

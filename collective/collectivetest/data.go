@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 )
 
@@ -14,7 +15,7 @@ import (
 // element s is rank s's, count elements of dt. They depend only on seed,
 // name, s and the arguments, so every rank computes the same. In Run, the
 // ranks share one copy.
-func (e *env) inputs(name string, count int, dt collective.DType, specials bool) [][]byte {
+func (e *env) inputs(name string, count int, dt buffer.DType, specials bool) [][]byte {
 	key := fmt.Sprintf("%s/%d/%s/%v", name, count, dt, specials)
 	return e.memo(key, func() any {
 		h := fnv.New64a()
@@ -48,7 +49,7 @@ func fillBits(rng *rand.Rand, b []byte) {
 
 // expected returns collective.Reduce of bytes [lo, hi) of every rank's
 // input (shared by the ranks in Run).
-func (e *env) expected(key string, in [][]byte, lo, hi int, dt collective.DType, red collective.ReduceOp) []byte {
+func (e *env) expected(key string, in [][]byte, lo, hi int, dt buffer.DType, red collective.ReduceOp) []byte {
 	return e.memo(fmt.Sprintf("%s/expected/%d/%d", key, lo, hi), func() any {
 		want := make([]byte, hi-lo)
 		srcs := make([][]byte, len(in))
@@ -64,12 +65,12 @@ func (e *env) expected(key string, in [][]byte, lo, hi int, dt collective.DType,
 // small integers and fractions (so that sums and averages round and
 // cancel), random bit patterns, and with specials also NaN with payloads,
 // ±Inf, ±0, subnormals and the largest finite values.
-func element(rng *rand.Rand, dt collective.DType, specials bool) uint64 {
+func element(rng *rand.Rand, dt buffer.DType, specials bool) uint64 {
 	w := 8 * uint(dt.Size())
 	bits := rng.Uint64() >> (64 - w)
 	var x float64
 	switch dt {
-	case collective.Uint8, collective.Uint32, collective.Int64:
+	case buffer.Uint8, buffer.Uint32, buffer.Int64:
 		return bits
 	}
 	pick := rng.IntN(10)
@@ -103,23 +104,23 @@ func element(rng *rand.Rand, dt collective.DType, specials bool) uint64 {
 	return fromFloat64(x, dt)
 }
 
-func signBit(dt collective.DType) uint64 { return 1 << (8*dt.Size() - 1) }
+func signBit(dt buffer.DType) uint64 { return 1 << (8*dt.Size() - 1) }
 
-func nanBits(dt collective.DType) uint64 {
+func nanBits(dt buffer.DType) uint64 {
 	switch dt {
-	case collective.BFloat16:
+	case buffer.BFloat16:
 		return 0x7fc0
-	case collective.Float32:
+	case buffer.Float32:
 		return 0x7fc00000
 	}
 	return 0x7ff8000000000000
 }
 
-func maxBits(dt collective.DType) uint64 {
+func maxBits(dt buffer.DType) uint64 {
 	switch dt {
-	case collective.BFloat16:
+	case buffer.BFloat16:
 		return 0x7f7f
-	case collective.Float32:
+	case buffer.Float32:
 		return uint64(math.Float32bits(math.MaxFloat32))
 	}
 	return math.Float64bits(math.MaxFloat64)
@@ -127,42 +128,42 @@ func maxBits(dt collective.DType) uint64 {
 
 // fromFloat64 converts x (exact in dt's precision, or rounded for float32
 // and bfloat16 by truncation, which is fine for test inputs).
-func fromFloat64(x float64, dt collective.DType) uint64 {
+func fromFloat64(x float64, dt buffer.DType) uint64 {
 	switch dt {
-	case collective.BFloat16:
+	case buffer.BFloat16:
 		return uint64(math.Float32bits(float32(x)) >> 16)
-	case collective.Float32:
+	case buffer.Float32:
 		return uint64(math.Float32bits(float32(x)))
 	}
 	return math.Float64bits(x)
 }
 
-func isFloat(dt collective.DType) bool {
-	return dt == collective.BFloat16 || dt == collective.Float32 || dt == collective.Float64
+func isFloat(dt buffer.DType) bool {
+	return dt == buffer.BFloat16 || dt == buffer.Float32 || dt == buffer.Float64
 }
 
 // isNaNOrInf reports whether bits of a floating point dt have an all-ones
 // exponent.
-func isNaNOrInf(bits uint64, dt collective.DType) bool {
+func isNaNOrInf(bits uint64, dt buffer.DType) bool {
 	switch dt {
-	case collective.BFloat16:
+	case buffer.BFloat16:
 		return bits&0x7f80 == 0x7f80
-	case collective.Float32:
+	case buffer.Float32:
 		return bits&0x7f800000 == 0x7f800000
 	}
 	return bits&0x7ff0000000000000 == 0x7ff0000000000000
 }
 
-func isNaN(bits uint64, dt collective.DType) bool {
+func isNaN(bits uint64, dt buffer.DType) bool {
 	return isNaNOrInf(bits, dt) && mantissa(bits, dt) != 0
 }
 
 // mantissa returns the fraction bits of a floating point element.
-func mantissa(bits uint64, dt collective.DType) uint64 {
+func mantissa(bits uint64, dt buffer.DType) uint64 {
 	switch dt {
-	case collective.BFloat16:
+	case buffer.BFloat16:
 		return bits & 0x7f
-	case collective.Float32:
+	case buffer.Float32:
 		return bits & 0x7fffff
 	}
 	return bits & (1<<52 - 1)
@@ -170,7 +171,7 @@ func mantissa(bits uint64, dt collective.DType) uint64 {
 
 // compare checks got against want element by element: bit for bit, except
 // that any NaN matches any NaN.
-func compare(got, want []byte, dt collective.DType) error {
+func compare(got, want []byte, dt buffer.DType) error {
 	if len(got) != len(want) {
 		return fmt.Errorf("got %d bytes, want %d", len(got), len(want))
 	}

@@ -31,5 +31,5 @@
 //     collective.ErrClosed.
 //
 // Buffers come from Options hooks, so that device-memory backends run the
-// same suite: by default they are collective.HostBuffer values.
+// same suite: by default they are buffer.HostBuffer values.
 package collectivetest

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 )
 
@@ -41,8 +42,8 @@ type env struct {
 // part between the bands.
 type gbuf struct {
 	e    *env
-	full collective.Buffer
-	view collective.Buffer
+	full buffer.Buffer
+	view buffer.Buffer
 	n    int
 }
 
@@ -67,7 +68,7 @@ func (e *env) free() error {
 }
 
 // sub returns bytes [lo, hi) of the view.
-func (b *gbuf) sub(lo, hi int) collective.Buffer { return b.e.o.Slice(b.full, guard+lo, guard+hi) }
+func (b *gbuf) sub(lo, hi int) buffer.Buffer { return b.e.o.Slice(b.full, guard+lo, guard+hi) }
 
 // set fills the view with data (the pattern where data is shorter) and the
 // bands with the pattern.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 )
 
@@ -23,7 +24,7 @@ func (e *env) abortCheck(cancel bool) error {
 	if err != nil {
 		return err
 	}
-	op := collective.Op{Kind: collective.OpAllReduce, Dst: buf.view, Src: buf.view, DType: collective.Float32, Reduce: collective.Sum}
+	op := collective.Op{Kind: collective.OpAllReduce, Dst: buf.view, Src: buf.view, DType: buffer.Float32, Reduce: collective.Sum}
 	d := e.o.Deadline
 	if e.r != e.n-1 {
 		ctx, stop := context.WithTimeout(e.ctx, d)
@@ -95,7 +96,7 @@ func (e *env) closeCheck() error {
 	if err != nil {
 		return err
 	}
-	op := collective.Op{Kind: collective.OpAllReduce, Dst: buf.view, Src: buf.view, DType: collective.Float32, Reduce: collective.Sum}
+	op := collective.Op{Kind: collective.OpAllReduce, Dst: buf.view, Src: buf.view, DType: buffer.Float32, Reduce: collective.Sum}
 	d := e.o.Deadline
 	closer := e.n - 1
 	if e.r == closer {

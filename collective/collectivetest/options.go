@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 )
 
@@ -25,19 +26,19 @@ type Options struct {
 	Seed int64
 
 	// Alloc returns a buffer of n bytes that c accepts (default: a new
-	// collective.HostBuffer).
-	Alloc func(c collective.Communicator, n int) (collective.Buffer, error)
+	// buffer.HostBuffer).
+	Alloc func(c collective.Communicator, n int) (buffer.Buffer, error)
 	// Free releases a buffer of Alloc (default: nothing).
-	Free func(b collective.Buffer) error
+	Free func(b buffer.Buffer) error
 	// Upload copies data (len(data) == b.Len()) into b (default: copy into
 	// a HostBuffer).
-	Upload func(b collective.Buffer, data []byte) error
+	Upload func(b buffer.Buffer, data []byte) error
 	// Download copies b into dst (len(dst) == b.Len()) (default: copy from
 	// a HostBuffer).
-	Download func(b collective.Buffer, dst []byte) error
+	Download func(b buffer.Buffer, dst []byte) error
 	// Slice returns bytes [lo, hi) of b, sharing its memory (default:
 	// b.Slice).
-	Slice func(b collective.Buffer, lo, hi int) collective.Buffer
+	Slice func(b buffer.Buffer, lo, hi int) buffer.Buffer
 }
 
 func (o Options) withDefaults() Options {
@@ -57,16 +58,16 @@ func (o Options) withDefaults() Options {
 		o.Slack = 2 * time.Second
 	}
 	if o.Alloc == nil {
-		o.Alloc = func(_ collective.Communicator, n int) (collective.Buffer, error) {
-			return make(collective.HostBuffer, n), nil
+		o.Alloc = func(_ collective.Communicator, n int) (buffer.Buffer, error) {
+			return make(buffer.HostBuffer, n), nil
 		}
 	}
 	if o.Free == nil {
-		o.Free = func(collective.Buffer) error { return nil }
+		o.Free = func(buffer.Buffer) error { return nil }
 	}
 	if o.Upload == nil {
-		o.Upload = func(b collective.Buffer, data []byte) error {
-			h, ok := b.(collective.HostBuffer)
+		o.Upload = func(b buffer.Buffer, data []byte) error {
+			h, ok := b.(buffer.HostBuffer)
 			if !ok {
 				return fmt.Errorf("collectivetest: default Upload needs a HostBuffer, got %T", b)
 			}
@@ -75,8 +76,8 @@ func (o Options) withDefaults() Options {
 		}
 	}
 	if o.Download == nil {
-		o.Download = func(b collective.Buffer, dst []byte) error {
-			h, ok := b.(collective.HostBuffer)
+		o.Download = func(b buffer.Buffer, dst []byte) error {
+			h, ok := b.(buffer.HostBuffer)
 			if !ok {
 				return fmt.Errorf("collectivetest: default Download needs a HostBuffer, got %T", b)
 			}
@@ -85,7 +86,7 @@ func (o Options) withDefaults() Options {
 		}
 	}
 	if o.Slice == nil {
-		o.Slice = func(b collective.Buffer, lo, hi int) collective.Buffer { return b.Slice(lo, hi) }
+		o.Slice = func(b buffer.Buffer, lo, hi int) buffer.Buffer { return b.Slice(lo, hi) }
 	}
 	return o
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/collectivetest"
 	"github.com/distopt/distopt/collective/inproc"
@@ -57,7 +58,7 @@ func TestSuiteCatchesFaults(t *testing.T) {
 			return workFunc(func(ctx context.Context) error {
 				err := w.Wait(ctx)
 				for _, op := range ops {
-					if b, ok := op.Dst.(collective.HostBuffer); ok && op.Kind == collective.OpAllReduce && len(b) > 0 {
+					if b, ok := op.Dst.(buffer.HostBuffer); ok && op.Kind == collective.OpAllReduce && len(b) > 0 {
 						b[len(b)-1] ^= 1
 					}
 				}
@@ -77,7 +78,7 @@ func TestSuiteCatchesFaults(t *testing.T) {
 			return workFunc(func(ctx context.Context) error {
 				err := w.Wait(ctx)
 				for _, op := range ops {
-					if b, ok := op.Src.(collective.HostBuffer); ok && op.Kind == collective.OpReduceScatter && len(b) > 0 {
+					if b, ok := op.Src.(buffer.HostBuffer); ok && op.Kind == collective.OpReduceScatter && len(b) > 0 {
 						b[0] ^= 1
 					}
 				}

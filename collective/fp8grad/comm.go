@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/distopt/distopt/bf16"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/internal/cuda"
 )
@@ -41,7 +42,7 @@ func New(inner collective.Communicator, cfg Config) (*Comm, error) {
 	if _, ok := inner.(crosser); ok {
 		return nil, fmt.Errorf("fp8grad: a hierarchical communicator's reduce-scatter is not an all-to-all within its group: wrap its group communicator instead: %w", ErrConfig)
 	}
-	if inner.Memory() != collective.Host {
+	if inner.Memory() != buffer.Host {
 		return nil, fmt.Errorf("fp8grad: New of a %s communicator (see NewDevice): %w", inner.Memory(), ErrConfig)
 	}
 	cfg, err := cfg.withDefaults()
@@ -58,7 +59,7 @@ func (c *Comm) Rank() int { return c.inner.Rank() }
 func (c *Comm) Size() int { return c.inner.Size() }
 
 // Memory is the inner communicator's memory kind.
-func (c *Comm) Memory() collective.MemoryKind { return c.inner.Memory() }
+func (c *Comm) Memory() buffer.MemoryKind { return c.inner.Memory() }
 
 // Close closes the inner communicator (and frees the device memory of a
 // NewDevice Comm).
@@ -95,7 +96,7 @@ func (c *Comm) ResidualBytes() int {
 // or Float32 with Sum or Avg.
 func Encoded(op collective.Op) bool {
 	return op.Kind == collective.OpReduceScatter &&
-		(op.DType == collective.BFloat16 || op.DType == collective.Float32) &&
+		(op.DType == buffer.BFloat16 || op.DType == buffer.Float32) &&
 		(op.Reduce == collective.Sum || op.Reduce == collective.Avg)
 }
 
@@ -140,8 +141,8 @@ func (c *Comm) Start(ops ...collective.Op) collective.Work {
 // reduction is an encoded reduce-scatter in flight.
 type reduction struct {
 	op         collective.Op
-	n          int               // elements of the shard
-	send, recv collective.Buffer // d wire pieces each
+	n          int           // elements of the shard
+	send, recv buffer.Buffer // d wire pieces each
 	// device scratch (NewDevice): the buffers of send and recv, of bytes each
 	sendDev, recvDev cuda.DevicePtr
 	bytes            int
@@ -151,14 +152,14 @@ type reduction struct {
 func (c *Comm) encode(op collective.Op) (*reduction, error) {
 	d := c.Size()
 	n := op.Dst.Len() / op.DType.Size()
-	hsrc := op.Src.(collective.HostBuffer)
+	hsrc := op.Src.(buffer.HostBuffer)
 	res, err := c.residual(keyOf(op, uintptr(unsafe.Pointer(unsafe.SliceData(hsrc))), len(hsrc)), d*n)
 	if err != nil {
 		return nil, err
 	}
 	pb := PieceBytes(n, c.cfg.Block)
-	send := make(collective.HostBuffer, d*pb)
-	r := &reduction{op: op, n: n, send: send, recv: make(collective.HostBuffer, d*pb)}
+	send := make(buffer.HostBuffer, d*pb)
+	r := &reduction{op: op, n: n, send: send, recv: make(buffer.HostBuffer, d*pb)}
 	src := toFloat32(hsrc, op.DType)
 	for p := range d {
 		var rp []float32
@@ -171,8 +172,8 @@ func (c *Comm) encode(op collective.Op) (*reduction, error) {
 }
 
 // toFloat32 returns the elements of b (BFloat16 or Float32) as float32.
-func toFloat32(b []byte, dt collective.DType) []float32 {
-	if dt == collective.Float32 {
+func toFloat32(b []byte, dt buffer.DType) []float32 {
+	if dt == buffer.Float32 {
 		return collective.FromBytes[float32](b)
 	}
 	h := collective.FromBytes[uint16](b)
@@ -218,7 +219,7 @@ func (w *work) Wait(ctx context.Context) error {
 // finish sums the received pieces into the reduce-scatter's Dst.
 func (r *reduction) finish(d int, cfg Config) {
 	pb := PieceBytes(r.n, cfg.Block)
-	recv := r.recv.(collective.HostBuffer)
+	recv := r.recv.(buffer.HostBuffer)
 	pieces := make([][]byte, d)
 	for s := range d {
 		pieces[s] = recv[s*pb : (s+1)*pb]
@@ -229,8 +230,8 @@ func (r *reduction) finish(d int, cfg Config) {
 		div = float32(d)
 	}
 	DequantSum(sum, pieces, cfg.Block, cfg.Format, div)
-	dst := r.op.Dst.(collective.HostBuffer)
-	if r.op.DType == collective.Float32 {
+	dst := r.op.Dst.(buffer.HostBuffer)
+	if r.op.DType == buffer.Float32 {
 		copy(dst, collective.ToBytes(sum))
 		return
 	}

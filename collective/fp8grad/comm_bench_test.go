@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/bf16"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/collective/inproc"
@@ -41,8 +42,8 @@ func BenchmarkReduceScatter(b *testing.B) {
 					c.Close()
 				}
 			}()
-			srcs := make([]collective.HostBuffer, d)
-			dsts := make([]collective.HostBuffer, d)
+			srcs := make([]buffer.HostBuffer, d)
+			dsts := make([]buffer.HostBuffer, d)
 			for r := range d {
 				rng := rand.New(rand.NewPCG(uint64(r), 1))
 				h := make([]uint16, total)
@@ -50,7 +51,7 @@ func BenchmarkReduceScatter(b *testing.B) {
 					h[i] = bf16.FromFloat32(float32(rng.NormFloat64()))
 				}
 				srcs[r] = collective.ToBytes(h)
-				dsts[r] = make(collective.HostBuffer, 2*n)
+				dsts[r] = make(buffer.HostBuffer, 2*n)
 			}
 			b.SetBytes(2 * total)
 			b.ReportAllocs()
@@ -59,7 +60,7 @@ func BenchmarkReduceScatter(b *testing.B) {
 				errs := make([]error, d)
 				for r := range d {
 					wg.Go(func() {
-						errs[r] = collective.ReduceScatter(context.Background(), wrapped[r], dsts[r], srcs[r], collective.BFloat16, collective.Avg)
+						errs[r] = collective.ReduceScatter(context.Background(), wrapped[r], dsts[r], srcs[r], buffer.BFloat16, collective.Avg)
 					})
 				}
 				wg.Wait()

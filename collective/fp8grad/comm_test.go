@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/distopt/distopt/bf16"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/collective/grpccomm"
@@ -69,8 +70,8 @@ func input(seed uint64, r, total, block int) []float32 {
 
 // encode returns x as a buffer of dt (BFloat16: rounded) and the values
 // the buffer holds.
-func encode(x []float32, dt collective.DType) (collective.HostBuffer, []float32) {
-	if dt == collective.Float32 {
+func encode(x []float32, dt buffer.DType) (buffer.HostBuffer, []float32) {
+	if dt == buffer.Float32 {
 		return collective.ToBytes(x), x
 	}
 	h := make([]uint16, len(x))
@@ -84,7 +85,7 @@ func encode(x []float32, dt collective.DType) (collective.HostBuffer, []float32)
 
 // reference computes shard p of the FP8 reduce-scatter of the ranks'
 // values with the codec alone (no exchange).
-func reference(vals [][]float32, p, n int, cfg fp8grad.Config, red collective.ReduceOp, dt collective.DType) []byte {
+func reference(vals [][]float32, p, n int, cfg fp8grad.Config, red collective.ReduceOp, dt buffer.DType) []byte {
 	pieces := make([][]byte, len(vals))
 	for s, v := range vals {
 		pieces[s] = make([]byte, fp8grad.PieceBytes(n, cfg.Block))
@@ -103,7 +104,7 @@ func reference(vals [][]float32, p, n int, cfg fp8grad.Config, red collective.Re
 type rsCase struct {
 	n   int
 	cfg fp8grad.Config
-	dt  collective.DType
+	dt  buffer.DType
 	red collective.ReduceOp
 }
 
@@ -113,7 +114,7 @@ var configs = []fp8grad.Config{{}, {Format: fp8.E5M2, Block: 7}}
 
 func rsCases(cfg fp8grad.Config) []rsCase {
 	var cs []rsCase
-	for _, dt := range []collective.DType{collective.Float32, collective.BFloat16} {
+	for _, dt := range []buffer.DType{buffer.Float32, buffer.BFloat16} {
 		for _, red := range []collective.ReduceOp{collective.Sum, collective.Avg} {
 			for _, n := range []int{1, 129, 256, 300} {
 				cs = append(cs, rsCase{n, cfg, dt, red})
@@ -132,22 +133,22 @@ func runRS(t *testing.T, comms []*fp8grad.Comm) {
 	for i, tc := range rsCases(comms[0].Config()) {
 		t.Run(fmt.Sprintf("%v/block=%d/%s/%s/n=%d", tc.cfg.Format, tc.cfg.Block, tc.dt, tc.red, tc.n), func(t *testing.T) {
 			vals := make([][]float32, d)
-			bufs := make([]collective.HostBuffer, d)
+			bufs := make([]buffer.HostBuffer, d)
 			for r := range d {
 				bufs[r], vals[r] = encode(input(uint64(i), r, d*tc.n, tc.cfg.Block), tc.dt)
 			}
 			inPlace := i%2 == 0
-			gathered := make([]collective.HostBuffer, d)
+			gathered := make([]buffer.HostBuffer, d)
 			err := onAll(comms, func(r int, c *fp8grad.Comm) error {
 				es := tc.dt.Size()
-				dst := collective.HostBuffer(make([]byte, tc.n*es))
+				dst := buffer.HostBuffer(make([]byte, tc.n*es))
 				if inPlace {
 					dst = bufs[r][r*tc.n*es : (r+1)*tc.n*es]
 				}
-				gathered[r] = make(collective.HostBuffer, d)
+				gathered[r] = make(buffer.HostBuffer, d)
 				ops := []collective.Op{
 					{Kind: collective.OpReduceScatter, Dst: dst, Src: bufs[r], DType: tc.dt, Reduce: tc.red},
-					{Kind: collective.OpAllGather, Dst: gathered[r], Src: collective.HostBuffer{byte(r + 1)}},
+					{Kind: collective.OpAllGather, Dst: gathered[r], Src: buffer.HostBuffer{byte(r + 1)}},
 				}
 				if err := c.Start(ops...).Wait(context.Background()); err != nil {
 					return err
@@ -183,7 +184,7 @@ func checkBound(vals [][]float32, r int, tc rsCase, got []byte, d int) error {
 	g := make([]float64, tc.n)
 	for i := range tc.n {
 		bits := collective.ElementBits(got, tc.dt, i)
-		if tc.dt == collective.Float32 {
+		if tc.dt == buffer.Float32 {
 			g[i] = float64(math.Float32frombits(uint32(bits)))
 		} else {
 			g[i] = float64(bf16.ToFloat32(uint16(bits)))
@@ -241,11 +242,11 @@ func TestPassThrough(t *testing.T) {
 		for i := range src {
 			src[i] = 0.1 * float32(i*(r+1))
 		}
-		dst := make(collective.HostBuffer, 4*n)
+		dst := make(buffer.HostBuffer, 4*n)
 		sum := collective.ToBytes([]float32{0.1 * float32(r)})
 		err := c.Start(
-			collective.Op{Kind: collective.OpReduceScatter, Dst: dst, Src: collective.ToBytes(src), DType: collective.Float32, Reduce: collective.Max},
-			collective.Op{Kind: collective.OpAllReduce, Dst: sum, Src: sum, DType: collective.Float32, Reduce: collective.Sum},
+			collective.Op{Kind: collective.OpReduceScatter, Dst: dst, Src: collective.ToBytes(src), DType: buffer.Float32, Reduce: collective.Max},
+			collective.Op{Kind: collective.OpAllReduce, Dst: sum, Src: sum, DType: buffer.Float32, Reduce: collective.Sum},
 		).Wait(context.Background())
 		if err != nil {
 			return err
@@ -278,8 +279,8 @@ func TestNonFinite(t *testing.T) {
 			if r == 1 {
 				x[at] = bad
 			}
-			dst := make(collective.HostBuffer, 4*n)
-			if err := collective.ReduceScatter(context.Background(), c, dst, collective.ToBytes(x), collective.Float32, collective.Avg); err != nil {
+			dst := make(buffer.HostBuffer, 4*n)
+			if err := collective.ReduceScatter(context.Background(), c, dst, collective.ToBytes(x), buffer.Float32, collective.Avg); err != nil {
 				return err
 			}
 			for i, v := range collective.FromBytes[float32](dst) {
@@ -327,7 +328,7 @@ func TestConfigErrors(t *testing.T) {
 
 type deviceComm struct{ collective.Communicator }
 
-func (deviceComm) Memory() collective.MemoryKind { return collective.Device }
+func (deviceComm) Memory() buffer.MemoryKind { return buffer.Device }
 
 // grpcWorld connects n gRPC ranks on loopback.
 func grpcWorld(t *testing.T, n int) []collective.Communicator {
@@ -374,7 +375,7 @@ func TestPredictMemory(t *testing.T) {
 		comms := wrap(t, inproc.Communicators(d), cfg)
 		err := onAll(comms, func(r int, c *fp8grad.Comm) error {
 			src := collective.ToBytes(input(1, r, d*n, 128))
-			return collective.ReduceScatter(context.Background(), c, make(collective.HostBuffer, 4*n), src, collective.Float32, collective.Sum)
+			return collective.ReduceScatter(context.Background(), c, make(buffer.HostBuffer, 4*n), src, buffer.Float32, collective.Sum)
 		})
 		if err != nil {
 			t.Fatal(err)

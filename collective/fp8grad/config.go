@@ -8,7 +8,7 @@ import (
 )
 
 // ErrConfig marks a Config or communicator that cannot form a Comm.
-var ErrConfig = errors.New("fp8grad: invalid configuration")
+var ErrConfig = errors.New("invalid configuration")
 
 // DefaultBlock is the block size of a zero Config.Block.
 const DefaultBlock = 128

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/kernels"
@@ -35,7 +36,7 @@ func NewDevice(inner collective.Communicator, cfg Config, dev Device) (*Comm, er
 	if _, ok := inner.(crosser); ok {
 		return nil, fmt.Errorf("fp8grad: a hierarchical communicator: wrap its group communicator instead: %w", ErrConfig)
 	}
-	if inner.Memory() != collective.Device {
+	if inner.Memory() != buffer.Device {
 		return nil, fmt.Errorf("fp8grad: NewDevice of a %s communicator: %w", inner.Memory(), ErrConfig)
 	}
 	cfg, err := cfg.withDefaults()
@@ -125,8 +126,8 @@ func (g *gpuCodec) close() error {
 }
 
 // elem is the kernels' element type of dt (BFloat16 or Float32).
-func elem(dt collective.DType) kernels.Elem {
-	if dt == collective.BFloat16 {
+func elem(dt buffer.DType) kernels.Elem {
+	if dt == buffer.BFloat16 {
 		return kernels.BF16
 	}
 	return kernels.F32
@@ -139,7 +140,7 @@ func (c *Comm) encodeDevice(op collective.Op) (*reduction, error) {
 	g, d := c.gpu, c.Size()
 	n := op.Dst.Len() / op.DType.Size()
 	pb := PieceBytes(n, c.cfg.Block)
-	src := op.Src.(collective.DeviceBuffer)
+	src := op.Src.(buffer.DeviceBuffer)
 	r := &reduction{op: op, n: n, bytes: d * pb}
 	var err error
 	if r.sendDev, err = g.scratch(r.bytes); err != nil {
@@ -159,8 +160,8 @@ func (c *Comm) encodeDevice(op collective.Op) (*reduction, error) {
 		return nil, c.dropDevice(r, err)
 	}
 	dev := src.Device
-	r.send = collective.DeviceBuffer{Ptr: uintptr(r.sendDev), Size: r.bytes, Device: dev}
-	r.recv = collective.DeviceBuffer{Ptr: uintptr(r.recvDev), Size: r.bytes, Device: dev}
+	r.send = buffer.DeviceBuffer{Ptr: uintptr(r.sendDev), Size: r.bytes, Device: dev}
+	r.recv = buffer.DeviceBuffer{Ptr: uintptr(r.recvDev), Size: r.bytes, Device: dev}
 	return r, nil
 }
 
@@ -183,7 +184,7 @@ func (c *Comm) finishDevice(rs []*reduction) error {
 		if r.op.Reduce == collective.Avg {
 			div = float32(d)
 		}
-		dst := cuda.DevicePtr(r.op.Dst.(collective.DeviceBuffer).Ptr)
+		dst := cuda.DevicePtr(r.op.Dst.(buffer.DeviceBuffer).Ptr)
 		errs = append(errs, g.dev.Kernels.GradSum(g.dev.Stream, dst, r.recvDev, r.n, d, c.cfg.Block, elem(r.op.DType), c.cfg.Format, div))
 	}
 	errs = append(errs, g.dev.Stream.Synchronize())

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/collective/inproc"
@@ -25,8 +26,8 @@ func Example() {
 		}
 		wg.Go(func() {
 			defer c.Close()
-			dst := make(collective.HostBuffer, 8)
-			err := collective.ReduceScatter(context.Background(), c, dst, collective.ToBytes(grads[r]), collective.Float32, collective.Avg)
+			dst := make(buffer.HostBuffer, 8)
+			err := collective.ReduceScatter(context.Background(), c, dst, collective.ToBytes(grads[r]), buffer.Float32, collective.Avg)
 			if err != nil {
 				fmt.Println(err)
 			}

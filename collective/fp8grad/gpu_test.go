@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/fp8"
@@ -132,11 +133,11 @@ func gpuCase(t *testing.T, k *kernels.Set, s *cuda.Stream, f fp8.Format, e kerne
 	}
 }
 
-func dtypeOf(e kernels.Elem) collective.DType {
+func dtypeOf(e kernels.Elem) buffer.DType {
 	if e == kernels.BF16 {
-		return collective.BFloat16
+		return buffer.BFloat16
 	}
-	return collective.Float32
+	return buffer.Float32
 }
 
 func firstDiff(a, b []byte) int {

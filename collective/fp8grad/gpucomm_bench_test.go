@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/collective/nccl"
@@ -34,8 +35,8 @@ func BenchmarkGPUReduceScatter(b *testing.B) {
 			}
 			defer nccltest.CloseStores(stores)
 			comms := make([]collective.Communicator, 2)
-			srcs := make([]collective.DeviceBuffer, 2)
-			dsts := make([]collective.DeviceBuffer, 2)
+			srcs := make([]buffer.DeviceBuffer, 2)
+			dsts := make([]buffer.DeviceBuffer, 2)
 			sets := make([]*kernels.Set, 2) // fp8: closed after the communicators
 			err = onAll(devs, func(r int, dev *cuda.Device) error {
 				s := cudatest.Stream(b, dev)
@@ -55,8 +56,8 @@ func BenchmarkGPUReduceScatter(b *testing.B) {
 					}
 				}
 				src, dst := cudatest.Alloc(b, dev, 2*total), cudatest.Alloc(b, dev, total)
-				srcs[r] = collective.DeviceBuffer{Ptr: uintptr(src), Size: 2 * total, Device: dev.Ordinal()}
-				dsts[r] = collective.DeviceBuffer{Ptr: uintptr(dst), Size: total, Device: dev.Ordinal()}
+				srcs[r] = buffer.DeviceBuffer{Ptr: uintptr(src), Size: 2 * total, Device: dev.Ordinal()}
+				dsts[r] = buffer.DeviceBuffer{Ptr: uintptr(dst), Size: total, Device: dev.Ordinal()}
 				return s.Memset8(src, 0x3c, 2*total)
 			})
 			if err != nil {
@@ -77,7 +78,7 @@ func BenchmarkGPUReduceScatter(b *testing.B) {
 			b.SetBytes(2 * total)
 			for b.Loop() {
 				err := onAll(comms, func(r int, c collective.Communicator) error {
-					return collective.ReduceScatter(ctx, c, dsts[r], srcs[r], collective.BFloat16, collective.Avg)
+					return collective.ReduceScatter(ctx, c, dsts[r], srcs[r], buffer.BFloat16, collective.Avg)
 				})
 				if err != nil {
 					b.Fatal(err)

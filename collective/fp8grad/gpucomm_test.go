@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/collective/inproc"
@@ -69,10 +70,10 @@ func TestGPUComm(t *testing.T) {
 			})
 			host := wrap(t, inproc.Communicators(d), cfg)
 			for step, tc := range []rsCase{
-				{300, cfg, collective.BFloat16, collective.Avg},
-				{300, cfg, collective.BFloat16, collective.Avg},
-				{129, cfg, collective.Float32, collective.Sum},
-				{300, cfg, collective.BFloat16, collective.Avg},
+				{300, cfg, buffer.BFloat16, collective.Avg},
+				{300, cfg, buffer.BFloat16, collective.Avg},
+				{129, cfg, buffer.Float32, collective.Sum},
+				{300, cfg, buffer.BFloat16, collective.Avg},
 			} {
 				if err := gpuStep(ctx, devs, streams, gpu, host, tc, step); err != nil {
 					t.Fatalf("step %d: %v", step, err)
@@ -99,9 +100,9 @@ func gpuStep(ctx context.Context, devs []*cuda.Device, streams []*cuda.Stream, g
 		}
 		vals[r], _ = encode(x, tc.dt)
 	}
-	hostOut := make([]collective.HostBuffer, d)
+	hostOut := make([]buffer.HostBuffer, d)
 	err := onAll(host, func(r int, c *fp8grad.Comm) error {
-		hostOut[r] = make(collective.HostBuffer, tc.n*es)
+		hostOut[r] = make(buffer.HostBuffer, tc.n*es)
 		src := hostBucket(r, len(vals[r]))
 		copy(src, vals[r])
 		return collective.ReduceScatter(ctx, c, hostOut[r], src, tc.dt, tc.red)
@@ -123,8 +124,8 @@ func gpuStep(ctx context.Context, devs []*cuda.Device, streams []*cuda.Stream, g
 		if err := s.Upload(src, vals[r]); err != nil {
 			return err
 		}
-		db := func(p cuda.DevicePtr, n int) collective.DeviceBuffer {
-			return collective.DeviceBuffer{Ptr: uintptr(p), Size: n, Device: dev.Ordinal()}
+		db := func(p cuda.DevicePtr, n int) buffer.DeviceBuffer {
+			return buffer.DeviceBuffer{Ptr: uintptr(p), Size: n, Device: dev.Ordinal()}
 		}
 		if err := collective.ReduceScatter(ctx, c, db(dst, tc.n*es), db(src, len(vals[r])), tc.dt, tc.red); err != nil {
 			return err
@@ -146,15 +147,15 @@ func gpuStep(ctx context.Context, devs []*cuda.Device, streams []*cuda.Stream, g
 var (
 	bucketsMu   sync.Mutex
 	buckets     = map[[2]int]cuda.DevicePtr{}
-	hostBuckets = map[[2]int]collective.HostBuffer{}
+	hostBuckets = map[[2]int]buffer.HostBuffer{}
 )
 
-func hostBucket(r, n int) collective.HostBuffer {
+func hostBucket(r, n int) buffer.HostBuffer {
 	bucketsMu.Lock()
 	defer bucketsMu.Unlock()
 	key := [2]int{r, n}
 	if _, ok := hostBuckets[key]; !ok {
-		hostBuckets[key] = make(collective.HostBuffer, n)
+		hostBuckets[key] = make(buffer.HostBuffer, n)
 	}
 	return hostBuckets[key]
 }

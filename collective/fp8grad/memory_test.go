@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
@@ -125,7 +127,7 @@ func residualAfterSteps(t *testing.T, params []optimizer.Param, d int, cfg optim
 	comms := wrap(t, inproc.Communicators(d), fc)
 	out := make([]int, d)
 	err := onAll(comms, func(r int, c *fp8grad.Comm) error {
-		_, err := optimizertest.TrainOverlapped(context.Background(), c, optimizer.NewCPU(1), params, cfg, 3,
+		_, err := optimizertest.TrainOverlapped(context.Background(), c, cpu.New(1), params, cfg, 3,
 			optimizertest.RankGrad, optimizertest.Overlap{Sync: true})
 		if err != nil {
 			return err

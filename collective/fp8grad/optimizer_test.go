@@ -6,6 +6,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/collective/inproc"
@@ -23,7 +25,7 @@ func TestOptimizerSkipsNonFinite(t *testing.T) {
 		comms := wrap(t, inproc.Communicators(d), fp8grad.Config{})
 		err := onAll(comms, func(r int, c *fp8grad.Comm) error {
 			ctx := context.Background()
-			o, err := optimizer.New(ctx, c, optimizer.NewCPU(1), params, optimizer.FromMap(map[string][]float32{"w": make([]float32, 1000), "b": make([]float32, 7)}), optimizer.Config{LR: optimizer.Constant(1e-2)})
+			o, err := optimizer.New(ctx, c, cpu.New(1), params, optimizer.FromMap(map[string][]float32{"w": make([]float32, 1000), "b": make([]float32, 7)}), optimizer.Config{LR: optimizer.Constant(1e-2)})
 			if err != nil {
 				return err
 			}

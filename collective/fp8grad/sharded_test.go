@@ -8,6 +8,9 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/collective/inproc"
@@ -40,7 +43,7 @@ func TestShardedErrorFeedback(t *testing.T) {
 			for _, p := range params {
 				init[p.Name] = make([]float32, 512)
 			}
-			o, err := optimizer.New(ctx, c, optimizer.NewCPU(1), params, optimizer.FromMap(init), cfg)
+			o, err := optimizer.New(ctx, c, cpu.New(1), params, optimizer.FromMap(init), cfg)
 			if err != nil {
 				return err
 			}
@@ -109,8 +112,8 @@ func TestTagSizeMismatch(t *testing.T) {
 	comms := wrap(t, inproc.Communicators(1), fp8grad.Config{ErrorFeedback: true})
 	c := comms[0]
 	rs := func(n int) error {
-		src := make(collective.HostBuffer, 4*n)
-		op := collective.Op{Kind: collective.OpReduceScatter, Src: src, Dst: src, DType: collective.Float32, Reduce: collective.Sum, Tag: 7}
+		src := make(buffer.HostBuffer, 4*n)
+		op := collective.Op{Kind: collective.OpReduceScatter, Src: src, Dst: src, DType: buffer.Float32, Reduce: collective.Sum, Tag: 7}
 		return c.Start(op).Wait(context.Background())
 	}
 	if err := rs(64); err != nil {

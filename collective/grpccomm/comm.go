@@ -17,12 +17,12 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective/rendezvous"
 )
 
 // Comm is one rank's communicator. It implements collective.Communicator
-// for collective.HostBuffer buffers.
+// for buffer.HostBuffer buffers.
 type Comm struct {
 	rank, size int
 	cfg        Config
@@ -127,8 +127,10 @@ func (c *Comm) connect(ctx context.Context, master string, exchange func(ctx con
 	if err != nil {
 		return fmt.Errorf("grpccomm: rank %d: listening on %s: %w", c.rank, host, err)
 	}
-	c.server = c.newServer()
-	c.wg.Go(func() { _ = c.server.Serve(lis) })
+	// Outsiders' idle connections are bounded (rendezvous.Guard).
+	guarded, auth := rendezvous.Guard(lis, c.secret)
+	c.server = c.newServer(auth)
+	c.wg.Go(func() { _ = c.server.Serve(guarded) })
 
 	addrs, err := exchange(ctx, lis.Addr().String())
 	if err != nil {
@@ -148,12 +150,12 @@ func (c *Comm) connect(ctx context.Context, master string, exchange func(ctx con
 }
 
 // newServer returns the gRPC server of this rank's endpoint.
-func (c *Comm) newServer() *grpc.Server {
+func (c *Comm) newServer(auth grpc.ServerOption) *grpc.Server {
 	cfg := c.cfg
 	s := grpc.NewServer(
 		grpc.ForceServerCodecV2(frameCodec{}),
 		grpc.WaitForHandlers(true),
-		rendezvous.AuthServerOption(c.secret), // callers without the job's secret are refused
+		auth, // callers without the job's secret are refused
 		grpc.MaxConcurrentStreams(uint32(2*c.size)),
 		grpc.MaxRecvMsgSize(cfg.ChunkBytes+headerLen+1024),
 		grpc.InitialWindowSize(int32(cfg.StreamWindow)),
@@ -254,18 +256,10 @@ func (c *Comm) accept(stream grpc.ServerStream) (*peer, error) {
 		return nil, err
 	}
 	defer f.free()
-	from := int(f.index)
-	// The refusals describe the caller's hello, never this communicator's
-	// id: a caller learns nothing it did not send.
-	switch {
-	case f.typ != frameHello:
-		return nil, handshakeStatus("first frame has type %d, not hello", f.typ)
-	case string(f.payload) != c.id || int(f.count) != c.size || int(f.root) != c.rank:
-		return nil, handshakeStatus("the hello of rank %d of %d ranks for communicator %q, addressed to rank %d, does not match the communicator it reached (Config.Name, the order of New calls or the world size differ)",
-			from, f.count, f.payload, f.root)
-	case from < 0 || from >= c.size || from == c.rank:
-		return nil, handshakeStatus("hello from rank %d, outside the communicator", from)
+	if err := checkHello(&f, c.id, c.size, c.rank); err != nil {
+		return nil, err
 	}
+	from := int(f.index)
 	c.mu.Lock()
 	p := c.peers[from]
 	switch {
@@ -289,6 +283,24 @@ func (c *Comm) accept(stream grpc.ServerStream) (*peer, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// checkHello checks that f is the hello of another rank of the
+// communicator id of size ranks, addressed to rank. The refusals describe
+// the caller's hello, never the communicator's id: a caller learns nothing
+// it did not send.
+func checkHello(f *inFrame, id string, size, rank int) error {
+	from := int(f.index)
+	switch {
+	case f.typ != frameHello:
+		return handshakeStatus("first frame has type %d, not hello", f.typ)
+	case string(f.payload) != id || int(f.count) != size || int(f.root) != rank:
+		return handshakeStatus("the hello of rank %d of %d ranks for communicator %q, addressed to rank %d, does not match the communicator it reached (Config.Name, the order of New calls or the world size differ)",
+			from, f.count, f.payload, f.root)
+	case from < 0 || from >= size || from == rank:
+		return handshakeStatus("hello from rank %d, outside the communicator", from)
+	}
+	return nil
 }
 
 // waitReady waits until every stream is up, a handshake fails, or ctx ends.
@@ -331,8 +343,8 @@ func (c *Comm) Rank() int { return c.rank }
 // Size returns the number of ranks.
 func (c *Comm) Size() int { return c.size }
 
-// Memory returns collective.Host.
-func (c *Comm) Memory() collective.MemoryKind { return collective.Host }
+// Memory returns buffer.Host.
+func (c *Comm) Memory() buffer.MemoryKind { return buffer.Host }
 
 // Close releases the communicator. If no operation is in flight and the
 // communicator is usable, Close first lets every peer take the frames this

@@ -2,6 +2,7 @@ package grpccomm
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -36,6 +37,10 @@ type Config struct {
 	// CloseTimeout bounds how long Close waits for peers to take the data
 	// this rank sent before it closes the connections. Default 10 s.
 	CloseTimeout time.Duration
+	// Logger receives the communicator's failure when it stops for one: a
+	// peer lost or stopped responding, an abort, mismatched ops (Warn).
+	// Nil: nothing is logged.
+	Logger *slog.Logger
 }
 
 // DefaultChunkBytes is the default Config.ChunkBytes: just under 1 MiB, so

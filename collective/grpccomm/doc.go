@@ -1,5 +1,5 @@
 // Package grpccomm provides a collective.Communicator between processes
-// over gRPC, for host memory (collective.HostBuffer).
+// over gRPC, for host memory (buffer.HostBuffer).
 //
 // New bootstraps through a rendezvous.Store: every rank serves one gRPC
 // endpoint, publishes its address in the store, and opens one stream to
@@ -47,4 +47,12 @@
 // Close on this rank makes its groups in flight and later fail with
 // collective.ErrClosed. Close returns after every goroutine, stream,
 // connection and the server of the communicator have ended.
+//
+// # Security
+//
+// Each endpoint refuses every call without the job's token (the secret of
+// the store's Config, as rendezvous.AuthServerOption), before reading it,
+// and bounds its connections as rendezvous.Guard does: one that makes no
+// authenticated call within rendezvous.FirstCallTimeout is closed, and
+// idle connections beyond rendezvous.MaxPendingConns close the oldest.
 package grpccomm

@@ -4,7 +4,7 @@ import "errors"
 
 var (
 	// ErrConfig marks an invalid Config.
-	ErrConfig = errors.New("grpccomm: invalid configuration")
+	ErrConfig = errors.New("invalid configuration")
 	// ErrHandshake marks a peer that refused this rank's connection, or
 	// whose connection this rank refused: the two do not belong to the same
 	// communicator (Name, order of New calls, or world size differ).

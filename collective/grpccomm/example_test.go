@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/grpccomm"
 	"github.com/distopt/distopt/collective/rendezvous"
@@ -40,11 +41,11 @@ func Example() {
 			defer c.Close()
 
 			grads := collective.ToBytes([]float32{float32(rank + 1), 10, -2})
-			if err := collective.AllReduce(ctx, c, grads, grads, collective.Float32, collective.Sum); err != nil {
+			if err := collective.AllReduce(ctx, c, grads, grads, buffer.Float32, collective.Sum); err != nil {
 				out[rank] = err.Error()
 				return
 			}
-			shards := make(collective.HostBuffer, 4)
+			shards := make(buffer.HostBuffer, 4)
 			mine := shards[2*rank : 2*rank+2]
 			mine[0], mine[1] = byte(10*rank), byte(10*rank+1)
 			if err := collective.AllGather(ctx, c, shards, mine); err != nil {

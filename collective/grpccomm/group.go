@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 )
 
@@ -133,17 +134,17 @@ func (c *Comm) Start(ops ...collective.Op) collective.Work {
 
 // newOpState checks op and lays out its buffers.
 func (c *Comm) newOpState(op collective.Op) (*opState, error) {
-	if err := op.Validate(c.size, collective.Host); err != nil {
+	if err := op.Validate(c.size, buffer.Host); err != nil {
 		return nil, err
 	}
 	o := &opState{Op: op}
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("grpccomm: %s: %s: %w", op.Kind, fmt.Sprintf(format, args...), collective.ErrInvalid)
 	}
-	host := func(name string, b collective.Buffer) ([]byte, error) {
-		h, ok := b.(collective.HostBuffer)
+	host := func(name string, b buffer.Buffer) ([]byte, error) {
+		h, ok := b.(buffer.HostBuffer)
 		if !ok {
-			return nil, fmt.Errorf("grpccomm: %s: %s buffer is a %T, not a collective.HostBuffer: %w", op.Kind, name, b, collective.ErrMemoryKind)
+			return nil, fmt.Errorf("grpccomm: %s: %s buffer is a %T, not a buffer.HostBuffer: %w", op.Kind, name, b, collective.ErrMemoryKind)
 		}
 		return h, nil
 	}
@@ -317,6 +318,9 @@ func (c *Comm) failLocked(f *failure) {
 		return
 	}
 	c.failure = f
+	if l := c.cfg.Logger; l != nil && !f.closed {
+		l.Warn("grpccomm: communicator failed", "rank", c.rank, "blames", f.rank, "why", f.msg)
+	}
 	close(c.dead)
 	for _, g := range c.groups {
 		if !g.finished {

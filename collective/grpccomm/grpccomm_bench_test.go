@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/grpccomm"
 )
@@ -85,7 +86,7 @@ func benchCollective(b *testing.B, ops func(n, r, size int) collective.Op) {
 // BenchmarkAllGather gathers bytes: each rank contributes size/n bytes.
 func BenchmarkAllGather(b *testing.B) {
 	benchCollective(b, func(n, r, size int) collective.Op {
-		dst := make(collective.HostBuffer, size/n*n)
+		dst := make(buffer.HostBuffer, size/n*n)
 		return collective.Op{Kind: collective.OpAllGather, Dst: dst, Src: dst[r*(size/n) : (r+1)*(size/n)]}
 	})
 }
@@ -95,7 +96,7 @@ func BenchmarkAllGather(b *testing.B) {
 func BenchmarkReduceScatter(b *testing.B) {
 	benchCollective(b, func(n, r, size int) collective.Op {
 		per := size / n &^ 1
-		src := make(collective.HostBuffer, per*n)
-		return collective.Op{Kind: collective.OpReduceScatter, Dst: src[r*per : (r+1)*per], Src: src, DType: collective.BFloat16, Reduce: collective.Sum}
+		src := make(buffer.HostBuffer, per*n)
+		return collective.Op{Kind: collective.OpReduceScatter, Dst: src[r*per : (r+1)*per], Src: src, DType: buffer.BFloat16, Reduce: collective.Sum}
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/collectivetest"
 	"github.com/distopt/distopt/collective/grpccomm"
@@ -83,14 +84,14 @@ func onAll(comms []*grpccomm.Comm, f func(c *grpccomm.Comm) error) []error {
 func TestMismatchedOps(t *testing.T) {
 	checkLeaks(t)
 	ag := func(n int) collective.Op {
-		return collective.Op{Kind: collective.OpAllGather, Dst: make(collective.HostBuffer, 2*n), Src: make(collective.HostBuffer, n)}
+		return collective.Op{Kind: collective.OpAllGather, Dst: make(buffer.HostBuffer, 2*n), Src: make(buffer.HostBuffer, n)}
 	}
-	ar := func(dt collective.DType, op collective.ReduceOp) collective.Op {
-		b := make(collective.HostBuffer, 16)
+	ar := func(dt buffer.DType, op collective.ReduceOp) collective.Op {
+		b := make(buffer.HostBuffer, 16)
 		return collective.Op{Kind: collective.OpAllReduce, Dst: b, Src: b, DType: dt, Reduce: op}
 	}
 	bc := func(root int) collective.Op {
-		return collective.Op{Kind: collective.OpBroadcast, Dst: make(collective.HostBuffer, 8), Root: root}
+		return collective.Op{Kind: collective.OpBroadcast, Dst: make(buffer.HostBuffer, 8), Root: root}
 	}
 	barrier := collective.Op{Kind: collective.OpBarrier}
 	tests := []struct {
@@ -100,8 +101,8 @@ func TestMismatchedOps(t *testing.T) {
 	}{
 		{"kind", [2][]collective.Op{{ag(8)}, {barrier}}, "all-gather of 8 bytes"},
 		{"size", [2][]collective.Op{{ag(8)}, {ag(16)}}, "all-gather of 16 bytes"},
-		{"dtype", [2][]collective.Op{{ar(collective.Float32, collective.Sum)}, {ar(collective.Int64, collective.Sum)}}, "(int64 sum)"},
-		{"reduction", [2][]collective.Op{{ar(collective.Float32, collective.Sum)}, {ar(collective.Float32, collective.Max)}}, "(float32 max)"},
+		{"dtype", [2][]collective.Op{{ar(buffer.Float32, collective.Sum)}, {ar(buffer.Int64, collective.Sum)}}, "(int64 sum)"},
+		{"reduction", [2][]collective.Op{{ar(buffer.Float32, collective.Sum)}, {ar(buffer.Float32, collective.Max)}}, "(float32 max)"},
 		{"root", [2][]collective.Op{{bc(0)}, {bc(1)}}, "from root 1"},
 		{"group length", [2][]collective.Op{{barrier}, {barrier, barrier}}, "op 1 of 2"},
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/collectivetest"
 	"github.com/distopt/distopt/collective/grpccomm"
@@ -190,7 +191,7 @@ const stepElems = 1 << 20
 func runSteps(ctx context.Context, c *grpccomm.Comm, steps int) (int, uint64, error) {
 	n, r := c.Size(), c.Rank()
 	grad := make([]float32, stepElems)
-	gathered := make(collective.HostBuffer, n*4096)
+	gathered := make(buffer.HostBuffer, n*4096)
 	var sum uint64
 	for k := 0; steps == 0 || k < steps; k++ {
 		for i := range grad {
@@ -203,7 +204,7 @@ func runSteps(ctx context.Context, c *grpccomm.Comm, steps int) (int, uint64, er
 		}
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := c.Start(
-			collective.Op{Kind: collective.OpAllReduce, Dst: buf, Src: buf, DType: collective.Float32, Reduce: collective.Sum},
+			collective.Op{Kind: collective.OpAllReduce, Dst: buf, Src: buf, DType: buffer.Float32, Reduce: collective.Sum},
 			collective.Op{Kind: collective.OpAllGather, Dst: gathered, Src: own},
 		).Wait(wctx)
 		cancel()

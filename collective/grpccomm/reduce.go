@@ -1,6 +1,7 @@
 package grpccomm
 
 import (
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 )
 
@@ -13,7 +14,7 @@ import (
 // instead of piling up frames. Fields are guarded by Comm.mu.
 type reducer struct {
 	dst, own []byte
-	dt       collective.DType
+	dt       buffer.DType
 	op       collective.ReduceOp
 	slots    []slot
 	final    []bool // chunk k has been reduced into dst
@@ -26,7 +27,7 @@ type slot struct {
 	count  int        // contributions in
 }
 
-func (c *Comm) newReducer(dst, own []byte, dt collective.DType, op collective.ReduceOp) *reducer {
+func (c *Comm) newReducer(dst, own []byte, dt buffer.DType, op collective.ReduceOp) *reducer {
 	r := &reducer{dst: dst, own: own, dt: dt, op: op, slots: make([]slot, c.cfg.Window)}
 	for j := range r.slots {
 		r.slots[j] = slot{chunk: j, frames: make([]*inFrame, c.size)}

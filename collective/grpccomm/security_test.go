@@ -14,9 +14,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/collectivetest"
 	"github.com/distopt/distopt/collective/rendezvous"
@@ -122,14 +124,20 @@ func TestPeerOutsiderRefused(t *testing.T) {
 		t.Errorf("wrong communicator: %v; want a refusal that quotes the caller's id and not the real one (%q)", err, comms[1].id)
 	}
 	// The job is intact: an all-reduce still sums both ranks.
+	checkSum(ctx, t, comms)
+}
+
+// checkSum checks that an all-reduce still sums the ranks of comms.
+func checkSum(ctx context.Context, t *testing.T, comms []*Comm) {
+	t.Helper()
 	var wg sync.WaitGroup
 	sums := make([]float64, 2)
 	errs := make([]error, 2)
 	for r, c := range comms {
 		wg.Go(func() {
-			b := make(collective.HostBuffer, 8)
+			b := make(buffer.HostBuffer, 8)
 			binary.LittleEndian.PutUint64(b, math.Float64bits(float64(r+1)))
-			errs[r] = collective.AllReduce(ctx, c, b, b, collective.Float64, collective.Sum)
+			errs[r] = collective.AllReduce(ctx, c, b, b, buffer.Float64, collective.Sum)
 			sums[r] = math.Float64frombits(binary.LittleEndian.Uint64(b))
 		})
 	}
@@ -182,4 +190,51 @@ func TestLocalHost(t *testing.T) {
 	if host, err := localHost("no-such-host.invalid:29500"); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "DNS") {
 		t.Errorf("unresolvable master: %q, %v", host, err)
 	}
+}
+
+// TestPeerIdleConnsBounded: gRPC connections to a rank's endpoint that
+// make no call (they answer the endpoint's keepalive pings) and carry no
+// token are bounded: one past rendezvous.MaxPendingConns closes the
+// oldest, and the communicator goes on working.
+func TestPeerIdleConnsBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens a thousand connections")
+	}
+	collectivetest.CheckGoroutines(t)
+	comms, addr := securedPair(t, "peer-secret")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var conns []*grpc.ClientConn
+	defer func() {
+		for _, cc := range conns {
+			cc.Close()
+		}
+	}()
+	for range rendezvous.MaxPendingConns + 1 {
+		cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, cc)
+		cc.Connect()
+		if !waitState(ctx, cc, connectivity.Ready) {
+			t.Fatalf("connection %d never ready: %v", len(conns), cc.GetState())
+		}
+	}
+	// The oldest is closed: its channel leaves READY and, with no call to
+	// make, does not connect again.
+	if !waitState(ctx, conns[0], connectivity.Idle) {
+		t.Fatalf("the oldest of %d idle connections is still %v", len(conns), conns[0].GetState())
+	}
+	checkSum(ctx, t, comms)
+}
+
+// waitState waits until cc is in state want or ctx ends.
+func waitState(ctx context.Context, cc *grpc.ClientConn, want connectivity.State) bool {
+	for s := cc.GetState(); s != want; s = cc.GetState() {
+		if !cc.WaitForStateChange(ctx, s) {
+			return false
+		}
+	}
+	return true
 }

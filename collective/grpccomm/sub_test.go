@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/collectivetest"
 	"github.com/distopt/distopt/collective/grpccomm"
@@ -131,9 +132,9 @@ func TestSubDisjointAtOnce(t *testing.T) {
 			}
 			for _, r := range ranks {
 				wg.Go(func() {
-					b := make(collective.HostBuffer, 8)
+					b := make(buffer.HostBuffer, 8)
 					binary.LittleEndian.PutUint64(b, uint64(r+1))
-					if err := collective.AllReduce(ctx, comms[r], b, b, collective.Int64, collective.Sum); err != nil {
+					if err := collective.AllReduce(ctx, comms[r], b, b, buffer.Int64, collective.Sum); err != nil {
 						errs[r] = err
 					} else if got := binary.LittleEndian.Uint64(b); got != uint64(want) {
 						errs[r] = fmt.Errorf("rank %d in %v: all-reduce %d, want %d", r, ranks, got, want)

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 )
 
@@ -64,7 +65,7 @@ func describe(h *header) string {
 	s := fmt.Sprintf("op %d of %d in group %d: %s of %d bytes", h.index+1, h.count, h.seq, collective.OpKind(h.kind), h.total)
 	switch collective.OpKind(h.kind) {
 	case collective.OpReduceScatter, collective.OpAllReduce:
-		s += fmt.Sprintf(" (%s %s)", collective.DType(h.dtype), collective.ReduceOp(h.reduce))
+		s += fmt.Sprintf(" (%s %s)", buffer.DType(h.dtype), collective.ReduceOp(h.reduce))
 	case collective.OpBroadcast:
 		s += fmt.Sprintf(" from root %d", h.root)
 	}

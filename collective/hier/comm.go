@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 )
 
 // ErrConfig marks group and cross communicators that cannot form a Comm.
-var ErrConfig = errors.New("hier: invalid configuration")
+var ErrConfig = errors.New("invalid configuration")
 
 // Comm is one rank of a hierarchical world (see the package documentation).
 type Comm struct {
@@ -42,7 +43,7 @@ func (c *Comm) Rank() int { return c.group.Rank() }
 func (c *Comm) Size() int { return c.group.Size() }
 
 // Memory is the kind of buffer both communicators take.
-func (c *Comm) Memory() collective.MemoryKind { return c.group.Memory() }
+func (c *Comm) Memory() buffer.MemoryKind { return c.group.Memory() }
 
 // Group returns the communicator of this rank's group.
 func (c *Comm) Group() collective.Communicator { return c.group }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/hier"
 )
@@ -23,15 +24,15 @@ func Example() {
 			ctx := context.Background()
 			grads := f32([]float32{1, 2}) // the same on every rank
 			shard := grads.Slice(4*c.Rank(), 4*c.Rank()+4)
-			if err := collective.ReduceScatter(ctx, c, shard, grads, collective.Float32, collective.Sum); err != nil {
+			if err := collective.ReduceScatter(ctx, c, shard, grads, buffer.Float32, collective.Sum); err != nil {
 				panic(err)
 			}
 			norm := f32([]float32{1})
-			if err := collective.AllReduce(ctx, c, norm, norm, collective.Float32, collective.Sum); err != nil {
+			if err := collective.AllReduce(ctx, c, norm, norm, buffer.Float32, collective.Sum); err != nil {
 				panic(err)
 			}
 			out[r] = fmt.Sprintf("rank %d (group %d, rank %d of %d): shard %v, group all-reduce %v",
-				r, c.Cross().Rank(), c.Rank(), c.Size(), floats(shard.(collective.HostBuffer)), floats(norm))
+				r, c.Cross().Rank(), c.Rank(), c.Size(), floats(shard.(buffer.HostBuffer)), floats(norm))
 		})
 	}
 	wg.Wait()

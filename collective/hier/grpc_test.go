@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/grpccomm"
 	"github.com/distopt/distopt/collective/hier"
@@ -89,7 +90,7 @@ func TestGRPCLostRankNamedGlobally(t *testing.T) {
 		wg.Go(func() {
 			buf := f32([]float32{1, 2})
 			i := c.Rank()
-			errs[r] = collective.ReduceScatter(ctx, c, buf.Slice(4*i, 4*i+4), buf, collective.Float32, collective.Sum)
+			errs[r] = collective.ReduceScatter(ctx, c, buf.Slice(4*i, 4*i+4), buf, buffer.Float32, collective.Sum)
 			if errs[r] != nil {
 				c.Close()
 			}

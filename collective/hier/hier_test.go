@@ -11,14 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/hier"
 	"github.com/distopt/distopt/collective/single"
 )
 
 // f32 encodes xs as little-endian float32 bytes.
-func f32(xs []float32) collective.HostBuffer {
-	b := make(collective.HostBuffer, 4*len(xs))
+func f32(xs []float32) buffer.HostBuffer {
+	b := make(buffer.HostBuffer, 4*len(xs))
 	for i, x := range xs {
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
 	}
@@ -26,7 +27,7 @@ func f32(xs []float32) collective.HostBuffer {
 }
 
 // floats decodes little-endian float32 bytes.
-func floats(b collective.HostBuffer) []float32 {
+func floats(b buffer.HostBuffer) []float32 {
 	xs := make([]float32, len(b)/4)
 	for i := range xs {
 		xs[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
@@ -107,10 +108,10 @@ func reduceScatterCase(t *testing.T, comms []*hier.Comm, d, g, per int, op colle
 		buf := f32(src)
 		i := c.Rank()
 		dst := buf.Slice(4*i*per, 4*(i+1)*per) // in place, as the optimizer does
-		if err := collective.ReduceScatter(ctx, c, dst, buf, collective.Float32, op); err != nil {
+		if err := collective.ReduceScatter(ctx, c, dst, buf, buffer.Float32, op); err != nil {
 			return err
 		}
-		got := floats(dst.(collective.HostBuffer))
+		got := floats(dst.(buffer.HostBuffer))
 		for j, v := range got {
 			if w := want[i*per+j]; v != w {
 				return fmt.Errorf("%v: rank %d (group %d, rank %d in it): element %d = %v, want %v", op, r, r/g, i, i*per+j, v, w)
@@ -142,14 +143,14 @@ func otherOps(t *testing.T, comms []*hier.Comm, d, g int) {
 			return fmt.Errorf("rank %d: global %d, rank %d of %d, cross %d of %d", r, c.GlobalRank(), c.Rank(), c.Size(), c.Cross().Rank(), c.Cross().Size())
 		}
 		sum := f32([]float32{float32(r)})
-		if err := collective.AllReduce(ctx, c, sum, sum, collective.Float32, collective.Sum); err != nil {
+		if err := collective.AllReduce(ctx, c, sum, sum, buffer.Float32, collective.Sum); err != nil {
 			return err
 		}
 		first := r / g * g
 		if got, want := floats(sum)[0], float32(3*first+3); got != want {
 			return fmt.Errorf("rank %d: all-reduce %v, want the group's sum %v", r, got, want)
 		}
-		all := make(collective.HostBuffer, 4*g)
+		all := make(buffer.HostBuffer, 4*g)
 		copy(all[4*c.Rank():], f32([]float32{float32(r)}))
 		if err := collective.AllGather(ctx, c, all, all.Slice(4*c.Rank(), 4*c.Rank()+4)); err != nil {
 			return err
@@ -191,8 +192,8 @@ func waitOrder(t *testing.T, comms []*hier.Comm, d int) {
 	forEach(t, comms, func(ctx context.Context, r int, c *hier.Comm) error {
 		a, b := f32([]float32{1, 2}), f32([]float32{10, 20})
 		i := c.Rank()
-		wa := c.Start(collective.Op{Kind: collective.OpReduceScatter, Src: a, Dst: a.Slice(4*i, 4*i+4), DType: collective.Float32, Reduce: collective.Sum})
-		wb := c.Start(collective.Op{Kind: collective.OpReduceScatter, Src: b, Dst: b.Slice(4*i, 4*i+4), DType: collective.Float32, Reduce: collective.Sum})
+		wa := c.Start(collective.Op{Kind: collective.OpReduceScatter, Src: a, Dst: a.Slice(4*i, 4*i+4), DType: buffer.Float32, Reduce: collective.Sum})
+		wb := c.Start(collective.Op{Kind: collective.OpReduceScatter, Src: b, Dst: b.Slice(4*i, 4*i+4), DType: buffer.Float32, Reduce: collective.Sum})
 		first, second := wa, wb
 		if r%2 == 1 {
 			first, second = wb, wa
@@ -211,7 +212,7 @@ func TestConfigErrors(t *testing.T) {
 	if _, err := hier.InProcess(6, 4); !errors.Is(err, hier.ErrConfig) {
 		t.Errorf("6 ranks in groups of 4: %v", err)
 	}
-	if _, err := hier.New(single.New(collective.Host, nil), single.New(collective.Device, nil)); !errors.Is(err, hier.ErrConfig) {
+	if _, err := hier.New(single.New(buffer.Host, nil), single.New(buffer.Device, nil)); !errors.Is(err, hier.ErrConfig) {
 		t.Errorf("host group, device cross: %v", err)
 	}
 }
@@ -230,7 +231,7 @@ func TestMissingGroupFailsAtDeadline(t *testing.T) {
 	for r, c := range comms[:2] { // group 0 only; group 1 never starts
 		wg.Go(func() {
 			buf := f32([]float32{1, 2})
-			errs[r] = collective.ReduceScatter(ctx, c, buf.Slice(4*r, 4*r+4), buf, collective.Float32, collective.Sum)
+			errs[r] = collective.ReduceScatter(ctx, c, buf.Slice(4*r, 4*r+4), buf, buffer.Float32, collective.Sum)
 		})
 	}
 	wg.Wait()

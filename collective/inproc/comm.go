@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 )
 
@@ -21,9 +22,12 @@ type Comm struct {
 
 var _ collective.Communicator = (*Comm)(nil)
 
-// New returns the n ranks of a new in-process world; element r is rank r.
-// The world runs one executor goroutine until a rank is closed or the world
-// is aborted: close every rank when done. New panics if n < 1.
+// New returns the n ranks of a new in-process world as *Comm; element r is
+// rank r. The world runs one executor goroutine until a rank is closed or
+// the world is aborted: close every rank when done. New panics if n < 1.
+//
+// Deprecated: use Communicators, which returns the same ranks as the
+// collective.Communicator values every consumer takes.
 func New(n int) []*Comm {
 	if n < 1 {
 		panic(fmt.Sprintf("inproc: world of %d ranks", n))
@@ -43,8 +47,10 @@ func New(n int) []*Comm {
 	return comms
 }
 
-// Communicators returns the ranks of a new world of n as
-// collective.Communicator values.
+// Communicators returns the n ranks of a new in-process world; element r
+// is rank r. The world runs one executor goroutine until a rank is closed
+// or the world is aborted: close every rank when done. It panics if n < 1:
+// check a rank count that comes from a user first.
 func Communicators(n int) []collective.Communicator {
 	cs := New(n)
 	out := make([]collective.Communicator, n)
@@ -60,19 +66,19 @@ func (c *Comm) Rank() int { return c.rank }
 // Size returns the number of ranks of the world.
 func (c *Comm) Size() int { return c.w.n }
 
-// Memory returns collective.Host.
-func (c *Comm) Memory() collective.MemoryKind { return collective.Host }
+// Memory returns buffer.Host.
+func (c *Comm) Memory() buffer.MemoryKind { return buffer.Host }
 
 // Start enqueues ops as one group; see collective.Communicator.
 func (c *Comm) Start(ops ...collective.Op) collective.Work {
 	name := groupName(ops)
 	for _, op := range ops {
-		if err := op.Validate(c.w.n, collective.Host); err != nil {
+		if err := op.Validate(c.w.n, buffer.Host); err != nil {
 			return collective.DoneWork{Err: err}
 		}
-		for _, b := range []collective.Buffer{op.Dst, op.Src} {
-			if _, ok := b.(collective.HostBuffer); b != nil && !ok {
-				return collective.DoneWork{Err: fmt.Errorf("inproc: %s: buffer of type %T, want collective.HostBuffer: %w", op.Kind, b, collective.ErrMemoryKind)}
+		for _, b := range []buffer.Buffer{op.Dst, op.Src} {
+			if _, ok := b.(buffer.HostBuffer); b != nil && !ok {
+				return collective.DoneWork{Err: fmt.Errorf("inproc: %s: buffer of type %T, want buffer.HostBuffer: %w", op.Kind, b, collective.ErrMemoryKind)}
 			}
 		}
 	}

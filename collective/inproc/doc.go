@@ -1,8 +1,13 @@
 // Package inproc provides an in-process collective backend: the ranks of a
 // job are goroutines of one process that exchange host buffers directly.
 //
-// New(n) returns n communicators sharing one world; each is meant to be
-// driven by its own goroutine. Operations are matched across ranks by their
+// Communicators(n) returns the n ranks of one world as
+// collective.Communicator values, the type optimizer.New and every other
+// consumer takes; each is meant to be driven by its own goroutine. It is the
+// constructor to use. New returns the same ranks as *Comm, which has no
+// methods beyond the interface; it is kept for existing callers.
+//
+// Operations are matched across ranks by their
 // sequence number (the k-th group started on one rank meets the k-th group
 // of every other rank) and executed in that order by one executor goroutine
 // of the world, which splits large operations over several worker

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/inproc"
 )
@@ -28,9 +29,9 @@ func ExampleNew() {
 			if r == 1 {
 				grad = collective.ToBytes([]float32{3, 4, 5, 6})
 			}
-			shard := make(collective.HostBuffer, len(grad)/2)
+			shard := make(buffer.HostBuffer, len(grad)/2)
 			w := c.Start(collective.Op{Kind: collective.OpReduceScatter, Dst: shard, Src: grad,
-				DType: collective.Float32, Reduce: collective.Avg})
+				DType: buffer.Float32, Reduce: collective.Avg})
 			// ... overlap other work here ...
 			if err := w.Wait(context.Background()); err != nil {
 				fmt.Println(err)

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 )
 
@@ -129,10 +130,10 @@ func plan(ops []collective.Op) (tasks []task, bytes int) {
 	src := make([][]byte, n)
 	for r, op := range ops {
 		if op.Dst != nil {
-			dst[r] = op.Dst.(collective.HostBuffer)
+			dst[r] = op.Dst.(buffer.HostBuffer)
 		}
 		if op.Src != nil {
-			src[r] = op.Src.(collective.HostBuffer)
+			src[r] = op.Src.(buffer.HostBuffer)
 		}
 	}
 	switch ops[0].Kind {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/inproc"
 )
@@ -46,7 +47,7 @@ func BenchmarkAllGather(b *testing.B) {
 				m := total / n
 				benchOp(b, n, total, func(int) collective.Op {
 					return collective.Op{Kind: collective.OpAllGather,
-						Dst: make(collective.HostBuffer, n*m), Src: make(collective.HostBuffer, m)}
+						Dst: make(buffer.HostBuffer, n*m), Src: make(buffer.HostBuffer, m)}
 				})
 			})
 		}
@@ -56,12 +57,12 @@ func BenchmarkAllGather(b *testing.B) {
 func BenchmarkReduceScatter(b *testing.B) {
 	for _, n := range []int{2, 8} {
 		for _, total := range []int{64 << 10, 16 << 20} {
-			for _, dt := range []collective.DType{collective.Float32, collective.BFloat16} {
+			for _, dt := range []buffer.DType{buffer.Float32, buffer.BFloat16} {
 				b.Run(fmt.Sprintf("n=%d/src=%dKiB/%s", n, total>>10, dt), func(b *testing.B) {
 					m := total / n
 					benchOp(b, n, total, func(int) collective.Op {
 						return collective.Op{Kind: collective.OpReduceScatter, DType: dt, Reduce: collective.Avg,
-							Dst: make(collective.HostBuffer, m), Src: make(collective.HostBuffer, n*m)}
+							Dst: make(buffer.HostBuffer, m), Src: make(buffer.HostBuffer, n*m)}
 					})
 				})
 			}

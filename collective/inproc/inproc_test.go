@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/collectivetest"
 	"github.com/distopt/distopt/collective/inproc"
@@ -76,8 +77,8 @@ func TestMismatchedGroups(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	errs := onAll(comms, func(c *inproc.Comm) error {
-		buf := make(collective.HostBuffer, 8*(c.Rank()+1)) // 8 bytes on rank 0, 16 on rank 1
-		return collective.AllReduce(ctx, c, buf, buf, collective.Float32, collective.Sum)
+		buf := make(buffer.HostBuffer, 8*(c.Rank()+1)) // 8 bytes on rank 0, 16 on rank 1
+		return collective.AllReduce(ctx, c, buf, buf, buffer.Float32, collective.Sum)
 	})
 	for r, err := range errs {
 		if !errors.Is(err, collective.ErrInvalid) {
@@ -125,8 +126,8 @@ func TestAbortDuringLargeOp(t *testing.T) {
 		errs := onAll(comms, func(c *inproc.Comm) error {
 			ctx, cancel := context.WithTimeout(context.Background(), d)
 			defer cancel()
-			buf := collective.HostBuffer(bufs[c.Rank()])
-			err := collective.AllReduce(ctx, c, buf, buf, collective.Float32, collective.Sum)
+			buf := buffer.HostBuffer(bufs[c.Rank()])
+			err := collective.AllReduce(ctx, c, buf, buf, buffer.Float32, collective.Sum)
 			clear(buf) // the buffer is ours again
 			return err
 		})
@@ -151,9 +152,9 @@ func TestNewPanics(t *testing.T) {
 // otherHost is host memory of a type the backend cannot read.
 type otherHost struct{ n int }
 
-func (b otherHost) Len() int                           { return b.n }
-func (b otherHost) Memory() collective.MemoryKind      { return collective.Host }
-func (b otherHost) Slice(lo, hi int) collective.Buffer { return otherHost{hi - lo} }
+func (b otherHost) Len() int                       { return b.n }
+func (b otherHost) Memory() buffer.MemoryKind      { return buffer.Host }
+func (b otherHost) Slice(lo, hi int) buffer.Buffer { return otherHost{hi - lo} }
 
 func TestForeignHostBuffer(t *testing.T) {
 	checkLeaks(t)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/nccl"
@@ -192,8 +193,8 @@ func (c *Comm) Rank() int { return c.rank }
 // Size returns the number of ranks.
 func (c *Comm) Size() int { return c.size }
 
-// Memory returns collective.Device.
-func (c *Comm) Memory() collective.MemoryKind { return collective.Device }
+// Memory returns buffer.Device.
+func (c *Comm) Memory() buffer.MemoryKind { return buffer.Device }
 
 // Ordinal returns the ordinal of the communicator's GPU.
 func (c *Comm) Ordinal() int { return c.dev.Ordinal() }
@@ -208,7 +209,7 @@ func (c *Comm) Stream() *cuda.Stream { return c.stream }
 func (c *Comm) Library() *nccl.Library { return c.lib }
 
 // Start enqueues ops as one group; see collective.Communicator. It returns
-// a *Work. Buffers must be collective.DeviceBuffer values of the
+// a *Work. Buffers must be buffer.DeviceBuffer values of the
 // communicator's GPU (collective.ErrMemoryKind for other kinds,
 // collective.ErrInvalid for another GPU). Start does not wait for the GPU
 // or for the other ranks: the group is handed to NCCL by a goroutine of the
@@ -257,7 +258,7 @@ func (c *Comm) StartEach(groups ...[]collective.Op) []collective.Work {
 func (c *Comm) prepare(ops []collective.Op) *Work {
 	w := &Work{c: c, name: groupName(ops), trace: trace{start: time.Now()}}
 	for _, op := range ops {
-		if err := op.Validate(c.size, collective.Device); err != nil {
+		if err := op.Validate(c.size, buffer.Device); err != nil {
 			w.err = err
 			return w
 		}
@@ -330,7 +331,7 @@ func (c *Comm) startErr(name string) error {
 // onDevice checks that the buffers of a valid op are on the communicator's
 // GPU.
 func (c *Comm) onDevice(op collective.Op) error {
-	bufs := []collective.Buffer{op.Dst, op.Src}
+	bufs := []buffer.Buffer{op.Dst, op.Src}
 	switch op.Kind {
 	case collective.OpBarrier:
 		bufs = nil
@@ -338,9 +339,9 @@ func (c *Comm) onDevice(op collective.Op) error {
 		bufs = bufs[:1]
 	}
 	for _, b := range bufs {
-		db, ok := b.(collective.DeviceBuffer)
+		db, ok := b.(buffer.DeviceBuffer)
 		if !ok {
-			return fmt.Errorf("collective/nccl: %s: %T is not a collective.DeviceBuffer: %w", op.Kind, b, collective.ErrMemoryKind)
+			return fmt.Errorf("collective/nccl: %s: %T is not a buffer.DeviceBuffer: %w", op.Kind, b, collective.ErrMemoryKind)
 		}
 		if db.Device != c.dev.Ordinal() {
 			return fmt.Errorf("collective/nccl: %s: buffer on GPU %d, communicator on GPU %d: %w", op.Kind, db.Device, c.dev.Ordinal(), collective.ErrInvalid)

@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/internal/cuda"
 )
@@ -23,7 +24,7 @@ func newStream(t *testing.T, d *cuda.Device) *cuda.Stream {
 
 // zeroed returns words float32 of d's memory, freed with the test, zeroed
 // on s.
-func zeroed(t *testing.T, d *cuda.Device, s *cuda.Stream, words int) collective.DeviceBuffer {
+func zeroed(t *testing.T, d *cuda.Device, s *cuda.Stream, words int) buffer.DeviceBuffer {
 	t.Helper()
 	p, err := d.Alloc(4 * words)
 	if err != nil {
@@ -33,24 +34,24 @@ func zeroed(t *testing.T, d *cuda.Device, s *cuda.Stream, words int) collective.
 	if err := s.Memset32(p, 0, words); err != nil {
 		t.Fatal(err)
 	}
-	return collective.DeviceBuffer{Ptr: uintptr(p), Size: 4 * words, Device: d.Ordinal()}
+	return buffer.DeviceBuffer{Ptr: uintptr(p), Size: 4 * words, Device: d.Ordinal()}
 }
 
 // sumGroup is the group of one float32 all-reduce (sum) of src into dst.
-func sumGroup(dst, src collective.Buffer) []collective.Op {
-	return []collective.Op{{Kind: collective.OpAllReduce, Dst: dst, Src: src, DType: collective.Float32, Reduce: collective.Sum}}
+func sumGroup(dst, src buffer.Buffer) []collective.Op {
+	return []collective.Op{{Kind: collective.OpAllReduce, Dst: dst, Src: src, DType: buffer.Float32, Reduce: collective.Sum}}
 }
 
 // hostGroup is a group a device communicator refuses in Start (host memory).
 func hostGroup() []collective.Op {
-	return sumGroup(collective.HostBuffer(make([]byte, 8)), collective.HostBuffer(make([]byte, 8)))
+	return sumGroup(buffer.HostBuffer(make([]byte, 8)), buffer.HostBuffer(make([]byte, 8)))
 }
 
 // threes returns words float32 of d's memory holding 3 and words zeroed
 // (queued on s), and pinned host memory of the same size, all freed with
 // the test: a large all-reduce of src into dst on one rank copies the 3s,
 // and a reader that overtook it would read zeros into host.
-func threes(t *testing.T, d *cuda.Device, s *cuda.Stream, words int) (src, dst collective.DeviceBuffer, host []byte) {
+func threes(t *testing.T, d *cuda.Device, s *cuda.Stream, words int) (src, dst buffer.DeviceBuffer, host []byte) {
 	t.Helper()
 	src, dst = zeroed(t, d, s, words), zeroed(t, d, s, words)
 	if err := s.Memset32(cuda.DevicePtr(src.Ptr), math.Float32bits(3), words); err != nil {

@@ -1,6 +1,7 @@
 package nccl
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/distopt/distopt/collective/rendezvous"
@@ -55,6 +56,10 @@ type Config struct {
 	// PeerTimeout is how long a peer's heartbeat may stall, or the store be
 	// unreachable, before the peer counts as lost (0: DefaultPeerTimeout).
 	PeerTimeout time.Duration
+	// Logger receives a slow peer: a heartbeat stalled for half of
+	// PeerTimeout, once per stall (Warn), before the peer counts as lost.
+	// Nil: nothing is logged.
+	Logger *slog.Logger
 	// LaunchSpin bounds how long the hop to the communicator's lane that
 	// issues a group waits there for NCCL to finish launching it in the
 	// background (0: DefaultLaunchSpin). A longer launch is polled from

@@ -1,5 +1,5 @@
 // Package nccl provides a collective.Communicator on NCCL: one process per
-// GPU, device buffers (collective.DeviceBuffer), NCCL opened at run time
+// GPU, device buffers (buffer.DeviceBuffer), NCCL opened at run time
 // through internal/nccl (libnccl.so.2 or $NCCL_LIBRARY, 2.18 or later).
 //
 // # Setting up

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/internal/cuda"
@@ -37,8 +38,8 @@ func ExampleJoin() {
 		return
 	}
 	defer d.Free(p)
-	buf := collective.DeviceBuffer{Ptr: uintptr(p), Size: 4 * 1024, Device: d.Ordinal()}
-	w := c.Start(collective.Op{Kind: collective.OpAllReduce, Dst: buf, Src: buf, DType: collective.Float32, Reduce: collective.Sum})
+	buf := buffer.DeviceBuffer{Ptr: uintptr(p), Size: 4 * 1024, Device: d.Ordinal()}
+	w := c.Start(collective.Op{Kind: collective.OpAllReduce, Dst: buf, Src: buf, DType: buffer.Float32, Reduce: collective.Sum})
 	if err := w.Wait(ctx); err != nil {
 		fmt.Println(err) // a *collective.RankError; the communicator is aborted
 		return

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 )
 
@@ -74,7 +75,7 @@ func TestKeysBF16(t *testing.T) {
 			binary.LittleEndian.PutUint16(a[2*x:], uint16(x))
 			binary.LittleEndian.PutUint16(b[2*x:], o)
 		}
-		collective.Reduce(ref, [][]byte{a, b}, collective.BFloat16, collective.Max)
+		collective.Reduce(ref, [][]byte{a, b}, buffer.BFloat16, collective.Max)
 		for x := range n {
 			got := uint16(unkey32(max(key32(uint32(x)<<16), key32(uint32(o)<<16))) >> 16)
 			w := binary.LittleEndian.Uint16(ref[2*x:])

@@ -42,6 +42,7 @@ func (c *Comm) heartbeat(ctx context.Context) {
 	key := func(r int) string { return c.prefix + "hb/" + strconv.Itoa(r) }
 	var last []byte
 	lastChange, lastContact := time.Now(), time.Now()
+	warned := false // the stall since lastChange was logged
 	t := time.NewTicker(c.cfg.Heartbeat)
 	defer t.Stop()
 	for beat := 1; ; beat++ {
@@ -76,8 +77,12 @@ func (c *Comm) heartbeat(ctx context.Context) {
 		}
 		lastContact = now
 		if !bytes.Equal(v, last) {
-			last, lastChange = v, now
+			last, lastChange, warned = v, now, false
 			continue
+		}
+		if stalled := now.Sub(lastChange); stalled > c.cfg.PeerTimeout/2 && !warned && c.cfg.Logger != nil {
+			warned = true
+			c.cfg.Logger.Warn("nccl: slow peer", "rank", c.rank, "peer", next, "no_heartbeat_for", stalled.Round(time.Millisecond), "lost_after", c.cfg.PeerTimeout)
 		}
 		if stalled := now.Sub(lastChange); stalled > c.cfg.PeerTimeout {
 			c.fail(newFailure(failLost, next, fmt.Sprintf("no heartbeat for %v, seen by rank %d", stalled.Round(time.Millisecond), c.rank), false), true)

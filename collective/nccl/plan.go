@@ -3,6 +3,7 @@ package nccl
 import (
 	"fmt"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/internal/nccl"
 )
@@ -175,16 +176,16 @@ func (pl planner) reduction(p *plan, op collective.Op) {
 		offset = pl.rank * count
 	}
 	direct := call{kind: kind, send: ptr(op.Src), recv: ptr(op.Dst), count: count, dt: ncclType(dt), op: ncclOp(op.Reduce)}
-	float := dt == collective.BFloat16 || dt == collective.Float32 || dt == collective.Float64
+	float := dt == buffer.BFloat16 || dt == buffer.Float32 || dt == buffer.Float64
 	switch {
 	case !float || op.Reduce == collective.Sum:
 		p.calls = append(p.calls, direct)
 	case op.Reduce == collective.Max:
 		keyType, keySize, key, unkey := nccl.Uint32, 4, kKeyF32, kUnkeyF32
 		switch dt {
-		case collective.BFloat16:
+		case buffer.BFloat16:
 			key, unkey = kKeyBF16, kUnkeyBF16
-		case collective.Float64:
+		case buffer.Float64:
 			keyType, keySize, key, unkey = nccl.Uint64, 8, kKeyF64, kUnkeyF64
 		}
 		s := p.alloc(total * keySize)
@@ -193,7 +194,7 @@ func (pl planner) reduction(p *plan, op collective.Op) {
 		p.post = append(p.post, launch{k: unkey, dst: ptr(op.Dst), src: s.add(offset * keySize), n: count})
 	case !pl.exactAvg: // Avg
 		p.calls = append(p.calls, direct)
-	case dt == collective.BFloat16: // exact Avg
+	case dt == buffer.BFloat16: // exact Avg
 		s := p.alloc(total * 4)
 		p.pre = append(p.pre, launch{k: kWidenBF16, dst: s, src: ptr(op.Src), n: total})
 		p.calls = append(p.calls, call{kind: kind, send: s, recv: s.add(offset * 4), count: count, dt: nccl.Float32, op: nccl.Sum})
@@ -202,7 +203,7 @@ func (pl planner) reduction(p *plan, op collective.Op) {
 		direct.op = nccl.Sum
 		p.calls = append(p.calls, direct)
 		k := kDivF32
-		if dt == collective.Float64 {
+		if dt == buffer.Float64 {
 			k = kDivF64
 		}
 		p.post = append(p.post, launch{k: k, dst: ptr(op.Dst), n: count, divisor: float64(pl.size)})
@@ -235,22 +236,22 @@ func (p *plan) alloc(n int) addr {
 // empty reports whether the plan has nothing to run.
 func (p *plan) empty() bool { return len(p.calls) == 0 && len(p.pre) == 0 && len(p.post) == 0 }
 
-func ptr(b collective.Buffer) addr { return userAddr(b.(collective.DeviceBuffer).Ptr) }
+func ptr(b buffer.Buffer) addr { return userAddr(b.(buffer.DeviceBuffer).Ptr) }
 
-// ncclType maps a collective.DType onto NCCL's element type.
-func ncclType(dt collective.DType) nccl.DataType {
+// ncclType maps a buffer.DType onto NCCL's element type.
+func ncclType(dt buffer.DType) nccl.DataType {
 	switch dt {
-	case collective.Uint8:
+	case buffer.Uint8:
 		return nccl.Uint8
-	case collective.BFloat16:
+	case buffer.BFloat16:
 		return nccl.BFloat16
-	case collective.Float32:
+	case buffer.Float32:
 		return nccl.Float32
-	case collective.Float64:
+	case buffer.Float64:
 		return nccl.Float64
-	case collective.Uint32:
+	case buffer.Uint32:
 		return nccl.Uint32
-	case collective.Int64:
+	case buffer.Int64:
 		return nccl.Int64
 	}
 	panic(fmt.Sprintf("collective/nccl: no NCCL type for %s", dt))

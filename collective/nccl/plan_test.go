@@ -4,12 +4,13 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/internal/nccl"
 )
 
-func dbuf(p uintptr, n int) collective.DeviceBuffer {
-	return collective.DeviceBuffer{Ptr: p, Size: n, Device: 0}
+func dbuf(p uintptr, n int) buffer.DeviceBuffer {
+	return buffer.DeviceBuffer{Ptr: p, Size: n, Device: 0}
 }
 
 func scratchAt(off int) addr { return addr{p: uintptr(off), scratch: true} }
@@ -32,7 +33,7 @@ func TestPlan(t *testing.T) {
 			[]collective.Op{
 				{Kind: collective.OpAllGather, Dst: dbuf(dst, 0), Src: dbuf(dst, 0)},
 				{Kind: collective.OpAllGather, Dst: dbuf(dst, 30), Src: dbuf(dst+10, 10)},
-				{Kind: collective.OpReduceScatter, Dst: dbuf(dst, 0), Src: dbuf(src, 0), DType: collective.Float32, Reduce: collective.Max},
+				{Kind: collective.OpReduceScatter, Dst: dbuf(dst, 0), Src: dbuf(src, 0), DType: buffer.Float32, Reduce: collective.Max},
 				{Kind: collective.OpBroadcast, Dst: dbuf(dst, 0), Root: 2},
 			},
 			plan{calls: []call{{kind: collAllGather, send: u(dst + 10), recv: u(dst), count: 10, dt: nccl.Uint8}}}},
@@ -44,9 +45,9 @@ func TestPlan(t *testing.T) {
 			}}},
 		{"integer max and float sum are direct", false,
 			[]collective.Op{
-				{Kind: collective.OpReduceScatter, Dst: dbuf(dst, 40), Src: dbuf(src, 120), DType: collective.Int64, Reduce: collective.Max},
-				{Kind: collective.OpAllReduce, Dst: dbuf(dst, 6), Src: dbuf(src, 6), DType: collective.BFloat16, Reduce: collective.Sum},
-				{Kind: collective.OpAllReduce, Dst: dbuf(dst, 5), Src: dbuf(dst, 5), DType: collective.Uint8, Reduce: collective.Sum},
+				{Kind: collective.OpReduceScatter, Dst: dbuf(dst, 40), Src: dbuf(src, 120), DType: buffer.Int64, Reduce: collective.Max},
+				{Kind: collective.OpAllReduce, Dst: dbuf(dst, 6), Src: dbuf(src, 6), DType: buffer.BFloat16, Reduce: collective.Sum},
+				{Kind: collective.OpAllReduce, Dst: dbuf(dst, 5), Src: dbuf(dst, 5), DType: buffer.Uint8, Reduce: collective.Sum},
 			},
 			plan{calls: []call{
 				{kind: collReduceScatter, send: u(src), recv: u(dst), count: 5, dt: nccl.Int64, op: nccl.Max},
@@ -64,12 +65,12 @@ func TestPlan(t *testing.T) {
 				{kind: collRecv, recv: u(dst + 8), count: 4, dt: nccl.Uint8, root: 2},
 			}}},
 		{"native avg", false,
-			[]collective.Op{{Kind: collective.OpReduceScatter, Dst: dbuf(dst, 8), Src: dbuf(src, 24), DType: collective.BFloat16, Reduce: collective.Avg}},
+			[]collective.Op{{Kind: collective.OpReduceScatter, Dst: dbuf(dst, 8), Src: dbuf(src, 24), DType: buffer.BFloat16, Reduce: collective.Avg}},
 			plan{calls: []call{{kind: collReduceScatter, send: u(src), recv: u(dst), count: 4, dt: nccl.BFloat16, op: nccl.Avg}}}},
 		{"float max through keys", true,
 			[]collective.Op{
-				{Kind: collective.OpReduceScatter, Dst: dbuf(dst, 10), Src: dbuf(src, 30), DType: collective.BFloat16, Reduce: collective.Max},
-				{Kind: collective.OpAllReduce, Dst: dbuf(dst, 16), Src: dbuf(dst, 16), DType: collective.Float64, Reduce: collective.Max},
+				{Kind: collective.OpReduceScatter, Dst: dbuf(dst, 10), Src: dbuf(src, 30), DType: buffer.BFloat16, Reduce: collective.Max},
+				{Kind: collective.OpAllReduce, Dst: dbuf(dst, 16), Src: dbuf(dst, 16), DType: buffer.Float64, Reduce: collective.Max},
 			},
 			plan{
 				pre: []launch{
@@ -88,9 +89,9 @@ func TestPlan(t *testing.T) {
 			}},
 		{"exact avg", true,
 			[]collective.Op{
-				{Kind: collective.OpReduceScatter, Dst: dbuf(src+600, 200), Src: dbuf(src, 600), DType: collective.BFloat16, Reduce: collective.Avg},
-				{Kind: collective.OpAllReduce, Dst: dbuf(dst, 12), Src: dbuf(src, 12), DType: collective.Float32, Reduce: collective.Avg},
-				{Kind: collective.OpReduceScatter, Dst: dbuf(dst, 8), Src: dbuf(src, 24), DType: collective.Float64, Reduce: collective.Avg},
+				{Kind: collective.OpReduceScatter, Dst: dbuf(src+600, 200), Src: dbuf(src, 600), DType: buffer.BFloat16, Reduce: collective.Avg},
+				{Kind: collective.OpAllReduce, Dst: dbuf(dst, 12), Src: dbuf(src, 12), DType: buffer.Float32, Reduce: collective.Avg},
+				{Kind: collective.OpReduceScatter, Dst: dbuf(dst, 8), Src: dbuf(src, 24), DType: buffer.Float64, Reduce: collective.Avg},
 			},
 			plan{
 				pre: []launch{{k: kWidenBF16, dst: scratchAt(0), src: u(src), n: 300}},
@@ -110,7 +111,7 @@ func TestPlan(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, op := range tt.ops {
-				if err := op.Validate(3, collective.Device); err != nil {
+				if err := op.Validate(3, buffer.Device); err != nil {
 					t.Fatalf("test op invalid: %v", err)
 				}
 			}
@@ -141,7 +142,7 @@ func TestPlanOneRank(t *testing.T) {
 	pl := planner{rank: 0, size: 1, exactAvg: true, barrier: 0x500, oneRankNoop: true}
 	copies := planner{rank: 0, size: 1, exactAvg: true, barrier: 0x500}
 	if p := copies.plan([]collective.Op{{Kind: collective.OpAllGather, Dst: dbuf(dst, 64), Src: dbuf(dst, 64)},
-		{Kind: collective.OpAllReduce, Dst: dbuf(dst, 64), Src: dbuf(dst, 64), DType: collective.Float32, Reduce: collective.Sum}}); len(p.calls) != 2 {
+		{Kind: collective.OpAllReduce, Dst: dbuf(dst, 64), Src: dbuf(dst, 64), DType: buffer.Float32, Reduce: collective.Sum}}); len(p.calls) != 2 {
 		t.Errorf("in place on one rank with OneRankCopies: plan %+v, want two NCCL calls", p)
 	}
 	ag := collective.Op{Kind: collective.OpAllGather, Dst: dbuf(dst, 64), Src: dbuf(dst, 64)}
@@ -152,14 +153,14 @@ func TestPlanOneRank(t *testing.T) {
 	if p := pl.plan([]collective.Op{ag}); len(p.calls) != 1 {
 		t.Errorf("all-gather out of place on one rank: plan %+v, want one NCCL call", p)
 	}
-	for _, dt := range []collective.DType{collective.BFloat16, collective.Float32, collective.Float64, collective.Int64} {
+	for _, dt := range []buffer.DType{buffer.BFloat16, buffer.Float32, buffer.Float64, buffer.Int64} {
 		for _, r := range []collective.ReduceOp{collective.Sum, collective.Avg, collective.Max} {
-			if dt == collective.Int64 && r == collective.Avg {
+			if dt == buffer.Int64 && r == collective.Avg {
 				continue
 			}
 			for _, k := range []collective.OpKind{collective.OpReduceScatter, collective.OpAllReduce} {
 				op := collective.Op{Kind: k, Dst: dbuf(dst, 8*dt.Size()), Src: dbuf(dst, 8*dt.Size()), DType: dt, Reduce: r}
-				if err := op.Validate(1, collective.Device); err != nil {
+				if err := op.Validate(1, buffer.Device); err != nil {
 					t.Fatalf("test op invalid: %v", err)
 				}
 				if p := pl.plan([]collective.Op{op}); !p.empty() {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/internal/cuda"
@@ -25,7 +26,7 @@ func TestStartEach(t *testing.T) {
 	compute := newStream(t, d)
 	c := group(t, devs, nccl.Config{Compute: compute, OneRankCopies: true})[0]
 	const words = 16 << 20
-	var srcs, dsts []collective.DeviceBuffer
+	var srcs, dsts []buffer.DeviceBuffer
 	for range 3 {
 		srcs, dsts = append(srcs, zeroed(t, d, compute, words)), append(dsts, zeroed(t, d, compute, words))
 	}

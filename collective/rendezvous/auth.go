@@ -39,17 +39,29 @@ var errUnauthenticated = status.Error(codes.Unauthenticated, "unauthenticated")
 // an empty secret every call is accepted. The store uses it, and so do the
 // peer endpoints of collective/grpccomm.
 func AuthServerOption(secret string) grpc.ServerOption {
-	if secret == "" {
+	check := authenticator(secret)
+	if check == nil {
 		return grpc.EmptyServerOption{}
 	}
-	want := []byte(token(secret))
 	return grpc.InTapHandle(func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		return ctx, check(info)
+	})
+}
+
+// authenticator returns the check of a call's token for secret: nil (no
+// check) when secret is empty.
+func authenticator(secret string) func(*tap.Info) error {
+	if secret == "" {
+		return nil
+	}
+	want := []byte(token(secret))
+	return func(info *tap.Info) error {
 		got := info.Header.Get(tokenHeader)
 		if len(got) != 1 || subtle.ConstantTimeCompare([]byte(got[0]), want) != 1 {
-			return nil, errUnauthenticated
+			return errUnauthenticated
 		}
-		return ctx, nil
-	})
+		return nil
+	}
 }
 
 // AuthDialOption returns the dial option that adds the token of secret to

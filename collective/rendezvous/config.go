@@ -58,7 +58,9 @@ type Config struct {
 }
 
 // FromEnv reads a Config from the environment (see the Env constants). Every
-// variable but DISTOPT_RUN_ID is required. The error wraps ErrConfig and
+// variable but DISTOPT_RUN_ID is required; under srun or mpirun, those
+// unset are derived from Slurm's or Open MPI's (see the package
+// documentation). The error wraps ErrConfig and
 // names every variable that is missing or invalid, and the inconsistencies
 // between them (RANK >= WORLD_SIZE, LOCAL_RANK >= LOCAL_WORLD_SIZE,
 // LOCAL_WORLD_SIZE > WORLD_SIZE).
@@ -68,16 +70,17 @@ func FromEnv() (Config, error) {
 
 // fromLookup is FromEnv over an arbitrary lookup function.
 func fromLookup(lookup func(string) (string, bool)) (Config, error) {
+	lookup, from := launcherLookup(lookup) // Slurm's and MPI's variables (launchers.go)
 	var errs []error
 	integer := func(name string) int {
 		s, ok := lookup(name)
 		if !ok || s == "" {
-			errs = append(errs, fmt.Errorf("rendezvous: environment variable %s is not set: %w", name, ErrConfig))
+			errs = append(errs, notSet(name))
 			return -1
 		}
 		v, err := strconv.Atoi(s)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("rendezvous: environment variable %s=%q is not an integer: %w", name, s, ErrConfig))
+			errs = append(errs, fmt.Errorf("rendezvous: environment variable %s=%q is not an integer: %w", from(name), s, ErrConfig))
 			return -1
 		}
 		return v
@@ -92,7 +95,7 @@ func fromLookup(lookup func(string) (string, bool)) (Config, error) {
 	if s, ok := lookup(EnvMasterAddr); ok && s != "" {
 		c.MasterAddr = s
 	} else {
-		errs = append(errs, fmt.Errorf("rendezvous: environment variable %s is not set: %w", EnvMasterAddr, ErrConfig))
+		errs = append(errs, notSet(EnvMasterAddr))
 	}
 	if s, ok := lookup(EnvSecret); ok {
 		c.Secret = s

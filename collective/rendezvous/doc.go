@@ -10,6 +10,16 @@
 // MASTER_ADDR, MASTER_PORT, and optionally DISTOPT_RUN_ID), or is built
 // field by field by programs that do not use the environment.
 //
+// Under Slurm (srun) or Open MPI (mpirun), FromEnv derives the variables
+// torchrun would set from the launcher's, torchrun's winning where both are
+// set: the rank, world size, local rank and local world size from
+// OMPI_COMM_WORLD_* or SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID and this
+// node's entry of SLURM_TASKS_PER_NODE (or PMIX_RANK); MASTER_ADDR from
+// the first host of SLURM_JOB_NODELIST (ExpandHostlist, no scontrol), or
+// 127.0.0.1 when every rank is on this host; MASTER_PORT from SLURM_JOB_ID
+// or PMIX_NAMESPACE, the same on every host; and the run id likewise. Set
+// MASTER_ADDR (mpirun -x) when ranks span hosts without a Slurm nodelist.
+//
 // # Joining
 //
 // Connect starts the server on rank 0 and joins the run on every rank: each
@@ -44,7 +54,13 @@
 //
 // Requests are bounded (a value of 1 MiB, a key of 4 KiB, WORLD_SIZE of
 // MaxWorldSize, 256 MiB and 2^20 keys held per server): a call past a bound
-// fails with ErrLimit and changes nothing. Once every rank of a run has
+// fails with ErrLimit and changes nothing; so does an Add whose sum
+// leaves int64. Connections are bounded too (Guard, which the peers of
+// collective/grpccomm use as well): one that makes no authenticated call
+// within FirstCallTimeout (30 s) is closed, more than MaxPendingConns
+// (1024) such connections close the oldest, and past MaxConns open
+// connections a new one is closed at once; each closing is logged through
+// log/slog, naming the bound. Once every rank of a run has
 // joined, its membership is fixed: another Join is refused to its caller
 // alone and the run goes on.
 package rendezvous

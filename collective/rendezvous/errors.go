@@ -5,7 +5,7 @@ import "errors"
 var (
 	// ErrConfig marks a missing or invalid configuration value (an
 	// environment variable or a Config field).
-	ErrConfig = errors.New("rendezvous: invalid configuration")
+	ErrConfig = errors.New("invalid configuration")
 	// ErrPortInUse marks a master port that another process already listens on.
 	ErrPortInUse = errors.New("rendezvous: port already in use")
 	// ErrMembership marks ranks that do not form one job: WORLD_SIZE differs
@@ -24,7 +24,8 @@ var (
 	// DISTOPT_JOB_SECRET differs from rank 0's.
 	ErrAuth = errors.New("rendezvous: store refused this rank's secret")
 	// ErrLimit marks a call past one of the store's bounds (size of a key or
-	// value, number of keys, bytes held, WORLD_SIZE).
+	// value, number of keys, bytes held, WORLD_SIZE, a counter's int64
+	// range).
 	ErrLimit = errors.New("rendezvous: store limit exceeded")
 	// ErrClosed is returned by operations on a closed Store or Server.
 	ErrClosed = errors.New("rendezvous: closed")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"slices"
 	"strconv"
@@ -50,7 +51,10 @@ type runState struct {
 // ServeOption configures Serve.
 type ServeOption func(*serveOptions)
 
-type serveOptions struct{ secret string }
+type serveOptions struct {
+	secret string
+	guard  func(net.Listener) *guard // the connections' bounds; tests lower them
+}
 
 // WithSecret makes the server refuse every call that does not carry the
 // token of secret (see AuthServerOption); Connect passes Config.Secret.
@@ -59,21 +63,25 @@ func WithSecret(secret string) ServeOption {
 }
 
 // Serve serves the store on lis until Close. It takes ownership of lis.
-// Without WithSecret (or with an empty secret) it accepts every caller.
+// Without WithSecret (or with an empty secret) it accepts every caller. Its
+// connections are bounded as Guard's are.
 func Serve(lis net.Listener, opts ...ServeOption) *Server {
-	var o serveOptions
+	o := serveOptions{guard: func(lis net.Listener) *guard {
+		return newGuard(lis, FirstCallTimeout, MaxPendingConns, MaxConns)
+	}}
 	for _, f := range opts {
 		f(&o)
 	}
+	g := o.guard(lis)
 	s := &Server{
 		gs: grpc.NewServer(
 			grpc.ForceServerCodecV2(jsonCodec{}),
 			grpc.WaitForHandlers(true),
-			AuthServerOption(o.secret),
+			g.serverOption(o.secret),
 			grpc.MaxRecvMsgSize(maxMessageBytes),
 			grpc.MaxConcurrentStreams(maxStreams),
 		),
-		lis:      lis,
+		lis:      g,
 		done:     make(chan struct{}),
 		runs:     make(map[string]*runState),
 		maxBytes: maxStoredBytes,
@@ -81,7 +89,7 @@ func Serve(lis net.Listener, opts ...ServeOption) *Server {
 	s.gs.RegisterService(&serviceDesc, s)
 	go func() {
 		defer close(s.done)
-		_ = s.gs.Serve(lis) // returns once Stop was called; lis is closed by then
+		_ = s.gs.Serve(g) // returns once Stop was called; lis is closed by then
 	}()
 	return s
 }
@@ -396,6 +404,9 @@ func (s *Server) add(r *runState, key string, delta int64) (*response, error) {
 		if v, err = strconv.ParseInt(string(old), 10, 64); err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "key %q holds %q, not a decimal integer", key, old)
 		}
+	}
+	if delta > 0 && v > math.MaxInt64-delta || delta < 0 && v < math.MinInt64-delta {
+		return nil, status.Errorf(codes.OutOfRange, "counter %q holds %d: adding %d overflows int64", key, v, delta)
 	}
 	v += delta
 	if err := s.put(r, key, []byte(strconv.FormatInt(v, 10))); err != nil {

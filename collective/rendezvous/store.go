@@ -265,7 +265,7 @@ func (s *Store) fail(ctx context.Context, what string, err error) error {
 		return fmt.Errorf("rendezvous: %s: %w", what, ErrNotFound)
 	case codes.Unauthenticated:
 		return fmt.Errorf("rendezvous: %s: store at %s refused this rank's %s: %w", what, s.cfg.MasterAddress(), EnvSecret, ErrAuth)
-	case codes.ResourceExhausted:
+	case codes.ResourceExhausted, codes.OutOfRange:
 		return fmt.Errorf("rendezvous: %s: %s: %w", what, st.Message(), ErrLimit)
 	case codes.FailedPrecondition:
 		return fmt.Errorf("rendezvous: %s: %s: %w", what, st.Message(), ErrMembership)
@@ -368,7 +368,8 @@ func (s *Store) wait(ctx context.Context, keys []string) (values [][]byte, missi
 
 // Add adds delta to the counter at key and returns the new value. A missing
 // key counts as 0; the counter is stored as a decimal integer, so Get
-// returns it as text. A key holding anything else gives ErrNotCounter.
+// returns it as text. A key holding anything else gives ErrNotCounter; a
+// sum outside int64 gives ErrLimit and leaves the counter as it was.
 func (s *Store) Add(ctx context.Context, key string, delta int64) (int64, error) {
 	checkKey(key)
 	resp, err := s.call(ctx, methodAdd, &request{Keys: []string{key}, Delta: delta})

@@ -4,16 +4,17 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 )
 
 // Copier copies n bytes between buffers of the communicator's memory kind.
 // Device communicators need one (host ones copy themselves).
-type Copier func(dst, src collective.Buffer) error
+type Copier func(dst, src buffer.Buffer) error
 
 // Comm is a one-rank communicator.
 type Comm struct {
-	mem    collective.MemoryKind
+	mem    buffer.MemoryKind
 	copy   Copier
 	closed atomic.Bool
 }
@@ -21,7 +22,7 @@ type Comm struct {
 // New returns a one-rank communicator for buffers of kind mem. For Device
 // memory, copy moves bytes between distinct buffers; it may be nil when
 // every operation is in place (as the optimizer issues them).
-func New(mem collective.MemoryKind, copy Copier) *Comm { return &Comm{mem: mem, copy: copy} }
+func New(mem buffer.MemoryKind, copy Copier) *Comm { return &Comm{mem: mem, copy: copy} }
 
 // Rank returns 0.
 func (c *Comm) Rank() int { return 0 }
@@ -30,7 +31,7 @@ func (c *Comm) Rank() int { return 0 }
 func (c *Comm) Size() int { return 1 }
 
 // Memory returns the memory kind given to New.
-func (c *Comm) Memory() collective.MemoryKind { return c.mem }
+func (c *Comm) Memory() buffer.MemoryKind { return c.mem }
 
 // Close marks the communicator closed.
 func (c *Comm) Close() error {
@@ -61,10 +62,10 @@ func (c *Comm) Start(ops ...collective.Op) collective.Work {
 
 // move copies src to dst unless they are the same bytes. For one rank every
 // reduction is the identity: Avg of one contribution divides by one.
-func (c *Comm) move(dst, src collective.Buffer) error {
+func (c *Comm) move(dst, src buffer.Buffer) error {
 	switch d := dst.(type) {
-	case collective.HostBuffer:
-		s, ok := src.(collective.HostBuffer)
+	case buffer.HostBuffer:
+		s, ok := src.(buffer.HostBuffer)
 		if !ok {
 			return collective.ErrMemoryKind
 		}
@@ -73,8 +74,8 @@ func (c *Comm) move(dst, src collective.Buffer) error {
 		}
 		copy(d, s)
 		return nil
-	case collective.DeviceBuffer:
-		s, ok := src.(collective.DeviceBuffer)
+	case buffer.DeviceBuffer:
+		s, ok := src.(buffer.DeviceBuffer)
 		if !ok {
 			return collective.ErrMemoryKind
 		}

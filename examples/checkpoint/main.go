@@ -27,6 +27,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
@@ -179,7 +181,7 @@ func rank(comm collective.Communicator, from, to int, dir string, load, save boo
 	if load {
 		init = randomWeights(2) // replaced by the load
 	}
-	o, err := optimizer.New(ctx, comm, optimizer.NewCPU(1), params, optimizer.FromMap(init), config())
+	o, err := optimizer.New(ctx, comm, cpu.New(1), params, optimizer.FromMap(init), config())
 	if err != nil {
 		return err
 	}
@@ -370,7 +372,7 @@ func exportAndImport(root string, d int, want *result) error {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			o, err := optimizer.New(ctx, comm, optimizer.NewCPU(1), params, optimizer.FromMap(want.master), config())
+			o, err := optimizer.New(ctx, comm, cpu.New(1), params, optimizer.FromMap(want.master), config())
 			if err == nil {
 				err = checkpoint.Export(ctx, o, comm, path)
 				o.Close()

@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/single"
@@ -17,6 +18,7 @@ import (
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/gemm"
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cudalink"
 	"github.com/distopt/distopt/internal/kernels"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/gpu"
@@ -81,13 +83,13 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 		return nil, fmt.Errorf("-eval-windows %d: want at least -batch (%d) and at most the %d validation sequences of %d", o.evalWindows, o.batch, w, o.shape.Seq)
 	}
 	cfg := o.config()
-	cfg.GradType, cfg.MicroBatches = collective.Float32, o.micro
+	cfg.GradType, cfg.MicroBatches = buffer.Float32, o.micro
 	opt, err := optimizer.New(ctx, comm, be, o.shape.Params(), o.shape.Init(), cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer opt.Close()
-	e, err := gemm.New(be.Device(), be.Stream())
+	e, err := gemm.New(cudalink.PublicDevice(be.Device()), cudalink.PublicStream(be.Stream()))
 	if err != nil {
 		return nil, err
 	}
@@ -144,15 +146,15 @@ func openDevice(ctx context.Context) (*gpu.Backend, collective.Communicator, fun
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return be, single.New(collective.Device, streamCopier(be.Stream())), be.Close, nil
+	return be, single.New(buffer.Device, streamCopier(be.Stream())), be.Close, nil
 }
 
 // streamCopier copies between device buffers on s, for the one-rank
 // communicator's out-of-place operations (the checkpoint's exchanges).
 func streamCopier(s *cuda.Stream) single.Copier {
-	return func(dst, src collective.Buffer) error {
-		d, ok1 := dst.(collective.DeviceBuffer)
-		b, ok2 := src.(collective.DeviceBuffer)
+	return func(dst, src buffer.Buffer) error {
+		d, ok1 := dst.(buffer.DeviceBuffer)
+		b, ok2 := src.(buffer.DeviceBuffer)
 		if !ok1 || !ok2 {
 			return fmt.Errorf("gpt: copy from %T to %T: want device buffers", src, dst)
 		}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/collective/inproc"
@@ -96,7 +98,7 @@ func train(o options, out io.Writer) ([]float64, error) {
 func rank(o options, comm collective.Communicator, loader data.Loader, valid []uint16, out io.Writer) ([]float64, error) {
 	ctx := context.Background()
 	params := o.shape.Params()
-	opt, err := optimizer.New(ctx, comm, optimizer.NewCPU(1), params, o.shape.Init(), o.config())
+	opt, err := optimizer.New(ctx, comm, cpu.New(1), params, o.shape.Init(), o.config())
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/internal/barplot"
 	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
@@ -33,10 +33,10 @@ func planBars(params []optimizer.Param, d int, cfg optimizer.Config) ([]barplot.
 	}
 	for _, m := range []struct {
 		name string
-		dt   collective.DType
-	}{{"distopt FP8, FP32 moments", collective.Float32}, {"distopt FP8, BF16 moments", collective.BFloat16}} {
+		dt   buffer.DType
+	}{{"distopt FP8, FP32 moments", buffer.Float32}, {"distopt FP8, BF16 moments", buffer.BFloat16}} {
 		c := cfg
-		c.MomentType = m.dt
+		c.FirstMomentType, c.SecondMomentType = optimizer.MomentOf(m.dt), optimizer.MomentOf(m.dt)
 		r, err := optimizer.PredictMemory(params, d, c)
 		if err != nil {
 			return nil, err

@@ -6,10 +6,12 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
+	pcuda "github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/gemm"
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cudalink"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/gpu"
 )
@@ -88,7 +90,7 @@ func newGEMMCompute(gb *gpu.Backend, params []optimizer.Param, r fp8.Recipe, tok
 	if err != nil {
 		return nil, err
 	}
-	eng, err := gemm.New(gb.Device(), gb.Stream())
+	eng, err := gemm.New(cudalink.PublicDevice(gb.Device()), cudalink.PublicStream(gb.Stream()))
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +171,7 @@ func (c *gemmCompute) Forward(i int, w optimizer.ParamView) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.lins[i].Forward(gemm.BF16(c.y), c.x, c.tokens, op)
+	_, err = c.lins[i].Forward(gemm.BF16(pcuda.DevicePtr(c.y)), pcuda.DevicePtr(c.x), c.tokens, op)
 	return err
 }
 
@@ -183,7 +185,7 @@ func (c *gemmCompute) Backward(i int, w optimizer.ParamView, g optimizer.GradVie
 	if err != nil {
 		return err
 	}
-	_, _, err = c.lins[i].Backward(gemm.BF16(c.dx), out, c.dy, op)
+	_, _, err = c.lins[i].Backward(gemm.BF16(pcuda.DevicePtr(c.dx)), out, pcuda.DevicePtr(c.dy), op)
 	return err
 }
 
@@ -191,7 +193,7 @@ func (c *gemmCompute) Backward(i int, w optimizer.ParamView, g optimizer.GradVie
 // output gradients into the view (accumulate makes no difference: a write
 // of the same size either way).
 func (c *gemmCompute) WriteGrad(i int, g optimizer.GradView, accumulate bool) error {
-	b, ok := g.Data.(collective.DeviceBuffer)
+	b, ok := g.Data.(buffer.DeviceBuffer)
 	if !ok {
 		return fmt.Errorf("gradient of %q is not in device memory", g.Name)
 	}

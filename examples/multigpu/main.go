@@ -78,6 +78,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/plan"
@@ -91,8 +92,7 @@ type options struct {
 	ranks                     int
 	warmup, steps, plainSteps int
 	pool                      int
-	moments                   collective.DType
-	first, second             optimizer.MomentDType // -moments fp8 or M,V
+	first, second             optimizer.MomentDType // -moments
 	recipe                    fp8.Recipe
 	lr                        float64
 	grads                     gradModel
@@ -140,20 +140,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	var err error
-	switch *moments {
-	case "fp32":
-		o.moments = collective.Float32
-	case "bf16":
-		o.moments = collective.BFloat16
-	default:
-		if o.first, o.second, err = optimizer.ParseMomentTypes(*moments, optimizer.RuleAdamW); err != nil {
-			return o, fmt.Errorf("-moments=%q: want fp32, bf16, fp8 or M,V: %w", *moments, err)
-		}
+	if o.first, o.second, err = optimizer.ParseMomentTypes(*moments, optimizer.RuleAdamW); err != nil {
+		return o, fmt.Errorf("-moments=%q: want fp32, bf16, fp8 or M,V: %w", *moments, err)
 	}
 	if o.recipe, err = fp8.ParseRecipe(*recipe); err != nil {
 		return o, fmt.Errorf("-recipe: %w", err)
 	}
-	o.grads.GPT, o.grads.DType = o.gpt, collective.BFloat16
+	o.grads.GPT, o.grads.DType = o.gpt, buffer.BFloat16
 	switch {
 	case fs.NArg() > 0:
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -202,7 +195,7 @@ func (o options) validateCompute() error {
 
 // config is the optimizer configuration of the run.
 func (o options) config() optimizer.Config {
-	return optimizer.Config{LR: optimizer.Constant(o.lr), WeightDecay: 0.1, MomentType: o.moments, Recipe: o.recipe,
+	return optimizer.Config{LR: optimizer.Constant(o.lr), WeightDecay: 0.1, Recipe: o.recipe,
 		FirstMomentType: o.first, SecondMomentType: o.second, ShardedGradients: o.shardedGrads}
 }
 

@@ -15,7 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/plan"
@@ -117,7 +119,7 @@ func TestFlagErrors(t *testing.T) {
 // rows in the micro-batch are non-zero), and that the bytes do not depend
 // on the number of workers.
 func TestGradModel(t *testing.T) {
-	m := gradModel{GPT: smallGPT, Scale: 1e-3, Decay: 0.9, Tokens: 500, DType: collective.BFloat16}
+	m := gradModel{GPT: smallGPT, Scale: 1e-3, Decay: 0.9, Tokens: 500, DType: buffer.BFloat16}
 	params := smallGPT.Params()
 	g1 := m.generate(params, 7, 1)
 	g4 := m.generate(params, 7, 4)
@@ -231,10 +233,10 @@ func TestPlanBars(t *testing.T) {
 				want[b.Name] = b.BytesPerParam(d)
 			}
 		}
-		for _, m := range []collective.DType{collective.Float32, collective.BFloat16} {
-			r, _ := optimizer.PredictMemory(params, d, optimizer.Config{MomentType: m})
+		for _, m := range []buffer.DType{buffer.Float32, buffer.BFloat16} {
+			r, _ := optimizer.PredictMemory(params, d, optimizer.Config{FirstMomentType: optimizer.MomentOf(m), SecondMomentType: optimizer.MomentOf(m)})
 			name := "distopt FP8, FP32 moments"
-			if m == collective.BFloat16 {
+			if m == buffer.BFloat16 {
 				name = "distopt FP8, BF16 moments"
 			}
 			want[name] = float64(r.Total()) / n
@@ -365,14 +367,14 @@ func TestMedian(t *testing.T) {
 
 // syncCounter is a CPU backend that counts Sync calls.
 type syncCounter struct {
-	optimizer.Backend
+	backend.Backend
 	syncs int
 }
 
 func (s *syncCounter) Sync() error { s.syncs++; return s.Backend.Sync() }
 
 func TestPhaseSync(t *testing.T) {
-	c := &syncCounter{Backend: optimizer.NewCPU(1)}
+	c := &syncCounter{Backend: cpu.New(1)}
 	p := &phaseSync{Backend: c, Updates: 3}
 	a := &backend.UpdateArgs{Rule: optimizer.RuleNone}
 	if err := errors.Join(p.Update(a), p.Cast(&backend.CastArgs{})); err != nil {
@@ -395,7 +397,7 @@ func TestPhaseSync(t *testing.T) {
 	errs := make(chan error, 2)
 	for r := range 2 {
 		go func() {
-			p := &phaseSync{Backend: optimizer.NewCPU(1), Comm: comms[r], Ctx: context.Background(), On: true, Updates: 3}
+			p := &phaseSync{Backend: cpu.New(1), Comm: comms[r], Ctx: context.Background(), On: true, Updates: 3}
 			var err error
 			for range 2 { // two steps
 				for range 3 {
@@ -415,7 +417,7 @@ func TestPhaseSync(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	one := &phaseSync{Backend: optimizer.NewCPU(1), Comm: comms[0], Ctx: ctx, On: true, Updates: 2}
+	one := &phaseSync{Backend: cpu.New(1), Comm: comms[0], Ctx: ctx, On: true, Updates: 2}
 	if err := one.Update(a); err != nil {
 		t.Fatalf("first of two updates: %v (no barrier expected)", err)
 	}

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
@@ -119,7 +119,7 @@ type gradModel struct {
 	Scale  float64
 	Decay  float64
 	Tokens int
-	DType  collective.DType // BFloat16 or Float32
+	DType  buffer.DType // BFloat16 or Float32
 }
 
 // std returns the standard deviation of the elements of p's gradient (of
@@ -209,7 +209,7 @@ func (m gradModel) fill(dst []byte, p optimizer.Param, c int, r *rand.Rand, coun
 		if s != 0 {
 			x = float32(s * r.NormFloat64())
 		}
-		if m.DType == collective.Float32 {
+		if m.DType == buffer.Float32 {
 			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(x))
 		} else {
 			binary.LittleEndian.PutUint16(dst[2*i:], fp8.BF16FromFloat32(x))

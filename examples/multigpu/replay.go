@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
-	"github.com/distopt/distopt/optimizer"
 )
 
 // recorder is the optimizer's communicator in -compute gemm: it passes
@@ -25,10 +26,10 @@ type recorder struct {
 	groups    [][]collective.Op
 }
 
-// Ordinal is the GPU of the wrapped communicator (optimizer.OnDevice), -1
+// Ordinal is the GPU of the wrapped communicator (backend.OnDevice), -1
 // for a host communicator.
 func (r *recorder) Ordinal() int {
-	if d, ok := r.Communicator.(optimizer.OnDevice); ok {
+	if d, ok := r.Communicator.(backend.OnDevice); ok {
 		return d.Ordinal()
 	}
 	return -1
@@ -74,16 +75,16 @@ func (r *recorder) recorded() [][]collective.Op {
 // idempotent, the statistics all-reduce's buffer is cleared by the next
 // step before use, and the reduce-scatters change only gradients, which
 // the next iteration writes again in full.
-func (r *recorder) replay(ctx context.Context, be optimizer.Backend) ([]collective.Work, error) {
+func (r *recorder) replay(ctx context.Context, be backend.Backend) ([]collective.Work, error) {
 	groups := r.recorded()
 	works := make([]collective.Work, len(groups))
 	for i, g := range groups {
 		works[i] = r.Communicator.Start(g...)
 	}
 	var pending []collective.Work
-	d, device := be.(optimizer.DeviceOrderer)
+	d, device := be.(backend.DeviceOrderer)
 	var errs []error
-	for i := len(works) - 1; i >= 0; i-- { // newest first (optimizer.DeviceOrderer)
+	for i := len(works) - 1; i >= 0; i-- { // newest first (backend.DeviceOrderer)
 		w := works[i]
 		if device {
 			queued, err := d.After(w)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/optimizer"
 )
 
@@ -67,7 +69,7 @@ type pipeline interface {
 	GradReady(name string) error
 	StepAsync(ctx context.Context) (optimizer.StepResult, error)
 	LastResult() (optimizer.StepResult, error)
-	Backend() optimizer.Backend
+	Backend() backend.Backend
 }
 
 // trainer runs iterations of one rank.

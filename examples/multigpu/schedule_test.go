@@ -11,6 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
@@ -76,7 +81,7 @@ func (c logComm) Start(ops ...collective.Op) collective.Work {
 // parameter, the rank and the call count (so that two runs agree).
 type fakeCompute struct {
 	log    *callLog
-	be     optimizer.Backend
+	be     backend.Backend
 	params []optimizer.Param
 	rank   int
 	calls  int
@@ -139,7 +144,7 @@ func withRanks(t *testing.T, d, micro int, f func(r *scheduleRank) error) []*sch
 		wg.Go(func() {
 			defer comms[r].Close()
 			log := &callLog{}
-			be := optimizer.NewCPU(1)
+			be := cpu.New(1)
 			rec := &recorder{Communicator: logComm{comms[r], log}}
 			opt, err := optimizer.New(ctx, rec, be, params, initValues(smallGPT.Layers), scheduleConfig(micro))
 			if err != nil {
@@ -311,7 +316,7 @@ func snapshot(o *optimizer.Optimizer) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		for _, b := range []collective.Buffer{v.Data, v.ScaleInv} {
+		for _, b := range []buffer.Buffer{v.Data, v.ScaleInv} {
 			if b == nil {
 				continue
 			}

@@ -6,13 +6,17 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/grpccomm"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/rendezvous"
 	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/gpu"
 )
 
@@ -21,7 +25,7 @@ type job struct {
 	rank, size int
 	localSize  int // ranks on this host (they share its CPUs)
 	comm       collective.Communicator
-	be         optimizer.Backend
+	be         backend.Backend
 	dev        *cuda.Device      // the GPU; nil on the CPU backend
 	store      *rendezvous.Store // nil for in-process ranks
 	mem        *gpuMemory        // nil without a GPU or NVML
@@ -77,7 +81,7 @@ func launchedJob(ctx context.Context, backend string, workers int, log io.Writer
 			return nil, err
 		}
 	case "cpu":
-		j.be = optimizer.NewCPU(workers)
+		j.be = cpu.New(workers)
 		j.memNote = "CPU backend: no GPU memory to measure"
 	default:
 		return nil, fmt.Errorf("-backend=%q: want gpu or cpu", backend)
@@ -142,7 +146,7 @@ func inprocJobs(n, workers int) []*job {
 	comms := inproc.New(n)
 	jobs := make([]*job, n)
 	for r := range jobs {
-		jobs[r] = &job{rank: r, size: n, localSize: n, comm: comms[r], be: optimizer.NewCPU(workers),
+		jobs[r] = &job{rank: r, size: n, localSize: n, comm: comms[r], be: cpu.New(workers),
 			memNote: "CPU backend: no GPU memory to measure"}
 		jobs[r].closers = append(jobs[r].closers, comms[r].Close)
 	}
@@ -153,15 +157,15 @@ func inprocJobs(n, workers int) []*job {
 // so that the communicator has made its connections and buffers before
 // the memory of the optimizer is measured: an all-gather of bytes, a
 // bfloat16 reduce-scatter (Avg), and uint32 Max and int64 Sum all-reduces.
-func warmUp(ctx context.Context, c collective.Communicator, be optimizer.Backend) (err error) {
+func warmUp(ctx context.Context, c collective.Communicator, be backend.Backend) (err error) {
 	n := c.Size()
-	var bufs []collective.Buffer
+	var bufs []buffer.Buffer
 	defer func() {
 		for _, b := range bufs {
 			be.Free(b)
 		}
 	}()
-	alloc := func(size int) collective.Buffer {
+	alloc := func(size int) buffer.Buffer {
 		b, aerr := be.Alloc(size)
 		if aerr != nil {
 			err = errors.Join(err, aerr)
@@ -178,9 +182,9 @@ func warmUp(ctx context.Context, c collective.Communicator, be optimizer.Backend
 	}
 	ops := [][]collective.Op{
 		{{Kind: collective.OpAllGather, Dst: gdst, Src: gsrc}},
-		{{Kind: collective.OpReduceScatter, Dst: rdst, Src: rsrc, DType: collective.BFloat16, Reduce: collective.Avg}},
-		{{Kind: collective.OpAllReduce, Dst: amax, Src: amax, DType: collective.Uint32, Reduce: collective.Max}},
-		{{Kind: collective.OpAllReduce, Dst: stats, Src: stats, DType: collective.Int64, Reduce: collective.Sum}},
+		{{Kind: collective.OpReduceScatter, Dst: rdst, Src: rsrc, DType: buffer.BFloat16, Reduce: collective.Avg}},
+		{{Kind: collective.OpAllReduce, Dst: amax, Src: amax, DType: buffer.Uint32, Reduce: collective.Max}},
+		{{Kind: collective.OpAllReduce, Dst: stats, Src: stats, DType: buffer.Int64, Reduce: collective.Sum}},
 	}
 	for _, g := range ops {
 		if err := c.Start(g...).Wait(ctx); err != nil {

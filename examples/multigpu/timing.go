@@ -6,6 +6,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
@@ -33,7 +36,7 @@ import (
 // timed with On unset give the step time without any of these waits. Comm
 // must be the optimizer's communicator.
 type phaseSync struct {
-	optimizer.Backend
+	backend.Backend
 	Comm    collective.Communicator
 	Ctx     context.Context
 	On      bool
@@ -42,7 +45,7 @@ type phaseSync struct {
 	updates int // calls so far in this step
 }
 
-// Update implements optimizer.Backend.
+// Update implements backend.Backend.
 func (p *phaseSync) Update(a *backend.UpdateArgs) error {
 	if err := p.Backend.Update(a); err != nil || !p.On {
 		return err
@@ -50,7 +53,7 @@ func (p *phaseSync) Update(a *backend.UpdateArgs) error {
 	return p.wait(&p.updates, p.Updates)
 }
 
-// Cast implements optimizer.Backend.
+// Cast implements backend.Backend.
 func (p *phaseSync) Cast(a *backend.CastArgs) error {
 	if err := p.Backend.Cast(a); err != nil || !p.On {
 		return err
@@ -59,7 +62,7 @@ func (p *phaseSync) Cast(a *backend.CastArgs) error {
 }
 
 // updateShards is Update for all buckets at once (p's backend must be an
-// optimizer.ShardUpdater): the whole phase, then its wait and barrier.
+// backend.ShardUpdater): the whole phase, then its wait and barrier.
 func (p *phaseSync) updateShards(as []*backend.UpdateArgs) error {
 	su, err := p.shardUpdater()
 	if err != nil {
@@ -84,9 +87,9 @@ func (p *phaseSync) castShards(cs []*backend.CastArgs) error {
 	return p.Backend.Sync()
 }
 
-// shardUpdater returns p's backend as an optimizer.ShardUpdater.
-func (p *phaseSync) shardUpdater() (optimizer.ShardUpdater, error) {
-	su, ok := p.Backend.(optimizer.ShardUpdater)
+// shardUpdater returns p's backend as an backend.ShardUpdater.
+func (p *phaseSync) shardUpdater() (backend.ShardUpdater, error) {
+	su, ok := p.Backend.(backend.ShardUpdater)
 	if !ok {
 		return nil, fmt.Errorf("timing: backend %T updates bucket by bucket", p.Backend)
 	}
@@ -119,21 +122,21 @@ type phaseSyncGPU struct {
 	sync *phaseSync // its Backend is the same *gpu.Backend
 }
 
-// Update implements optimizer.Backend.
+// Update implements backend.Backend.
 func (p phaseSyncGPU) Update(a *backend.UpdateArgs) error { return p.sync.Update(a) }
 
-// Cast implements optimizer.Backend.
+// Cast implements backend.Backend.
 func (p phaseSyncGPU) Cast(a *backend.CastArgs) error { return p.sync.Cast(a) }
 
-// UpdateShards implements optimizer.ShardUpdater.
+// UpdateShards implements backend.ShardUpdater.
 func (p phaseSyncGPU) UpdateShards(as []*backend.UpdateArgs) error { return p.sync.updateShards(as) }
 
-// CastShards implements optimizer.ShardUpdater.
+// CastShards implements backend.ShardUpdater.
 func (p phaseSyncGPU) CastShards(cs []*backend.CastArgs) error { return p.sync.castShards(cs) }
 
-// ScalesFromAmax implements optimizer.DeviceScaler; with On set it waits
+// ScalesFromAmax implements backend.DeviceScaler; with On set it waits
 // for the device (the amax all-reduce it was ordered after, and the scales).
-func (p phaseSyncGPU) ScalesFromAmax(scale, scaleInv, amax, ctl collective.Buffer, n int, r fp8.Recipe) error {
+func (p phaseSyncGPU) ScalesFromAmax(scale, scaleInv, amax, ctl buffer.Buffer, n int, r fp8.Recipe) error {
 	if err := p.Backend.ScalesFromAmax(scale, scaleInv, amax, ctl, n, r); err != nil || !p.sync.On {
 		return err
 	}
@@ -143,30 +146,30 @@ func (p phaseSyncGPU) ScalesFromAmax(scale, scaleInv, amax, ctl collective.Buffe
 // phaseSyncCPU is phaseSync over the CPU backend, for the same reason
 // (the CPU backend is a GradAccumulator).
 type phaseSyncCPU struct {
-	*optimizer.CPU
+	*cpu.Backend
 	sync *phaseSync
 }
 
-// Update implements optimizer.Backend.
+// Update implements backend.Backend.
 func (p phaseSyncCPU) Update(a *backend.UpdateArgs) error { return p.sync.Update(a) }
 
-// Cast implements optimizer.Backend.
+// Cast implements backend.Backend.
 func (p phaseSyncCPU) Cast(a *backend.CastArgs) error { return p.sync.Cast(a) }
 
-// UpdateShards implements optimizer.ShardUpdater.
+// UpdateShards implements backend.ShardUpdater.
 func (p phaseSyncCPU) UpdateShards(as []*backend.UpdateArgs) error { return p.sync.updateShards(as) }
 
-// CastShards implements optimizer.ShardUpdater.
+// CastShards implements backend.ShardUpdater.
 func (p phaseSyncCPU) CastShards(cs []*backend.CastArgs) error { return p.sync.castShards(cs) }
 
 // timedBackend returns the backend the optimizer gets: s behind the wrapper
 // that keeps its backend's optional interfaces.
-func timedBackend(s *phaseSync) optimizer.Backend {
+func timedBackend(s *phaseSync) backend.Backend {
 	switch b := s.Backend.(type) {
 	case *gpu.Backend:
 		return phaseSyncGPU{Backend: b, sync: s}
-	case *optimizer.CPU:
-		return phaseSyncCPU{CPU: b, sync: s}
+	case *cpu.Backend:
+		return phaseSyncCPU{Backend: b, sync: s}
 	}
 	return s
 }

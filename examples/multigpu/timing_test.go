@@ -5,7 +5,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/optimizer/backend"
 	"github.com/distopt/distopt/optimizer/gpu"
 )
@@ -17,22 +18,22 @@ import (
 // fallbacks: statistics bucket by bucket, scales read back by the host).
 func TestTimedBackendKeepsInterfaces(t *testing.T) {
 	optional := []reflect.Type{
-		reflect.TypeFor[optimizer.AsyncReader](),
-		reflect.TypeFor[optimizer.DeviceScaler](),
-		reflect.TypeFor[optimizer.DelayedScaler](),
-		reflect.TypeFor[optimizer.GradAccumulator](),
-		reflect.TypeFor[optimizer.GradStatsPlanner](),
-		reflect.TypeFor[optimizer.OnDevice](),
-		reflect.TypeFor[optimizer.DeviceOrderer](),
-		reflect.TypeFor[optimizer.ShardUpdater](),
+		reflect.TypeFor[backend.AsyncReader](),
+		reflect.TypeFor[backend.DeviceScaler](),
+		reflect.TypeFor[backend.DelayedScaler](),
+		reflect.TypeFor[backend.GradAccumulator](),
+		reflect.TypeFor[backend.GradStatsPlanner](),
+		reflect.TypeFor[backend.OnDevice](),
+		reflect.TypeFor[backend.DeviceOrderer](),
+		reflect.TypeFor[backend.ShardUpdater](),
 	}
 	for _, tc := range []struct {
 		name string
-		be   optimizer.Backend
+		be   backend.Backend
 		min  int // optional interfaces the backend implements at least
 	}{
 		{"gpu", &gpu.Backend{}, 7}, // never used: only its method set matters
-		{"cpu", optimizer.NewCPU(1), 2},
+		{"cpu", cpu.New(1), 2},
 	} {
 		wrapped := timedBackend(&phaseSync{Backend: tc.be})
 		if _, plain := wrapped.(*phaseSync); plain {
@@ -56,7 +57,7 @@ func TestTimedBackendKeepsInterfaces(t *testing.T) {
 
 // countingBackend counts the Update and Cast calls that reach it.
 type countingBackend struct {
-	optimizer.Backend
+	backend.Backend
 	updates, casts, syncs int
 }
 
@@ -76,7 +77,7 @@ func TestTimedBackendRoutes(t *testing.T) {
 	for _, name := range []string{"gpu", "cpu"} {
 		c := &countingBackend{}
 		s := &phaseSync{Backend: c, On: true, Updates: 2}
-		var be optimizer.Backend = phaseSyncCPU{sync: s}
+		var be backend.Backend = phaseSyncCPU{sync: s}
 		if name == "gpu" {
 			be = phaseSyncGPU{sync: s}
 		}
@@ -94,7 +95,7 @@ func TestTimedBackendRoutes(t *testing.T) {
 		}
 		// the same through the ShardUpdater methods: one call per phase,
 		// a wait after each, and the update phase complete after one call
-		su := be.(optimizer.ShardUpdater)
+		su := be.(backend.ShardUpdater)
 		s.updates = 0
 		if err := errors.Join(su.UpdateShards(make([]*backend.UpdateArgs, 2)), su.CastShards(make([]*backend.CastArgs, 3))); err != nil {
 			t.Fatal(err)
@@ -104,7 +105,7 @@ func TestTimedBackendRoutes(t *testing.T) {
 				name, c.updates, c.casts, c.syncs, s.updates)
 		}
 	}
-	if err := (&phaseSync{Backend: optimizer.Backend(nil)}).updateShards(nil); err == nil {
+	if err := (&phaseSync{Backend: backend.Backend(nil)}).updateShards(nil); err == nil {
 		t.Error("updateShards over a backend that is no ShardUpdater: no error")
 	}
 }

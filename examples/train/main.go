@@ -65,6 +65,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/collective/grpccomm"
@@ -399,11 +403,11 @@ type runOptions struct {
 // over all ranks, and rank 0 prints the progress to out, starting with a
 // banner that names the communicator (via) and the backend.
 func rank(out io.Writer, via string, comm collective.Communicator, steps, bs int, teacher, init weights, cfg optimizer.Config, dl runOptions) ([]float64, optimizer.MemoryReport, error) {
-	return rankOn(out, via, comm, optimizer.NewCPU(1), steps, bs, teacher, init, cfg, dl)
+	return rankOn(out, via, comm, cpu.New(1), steps, bs, teacher, init, cfg, dl)
 }
 
 // rankOn is rank on backend be, whose memory is that of comm.
-func rankOn(out io.Writer, via string, comm collective.Communicator, be optimizer.Backend, steps, bs int, teacher, init weights, cfg optimizer.Config, dl runOptions) ([]float64, optimizer.MemoryReport, error) {
+func rankOn(out io.Writer, via string, comm collective.Communicator, be backend.Backend, steps, bs int, teacher, init weights, cfg optimizer.Config, dl runOptions) ([]float64, optimizer.MemoryReport, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), dl.setup)
 	defer cancel()
 	r := comm.Rank()
@@ -564,14 +568,14 @@ func processRank(out io.Writer, steps, bs int, teacher, init weights, cfg optimi
 // connect makes this rank's backend and communicator: the CPU backend and
 // gRPC, or (-backend gpu) the CUDA backend on GPU LOCAL_RANK and NCCL
 // ordered after the backend's stream. transport names the communicator.
-func connect(ctx context.Context, store *rendezvous.Store, rc rendezvous.Config) (collective.Communicator, optimizer.Backend, string, error) {
+func connect(ctx context.Context, store *rendezvous.Store, rc rendezvous.Config) (collective.Communicator, backend.Backend, string, error) {
 	switch *backendName {
 	case "cpu":
 		comm, err := grpccomm.New(ctx, store, grpccomm.Config{})
 		if err != nil {
 			return nil, nil, "", err
 		}
-		return comm, optimizer.NewCPU(1), "gRPC communicator over TCP", nil
+		return comm, cpu.New(1), "gRPC communicator over TCP", nil
 	case "gpu":
 		gb, err := gpu.New(rc.LocalRank)
 		if err != nil {

@@ -183,6 +183,12 @@ func (c *Chart) Save(path string) error {
 // SavePlot draws any gonum plot into path, PNG (at 120 dpi) or SVG by its
 // extension, w x h (0: 10 x 6 inches).
 func SavePlot(p *plot.Plot, path string, w, h vg.Length) error {
+	return SaveCanvas(path, w, h, func(c draw.Canvas) { p.Draw(c) })
+}
+
+// SaveCanvas writes what paint draws on a canvas of w x h (0: 10 x 6
+// inches) to path, as PNG or SVG by its extension.
+func SaveCanvas(path string, w, h vg.Length, paint func(draw.Canvas)) error {
 	if w == 0 || h == 0 {
 		w, h = 10*vg.Inch, 6*vg.Inch
 	}
@@ -195,7 +201,7 @@ func SavePlot(p *plot.Plot, path string, w, h vg.Length) error {
 	default:
 		return fmt.Errorf("%w: %s: want a .png or .svg file", ErrChart, path)
 	}
-	p.Draw(draw.New(canvas))
+	paint(draw.New(canvas))
 	return writeFile(path, canvas)
 }
 

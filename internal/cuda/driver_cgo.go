@@ -232,8 +232,8 @@ static CUresult cu_event_elapsed(float *ms, uintptr_t start, uintptr_t end) {
 	return CU(cuEventElapsedTime, float *, void *, void *)(ms, (void *)start, (void *)end);
 }
 
-// cu_module_load JIT-compiles image (a NUL-terminated PTX text) with the two
-// JIT logs captured into the caller's buffers; their used lengths come back
+// cu_module_load loads image (a NUL-terminated PTX text, which the JIT
+// compiles, or a cubin) with the two JIT logs captured into the caller's buffers; their used lengths come back
 // through info_n and err_n.
 static CUresult cu_module_load(uintptr_t *m, const void *image, char *info, size_t *info_n,
                                char *err, size_t *err_n) {
@@ -520,10 +520,11 @@ func cuEventElapsedTime(start, end uintptr) (float32, Result) {
 // jitLogSize is the size of each JIT log buffer.
 const jitLogSize = 16 << 10
 
-// cuModuleLoadData JIT-compiles a PTX image and returns the module with the
-// JIT's info and error logs.
-func cuModuleLoadData(ptx []byte) (m uintptr, info, errLog string, r Result) {
-	image := C.CBytes(append(ptx[:len(ptx):len(ptx)], 0))
+// cuModuleLoadData loads a PTX or cubin image and returns the module with
+// the JIT's info and error logs. The NUL ending PTX text is harmless after
+// a cubin, whose header gives its size.
+func cuModuleLoadData(img []byte) (m uintptr, info, errLog string, r Result) {
+	image := C.CBytes(append(img[:len(img):len(img)], 0))
 	defer C.free(image)
 	infoBuf := (*C.char)(C.malloc(jitLogSize))
 	defer C.free(unsafe.Pointer(infoBuf))

@@ -90,3 +90,22 @@ func ExampleDevice_NewLane() {
 	lane.Do(func() error { return writer.WriteValue32(flag, 1) })
 	fmt.Println(<-done)
 }
+
+// A module shipped as PTX and machine code for sm_80 and sm_90: the cubin
+// LoadCode would load on each GPU (none: the driver JIT-compiles the PTX).
+func ExampleCode_CubinFor() {
+	c := cuda.Code{Name: "update_sm80", PTX: []byte("..."), Cubins: map[int][]byte{80: nil, 90: nil}}
+	for _, gpu := range []cuda.DeviceInfo{{Name: "A100", Major: 8}, {Name: "L40S", Major: 8, Minor: 9},
+		{Name: "H200", Major: 9}, {Name: "B200", Major: 10}} {
+		if arch, ok := c.CubinFor(gpu); ok {
+			fmt.Printf("%s: sm_%d cubin\n", gpu.Name, arch)
+		} else {
+			fmt.Printf("%s: PTX\n", gpu.Name)
+		}
+	}
+	// Output:
+	// A100: sm_80 cubin
+	// L40S: sm_80 cubin
+	// H200: sm_90 cubin
+	// B200: PTX
+}

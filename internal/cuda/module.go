@@ -7,16 +7,17 @@ type Module struct {
 	d       *Device
 	h       uintptr
 	infoLog string
+	image   Image
 }
 
-// LoadModule JIT-compiles PTX text for the device and loads it
-// (cuModuleLoadDataEx). On failure the *Error's Detail holds the JIT's error
-// log. The driver compiles PTX of any ISA version it knows, for the GPU it
-// drives.
-func (d *Device) LoadModule(ptx []byte) (*Module, error) {
-	m := &Module{d: d}
+// LoadModule loads PTX text, which the driver JIT-compiles for the device,
+// or a cubin built for the device's architecture (cuModuleLoadDataEx). On
+// failure the *Error's Detail holds the JIT's error log. The driver
+// compiles PTX of any ISA version it knows, for the GPU it drives.
+func (d *Device) LoadModule(image []byte) (*Module, error) {
+	m := &Module{d: d, image: ImageOf(image)}
 	err := d.Do(func() error {
-		h, info, errLog, r := cuModuleLoadData(ptx)
+		h, info, errLog, r := cuModuleLoadData(image)
 		if r != Success {
 			e := check("cuModuleLoadDataEx", r).(*Error)
 			e.Detail = strings.TrimSpace(errLog)
@@ -35,6 +36,9 @@ func (d *Device) LoadModule(ptx []byte) (*Module, error) {
 // InfoLog returns the JIT compiler's informational log of the load (such as
 // register counts), possibly empty.
 func (m *Module) InfoLog() string { return m.infoLog }
+
+// Image says whether the module was loaded from a cubin or from PTX.
+func (m *Module) Image() Image { return m.image }
 
 // Unload releases the module; its Functions become invalid. Unloading twice
 // panics.

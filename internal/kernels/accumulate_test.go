@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
 )
@@ -41,12 +42,12 @@ func TestAccumulateGrad(t *testing.T) {
 	}
 	for _, k := range sets {
 		for _, c := range []struct {
-			dt       collective.DType
+			dt       buffer.DType
 			src, dst []byte
 			offs     []int
 		}{
-			{collective.BFloat16, bfSrc, bfDst, []int{0, 2, 6}},
-			{collective.Float32, f32Src, f32Dst, []int{0, 4, 12}},
+			{buffer.BFloat16, bfSrc, bfDst, []int{0, 2, 6}},
+			{buffer.Float32, f32Src, f32Dst, []int{0, 4, 12}},
 		} {
 			for _, off := range c.offs {
 				t.Run(fmt.Sprintf("%v/%v/offset=%d", k.v, c.dt, off), func(t *testing.T) {
@@ -54,12 +55,12 @@ func TestAccumulateGrad(t *testing.T) {
 					src, dst := newGuarded(t, d, s, len(c.src), off), newGuarded(t, d, s, len(c.dst), off)
 					must(t, s.Upload(src.ptr(), c.src))
 					must(t, s.Upload(dst.ptr(), c.dst))
-					must(t, k.AccumulateGrad(s, dst.ptr(), src.ptr(), n, c.dt == collective.BFloat16))
+					must(t, k.AccumulateGrad(s, dst.ptr(), src.ptr(), n, c.dt == buffer.BFloat16))
 					got := dst.read(t, s)
 					want := make([]byte, len(c.dst))
 					collective.Reduce(want, [][]byte{c.src, c.dst}, c.dt, collective.Sum)
 					for i := range n {
-						if c.dt == collective.BFloat16 {
+						if c.dt == buffer.BFloat16 {
 							g, w := binary.LittleEndian.Uint16(got[2*i:]), binary.LittleEndian.Uint16(want[2*i:])
 							if g != w {
 								t.Fatalf("[%d] %#04x + %#04x: gpu %#04x, collective.Reduce %#04x", i,

@@ -1,6 +1,7 @@
 // Package kernels provides distopt's GPU kernels: CUDA C sources in this
-// directory, the PTX generated from them (ptx/, committed and embedded), and
-// typed Go launchers that queue them on a cuda.Stream.
+// directory, the PTX generated from them (ptx/) and its machine code
+// (cubin/), both committed and embedded, and typed Go launchers that queue
+// them on a cuda.Stream.
 //
 // # Layout
 //
@@ -9,7 +10,7 @@
 // bf16.go, fill.go, fp8.go and scales.go launch the kernels of the .cu file
 // of the same name; update.go launches those of the step (update.cu,
 // segcast.cu and gradstats.cu), over the segment tables packed by
-// segment.go. Each .cu file becomes one PTX module per Variant. To add
+// segment.go. Each .cu file becomes one module per Variant. To add
 // kernels: write them (extern "C" __global__) in a .cu file, run `go
 // generate ./internal/kernels`, and add launchers that call Set.function with the
 // kernel's name; TestEntries checks that every name a launcher uses exists
@@ -23,7 +24,23 @@
 // cvt.rn.f16x2.{e4m3,e5m2}x2. Load picks by the device's compute capability;
 // LoadVariant loads a given one (the compute_80 PTX also runs on 9.0
 // devices, which is how the tests check the software path against the
-// hardware). The driver JIT-compiles the PTX when a Set is loaded.
+// hardware).
+//
+// # Machine code
+//
+// gen.sh also compiles each variant's PTX with ptxas (-fmad=false, as the
+// PTX) for the architecture it targets: sm_80 for the compute_80 PTX,
+// sm_90 for compute_90. A Set loads those cubins on a device they run on
+// (8.x, 9.0) and starts in a fraction of a second; on other devices (and
+// for the sm80 variant on a 9.0 GPU) the driver JIT-compiles the PTX, which
+// takes about a minute on a fresh machine before its cache holds the
+// result. The modules the file ptxonly names (flash) have no cubin: the
+// driver's JIT made faster code for them than ptxas 11.8, and they cost a
+// fresh machine a few seconds. DISTOPT_CUDA_PTX=1 forces the PTX of every
+// module (cuda.EnvPTX); Set.Images says
+// what each module was loaded from. Only the kernels some launcher can
+// request are built (TestKernelsReachable): every one costs start-up time
+// and binary size.
 //
 // # Semantics
 //

@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/ptxgen"
 )
 
-//go:embed ptx/*.ptx
+// ptxFiles holds gen.sh's output: the PTX of every module and variant, and
+// the cubins of each variant for the architecture it targets.
+//
+//go:embed ptx/*.ptx cubin/*.cubin
 var ptxFiles embed.FS
 
 // ErrUnsupported is returned for a device older than compute capability 8.0.
@@ -86,20 +89,21 @@ func Modules() []string {
 
 // PTX returns the embedded PTX text of module in variant v.
 func PTX(module string, v Variant) ([]byte, error) {
-	b, err := ptxFiles.ReadFile(fmt.Sprintf("ptx/%s_%s.ptx", module, v))
+	b, err := fs.ReadFile(ptxFiles, fmt.Sprintf("ptx/%s_%s.ptx", module, v))
 	if err != nil {
 		return nil, fmt.Errorf("kernels: no PTX for module %q, variant %v: %w", module, v, err)
 	}
 	return b, nil
 }
 
-var entryRE = regexp.MustCompile(`(?m)^\.visible \.entry (\w+)\(`)
+// code returns the embedded PTX and cubins of module in variant v.
+func code(module string, v Variant) (cuda.Code, error) {
+	c, err := ptxgen.Load(ptxFiles, "ptx", "cubin", module, v.String())
+	if err != nil {
+		return cuda.Code{}, fmt.Errorf("kernels: %w", err)
+	}
+	return c, nil
+}
 
 // entries returns the kernel names that a PTX text defines.
-func entries(ptx []byte) []string {
-	var names []string
-	for _, m := range entryRE.FindAllSubmatch(ptx, -1) {
-		names = append(names, string(m[1]))
-	}
-	return names
-}
+func entries(ptx []byte) []string { return ptxgen.Entries(ptx) }

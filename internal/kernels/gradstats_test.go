@@ -94,26 +94,18 @@ func (r *gsRig) rerun(t testing.TB, xs []float32, bf bool, off int, init stats, 
 }
 
 // loadGradStats is loadAll with the gradstats module alone (the tests and
-// benchmarks of this file need no other; the driver compiles less PTX).
+// benchmarks of this file need no other: less to load).
 func loadGradStats(t testing.TB) (*cuda.Device, []*Set) {
 	t.Helper()
 	d := cudatest.Require(t)
 	var sets []*Set
 	for _, v := range Variants {
-		if !v.supports(d.Info()) {
+		if !v.supports(d.Info()) || !tested(v) {
 			continue
 		}
-		ptx, err := PTX("gradstats", v)
-		must(t, err)
-		m, err := d.LoadModule(ptx)
-		must(t, err)
-		k := &Set{d: d, v: v, sms: d.Info().Multiprocessors, fns: map[string]*cuda.Function{}, modules: []*cuda.Module{m}}
+		k := &Set{d: d, v: v, sms: d.Info().Multiprocessors, fns: map[string]*cuda.Function{}, images: map[string]cuda.Image{}}
 		t.Cleanup(func() { k.Close() })
-		for _, e := range entries(ptx) {
-			f, err := m.Function(e)
-			must(t, err)
-			k.fns[e] = f
-		}
+		must(t, k.loadModule("gradstats"))
 		sets = append(sets, k)
 	}
 	return d, sets

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -15,8 +17,14 @@ import (
 	"github.com/distopt/distopt/internal/cuda/cudatest"
 )
 
+// envTestVariants names the environment variable that restricts the
+// GPU tests to some variants (such as "sm90": the cubins of a 9.0 GPU,
+// without the JIT of the sm80 PTX, a minute or two on a fresh machine).
+const envTestVariants = "DISTOPT_TEST_VARIANTS"
+
 // loadAll opens GPU 0 (or skips, see cudatest) and loads every variant the
-// device supports, unloading them when the test ends.
+// device supports (those DISTOPT_TEST_VARIANTS lists, comma-separated,
+// when set), unloading them when the test ends.
 func loadAll(t testing.TB) (*cuda.Device, []*Set) {
 	t.Helper()
 	d := cudatest.Require(t)
@@ -24,6 +32,10 @@ func loadAll(t testing.TB) (*cuda.Device, []*Set) {
 	for _, v := range Variants {
 		if !v.supports(d.Info()) {
 			t.Logf("device %v cannot run variant %v", d.Info(), v)
+			continue
+		}
+		if !tested(v) {
+			t.Logf("variant %v left out (%s=%s)", v, envTestVariants, os.Getenv(envTestVariants))
 			continue
 		}
 		k, err := LoadVariant(d, v)
@@ -34,6 +46,12 @@ func loadAll(t testing.TB) (*cuda.Device, []*Set) {
 		sets = append(sets, k)
 	}
 	return d, sets
+}
+
+// tested reports whether DISTOPT_TEST_VARIANTS, when set, lists v.
+func tested(v Variant) bool {
+	only := os.Getenv(envTestVariants)
+	return only == "" || slices.Contains(strings.Split(only, ","), v.String())
 }
 
 func must(t testing.TB, err error) {

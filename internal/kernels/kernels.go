@@ -2,6 +2,11 @@ package kernels
 
 import (
 	"fmt"
+	"log/slog"
+	"maps"
+	"sort"
+	"strings"
+	"time"
 
 	"github.com/distopt/distopt/internal/cuda"
 )
@@ -13,6 +18,7 @@ type Set struct {
 	v       Variant
 	sms     int
 	modules []*cuda.Module
+	images  map[string]cuda.Image // by module
 	fns     map[string]*cuda.Function
 	pool    scratchPool
 }
@@ -26,36 +32,69 @@ func Load(d *cuda.Device) (*Set, error) {
 	return LoadVariant(d, v)
 }
 
-// LoadVariant loads every module on d in variant v. It fails with
-// ErrUnsupported when d cannot run v, and with the JIT's log when the driver
-// rejects the PTX.
+// LoadVariant loads every module on d in variant v, from the cubins for
+// d's architecture where they are shipped (sm_80 for 8.x, sm_90 for 9.0),
+// else from the PTX through the driver's JIT (newer GPUs; the sm80 variant
+// on a 9.0 GPU; DISTOPT_CUDA_PTX=1). Images says which. It fails with
+// ErrUnsupported when d cannot run v, and with the JIT's log when the
+// driver rejects the PTX.
 func LoadVariant(d *cuda.Device, v Variant) (*Set, error) {
 	if !v.supports(d.Info()) {
 		return nil, fmt.Errorf("%w: variant %v on sm_%d%d", ErrUnsupported, v, d.Info().Major, d.Info().Minor)
 	}
-	k := &Set{d: d, v: v, sms: d.Info().Multiprocessors, fns: map[string]*cuda.Function{}}
+	start := time.Now()
+	k := &Set{d: d, v: v, sms: d.Info().Multiprocessors, fns: map[string]*cuda.Function{}, images: map[string]cuda.Image{}}
 	for _, name := range Modules() {
-		ptx, err := PTX(name, v)
-		if err != nil {
+		if err := k.loadModule(name); err != nil {
 			k.Close()
 			return nil, err
 		}
-		m, err := d.LoadModule(ptx)
-		if err != nil {
-			k.Close()
-			return nil, fmt.Errorf("kernels: loading %s_%v: %w", name, v, err)
-		}
-		k.modules = append(k.modules, m)
-		for _, e := range entries(ptx) {
-			f, err := m.Function(e)
-			if err != nil {
-				k.Close()
-				return nil, fmt.Errorf("kernels: %s_%v: %w", name, v, err)
-			}
-			k.fns[e] = f
-		}
 	}
+	slog.Debug("kernels: loaded", "variant", v, "device", fmt.Sprintf("sm_%d%d", d.Info().Major, d.Info().Minor),
+		"code", k.imageSummary(), "modules", len(k.modules), "took", time.Since(start))
 	return k, nil
+}
+
+// loadModule loads module name in the set's variant and looks up its
+// kernels.
+func (k *Set) loadModule(name string) error {
+	c, err := code(name, k.v)
+	if err != nil {
+		return err
+	}
+	m, err := k.d.LoadCode(c)
+	if err != nil {
+		return fmt.Errorf("kernels: loading %s_%v: %w", name, k.v, err)
+	}
+	k.modules = append(k.modules, m)
+	k.images[name] = m.Image()
+	for _, e := range entries(c.PTX) {
+		f, err := m.Function(e)
+		if err != nil {
+			return fmt.Errorf("kernels: %s_%v: %w", name, k.v, err)
+		}
+		k.fns[e] = f
+	}
+	return nil
+}
+
+// Images returns what each module (by name) was loaded from: a cubin, or
+// PTX compiled by the driver's JIT.
+func (k *Set) Images() map[string]cuda.Image { return maps.Clone(k.images) }
+
+// imageSummary names each distinct image of the set's modules with the
+// number of modules loaded from it.
+func (k *Set) imageSummary() string {
+	count := map[cuda.Image]int{}
+	for _, im := range k.images {
+		count[im]++
+	}
+	var parts []string
+	for im, n := range count {
+		parts = append(parts, fmt.Sprintf("%v x%d", im, n))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
 }
 
 // Variant returns the variant loaded.

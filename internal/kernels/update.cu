@@ -594,11 +594,10 @@ UPDATE(update_sgd_mbf16_gf32_e4m3, RULE_SGD, u16, float, E4M3)
 UPDATE(update_sgd_mbf16_gf32_e5m2, RULE_SGD, u16, float, E5M2)
 UPDATE(update_sgd_mbf16_gbf16_e4m3, RULE_SGD, u16, u16, E4M3)
 UPDATE(update_sgd_mbf16_gbf16_e5m2, RULE_SGD, u16, u16, E5M2)
-// Moments of any storage (moments.cuh) and either gradient type.
+// Moments of any storage (moments.cuh) and either gradient type. (SGD has
+// none: its one moment in float32 or bfloat16 takes the kernels above.)
 UPDATE_Q(update_adamw_q_e4m3, RULE_ADAMW, E4M3, ANY)
 UPDATE_Q(update_adamw_q_e5m2, RULE_ADAMW, E5M2, ANY)
-UPDATE_Q(update_sgd_q_e4m3, RULE_SGD, E4M3, ANY)
-UPDATE_Q(update_sgd_q_e5m2, RULE_SGD, E5M2, ANY)
 UPDATE_Q(update_adamw_q_fp8_fp8_e4m3, RULE_ADAMW, E4M3, FP8_FP8)
 UPDATE_Q(update_adamw_q_fp8_fp8_e5m2, RULE_ADAMW, E5M2, FP8_FP8)
 UPDATE_Q(update_adamw_q_fp8_bf16_e4m3, RULE_ADAMW, E4M3, FP8_BF16)

@@ -22,12 +22,12 @@ const (
 // Hyper is optimizer.Hyper: the per-step scalars of the rules, fields in
 // the order of update.cu's struct Hyper (optimizer/gpu's tests check it).
 type Hyper struct {
-	GradScale, Beta1, Beta2, OneMinusBeta1, OneMinusBeta2, Eps, RBC2, Momentum float32
+	GradScale, Beta1, Beta2, OneMinusBeta1, OneMinusBeta2, Eps, SqrtVCorrection, Momentum float32
 }
 
 // Floats returns the fields of h in order, as the kernels take them.
 func (h *Hyper) Floats() [8]float32 {
-	return [8]float32{h.GradScale, h.Beta1, h.Beta2, h.OneMinusBeta1, h.OneMinusBeta2, h.Eps, h.RBC2, h.Momentum}
+	return [8]float32{h.GradScale, h.Beta1, h.Beta2, h.OneMinusBeta1, h.OneMinusBeta2, h.Eps, h.SqrtVCorrection, h.Momentum}
 }
 
 // UpdateLaunch is one fused update (see update.cu): the rule over every
@@ -120,7 +120,8 @@ func (a *UpdateLaunch) fixedMoments() string {
 
 // updateKernel returns the name of the kernel of a launch: the _tiles
 // variant when the table has ModeTile segments (only it handles them; the
-// others are built without that code).
+// others are built without that code). A PerMoment SGD launch whose
+// momentum is not FP8 takes the kernel of that one moment type.
 func (a *UpdateLaunch) updateKernel() string {
 	suffix := ""
 	if a.Table.Tiles {
@@ -131,17 +132,23 @@ func (a *UpdateLaunch) updateKernel() string {
 		return "update_none_" + formatName(a.Format) + suffix
 	case RuleAdamW, RuleSGD:
 		r := map[Rule]string{RuleAdamW: "adamw", RuleSGD: "sgd"}[a.Rule]
+		mbf16 := a.MomentBF16
 		if a.PerMoment {
-			return fmt.Sprintf("update_%s_q%s_%s%s", r, a.fixedMoments(), formatName(a.Format), suffix)
+			if a.Rule == RuleAdamW || a.MType == MomentFP8 {
+				return fmt.Sprintf("update_%s_q%s_%s%s", r, a.fixedMoments(), formatName(a.Format), suffix)
+			}
+			// SGD's one moment in float32 or bfloat16: the kernels of
+			// one moment type do the same (update.cu builds no other).
+			mbf16 = a.MType == MomentBF16
 		}
-		return fmt.Sprintf("update_%s_m%s_g%s_%s%s", r, typeName(a.MomentBF16), typeName(a.GradBF16), formatName(a.Format), suffix)
+		return fmt.Sprintf("update_%s_m%s_g%s_%s%s", r, typeName(mbf16), typeName(a.GradBF16), formatName(a.Format), suffix)
 	}
 	panic(fmt.Sprintf("kernels: update rule %d", a.Rule))
 }
 
 // Update queues the fused update a on s. It does nothing when the table
-// has no chunk. The arithmetic is optimizer.AdamWElem / SGDElem; the modes
-// follow optimizer.CPU's Update bit for bit (NaN payloads aside: the GPU
+// has no chunk. The arithmetic is backend.AdamWElem / SGDElem; the modes
+// follow cpu.Backend's Update bit for bit (NaN payloads aside: the GPU
 // returns its canonical NaN where the CPU may keep an input's payload).
 func (k *Set) Update(s *cuda.Stream, a *UpdateLaunch) error {
 	if a.Table.Chunks == 0 {

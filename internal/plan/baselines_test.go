@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/optimizer"
 )
 
@@ -41,13 +41,13 @@ func TestBaselineFormulas(t *testing.T) {
 				t.Fatalf("%s at d=%d: %g", b.Name, d, got)
 			}
 		}
-		for _, mt := range []collective.DType{collective.Float32, collective.BFloat16} {
-			rep, err := optimizer.PredictMemory(params, d, optimizer.Config{MomentType: mt})
+		for _, mt := range []buffer.DType{buffer.Float32, buffer.BFloat16} {
+			rep, err := optimizer.PredictMemory(params, d, optimizer.Config{FirstMomentType: optimizer.MomentOf(mt), SecondMomentType: optimizer.MomentOf(mt)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			name := "distopt FP8, FP32 moments"
-			if mt == collective.BFloat16 {
+			if mt == buffer.BFloat16 {
 				name = "distopt FP8, BF16 moments"
 			}
 			exact := rep.Total() - rep.Get(optimizer.BufScales)

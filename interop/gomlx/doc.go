@@ -60,13 +60,17 @@
 // distopt's gradient views (BF16 or FP32). Each direction is one pass over
 // the parameters, the conversion itself; nothing is staged in between.
 //
-// # What is not done: the GPU path
+// # On a GPU
 //
-// GoMLX's XLA backend needs a PJRT CUDA plugin, and its device buffers are
-// PJRT's, not distopt's (collective.DeviceBuffer). A GPU hand-over would
-// need the plugin, a way to read the raw device pointer of a PJRT buffer
-// and to order PJRT's stream with distopt's (or to copy device to device),
-// and a GoMLX forward pass that reads FP8 weights and their scale_inv
-// directly. None of that exists here; with a backend without shared
-// buffers the hand-over still works through GoMLX's own host copies.
+// GPUTrainer (Linux, cgo) runs the model on GoMLX's XLA backend through a
+// PJRT CUDA plugin (NewXLABackend) and the step on distopt's CUDA backend
+// (optimizer/gpu), on the same GPU. The graph (WeightGradExec) takes every
+// parameter's FP8 codes and scale_inv as inputs, decodes them exactly
+// (DecodeFP8: go-xla cannot emit FP8 element types, so the codes are
+// uint8 and a 256-entry table gives their values) and gives the model
+// the decoded values in place of the variables; its outputs are the
+// gradients in distopt's layout and gradient type. The inputs are PJRT
+// views of distopt's gathered buffers (no copy), the gradients go device
+// to device into the gradient views, and the host orders the two sides
+// with explicit waits. The variables keep only placeholder values.
 package gomlxinterop

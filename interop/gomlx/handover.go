@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
@@ -121,7 +122,7 @@ func (h *HandOver) MeanGrads(micro [][]*tensors.Tensor) error {
 			return err
 		}
 		n := v.Data.Len()
-		out, host := v.Data.(collective.HostBuffer)
+		out, host := v.Data.(buffer.HostBuffer)
 		if !host {
 			out = h.buffer(len(micro), n) // staged, then written to the device
 		}
@@ -161,7 +162,7 @@ func (h *HandOver) buffer(k, n int) []byte {
 
 // encode converts the gradient g of p into dst, elements of dt in p's
 // layout, reading g's memory in place where the backend shares it.
-func (h *HandOver) encode(dst []byte, dt collective.DType, p Param, g *tensors.Tensor) error {
+func (h *HandOver) encode(dst []byte, dt buffer.DType, p Param, g *tensors.Tensor) error {
 	dims := p.Var.Shape().Dimensions
 	if !slices.Equal(g.Shape().Dimensions, dims) || g.DType() != p.Var.DType() {
 		return fmt.Errorf("%w: gradient of %q is %s, the variable %s", ErrHandOver, p.Name, g.Shape(), p.Var.Shape())
@@ -178,13 +179,13 @@ func (h *HandOver) encode(dst []byte, dt collective.DType, p Param, g *tensors.T
 // as its cols x rows transpose: element (r, c) goes to c*rows+r. With one
 // row that is a plain conversion. It walks 32x32 tiles so that both sides
 // stay in cache.
-func encodeTransposed(dst []byte, dt collective.DType, src []float32, rows, cols int) {
+func encodeTransposed(dst []byte, dt buffer.DType, src []float32, rows, cols int) {
 	const tile = 32
 	for r0 := 0; r0 < rows; r0 += tile {
 		for c0 := 0; c0 < cols; c0 += tile {
 			for r := r0; r < min(r0+tile, rows); r++ {
 				row := src[r*cols : (r+1)*cols]
-				if dt == collective.Float32 {
+				if dt == buffer.Float32 {
 					for c := c0; c < min(c0+tile, cols); c++ {
 						binary.LittleEndian.PutUint32(dst[4*(c*rows+r):], math.Float32bits(row[c]))
 					}

@@ -7,7 +7,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
 	gomlxinterop "github.com/distopt/distopt/interop/gomlx"
@@ -117,7 +117,7 @@ func TestWeightsRoundTrip(t *testing.T) {
 					be := newBackend(t)
 					cfg := adamConfig()
 					cfg.Optimizer.Recipe = rc
-					cfg.Optimizer.HighPrecisionType = collective.Float32
+					cfg.Optimizer.HighPrecisionType = buffer.Float32
 					cfg.Rules.Layout = func(v *mlctx.Variable) gomlxinterop.Layout {
 						if v.Shape().Rank() < 2 {
 							return gomlxinterop.AsIs
@@ -165,9 +165,9 @@ func TestWeightsRoundTrip(t *testing.T) {
 // or exactly for FP32 gradients.
 func TestGradsRoundTrip(t *testing.T) {
 	for _, c := range []struct {
-		dt collective.DType
+		dt buffer.DType
 		tk int
-	}{{collective.BFloat16, 0}, {collective.Float32, 0}, {collective.BFloat16, 1}} {
+	}{{buffer.BFloat16, 0}, {buffer.Float32, 0}, {buffer.BFloat16, 1}} {
 		dt, tk := c.dt, tasks[c.tk]
 		t.Run(tk.name+"/"+dt.String(), func(t *testing.T) {
 			be := newBackend(t)
@@ -188,10 +188,10 @@ func TestGradsRoundTrip(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				raw := v.Data.(collective.HostBuffer)
+				raw := v.Data.(buffer.HostBuffer)
 				got := make([]float32, len(want))
 				for k := range got {
-					if dt == collective.Float32 {
+					if dt == buffer.Float32 {
 						got[k] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*k:]))
 					} else {
 						got[k] = fp8.Float32FromBF16(binary.LittleEndian.Uint16(raw[2*k:]))

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
@@ -185,12 +186,12 @@ func TestShardInvariance(t *testing.T) {
 	for _, c := range []struct {
 		task   toy.Task
 		recipe fp8.Recipe
-		grads  collective.DType
+		grads  buffer.DType
 		worlds []int
 	}{
-		{data, fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, collective.BFloat16, []int{2, 3}},
-		{data, fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block1x128}, collective.Float32, []int{2, 3}},
-		{toy.Tiny, fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block128x128}, collective.Float32, []int{3}},
+		{data, fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, buffer.BFloat16, []int{2, 3}},
+		{data, fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block1x128}, buffer.Float32, []int{2, 3}},
+		{toy.Tiny, fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block128x128}, buffer.Float32, []int{3}},
 	} {
 		for _, d := range c.worlds {
 			t.Run(fmt.Sprintf("%T/%v/%v grads/d=%d", c.task, c.recipe, c.grads, d), func(t *testing.T) {

@@ -4,12 +4,17 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
-	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/train"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/optimizer"
 )
 
 // Config configures a Trainer.
@@ -19,8 +24,8 @@ type Config struct {
 	Optimizer optimizer.Config
 	// Rules map the variables to parameters; nil fields take the defaults.
 	Rules Rules
-	// Backend runs the optimizer step. Default: optimizer.NewCPU(0).
-	Backend optimizer.Backend
+	// Backend runs the optimizer step. Default: cpu.New(0).
+	Backend backend.Backend
 }
 
 // Batch is one batch of inputs and labels.
@@ -67,7 +72,7 @@ func NewTrainer(ctx context.Context, comm collective.Communicator, backend backe
 	}
 	be := cfg.Backend
 	if be == nil {
-		be = optimizer.NewCPU(0)
+		be = cpu.New(0)
 	}
 	opt, err := optimizer.New(ctx, comm, be, OptimizerParams(params), Initial(params), cfg.Optimizer)
 	if err != nil {

@@ -16,7 +16,7 @@
 // # Memory
 //
 // FromDevicePtr wraps memory allocated through gorgonia (cu.MemAlloc) as a
-// collective.DeviceBuffer that distopt's backend and communicators accept.
+// buffer.DeviceBuffer that distopt's backend and communicators accept.
 // DevicePtr, GradPtr, ParamPtr and ScaleInvPtr give distopt's buffers and
 // the optimizer's views (optimizer.GradView, optimizer.ParamView) back as
 // cu.DevicePtr; a host buffer (the CPU backend's) is ErrHostMemory. The

@@ -9,7 +9,7 @@ var (
 	// backend's): it has no device address.
 	ErrHostMemory = errors.New("cuinterop: buffer is in host memory, not on a GPU")
 	// ErrBufferType is returned for a device buffer of a type other than
-	// collective.DeviceBuffer.
+	// buffer.DeviceBuffer.
 	ErrBufferType = errors.New("cuinterop: unsupported buffer type")
 	// ErrNoScale is returned by ScaleInvPtr for a high-precision parameter,
 	// which has no scale_inv.

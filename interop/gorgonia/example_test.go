@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective/single"
 	cuinterop "github.com/distopt/distopt/interop/gorgonia"
 	"github.com/distopt/distopt/optimizer"
@@ -28,7 +28,7 @@ func Example() {
 	}
 	defer b.Close()
 	// A one-rank communicator on device memory, copying with gorgonia.
-	copier := func(dst, src collective.Buffer) error {
+	copier := func(dst, src buffer.Buffer) error {
 		d, _ := cuinterop.DevicePtr(dst)
 		s, _ := cuinterop.DevicePtr(src)
 		return cuinterop.Do(b, func() error {
@@ -36,7 +36,7 @@ func Example() {
 		})
 	}
 	params := []optimizer.Param{{Name: "w", Shape: []int{64, 64}}}
-	o, err := optimizer.New(ctx, single.New(collective.Device, copier), b, params, optimizer.FromMap(map[string][]float32{"w": make([]float32, 64*64)}), optimizer.Config{})
+	o, err := optimizer.New(ctx, single.New(buffer.Device, copier), b, params, optimizer.FromMap(map[string][]float32{"w": make([]float32, 64*64)}), optimizer.Config{})
 	if err != nil {
 		fmt.Println(err)
 		return

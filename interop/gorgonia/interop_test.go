@@ -13,14 +13,17 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
+	"gorgonia.org/cu"
+
 	"github.com/distopt/distopt/collective/single"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
 	cuinterop "github.com/distopt/distopt/interop/gorgonia"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/gpu"
-	"gorgonia.org/cu"
 )
 
 // gorgonia.org/cu's package init exits the process on a host without a GPU,
@@ -42,22 +45,22 @@ func open(t *testing.T) *gpu.Backend {
 // otherBuffer is a device buffer type that the package does not know.
 type otherBuffer struct{}
 
-func (otherBuffer) Len() int                         { return 1 }
-func (otherBuffer) Memory() collective.MemoryKind    { return collective.Device }
-func (otherBuffer) Slice(int, int) collective.Buffer { return otherBuffer{} }
+func (otherBuffer) Len() int                     { return 1 }
+func (otherBuffer) Memory() buffer.MemoryKind    { return buffer.Device }
+func (otherBuffer) Slice(int, int) buffer.Buffer { return otherBuffer{} }
 
 func TestBuffers(t *testing.T) {
 	for _, c := range []struct {
 		name    string
-		b       collective.Buffer
+		b       buffer.Buffer
 		ptr     cu.DevicePtr
 		dev     cu.Device
 		wantErr error
 	}{
 		{"wrapped", cuinterop.FromDevicePtr(0x7f0012345600, 4096, 3), 0x7f0012345600, 3, nil},
 		{"slice", cuinterop.FromDevicePtr(0x7f0012345600, 4096, 1).Slice(100, 200), 0x7f0012345600 + 100, 1, nil},
-		{"empty", collective.DeviceBuffer{Device: 2}, 0, 2, nil},
-		{"host", collective.HostBuffer(make([]byte, 8)), 0, 0, cuinterop.ErrHostMemory},
+		{"empty", buffer.DeviceBuffer{Device: 2}, 0, 2, nil},
+		{"host", buffer.HostBuffer(make([]byte, 8)), 0, 0, cuinterop.ErrHostMemory},
 		{"nil", nil, 0, 0, cuinterop.ErrBufferType},
 		{"foreign", otherBuffer{}, 0, 0, cuinterop.ErrBufferType},
 	} {
@@ -72,7 +75,7 @@ func TestBuffers(t *testing.T) {
 			}
 		})
 	}
-	if got := cuinterop.FromDevicePtr(0x1000, 12, 5); got != (collective.DeviceBuffer{Ptr: 0x1000, Size: 12, Device: 5}) {
+	if got := cuinterop.FromDevicePtr(0x1000, 12, 5); got != (buffer.DeviceBuffer{Ptr: 0x1000, Size: 12, Device: 5}) {
 		t.Errorf("FromDevicePtr = %+v", got)
 	}
 	defer func() {
@@ -84,14 +87,14 @@ func TestBuffers(t *testing.T) {
 }
 
 func TestViews(t *testing.T) {
-	hp := optimizer.ParamView{Name: "b", HighPrecision: true, Data: collective.DeviceBuffer{Ptr: 0x2000, Size: 40}}
+	hp := optimizer.ParamView{Name: "b", HighPrecision: true, Data: buffer.DeviceBuffer{Ptr: 0x2000, Size: 40}}
 	if _, _, err := cuinterop.ScaleInvPtr(hp); !errors.Is(err, cuinterop.ErrNoScale) {
 		t.Errorf("ScaleInvPtr of a high-precision view: %v, want ErrNoScale", err)
 	}
 	if p, n, err := cuinterop.ParamPtr(hp); err != nil || p != 0x2000 || n != 40 {
 		t.Errorf("ParamPtr = %v, %d, %v", p, n, err)
 	}
-	host := optimizer.GradView{Name: "w", Data: collective.HostBuffer(make([]byte, 6))}
+	host := optimizer.GradView{Name: "w", Data: buffer.HostBuffer(make([]byte, 6))}
 	if _, _, err := cuinterop.GradPtr(host); !errors.Is(err, cuinterop.ErrHostMemory) {
 		t.Errorf("GradPtr of a host view: %v, want ErrHostMemory", err)
 	}
@@ -205,10 +208,10 @@ func numel(shape []int) int {
 }
 
 // encode returns g as the bytes of a gradient of type dt.
-func encode(g []float32, dt collective.DType) []byte {
+func encode(g []float32, dt buffer.DType) []byte {
 	out := make([]byte, len(g)*dt.Size())
 	for i, x := range g {
-		if dt == collective.Float32 {
+		if dt == buffer.Float32 {
 			binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(x))
 		} else {
 			binary.LittleEndian.PutUint16(out[2*i:], fp8.BF16FromFloat32(x))
@@ -226,7 +229,7 @@ func encode(g []float32, dt collective.DType) []byte {
 func TestStep(t *testing.T) {
 	b := open(t)
 	bstream := cuinterop.ToStream(b.Stream().Handle())
-	copier := func(dst, src collective.Buffer) error {
+	copier := func(dst, src buffer.Buffer) error {
 		dp, err := cuinterop.DevicePtr(dst)
 		if err != nil {
 			return err
@@ -249,7 +252,7 @@ func TestStep(t *testing.T) {
 		cfg  optimizer.Config
 	}{
 		{"e4m3 current, bf16 grads", optimizer.Config{}},
-		{"e5m2 mxfp8, fp32 grads", optimizer.Config{Recipe: fp8.Recipe{Format: fp8.E5M2, Scaling: fp8.MXFP8}, GradType: collective.Float32}},
+		{"e5m2 mxfp8, fp32 grads", optimizer.Config{Recipe: fp8.Recipe{Format: fp8.E5M2, Scaling: fp8.MXFP8}, GradType: buffer.Float32}},
 		{"e4m3 1x128 blocks", optimizer.Config{Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block1x128}}},
 		{"e4m3 delayed", optimizer.Config{Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorDelayed, HistoryLen: 4}}},
 	} {
@@ -265,12 +268,12 @@ func TestStep(t *testing.T) {
 				}
 				init[p.Name] = v
 			}
-			o, err := optimizer.New(ctx, single.New(collective.Device, copier), b, params, optimizer.FromMap(init), c.cfg)
+			o, err := optimizer.New(ctx, single.New(buffer.Device, copier), b, params, optimizer.FromMap(init), c.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer o.Close()
-			ref, err := optimizer.New(ctx, single.New(collective.Host, nil), optimizer.NewCPU(1), params, optimizer.FromMap(init), c.cfg)
+			ref, err := optimizer.New(ctx, single.New(buffer.Host, nil), cpu.New(1), params, optimizer.FromMap(init), c.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -446,7 +449,7 @@ func compareParam(t *testing.T, b *gpu.Backend, o, ref *optimizer.Optimizer, p o
 	}
 	wantScales := want.ScaleE8M0
 	if view.Recipe.Scaling != fp8.MXFP8 {
-		wantScales = encode(want.ScaleInv, collective.Float32)
+		wantScales = encode(want.ScaleInv, buffer.Float32)
 	}
 	if !bytes.Equal(scales, wantScales) {
 		t.Errorf("step %d, %s: scale_inv read through cu.DevicePtr differs from the CPU backend's", step, p.Name)

@@ -5,7 +5,7 @@ package cuinterop
 import (
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/optimizer"
 	"gorgonia.org/cu"
 )
@@ -16,36 +16,36 @@ import (
 // accept. Device is int(dev), the ordinal. The caller keeps ownership: the
 // memory must outlive every use by distopt and is never freed by it. A
 // negative size panics.
-func FromDevicePtr(p cu.DevicePtr, bytes int, dev cu.Device) collective.DeviceBuffer {
+func FromDevicePtr(p cu.DevicePtr, bytes int, dev cu.Device) buffer.DeviceBuffer {
 	if bytes < 0 {
 		panic(fmt.Sprintf("cuinterop: FromDevicePtr of %d bytes", bytes))
 	}
-	return collective.DeviceBuffer{Ptr: uintptr(p), Size: bytes, Device: int(dev)}
+	return buffer.DeviceBuffer{Ptr: uintptr(p), Size: bytes, Device: int(dev)}
 }
 
-// DevicePtr returns the device address of b, a collective.DeviceBuffer (as
+// DevicePtr returns the device address of b, a buffer.DeviceBuffer (as
 // the GPU backend hands out); an empty buffer may have address 0. A buffer
 // in host memory gives ErrHostMemory, a nil b or any other type
 // ErrBufferType.
-func DevicePtr(b collective.Buffer) (cu.DevicePtr, error) {
+func DevicePtr(b buffer.Buffer) (cu.DevicePtr, error) {
 	d, err := deviceBuffer(b)
 	return cu.DevicePtr(d.Ptr), err
 }
 
 // Device returns the GPU that b lives on, with DevicePtr's errors.
-func Device(b collective.Buffer) (cu.Device, error) {
+func Device(b buffer.Buffer) (cu.Device, error) {
 	d, err := deviceBuffer(b)
 	return cu.Device(d.Device), err
 }
 
-func deviceBuffer(b collective.Buffer) (collective.DeviceBuffer, error) {
-	if d, ok := b.(collective.DeviceBuffer); ok {
+func deviceBuffer(b buffer.Buffer) (buffer.DeviceBuffer, error) {
+	if d, ok := b.(buffer.DeviceBuffer); ok {
 		return d, nil
 	}
-	if b != nil && b.Memory() == collective.Host {
-		return collective.DeviceBuffer{}, fmt.Errorf("%w (%T)", ErrHostMemory, b)
+	if b != nil && b.Memory() == buffer.Host {
+		return buffer.DeviceBuffer{}, fmt.Errorf("%w (%T)", ErrHostMemory, b)
 	}
-	return collective.DeviceBuffer{}, fmt.Errorf("%w: %T", ErrBufferType, b)
+	return buffer.DeviceBuffer{}, fmt.Errorf("%w: %T", ErrBufferType, b)
 }
 
 // GradPtr returns the device address and size in bytes of a gradient view:
@@ -74,7 +74,7 @@ func ScaleInvPtr(v optimizer.ParamView) (p cu.DevicePtr, bytes int64, err error)
 	return viewPtr(v.ScaleInv, v.Name)
 }
 
-func viewPtr(b collective.Buffer, name string) (cu.DevicePtr, int64, error) {
+func viewPtr(b buffer.Buffer, name string) (cu.DevicePtr, int64, error) {
 	p, err := DevicePtr(b)
 	if err != nil {
 		return 0, 0, fmt.Errorf("cuinterop: view of %q: %w", name, err)

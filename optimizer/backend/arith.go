@@ -31,7 +31,7 @@ func AdamWElem(p, m, v, grad float32, h *Hyper, stepSize, shrink float32) (float
 	p = float32(p * shrink)
 	m = float32(float32(h.Beta1*m) + float32(h.OneMinusBeta1*g))
 	v = float32(float32(h.Beta2*v) + float32(h.OneMinusBeta2*float32(g*g)))
-	d := float32(float32(sqrt32(v)*h.RBC2) + h.Eps)
+	d := float32(float32(sqrt32(v)*h.SqrtVCorrection) + h.Eps)
 	p = float32(p - float32(stepSize*float32(m/d)))
 	return p, m, v
 }

@@ -1,7 +1,7 @@
 package backend
 
 import (
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 )
 
@@ -12,7 +12,7 @@ type Hyper struct {
 	Beta1, Beta2                 float32
 	OneMinusBeta1, OneMinusBeta2 float32
 	Eps                          float32
-	RBC2                         float32 // 1/sqrt(1 - beta2^t)
+	SqrtVCorrection              float32 // 1/sqrt(1 - beta2^t): the bias correction of sqrt(v)
 	Momentum                     float32 // SGD
 }
 
@@ -71,11 +71,11 @@ type UpdateArgs struct {
 	// the update takes its GradScale instead of Hyper.GradScale, and
 	// writes nothing (masters, moments, outputs, amaxes) when its Skip is
 	// set.
-	Control    collective.Buffer
-	N          int               // elements in the shard
-	Master     collective.Buffer // float32 x N
-	M, V       collective.Buffer // moments (V unused for SGD; both unused for RuleNone)
-	MomentType collective.DType  // Float32 or BFloat16
+	Control    buffer.Buffer
+	N          int           // elements in the shard
+	Master     buffer.Buffer // float32 x N
+	M, V       buffer.Buffer // moments (V unused for SGD; both unused for RuleNone)
+	MomentType buffer.DType  // Float32 or BFloat16
 	// MType and VType, when set, are the storage of M and V one by one
 	// (MomentDefault: MomentType). An FP8 moment holds N bytes of E4M3
 	// codes, with the float32 scale_inv of each block of MomentBlock
@@ -91,21 +91,21 @@ type UpdateArgs struct {
 	// two neighbours, 2j and 2j+1, from one hash (DitherBits).
 	MomentSeed       uint32
 	MomentBase       int
-	MScales, VScales collective.Buffer
-	Grad             collective.Buffer // the reduced gradient shard, GradType x N
-	GradType         collective.DType  // Float32 or BFloat16
+	MScales, VScales buffer.Buffer
+	Grad             buffer.Buffer // the reduced gradient shard, GradType x N
+	GradType         buffer.DType  // Float32 or BFloat16
 	Segments         []Segment
 
 	// FP8 outputs (FP8 buckets).
 	Recipe      fp8.Recipe
-	FP8         collective.Buffer // byte x N: this rank's slice of the FP8 bucket
-	BlockScales collective.Buffer // ModeBlock: float32 or byte per block of the shard
-	Amax        collective.Buffer // uint32 amax keys (AbsBits), one per slot
-	Scale       collective.Buffer // float32 scales, one per slot (ModeTensorDelayed)
+	FP8         buffer.Buffer // byte x N: this rank's slice of the FP8 bucket
+	BlockScales buffer.Buffer // ModeBlock: float32 or byte per block of the shard
+	Amax        buffer.Buffer // uint32 amax keys (AbsBits), one per slot
+	Scale       buffer.Buffer // float32 scales, one per slot (ModeTensorDelayed)
 
 	// High-precision outputs (high-precision buckets).
-	HP     collective.Buffer // HPType x N: this rank's slice of the bucket
-	HPType collective.DType  // BFloat16 or Float32
+	HP     buffer.Buffer // HPType x N: this rank's slice of the bucket
+	HPType buffer.DType  // BFloat16 or Float32
 }
 
 // CastArgs casts the segments of modes ModeTensorCurrent and ModeTile:
@@ -113,12 +113,12 @@ type UpdateArgs struct {
 // left alone.
 type CastArgs struct {
 	N        int
-	Master   collective.Buffer
+	Master   buffer.Buffer
 	Segments []Segment
 	Format   fp8.Format
-	FP8      collective.Buffer
-	Scale    collective.Buffer // float32 per slot
+	FP8      buffer.Buffer
+	Scale    buffer.Buffer // float32 per slot
 	// Control, when set, is the step control block: nothing is written
 	// when its Skip is set.
-	Control collective.Buffer
+	Control buffer.Buffer
 }

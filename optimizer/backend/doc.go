@@ -1,8 +1,8 @@
 // Package backend is the contract between the optimizer and its backends,
-// for those who write a backend (the CPU reference, optimizer.NewCPU; the
+// for those who write a backend (the CPU reference, cpu.New; the
 // CUDA backend, optimizer/gpu). Users of the optimizer need none of it.
 //
-// An optimizer.Backend queues two kinds of work per bucket shard: Update
+// An Backend queues two kinds of work per bucket shard: Update
 // (UpdateArgs: the update rule over a segment table, fused with what each
 // segment's Mode does with the new master) and Cast (CastArgs). A segment
 // table is valid when CheckSegments says so. The arithmetic every backend

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 )
 
@@ -59,11 +59,11 @@ func ParseMomentDType(s string) (MomentDType, error) {
 
 // MomentOf returns the MomentDType of a float32 or bfloat16 DType, and
 // MomentDefault for any other.
-func MomentOf(dt collective.DType) MomentDType {
+func MomentOf(dt buffer.DType) MomentDType {
 	switch dt {
-	case collective.Float32:
+	case buffer.Float32:
 		return MomentFloat32
-	case collective.BFloat16:
+	case buffer.BFloat16:
 		return MomentBFloat16
 	}
 	return MomentDefault

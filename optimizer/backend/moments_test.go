@@ -1,10 +1,11 @@
 package backend
 
 import (
-	"github.com/distopt/distopt/fp8"
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/distopt/distopt/fp8"
 )
 
 // quantBound reports whether the decoded value got (of stored value y, the

@@ -57,13 +57,13 @@ var rules = [...]ruleDef{
 		moments: []string{"m", "v"},
 		hyper: func(p Params, step int, gs float64) Hyper {
 			return Hyper{
-				GradScale:     float32(gs),
-				Beta1:         float32(p.Beta1),
-				Beta2:         float32(p.Beta2),
-				OneMinusBeta1: float32(1 - p.Beta1),
-				OneMinusBeta2: float32(1 - p.Beta2),
-				Eps:           float32(p.Eps),
-				RBC2:          float32(1 / math.Sqrt(1-math.Pow(p.Beta2, float64(step)))),
+				GradScale:       float32(gs),
+				Beta1:           float32(p.Beta1),
+				Beta2:           float32(p.Beta2),
+				OneMinusBeta1:   float32(1 - p.Beta1),
+				OneMinusBeta2:   float32(1 - p.Beta2),
+				Eps:             float32(p.Eps),
+				SqrtVCorrection: float32(1 / math.Sqrt(1-math.Pow(p.Beta2, float64(step)))),
 			}
 		},
 		factors: func(s *Segment, p Params, step int, lr, wd float64) {

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
@@ -70,7 +70,7 @@ func randomStats(r *rand.Rand) [backend.StatsLen]int64 {
 // backends, from random blocks, and compares the blocks byte for byte
 // after each step (norm, clip coefficient, gradient scale, skip, loss
 // scaler, step count).
-func Control(t *testing.T, be optimizer.Backend) {
+func Control(t *testing.T, be backend.Backend) {
 	for run := range 40 {
 		t.Run(fmt.Sprint(run), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(run), 17))
@@ -103,14 +103,14 @@ func Control(t *testing.T, be optimizer.Backend) {
 // Controlled checks the update, the cast, and a DeviceScaler's scales with
 // a control block: with it the update takes the block's gradient scale,
 // and a skipped step leaves every buffer as it was.
-func Controlled(t *testing.T, be optimizer.Backend) {
+func Controlled(t *testing.T, be backend.Backend) {
 	rules := []struct {
 		r      optimizer.Rule
-		mt, gt collective.DType
+		mt, gt buffer.DType
 	}{
-		{optimizer.RuleAdamW, collective.Float32, collective.BFloat16},
-		{optimizer.RuleAdamW, collective.BFloat16, collective.Float32},
-		{optimizer.RuleSGD, collective.Float32, collective.Float32},
+		{optimizer.RuleAdamW, buffer.Float32, buffer.BFloat16},
+		{optimizer.RuleAdamW, buffer.BFloat16, buffer.Float32},
+		{optimizer.RuleSGD, buffer.Float32, buffer.Float32},
 	}
 	for ci, rc := range recipeCases() {
 		for ri, ru := range rules {
@@ -124,10 +124,10 @@ func Controlled(t *testing.T, be optimizer.Backend) {
 	}
 	for _, c := range []controlCase{takeControl, skipControl} {
 		t.Run(fmt.Sprintf("cast/control=%d", c), func(t *testing.T) { castControlled(t, be, c) })
-		if _, ok := be.(optimizer.DeviceScaler); ok {
+		if _, ok := be.(backend.DeviceScaler); ok {
 			t.Run(fmt.Sprintf("scales/control=%d", c), func(t *testing.T) { scalesControlled(t, be, c) })
 		}
-		if _, ok := be.(optimizer.DelayedScaler); ok {
+		if _, ok := be.(backend.DelayedScaler); ok {
 			for _, red := range []fp8.HistoryReduce{fp8.HistoryMax, fp8.HistoryMostRecent} {
 				for _, l := range []int{1, 4, 33} {
 					t.Run(fmt.Sprintf("delayed/%v/l=%d/control=%d", red, l, c), func(t *testing.T) { delayedControlled(t, be, c, red, l) })
@@ -138,7 +138,7 @@ func Controlled(t *testing.T, be optimizer.Backend) {
 }
 
 // castControlled casts a mixed layout with a control block.
-func castControlled(t *testing.T, be optimizer.Backend, c controlCase) {
+func castControlled(t *testing.T, be backend.Backend, c controlCase) {
 	modes := []backend.Mode{backend.ModeTensorCurrent, backend.ModeTile, backend.ModeTensorDelayed}
 	r := rand.New(rand.NewPCG(5, uint64(c)))
 	p := newPair(t, be)
@@ -147,12 +147,12 @@ func castControlled(t *testing.T, be optimizer.Backend, c controlCase) {
 	for i := range scale {
 		scale[i], _ = fp8.ScaleFromAmax(float32(r.Float64()*2), fp8.E4M3, 0, false)
 	}
-	mb := p.upload("master", encode(values(r, l.n, 1, false), collective.Float32), float32s)
+	mb := p.upload("master", encode(values(r, l.n, 1, false), buffer.Float32), float32s)
 	fb := p.upload("fp8", filled(l.n), bytesExact)
-	sb := p.upload("scale", encode(scale, collective.Float32), bytesExact)
+	sb := p.upload("scale", encode(scale, buffer.Float32), bytesExact)
 	cb := p.upload("control", controlBlock(r, c), bytesExact)
-	for side, b := range []optimizer.Backend{p.ref, p.be} {
-		pick := func(x buf) collective.Buffer { return []collective.Buffer{x.ref, x.be}[side] }
+	for side, b := range []backend.Backend{p.ref, p.be} {
+		pick := func(x buf) buffer.Buffer { return []buffer.Buffer{x.ref, x.be}[side] }
 		must(t, b.Cast(&backend.CastArgs{N: l.n, Master: pick(mb), Segments: l.segs, Format: fp8.E4M3, FP8: pick(fb), Scale: pick(sb), Control: pick(cb)}))
 	}
 	p.check(mb, fb, sb)
@@ -165,7 +165,7 @@ func castControlled(t *testing.T, be optimizer.Backend, c controlCase) {
 
 // scalesControlled derives scales on be (a DeviceScaler) with a control
 // block: fp8.ScaleFromAmax of every amax, or nothing when skipped.
-func scalesControlled(t *testing.T, be optimizer.Backend, c controlCase) {
+func scalesControlled(t *testing.T, be backend.Backend, c controlCase) {
 	r := rand.New(rand.NewPCG(6, uint64(c)))
 	const n = 37
 	amax := make([]float32, n)
@@ -173,22 +173,22 @@ func scalesControlled(t *testing.T, be optimizer.Backend, c controlCase) {
 		amax[i] = float32(math.Ldexp(r.Float64(), r.IntN(20)-10))
 	}
 	old := filled(4 * n)
-	bufs := make([]collective.Buffer, 4)
-	for i, init := range [][]byte{old, old, encode(amax, collective.Float32), controlBlock(r, c)} {
+	bufs := make([]buffer.Buffer, 4)
+	for i, init := range [][]byte{old, old, encode(amax, buffer.Float32), controlBlock(r, c)} {
 		b, err := be.Alloc(len(init))
 		must(t, err)
 		defer be.Free(b)
 		must(t, be.Write(b, 0, init))
 		bufs[i] = b
 	}
-	must(t, be.(optimizer.DeviceScaler).ScalesFromAmax(bufs[0], bufs[1], bufs[2], bufs[3], n, fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}))
+	must(t, be.(backend.DeviceScaler).ScalesFromAmax(bufs[0], bufs[1], bufs[2], bufs[3], n, fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}))
 	wantS, wantInv := old, old
 	if c != skipControl {
 		s, inv := make([]float32, n), make([]float32, n)
 		for i, a := range amax {
 			s[i], inv[i] = fp8.ScaleFromAmax(a, fp8.E4M3, 0, false)
 		}
-		wantS, wantInv = encode(s, collective.Float32), encode(inv, collective.Float32)
+		wantS, wantInv = encode(s, buffer.Float32), encode(inv, buffer.Float32)
 	}
 	for i, want := range [][]byte{wantS, wantInv} {
 		got := make([]byte, 4*n)
@@ -211,7 +211,7 @@ func readRef(p *pair, b buf) []byte {
 // scales and scale_inv of the scales held, every history with the new
 // amax pushed, and the next scales; nothing when skipped. Amaxes and
 // histories hold zeros, subnormals, infinities and NaNs.
-func delayedControlled(t *testing.T, be optimizer.Backend, c controlCase, red fp8.HistoryReduce, l int) {
+func delayedControlled(t *testing.T, be backend.Backend, c controlCase, red fp8.HistoryReduce, l int) {
 	r := rand.New(rand.NewPCG(uint64(l), uint64(c)*2+uint64(red)))
 	rc := fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorDelayed, HistoryLen: l, HistoryReduce: red, Margin: r.IntN(2)}
 	const n = 45
@@ -237,9 +237,9 @@ func delayedControlled(t *testing.T, be optimizer.Backend, c controlCase, red fp
 		wantScale[i], _ = h.Scale(rc.Format, rc.Margin, rc.PowerOf2)
 		copy(wantHist[i*l:], h.Values())
 	}
-	inits := [][]byte{encode(scale, collective.Float32), filled(4 * n), filled(4 * n), encode(hist, collective.Float32),
-		encode(amax, collective.Float32), controlBlock(r, c)}
-	bufs := make([]collective.Buffer, len(inits))
+	inits := [][]byte{encode(scale, buffer.Float32), filled(4 * n), filled(4 * n), encode(hist, buffer.Float32),
+		encode(amax, buffer.Float32), controlBlock(r, c)}
+	bufs := make([]buffer.Buffer, len(inits))
 	for i, init := range inits {
 		b, err := be.Alloc(len(init))
 		must(t, err)
@@ -247,8 +247,8 @@ func delayedControlled(t *testing.T, be optimizer.Backend, c controlCase, red fp
 		must(t, be.Write(b, 0, init))
 		bufs[i] = b
 	}
-	must(t, be.(optimizer.DelayedScaler).DelayedScales(bufs[0], bufs[1], bufs[2], bufs[3], bufs[4], bufs[5], n, l, rc))
-	want := [][]byte{encode(wantScale, collective.Float32), encode(wantInv, collective.Float32), encode(wantCast, collective.Float32), encode(wantHist, collective.Float32)}
+	must(t, be.(backend.DelayedScaler).DelayedScales(bufs[0], bufs[1], bufs[2], bufs[3], bufs[4], bufs[5], n, l, rc))
+	want := [][]byte{encode(wantScale, buffer.Float32), encode(wantInv, buffer.Float32), encode(wantCast, buffer.Float32), encode(wantHist, buffer.Float32)}
 	if c == skipControl {
 		want = inits[:4]
 	}

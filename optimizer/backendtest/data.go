@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/distopt/distopt/bf16"
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 )
 
 // outside is the value of float32 elements outside every segment, and
@@ -57,9 +57,9 @@ func zeroRuns(r *rand.Rand, xs ...[]float32) {
 }
 
 // encode stores x as dt (float32 or bfloat16, RNE), little endian.
-func encode(x []float32, dt collective.DType) []byte {
+func encode(x []float32, dt buffer.DType) []byte {
 	switch dt {
-	case collective.BFloat16:
+	case buffer.BFloat16:
 		b := make([]byte, 2*len(x))
 		for i, v := range x {
 			binary.LittleEndian.PutUint16(b[2*i:], bf16.FromFloat32(v))

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
@@ -18,7 +18,7 @@ import (
 // kernels (1x128 blocks, MX, 128x128 tiles with whole-row bands,
 // high-precision copies): masters, moment codes and block scales byte for
 // byte.
-func Moments(t *testing.T, be optimizer.Backend) {
+func Moments(t *testing.T, be backend.Backend) {
 	type types struct{ m, v backend.MomentDType }
 	F32, BF16, FP8 := backend.MomentFloat32, backend.MomentBFloat16, backend.MomentFP8
 	adamw := []types{{FP8, FP8}, {FP8, BF16}, {BF16, FP8}, {F32, FP8}, {FP8, F32}, {BF16, F32}}
@@ -33,7 +33,7 @@ func Moments(t *testing.T, be optimizer.Backend) {
 				if ty.v == 0 {
 					rule = optimizer.RuleSGD
 				}
-				for _, gt := range []collective.DType{collective.BFloat16, collective.Float32} {
+				for _, gt := range []buffer.DType{buffer.BFloat16, buffer.Float32} {
 					special := (ti+bi)%3 == 0
 					name := fmt.Sprintf("%s/%v/m=%v/v=%v/block=%d/g=%v/special=%v", rc.name, rule, ty.m, ty.v, mb, gt, special)
 					t.Run(name, func(t *testing.T) {
@@ -56,9 +56,9 @@ type momentBuf struct{ data, scales buf }
 func uploadMoment(p *pair, name string, x []float32, t backend.MomentDType, mb int, root bool, seed uint32, base, lead int) momentBuf {
 	switch t {
 	case backend.MomentFloat32:
-		return momentBuf{data: p.uploadAfter(name, 4*lead, encode(x, collective.Float32), float32s)}
+		return momentBuf{data: p.uploadAfter(name, 4*lead, encode(x, buffer.Float32), float32s)}
 	case backend.MomentBFloat16:
-		return momentBuf{data: p.uploadAfter(name, 2*lead, encode(x, collective.BFloat16), bytesExact)}
+		return momentBuf{data: p.uploadAfter(name, 2*lead, encode(x, buffer.BFloat16), bytesExact)}
 	}
 	codes := make([]byte, len(x))
 	inv := make([]float32, (len(x)+mb-1)/mb)
@@ -67,13 +67,13 @@ func uploadMoment(p *pair, name string, x []float32, t backend.MomentDType, mb i
 		inv[k] = backend.EncodeMomentBlock(codes[lo:hi], x[lo:hi], root, seed, uint64(base+lo))
 	}
 	return momentBuf{data: p.uploadAfter(name, lead, codes, bytesExact),
-		scales: p.uploadAfter(name+" scales", 4*lead, encode(inv, collective.Float32), bytesExact)}
+		scales: p.uploadAfter(name+" scales", 4*lead, encode(inv, buffer.Float32), bytesExact)}
 }
 
-func momentCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, vt backend.MomentDType, mb int, gt collective.DType, special bool) {
+func momentCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, vt backend.MomentDType, mb int, gt buffer.DType, special bool) {
 	sh := newMomentShard(p, r, rc, rule, mt, vt, mb, gt, special, placement{align: mb})
 	for side := range 2 {
-		must(t, []optimizer.Backend{p.ref, p.be}[side].Update(sh.args(side)))
+		must(t, []backend.Backend{p.ref, p.be}[side].Update(sh.args(side)))
 	}
 	p.check(sh.bufs...)
 }
@@ -94,7 +94,7 @@ type placement struct{ align, lead int }
 // newMomentShard uploads a random shard of recipe case rc for rule, with
 // moments stored as mt and vt (FP8 in blocks of mb) and gradients of type
 // gt, placed at at.
-func newMomentShard(p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, vt backend.MomentDType, mb int, gt collective.DType, special bool, at placement) updateShard {
+func newMomentShard(p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, vt backend.MomentDType, mb int, gt buffer.DType, special bool, at placement) updateShard {
 	block := 128
 	if _, cols := rc.recipe.Block(); rc.recipe.LocalBlocks() {
 		block = cols
@@ -121,23 +121,23 @@ func newMomentShard(p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, m
 	}
 	hpType := rc.hp
 	if hpType == 0 {
-		hpType = collective.Float32
+		hpType = buffer.Float32
 	}
 	ss := rc.recipe.ScaleType().Size()
 	bs := []buf{
-		p.uploadAfter("master", 4*at.lead, encode(master, collective.Float32), float32s),
+		p.uploadAfter("master", 4*at.lead, encode(master, buffer.Float32), float32s),
 		p.uploadAfter("grad", gt.Size()*at.lead, encode(grad, gt), bytesExact),
 		p.uploadAfter("fp8", at.lead, filled(l.n), bytesExact),
 		p.upload("amax", u32s(amax), amaxKeys),
-		p.upload("scale", encode(scale, collective.Float32), bytesExact),
+		p.upload("scale", encode(scale, buffer.Float32), bytesExact),
 		p.uploadAfter("block scales", ss*at.lead, filled(ss*l.blocks), bytesExact),
 		p.uploadAfter("hp", hpType.Size()*at.lead, filled(hpType.Size()*l.n), momentKind(hpType)),
 	}
-	a := backend.UpdateArgs{Rule: rule, N: l.n, MomentType: collective.Float32, MType: mt, VType: vt, MomentBlock: mb,
+	a := backend.UpdateArgs{Rule: rule, N: l.n, MomentType: buffer.Float32, MType: mt, VType: vt, MomentBlock: mb,
 		GradType: gt, Recipe: rc.recipe, Segments: l.segs, MomentSeed: seed, MomentBase: base,
 		Hyper: backend.Hyper{GradScale: float32(0.5 + r.Float64()), Beta1: 0.9, Beta2: 0.999,
 			OneMinusBeta1: float32(1 - 0.9), OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8,
-			RBC2: float32(1 / math.Sqrt(1-math.Pow(0.999, float64(1+r.IntN(100))))), Momentum: 0.9}}
+			SqrtVCorrection: float32(1 / math.Sqrt(1-math.Pow(0.999, float64(1+r.IntN(100))))), Momentum: 0.9}}
 	for i := range a.Segments {
 		a.Segments[i].WeightDecay = float32(r.Float64() * 0.01)
 	}

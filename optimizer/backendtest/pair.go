@@ -6,21 +6,21 @@ import (
 	"math"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
-	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // pair runs each call on the reference (CPU) and the backend under test.
 type pair struct {
 	t        *testing.T
-	ref, be  optimizer.Backend
-	refBufs  []collective.Buffer
-	testBufs []collective.Buffer
+	ref, be  backend.Backend
+	refBufs  []buffer.Buffer
+	testBufs []buffer.Buffer
 }
 
 // buf is one buffer present on both backends with the same initial bytes.
 type buf struct {
-	ref, be collective.Buffer
+	ref, be buffer.Buffer
 	kind    kind
 	name    string
 	init    []byte // the initial bytes
@@ -29,11 +29,11 @@ type buf struct {
 
 // side returns b on side 0 (the reference) or 1 (the backend under test)
 // from its lead bytes on, or nil for a buffer not uploaded.
-func (b buf) side(s int) collective.Buffer {
+func (b buf) side(s int) buffer.Buffer {
 	if b.ref == nil {
 		return nil
 	}
-	x := []collective.Buffer{b.ref, b.be}[s]
+	x := []buffer.Buffer{b.ref, b.be}[s]
 	if b.lead == 0 {
 		return x
 	}

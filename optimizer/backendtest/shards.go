@@ -7,14 +7,14 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // Shards checks UpdateShards and CastShards of a backend that is an
-// optimizer.ShardUpdater (it skips otherwise) against the reference's
+// backend.ShardUpdater (it skips otherwise) against the reference's
 // Update and Cast called shard by shard: two to four shards of one recipe
 // case, each with its own layout, buffers, moment seed and bucket
 // position, sharing the launch's scalars, amaxes and scales, for every
@@ -29,31 +29,31 @@ import (
 // end mid-vector, the kernels' scalar heads and tails. Their moments are
 // not in FP8, whose segments start on block boundaries and whose launches
 // (update.cu's _q kernels) take buffers 16-byte aligned.
-func Shards(t *testing.T, be optimizer.Backend) {
-	su, ok := be.(optimizer.ShardUpdater)
+func Shards(t *testing.T, be backend.Backend) {
+	su, ok := be.(backend.ShardUpdater)
 	if !ok {
-		t.Skipf("%s is not an optimizer.ShardUpdater", be.Name())
+		t.Skipf("%s is not an backend.ShardUpdater", be.Name())
 	}
 	type rule struct {
 		r    optimizer.Rule
 		m, v backend.MomentDType
-		gt   collective.DType
+		gt   buffer.DType
 	}
 	F32, BF16, FP8 := backend.MomentFloat32, backend.MomentBFloat16, backend.MomentFP8
 	rules := []rule{
-		{optimizer.RuleAdamW, F32, F32, collective.BFloat16},
-		{optimizer.RuleAdamW, BF16, BF16, collective.Float32},
-		{optimizer.RuleAdamW, FP8, BF16, collective.BFloat16},
-		{optimizer.RuleAdamW, FP8, FP8, collective.BFloat16},
-		{optimizer.RuleSGD, F32, 0, collective.BFloat16},
-		{optimizer.RuleSGD, FP8, 0, collective.Float32},
-		{optimizer.RuleNone, F32, F32, collective.Float32},
+		{optimizer.RuleAdamW, F32, F32, buffer.BFloat16},
+		{optimizer.RuleAdamW, BF16, BF16, buffer.Float32},
+		{optimizer.RuleAdamW, FP8, BF16, buffer.BFloat16},
+		{optimizer.RuleAdamW, FP8, FP8, buffer.BFloat16},
+		{optimizer.RuleSGD, F32, 0, buffer.BFloat16},
+		{optimizer.RuleSGD, FP8, 0, buffer.Float32},
+		{optimizer.RuleNone, F32, F32, buffer.Float32},
 	}
 	unaligned := []rule{
-		{optimizer.RuleAdamW, F32, F32, collective.BFloat16},
-		{optimizer.RuleAdamW, BF16, BF16, collective.Float32},
-		{optimizer.RuleSGD, BF16, 0, collective.Float32},
-		{optimizer.RuleNone, F32, F32, collective.Float32},
+		{optimizer.RuleAdamW, F32, F32, buffer.BFloat16},
+		{optimizer.RuleAdamW, BF16, BF16, buffer.Float32},
+		{optimizer.RuleSGD, BF16, 0, buffer.Float32},
+		{optimizer.RuleNone, F32, F32, buffer.Float32},
 	}
 	for ci, rc := range recipeCases() {
 		for ri, ru := range rules {
@@ -74,7 +74,7 @@ func Shards(t *testing.T, be optimizer.Backend) {
 }
 
 // shardsCase runs one case of Shards, unaligned or not.
-func shardsCase(t *testing.T, p *pair, su optimizer.ShardUpdater, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, vt backend.MomentDType, gt collective.DType, unaligned bool) {
+func shardsCase(t *testing.T, p *pair, su backend.ShardUpdater, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, vt backend.MomentDType, gt buffer.DType, unaligned bool) {
 	mb := backend.MomentBlocks[r.IntN(len(backend.MomentBlocks))]
 	k := 2 + r.IntN(3)
 	var shards []updateShard
@@ -105,7 +105,7 @@ func shardsCase(t *testing.T, p *pair, su optimizer.ShardUpdater, r *rand.Rand, 
 		scale[i], _ = fp8.ScaleFromAmax(float32(r.Float64()*0.2), fp8.E4M3, 0, false)
 	}
 	ab := p.upload("launch amax", u32s(amax), amaxKeys)
-	sb := p.upload("launch scale", encode(scale, collective.Float32), bytesExact)
+	sb := p.upload("launch scale", encode(scale, buffer.Float32), bytesExact)
 	hyper := shards[0].args(0).Hyper
 	ctl := controlCase(r.IntN(3)) // none, its gradient scale, a skipped step
 	var cb *buf
@@ -113,14 +113,14 @@ func shardsCase(t *testing.T, p *pair, su optimizer.ShardUpdater, r *rand.Rand, 
 		c := p.upload("control", controlBlock(r, ctl), bytesExact)
 		cb = &c
 	}
-	control := func(side int) collective.Buffer {
+	control := func(side int) buffer.Buffer {
 		if cb == nil {
 			return nil
 		}
-		return []collective.Buffer{cb.ref, cb.be}[side]
+		return []buffer.Buffer{cb.ref, cb.be}[side]
 	}
 	args := func(side int) []*backend.UpdateArgs {
-		pick := func(x buf) collective.Buffer { return []collective.Buffer{x.ref, x.be}[side] }
+		pick := func(x buf) buffer.Buffer { return []buffer.Buffer{x.ref, x.be}[side] }
 		as := make([]*backend.UpdateArgs, k)
 		for i, sh := range shards {
 			a := sh.args(side)

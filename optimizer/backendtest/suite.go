@@ -6,14 +6,16 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // Run runs the whole suite against be.
-func Run(t *testing.T, be optimizer.Backend) {
+func Run(t *testing.T, be backend.Backend) {
 	t.Run("GradStats", func(t *testing.T) { GradStats(t, be) })
 	t.Run("Update", func(t *testing.T) { Update(t, be) })
 	t.Run("Moments", func(t *testing.T) { Moments(t, be) })
@@ -23,8 +25,8 @@ func Run(t *testing.T, be optimizer.Backend) {
 	t.Run("Controlled", func(t *testing.T) { Controlled(t, be) })
 }
 
-func newPair(t *testing.T, be optimizer.Backend) *pair {
-	p := &pair{t: t, ref: optimizer.NewCPU(3), be: be}
+func newPair(t *testing.T, be backend.Backend) *pair {
+	p := &pair{t: t, ref: cpu.New(3), be: be}
 	t.Cleanup(p.free)
 	return p
 }
@@ -32,8 +34,8 @@ func newPair(t *testing.T, be optimizer.Backend) *pair {
 // GradStats checks GradStats on gradients of odd sizes with every kind of
 // special value, twice into the same statistics (the second call adds to
 // the normalised result of the first).
-func GradStats(t *testing.T, be optimizer.Backend) {
-	for _, gt := range []collective.DType{collective.Float32, collective.BFloat16} {
+func GradStats(t *testing.T, be backend.Backend) {
+	for _, gt := range []buffer.DType{buffer.Float32, buffer.BFloat16} {
 		for ci, n := range []int{0, 1, 7, 4099, 100003, 1 << 20} {
 			for _, special := range []bool{false, true} {
 				t.Run(fmt.Sprintf("%v/n=%d/special=%v", gt, n, special), func(t *testing.T) {
@@ -58,7 +60,7 @@ type recipeCase struct {
 	name   string
 	recipe fp8.Recipe
 	modes  []backend.Mode
-	hp     collective.DType
+	hp     buffer.DType
 }
 
 func recipeCases() []recipeCase {
@@ -77,12 +79,12 @@ func recipeCases() []recipeCase {
 		{"mxfp8/e5m2", rc(fp8.E5M2, fp8.MXFP8, 0, false), M(backend.ModeBlock), 0},
 		{"tile/e4m3", rc(fp8.E4M3, fp8.Block128x128, 0, false), M(backend.ModeTile), 0},
 		{"tile/e5m2", rc(fp8.E5M2, fp8.Block128x128, 0, false), M(backend.ModeTile), 0},
-		{"hp/bf16", fp8.Recipe{}, M(backend.ModeHighPrecision), collective.BFloat16},
-		{"hp/f32", fp8.Recipe{}, M(backend.ModeHighPrecision), collective.Float32},
+		{"hp/bf16", fp8.Recipe{}, M(backend.ModeHighPrecision), buffer.BFloat16},
+		{"hp/f32", fp8.Recipe{}, M(backend.ModeHighPrecision), buffer.Float32},
 		{"mixed/e4m3", rc(fp8.E4M3, fp8.Block1x128, 0, false), M(backend.ModeHighPrecision, backend.ModeTensorCurrent,
-			backend.ModeTensorDelayed, backend.ModeBlock, backend.ModeTile), collective.BFloat16},
+			backend.ModeTensorDelayed, backend.ModeBlock, backend.ModeTile), buffer.BFloat16},
 		{"mixed/mx-e5m2", rc(fp8.E5M2, fp8.MXFP8, 0, false), M(backend.ModeHighPrecision, backend.ModeTensorCurrent,
-			backend.ModeTensorDelayed, backend.ModeBlock, backend.ModeTile), collective.Float32},
+			backend.ModeTensorDelayed, backend.ModeBlock, backend.ModeTile), buffer.Float32},
 	}
 }
 
@@ -142,19 +144,19 @@ func randomLayout(r *rand.Rand, modes []backend.Mode, block, align int) layout {
 
 // Update checks Update for every recipe case crossed with rules, moment
 // and gradient types.
-func Update(t *testing.T, be optimizer.Backend) {
+func Update(t *testing.T, be backend.Backend) {
 	type rule struct {
 		r      optimizer.Rule
-		mt, gt collective.DType
+		mt, gt buffer.DType
 	}
 	rules := []rule{
-		{optimizer.RuleAdamW, collective.Float32, collective.BFloat16},
-		{optimizer.RuleAdamW, collective.Float32, collective.Float32},
-		{optimizer.RuleAdamW, collective.BFloat16, collective.BFloat16},
-		{optimizer.RuleAdamW, collective.BFloat16, collective.Float32},
-		{optimizer.RuleSGD, collective.Float32, collective.BFloat16},
-		{optimizer.RuleSGD, collective.BFloat16, collective.Float32},
-		{optimizer.RuleNone, collective.Float32, collective.Float32},
+		{optimizer.RuleAdamW, buffer.Float32, buffer.BFloat16},
+		{optimizer.RuleAdamW, buffer.Float32, buffer.Float32},
+		{optimizer.RuleAdamW, buffer.BFloat16, buffer.BFloat16},
+		{optimizer.RuleAdamW, buffer.BFloat16, buffer.Float32},
+		{optimizer.RuleSGD, buffer.Float32, buffer.BFloat16},
+		{optimizer.RuleSGD, buffer.BFloat16, buffer.Float32},
+		{optimizer.RuleNone, buffer.Float32, buffer.Float32},
 	}
 	for ci, rc := range recipeCases() {
 		for ri, ru := range rules {
@@ -176,7 +178,7 @@ func b2u(b bool) uint64 {
 	return 0
 }
 
-func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, gt collective.DType, special bool, ctl controlCase) {
+func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, gt buffer.DType, special bool, ctl controlCase) {
 	block := 128 // the tensor recipes' segments are laid out as 1x128's
 	if _, cols := rc.recipe.Block(); rc.recipe.LocalBlocks() {
 		block = cols
@@ -212,20 +214,20 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 	a := backend.UpdateArgs{Rule: rule, N: l.n, MomentType: mt, GradType: gt, Recipe: rc.recipe,
 		Hyper: backend.Hyper{GradScale: float32(0.5 + r.Float64()), Beta1: 0.9, Beta2: 0.999,
 			OneMinusBeta1: float32(1 - 0.9), OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8,
-			RBC2: float32(1 / math.Sqrt(1-math.Pow(0.999, float64(1+r.IntN(100))))), Momentum: 0.9}}
+			SqrtVCorrection: float32(1 / math.Sqrt(1-math.Pow(0.999, float64(1+r.IntN(100))))), Momentum: 0.9}}
 	bs := []buf{
-		p.upload("master", encode(master, collective.Float32), float32s),
+		p.upload("master", encode(master, buffer.Float32), float32s),
 		p.upload("m", encode(m, mt), momentKind(mt)),
 		p.upload("v", encode(v, mt), momentKind(mt)),
 		p.upload("grad", encode(grad, gt), bytesExact),
 		p.upload("fp8", filled(l.n), bytesExact),
 		p.upload("amax", u32s(amax), amaxKeys),
-		p.upload("scale", encode(scale, collective.Float32), bytesExact),
+		p.upload("scale", encode(scale, buffer.Float32), bytesExact),
 	}
 	bs = append(bs, p.upload("block scales", filled(rc.recipe.ScaleType().Size()*l.blocks), bytesExact))
 	hpType := rc.hp
 	if hpType == 0 {
-		hpType = collective.Float32
+		hpType = buffer.Float32
 	}
 	bs = append(bs, p.upload("hp", filled(hpType.Size()*l.n), momentKind(hpType)))
 	if rule == optimizer.RuleSGD {
@@ -241,7 +243,7 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 	}
 	for side := range 2 {
 		b := a
-		pick := func(x buf) collective.Buffer { return []collective.Buffer{x.ref, x.be}[side] }
+		pick := func(x buf) buffer.Buffer { return []buffer.Buffer{x.ref, x.be}[side] }
 		if cb != nil {
 			b.Control = pick(*cb)
 		}
@@ -255,7 +257,7 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 		if rule == optimizer.RuleNone {
 			b.M, b.V, b.Grad = nil, nil, nil
 		}
-		be := []optimizer.Backend{p.ref, p.be}[side]
+		be := []backend.Backend{p.ref, p.be}[side]
 		must(t, be.Update(&b))
 	}
 	p.check(bs...)
@@ -264,8 +266,8 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 	}
 }
 
-func momentKind(dt collective.DType) kind {
-	if dt == collective.Float32 {
+func momentKind(dt buffer.DType) kind {
+	if dt == buffer.Float32 {
 		return float32s
 	}
 	return bytesExact
@@ -273,7 +275,7 @@ func momentKind(dt collective.DType) kind {
 
 // Cast checks Cast over layouts mixing the modes it casts with those it
 // must leave alone.
-func Cast(t *testing.T, be optimizer.Backend) {
+func Cast(t *testing.T, be backend.Backend) {
 	modes := []backend.Mode{backend.ModeTensorCurrent, backend.ModeTile, backend.ModeTensorDelayed,
 		backend.ModeBlock, backend.ModeHighPrecision}
 	for ci := range 12 {
@@ -287,11 +289,11 @@ func Cast(t *testing.T, be optimizer.Backend) {
 				for i := range scale {
 					scale[i], _ = fp8.ScaleFromAmax(float32(r.Float64()*2), f, 0, false)
 				}
-				mb := p.upload("master", encode(master, collective.Float32), float32s)
+				mb := p.upload("master", encode(master, buffer.Float32), float32s)
 				fb := p.upload("fp8", filled(l.n), bytesExact)
-				sb := p.upload("scale", encode(scale, collective.Float32), bytesExact)
-				for side, be := range []optimizer.Backend{p.ref, p.be} {
-					pick := func(x buf) collective.Buffer { return []collective.Buffer{x.ref, x.be}[side] }
+				sb := p.upload("scale", encode(scale, buffer.Float32), bytesExact)
+				for side, be := range []backend.Backend{p.ref, p.be} {
+					pick := func(x buf) buffer.Buffer { return []buffer.Buffer{x.ref, x.be}[side] }
 					must(t, be.Cast(&backend.CastArgs{N: l.n, Master: pick(mb), Segments: l.segs, Format: f, FP8: pick(fb), Scale: pick(sb)}))
 				}
 				p.check(mb, fb, sb)

@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"strconv"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/safetensors"
 	"github.com/distopt/distopt/optimizer"
@@ -55,7 +55,7 @@ func (idx *index) checkDerived(dir string) error {
 // the index places there, with the type and length Load will ask for.
 func (idx *index) verifyTensors(s *shardFile, rank int) error {
 	mdt := safetensors.DType(safetensors.F32)
-	if idx.Config.MomentType == collective.BFloat16.String() {
+	if idx.Config.MomentType == buffer.BFloat16.String() {
 		mdt = safetensors.BF16
 	}
 	for _, p := range idx.Params {

@@ -33,7 +33,7 @@ func TestLoadMismatch(t *testing.T) {
 	current, sgd := configs["E4M3 current"], configs["sgd bf16 momentum"]
 	root, _ := savedRun(t, current)
 	bf16 := current
-	bf16.MomentType = collective.BFloat16
+	bf16.FirstMomentType, bf16.SecondMomentType = optimizer.MomentBFloat16, optimizer.MomentBFloat16
 	bf16Root, _ := savedRun(t, bf16)
 	fp8m := configs["fp8 moments"]
 	fp8Root, _ := savedRun(t, fp8m)
@@ -112,7 +112,7 @@ func TestConvert(t *testing.T) {
 	} {
 		t.Run(target.String(), func(t *testing.T) {
 			cfg := from
-			cfg.Recipe, cfg.MomentType = target, collective.Float32
+			cfg.Recipe, cfg.FirstMomentType, cfg.SecondMomentType = target, optimizer.MomentFloat32, optimizer.MomentFloat32
 			ps := testParams()
 			ps[5].HighPrecision = false // "tiny" becomes FP8
 			dst := newCluster(t, 3, ps, cfg, optimizer.FromMap(weights(ps, 9)))

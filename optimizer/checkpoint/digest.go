@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"hash"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/optimizer"
 )
 
@@ -27,7 +27,7 @@ func paramDigests(o *optimizer.Optimizer) (fp8Sum, hpSum string, err error) {
 			h = hp
 		}
 		fmt.Fprintf(h, "%q\n", p.Name)
-		for _, b := range []collective.Buffer{v.Data, v.ScaleInv} {
+		for _, b := range []buffer.Buffer{v.Data, v.ScaleInv} {
 			if b == nil {
 				continue
 			}

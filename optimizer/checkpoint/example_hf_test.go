@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/checkpoint"
@@ -32,7 +34,7 @@ func ExampleExportHF() {
 	}
 	defer os.RemoveAll(root)
 	onRanks(2, func(ctx context.Context, comm collective.Communicator) error {
-		o, err := optimizer.New(ctx, comm, optimizer.NewCPU(1), params, init, optimizer.Config{})
+		o, err := optimizer.New(ctx, comm, cpu.New(1), params, init, optimizer.Config{})
 		if err != nil {
 			return err
 		}

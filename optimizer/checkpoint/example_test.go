@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/optimizer"
@@ -49,7 +51,7 @@ func Example() {
 
 	var saved []byte // the FP8 bytes of w when saved
 	onRanks(2, func(ctx context.Context, comm collective.Communicator) error {
-		o, err := optimizer.New(ctx, comm, optimizer.NewCPU(1), params, optimizer.FromMap(initial), optimizer.Config{})
+		o, err := optimizer.New(ctx, comm, cpu.New(1), params, optimizer.FromMap(initial), optimizer.Config{})
 		if err != nil {
 			return err
 		}
@@ -92,7 +94,7 @@ func Example() {
 
 	onRanks(3, func(ctx context.Context, comm collective.Communicator) error {
 		zeros := optimizer.FromMap(map[string][]float32{"w": make([]float32, 64*48), "b": make([]float32, 48)})
-		o, err := optimizer.New(ctx, comm, optimizer.NewCPU(1), params, zeros, optimizer.Config{})
+		o, err := optimizer.New(ctx, comm, cpu.New(1), params, zeros, optimizer.Config{})
 		if err != nil {
 			return err
 		}

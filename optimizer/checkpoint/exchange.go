@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/optimizer"
 )
@@ -16,7 +19,7 @@ import (
 // takes.
 type group struct {
 	comm collective.Communicator
-	be   optimizer.Backend
+	be   backend.Backend
 }
 
 func newGroup(o *optimizer.Optimizer, comm collective.Communicator) (group, error) {
@@ -93,7 +96,7 @@ func (g group) maxUint32(ctx context.Context, x []uint32) error {
 	if err := g.be.Write(buf, 0, collective.ToBytes(x)); err != nil {
 		return err
 	}
-	if err := collective.AllReduce(ctx, g.comm, buf, buf, collective.Uint32, collective.Max); err != nil {
+	if err := collective.AllReduce(ctx, g.comm, buf, buf, buffer.Uint32, collective.Max); err != nil {
 		return err
 	}
 	raw := make([]byte, 4*len(x))

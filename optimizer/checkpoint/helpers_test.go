@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
@@ -70,10 +73,10 @@ func testConfigs() map[string]optimizer.Config {
 			c.Recipe = fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.MXFP8}
 		}),
 		"sgd bf16 momentum": with(func(c *optimizer.Config) {
-			c.Rule, c.Momentum, c.MomentType = optimizer.RuleSGD, 0.9, collective.BFloat16
+			c.Rule, c.Momentum, c.FirstMomentType = optimizer.RuleSGD, 0.9, optimizer.MomentBFloat16
 		}),
 		"bf16 moments, loss scaler, delayed most-recent": with(func(c *optimizer.Config) {
-			c.MomentType, c.GradType, c.HighPrecisionType = collective.BFloat16, collective.Float32, collective.Float32
+			c.FirstMomentType, c.SecondMomentType, c.GradType, c.HighPrecisionType = optimizer.MomentBFloat16, optimizer.MomentBFloat16, buffer.Float32, buffer.Float32
 			c.LossScaler = &optimizer.LossScaler{InitScale: 1024, GrowthInterval: 2}
 			c.Recipe = fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorDelayed, HistoryLen: 3, HistoryReduce: fp8.HistoryMostRecent, Margin: 1}
 		}),
@@ -106,7 +109,7 @@ func newCluster(t testing.TB, d int, params []optimizer.Param, cfg optimizer.Con
 			ls := *cfg.LossScaler
 			rc.LossScaler = &ls
 		}
-		o, err := optimizer.New(ctx, comm, optimizer.NewCPU(1), params, init, rc)
+		o, err := optimizer.New(ctx, comm, cpu.New(1), params, init, rc)
 		c.opts[r] = o
 		return err
 	}))

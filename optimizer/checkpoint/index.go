@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/shard"
 )
@@ -212,7 +212,7 @@ func (idx *index) validate() error {
 			return bad("file record %d (%+v) is malformed", r, f)
 		}
 	}
-	if idx.Config.MomentType != collective.Float32.String() && idx.Config.MomentType != collective.BFloat16.String() {
+	if idx.Config.MomentType != buffer.Float32.String() && idx.Config.MomentType != buffer.BFloat16.String() {
 		return bad("moment type %q", idx.Config.MomentType)
 	}
 	seen := map[string]bool{}

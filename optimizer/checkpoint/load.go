@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/safetensors"
@@ -180,7 +181,7 @@ func (st *loadState) check(o *optimizer.Optimizer, opts LoadOptions) (map[string
 		return nil, fmt.Errorf("checkpoint: %s was saved by %s, the optimizer runs %s: %w", st.dir, idx.Config.Rule, cur.Rule, ErrRule)
 	}
 	if idx.Config.MomentType != cur.MomentType {
-		widen := idx.Config.MomentType == collective.BFloat16.String() && cur.MomentType == collective.Float32.String()
+		widen := idx.Config.MomentType == buffer.BFloat16.String() && cur.MomentType == buffer.Float32.String()
 		if !widen || !opts.WidenMoments {
 			return nil, fmt.Errorf("checkpoint: %s holds %s moments, the optimizer keeps %s (only bfloat16 to float32 converts, with WidenMoments): %w",
 				st.dir, idx.Config.MomentType, cur.MomentType, ErrMomentType)
@@ -243,7 +244,7 @@ func (st *loadState) read(o *optimizer.Optimizer, rank int, saved map[string]*pa
 	l := o.Layout()
 	cfg := o.Config()
 	mdt := safetensors.DType(safetensors.F32)
-	if st.idx.Config.MomentType == collective.BFloat16.String() {
+	if st.idx.Config.MomentType == buffer.BFloat16.String() {
 		mdt = safetensors.BF16
 	}
 	moments := cfg.Rule.Moments() // "m", then "v" for a rule with two

@@ -3,7 +3,7 @@ package checkpoint
 import (
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/optimizer"
 )
 
@@ -13,13 +13,13 @@ import (
 // encodes back to themselves at any data-parallel size: power-of-two block
 // scales make decoding and encoding exact, and blocks are aligned to the
 // parameter's own elements.
-func storedMomentType(c optimizer.Config) collective.DType {
+func storedMomentType(c optimizer.Config) buffer.DType {
 	for _, t := range momentTypes(c) {
 		if t != optimizer.MomentBFloat16 {
-			return collective.Float32
+			return buffer.Float32
 		}
 	}
-	return collective.BFloat16
+	return buffer.BFloat16
 }
 
 // momentTypes returns the storage of each of c's moments (c as
@@ -28,7 +28,7 @@ func momentTypes(c optimizer.Config) []optimizer.MomentDType {
 	ts := []optimizer.MomentDType{c.FirstMomentType, c.SecondMomentType}[:len(c.Rule.Moments())]
 	for i, t := range ts {
 		if t == optimizer.MomentDefault {
-			ts[i] = optimizer.MomentOf(c.MomentType)
+			ts[i] = optimizer.MomentFloat32
 		}
 	}
 	return ts
@@ -61,7 +61,7 @@ func (st *loadState) checkMomentTypes(cur configRecord) error {
 		if i < len(now) {
 			n = now[i]
 		}
-		if s != n && n != collective.Float32.String() {
+		if s != n && n != buffer.Float32.String() {
 			return fmt.Errorf("checkpoint: %s holds moment %d as %s, the optimizer keeps it as %s: %w", st.dir, i, s, n, ErrMomentType)
 		}
 	}

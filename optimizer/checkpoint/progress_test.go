@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/optimizer"
 )
@@ -90,7 +91,7 @@ func TestProgress(t *testing.T) {
 		}
 		var want int64
 		for _, p := range pieces {
-			want += int64(len(p.Master)) * int64(4+2*collective.BFloat16.Size())
+			want += int64(len(p.Master)) * int64(4+2*buffer.BFloat16.Size())
 		}
 		loads[r].check(t, "load", want)
 	}

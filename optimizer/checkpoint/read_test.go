@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/internal/safetensors"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/optimizertest"
@@ -34,7 +34,7 @@ func TestReadRequests(t *testing.T) {
 		decodeValues(v, b, safetensors.BF16)
 	}
 	dir := t.TempDir()
-	rec, err := writeShard(dir, 0, 1, 0, chunk, collective.BFloat16, []string{"m", "v"}, pieces, nil)
+	rec, err := writeShard(dir, 0, 1, 0, chunk, buffer.BFloat16, []string{"m", "v"}, pieces, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -145,7 +145,11 @@ func Save(ctx context.Context, o *optimizer.Optimizer, comm collective.Communica
 	if rank == 0 {
 		err = finish(root, final, staging, o, recs, castScales, fp8Sum, hpSum, opts)
 	}
-	_, err = g.agree(ctx, err, "")
+	if _, err = g.agree(ctx, err, ""); err == nil && rank == 0 {
+		if l := o.Config().Logger; l != nil { // the optimizer's logger (optimizer.Config.Logger)
+			l.Info("checkpoint: written", "dir", final, "step", step, "world", world)
+		}
+	}
 	return info, err
 }
 

@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/internal/safetensors"
 	"github.com/distopt/distopt/optimizer"
 )
@@ -28,7 +28,7 @@ type shardTensor struct {
 // then every first moment, then every second moment, so that each tensor
 // starts at a multiple of its element size and no element straddles a
 // chunk. Moments are named by the rule (optimizer.Rule.Moments): "m", "v".
-func shardTensors(pieces []optimizer.PieceState, moment collective.DType, names []string) []shardTensor {
+func shardTensors(pieces []optimizer.PieceState, moment buffer.DType, names []string) []shardTensor {
 	var out []shardTensor
 	for _, p := range pieces {
 		out = append(out, shardTensor{tensorBase(p.Param, p.Offset) + "/master", safetensors.F32, p.Master})
@@ -45,7 +45,7 @@ func shardTensors(pieces []optimizer.PieceState, moment collective.DType, names 
 
 // writeShard writes rank's shard file into dir atomically and returns its
 // record for the index.
-func writeShard(dir string, rank, world, step, chunk int, moment collective.DType, names []string, pieces []optimizer.PieceState, progress Progress) (fileRecord, error) {
+func writeShard(dir string, rank, world, step, chunk int, moment buffer.DType, names []string, pieces []optimizer.PieceState, progress Progress) (fileRecord, error) {
 	tensors := shardTensors(pieces, moment, names)
 	buf := make([]byte, 64<<10)
 	sums := &chunkSums{size: chunk}

@@ -7,14 +7,14 @@ import (
 	"math"
 
 	"github.com/distopt/distopt/bf16"
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/internal/safetensors"
 )
 
 // fileDType is the safetensors type that holds elements of dt (Float32 or
 // BFloat16).
-func fileDType(dt collective.DType) safetensors.DType {
-	if dt == collective.BFloat16 {
+func fileDType(dt buffer.DType) safetensors.DType {
+	if dt == buffer.BFloat16 {
 		return safetensors.BF16
 	}
 	return safetensors.F32

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
@@ -63,14 +64,14 @@ func New(ordinal int) (*Backend, error) {
 	return b, nil
 }
 
-// Name implements optimizer.Backend: "cuda:0 NVIDIA H200 (sm_90, PTX sm90)".
+// Name implements backend.Backend: "cuda:0 NVIDIA H200 (sm_90, PTX sm90)".
 func (b *Backend) Name() string {
 	i := b.dev.Info()
 	return fmt.Sprintf("cuda:%d %s (sm_%d%d, PTX %v)", i.Ordinal, i.Name, i.Major, i.Minor, b.ks.Variant())
 }
 
-// Memory implements optimizer.Backend: collective.Device.
-func (b *Backend) Memory() collective.MemoryKind { return collective.Device }
+// Memory implements backend.Backend: buffer.Device.
+func (b *Backend) Memory() buffer.MemoryKind { return buffer.Device }
 
 // Device returns the CUDA device (for communicators that share it).
 func (b *Backend) Device() *cuda.Device { return b.dev }
@@ -83,8 +84,8 @@ func (b *Backend) Ordinal() int { return b.dev.Ordinal() }
 
 // dbuf returns b as a buffer of this backend's device; anything else is a
 // programmer error.
-func (b *Backend) dbuf(x collective.Buffer) collective.DeviceBuffer {
-	d, ok := x.(collective.DeviceBuffer)
+func (b *Backend) dbuf(x buffer.Buffer) buffer.DeviceBuffer {
+	d, ok := x.(buffer.DeviceBuffer)
 	if !ok {
 		panic(fmt.Sprintf("gpu: backend given a %T", x))
 	}
@@ -95,22 +96,22 @@ func (b *Backend) dbuf(x collective.Buffer) collective.DeviceBuffer {
 }
 
 // ptr returns the device address of x (0 for nil or an empty buffer).
-func (b *Backend) ptr(x collective.Buffer) cuda.DevicePtr {
+func (b *Backend) ptr(x buffer.Buffer) cuda.DevicePtr {
 	if x == nil {
 		return 0
 	}
 	return cuda.DevicePtr(b.dbuf(x).Ptr)
 }
 
-// Alloc implements optimizer.Backend: n zeroed bytes of device memory
+// Alloc implements backend.Backend: n zeroed bytes of device memory
 // (the zeroing is complete when Alloc returns). Zero bytes give an empty
 // buffer with a nil address.
-func (b *Backend) Alloc(n int) (collective.Buffer, error) {
+func (b *Backend) Alloc(n int) (buffer.Buffer, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("gpu: alloc of %d bytes", n)
 	}
 	if n == 0 {
-		return collective.DeviceBuffer{Device: b.dev.Ordinal()}, nil
+		return buffer.DeviceBuffer{Device: b.dev.Ordinal()}, nil
 	}
 	p, err := b.dev.Alloc(n)
 	if err != nil {
@@ -124,12 +125,12 @@ func (b *Backend) Alloc(n int) (collective.Buffer, error) {
 		b.dev.Free(p)
 		return nil, fmt.Errorf("gpu: %w", err)
 	}
-	return collective.DeviceBuffer{Ptr: uintptr(p), Size: n, Device: b.dev.Ordinal()}, nil
+	return buffer.DeviceBuffer{Ptr: uintptr(p), Size: n, Device: b.dev.Ordinal()}, nil
 }
 
-// Free implements optimizer.Backend. It waits for the stream first, so
+// Free implements backend.Backend. It waits for the stream first, so
 // that no queued work still uses the memory.
-func (b *Backend) Free(x collective.Buffer) {
+func (b *Backend) Free(x buffer.Buffer) {
 	d := b.dbuf(x)
 	if d.Ptr == 0 {
 		return
@@ -138,53 +139,53 @@ func (b *Backend) Free(x collective.Buffer) {
 	b.dev.Free(cuda.DevicePtr(d.Ptr))
 }
 
-// Write implements optimizer.Backend; it returns when the copy is done.
-func (b *Backend) Write(dst collective.Buffer, off int, src []byte) error {
+// Write implements backend.Backend; it returns when the copy is done.
+func (b *Backend) Write(dst buffer.Buffer, off int, src []byte) error {
 	d := b.dbuf(dst)
 	checkRange("Write", d, off, len(src))
 	return b.s.Upload(cuda.DevicePtr(d.Ptr).Add(off), src)
 }
 
-// Read implements optimizer.Backend; it waits for all earlier work.
-func (b *Backend) Read(dst []byte, src collective.Buffer, off int) error {
+// Read implements backend.Backend; it waits for all earlier work.
+func (b *Backend) Read(dst []byte, src buffer.Buffer, off int) error {
 	d := b.dbuf(src)
 	checkRange("Read", d, off, len(dst))
 	return b.s.Download(dst, cuda.DevicePtr(d.Ptr).Add(off))
 }
 
-// Zero implements optimizer.Backend (queued).
-func (b *Backend) Zero(x collective.Buffer, off, n int) error {
+// Zero implements backend.Backend (queued).
+func (b *Backend) Zero(x buffer.Buffer, off, n int) error {
 	d := b.dbuf(x)
 	checkRange("Zero", d, off, n)
 	return b.s.Memset8(cuda.DevicePtr(d.Ptr).Add(off), 0, n)
 }
 
-func checkRange(op string, d collective.DeviceBuffer, off, n int) {
+func checkRange(op string, d buffer.DeviceBuffer, off, n int) {
 	if off < 0 || n < 0 || off+n > d.Size {
 		panic(fmt.Sprintf("gpu: %s of [%d, %d) of a %d-byte buffer", op, off, off+n, d.Size))
 	}
 }
 
-// Sync implements optimizer.Backend.
+// Sync implements backend.Backend.
 func (b *Backend) Sync() error { return b.s.Synchronize() }
 
-// GradStats implements optimizer.Backend (two launches, one hand-over to
+// GradStats implements backend.Backend (two launches, one hand-over to
 // the device's worker: the sums, then the normalisation of stats).
-func (b *Backend) GradStats(stats, grad collective.Buffer, gt collective.DType, n int) error {
+func (b *Backend) GradStats(stats, grad buffer.Buffer, gt buffer.DType, n int) error {
 	return b.dev.Do(func() error { return b.ks.GradStats(b.s, b.ptr(stats), b.ptr(grad), n, isBF16(gt)) })
 }
 
-func isBF16(dt collective.DType) bool {
+func isBF16(dt buffer.DType) bool {
 	switch dt {
-	case collective.BFloat16:
+	case buffer.BFloat16:
 		return true
-	case collective.Float32:
+	case buffer.Float32:
 		return false
 	}
 	panic(fmt.Sprintf("gpu: element type %v", dt))
 }
 
-// Update implements optimizer.Backend: one launch over all segments.
+// Update implements backend.Backend: one launch over all segments.
 func (b *Backend) Update(a *backend.UpdateArgs) error {
 	t := kernels.PackSegments(kernelSegments(a.Rule, a.Segments, nil))
 	return b.onWorker(func() error {
@@ -213,7 +214,7 @@ func (b *Backend) updateLaunch(a *backend.UpdateArgs, t kernels.Table) (*kernels
 	l := &kernels.UpdateLaunch{
 		Rule: kernels.Rule(a.Rule),
 		Hyper: kernels.Hyper{GradScale: h.GradScale, Beta1: h.Beta1, Beta2: h.Beta2, OneMinusBeta1: h.OneMinusBeta1,
-			OneMinusBeta2: h.OneMinusBeta2, Eps: h.Eps, RBC2: h.RBC2, Momentum: h.Momentum},
+			OneMinusBeta2: h.OneMinusBeta2, Eps: h.Eps, SqrtVCorrection: h.SqrtVCorrection, Momentum: h.Momentum},
 		Master: b.ptr(a.Master), Table: t, TablePtr: tp,
 		Format: a.Recipe.Format, FP8: b.ptr(a.FP8), BlockScales: b.ptr(a.BlockScales),
 		MX: a.Recipe.ScaleType() == fp8.ScaleE8M0, Margin: a.Recipe.Margin, PowerOf2: a.Recipe.PowerOf2,
@@ -231,7 +232,7 @@ func (b *Backend) updateLaunch(a *backend.UpdateArgs, t kernels.Table) (*kernels
 	return l, nil
 }
 
-// Cast implements optimizer.Backend: one launch over the segments of modes
+// Cast implements backend.Backend: one launch over the segments of modes
 // ModeTensorCurrent and ModeTile.
 func (b *Backend) Cast(a *backend.CastArgs) error {
 	t := kernels.PackSegments(kernelSegments(optimizer.RuleNone, a.Segments, castModes))
@@ -288,7 +289,7 @@ func (b *Backend) onWorker(fn func() error) error {
 	})
 }
 
-// Close implements optimizer.Backend: it waits for the stream, frees the
+// Close implements backend.Backend: it waits for the stream, frees the
 // cached tables, unloads the kernels and closes the device. Buffers not
 // freed before are released with the device's primary context.
 func (b *Backend) Close() error {
@@ -312,6 +313,6 @@ func (b *Backend) Close() error {
 	return err
 }
 
-var _ optimizer.Backend = (*Backend)(nil)
+var _ backend.Backend = (*Backend)(nil)
 
-func ptrOf(d collective.DeviceBuffer) cuda.DevicePtr { return cuda.DevicePtr(d.Ptr) }
+func ptrOf(d buffer.DeviceBuffer) cuda.DevicePtr { return cuda.DevicePtr(d.Ptr) }

@@ -6,13 +6,16 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective/rendezvous"
-	"github.com/distopt/distopt/optimizer"
 )
 
 // Choose returns the backend req names:
 //
-//   - "cpu": optimizer.NewCPU(0);
+//   - "cpu": cpu.New(0);
 //   - "gpu": New(LocalRank()), or its error (matching ErrUnavailable when
 //     there is no driver or GPU): never the CPU backend;
 //   - "auto": New(LocalRank()) when a GPU is usable, the CPU backend when
@@ -21,12 +24,12 @@ import (
 // The returned backend's Name says which was picked. Any other req gives
 // ErrBackend. For a GPU job, Setup also makes the communicator on the same
 // device and stream.
-func Choose(req string) (optimizer.Backend, error) {
+func Choose(req string) (backend.Backend, error) {
 	if req != "cpu" && req != "gpu" && req != "auto" {
 		return nil, fmt.Errorf("%w: %q (want cpu, gpu or auto)", ErrBackend, req)
 	}
 	if req == "cpu" {
-		return optimizer.NewCPU(0), nil
+		return cpu.New(0), nil
 	}
 	ordinal, err := LocalRank()
 	if err != nil {
@@ -42,7 +45,7 @@ func Choose(req string) (optimizer.Backend, error) {
 	default: // "auto"
 		b, err := New(ordinal)
 		if errors.Is(err, ErrUnavailable) {
-			return optimizer.NewCPU(0), nil
+			return cpu.New(0), nil
 		}
 		if err != nil {
 			return nil, err

@@ -99,7 +99,7 @@ func TestModeConstants(t *testing.T) {
 // hyperCUDA names backend.Hyper's fields as update.cu does.
 var hyperCUDA = map[string]string{
 	"GradScale": "gs", "Beta1": "b1", "Beta2": "b2", "OneMinusBeta1": "omb1",
-	"OneMinusBeta2": "omb2", "Eps": "eps", "RBC2": "rbc2", "Momentum": "mom",
+	"OneMinusBeta2": "omb2", "Eps": "eps", "SqrtVCorrection": "rbc2", "Momentum": "mom",
 }
 
 // TestHyperOrder checks that backend.Hyper, kernels.Hyper, update.cu's

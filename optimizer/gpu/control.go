@@ -4,14 +4,15 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/optimizer"
 )
 
-// Control implements optimizer.Backend: one single-thread launch on the
+// Control implements backend.Backend: one single-thread launch on the
 // compute stream (kernels.Set.StepControl); the host reads nothing.
-func (b *Backend) Control(ctl, stats collective.Buffer) error {
+func (b *Backend) Control(ctl, stats buffer.Buffer) error {
 	return b.ks.StepControl(b.s, b.ptr(ctl), b.ptr(stats))
 }
 
@@ -29,12 +30,12 @@ type readback struct {
 	s        *cuda.Stream
 }
 
-// ReadLater implements optimizer.AsyncReader: a copy into pinned host
+// ReadLater implements backend.AsyncReader: a copy into pinned host
 // memory queued on the compute stream, and an event recorded after it.
 // Neither waits for the GPU, so a step whose decision stays on the device
 // (and a CUDA graph captured from it) has no host synchronisation. One
 // hand-over to the device's worker.
-func (b *Backend) ReadLater(src collective.Buffer, n int) (optimizer.PendingRead, error) {
+func (b *Backend) ReadLater(src buffer.Buffer, n int) (backend.PendingRead, error) {
 	var rb *readback
 	err := b.onWorker(func() error {
 		err := b.readLater(src, n)
@@ -48,7 +49,7 @@ func (b *Backend) ReadLater(src collective.Buffer, n int) (optimizer.PendingRead
 }
 
 // readLater is ReadLater in onWorker.
-func (b *Backend) readLater(src collective.Buffer, n int) error {
+func (b *Backend) readLater(src buffer.Buffer, n int) error {
 	capturing := b.s.CaptureBegun()
 	if err := b.readbackFor(n); err != nil {
 		return err
@@ -100,7 +101,7 @@ func (b *Backend) readbackFor(n int) error {
 	return nil
 }
 
-// Done implements optimizer.PendingRead: a query of the event (of the
+// Done implements backend.PendingRead: a query of the event (of the
 // stream for a copy a graph captured).
 func (r *readback) Done() (bool, error) {
 	if r.captured {
@@ -109,7 +110,7 @@ func (r *readback) Done() (bool, error) {
 	return r.landed.Query()
 }
 
-// Bytes implements optimizer.PendingRead: the copy's bytes, after waiting
+// Bytes implements backend.PendingRead: the copy's bytes, after waiting
 // for the event when it has not completed (a host synchronisation; for a
 // copy a graph captured, for the stream the graph was launched on).
 func (r *readback) Bytes() ([]byte, error) {
@@ -156,4 +157,4 @@ func (b *Backend) freeReadback() error {
 	return err
 }
 
-var _ optimizer.AsyncReader = (*Backend)(nil)
+var _ backend.AsyncReader = (*Backend)(nil)

@@ -1,13 +1,13 @@
 // Package gpu provides the CUDA backend of the optimizer: an
-// optimizer.Backend whose buffers are device memory
-// (collective.DeviceBuffer) and whose arithmetic runs in the PTX kernels of
-// internal/kernels, bit for bit the CPU backend's (optimizer.NewCPU).
+// backend.Backend whose buffers are device memory
+// (buffer.DeviceBuffer) and whose arithmetic runs in the PTX kernels of
+// internal/kernels, bit for bit the CPU backend's (cpu.New).
 //
 // # Work and ordering
 //
 // Every method queues its work on one compute stream (Backend.Stream): the
 // gradient statistics (two launches: the exact sums, then their
-// normalisation; as an optimizer.GradStatsPlanner the backend plans every
+// normalisation; as an backend.GradStatsPlanner the backend plans every
 // bucket's gradient shard once, in a device table, so that a step's
 // statistics are those two launches whatever the number of buckets), the
 // fused update of a bucket shard
@@ -25,7 +25,7 @@
 //
 // # Overlap without host waits
 //
-// The backend is an optimizer.DeviceOrderer: where the optimizer's
+// The backend is an backend.DeviceOrderer: where the optimizer's
 // overlapped pipeline waits for a collective of an NCCL communicator (a
 // bucket's reduce-scatter before the gradient statistics, a bucket's
 // all-gather in WaitParam or before the next update), the compute stream
@@ -36,16 +36,16 @@
 // the gradients, and read the gathered parameters, on Stream (or order
 // your own stream against it with events).
 //
-// The backend is also an optimizer.DeviceScaler: with per-tensor current
+// The backend is also an backend.DeviceScaler: with per-tensor current
 // scaling and 128x128 tiles, the scales and scale_inv of a step are
 // derived from the all-reduced amaxes by a kernel on the compute stream
 // (scales.cu), after a device wait for the all-reduce, so the host neither
 // waits for nor reads the amaxes. The step's decision (norm, clip, skip,
 // loss scaler) is made by a one-thread kernel (stepctl.cu) into the control
 // block that the update, scales and cast kernels read, and the backend is
-// an optimizer.AsyncReader (a copy into pinned memory and an event): Step
+// an backend.AsyncReader (a copy into pinned memory and an event): Step
 // waits once to read the decision; StepAsync does not wait at all (with
-// delayed scaling the backend is an optimizer.DelayedScaler: the amax
+// delayed scaling the backend is an backend.DelayedScaler: the amax
 // histories live on the device, delayed.cu, and the host copies them only
 // for a checkpoint or a synchronous Step), except when the previous step's
 // decision has not been made yet when it starts

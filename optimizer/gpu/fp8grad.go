@@ -3,9 +3,10 @@ package gpu
 import (
 	"fmt"
 
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/fp8grad"
-	"github.com/distopt/distopt/optimizer"
 )
 
 // FP8Gradients wraps comm, a device communicator on be's GPU whose groups
@@ -20,7 +21,7 @@ func FP8Gradients(be *Backend, comm collective.Communicator, cfg fp8grad.Config)
 	if be == nil {
 		return nil, fmt.Errorf("gpu: FP8 gradients without a backend: %w", fp8grad.ErrConfig)
 	}
-	if d, ok := comm.(optimizer.OnDevice); ok && d.Ordinal() != be.Ordinal() {
+	if d, ok := comm.(backend.OnDevice); ok && d.Ordinal() != be.Ordinal() {
 		return nil, fmt.Errorf("gpu: FP8 gradients of a communicator on GPU %d with the kernels of GPU %d: %w", d.Ordinal(), be.Ordinal(), fp8grad.ErrConfig)
 	}
 	return fp8grad.NewDevice(comm, cfg, fp8grad.Device{Kernels: be.ks, Stream: be.s})

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/collective/single"
@@ -32,13 +35,13 @@ func TestFP8Gradients(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer dev.Close()
-				host, err := fp8grad.New(single.New(collective.Host, nil), fc)
+				host, err := fp8grad.New(single.New(buffer.Host, nil), fc)
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer host.Close()
 				const steps = 6
-				want := train(t, host, optimizer.NewCPU(2), cfg, steps, oneRankGrad)
+				want := train(t, host, cpu.New(2), cfg, steps, oneRankGrad)
 				got := train(t, dev, b, cfg, steps, oneRankGrad)
 				checkFP8Run(t, "gpu", want, got)
 			})
@@ -59,7 +62,7 @@ func TestFP8GradientsSharded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dev.Close()
-	host, err := fp8grad.New(single.New(collective.Host, nil), fc)
+	host, err := fp8grad.New(single.New(buffer.Host, nil), fc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +74,7 @@ func TestFP8GradientsSharded(t *testing.T) {
 		params = append(params, optimizer.Param{Name: fmt.Sprintf("w%d", i), Shape: []int{16, 32}})
 	}
 	cfg := optimizer.Config{LR: optimizer.Constant(1e-2), Layout: shard.Options{BucketElements: 512}}
-	want, err := optimizertest.Train(ctx, host, optimizer.NewCPU(2), params, cfg, 5, oneRankGrad)
+	want, err := optimizertest.Train(ctx, host, cpu.New(2), params, cfg, 5, oneRankGrad)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +91,8 @@ func TestFP8GradientsSharded(t *testing.T) {
 // deviceSingle is a one-rank communicator on b's device memory, copying on
 // its stream.
 func deviceSingle(b *Backend) collective.Communicator {
-	return single.New(collective.Device, func(dst, src collective.Buffer) error {
-		d, s := dst.(collective.DeviceBuffer), src.(collective.DeviceBuffer)
+	return single.New(buffer.Device, func(dst, src buffer.Buffer) error {
+		d, s := dst.(buffer.DeviceBuffer), src.(buffer.DeviceBuffer)
 		return b.Stream().CopyDtoD(ptrOf(d), ptrOf(s), min(d.Size, s.Size))
 	})
 }
@@ -116,7 +119,7 @@ func TestRankFP8Gradients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Size() != 1 || c.Memory() != collective.Device {
+	if c.Size() != 1 || c.Memory() != buffer.Device {
 		t.Fatalf("wrapper of size %d on %s memory", c.Size(), c.Memory())
 	}
 	if _, err := r.FP8Gradients(fp8grad.Config{}); !errors.Is(err, fp8grad.ErrConfig) {
@@ -127,7 +130,7 @@ func TestRankFP8Gradients(t *testing.T) {
 // TestFP8GradientsRefused: FP8Gradients without a backend is refused with
 // fp8grad.ErrConfig (no GPU needed).
 func TestFP8GradientsRefused(t *testing.T) {
-	if _, err := FP8Gradients(nil, single.New(collective.Device, nil), fp8grad.Config{}); !errors.Is(err, fp8grad.ErrConfig) {
+	if _, err := FP8Gradients(nil, single.New(buffer.Device, nil), fp8grad.Config{}); !errors.Is(err, fp8grad.ErrConfig) {
 		t.Errorf("no backend: %v, want fp8grad.ErrConfig", err)
 	}
 }

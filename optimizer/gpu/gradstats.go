@@ -3,9 +3,8 @@ package gpu
 import (
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/internal/kernels"
-	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
@@ -14,15 +13,15 @@ import (
 // normalisation) per Run.
 type statsPlan struct {
 	b     *Backend
-	stats collective.Buffer
+	stats buffer.Buffer
 	table *kernels.GradStatsTable
 }
 
-// PlanGradStats implements optimizer.GradStatsPlanner: Run queues one
+// PlanGradStats implements backend.GradStatsPlanner: Run queues one
 // kernel over every buffer (kernels.GradStatsTable) and the normalisation
 // of stats, whatever the number of buffers; the bits are those of
 // GradStats over each buffer in turn (the sum is exact).
-func (b *Backend) PlanGradStats(stats collective.Buffer, grads []collective.Buffer, gt collective.DType, ns []int) (optimizer.GradStatsPlan, error) {
+func (b *Backend) PlanGradStats(stats buffer.Buffer, grads []buffer.Buffer, gt buffer.DType, ns []int) (backend.GradStatsPlan, error) {
 	if len(grads) != len(ns) {
 		return nil, fmt.Errorf("gpu: %d gradient buffers and %d counts", len(grads), len(ns))
 	}
@@ -41,13 +40,13 @@ func (b *Backend) PlanGradStats(stats collective.Buffer, grads []collective.Buff
 	return &statsPlan{b: b, stats: stats, table: t}, nil
 }
 
-// Run implements optimizer.GradStatsPlan (queued on the backend's stream).
+// Run implements backend.GradStatsPlan (queued on the backend's stream).
 // One hand-over to the device's worker for both launches.
 func (p *statsPlan) Run() error {
 	return p.b.dev.Do(func() error { return p.table.Launch(p.b.s, p.b.ptr(p.stats)) })
 }
 
-// Close implements optimizer.GradStatsPlan: it waits for the stream, then
+// Close implements backend.GradStatsPlan: it waits for the stream, then
 // frees the table.
 func (p *statsPlan) Close() error {
 	if err := p.b.s.Synchronize(); err != nil {

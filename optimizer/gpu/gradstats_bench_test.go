@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/bf16"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
 	"github.com/distopt/distopt/optimizer/backend"
@@ -39,7 +40,7 @@ func BenchmarkGradStats(b *testing.B) {
 	defer be.Free(stats)
 	b.SetBytes(2 * n)
 	for b.Loop() {
-		if err := be.GradStats(stats, grad, collective.BFloat16, n); err != nil {
+		if err := be.GradStats(stats, grad, buffer.BFloat16, n); err != nil {
 			b.Fatal(err)
 		}
 		if err := be.Sync(); err != nil {

@@ -5,13 +5,15 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/collective"
-	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
-var _ optimizer.GradStatsPlanner = (*Backend)(nil)
+var _ backend.GradStatsPlanner = (*Backend)(nil)
 
 // TestPlanGradStats plans the statistics of 22 gradient buffers of the CPU
 // backend's kinds (sizes from 0 to 70000, slices at odd element offsets,
@@ -21,10 +23,10 @@ var _ optimizer.GradStatsPlanner = (*Backend)(nil)
 // that do not match the buffers are refused.
 func TestPlanGradStats(t *testing.T) {
 	b := open(t)
-	cpu := optimizer.NewCPU(2)
-	for _, gt := range []collective.DType{collective.BFloat16, collective.Float32} {
+	cpu := cpu.New(2)
+	for _, gt := range []buffer.DType{buffer.BFloat16, buffer.Float32} {
 		r := rand.New(rand.NewPCG(17, uint64(gt)))
-		var grads, cgrads []collective.Buffer
+		var grads, cgrads []buffer.Buffer
 		var ns []int
 		for i := range 22 {
 			n := []int{0, 1, 7, 9, 1000, 70000}[r.IntN(6)]
@@ -39,7 +41,7 @@ func TestPlanGradStats(t *testing.T) {
 				}
 			}
 			raw := []byte(collective.ToBytes(xs))
-			if gt == collective.BFloat16 {
+			if gt == buffer.BFloat16 {
 				h := make([]uint16, len(xs))
 				for j, x := range xs {
 					h[j] = bf16.FromFloat32(x)
@@ -52,7 +54,7 @@ func TestPlanGradStats(t *testing.T) {
 			must(t, b.Write(g, 0, raw))
 			sz := gt.Size()
 			grads = append(grads, g.Slice(sz*off, sz*(off+n)))
-			cgrads = append(cgrads, collective.HostBuffer(raw[sz*off:sz*(off+n)]))
+			cgrads = append(cgrads, buffer.HostBuffer(raw[sz*off:sz*(off+n)]))
 			ns = append(ns, n)
 		}
 		init := make([]int64, backend.StatsLen)
@@ -61,7 +63,7 @@ func TestPlanGradStats(t *testing.T) {
 		must(t, err)
 		defer b.Free(stats)
 		must(t, b.Write(stats, 0, collective.ToBytes(init)))
-		want := collective.HostBuffer(collective.ToBytes(init))
+		want := buffer.HostBuffer(collective.ToBytes(init))
 		plan, err := b.PlanGradStats(stats, grads, gt, ns)
 		must(t, err)
 		for run := range 2 {

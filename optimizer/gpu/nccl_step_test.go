@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/single"
@@ -129,7 +132,7 @@ func testNCCL(t *testing.T, micro int) {
 				}
 			}
 			gt := optimizertest.GradType(cfg)
-			ref := train(t, single.New(collective.Host, nil), optimizer.NewCPU(2), cfg, ncclSteps, func(p optimizer.Param, s, _ int) []float32 {
+			ref := train(t, single.New(buffer.Host, nil), cpu.New(2), cfg, ncclSteps, func(p optimizer.Param, s, _ int) []float32 {
 				return optimizertest.Mean(gt, grad(p, s, 0), grad(p, s, 1))
 			})
 			for r := range 2 {

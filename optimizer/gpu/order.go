@@ -1,10 +1,11 @@
 package gpu
 
 import (
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // streamWaiter is collective work that a stream can wait for on the device
@@ -20,7 +21,7 @@ type precedent interface {
 	Precedes(o collective.Work) bool
 }
 
-// After implements optimizer.DeviceOrderer: for the work of an NCCL
+// After implements backend.DeviceOrderer: for the work of an NCCL
 // communicator (collective/nccl) it makes the backend's stream wait for
 // the group's completion event, and the host waits only until the group
 // has been handed to NCCL, not for the transfer. Work that precedes the
@@ -49,21 +50,21 @@ func (b *Backend) After(w collective.Work) (bool, error) {
 	return true, nil
 }
 
-var _ optimizer.DeviceOrderer = (*Backend)(nil)
+var _ backend.DeviceOrderer = (*Backend)(nil)
 
-// ScalesFromAmax implements optimizer.DeviceScaler: one launch on the
+// ScalesFromAmax implements backend.DeviceScaler: one launch on the
 // compute stream (kernels.Set.ScalesFromAmax).
-func (b *Backend) ScalesFromAmax(scale, scaleInv, amax, ctl collective.Buffer, n int, r fp8.Recipe) error {
+func (b *Backend) ScalesFromAmax(scale, scaleInv, amax, ctl buffer.Buffer, n int, r fp8.Recipe) error {
 	return b.ks.ScalesFromAmax(b.s, b.ptr(scale), b.ptr(scaleInv), b.ptr(amax), b.ptr(ctl), n, r.Format, r.Margin, r.PowerOf2)
 }
 
-var _ optimizer.DeviceScaler = (*Backend)(nil)
+var _ backend.DeviceScaler = (*Backend)(nil)
 
-// DelayedScales implements optimizer.DelayedScaler: one launch on the
+// DelayedScales implements backend.DelayedScaler: one launch on the
 // compute stream (kernels.Set.DelayedScales).
-func (b *Backend) DelayedScales(scale, scaleInv, cast, hist, amax, ctl collective.Buffer, n, l int, r fp8.Recipe) error {
+func (b *Backend) DelayedScales(scale, scaleInv, cast, hist, amax, ctl buffer.Buffer, n, l int, r fp8.Recipe) error {
 	return b.ks.DelayedScales(b.s, b.ptr(scale), b.ptr(scaleInv), b.ptr(cast), b.ptr(hist), b.ptr(amax), b.ptr(ctl), n, l,
 		r.Format, r.Margin, r.PowerOf2, r.HistoryReduce == fp8.HistoryMostRecent)
 }
 
-var _ optimizer.DelayedScaler = (*Backend)(nil)
+var _ backend.DelayedScaler = (*Backend)(nil)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/optimizer"
@@ -139,7 +140,7 @@ func drainComm(b *testing.B, ctx context.Context, r *Rank) {
 		b.Fatal(err)
 	}
 	defer r.Backend.Free(buf)
-	op := collective.Op{Kind: collective.OpAllReduce, Dst: buf, Src: buf, DType: collective.Float32, Reduce: collective.Sum}
+	op := collective.Op{Kind: collective.OpAllReduce, Dst: buf, Src: buf, DType: buffer.Float32, Reduce: collective.Sum}
 	if err := r.Comm.Start(op).Wait(ctx); err != nil {
 		b.Fatal(err)
 	}

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/rendezvous"
@@ -75,11 +78,11 @@ func TestOverlapStep(t *testing.T) {
 // does not order after: the optimizer waits on the host, at once).
 func TestOverlapStepSingle(t *testing.T) {
 	b := open(t)
-	copier := func(dst, src collective.Buffer) error {
-		d, s := dst.(collective.DeviceBuffer), src.(collective.DeviceBuffer)
+	copier := func(dst, src buffer.Buffer) error {
+		d, s := dst.(buffer.DeviceBuffer), src.(buffer.DeviceBuffer)
 		return b.Stream().CopyDtoD(ptrOf(d), ptrOf(s), min(d.Size, s.Size))
 	}
-	overlapStep(t, single.New(collective.Device, copier), b)
+	overlapStep(t, single.New(buffer.Device, copier), b)
 }
 
 // overlapStep is the body of TestOverlapStep on comm and be.
@@ -101,7 +104,7 @@ func overlapStep(t *testing.T, comm collective.Communicator, be *Backend) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cpu := train(t, single.New(collective.Host, nil), optimizer.NewCPU(2), cfg, steps, acc)
+				cpu := train(t, single.New(buffer.Host, nil), cpu.New(2), cfg, steps, acc)
 				compareOverlap(t, want, got, cpu)
 			})
 		}

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/rendezvous"
-	"github.com/distopt/distopt/optimizer"
 )
 
 // Rank is one process's rank of a GPU job, wired so that it cannot be got
@@ -77,6 +78,6 @@ func (r *Rank) Close() error {
 }
 
 var (
-	_ optimizer.OnDevice = (*Backend)(nil)
-	_ optimizer.OnDevice = (*nccl.Comm)(nil)
+	_ backend.OnDevice = (*Backend)(nil)
+	_ backend.OnDevice = (*nccl.Comm)(nil)
 )

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/single"
 	"github.com/distopt/distopt/optimizer"
@@ -28,11 +31,11 @@ func TestShardedGradients(t *testing.T) {
 // collective/single on device memory.
 func TestShardedGradientsSingle(t *testing.T) {
 	b := open(t)
-	copier := func(dst, src collective.Buffer) error {
-		d, s := dst.(collective.DeviceBuffer), src.(collective.DeviceBuffer)
+	copier := func(dst, src buffer.Buffer) error {
+		d, s := dst.(buffer.DeviceBuffer), src.(buffer.DeviceBuffer)
 		return b.Stream().CopyDtoD(ptrOf(d), ptrOf(s), min(d.Size, s.Size))
 	}
-	shardedStep(t, single.New(collective.Device, copier), b)
+	shardedStep(t, single.New(buffer.Device, copier), b)
 }
 
 // shardedStep is the body of TestShardedGradients on comm and be.
@@ -54,7 +57,7 @@ func shardedStep(t *testing.T, comm collective.Communicator, be *Backend) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cpu := train(t, single.New(collective.Host, nil), optimizer.NewCPU(2), cfg, steps, oneRankGrad)
+				cpu := train(t, single.New(buffer.Host, nil), cpu.New(2), cfg, steps, oneRankGrad)
 				compareOverlap(t, want, got, cpu)
 			})
 		}
@@ -92,7 +95,7 @@ func TestShardedGradientsAccumulated(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cpu, err := optimizertest.TrainOverlapped(ctx, single.New(collective.Host, nil), optimizer.NewCPU(2), params, sharded, steps, oneRankGrad, ov)
+				cpu, err := optimizertest.TrainOverlapped(ctx, single.New(buffer.Host, nil), cpu.New(2), params, sharded, steps, oneRankGrad, ov)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -1,20 +1,20 @@
 package gpu
 
 import (
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/kernels"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
-// UpdateShards implements optimizer.ShardUpdater: one launch over the
+// UpdateShards implements backend.ShardUpdater: one launch over the
 // segments of every shard (kernels.PackShards), each chunk reading and
 // writing its own shard's buffers; the launch's scalars, flags, Amax,
 // Scale and Control are the first shard's, which every other shard shares
-// (optimizer.CheckShards).
+// (backend.CheckShards).
 func (b *Backend) UpdateShards(as []*backend.UpdateArgs) error {
-	if err := optimizer.CheckShards(as); err != nil {
+	if err := backend.CheckShards(as); err != nil {
 		return err
 	}
 	t, err := shardTable(as, b.ptr)
@@ -41,7 +41,7 @@ func (b *Backend) UpdateShards(as []*backend.UpdateArgs) error {
 // (backend.MomentSeed), and a table whose bytes differ from its device
 // copy's is copied again (Backend.table), so a seed nothing reads would
 // cost an upload every step.
-func shardTable(as []*backend.UpdateArgs, ptr func(collective.Buffer) cuda.DevicePtr) (kernels.Table, error) {
+func shardTable(as []*backend.UpdateArgs, ptr func(buffer.Buffer) cuda.DevicePtr) (kernels.Table, error) {
 	seed := readsSeed(as[0]) // the launch's moment types, every shard's (CheckShards)
 	lists := make([][]backend.Segment, len(as))
 	for i, a := range as {
@@ -75,10 +75,10 @@ func readsSeed(a *backend.UpdateArgs) bool {
 	return a.Rule == optimizer.RuleAdamW && vt == backend.MomentFP8
 }
 
-// CastShards implements optimizer.ShardUpdater: one launch over the
+// CastShards implements backend.ShardUpdater: one launch over the
 // segments of modes ModeTensorCurrent and ModeTile of every shard.
 func (b *Backend) CastShards(cs []*backend.CastArgs) error {
-	if err := optimizer.CheckCastShards(cs); err != nil {
+	if err := backend.CheckCastShards(cs); err != nil {
 		return err
 	}
 	lists := make([][]backend.Segment, len(cs))
@@ -102,7 +102,7 @@ func (b *Backend) CastShards(cs []*backend.CastArgs) error {
 	})
 }
 
-var _ optimizer.ShardUpdater = (*Backend)(nil)
+var _ backend.ShardUpdater = (*Backend)(nil)
 
 // shardSegments returns kernelSegments(r, lists[i], keep) for every shard
 // i, all in one allocation (a step packs its tables every time).

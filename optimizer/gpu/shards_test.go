@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
@@ -19,7 +19,7 @@ import (
 	"github.com/distopt/distopt/shard"
 )
 
-// bucketByBucket is the GPU backend with its optimizer.ShardUpdater hidden
+// bucketByBucket is the GPU backend with its backend.ShardUpdater hidden
 // (the fields shadow the promoted methods): the optimizer updates and
 // casts it one bucket at a time, as before one launch covered every
 // bucket. Every other optional interface stays.
@@ -55,7 +55,7 @@ func gptParams(width, layers int) []optimizer.Param {
 // buckets on one GPU (one-rank NCCL communicator; the 1.3B GPT's 293
 // tensors at width 1024, 407M parameters, in buckets of 2^24 elements),
 // updated and cast with one launch over every bucket ("shards",
-// the optimizer.ShardUpdater path) against one launch per bucket
+// the backend.ShardUpdater path) against one launch per bucket
 // ("buckets", the same backend with ShardUpdater hidden), in the modes of
 // BenchmarkStepAsync: sync (Step; ns/op is the step's wall time with the
 // GPU work), async-idle (StepAsync on an idle GPU: step-us is the
@@ -91,7 +91,7 @@ func BenchmarkStepShards(b *testing.B) {
 						r.Backend.Device().SetHopSpin(hopSpin)
 						defer r.Backend.Device().SetHopSpin(0)
 					}
-					var be optimizer.Backend = r.Backend
+					var be backend.Backend = r.Backend
 					if path == "buckets" {
 						be = bucketByBucket{Backend: r.Backend}
 					}
@@ -105,7 +105,7 @@ func BenchmarkStepShards(b *testing.B) {
 						b.Fatal(err)
 					}
 					defer o.Close()
-					if _, ok := be.(optimizer.ShardUpdater); ok != (path == "shards") {
+					if _, ok := be.(backend.ShardUpdater); ok != (path == "shards") {
 						b.Fatalf("%s: the backend is a ShardUpdater: %t", path, ok)
 					}
 					b.ReportMetric(float64(len(o.Layout().Buckets)), "buckets")
@@ -192,11 +192,11 @@ func TestShardTableSeeds(t *testing.T) {
 		{optimizer.RuleNone, FP8, FP8, false},
 	}
 	// addresses that are not real: shardTable only packs them
-	ptr := func(x collective.Buffer) cuda.DevicePtr {
+	ptr := func(x buffer.Buffer) cuda.DevicePtr {
 		if x == nil {
 			return 0
 		}
-		return cuda.DevicePtr(x.(collective.DeviceBuffer).Ptr)
+		return cuda.DevicePtr(x.(buffer.DeviceBuffer).Ptr)
 	}
 	const n = 512
 	for _, c := range cases {
@@ -204,16 +204,16 @@ func TestShardTableSeeds(t *testing.T) {
 		pack := func(step int) kernels.Table {
 			as := make([]*backend.UpdateArgs, 3)
 			for k := range as {
-				buf := func(i int) collective.Buffer {
-					return collective.DeviceBuffer{Ptr: uintptr(1<<20*(k+1) + 1<<16*i), Size: 4 * n}
+				buf := func(i int) buffer.Buffer {
+					return buffer.DeviceBuffer{Ptr: uintptr(1<<20*(k+1) + 1<<16*i), Size: 4 * n}
 				}
-				as[k] = &backend.UpdateArgs{Rule: c.rule, N: n, MomentType: collective.Float32, MType: c.m, VType: c.v,
+				as[k] = &backend.UpdateArgs{Rule: c.rule, N: n, MomentType: buffer.Float32, MType: c.m, VType: c.v,
 					MomentBlock: 32, MomentSeed: backend.MomentSeed(step, k), MomentBase: n * k,
 					Master: buf(0), M: buf(1), V: buf(2), Grad: buf(3), FP8: buf(4), MScales: buf(5), VScales: buf(6),
-					GradType: collective.Float32, Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent},
+					GradType: buffer.Float32, Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent},
 					Segments: []backend.Segment{{Off: 32 * k, Len: n - 32*k, Mode: backend.ModeTensorCurrent, StepSize: 1e-3, Shrink: 1}}}
 			}
-			if err := optimizer.CheckShards(as); err != nil {
+			if err := backend.CheckShards(as); err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
 			if got := readsSeed(as[0]); got != c.read {

@@ -8,6 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/single"
 	"github.com/distopt/distopt/optimizer"
@@ -33,7 +38,7 @@ func stepGrad(p optimizer.Param, step int) []float32 {
 
 // train takes steps steps on one rank of comm with the backend be, setting
 // the gradients grad(p, s, 0) of optimizertest.AwkwardParams.
-func train(t *testing.T, comm collective.Communicator, be optimizer.Backend, cfg optimizer.Config, steps int, grad optimizertest.GradFunc) optimizertest.Result {
+func train(t *testing.T, comm collective.Communicator, be backend.Backend, cfg optimizer.Config, steps int, grad optimizertest.GradFunc) optimizertest.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -53,15 +58,15 @@ func oneRankGrad(p optimizer.Param, step, _ int) []float32 { return stepGrad(p, 
 // bit-identical.
 func TestStep(t *testing.T) {
 	b := open(t)
-	copier := func(dst, src collective.Buffer) error {
-		d, s := dst.(collective.DeviceBuffer), src.(collective.DeviceBuffer)
+	copier := func(dst, src buffer.Buffer) error {
+		d, s := dst.(buffer.DeviceBuffer), src.(buffer.DeviceBuffer)
 		return b.Stream().CopyDtoD(ptrOf(d), ptrOf(s), min(d.Size, s.Size))
 	}
 	for name, cfg := range stepConfigs() {
 		t.Run(name, func(t *testing.T) {
 			const steps = 6
-			got := train(t, single.New(collective.Device, copier), b, cfg, steps, oneRankGrad)
-			want := train(t, single.New(collective.Host, nil), optimizer.NewCPU(2), cfg, steps, oneRankGrad)
+			got := train(t, single.New(buffer.Device, copier), b, cfg, steps, oneRankGrad)
+			want := train(t, single.New(buffer.Host, nil), cpu.New(2), cfg, steps, oneRankGrad)
 			if !reflect.DeepEqual(got.Skipped(), want.Skipped()) {
 				t.Errorf("skipped steps: gpu %v, cpu %v", got.Skipped(), want.Skipped())
 			}
@@ -82,6 +87,6 @@ func ExampleChoose() {
 		return
 	}
 	defer be.Close()
-	fmt.Println(be.Memory() == collective.Host || be.Memory() == collective.Device)
+	fmt.Println(be.Memory() == buffer.Host || be.Memory() == buffer.Device)
 	// Output: true
 }

@@ -3,7 +3,7 @@ package gpu
 import (
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
@@ -26,7 +26,7 @@ func BenchmarkHostTable(b *testing.B) {
 		}
 		as = append(as, a)
 	}
-	ptr := func(collective.Buffer) cuda.DevicePtr { return 0x1000 }
+	ptr := func(buffer.Buffer) cuda.DevicePtr { return 0x1000 }
 	b.Run("shardTable", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := shardTable(as, ptr); err != nil {

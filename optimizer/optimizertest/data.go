@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/distopt/distopt/bf16"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/optimizer"
 )
@@ -58,7 +59,7 @@ func RankGrad(p optimizer.Param, step, rank int) []float32 {
 
 // MeanGrad is the reference all-reduce average of RankGrad over ranks 0 to
 // world-1: Mean(dt, RankGrad(p, step, 0), ..., RankGrad(p, step, world-1)).
-func MeanGrad(p optimizer.Param, step, world int, dt collective.DType) []float32 {
+func MeanGrad(p optimizer.Param, step, world int, dt buffer.DType) []float32 {
 	grads := make([][]float32, world)
 	for r := range world {
 		grads[r] = RankGrad(p, step, r)
@@ -67,11 +68,11 @@ func MeanGrad(p optimizer.Param, step, world int, dt collective.DType) []float32
 }
 
 // Mean returns the average of grads as a communicator computes it in dt
-// (collective.Float32 or collective.BFloat16): each gradient is rounded to
+// (buffer.Float32 or buffer.BFloat16): each gradient is rounded to
 // dt (to nearest even), collective.Reduce averages them in dt, and the
 // result is widened to float32. It panics on another dt, on no gradients,
 // or on gradients of different lengths.
-func Mean(dt collective.DType, grads ...[]float32) []float32 {
+func Mean(dt buffer.DType, grads ...[]float32) []float32 {
 	srcs := make([][]byte, len(grads))
 	for r, g := range grads {
 		srcs[r] = encode(g, dt)
@@ -81,19 +82,19 @@ func Mean(dt collective.DType, grads ...[]float32) []float32 {
 	return decode(dst, dt)
 }
 
-// Round returns x rounded to dt (collective.Float32: unchanged;
-// collective.BFloat16: to nearest even, as bf16.FromFloat32 rounds) and
+// Round returns x rounded to dt (buffer.Float32: unchanged;
+// buffer.BFloat16: to nearest even, as bf16.FromFloat32 rounds) and
 // widened back to float32, in a new slice. It panics on another dt.
-func Round(x []float32, dt collective.DType) []float32 {
+func Round(x []float32, dt buffer.DType) []float32 {
 	return decode(encode(x, dt), dt)
 }
 
 // encode returns the little-endian bytes of x in dt.
-func encode(x []float32, dt collective.DType) []byte {
+func encode(x []float32, dt buffer.DType) []byte {
 	switch dt {
-	case collective.Float32:
+	case buffer.Float32:
 		return collective.ToBytes(x)
-	case collective.BFloat16:
+	case buffer.BFloat16:
 		h := make([]uint16, len(x))
 		for i, f := range x {
 			h[i] = bf16.FromFloat32(f)
@@ -104,11 +105,11 @@ func encode(x []float32, dt collective.DType) []byte {
 }
 
 // decode is the inverse of encode, widening to float32.
-func decode(b []byte, dt collective.DType) []float32 {
+func decode(b []byte, dt buffer.DType) []float32 {
 	switch dt {
-	case collective.Float32:
+	case buffer.Float32:
 		return collective.FromBytes[float32](b)
-	case collective.BFloat16:
+	case buffer.BFloat16:
 		h := collective.FromBytes[uint16](b)
 		x := make([]float32, len(h))
 		for i, v := range h {

@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective/single"
-	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/optimizertest"
 )
 
@@ -16,7 +17,7 @@ func ExampleTrain() {
 	params := optimizertest.AwkwardParams()
 	cfg := optimizertest.Configs()["sgd"]
 	train := func(goroutines int) optimizertest.Result {
-		res, err := optimizertest.Train(context.Background(), single.New(collective.Host, nil), optimizer.NewCPU(goroutines), params, cfg, 3, optimizertest.RankGrad)
+		res, err := optimizertest.Train(context.Background(), single.New(buffer.Host, nil), cpu.New(goroutines), params, cfg, 3, optimizertest.RankGrad)
 		if err != nil {
 			panic(err)
 		}

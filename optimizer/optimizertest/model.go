@@ -1,7 +1,7 @@
 package optimizertest
 
 import (
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/shard"
@@ -70,7 +70,7 @@ func Configs() map[string]optimizer.Config {
 		out[rc.String()] = c
 	}
 	c := base
-	c.MomentType, c.GradType, c.HighPrecisionType = collective.BFloat16, collective.Float32, collective.Float32
+	c.FirstMomentType, c.SecondMomentType, c.GradType, c.HighPrecisionType = optimizer.MomentBFloat16, optimizer.MomentBFloat16, buffer.Float32, buffer.Float32
 	out["bf16 moments, fp32 grads"] = c
 	c = base
 	c.Rule, c.Momentum = optimizer.RuleSGD, 0.9
@@ -92,10 +92,10 @@ func Configs() map[string]optimizer.Config {
 }
 
 // GradType returns the gradient type cfg communicates in: cfg.GradType, or
-// collective.BFloat16 when it is unset.
-func GradType(cfg optimizer.Config) collective.DType {
+// buffer.BFloat16 when it is unset.
+func GradType(cfg optimizer.Config) buffer.DType {
 	if cfg.GradType == 0 {
-		return collective.BFloat16
+		return buffer.BFloat16
 	}
 	return cfg.GradType
 }

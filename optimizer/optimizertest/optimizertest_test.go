@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/bf16"
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
 )
@@ -84,14 +84,14 @@ func TestMean(t *testing.T) {
 	const tie = 1 + 1.0/256 // halfway between two BFloat16 values: rounds to even, 1
 	cases := []struct {
 		name  string
-		dt    collective.DType
+		dt    buffer.DType
 		grads [][]float32
 		want  []float32
 	}{
-		{"float32", collective.Float32, [][]float32{{1, 2, -3}, {3, 5, 3}}, []float32{2, 3.5, 0}},
-		{"float32 three", collective.Float32, [][]float32{{1}, {2}, {6}}, []float32{3}},
-		{"bfloat16 rounds each input", collective.BFloat16, [][]float32{{tie, 3}, {tie, 3 + 1.0/128}}, []float32{1, 3}},
-		{"bfloat16 one", collective.BFloat16, [][]float32{{0.1}}, []float32{bf16.ToFloat32(bf16.FromFloat32(0.1))}},
+		{"float32", buffer.Float32, [][]float32{{1, 2, -3}, {3, 5, 3}}, []float32{2, 3.5, 0}},
+		{"float32 three", buffer.Float32, [][]float32{{1}, {2}, {6}}, []float32{3}},
+		{"bfloat16 rounds each input", buffer.BFloat16, [][]float32{{tie, 3}, {tie, 3 + 1.0/128}}, []float32{1, 3}},
+		{"bfloat16 one", buffer.BFloat16, [][]float32{{0.1}}, []float32{bf16.ToFloat32(bf16.FromFloat32(0.1))}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -100,7 +100,7 @@ func TestMean(t *testing.T) {
 			}
 		})
 	}
-	if got := Round([]float32{tie, 0.1}, collective.Float32); FirstDiff(got, []float32{tie, 0.1}) >= 0 {
+	if got := Round([]float32{tie, 0.1}, buffer.Float32); FirstDiff(got, []float32{tie, 0.1}) >= 0 {
 		t.Fatalf("Round to float32 changed %v", got)
 	}
 }
@@ -111,7 +111,7 @@ func TestGrad(t *testing.T) {
 	p := AwkwardParams()[0]
 	for step := range 6 {
 		g := RankGrad(p, step, 1)
-		if FirstDiff(g, Round(g, collective.BFloat16)) >= 0 {
+		if FirstDiff(g, Round(g, buffer.BFloat16)) >= 0 {
 			t.Fatalf("step %d: not exact in BFloat16", step)
 		}
 		if FirstDiff(g, RankGrad(p, step, 1)) >= 0 || FirstDiff(g, RankGrad(p, step, 0)) < 0 {

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/optimizer"
 )
@@ -63,7 +65,7 @@ func accumulate(acc, g []float32) []float32 {
 // (Collect, after WaitGathers) must therefore equal Train's fed
 // Accumulated(grad, micro), bit for bit. A result StepAsync returns Pending
 // is completed by LastResult after the next forward pass.
-func TrainOverlapped(ctx context.Context, comm collective.Communicator, be optimizer.Backend, params []optimizer.Param, cfg optimizer.Config, steps int, grad GradFunc, ov Overlap) (Result, error) {
+func TrainOverlapped(ctx context.Context, comm collective.Communicator, be backend.Backend, params []optimizer.Param, cfg optimizer.Config, steps int, grad GradFunc, ov Overlap) (Result, error) {
 	cfg.MicroBatches = ov.micro()
 	o, err := optimizer.New(ctx, comm, be, params, optimizer.FromMap(InitWeights(params, 1)), cfg)
 	if err != nil {

@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
+	"github.com/distopt/distopt/optimizer/backend"
+
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
@@ -61,7 +65,7 @@ func Collect(o *optimizer.Optimizer, params []optimizer.Param) (Result, error) {
 // Collect's result after the last step, with the step results. The
 // optimizer is closed before Train returns, comm is not. A failing step's
 // error is wrapped with its number.
-func Train(ctx context.Context, comm collective.Communicator, be optimizer.Backend, params []optimizer.Param, cfg optimizer.Config, steps int, grad GradFunc) (Result, error) {
+func Train(ctx context.Context, comm collective.Communicator, be backend.Backend, params []optimizer.Param, cfg optimizer.Config, steps int, grad GradFunc) (Result, error) {
 	o, err := optimizer.New(ctx, comm, be, params, optimizer.FromMap(InitWeights(params, 1)), cfg)
 	if err != nil {
 		return Result{}, err
@@ -86,13 +90,13 @@ func Train(ctx context.Context, comm collective.Communicator, be optimizer.Backe
 }
 
 // Run trains world in-process ranks (collective/inproc), each on
-// optimizer.NewCPU(2) with its own copy of cfg's loss scaler, with Train
+// cpu.New(2) with its own copy of cfg's loss scaler, with Train
 // under a one-minute deadline, and returns their results by rank. It fails
 // t naming the first rank that returned an error.
 func Run(t testing.TB, world, steps int, params []optimizer.Param, cfg optimizer.Config, grad GradFunc) []Result {
 	t.Helper()
 	return RunRanks(t, world, cfg, func(ctx context.Context, comm collective.Communicator, cfg optimizer.Config) (Result, error) {
-		return Train(ctx, comm, optimizer.NewCPU(2), params, cfg, steps, grad)
+		return Train(ctx, comm, cpu.New(2), params, cfg, steps, grad)
 	})
 }
 

@@ -17,8 +17,9 @@ starts at SplitMix64(seed + g * 0x9E3779B97F4A7C15) mod (tokens - seq)).
             optimizer.WarmupCosine, gradient clipping, the step's global batch
             (world x micro x batch sequences) accumulated on one device (under
             torchrun: DDP, see below);
-            attention by F.scaled_dot_product_attention (--sdpa flash forces
-            the flash kernel), --compile for torch.compile. Prints one line
+            attention by F.scaled_dot_product_attention (--sdpa flash or
+            cudnn forces that kernel), --compile for torch.compile,
+            --profile FILE for the CUDA time per kernel of the last two steps. Prints one line
             per step (loss, tokens/s, MFU, memory) and writes the curve to
             --out (JSON, the layout of examples/gpt/curve: train and
             validation losses as [step, loss], the speed, and the validation
@@ -74,6 +75,7 @@ import torch.nn.functional as F
 M64 = (1 << 64) - 1
 PEAK_BF16 = 989e12  # examples/gpt/gpu.go peakBF16
 UNTIMED_STEPS = 3  # examples/gpt/record.go untimedSteps
+PROFILED_STEPS = 2  # --profile: the last two steps
 AUTOCAST = True  # --precision bf16 (main sets it)
 PRESETS = {  # model.Presets: layers, hidden, heads, ffn, vocab, seq
     "tiny": (2, 64, 1, 256, 256, 64),
@@ -368,8 +370,10 @@ def train_run(args, meta, tensors, train, valid):
            "eval": {"windows": args.eval_windows // batch * batch, "spread": args.eval_spread}}
     mem = Memory()
     timed_tokens, timed_s = 0, 0.0
+    prof = None
     with sdpa_context(args.sdpa):
         for step in range(args.steps):
+            prof = profiler_for(args, step) or prof
             t0 = time.time()
             for g in opt.param_groups:
                 g["lr"] = lr_at(step + 1, args.lr, min_lr, warmup, args.steps)
@@ -407,6 +411,8 @@ def train_run(args, meta, tensors, train, valid):
                 out["valid"].append([step + 1, v])
                 write_curve(args.out, out, timed_tokens, timed_s, fpt, mem, world)
     write_curve(args.out, out, timed_tokens, timed_s, fpt, mem, world)
+    if prof is not None:
+        write_profile(args, prof)
     if ddp is not None:
         torch.distributed.destroy_process_group()
     if timed_s > 0:
@@ -418,10 +424,30 @@ def train_run(args, meta, tensors, train, valid):
 
 def sdpa_context(which):
     """The attention kernels F.scaled_dot_product_attention may use."""
-    if which == "flash":
+    if which in ("flash", "cudnn"):
         from torch.nn.attention import SDPBackend, sdpa_kernel
-        return sdpa_kernel(SDPBackend.FLASH_ATTENTION)
+        return sdpa_kernel(SDPBackend.FLASH_ATTENTION if which == "flash" else SDPBackend.CUDNN_ATTENTION)
     return contextlib.nullcontext()
+
+
+def profiler_for(args, step):
+    """A torch.profiler over the steps --profile names (the last two), or None."""
+    if not args.profile or step != args.steps - PROFILED_STEPS:
+        return None
+    from torch.profiler import ProfilerActivity, profile
+    prof = profile(activities=[ProfilerActivity.CUDA])
+    prof.__enter__()
+    return prof
+
+
+def write_profile(args, prof):
+    """Writes the CUDA kernels' time per step, by kernel name, as JSON."""
+    torch.cuda.synchronize()
+    prof.__exit__(None, None, None)
+    rows = [{"name": e.key, "us": e.device_time_total / PROFILED_STEPS, "count": e.count / PROFILED_STEPS}
+            for e in prof.key_averages() if e.device_time_total > 0]
+    with open(args.profile, "w") as f:
+        json.dump({"steps": PROFILED_STEPS, "kernels": rows}, f, indent=1)
 
 
 def main():
@@ -432,7 +458,9 @@ def main():
     ap.add_argument("--batch", type=int, default=0, help="sequences per micro-batch (0: the file's)")
     ap.add_argument("--micro", type=int, default=0, help="micro-batches per step (0: the file's)")
     ap.add_argument("--seed", type=int, default=1, help="batch order seed without --init")
-    ap.add_argument("--sdpa", choices=["auto", "flash"], default="auto", help="attention kernels of scaled_dot_product_attention")
+    ap.add_argument("--sdpa", choices=["auto", "flash", "cudnn"], default="auto",
+                    help="attention kernels of scaled_dot_product_attention (flash or cudnn force that backend)")
+    ap.add_argument("--profile", default="", help="write the CUDA time per kernel of the last two steps (torch.profiler) to this JSON file")
     ap.add_argument("--name", default="torch", help="the run's name in the curve")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--steps", type=int, default=20)

@@ -65,7 +65,11 @@
 #  6. (not by default) fp8grad: the small shape for $FP8GRAD_STEPS steps with
 #     gradients reduce-scattered in BF16, in FP8 (E4M3), and in FP8 with
 #     error feedback; the last lines of each side by side.
-# PARTS (default "loss resume bench tests") picks and orders parts 2-7.
+#  8. (not by default) profile: the GPU time of one step by kernel class,
+#     distopt under ncu and compiled PyTorch ($PROFILE_SDPA attention,
+#     default cudnn) under torch.profiler, tabled by
+#     scripts/gpt/profile_classes.py.
+# PARTS (default "loss resume bench tests") picks and orders parts 2-8.
 #
 # Measured on one H200 (2026-12-01, scripts/gpu/NOTES.md): parts 1-2 about
 # 270 s (2000 steps of 32 x 256 tokens, five processes sharing the GPU;
@@ -179,6 +183,29 @@ bench() {
 	# shellcheck disable=SC2086
 	$bin/curves -speed "$OUT/bench_distopt_small.json" "$OUT/bench_torch_small.json" \
 		"$OUT/bench_distopt_1.3b.json" "$OUT/bench_torch_1.3b.json" $lowmem || status=1
+}
+
+# profile: where each step's GPU time goes, by kernel class (issue 37's
+# first lever). distopt under ncu (gpu__time_duration of every launch of
+# PROFILE_STEPS steps; the step between the last two forward passes is
+# taken), PyTorch compiled with its $PROFILE_SDPA attention under
+# torch.profiler (its last two steps); scripts/gpt/profile_classes.py
+# prints both tables.
+profile() {
+	ncu=${NCU:-/usr/local/cuda/bin/ncu}
+	for shape in small:$BENCH_BATCH_SMALL 1.3b:$BENCH_BATCH_XL; do
+		p=${shape%%:*}
+		b=${shape#*:}
+		timeout 240 $ncu --csv --metrics gpu__time_duration.sum --print-units base $bin/gpt -backend gpu -data $bin/data \
+			-preset $p -batch $b -steps ${PROFILE_STEPS:-4} -eval-every 0 -eval-windows $b -sample 0 \
+			>"$OUT/profile_distopt_$p.csv" 2>"$OUT/profile_distopt_$p.err" || status=1
+		"$py" scripts/gpt/profile_classes.py "$OUT/profile_distopt_$p.csv" || status=1
+		timeout 240 "$py" scripts/gpt/torch_gpt.py --data $bin/data --shape $p --batch $b --steps 8 --eval-every 0 \
+			--eval-windows $b --sdpa ${PROFILE_SDPA:-cudnn} --compile --profile "$OUT/profile_torch_$p.json" \
+			>"$OUT/profile_torch_$p.log" 2>&1 || status=1
+		tail -n 2 "$OUT/profile_torch_$p.log"
+		"$py" scripts/gpt/profile_classes.py "$OUT/profile_torch_$p.json" || status=1
+	done
 }
 
 long() {
@@ -298,14 +325,15 @@ run() {
 				;;
 			fp8grad) fp8grad ;;
 			moments) moments ;;
-			*) echo "unknown part $part (want loss, resume, bench, tests, fp8grad, moments)"; status=1 ;;
+			profile) profile ;;
+			*) echo "unknown part $part (want loss, resume, bench, tests, fp8grad, moments, profile)"; status=1 ;;
 			esac
 		done
 		echo "gpt long status: $status ($(left) s left)"
 	} 2>&1 | tee "$OUT/gpt_long.log"
 	grep -q "gpt long status: 0" "$OUT/gpt_long.log"
 	rc=$?
-	(cd "$OUT" && tar czf gpt_long_files.tgz *.json *_*.log && rm -f *.json resume_*.log bench_*.log long_*.log fp8grad_*.log moments_*.log gpumodel_*.log)
+	(cd "$OUT" && tar czf gpt_long_files.tgz *.json *_*.log $(ls profile_*.csv profile_*.err profile_*.log 2>/dev/null) && rm -f *.json resume_*.log bench_*.log long_*.log fp8grad_*.log moments_*.log gpumodel_*.log profile_*)
 	return $rc
 }
 

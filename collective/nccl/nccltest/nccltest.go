@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/collectivetest"
 	"github.com/distopt/distopt/collective/nccl"
@@ -18,7 +19,7 @@ import (
 	"github.com/distopt/distopt/internal/cuda"
 )
 
-// Buffers allocates, fills and reads collective.DeviceBuffer values on a
+// Buffers allocates, fills and reads buffer.DeviceBuffer values on a
 // set of devices, with one copy stream per device.
 type Buffers struct {
 	mu      sync.Mutex
@@ -37,17 +38,17 @@ func NewBuffers(devs ...*cuda.Device) *Buffers {
 }
 
 // Alloc returns n bytes on the device of ordinal dev.
-func (b *Buffers) Alloc(dev, n int) (collective.DeviceBuffer, error) {
+func (b *Buffers) Alloc(dev, n int) (buffer.DeviceBuffer, error) {
 	d, err := b.device(dev)
 	if err != nil {
-		return collective.DeviceBuffer{}, err
+		return buffer.DeviceBuffer{}, err
 	}
 	p, err := d.Alloc(n)
-	return collective.DeviceBuffer{Ptr: uintptr(p), Size: n, Device: dev}, err
+	return buffer.DeviceBuffer{Ptr: uintptr(p), Size: n, Device: dev}, err
 }
 
 // Free releases a buffer of Alloc.
-func (b *Buffers) Free(buf collective.DeviceBuffer) error {
+func (b *Buffers) Free(buf buffer.DeviceBuffer) error {
 	d, err := b.device(buf.Device)
 	if err != nil {
 		return err
@@ -56,7 +57,7 @@ func (b *Buffers) Free(buf collective.DeviceBuffer) error {
 }
 
 // Upload copies data into buf and returns once it is there.
-func (b *Buffers) Upload(buf collective.DeviceBuffer, data []byte) error {
+func (b *Buffers) Upload(buf buffer.DeviceBuffer, data []byte) error {
 	s, err := b.stream(buf.Device)
 	if err != nil {
 		return err
@@ -65,7 +66,7 @@ func (b *Buffers) Upload(buf collective.DeviceBuffer, data []byte) error {
 }
 
 // Download copies buf into dst.
-func (b *Buffers) Download(buf collective.DeviceBuffer, dst []byte) error {
+func (b *Buffers) Download(buf buffer.DeviceBuffer, dst []byte) error {
 	s, err := b.stream(buf.Device)
 	if err != nil {
 		return err
@@ -75,15 +76,15 @@ func (b *Buffers) Download(buf collective.DeviceBuffer, dst []byte) error {
 
 // Options returns o with the buffer hooks set to b's.
 func (b *Buffers) Options(o collectivetest.Options) collectivetest.Options {
-	o.Alloc = func(c collective.Communicator, n int) (collective.Buffer, error) {
+	o.Alloc = func(c collective.Communicator, n int) (buffer.Buffer, error) {
 		return b.Alloc(c.(*nccl.Comm).Device().Ordinal(), n)
 	}
-	o.Free = func(buf collective.Buffer) error { return b.Free(buf.(collective.DeviceBuffer)) }
-	o.Upload = func(buf collective.Buffer, data []byte) error {
-		return b.Upload(buf.(collective.DeviceBuffer), data)
+	o.Free = func(buf buffer.Buffer) error { return b.Free(buf.(buffer.DeviceBuffer)) }
+	o.Upload = func(buf buffer.Buffer, data []byte) error {
+		return b.Upload(buf.(buffer.DeviceBuffer), data)
 	}
-	o.Download = func(buf collective.Buffer, dst []byte) error {
-		return b.Download(buf.(collective.DeviceBuffer), dst)
+	o.Download = func(buf buffer.Buffer, dst []byte) error {
+		return b.Download(buf.(buffer.DeviceBuffer), dst)
 	}
 	return o
 }

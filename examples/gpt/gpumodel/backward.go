@@ -4,7 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
+	pcuda "github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/gemm"
 	"github.com/distopt/distopt/internal/cuda"
 )
@@ -155,7 +156,7 @@ func (m *Model) restore(l, i int, recompute func() error, x cuda.DevicePtr) erro
 	if err := recompute(); err != nil {
 		return err
 	}
-	return lin.Restore(x)
+	return lin.Restore(pcuda.DevicePtr(x))
 }
 
 // linearGrad queues the gradients of linear layer i of block l given dy
@@ -176,8 +177,8 @@ func (m *Model) linearGrad(params Params, grads Grads, l, i int, dx, dy cuda.Dev
 	if err != nil {
 		return err
 	}
-	dxo := gemm.Output{Data: dx, Type: collective.Float32}
-	if _, _, err := m.layers[l].lin[i].Backward(dxo, gw, dy, w); err != nil {
+	dxo := gemm.Output{Data: pcuda.DevicePtr(dx), Type: buffer.Float32}
+	if _, _, err := m.layers[l].lin[i].Backward(dxo, gw, pcuda.DevicePtr(dy), w); err != nil {
 		return fmt.Errorf("gpumodel: %s backward: %w", name, err)
 	}
 	gb, err := gradPtr(grads, name+".bias")

@@ -4,11 +4,12 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/examples/gpt/model"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/gemm"
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cudalink"
 	"github.com/distopt/distopt/internal/kernels"
 	"github.com/distopt/distopt/optimizer"
 )
@@ -111,7 +112,7 @@ func NewWith(e *gemm.Engine, k *kernels.Set, cfg model.Config, batch, seq int, o
 	if err := o.check(cfg, batch, seq); err != nil {
 		return nil, err
 	}
-	m := &Model{cfg: cfg, opts: o, batch: batch, seq: seq, rows: batch * seq, d: k.Device(), s: e.Stream(), k: k, e: e}
+	m := &Model{cfg: cfg, opts: o, batch: batch, seq: seq, rows: batch * seq, d: k.Device(), s: cudalink.Stream(e.Stream()), k: k, e: e}
 	before := m.d.Usage().DeviceBytes
 	err := m.allocate()
 	m.device = m.d.Usage().DeviceBytes - before
@@ -232,7 +233,7 @@ func linearConfig(cfg model.Config, o Options, i int) (gemm.LinearConfig, error)
 		return gemm.LinearConfig{}, err
 	}
 	in, out := linearShape(cfg, i)
-	c := gemm.LinearConfig{In: in, Out: out, Input: collective.Float32, X: x, DY: dy}
+	c := gemm.LinearConfig{In: in, Out: out, Input: buffer.Float32, X: x, DY: dy}
 	c.Recompute = o.Recompute && recomputed(i)
 	c.KeepTransposed = o.KeepTransposed && !c.Recompute
 	return c, nil
@@ -281,8 +282,8 @@ func hp(params Params, name string) (cuda.DevicePtr, error) {
 	if err != nil {
 		return 0, err
 	}
-	b, ok := v.Data.(collective.DeviceBuffer)
-	if !v.HighPrecision || v.DType != collective.BFloat16 || !ok {
+	b, ok := v.Data.(buffer.DeviceBuffer)
+	if !v.HighPrecision || v.DType != buffer.BFloat16 || !ok {
 		return 0, fmt.Errorf("gpumodel: %s must be a high-precision parameter gathered in bfloat16 in device memory (is %v, high precision %v)", name, v.DType, v.HighPrecision)
 	}
 	return cuda.DevicePtr(b.Ptr), nil
@@ -294,8 +295,8 @@ func gradPtr(grads Grads, name string) (cuda.DevicePtr, error) {
 	if err != nil {
 		return 0, err
 	}
-	b, ok := v.Data.(collective.DeviceBuffer)
-	if v.DType != collective.Float32 || !ok {
+	b, ok := v.Data.(buffer.DeviceBuffer)
+	if v.DType != buffer.Float32 || !ok {
 		return 0, fmt.Errorf("gpumodel: the gradient of %s must be float32 in device memory (is %v)", name, v.DType)
 	}
 	return cuda.DevicePtr(b.Ptr), nil

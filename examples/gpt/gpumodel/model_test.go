@@ -9,13 +9,14 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective/single"
 	"github.com/distopt/distopt/examples/gpt/model"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/gemm"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
+	"github.com/distopt/distopt/internal/cudalink"
 	"github.com/distopt/distopt/internal/kernels"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/gpu"
@@ -64,13 +65,13 @@ func newRigInit(t testing.TB, cfg model.Config, lr float64, r fp8.Recipe, init o
 	be, err := gpu.New(0)
 	cudatest.Unavailable(t, err, gpu.ErrUnavailable)
 	t.Cleanup(func() { be.Close() })
-	ocfg := optimizer.Config{GradType: collective.Float32, LR: optimizer.Constant(lr), Beta2: 0.95, Recipe: r}
-	o, err := optimizer.New(context.Background(), single.New(collective.Device, nil), be, cfg.Params(), init, ocfg)
+	ocfg := optimizer.Config{GradType: buffer.Float32, LR: optimizer.Constant(lr), Beta2: 0.95, Recipe: r}
+	o, err := optimizer.New(context.Background(), single.New(buffer.Device, nil), be, cfg.Params(), init, ocfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { o.Close() })
-	e, err := gemm.New(be.Device(), be.Stream())
+	e, err := gemm.New(cudalink.PublicDevice(be.Device()), cudalink.PublicStream(be.Stream()))
 	cudatest.Unavailable(t, err, gemm.ErrUnavailable)
 	t.Cleanup(func() { e.Close() })
 	k, err := kernels.Load(be.Device())

@@ -7,6 +7,16 @@
 // own Adam trains the same model on the same batches (the ranks' batches
 // stacked), and the losses are printed side by side.
 //
+// On a GPU (-backend gpu, -model lm) XLA computes the byte-level language
+// model through JAX's PJRT CUDA plugin and distopt's CUDA backend steps
+// (interop/gomlx's GPUTrainer); -optimizer adam trains the same model with
+// GoMLX's own Adam instead, for the comparison of loss, speed and memory:
+//
+//	go run ./examples/gpt/prepare -out data/gpt   # in the core module
+//	go build -o bin/ ./example
+//	bin/example -backend gpu -model lm -data ../../data/gpt -steps 1000 -batch 16
+//	bin/example -backend gpu -model lm -data ../../data/gpt -steps 1000 -batch 16 -optimizer adam
+//
 //	go run ./example -ranks 4 -steps 200
 //
 // Under the launcher each rank is a process and the ranks talk over gRPC:
@@ -26,6 +36,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/grpccomm"
 	"github.com/distopt/distopt/collective/inproc"
@@ -53,7 +64,21 @@ func main() {
 	batch := flag.Int("batch", 16, "examples per rank per step")
 	lr := flag.Float64("lr", 3e-3, "learning rate (both optimizers)")
 	recipeName := flag.String("recipe", "current", "FP8 recipe: current, delayed, block, tile, mx")
-	model := flag.String("model", "mlp", "model: mlp (32-64-64-8, regression) or transformer (one block, reverses 8 tokens)")
+	model := flag.String("model", "mlp", "model: mlp (32-64-64-8, regression), transformer (one block, reverses 8 tokens) or lm (byte-level language model on -data)")
+	g := gpuOptions{}
+	backend := flag.String("backend", "cpu", "cpu (simplego, in-process ranks, GoMLX Adam alongside) or gpu (XLA through the PJRT CUDA plugin; distopt's CUDA backend)")
+	flag.StringVar(&g.plugin, "plugin", "", "PJRT CUDA plugin (default $"+gomlxinterop.PluginEnv+", then "+gomlxinterop.DefaultCUDAPlugin+")")
+	flag.StringVar(&g.optimizer, "optimizer", "distopt", "-backend gpu: distopt or adam (GoMLX's own, for comparison; run each in its own process)")
+	flag.BoolVar(&g.tf32, "tf32", false, "-backend gpu: float32 matrix products in TF32 on tensor cores")
+	flag.StringVar(&g.out, "out", "", "-backend gpu: write the loss curve to this CSV file")
+	flag.IntVar(&g.warmup, "warmup", 10, "-backend gpu: steps not timed (compilation)")
+	flag.IntVar(&g.evalEvery, "eval-every", 100, "-backend gpu: steps between validation losses")
+	flag.IntVar(&g.evalBatches, "eval-batches", 8, "-backend gpu: validation batches per evaluation")
+	dataDir := flag.String("data", "data/gpt", "-model lm: directory of train.tok and valid.tok (examples/gpt/prepare)")
+	lmLayers := flag.Int("layers", 12, "-model lm: transformer blocks")
+	lmDim := flag.Int("dim", 768, "-model lm: width")
+	lmHeads := flag.Int("heads", 12, "-model lm: attention heads")
+	lmSeq := flag.Int("seq", 256, "-model lm: context length in bytes")
 	flag.Parse()
 	recipe, ok := map[string]fp8.Recipe{
 		"current": {Format: fp8.E4M3, Scaling: fp8.TensorCurrent},
@@ -66,16 +91,35 @@ func main() {
 		fmt.Fprintf(os.Stderr, "unknown recipe %q\n", *recipeName)
 		os.Exit(2)
 	}
-	task, ok := map[string]toy.Task{"mlp": toy.NewData(toy.Small, 11), "transformer": toy.Tiny}[*model]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "unknown model %q\n", *model)
+	var task toy.Task
+	var err error
+	switch *model {
+	case "mlp":
+		task = toy.NewData(toy.Small, 11)
+	case "transformer":
+		task = toy.Tiny
+	case "lm":
+		g.task, err = toy.LoadLM(*dataDir, *lmSeq, *lmDim, *lmHeads, *lmLayers)
+		task = g.task
+	default:
+		err = fmt.Errorf("unknown model %q", *model)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "example:", err)
 		os.Exit(2)
 	}
 	o := options{steps: *steps, batch: *batch, lr: *lr, eps: 1e-7, recipe: recipe, task: task}
-	var err error
-	if os.Getenv("RANK") != "" {
+	g.options = o
+	switch {
+	case *backend == "gpu" && g.task == nil:
+		err = fmt.Errorf("-backend gpu trains -model lm")
+	case *backend == "gpu":
+		err = runGPU(g)
+	case *backend != "cpu":
+		err = fmt.Errorf("unknown backend %q", *backend)
+	case os.Getenv("RANK") != "":
 		err = processRank(o)
-	} else {
+	default:
 		err = inProcess(*ranks, o)
 	}
 	if err != nil {
@@ -196,7 +240,7 @@ func rank(comm collective.Communicator, o options, ref *adamRun) error {
 		}
 		fmt.Printf("%6s  %14s  %14s\n", "step", "distopt FP8", "GoMLX Adam")
 	}
-	lossBuf := make(collective.HostBuffer, 8)
+	lossBuf := make(buffer.HostBuffer, 8)
 	for s := range o.steps {
 		loss, res, err := tr.Step(ctx, batch(s))
 		if err != nil {
@@ -206,7 +250,7 @@ func rank(comm collective.Communicator, o options, ref *adamRun) error {
 			return fmt.Errorf("step %d skipped: %s", s, res.Reason)
 		}
 		binary.LittleEndian.PutUint64(lossBuf, math.Float64bits(float64(loss)))
-		if err := collective.AllReduce(ctx, comm, lossBuf, lossBuf, collective.Float64, collective.Avg); err != nil {
+		if err := collective.AllReduce(ctx, comm, lossBuf, lossBuf, buffer.Float64, collective.Avg); err != nil {
 			return err
 		}
 		if ref != nil && (s%max(1, o.steps/10) == 0 || s == o.steps-1) {
@@ -223,4 +267,14 @@ func rank(comm collective.Communicator, o options, ref *adamRun) error {
 	}
 	fmt.Printf("held-out loss after %d steps: distopt %.5f   GoMLX Adam %.5f   (%+.2f%%)\n", o.steps, h, ref.heldOut, 100*(h/ref.heldOut-1))
 	return nil
+}
+
+// gpuOptions configures -backend gpu.
+type gpuOptions struct {
+	options
+	plugin, optimizer, out string
+	task                   *toy.LM
+	warmup, evalEvery      int
+	evalBatches            int
+	tf32                   bool
 }

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/distopt/distopt/optimizer/cpu"
+
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
@@ -65,7 +67,7 @@ func run(dir string) error {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			o, err := optimizer.New(ctx, comm, optimizer.NewCPU(1), params, initValues, optimizer.Config{})
+			o, err := optimizer.New(ctx, comm, cpu.New(1), params, initValues, optimizer.Config{})
 			if err == nil {
 				_, err = checkpoint.Save(ctx, o, comm, dir, checkpoint.SaveOptions{})
 				o.Close()

@@ -1,0 +1,13 @@
+// Package cuda provides the GPU surface of distopt: devices, streams, device
+// memory, modules of PTX, kernel launches and events.
+//
+// It is a small wrapper of the module's own CUDA driver binding, which opens
+// libcuda.so.1 at run time: building needs no CUDA toolkit. On a host without
+// the driver Open returns an error matching ErrNoDriver; on a host without a
+// GPU, one matching ErrNoDevice. Nothing panics or exits for want of a GPU.
+//
+// A Device runs every call on one goroutine locked to an OS thread, with the
+// device's primary context current, so a Device may be used from any
+// goroutine. The gemm engine, the optimizer's GPU backend and models written
+// outside this module take the handles of this package.
+package cuda

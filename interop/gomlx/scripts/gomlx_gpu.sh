@@ -1,0 +1,77 @@
+#!/bin/sh
+# GoMLX on a GPU: build here, run on the GPU machine.
+#
+#   interop/gomlx/scripts/gomlx_gpu.sh build            # here (Go, cgo): binaries and data into .gpu/gomlx
+#   interop/gomlx/scripts/gomlx_gpu.sh tests            # there, from the repository root: the GPU tests
+#   interop/gomlx/scripts/gomlx_gpu.sh lm distopt 1000  # there: the byte-level LM with distopt (E4M3, current)
+#   interop/gomlx/scripts/gomlx_gpu.sh lm adam 1000     # there: the same with GoMLX's own Adam
+#
+# Results go to $OUT (or .gpu/gomlx/out): logs, loss curves (CSV), NVML
+# memory samples. Each lm run is one process, alone on the GPU. Binaries
+# and data travel compressed (xz) to stay under the device's 64 MiB limit.
+# Environment there: DISTOPT_XLA_PLUGIN (default: JAX's plugin in
+# /opt/torch/.venv), XLA_FLAGS (default --xla_gpu_autotune_level=0: XLA's
+# autotuning made the 12-layer model compile for over a minute), LM_ARGS
+# (default: 12 layers, width 768, 12 heads, 256 bytes, batch 16, lr 6e-4),
+# TOKENS (build: training tokens kept, default 16M).
+set -eu
+dir=.gpu/gomlx
+cmd=${1:-}
+
+unxz_to() { # file.xz -> file, with xz or Python's lzma
+	xz -dkc "$1" >"$2" 2>/dev/null || python3 -c "import lzma,shutil,sys;shutil.copyfileobj(lzma.open(sys.argv[1]),open(sys.argv[2],'wb'))" "$1" "$2"
+}
+
+there() {
+	export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+	export GOMLX_NO_AUTO_INSTALL=1 GOPJRT_CUDA_CHECKS=0
+	export XLA_FLAGS=${XLA_FLAGS:---xla_gpu_autotune_level=0}
+	out=${OUT:-$dir/out}
+	mkdir -p "$out"
+}
+
+case $cmd in
+build)
+	root=$(git rev-parse --show-toplevel)
+	mkdir -p "$root/$dir/data"
+	(cd "$root/interop/gomlx" && go test -c -ldflags='-s -w' -o "$root/$dir/gomlx.test" . &&
+		go build -ldflags='-s -w' -o "$root/$dir/example" ./example)
+	(cd "$root" && go run ./examples/gpt/prepare -out "$root/$dir/full")
+	python3 - "$root/$dir" "${TOKENS:-16777216}" <<'EOF'
+import struct, sys
+d, keep = sys.argv[1], int(sys.argv[2])
+for name, n in (("train.tok", keep), ("valid.tok", 1 << 20)):
+    raw = open(f"{d}/full/{name}", "rb").read()
+    vocab, res, count = struct.unpack("<IIQ", raw[8:24])
+    n = min(n, count)
+    open(f"{d}/data/{name}", "wb").write(raw[:8] + struct.pack("<IIQ", vocab, res, n) + raw[24:24 + 2 * n])
+EOF
+	rm -rf "$root/$dir/full"
+	xz -f -T0 -6 "$root/$dir/gomlx.test" "$root/$dir/example" "$root/$dir/data/train.tok" "$root/$dir/data/valid.tok"
+	ls -l "$root/$dir" "$root/$dir/data"
+	echo "carry [\"$dir\"]; there: sh interop/gomlx/scripts/gomlx_gpu.sh tests | lm distopt N | lm adam N"
+	;;
+tests)
+	there
+	unxz_to $dir/gomlx.test.xz $dir/gomlx.test && chmod +x $dir/gomlx.test
+	$dir/gomlx.test -test.v -test.run 'TestGPU|TestDecode|TestWeightGrad' -test.timeout 500s 2>&1 | tee "$out/tests.log"
+	;;
+lm)
+	there
+	opt=${2:?distopt or adam}
+	steps=${3:-1000}
+	unxz_to $dir/example.xz $dir/example && chmod +x $dir/example
+	for f in train valid; do [ -f $dir/data/$f.tok ] || unxz_to $dir/data/$f.tok.xz $dir/data/$f.tok; done
+	nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$out/nvml_$opt.txt" &
+	smi=$!
+	# shellcheck disable=SC2086
+	$dir/example -backend gpu -model lm -data $dir/data ${LM_ARGS:--layers 12 -dim 768 -heads 12 -seq 256 -batch 16 -lr 6e-4} \
+		-steps "$steps" -optimizer "$opt" -out "$out/$opt.csv" 2>&1 | tee "$out/$opt.log" || true
+	kill $smi
+	echo "NVML peak (MiB, all processes): $(sort -n "$out/nvml_$opt.txt" | tail -1)" | tee -a "$out/$opt.log"
+	;;
+*)
+	sed -n '2,16p' "$0"
+	exit 2
+	;;
+esac

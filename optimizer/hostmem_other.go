@@ -1,6 +1,0 @@
-//go:build !linux
-
-package optimizer
-
-// hostMemory returns 0: the size of memory is not known on this system.
-func hostMemory() uint64 { return 0 }
