@@ -7,6 +7,7 @@ import (
 
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/cpu"
 	"github.com/distopt/distopt/optimizer/optimizertest"
 )
 
@@ -17,11 +18,11 @@ func ExampleMinEps() {
 	params := []optimizer.Param{{Name: "w", Shape: []int{4, 4}}}
 	init := optimizer.FromMap(optimizertest.InitWeights(params, 1))
 	comm := inproc.Communicators(1)[0]
-	_, err := optimizer.New(context.Background(), comm, optimizer.NewCPU(1), params, init, optimizer.Config{Eps: 1e-50})
+	_, err := optimizer.New(context.Background(), comm, cpu.New(1), params, init, optimizer.Config{Eps: 1e-50})
 	fmt.Println("Eps 1e-50 refused:", errors.Is(err, optimizer.ErrConfig))
 
 	ls := &optimizer.LossScaler{}
-	o, err := optimizer.New(context.Background(), comm, optimizer.NewCPU(1), params, init, optimizer.Config{LossScaler: ls})
+	o, err := optimizer.New(context.Background(), comm, cpu.New(1), params, init, optimizer.Config{LossScaler: ls})
 	if err != nil {
 		fmt.Println(err)
 		return
