@@ -83,7 +83,7 @@ func (k *Set) loadModule(name string) error {
 func (k *Set) Images() map[string]cuda.Image { return maps.Clone(k.images) }
 
 // ImageSummary names each distinct image of the set's modules with the
-// number of modules loaded from it: "PTX (driver JIT) x1, sm_90 cubin x18".
+// number of modules loaded from it: "PTX (driver JIT) x1, sm_90 cubin x19".
 func (k *Set) ImageSummary() string {
 	count := map[cuda.Image]int{}
 	for _, im := range k.images {
