@@ -29,6 +29,14 @@
 // Stream.Download. A Device counts what it has handed out (Device.Usage) so
 // that tests can check for leaks.
 //
+// # Modules
+//
+// LoadModule loads PTX, which the driver JIT-compiles (about a minute for
+// distopt's kernels on a fresh machine, then cached), or a cubin. LoadCode
+// takes a Code, a module's PTX and its cubins, and loads the cubin that
+// runs on the device, else the PTX; DISTOPT_CUDA_PTX=1 forces the PTX.
+// Module.Image says which was loaded.
+//
 // # Errors
 //
 // Every CUresult other than CUDA_SUCCESS becomes an *Error that carries the

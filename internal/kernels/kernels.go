@@ -51,7 +51,7 @@ func LoadVariant(d *cuda.Device, v Variant) (*Set, error) {
 		}
 	}
 	slog.Debug("kernels: loaded", "variant", v, "device", fmt.Sprintf("sm_%d%d", d.Info().Major, d.Info().Minor),
-		"code", k.imageSummary(), "modules", len(k.modules), "took", time.Since(start))
+		"code", k.ImageSummary(), "modules", len(k.modules), "took", time.Since(start))
 	return k, nil
 }
 
@@ -82,9 +82,9 @@ func (k *Set) loadModule(name string) error {
 // PTX compiled by the driver's JIT.
 func (k *Set) Images() map[string]cuda.Image { return maps.Clone(k.images) }
 
-// imageSummary names each distinct image of the set's modules with the
-// number of modules loaded from it.
-func (k *Set) imageSummary() string {
+// ImageSummary names each distinct image of the set's modules with the
+// number of modules loaded from it: "PTX (driver JIT) x1, sm_90 cubin x19".
+func (k *Set) ImageSummary() string {
 	count := map[cuda.Image]int{}
 	for _, im := range k.images {
 		count[im]++

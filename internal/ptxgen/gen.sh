@@ -1,6 +1,7 @@
 #!/bin/sh
 # gen.sh PTXDIR CUBINDIR SRC.cu...: the generated code of a package of CUDA
-# kernels, run in the package's directory (its headers are found there).
+# kernels, run in the package's directory (its headers are found there, and
+# in CUDA_INCLUDE, such as ../../../internal/kernels, when set).
 # For each source NAME.cu and variant:
 #   PTXDIR/NAME_sm80.ptx            PTX for compute_80 (FP8 conversions in software)
 #   PTXDIR/NAME_sm90.ptx            PTX for compute_90 (hardware FP8 conversions)
@@ -19,8 +20,8 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 if [ "$1" = -1 ]; then # one source: gen.sh -1 PTXDIR CUBINDIR SRC
 	name=$(basename "$4" .cu)
-	"$here/nvcc.sh" "$4" "$2/${name}_sm80.ptx" 80 .
-	"$here/nvcc.sh" "$4" "$2/${name}_sm90.ptx" 90 .
+	"$here/nvcc.sh" "$4" "$2/${name}_sm80.ptx" 80 "${CUDA_INCLUDE:-.}"
+	"$here/nvcc.sh" "$4" "$2/${name}_sm90.ptx" 90 "${CUDA_INCLUDE:-.}"
 	if [ -f ptxonly ] && sed 's/#.*//' ptxonly | grep -qx "[[:space:]]*$name[[:space:]]*"; then
 		exit
 	fi

@@ -64,10 +64,12 @@ func New(ordinal int) (*Backend, error) {
 	return b, nil
 }
 
-// Name implements backend.Backend: "cuda:0 NVIDIA H200 (sm_90, PTX sm90)".
+// Name implements backend.Backend: the device and the kernels' variant
+// and code, "cuda:0 NVIDIA H200 (sm_90, kernels sm90: PTX (driver JIT) x1,
+// sm_90 cubin x19)".
 func (b *Backend) Name() string {
 	i := b.dev.Info()
-	return fmt.Sprintf("cuda:%d %s (sm_%d%d, PTX %v)", i.Ordinal, i.Name, i.Major, i.Minor, b.ks.Variant())
+	return fmt.Sprintf("cuda:%d %s (sm_%d%d, kernels %v: %s)", i.Ordinal, i.Name, i.Major, i.Minor, b.ks.Variant(), b.ks.ImageSummary())
 }
 
 // Memory implements backend.Backend: buffer.Device.
