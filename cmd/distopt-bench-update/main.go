@@ -34,7 +34,6 @@ import (
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 	"github.com/distopt/distopt/optimizer/gpu"
 )
@@ -173,7 +172,7 @@ func run(n, nseg, iters, warmup int, momentsOnly bool) error {
 		if err := b.Write(scale, 0, f32bytes(ones)); err != nil {
 			return err
 		}
-		a := &backend.UpdateArgs{Rule: optimizer.RuleAdamW, N: n, Master: master, M: m, V: v, MomentType: collective.Float32,
+		a := &backend.UpdateArgs{Rule: backend.RuleAdamW, N: n, Master: master, M: m, V: v, MomentType: collective.Float32,
 			Grad: grad, GradType: collective.BFloat16, Segments: segs, Recipe: rc.r, FP8: out, BlockScales: blocks,
 			Amax: amax, Scale: scale,
 			Hyper: backend.Hyper{GradScale: 1, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: float32(1 - 0.9),

@@ -8,7 +8,6 @@ import (
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
@@ -105,12 +104,12 @@ func Control(t *testing.T, be backend.Backend) {
 // and a skipped step leaves every buffer as it was.
 func Controlled(t *testing.T, be backend.Backend) {
 	rules := []struct {
-		r      optimizer.Rule
+		r      backend.Rule
 		mt, gt collective.DType
 	}{
-		{optimizer.RuleAdamW, collective.Float32, collective.BFloat16},
-		{optimizer.RuleAdamW, collective.BFloat16, collective.Float32},
-		{optimizer.RuleSGD, collective.Float32, collective.Float32},
+		{backend.RuleAdamW, collective.Float32, collective.BFloat16},
+		{backend.RuleAdamW, collective.BFloat16, collective.Float32},
+		{backend.RuleSGD, collective.Float32, collective.Float32},
 	}
 	for ci, rc := range recipeCases() {
 		for ri, ru := range rules {

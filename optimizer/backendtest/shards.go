@@ -9,7 +9,6 @@ import (
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
@@ -35,25 +34,25 @@ func Shards(t *testing.T, be backend.Backend) {
 		t.Skipf("%s is not an backend.ShardUpdater", be.Name())
 	}
 	type rule struct {
-		r    optimizer.Rule
+		r    backend.Rule
 		m, v backend.MomentDType
 		gt   collective.DType
 	}
 	F32, BF16, FP8 := backend.MomentFloat32, backend.MomentBFloat16, backend.MomentFP8
 	rules := []rule{
-		{optimizer.RuleAdamW, F32, F32, collective.BFloat16},
-		{optimizer.RuleAdamW, BF16, BF16, collective.Float32},
-		{optimizer.RuleAdamW, FP8, BF16, collective.BFloat16},
-		{optimizer.RuleAdamW, FP8, FP8, collective.BFloat16},
-		{optimizer.RuleSGD, F32, 0, collective.BFloat16},
-		{optimizer.RuleSGD, FP8, 0, collective.Float32},
-		{optimizer.RuleNone, F32, F32, collective.Float32},
+		{backend.RuleAdamW, F32, F32, collective.BFloat16},
+		{backend.RuleAdamW, BF16, BF16, collective.Float32},
+		{backend.RuleAdamW, FP8, BF16, collective.BFloat16},
+		{backend.RuleAdamW, FP8, FP8, collective.BFloat16},
+		{backend.RuleSGD, F32, 0, collective.BFloat16},
+		{backend.RuleSGD, FP8, 0, collective.Float32},
+		{backend.RuleNone, F32, F32, collective.Float32},
 	}
 	unaligned := []rule{
-		{optimizer.RuleAdamW, F32, F32, collective.BFloat16},
-		{optimizer.RuleAdamW, BF16, BF16, collective.Float32},
-		{optimizer.RuleSGD, BF16, 0, collective.Float32},
-		{optimizer.RuleNone, F32, F32, collective.Float32},
+		{backend.RuleAdamW, F32, F32, collective.BFloat16},
+		{backend.RuleAdamW, BF16, BF16, collective.Float32},
+		{backend.RuleSGD, BF16, 0, collective.Float32},
+		{backend.RuleNone, F32, F32, collective.Float32},
 	}
 	for ci, rc := range recipeCases() {
 		for ri, ru := range rules {
@@ -74,7 +73,7 @@ func Shards(t *testing.T, be backend.Backend) {
 }
 
 // shardsCase runs one case of Shards, unaligned or not.
-func shardsCase(t *testing.T, p *pair, su backend.ShardUpdater, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, vt backend.MomentDType, gt collective.DType, unaligned bool) {
+func shardsCase(t *testing.T, p *pair, su backend.ShardUpdater, r *rand.Rand, rc recipeCase, rule backend.Rule, mt, vt backend.MomentDType, gt collective.DType, unaligned bool) {
 	mb := backend.MomentBlocks[r.IntN(len(backend.MomentBlocks))]
 	k := 2 + r.IntN(3)
 	var shards []updateShard

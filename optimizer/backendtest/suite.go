@@ -10,7 +10,6 @@ import (
 
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
@@ -146,17 +145,17 @@ func randomLayout(r *rand.Rand, modes []backend.Mode, block, align int) layout {
 // and gradient types.
 func Update(t *testing.T, be backend.Backend) {
 	type rule struct {
-		r      optimizer.Rule
+		r      backend.Rule
 		mt, gt collective.DType
 	}
 	rules := []rule{
-		{optimizer.RuleAdamW, collective.Float32, collective.BFloat16},
-		{optimizer.RuleAdamW, collective.Float32, collective.Float32},
-		{optimizer.RuleAdamW, collective.BFloat16, collective.BFloat16},
-		{optimizer.RuleAdamW, collective.BFloat16, collective.Float32},
-		{optimizer.RuleSGD, collective.Float32, collective.BFloat16},
-		{optimizer.RuleSGD, collective.BFloat16, collective.Float32},
-		{optimizer.RuleNone, collective.Float32, collective.Float32},
+		{backend.RuleAdamW, collective.Float32, collective.BFloat16},
+		{backend.RuleAdamW, collective.Float32, collective.Float32},
+		{backend.RuleAdamW, collective.BFloat16, collective.BFloat16},
+		{backend.RuleAdamW, collective.BFloat16, collective.Float32},
+		{backend.RuleSGD, collective.Float32, collective.BFloat16},
+		{backend.RuleSGD, collective.BFloat16, collective.Float32},
+		{backend.RuleNone, collective.Float32, collective.Float32},
 	}
 	for ci, rc := range recipeCases() {
 		for ri, ru := range rules {
@@ -178,7 +177,7 @@ func b2u(b bool) uint64 {
 	return 0
 }
 
-func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, gt collective.DType, special bool, ctl controlCase) {
+func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule backend.Rule, mt, gt collective.DType, special bool, ctl controlCase) {
 	block := 128 // the tensor recipes' segments are laid out as 1x128's
 	if _, cols := rc.recipe.Block(); rc.recipe.LocalBlocks() {
 		block = cols
@@ -230,7 +229,7 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 		hpType = collective.Float32
 	}
 	bs = append(bs, p.upload("hp", filled(hpType.Size()*l.n), momentKind(hpType)))
-	if rule == optimizer.RuleSGD {
+	if rule == backend.RuleSGD {
 		for i := range l.segs {
 			l.segs[i].WeightDecay = float32(r.Float64() * 0.01)
 		}
@@ -251,10 +250,10 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 		if rc.hp != 0 {
 			b.HP, b.HPType = pick(bs[8]), rc.hp
 		}
-		if rule == optimizer.RuleSGD {
+		if rule == backend.RuleSGD {
 			b.V = nil
 		}
-		if rule == optimizer.RuleNone {
+		if rule == backend.RuleNone {
 			b.M, b.V, b.Grad = nil, nil, nil
 		}
 		be := []backend.Backend{p.ref, p.be}[side]
