@@ -2,7 +2,6 @@ package backendtest
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -89,20 +88,7 @@ func shardsCase(t *testing.T, p *pair, su backend.ShardUpdater, r *rand.Rand, rc
 		fp8Shard = append(fp8Shard, sc.hp == 0)
 	}
 	// one launch's amaxes, scales and scalars: the largest shard's slots
-	slots := 1
-	for _, sh := range shards {
-		for _, s := range sh.args(0).Segments {
-			slots = max(slots, s.Slot+1+tileSlots(s))
-		}
-	}
-	amax := make([]uint32, slots)
-	scale := make([]float32, slots)
-	for i := range scale {
-		if r.IntN(2) == 0 {
-			amax[i] = math.Float32bits(float32(r.Float64() * 0.1))
-		}
-		scale[i], _ = fp8.ScaleFromAmax(float32(r.Float64()*0.2), fp8.E4M3, 0, false)
-	}
+	amax, scale := randomSlots(r, launchSlots(shards))
 	ab := p.upload("launch amax", u32s(amax), amaxKeys)
 	sb := p.upload("launch scale", encode(scale, collective.Float32), bytesExact)
 	hyper := shards[0].args(0).Hyper
@@ -164,6 +150,18 @@ func shardsCase(t *testing.T, p *pair, su backend.ShardUpdater, r *rand.Rand, rc
 	if ctl == skipControl {
 		p.untouched(checked...)
 	}
+}
+
+// launchSlots returns the number of amax and scale slots that the
+// segments of every shard use, at least 1.
+func launchSlots(shards []updateShard) int {
+	slots := 1
+	for _, sh := range shards {
+		for _, s := range sh.args(0).Segments {
+			slots = max(slots, s.Slot+1+tileSlots(s))
+		}
+	}
+	return slots
 }
 
 // shardCase returns the recipe case of shard i of a Shards case of rc: in

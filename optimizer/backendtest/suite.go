@@ -183,33 +183,8 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule backend
 		block = cols
 	}
 	l := randomLayout(r, rc.modes, block, 1)
-	master := values(r, l.n, 0.05, special)
-	grad := values(r, l.n, 0.01, special)
-	m := values(r, l.n, 0.01, false)
-	v := values(r, l.n, 1e-4, false)
-	for i := range v {
-		v[i] = float32(math.Abs(float64(v[i])))
-	}
-	zeroRuns(r, master, grad, m, v)
-	inside := make([]bool, l.n)
-	for _, s := range l.segs {
-		for i := s.Off; i < s.Off+s.Len; i++ {
-			inside[i] = true
-		}
-	}
-	for i, in := range inside {
-		if !in {
-			master[i], grad[i], m[i], v[i] = outside, outside, outside, outside
-		}
-	}
-	amax := make([]uint32, l.slots)
-	scale := make([]float32, l.slots)
-	for i := range amax {
-		if r.IntN(2) == 0 {
-			amax[i] = math.Float32bits(float32(r.Float64() * 0.1))
-		}
-		scale[i], _ = fp8.ScaleFromAmax(float32(r.Float64()*0.2), fp8.E4M3, 0, false)
-	}
+	master, grad, m, v := updateInputs(r, l, special)
+	amax, scale := randomSlots(r, l.slots)
 	a := backend.UpdateArgs{Rule: rule, N: l.n, MomentType: mt, GradType: gt, Recipe: rc.recipe,
 		Hyper: backend.Hyper{GradScale: float32(0.5 + r.Float64()), Beta1: 0.9, Beta2: 0.999,
 			OneMinusBeta1: float32(1 - 0.9), OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8,
@@ -263,6 +238,44 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule backend
 	if ctl == skipControl {
 		p.untouched(bs...)
 	}
+}
+
+// updateInputs draws an update's master, gradient and moments over layout
+// l; elements outside every segment hold the value outside.
+func updateInputs(r *rand.Rand, l layout, special bool) (master, grad, m, v []float32) {
+	master = values(r, l.n, 0.05, special)
+	grad = values(r, l.n, 0.01, special)
+	m = values(r, l.n, 0.01, false)
+	v = values(r, l.n, 1e-4, false)
+	for i := range v {
+		v[i] = float32(math.Abs(float64(v[i])))
+	}
+	zeroRuns(r, master, grad, m, v)
+	inside := make([]bool, l.n)
+	for _, s := range l.segs {
+		for i := s.Off; i < s.Off+s.Len; i++ {
+			inside[i] = true
+		}
+	}
+	for i, in := range inside {
+		if !in {
+			master[i], grad[i], m[i], v[i] = outside, outside, outside, outside
+		}
+	}
+	return master, grad, m, v
+}
+
+// randomSlots draws n amax keys (half of them zero) and n scales.
+func randomSlots(r *rand.Rand, n int) (amax []uint32, scale []float32) {
+	amax = make([]uint32, n)
+	scale = make([]float32, n)
+	for i := range amax {
+		if r.IntN(2) == 0 {
+			amax[i] = math.Float32bits(float32(r.Float64() * 0.1))
+		}
+		scale[i], _ = fp8.ScaleFromAmax(float32(r.Float64()*0.2), fp8.E4M3, 0, false)
+	}
+	return amax, scale
 }
 
 func momentKind(dt collective.DType) kind {
