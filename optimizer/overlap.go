@@ -25,6 +25,32 @@ var (
 	ErrNotGathered = errors.New("parameter not gathered yet")
 )
 
+// newPipeline returns the bucket pipeline of o's layout, every bucket idle.
+func (o *Optimizer) newPipeline() *pipeline {
+	names := make([]string, len(o.params))
+	for i, p := range o.params {
+		names[i] = p.Name
+	}
+	p := newPipeline(o.comm, o.backend, names, len(o.buckets))
+	o.resetPipeline(p)
+	return p
+}
+
+// resetPipeline makes every parameter not ready, and ends every lease of
+// the gradient pool, for the next step.
+func (o *Optimizer) resetPipeline(p *pipeline) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sizes := make([]int, len(o.buckets))
+	for b, bk := range o.buckets {
+		sizes[b] = len(bk.b.Params)
+	}
+	p.reset(sizes)
+	if o.pool != nil {
+		o.pool.reset()
+	}
+}
+
 // backward returns the bucket that starts k-th in the backward order: the
 // reverse of the layout's, since parameters are listed in forward order.
 func (o *Optimizer) backward(k int) int { return len(o.buckets) - 1 - k }

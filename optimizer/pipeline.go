@@ -33,37 +33,32 @@ type pipeline struct {
 	deviceWaited []collective.Work
 }
 
-// newPipeline returns the pipeline of o's layout, every bucket idle.
-func (o *Optimizer) newPipeline() *pipeline {
+// newPipeline returns the pipeline of nBuckets buckets over the named
+// parameters, every bucket idle once reset. be orders its work after the
+// collectives when it is a DeviceOrderer.
+func newPipeline(comm collective.Communicator, be backend.Backend, names []string, nBuckets int) *pipeline {
 	p := &pipeline{
-		comm:      o.comm,
-		index:     make(map[string]int, len(o.params)),
-		ready:     make([]int, len(o.params)),
-		missing:   make([]int, len(o.buckets)),
-		gradSync:  make([]collective.Work, len(o.buckets)),
-		paramSync: make([]collective.Work, len(o.buckets)),
+		comm:      comm,
+		index:     make(map[string]int, len(names)),
+		ready:     make([]int, len(names)),
+		missing:   make([]int, nBuckets),
+		gradSync:  make([]collective.Work, nBuckets),
+		paramSync: make([]collective.Work, nBuckets),
 	}
-	p.orderer, _ = o.backend.(backend.DeviceOrderer)
-	for i, prm := range o.params {
-		p.index[prm.Name] = i
+	p.orderer, _ = be.(backend.DeviceOrderer)
+	for i, name := range names {
+		p.index[name] = i
 	}
-	o.resetPipeline(p)
 	return p
 }
 
-// resetPipeline makes every parameter not ready, for the next step.
-func (o *Optimizer) resetPipeline(p *pipeline) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// reset makes every parameter not ready for the next step; sizes[b] is
+// the number of parameters of bucket b (p.mu held).
+func (p *pipeline) reset(sizes []int) {
 	clear(p.ready)
-	for b, bk := range o.buckets {
-		p.missing[b] = len(bk.b.Params)
-		p.gradSync[b] = nil
-	}
+	copy(p.missing, sizes)
+	clear(p.gradSync)
 	p.next, p.any = 0, false
-	if o.pool != nil {
-		o.pool.reset()
-	}
 }
 
 // startGradSync starts bucket b's gradient reduce-scatter (p.mu held).

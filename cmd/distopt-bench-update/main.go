@@ -34,7 +34,6 @@ import (
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 	"github.com/distopt/distopt/optimizer/gpu"
 )
@@ -147,12 +146,6 @@ func run(n, nseg, iters, warmup int, momentsOnly bool) error {
 	fmt.Println("| recipe | time | min bytes/elem | GB/s on min | of copy | bytes moved/elem | GB/s moved | of copy |")
 	fmt.Println("|---|---|---|---|---|---|---|---|")
 
-	type recipe struct {
-		name   string
-		r      fp8.Recipe
-		mode   backend.Mode
-		scales float64 // block-scale bytes per element
-	}
 	recipes := []recipe{
 		{"TensorCurrent E4M3 (update+amax, then cast)", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, backend.ModeTensorCurrent, 0},
 		{"TensorDelayed E4M3 (one pass)", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorDelayed}, backend.ModeTensorDelayed, 0},
@@ -161,64 +154,92 @@ func run(n, nseg, iters, warmup int, momentsOnly bool) error {
 		{"Block128x128 E4M3 (update+tile amax, then cast)", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block128x128}, backend.ModeTile, 0},
 	}
 	for _, rc := range recipes {
-		segs, slots := layout(n, nseg, rc.mode)
-		amax, scale := alloc(4*slots), alloc(4*slots)
-		if err != nil {
+		if err := x.recipe(rc, nseg, copyBW, updateBufs{master, m, v, grad, out, blocks}); err != nil {
 			return err
 		}
-		ones := make([]float32, slots)
-		for i := range ones {
-			ones[i] = 1
-		}
-		if err := b.Write(scale, 0, f32bytes(ones)); err != nil {
-			return err
-		}
-		a := &backend.UpdateArgs{Rule: optimizer.RuleAdamW, N: n, Master: master, M: m, V: v, MomentType: buffer.Float32,
-			Grad: grad, GradType: buffer.BFloat16, Segments: segs, Recipe: rc.r, FP8: out, BlockScales: blocks,
-			Amax: amax, Scale: scale,
-			Hyper: backend.Hyper{GradScale: 1, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: float32(1 - 0.9),
-				OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8, SqrtVCorrection: float32(1 / math.Sqrt(1-0.999))}}
-		c := &backend.CastArgs{N: n, Master: master, Segments: segs, Format: rc.r.Format, FP8: out, Scale: scale}
-		twoPass := rc.mode == backend.ModeTensorCurrent || rc.mode == backend.ModeTile
-		t, err := x.timeIt(func() error {
-			if err := b.Zero(amax, 0, 4*slots); err != nil {
-				return err
-			}
-			if err := b.Update(a); err != nil {
-				return err
-			}
-			if twoPass {
-				return b.Cast(c)
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("%s: %w", rc.name, err)
-		}
-		minB := 27 + rc.scales
-		moved := minB
-		if twoPass {
-			moved += 4
-		}
-		bwMin := minB * float64(n) / t.Seconds() / 1e9
-		bwMoved := moved * float64(n) / t.Seconds() / 1e9
-		fmt.Printf("| %s | %.3f ms | %.2f | %.0f | %.0f%% | %.2f | %.0f | %.0f%% |\n", rc.name, ms(t), minB, bwMin, 100*bwMin/copyBW, moved, bwMoved, 100*bwMoved/copyBW)
-		if twoPass {
-			tu, err := x.timeIt(func() error { return b.Update(a) })
-			if err != nil {
-				return err
-			}
-			tc, err := x.timeIt(func() error { return b.Cast(c) })
-			if err != nil {
-				return err
-			}
-			fmt.Printf("|   of which update+amax / cast | %.3f / %.3f ms | 27 / 5 | %.0f / %.0f | | | | |\n", ms(tu), ms(tc),
-				27*float64(n)/tu.Seconds()/1e9, 5*float64(n)/tc.Seconds()/1e9)
-		}
-		b.Free(amax)
-		b.Free(scale)
 	}
 	return x.moments(copyBW, master, grad, out, blocks)
+}
+
+// recipe is one row of the update table: a recipe's name, its mode and
+// its block-scale bytes per element.
+type recipe struct {
+	name   string
+	r      fp8.Recipe
+	mode   backend.Mode
+	scales float64 // block-scale bytes per element
+}
+
+// updateBufs are the buffers every recipe's update runs over.
+type updateBufs struct {
+	master, m, v, grad, out, blocks buffer.Buffer
+}
+
+// recipe times the update (and the cast, for two-pass recipes) of rc over
+// u and prints its row of the table.
+func (x *bench) recipe(rc recipe, nseg int, copyBW float64, u updateBufs) error {
+	b, n := x.b, x.n
+	segs, slots := layout(n, nseg, rc.mode)
+	amax, err := b.Alloc(4 * slots)
+	if err != nil {
+		return err
+	}
+	defer b.Free(amax)
+	scale, err := b.Alloc(4 * slots)
+	if err != nil {
+		return err
+	}
+	defer b.Free(scale)
+	ones := make([]float32, slots)
+	for i := range ones {
+		ones[i] = 1
+	}
+	if err := b.Write(scale, 0, f32bytes(ones)); err != nil {
+		return err
+	}
+	a := &backend.UpdateArgs{Rule: backend.RuleAdamW, N: n, Master: u.master, M: u.m, V: u.v, MomentType: buffer.Float32,
+		Grad: u.grad, GradType: buffer.BFloat16, Segments: segs, Recipe: rc.r, FP8: u.out, BlockScales: u.blocks,
+		Amax: amax, Scale: scale,
+		Hyper: backend.Hyper{GradScale: 1, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: float32(1 - 0.9),
+			OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8, SqrtVCorrection: float32(1 / math.Sqrt(1-0.999))}}
+	c := &backend.CastArgs{N: n, Master: u.master, Segments: segs, Format: rc.r.Format, FP8: u.out, Scale: scale}
+	twoPass := rc.mode == backend.ModeTensorCurrent || rc.mode == backend.ModeTile
+	t, err := x.timeIt(func() error {
+		if err := b.Zero(amax, 0, 4*slots); err != nil {
+			return err
+		}
+		if err := b.Update(a); err != nil {
+			return err
+		}
+		if twoPass {
+			return b.Cast(c)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", rc.name, err)
+	}
+	minB := 27 + rc.scales
+	moved := minB
+	if twoPass {
+		moved += 4
+	}
+	bwMin := minB * float64(n) / t.Seconds() / 1e9
+	bwMoved := moved * float64(n) / t.Seconds() / 1e9
+	fmt.Printf("| %s | %.3f ms | %.2f | %.0f | %.0f%% | %.2f | %.0f | %.0f%% |\n", rc.name, ms(t), minB, bwMin, 100*bwMin/copyBW, moved, bwMoved, 100*bwMoved/copyBW)
+	if twoPass {
+		tu, err := x.timeIt(func() error { return b.Update(a) })
+		if err != nil {
+			return err
+		}
+		tc, err := x.timeIt(func() error { return b.Cast(c) })
+		if err != nil {
+			return err
+		}
+		fmt.Printf("|   of which update+amax / cast | %.3f / %.3f ms | 27 / 5 | %.0f / %.0f | | | | |\n", ms(tu), ms(tc),
+			27*float64(n)/tu.Seconds()/1e9, 5*float64(n)/tc.Seconds()/1e9)
+	}
+	return nil
 }
 
 // layout cuts n elements into nseg segments of mode; tile segments are

@@ -7,7 +7,6 @@ import (
 
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
@@ -22,18 +21,18 @@ func (x *bench) moments(copyBW float64, master, grad, out, blocks buffer.Buffer)
 	F32, BF16, FP8 := backend.MomentFloat32, backend.MomentBFloat16, backend.MomentFP8
 	fmt.Printf("\nAdamW + Block1x128 E4M3 in one pass, bfloat16 gradients, by moment storage (FP8 moments: blocks of %d, second moment's root rounded stochastically by a dither, one hash per two elements)\n\n", block)
 	adamw := [][]backend.MomentDType{{F32, F32}, {BF16, BF16}, {FP8, BF16}, {FP8, FP8}}
-	if err := x.stateTable(copyBW, master, grad, out, blocks, optimizer.RuleAdamW, "moments m / v", adamw); err != nil {
+	if err := x.stateTable(copyBW, master, grad, out, blocks, backend.RuleAdamW, "moments m / v", adamw); err != nil {
 		return err
 	}
 	fmt.Printf("\nSGD (momentum 0.9) + Block1x128 E4M3 in one pass, bfloat16 gradients, by momentum storage (FP8: blocks of %d)\n\n", block)
 	sgd := [][]backend.MomentDType{{F32}, {BF16}, {FP8}}
-	return x.stateTable(copyBW, master, grad, out, blocks, optimizer.RuleSGD, "momentum", sgd)
+	return x.stateTable(copyBW, master, grad, out, blocks, backend.RuleSGD, "momentum", sgd)
 }
 
 // stateTable prints the table of rule over the storages of its state
 // (AdamW: m and v; SGD: the momentum), the first row the baseline of the
 // speed-up.
-func (x *bench) stateTable(copyBW float64, master, grad, out, blocks buffer.Buffer, rule optimizer.Rule, head string, combos [][]backend.MomentDType) error {
+func (x *bench) stateTable(copyBW float64, master, grad, out, blocks buffer.Buffer, rule backend.Rule, head string, combos [][]backend.MomentDType) error {
 	b, n := x.b, x.n
 	const block = backend.DefaultMomentBlock
 	segs, _ := layout(n, 64, backend.ModeBlock)

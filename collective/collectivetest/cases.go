@@ -55,6 +55,28 @@ func cases(n int, o Options) []testCase {
 	add("all-to-all/large", func(e *env) error {
 		return e.checked(collective.OpAllToAll, 0, 0, o.LargeBytes/n+5, 0)
 	})
+	reduceCases(n, o, add)
+	for root := range n {
+		add(fmt.Sprintf("broadcast/root=%d", root), func(e *env) error {
+			for _, m := range []int{0, 1, 1021, o.LargeBytes + 5} {
+				if err := e.broadcast(root, m); err != nil {
+					return fmt.Errorf("%d bytes: %w", m, err)
+				}
+			}
+			return nil
+		})
+	}
+	add("barrier", (*env).barriers)
+	add("group", (*env).group)
+	add("in-flight", (*env).inFlight)
+	add("invalid", (*env).invalid)
+	return cs
+}
+
+// reduceCases adds the reduce-scatter and all-reduce cases: every dtype
+// and reduction at small sizes, with specials for the float types, and a
+// few large ones.
+func reduceCases(n int, o Options, add func(name string, run func(e *env) error)) {
 	for _, kind := range []collective.OpKind{collective.OpReduceScatter, collective.OpAllReduce} {
 		for _, dt := range dtypes {
 			for _, red := range reductions {
@@ -104,21 +126,6 @@ func cases(n int, o Options) []testCase {
 			})
 		}
 	}
-	for root := range n {
-		add(fmt.Sprintf("broadcast/root=%d", root), func(e *env) error {
-			for _, m := range []int{0, 1, 1021, o.LargeBytes + 5} {
-				if err := e.broadcast(root, m); err != nil {
-					return fmt.Errorf("%d bytes: %w", m, err)
-				}
-			}
-			return nil
-		})
-	}
-	add("barrier", (*env).barriers)
-	add("group", (*env).group)
-	add("in-flight", (*env).inFlight)
-	add("invalid", (*env).invalid)
-	return cs
 }
 
 func variant(name string, inPlace bool) string {

@@ -12,7 +12,7 @@ import (
 // Rule is the update rule of Update.
 type Rule uint8
 
-// Rules, the values of optimizer.Rule.
+// Rules, the values of backend.Rule.
 const (
 	RuleNone Rule = iota
 	RuleAdamW

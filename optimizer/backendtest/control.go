@@ -8,7 +8,6 @@ import (
 
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
@@ -105,12 +104,12 @@ func Control(t *testing.T, be backend.Backend) {
 // and a skipped step leaves every buffer as it was.
 func Controlled(t *testing.T, be backend.Backend) {
 	rules := []struct {
-		r      optimizer.Rule
+		r      backend.Rule
 		mt, gt buffer.DType
 	}{
-		{optimizer.RuleAdamW, buffer.Float32, buffer.BFloat16},
-		{optimizer.RuleAdamW, buffer.BFloat16, buffer.Float32},
-		{optimizer.RuleSGD, buffer.Float32, buffer.Float32},
+		{backend.RuleAdamW, buffer.Float32, buffer.BFloat16},
+		{backend.RuleAdamW, buffer.BFloat16, buffer.Float32},
+		{backend.RuleSGD, buffer.Float32, buffer.Float32},
 	}
 	for ci, rc := range recipeCases() {
 		for ri, ru := range rules {

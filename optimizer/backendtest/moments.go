@@ -8,7 +8,6 @@ import (
 
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
@@ -29,9 +28,9 @@ func Moments(t *testing.T, be backend.Backend) {
 		}
 		for bi, mb := range backend.MomentBlocks {
 			for ti, ty := range append(adamw, types{FP8, 0}, types{BF16, 0}) {
-				rule := optimizer.RuleAdamW
+				rule := backend.RuleAdamW
 				if ty.v == 0 {
-					rule = optimizer.RuleSGD
+					rule = backend.RuleSGD
 				}
 				for _, gt := range []buffer.DType{buffer.BFloat16, buffer.Float32} {
 					special := (ti+bi)%3 == 0
@@ -70,7 +69,7 @@ func uploadMoment(p *pair, name string, x []float32, t backend.MomentDType, mb i
 		scales: p.uploadAfter(name+" scales", 4*lead, encode(inv, buffer.Float32), bytesExact)}
 }
 
-func momentCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, vt backend.MomentDType, mb int, gt buffer.DType, special bool) {
+func momentCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule backend.Rule, mt, vt backend.MomentDType, mb int, gt buffer.DType, special bool) {
 	sh := newMomentShard(p, r, rc, rule, mt, vt, mb, gt, special, placement{align: mb})
 	for side := range 2 {
 		must(t, []backend.Backend{p.ref, p.be}[side].Update(sh.args(side)))
@@ -94,7 +93,7 @@ type placement struct{ align, lead int }
 // newMomentShard uploads a random shard of recipe case rc for rule, with
 // moments stored as mt and vt (FP8 in blocks of mb) and gradients of type
 // gt, placed at at.
-func newMomentShard(p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, vt backend.MomentDType, mb int, gt buffer.DType, special bool, at placement) updateShard {
+func newMomentShard(p *pair, r *rand.Rand, rc recipeCase, rule backend.Rule, mt, vt backend.MomentDType, mb int, gt buffer.DType, special bool, at placement) updateShard {
 	block := 128
 	if _, cols := rc.recipe.Block(); rc.recipe.LocalBlocks() {
 		block = cols
@@ -116,7 +115,7 @@ func newMomentShard(p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, m
 	seed, base := r.Uint32(), 4*r.IntN(1<<38) // bases are multiples of 4 (backend.UpdateArgs)
 	mBuf := uploadMoment(p, "m", m, mt, mb, false, seed, base, at.lead)
 	var vBuf momentBuf
-	if rule == optimizer.RuleAdamW {
+	if rule == backend.RuleAdamW {
 		vBuf = uploadMoment(p, "v", v, vt, mb, true, seed^1, base, at.lead)
 	}
 	hpType := rc.hp

@@ -2,14 +2,12 @@ package backendtest
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
@@ -35,25 +33,25 @@ func Shards(t *testing.T, be backend.Backend) {
 		t.Skipf("%s is not an backend.ShardUpdater", be.Name())
 	}
 	type rule struct {
-		r    optimizer.Rule
+		r    backend.Rule
 		m, v backend.MomentDType
 		gt   buffer.DType
 	}
 	F32, BF16, FP8 := backend.MomentFloat32, backend.MomentBFloat16, backend.MomentFP8
 	rules := []rule{
-		{optimizer.RuleAdamW, F32, F32, buffer.BFloat16},
-		{optimizer.RuleAdamW, BF16, BF16, buffer.Float32},
-		{optimizer.RuleAdamW, FP8, BF16, buffer.BFloat16},
-		{optimizer.RuleAdamW, FP8, FP8, buffer.BFloat16},
-		{optimizer.RuleSGD, F32, 0, buffer.BFloat16},
-		{optimizer.RuleSGD, FP8, 0, buffer.Float32},
-		{optimizer.RuleNone, F32, F32, buffer.Float32},
+		{backend.RuleAdamW, F32, F32, buffer.BFloat16},
+		{backend.RuleAdamW, BF16, BF16, buffer.Float32},
+		{backend.RuleAdamW, FP8, BF16, buffer.BFloat16},
+		{backend.RuleAdamW, FP8, FP8, buffer.BFloat16},
+		{backend.RuleSGD, F32, 0, buffer.BFloat16},
+		{backend.RuleSGD, FP8, 0, buffer.Float32},
+		{backend.RuleNone, F32, F32, buffer.Float32},
 	}
 	unaligned := []rule{
-		{optimizer.RuleAdamW, F32, F32, buffer.BFloat16},
-		{optimizer.RuleAdamW, BF16, BF16, buffer.Float32},
-		{optimizer.RuleSGD, BF16, 0, buffer.Float32},
-		{optimizer.RuleNone, F32, F32, buffer.Float32},
+		{backend.RuleAdamW, F32, F32, buffer.BFloat16},
+		{backend.RuleAdamW, BF16, BF16, buffer.Float32},
+		{backend.RuleSGD, BF16, 0, buffer.Float32},
+		{backend.RuleNone, F32, F32, buffer.Float32},
 	}
 	for ci, rc := range recipeCases() {
 		for ri, ru := range rules {
@@ -74,7 +72,7 @@ func Shards(t *testing.T, be backend.Backend) {
 }
 
 // shardsCase runs one case of Shards, unaligned or not.
-func shardsCase(t *testing.T, p *pair, su backend.ShardUpdater, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, vt backend.MomentDType, gt buffer.DType, unaligned bool) {
+func shardsCase(t *testing.T, p *pair, su backend.ShardUpdater, r *rand.Rand, rc recipeCase, rule backend.Rule, mt, vt backend.MomentDType, gt buffer.DType, unaligned bool) {
 	mb := backend.MomentBlocks[r.IntN(len(backend.MomentBlocks))]
 	k := 2 + r.IntN(3)
 	var shards []updateShard
@@ -90,20 +88,7 @@ func shardsCase(t *testing.T, p *pair, su backend.ShardUpdater, r *rand.Rand, rc
 		fp8Shard = append(fp8Shard, sc.hp == 0)
 	}
 	// one launch's amaxes, scales and scalars: the largest shard's slots
-	slots := 1
-	for _, sh := range shards {
-		for _, s := range sh.args(0).Segments {
-			slots = max(slots, s.Slot+1+tileSlots(s))
-		}
-	}
-	amax := make([]uint32, slots)
-	scale := make([]float32, slots)
-	for i := range scale {
-		if r.IntN(2) == 0 {
-			amax[i] = math.Float32bits(float32(r.Float64() * 0.1))
-		}
-		scale[i], _ = fp8.ScaleFromAmax(float32(r.Float64()*0.2), fp8.E4M3, 0, false)
-	}
+	amax, scale := randomSlots(r, launchSlots(shards))
 	ab := p.upload("launch amax", u32s(amax), amaxKeys)
 	sb := p.upload("launch scale", encode(scale, buffer.Float32), bytesExact)
 	hyper := shards[0].args(0).Hyper
@@ -165,6 +150,18 @@ func shardsCase(t *testing.T, p *pair, su backend.ShardUpdater, r *rand.Rand, rc
 	if ctl == skipControl {
 		p.untouched(checked...)
 	}
+}
+
+// launchSlots returns the number of amax and scale slots that the
+// segments of every shard use, at least 1.
+func launchSlots(shards []updateShard) int {
+	slots := 1
+	for _, sh := range shards {
+		for _, s := range sh.args(0).Segments {
+			slots = max(slots, s.Slot+1+tileSlots(s))
+		}
+	}
+	return slots
 }
 
 // shardCase returns the recipe case of shard i of a Shards case of rc: in

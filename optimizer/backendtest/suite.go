@@ -10,7 +10,6 @@ import (
 	"github.com/distopt/distopt/optimizer/cpu"
 
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
@@ -146,17 +145,17 @@ func randomLayout(r *rand.Rand, modes []backend.Mode, block, align int) layout {
 // and gradient types.
 func Update(t *testing.T, be backend.Backend) {
 	type rule struct {
-		r      optimizer.Rule
+		r      backend.Rule
 		mt, gt buffer.DType
 	}
 	rules := []rule{
-		{optimizer.RuleAdamW, buffer.Float32, buffer.BFloat16},
-		{optimizer.RuleAdamW, buffer.Float32, buffer.Float32},
-		{optimizer.RuleAdamW, buffer.BFloat16, buffer.BFloat16},
-		{optimizer.RuleAdamW, buffer.BFloat16, buffer.Float32},
-		{optimizer.RuleSGD, buffer.Float32, buffer.BFloat16},
-		{optimizer.RuleSGD, buffer.BFloat16, buffer.Float32},
-		{optimizer.RuleNone, buffer.Float32, buffer.Float32},
+		{backend.RuleAdamW, buffer.Float32, buffer.BFloat16},
+		{backend.RuleAdamW, buffer.Float32, buffer.Float32},
+		{backend.RuleAdamW, buffer.BFloat16, buffer.BFloat16},
+		{backend.RuleAdamW, buffer.BFloat16, buffer.Float32},
+		{backend.RuleSGD, buffer.Float32, buffer.BFloat16},
+		{backend.RuleSGD, buffer.BFloat16, buffer.Float32},
+		{backend.RuleNone, buffer.Float32, buffer.Float32},
 	}
 	for ci, rc := range recipeCases() {
 		for ri, ru := range rules {
@@ -178,39 +177,14 @@ func b2u(b bool) uint64 {
 	return 0
 }
 
-func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimizer.Rule, mt, gt buffer.DType, special bool, ctl controlCase) {
+func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule backend.Rule, mt, gt buffer.DType, special bool, ctl controlCase) {
 	block := 128 // the tensor recipes' segments are laid out as 1x128's
 	if _, cols := rc.recipe.Block(); rc.recipe.LocalBlocks() {
 		block = cols
 	}
 	l := randomLayout(r, rc.modes, block, 1)
-	master := values(r, l.n, 0.05, special)
-	grad := values(r, l.n, 0.01, special)
-	m := values(r, l.n, 0.01, false)
-	v := values(r, l.n, 1e-4, false)
-	for i := range v {
-		v[i] = float32(math.Abs(float64(v[i])))
-	}
-	zeroRuns(r, master, grad, m, v)
-	inside := make([]bool, l.n)
-	for _, s := range l.segs {
-		for i := s.Off; i < s.Off+s.Len; i++ {
-			inside[i] = true
-		}
-	}
-	for i, in := range inside {
-		if !in {
-			master[i], grad[i], m[i], v[i] = outside, outside, outside, outside
-		}
-	}
-	amax := make([]uint32, l.slots)
-	scale := make([]float32, l.slots)
-	for i := range amax {
-		if r.IntN(2) == 0 {
-			amax[i] = math.Float32bits(float32(r.Float64() * 0.1))
-		}
-		scale[i], _ = fp8.ScaleFromAmax(float32(r.Float64()*0.2), fp8.E4M3, 0, false)
-	}
+	master, grad, m, v := updateInputs(r, l, special)
+	amax, scale := randomSlots(r, l.slots)
 	a := backend.UpdateArgs{Rule: rule, N: l.n, MomentType: mt, GradType: gt, Recipe: rc.recipe,
 		Hyper: backend.Hyper{GradScale: float32(0.5 + r.Float64()), Beta1: 0.9, Beta2: 0.999,
 			OneMinusBeta1: float32(1 - 0.9), OneMinusBeta2: float32(1 - 0.999), Eps: 1e-8,
@@ -230,7 +204,7 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 		hpType = buffer.Float32
 	}
 	bs = append(bs, p.upload("hp", filled(hpType.Size()*l.n), momentKind(hpType)))
-	if rule == optimizer.RuleSGD {
+	if rule == backend.RuleSGD {
 		for i := range l.segs {
 			l.segs[i].WeightDecay = float32(r.Float64() * 0.01)
 		}
@@ -251,10 +225,10 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 		if rc.hp != 0 {
 			b.HP, b.HPType = pick(bs[8]), rc.hp
 		}
-		if rule == optimizer.RuleSGD {
+		if rule == backend.RuleSGD {
 			b.V = nil
 		}
-		if rule == optimizer.RuleNone {
+		if rule == backend.RuleNone {
 			b.M, b.V, b.Grad = nil, nil, nil
 		}
 		be := []backend.Backend{p.ref, p.be}[side]
@@ -264,6 +238,44 @@ func updateCase(t *testing.T, p *pair, r *rand.Rand, rc recipeCase, rule optimiz
 	if ctl == skipControl {
 		p.untouched(bs...)
 	}
+}
+
+// updateInputs draws an update's master, gradient and moments over layout
+// l; elements outside every segment hold the value outside.
+func updateInputs(r *rand.Rand, l layout, special bool) (master, grad, m, v []float32) {
+	master = values(r, l.n, 0.05, special)
+	grad = values(r, l.n, 0.01, special)
+	m = values(r, l.n, 0.01, false)
+	v = values(r, l.n, 1e-4, false)
+	for i := range v {
+		v[i] = float32(math.Abs(float64(v[i])))
+	}
+	zeroRuns(r, master, grad, m, v)
+	inside := make([]bool, l.n)
+	for _, s := range l.segs {
+		for i := s.Off; i < s.Off+s.Len; i++ {
+			inside[i] = true
+		}
+	}
+	for i, in := range inside {
+		if !in {
+			master[i], grad[i], m[i], v[i] = outside, outside, outside, outside
+		}
+	}
+	return master, grad, m, v
+}
+
+// randomSlots draws n amax keys (half of them zero) and n scales.
+func randomSlots(r *rand.Rand, n int) (amax []uint32, scale []float32) {
+	amax = make([]uint32, n)
+	scale = make([]float32, n)
+	for i := range amax {
+		if r.IntN(2) == 0 {
+			amax[i] = math.Float32bits(float32(r.Float64() * 0.1))
+		}
+		scale[i], _ = fp8.ScaleFromAmax(float32(r.Float64()*0.2), fp8.E4M3, 0, false)
+	}
+	return amax, scale
 }
 
 func momentKind(dt buffer.DType) kind {

@@ -10,7 +10,6 @@ import (
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/kernels"
-	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
@@ -222,7 +221,7 @@ func (b *Backend) updateLaunch(a *backend.UpdateArgs, t kernels.Table) (*kernels
 		MX: a.Recipe.ScaleType() == fp8.ScaleE8M0, Margin: a.Recipe.Margin, PowerOf2: a.Recipe.PowerOf2,
 		Amax: b.ptr(a.Amax), Scale: b.ptr(a.Scale), HP: b.ptr(a.HP), Control: b.ptr(a.Control),
 	}
-	if a.Rule != optimizer.RuleNone {
+	if a.Rule != backend.RuleNone {
 		l.M, l.V, l.Grad = b.ptr(a.M), b.ptr(a.V), b.ptr(a.Grad)
 		l.MomentBF16, l.GradBF16 = isBF16(a.MomentType), isBF16(a.GradType)
 		setMoments(l, a)
@@ -237,7 +236,7 @@ func (b *Backend) updateLaunch(a *backend.UpdateArgs, t kernels.Table) (*kernels
 // Cast implements backend.Backend: one launch over the segments of modes
 // ModeTensorCurrent and ModeTile.
 func (b *Backend) Cast(a *backend.CastArgs) error {
-	t := kernels.PackSegments(kernelSegments(optimizer.RuleNone, a.Segments, castModes))
+	t := kernels.PackSegments(kernelSegments(backend.RuleNone, a.Segments, castModes))
 	return b.onWorker(func() error {
 		tp, err := b.table('c', t)
 		if err != nil {
@@ -254,12 +253,12 @@ func castModes(m backend.Mode) bool {
 
 // kernelSegments returns the segments of ss whose mode keep accepts (all
 // when keep is nil) as the kernels read them, with rule r's factors.
-func kernelSegments(r optimizer.Rule, ss []backend.Segment, keep func(backend.Mode) bool) []kernels.Segment {
+func kernelSegments(r backend.Rule, ss []backend.Segment, keep func(backend.Mode) bool) []kernels.Segment {
 	return appendKernelSegments(make([]kernels.Segment, 0, len(ss)), r, ss, keep)
 }
 
 // appendKernelSegments appends kernelSegments(r, ss, keep) to dst.
-func appendKernelSegments(dst []kernels.Segment, r optimizer.Rule, ss []backend.Segment, keep func(backend.Mode) bool) []kernels.Segment {
+func appendKernelSegments(dst []kernels.Segment, r backend.Rule, ss []backend.Segment, keep func(backend.Mode) bool) []kernels.Segment {
 	for _, s := range ss {
 		if keep == nil || keep(s.Mode) {
 			dst = append(dst, kernelSegment(r, s))
@@ -269,7 +268,7 @@ func appendKernelSegments(dst []kernels.Segment, r optimizer.Rule, ss []backend.
 }
 
 // kernelSegment returns s as the kernels read it, with rule r's factors.
-func kernelSegment(r optimizer.Rule, s backend.Segment) kernels.Segment {
+func kernelSegment(r backend.Rule, s backend.Segment) kernels.Segment {
 	step, second := s.Factors(r)
 	return kernels.Segment{Off: s.Off, Len: s.Len, Mode: uint32(s.Mode), Slot: uint32(s.Slot),
 		StepSize: step, Decay: second, ParamOffset: s.ParamOffset, Cols: s.Cols}

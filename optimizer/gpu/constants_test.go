@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/internal/kernels"
-	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
@@ -49,13 +48,13 @@ func cudaEnum(t *testing.T, src, name string) map[string]int {
 	return out
 }
 
-// TestRuleConstants checks that every optimizer.Rule has RULE_<NAME> of
+// TestRuleConstants checks that every backend.Rule has RULE_<NAME> of
 // the same value in update.cu, and no other rule is there; and that the
 // kernels package's values agree.
 func TestRuleConstants(t *testing.T) {
 	got := cudaEnum(t, readSource(t, "update.cu"), "Rule")
 	want := map[string]int{}
-	for r := optimizer.Rule(0); !strings.HasPrefix(r.String(), "Rule("); r++ {
+	for r := backend.Rule(0); !strings.HasPrefix(r.String(), "Rule("); r++ {
 		want["RULE_"+strings.ToUpper(r.String())] = int(r)
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -63,8 +62,8 @@ func TestRuleConstants(t *testing.T) {
 	}
 	for _, c := range []struct {
 		k kernels.Rule
-		o optimizer.Rule
-	}{{kernels.RuleNone, optimizer.RuleNone}, {kernels.RuleAdamW, optimizer.RuleAdamW}, {kernels.RuleSGD, optimizer.RuleSGD}} {
+		o backend.Rule
+	}{{kernels.RuleNone, backend.RuleNone}, {kernels.RuleAdamW, backend.RuleAdamW}, {kernels.RuleSGD, backend.RuleSGD}} {
 		if int(c.k) != int(c.o) {
 			t.Errorf("kernels rule %d is optimizer rule %v (%d)", c.k, c.o, c.o)
 		}

@@ -4,7 +4,6 @@ import (
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/kernels"
-	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
@@ -54,7 +53,7 @@ func shardTable(as []*backend.UpdateArgs, ptr func(buffer.Buffer) cuda.DevicePtr
 		if a.HP != nil {
 			sh.Out = ptr(a.HP)
 		}
-		if a.Rule != optimizer.RuleNone {
+		if a.Rule != backend.RuleNone {
 			sh.M, sh.V, sh.Grad = ptr(a.M), ptr(a.V), ptr(a.Grad)
 			sh.MScales, sh.VScales = ptr(a.MScales), ptr(a.VScales)
 			sh.MomentBase = uint64(a.MomentBase)
@@ -72,7 +71,7 @@ func shardTable(as []*backend.UpdateArgs, ptr func(buffer.Buffer) cuda.DevicePtr
 // which dithers v alone), so under AdamW with V stored as FP8.
 func readsSeed(a *backend.UpdateArgs) bool {
 	_, vt := a.MomentTypes()
-	return a.Rule == optimizer.RuleAdamW && vt == backend.MomentFP8
+	return a.Rule == backend.RuleAdamW && vt == backend.MomentFP8
 }
 
 // CastShards implements backend.ShardUpdater: one launch over the
@@ -87,7 +86,7 @@ func (b *Backend) CastShards(cs []*backend.CastArgs) error {
 		lists[i] = c.Segments
 		shards[i] = kernels.Shard{Master: b.ptr(c.Master), Out: b.ptr(c.FP8)}
 	}
-	segs := shardSegments(optimizer.RuleNone, lists, castModes)
+	segs := shardSegments(backend.RuleNone, lists, castModes)
 	t, err := kernels.PackShards(segs, shards)
 	if err != nil {
 		return err
@@ -106,7 +105,7 @@ var _ backend.ShardUpdater = (*Backend)(nil)
 
 // shardSegments returns kernelSegments(r, lists[i], keep) for every shard
 // i, all in one allocation (a step packs its tables every time).
-func shardSegments(r optimizer.Rule, lists [][]backend.Segment, keep func(backend.Mode) bool) [][]kernels.Segment {
+func shardSegments(r backend.Rule, lists [][]backend.Segment, keep func(backend.Mode) bool) [][]kernels.Segment {
 	n := 0
 	for _, l := range lists {
 		n += len(l)

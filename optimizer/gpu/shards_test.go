@@ -177,19 +177,19 @@ func TestTablesReused(t *testing.T) {
 func TestShardTableSeeds(t *testing.T) {
 	F32, BF16, FP8 := backend.MomentFloat32, backend.MomentBFloat16, backend.MomentFP8
 	cases := []struct {
-		rule optimizer.Rule
+		rule backend.Rule
 		m, v backend.MomentDType
 		read bool
 	}{
-		{optimizer.RuleAdamW, FP8, FP8, true},
-		{optimizer.RuleAdamW, BF16, FP8, true},
-		{optimizer.RuleAdamW, F32, FP8, true},
-		{optimizer.RuleAdamW, FP8, BF16, false},
-		{optimizer.RuleAdamW, F32, F32, false},
-		{optimizer.RuleAdamW, BF16, BF16, false},
-		{optimizer.RuleSGD, FP8, 0, false},
-		{optimizer.RuleSGD, FP8, FP8, false}, // SGD keeps no v: its VType is not read
-		{optimizer.RuleNone, FP8, FP8, false},
+		{backend.RuleAdamW, FP8, FP8, true},
+		{backend.RuleAdamW, BF16, FP8, true},
+		{backend.RuleAdamW, F32, FP8, true},
+		{backend.RuleAdamW, FP8, BF16, false},
+		{backend.RuleAdamW, F32, F32, false},
+		{backend.RuleAdamW, BF16, BF16, false},
+		{backend.RuleSGD, FP8, 0, false},
+		{backend.RuleSGD, FP8, FP8, false}, // SGD keeps no v: its VType is not read
+		{backend.RuleNone, FP8, FP8, false},
 	}
 	// addresses that are not real: shardTable only packs them
 	ptr := func(x buffer.Buffer) cuda.DevicePtr {
@@ -219,10 +219,10 @@ func TestShardTableSeeds(t *testing.T) {
 			if got := readsSeed(as[0]); got != c.read {
 				t.Errorf("%s: readsSeed %t, want %t", name, got, c.read)
 			}
-			if c.rule != optimizer.RuleNone {
+			if c.rule != backend.RuleNone {
 				var l kernels.UpdateLaunch
 				setMoments(&l, as[0])
-				if fp8V := l.PerMoment && c.rule == optimizer.RuleAdamW && l.VType == kernels.MomentFP8; fp8V != c.read {
+				if fp8V := l.PerMoment && c.rule == backend.RuleAdamW && l.VType == kernels.MomentFP8; fp8V != c.read {
 					t.Errorf("%s: the launch has an FP8 second moment: %t, readsSeed %t", name, fp8V, c.read)
 				}
 			}

@@ -5,7 +5,6 @@ import (
 
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
@@ -19,7 +18,7 @@ import (
 func BenchmarkHostTable(b *testing.B) {
 	var as []*backend.UpdateArgs
 	for k := range 25 {
-		a := &backend.UpdateArgs{Rule: optimizer.RuleAdamW, N: 12 << 20}
+		a := &backend.UpdateArgs{Rule: backend.RuleAdamW, N: 12 << 20}
 		for i := range 12 {
 			a.Segments = append(a.Segments, backend.Segment{Off: i << 20, Len: 1 << 20, Mode: backend.ModeTensorCurrent,
 				Slot: k*12 + i, StepSize: 1e-4, Shrink: 0.99})
