@@ -18,6 +18,7 @@ import (
 	"github.com/distopt/distopt/collective/nccl/nccltest"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
+	"github.com/distopt/distopt/internal/cudalink"
 	inccl "github.com/distopt/distopt/internal/nccl"
 )
 
@@ -362,7 +363,7 @@ func TestComputeStream(t *testing.T) {
 		for r := range n {
 			go func() {
 				defer func() { done <- struct{}{} }()
-				comms[r], errs[r] = nccl.New(ctx, nccl.Config{Store: stores[r], Device: devs[r], Compute: computes[r]})
+				comms[r], errs[r] = nccl.New(ctx, nccl.Config{Store: stores[r], Device: cudalink.PublicDevice(devs[r]), Compute: cudalink.PublicStream(computes[r])})
 			}()
 		}
 		for range n {
@@ -408,34 +409,34 @@ func orderingOnRank(c *nccl.Comm, compute *cuda.Stream, words int) error {
 		return err
 	}
 	defer d.Free(dst)
-	if err := compute.Memset32(src, 0, words); err != nil {
+	if err := compute.Memset32(cuda.DevicePtr(src), 0, words); err != nil {
 		return err
 	}
-	if err := compute.Memset32(dst, 0, words); err != nil {
+	if err := compute.Memset32(cuda.DevicePtr(dst), 0, words); err != nil {
 		return err
 	}
 	if err := compute.Synchronize(); err != nil {
 		return err
 	}
 	for range 4 { // four fills, so that the group would overtake them if it did not wait
-		if err := compute.Memset32(src, math.Float32bits(1), words); err != nil {
+		if err := compute.Memset32(cuda.DevicePtr(src), math.Float32bits(1), words); err != nil {
 			return err
 		}
 	}
 	sb := buffer.DeviceBuffer{Ptr: uintptr(src), Size: 4 * words, Device: d.Ordinal()}
 	db := buffer.DeviceBuffer{Ptr: uintptr(dst), Size: 4 * words, Device: d.Ordinal()}
 	w := c.Start(collective.Op{Kind: collective.OpAllReduce, Dst: db, Src: sb, DType: buffer.Float32, Reduce: collective.Sum}).(*nccl.Work)
-	if err := w.StreamWait(compute); err != nil {
+	if err := w.StreamWait(cudalink.PublicStream(compute)); err != nil {
 		return err
 	}
-	if err := compute.CopyDtoD(src, dst, 4*words); err != nil {
+	if err := compute.CopyDtoD(cuda.DevicePtr(src), cuda.DevicePtr(dst), 4*words); err != nil {
 		return err
 	}
 	if err := w.Wait(ctx); err != nil {
 		return err
 	}
 	got := make([]float32, words)
-	if err := compute.Download(cuda.Bytes(got), src); err != nil {
+	if err := compute.Download(cuda.Bytes(got), cuda.DevicePtr(src)); err != nil {
 		return err
 	}
 	want := float32(c.Size())
@@ -462,7 +463,7 @@ func TestInitDeadline(t *testing.T) {
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel2()
 	start := time.Now()
-	c, err := nccl.New(ctx2, nccl.Config{Store: stores[0], Device: devs[0]})
+	c, err := nccl.New(ctx2, nccl.Config{Store: stores[0], Device: cudalink.PublicDevice(devs[0])})
 	took := time.Since(start)
 	if err == nil {
 		c.Close()

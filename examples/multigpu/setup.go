@@ -13,6 +13,7 @@ import (
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/rendezvous"
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cudalink"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/gpu"
 )
@@ -132,7 +133,7 @@ func (j *job) openGPU(ordinal int, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	j.be, j.dev = gb, gb.Device()
+	j.be, j.dev = gb, cudalink.Device(gb.Device())
 	j.closers = append(j.closers, gb.Close)
 	j.afterContext = j.sample()
 	return nil
