@@ -21,8 +21,6 @@ const module = "github.com/distopt/distopt"
 var pendingLeaks = []string{
 	"collective/fp8grad: Device: internal/cuda.Stream",
 	"collective/fp8grad: Device: internal/kernels.Set",
-	"collective/nccl/nccltest: Group: internal/cuda.Device",
-	"collective/nccl/nccltest: NewBuffers: internal/cuda.Device",
 }
 
 // TestPublicAPINamesNoInternalType parses every public package (outside

@@ -221,7 +221,7 @@ func ncclWorker(ctx context.Context, t *testing.T) (rendezvous.Config, *cuda.Dev
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	bufs := nccltest.NewBuffers(dev)
+	bufs := nccltest.NewBuffers(cudalink.PublicDevice(dev))
 	t.Cleanup(func() { bufs.Close() }) // runs first: the buffers before the device
 	return rc, dev, store, bufs
 }

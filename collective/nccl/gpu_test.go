@@ -16,6 +16,7 @@ import (
 	"github.com/distopt/distopt/collective/collectivetest"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/nccl/nccltest"
+	pcuda "github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
 	"github.com/distopt/distopt/internal/cudalink"
@@ -39,7 +40,7 @@ func group(t *testing.T, devs []*cuda.Device, cfg nccl.Config) []*nccl.Comm {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	comms, closeAll, err := nccltest.Group(ctx, devs, cfg)
+	comms, closeAll, err := nccltest.Group(ctx, public(devs), cfg)
 	if err != nil {
 		t.Fatalf("creating a group of %d: %v", len(devs), err)
 	}
@@ -55,7 +56,7 @@ func group(t *testing.T, devs []*cuda.Device, cfg nccl.Config) []*nccl.Comm {
 // 1 rank, and 2 ranks on 2 GPUs where there are two.
 func TestConformance(t *testing.T) {
 	devs := gpus(t, 2)
-	bufs := nccltest.NewBuffers(devs...)
+	bufs := nccltest.NewBuffers(public(devs)...)
 	t.Cleanup(func() { bufs.Close() })
 	sizes := []int{1}
 	if len(devs) >= 2 {
@@ -65,7 +66,7 @@ func TestConformance(t *testing.T) {
 	collectivetest.Run(t, func(t *testing.T, n int) []collective.Communicator {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		comms, closeAll, err := nccltest.Group(ctx, devs[:n], nccl.Config{ExactAvg: true, Heartbeat: 250 * time.Millisecond, PeerTimeout: 5 * time.Second})
+		comms, closeAll, err := nccltest.Group(ctx, public(devs[:n]), nccl.Config{ExactAvg: true, Heartbeat: 250 * time.Millisecond, PeerTimeout: 5 * time.Second})
 		if err != nil {
 			t.Fatalf("creating a group of %d: %v", n, err)
 		}
@@ -89,7 +90,7 @@ func TestNativeAvg(t *testing.T) {
 		cudatest.Unavailable(t, errors.Join(cuda.ErrNoDevice, errors.New("the test needs 2 GPUs")))
 	}
 	comms := group(t, devs, nccl.Config{})
-	bufs := nccltest.NewBuffers(devs...)
+	bufs := nccltest.NewBuffers(public(devs)...)
 	t.Cleanup(func() { bufs.Close() })
 	const count = 4099 // elements per rank of the reduce-scatter output
 	for _, dt := range []buffer.DType{buffer.BFloat16, buffer.Float32, buffer.Float64} {
@@ -488,4 +489,13 @@ func TestWrongDevice(t *testing.T) {
 	if err := collective.Barrier(context.Background(), c); err != nil {
 		t.Fatalf("barrier after the refused op: %v", err)
 	}
+}
+
+// public returns the public handles of devs, for nccltest.
+func public(devs []*cuda.Device) []*pcuda.Device {
+	out := make([]*pcuda.Device, len(devs))
+	for i, d := range devs {
+		out[i] = cudalink.PublicDevice(d)
+	}
+	return out
 }

@@ -16,8 +16,7 @@ import (
 	"github.com/distopt/distopt/collective/collectivetest"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/rendezvous"
-	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/internal/cudalink"
+	"github.com/distopt/distopt/cuda"
 )
 
 // Buffers allocates, fills and reads buffer.DeviceBuffer values on a
@@ -195,7 +194,7 @@ func Group(ctx context.Context, devs []*cuda.Device, cfg nccl.Config) (comms []*
 	for r := range n {
 		wg.Go(func() {
 			c := cfg
-			c.Store, c.Device = stores[r], cudalink.PublicDevice(devs[r])
+			c.Store, c.Device = stores[r], devs[r]
 			comms[r], errs[r] = nccl.New(ctx, c)
 		})
 	}
