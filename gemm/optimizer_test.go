@@ -9,6 +9,7 @@ import (
 	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
+	"github.com/distopt/distopt/internal/cudalink"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/gpu"
 )
@@ -37,7 +38,7 @@ func checkOptimizerViews(t *testing.T, r fp8.Recipe) {
 	o, err := optimizer.New(ctx, single.New(buffer.Device, nil), be, params, init, cfg)
 	must(t, err)
 	defer o.Close()
-	e, err := newOn(be.Device(), be.Stream())
+	e, err := newOn(cudalink.Device(be.Device()), cudalink.Stream(be.Stream()))
 	cudatest.Unavailable(t, err, ErrUnavailable)
 	defer e.Close()
 

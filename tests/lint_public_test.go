@@ -21,16 +21,6 @@ const module = "github.com/distopt/distopt"
 var pendingLeaks = []string{
 	"collective/fp8grad: Device: internal/cuda.Stream",
 	"collective/fp8grad: Device: internal/kernels.Set",
-	"collective/nccl/nccltest: Group: internal/cuda.Device",
-	"collective/nccl/nccltest: NewBuffers: internal/cuda.Device",
-	"collective/nccl: Comm.Device: internal/cuda.Device",
-	"collective/nccl: Comm.Library: internal/nccl.Library",
-	"collective/nccl: Comm.Stream: internal/cuda.Stream",
-	"collective/nccl: Config: internal/cuda.Device",
-	"collective/nccl: Config: internal/cuda.Stream",
-	"collective/nccl: Work.StreamWait: internal/cuda.Stream",
-	"optimizer/gpu: Backend.Device: internal/cuda.Device",
-	"optimizer/gpu: Backend.Stream: internal/cuda.Stream",
 }
 
 // TestPublicAPINamesNoInternalType parses every public package (outside

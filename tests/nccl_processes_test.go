@@ -27,6 +27,7 @@ import (
 	"github.com/distopt/distopt/collective/rendezvous"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
+	"github.com/distopt/distopt/internal/cudalink"
 	inccl "github.com/distopt/distopt/internal/nccl"
 )
 
@@ -220,7 +221,7 @@ func ncclWorker(ctx context.Context, t *testing.T) (rendezvous.Config, *cuda.Dev
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	bufs := nccltest.NewBuffers(dev)
+	bufs := nccltest.NewBuffers(cudalink.PublicDevice(dev))
 	t.Cleanup(func() { bufs.Close() }) // runs first: the buffers before the device
 	return rc, dev, store, bufs
 }
@@ -231,7 +232,7 @@ func ncclWorker(ctx context.Context, t *testing.T) (rendezvous.Config, *cuda.Dev
 func workerSuite(ctx context.Context, t *testing.T) {
 	_, dev, store, bufs := ncclWorker(ctx, t)
 	opts := bufs.Options(collectivetest.Options{LargeBytes: 4 << 20, Deadline: time.Second, Slack: 5 * time.Second, Timeout: 2 * time.Minute})
-	cfg := nccl.Config{Store: store, Device: dev, ExactAvg: true, Heartbeat: 250 * time.Millisecond, PeerTimeout: 5 * time.Second}
+	cfg := nccl.Config{Store: store, Device: cudalink.PublicDevice(dev), ExactAvg: true, Heartbeat: 250 * time.Millisecond, PeerTimeout: 5 * time.Second}
 	steps := []struct {
 		name string
 		run  func(c *nccl.Comm) error

@@ -20,6 +20,7 @@ import (
 	"github.com/distopt/distopt/collective/hier"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/nccl/nccltest"
+	"github.com/distopt/distopt/internal/cudalink"
 )
 
 // TestNCCLSub: the conformance checks on a sub-communicator of both ranks
@@ -44,7 +45,7 @@ func TestNCCLSub(t *testing.T) {
 // workerSub is one rank of TestNCCLSub.
 func workerSub(ctx context.Context, t *testing.T) {
 	rc, dev, store, bufs := ncclWorker(ctx, t)
-	cfg := nccl.Config{Store: store, Device: dev, ExactAvg: true}
+	cfg := nccl.Config{Store: store, Device: cudalink.PublicDevice(dev), ExactAvg: true}
 
 	rev, err := nccl.NewSub(ctx, cfg, []int{1, 0})
 	if err != nil {

@@ -32,8 +32,10 @@ import (
 	"time"
 
 	"github.com/distopt/distopt/buffer"
+	pcuda "github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cudalink"
 	"github.com/distopt/distopt/optimizer/backend"
 	"github.com/distopt/distopt/optimizer/gpu"
 )
@@ -73,7 +75,7 @@ func (x *bench) timeIt(fn func() error) (time.Duration, error) {
 		}
 	}
 	s := x.b.Stream()
-	if err := x.start.Record(s); err != nil {
+	if err := x.start.Record(cudalink.Stream(s)); err != nil {
 		return 0, err
 	}
 	for range x.iters {
@@ -81,7 +83,7 @@ func (x *bench) timeIt(fn func() error) (time.Duration, error) {
 			return 0, err
 		}
 	}
-	if err := x.end.Record(s); err != nil {
+	if err := x.end.Record(cudalink.Stream(s)); err != nil {
 		return 0, err
 	}
 	if err := x.end.Synchronize(); err != nil {
@@ -101,11 +103,11 @@ func run(n, nseg, iters, warmup int, momentsOnly bool) error {
 	}
 	defer b.Close()
 	x := &bench{b: b, n: n, iters: iters, warmup: warmup}
-	if x.start, err = b.Device().NewEvent(true); err != nil {
+	if x.start, err = cudalink.Device(b.Device()).NewEvent(true); err != nil {
 		return err
 	}
 	defer x.start.Destroy()
-	if x.end, err = b.Device().NewEvent(true); err != nil {
+	if x.end, err = cudalink.Device(b.Device()).NewEvent(true); err != nil {
 		return err
 	}
 	defer x.end.Destroy()
@@ -129,7 +131,7 @@ func run(n, nseg, iters, warmup int, momentsOnly bool) error {
 	}
 	// The copy bandwidth: master to m (1 byte read + 1 written per byte).
 	copyT, err := x.timeIt(func() error {
-		return b.Stream().CopyDtoD(cuda.DevicePtr(m.(buffer.DeviceBuffer).Ptr), cuda.DevicePtr(master.(buffer.DeviceBuffer).Ptr), 4*n)
+		return b.Stream().CopyDtoD(pcuda.DevicePtr(cuda.DevicePtr(m.(buffer.DeviceBuffer).Ptr)), pcuda.DevicePtr(cuda.DevicePtr(master.(buffer.DeviceBuffer).Ptr)), 4*n)
 	})
 	if err != nil {
 		return err

@@ -51,6 +51,7 @@ import (
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/rendezvous"
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cudalink"
 )
 
 // Result is one measurement, as written to -json.
@@ -153,14 +154,14 @@ func run(elements, iters, warmup, trials, latOps int, jsonPath string) error {
 	}
 	defer store.Close()
 	b := &bench{dev: dev, iters: iters, warm: warmup, trials: trials}
-	if b.plain, err = nccl.New(ctx, nccl.Config{Store: store, Device: dev}); err != nil {
+	if b.plain, err = nccl.New(ctx, nccl.Config{Store: store, Device: cudalink.PublicDevice(dev)}); err != nil {
 		return err
 	}
 	defer b.plain.Close()
 	if latOps > 0 {
 		return runLatency(ctx, b, store, latOps, jsonPath)
 	}
-	if b.exact, err = nccl.New(ctx, nccl.Config{Store: store, Device: dev, ExactAvg: true}); err != nil {
+	if b.exact, err = nccl.New(ctx, nccl.Config{Store: store, Device: cudalink.PublicDevice(dev), ExactAvg: true}); err != nil {
 		return err
 	}
 	defer b.exact.Close()

@@ -12,6 +12,7 @@ import (
 	"github.com/distopt/distopt/collective/nccl/nccltest"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
+	"github.com/distopt/distopt/internal/cudalink"
 	"github.com/distopt/distopt/internal/kernels"
 )
 
@@ -40,7 +41,7 @@ func BenchmarkGPUReduceScatter(b *testing.B) {
 			sets := make([]*kernels.Set, 2) // fp8: closed after the communicators
 			err = onAll(devs, func(r int, dev *cuda.Device) error {
 				s := cudatest.Stream(b, dev)
-				c, err := nccl.New(ctx, nccl.Config{Store: stores[r], Device: dev, Compute: s})
+				c, err := nccl.New(ctx, nccl.Config{Store: stores[r], Device: cudalink.PublicDevice(dev), Compute: cudalink.PublicStream(s)})
 				if err != nil {
 					return err
 				}

@@ -16,6 +16,7 @@ import (
 	"github.com/distopt/distopt/collective/nccl/nccltest"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
+	"github.com/distopt/distopt/internal/cudalink"
 	"github.com/distopt/distopt/internal/kernels"
 )
 
@@ -51,7 +52,7 @@ func TestGPUComm(t *testing.T) {
 					return err
 				}
 				t.Cleanup(func() { k.Close() })
-				c, err := nccl.New(ctx, nccl.Config{Store: stores[r], Device: dev, Compute: streams[r]})
+				c, err := nccl.New(ctx, nccl.Config{Store: stores[r], Device: cudalink.PublicDevice(dev), Compute: cudalink.PublicStream(streams[r])})
 				if err != nil {
 					return err
 				}

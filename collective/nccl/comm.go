@@ -10,7 +10,9 @@ import (
 
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
+	pcuda "github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cudalink"
 	"github.com/distopt/distopt/internal/nccl"
 )
 
@@ -200,13 +202,13 @@ func (c *Comm) Memory() buffer.MemoryKind { return buffer.Device }
 func (c *Comm) Ordinal() int { return c.dev.Ordinal() }
 
 // Device returns the communicator's GPU.
-func (c *Comm) Device() *cuda.Device { return c.dev }
+func (c *Comm) Device() *pcuda.Device { return cudalink.PublicDevice(c.dev) }
 
 // Stream returns the communication stream, on which every group runs.
-func (c *Comm) Stream() *cuda.Stream { return c.stream }
+func (c *Comm) Stream() *pcuda.Stream { return cudalink.PublicStream(c.stream) }
 
-// Library returns the NCCL library in use (its version, its path).
-func (c *Comm) Library() *nccl.Library { return c.lib }
+// Library names the NCCL library in use: its version and its path.
+func (c *Comm) Library() string { return c.lib.String() }
 
 // Start enqueues ops as one group; see collective.Communicator. It returns
 // a *Work. Buffers must be buffer.DeviceBuffer values of the
@@ -237,7 +239,7 @@ func (c *Comm) StartEach(groups ...[]collective.Op) []collective.Work {
 		}
 		if armErr == nil && len(queued) == 0 && c.cfg.Compute != nil {
 			if w.computed, armErr = c.event(); armErr == nil {
-				armErr = w.computed.Record(c.cfg.Compute)
+				armErr = w.computed.Record(cudalink.Stream(c.cfg.Compute))
 			}
 		}
 		if armErr == nil {

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/distopt/distopt/collective/rendezvous"
-	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/cuda"
 )
 
 // Defaults of Config.

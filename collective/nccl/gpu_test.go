@@ -16,8 +16,10 @@ import (
 	"github.com/distopt/distopt/collective/collectivetest"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/nccl/nccltest"
+	pcuda "github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
+	"github.com/distopt/distopt/internal/cudalink"
 	inccl "github.com/distopt/distopt/internal/nccl"
 )
 
@@ -38,7 +40,7 @@ func group(t *testing.T, devs []*cuda.Device, cfg nccl.Config) []*nccl.Comm {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	comms, closeAll, err := nccltest.Group(ctx, devs, cfg)
+	comms, closeAll, err := nccltest.Group(ctx, public(devs), cfg)
 	if err != nil {
 		t.Fatalf("creating a group of %d: %v", len(devs), err)
 	}
@@ -54,7 +56,7 @@ func group(t *testing.T, devs []*cuda.Device, cfg nccl.Config) []*nccl.Comm {
 // 1 rank, and 2 ranks on 2 GPUs where there are two.
 func TestConformance(t *testing.T) {
 	devs := gpus(t, 2)
-	bufs := nccltest.NewBuffers(devs...)
+	bufs := nccltest.NewBuffers(public(devs)...)
 	t.Cleanup(func() { bufs.Close() })
 	sizes := []int{1}
 	if len(devs) >= 2 {
@@ -64,7 +66,7 @@ func TestConformance(t *testing.T) {
 	collectivetest.Run(t, func(t *testing.T, n int) []collective.Communicator {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		comms, closeAll, err := nccltest.Group(ctx, devs[:n], nccl.Config{ExactAvg: true, Heartbeat: 250 * time.Millisecond, PeerTimeout: 5 * time.Second})
+		comms, closeAll, err := nccltest.Group(ctx, public(devs[:n]), nccl.Config{ExactAvg: true, Heartbeat: 250 * time.Millisecond, PeerTimeout: 5 * time.Second})
 		if err != nil {
 			t.Fatalf("creating a group of %d: %v", n, err)
 		}
@@ -90,7 +92,7 @@ func TestNativeAvg(t *testing.T) {
 		t.Skip("the test needs 2 GPUs; this machine has 1")
 	}
 	comms := group(t, devs, nccl.Config{})
-	bufs := nccltest.NewBuffers(devs...)
+	bufs := nccltest.NewBuffers(public(devs)...)
 	t.Cleanup(func() { bufs.Close() })
 	const count = 4099 // elements per rank of the reduce-scatter output
 	for _, dt := range []buffer.DType{buffer.BFloat16, buffer.Float32, buffer.Float64} {
@@ -364,7 +366,7 @@ func TestComputeStream(t *testing.T) {
 		for r := range n {
 			go func() {
 				defer func() { done <- struct{}{} }()
-				comms[r], errs[r] = nccl.New(ctx, nccl.Config{Store: stores[r], Device: devs[r], Compute: computes[r]})
+				comms[r], errs[r] = nccl.New(ctx, nccl.Config{Store: stores[r], Device: cudalink.PublicDevice(devs[r]), Compute: cudalink.PublicStream(computes[r])})
 			}()
 		}
 		for range n {
@@ -410,34 +412,34 @@ func orderingOnRank(c *nccl.Comm, compute *cuda.Stream, words int) error {
 		return err
 	}
 	defer d.Free(dst)
-	if err := compute.Memset32(src, 0, words); err != nil {
+	if err := compute.Memset32(cuda.DevicePtr(src), 0, words); err != nil {
 		return err
 	}
-	if err := compute.Memset32(dst, 0, words); err != nil {
+	if err := compute.Memset32(cuda.DevicePtr(dst), 0, words); err != nil {
 		return err
 	}
 	if err := compute.Synchronize(); err != nil {
 		return err
 	}
 	for range 4 { // four fills, so that the group would overtake them if it did not wait
-		if err := compute.Memset32(src, math.Float32bits(1), words); err != nil {
+		if err := compute.Memset32(cuda.DevicePtr(src), math.Float32bits(1), words); err != nil {
 			return err
 		}
 	}
 	sb := buffer.DeviceBuffer{Ptr: uintptr(src), Size: 4 * words, Device: d.Ordinal()}
 	db := buffer.DeviceBuffer{Ptr: uintptr(dst), Size: 4 * words, Device: d.Ordinal()}
 	w := c.Start(collective.Op{Kind: collective.OpAllReduce, Dst: db, Src: sb, DType: buffer.Float32, Reduce: collective.Sum}).(*nccl.Work)
-	if err := w.StreamWait(compute); err != nil {
+	if err := w.StreamWait(cudalink.PublicStream(compute)); err != nil {
 		return err
 	}
-	if err := compute.CopyDtoD(src, dst, 4*words); err != nil {
+	if err := compute.CopyDtoD(cuda.DevicePtr(src), cuda.DevicePtr(dst), 4*words); err != nil {
 		return err
 	}
 	if err := w.Wait(ctx); err != nil {
 		return err
 	}
 	got := make([]float32, words)
-	if err := compute.Download(cuda.Bytes(got), src); err != nil {
+	if err := compute.Download(cuda.Bytes(got), cuda.DevicePtr(src)); err != nil {
 		return err
 	}
 	want := float32(c.Size())
@@ -464,7 +466,7 @@ func TestInitDeadline(t *testing.T) {
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel2()
 	start := time.Now()
-	c, err := nccl.New(ctx2, nccl.Config{Store: stores[0], Device: devs[0]})
+	c, err := nccl.New(ctx2, nccl.Config{Store: stores[0], Device: cudalink.PublicDevice(devs[0])})
 	took := time.Since(start)
 	if err == nil {
 		c.Close()
@@ -489,4 +491,13 @@ func TestWrongDevice(t *testing.T) {
 	if err := collective.Barrier(context.Background(), c); err != nil {
 		t.Fatalf("barrier after the refused op: %v", err)
 	}
+}
+
+// public returns the public handles of devs, for nccltest.
+func public(devs []*cuda.Device) []*pcuda.Device {
+	out := make([]*pcuda.Device, len(devs))
+	for i, d := range devs {
+		out[i] = cudalink.PublicDevice(d)
+	}
+	return out
 }

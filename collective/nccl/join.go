@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/distopt/distopt/collective/rendezvous"
-	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/cuda"
 )
 
 // Join sets up this process's rank of a job started by the distopt launcher

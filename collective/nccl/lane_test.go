@@ -7,6 +7,7 @@ import (
 
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cudalink"
 )
 
 // TestFromWorker starts groups and waits for them from inside the
@@ -20,7 +21,7 @@ func TestFromWorker(t *testing.T) {
 	devs := gpus(t, 1)
 	d := devs[0]
 	compute := newStream(t, d)
-	c := group(t, devs, nccl.Config{Compute: compute, OneRankCopies: true})[0]
+	c := group(t, devs, nccl.Config{Compute: cudalink.PublicStream(compute), OneRankCopies: true})[0]
 	src, dst, got := threes(t, d, compute, 8<<20)
 	small := zeroed(t, d, compute, 256)
 	reader := newStream(t, d)
@@ -29,7 +30,7 @@ func TestFromWorker(t *testing.T) {
 	err := d.Do(func() error {
 		first := c.Start(sumGroup(dst, src)...)
 		last := c.Start(sumGroup(small, small)...)
-		if err := last.(*nccl.Work).StreamWait(reader); err != nil {
+		if err := last.(*nccl.Work).StreamWait(cudalink.PublicStream(reader)); err != nil {
 			return err
 		}
 		if err := reader.CopyDtoH(got, cuda.DevicePtr(dst.Ptr)); err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cudalink"
 )
 
 // TestPrecedes checks Work.Precedes against the order groups are started
@@ -23,7 +24,7 @@ func TestPrecedes(t *testing.T) {
 	devs := gpus(t, 1)
 	d := devs[0]
 	compute := newStream(t, d)
-	c := group(t, devs, nccl.Config{Compute: compute, OneRankCopies: true})[0]
+	c := group(t, devs, nccl.Config{Compute: cudalink.PublicStream(compute), OneRankCopies: true})[0]
 	other := group(t, devs, nccl.Config{OneRankCopies: true})[0]
 	bigSrc, bigDst, got := threes(t, d, compute, 32<<20)
 	small := zeroed(t, d, compute, 256)
@@ -33,7 +34,7 @@ func TestPrecedes(t *testing.T) {
 
 	// the reader: a stream that waits for the newest group only
 	reader := newStream(t, d)
-	if err := last.(*nccl.Work).StreamWait(reader); err != nil {
+	if err := last.(*nccl.Work).StreamWait(cudalink.PublicStream(reader)); err != nil {
 		t.Fatal(err)
 	}
 	if err := reader.CopyDtoH(got, cuda.DevicePtr(bigDst.Ptr)); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cudalink"
 )
 
 // TestStartEach checks StartEach on one GPU with a compute stream: three
@@ -24,7 +25,7 @@ func TestStartEach(t *testing.T) {
 	devs := gpus(t, 1)
 	d := devs[0]
 	compute := newStream(t, d)
-	c := group(t, devs, nccl.Config{Compute: compute, OneRankCopies: true})[0]
+	c := group(t, devs, nccl.Config{Compute: cudalink.PublicStream(compute), OneRankCopies: true})[0]
 	const words = 16 << 20
 	var srcs, dsts []buffer.DeviceBuffer
 	for range 3 {

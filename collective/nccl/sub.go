@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/distopt/distopt/internal/cudalink"
 	"github.com/distopt/distopt/internal/nccl"
 )
 
@@ -59,7 +60,7 @@ func open(ctx context.Context, cfg Config, lib *nccl.Library, rank, size int, pr
 		rank:    rank,
 		size:    size,
 		cfg:     cfg,
-		dev:     cfg.Device,
+		dev:     cudalink.Device(cfg.Device),
 		lib:     lib,
 		prefix:  prefix,
 		live:    make(map[*Work]struct{}),

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/distopt/distopt/collective"
+	pcuda "github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cudalink"
 	"github.com/distopt/distopt/internal/nccl"
 )
 
@@ -76,7 +78,7 @@ func (w *Work) Wait(ctx context.Context) error {
 // group's completion on the GPU, without blocking the host beyond the
 // moment the group is handed to NCCL. It returns the group's error if it
 // failed before that.
-func (w *Work) StreamWait(s *cuda.Stream) error {
+func (w *Work) StreamWait(s *pcuda.Stream) error {
 	if w.issued == nil {
 		return w.err
 	}
@@ -84,7 +86,7 @@ func (w *Work) StreamWait(s *cuda.Stream) error {
 	if w.issueErr != nil {
 		return w.issueErr
 	}
-	return s.Wait(w.done)
+	return cudalink.Stream(s).Wait(w.done)
 }
 
 // Precedes reports whether w is a group of the same communicator as o,

@@ -90,11 +90,11 @@ func newGEMMCompute(gb *gpu.Backend, params []optimizer.Param, r fp8.Recipe, tok
 	if err != nil {
 		return nil, err
 	}
-	eng, err := gemm.New(cudalink.PublicDevice(gb.Device()), cudalink.PublicStream(gb.Stream()))
+	eng, err := gemm.New(cudalink.PublicDevice(cudalink.Device(gb.Device())), cudalink.PublicStream(cudalink.Stream(gb.Stream())))
 	if err != nil {
 		return nil, err
 	}
-	c := &gemmCompute{s: gb.Stream(), d: gb.Device(), eng: eng, tokens: tokens, lins: map[int]*gemm.Linear{}}
+	c := &gemmCompute{s: cudalink.Stream(gb.Stream()), d: cudalink.Device(gb.Device()), eng: eng, tokens: tokens, lins: map[int]*gemm.Linear{}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.Close())

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cudalink"
 	"github.com/distopt/distopt/optimizer/gpu"
 	"gorgonia.org/cu"
 )
@@ -16,13 +17,15 @@ import (
 // gorgonia.org/cu inside fn acts in distopt's context. fn blocks the
 // backend's own calls while it runs. A panic in fn is raised again in the
 // caller; after b is closed Do returns its device's closed error.
-func Do(b *gpu.Backend, fn func() error) error { return b.Device().Do(fn) }
+func Do(b *gpu.Backend, fn func() error) error { return cudalink.Device(b.Device()).Do(fn) }
 
 // PrimaryContext returns the primary context of b's GPU as a cu.CUContext,
 // for a program that makes it current on its own locked threads
 // (cu.SetCurrentContext). It stays valid while b is open. Do not Destroy it
 // or wrap it in a *cu.Ctx (see the package doc).
-func PrimaryContext(b *gpu.Backend) cu.CUContext { return toContext(b.Device().Context()) }
+func PrimaryContext(b *gpu.Backend) cu.CUContext {
+	return toContext(cudalink.Device(b.Device()).Context())
+}
 
 // Context is the primary context of one GPU, current on a dedicated OS
 // thread of its own: gorgonia work run through Context.Do shares memory with

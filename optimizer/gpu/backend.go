@@ -7,8 +7,10 @@ import (
 
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
+	pcuda "github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cudalink"
 	"github.com/distopt/distopt/internal/kernels"
 	"github.com/distopt/distopt/optimizer/backend"
 )
@@ -75,10 +77,10 @@ func (b *Backend) Name() string {
 func (b *Backend) Memory() buffer.MemoryKind { return buffer.Device }
 
 // Device returns the CUDA device (for communicators that share it).
-func (b *Backend) Device() *cuda.Device { return b.dev }
+func (b *Backend) Device() *pcuda.Device { return cudalink.PublicDevice(b.dev) }
 
 // Stream returns the compute stream all the backend's work runs on.
-func (b *Backend) Stream() *cuda.Stream { return b.s }
+func (b *Backend) Stream() *pcuda.Stream { return cudalink.PublicStream(b.s) }
 
 // Ordinal returns the GPU's ordinal.
 func (b *Backend) Ordinal() int { return b.dev.Ordinal() }

@@ -93,7 +93,7 @@ func TestFP8GradientsSharded(t *testing.T) {
 func deviceSingle(b *Backend) collective.Communicator {
 	return single.New(buffer.Device, func(dst, src buffer.Buffer) error {
 		d, s := dst.(buffer.DeviceBuffer), src.(buffer.DeviceBuffer)
-		return b.Stream().CopyDtoD(ptrOf(d), ptrOf(s), min(d.Size, s.Size))
+		return b.s.CopyDtoD(ptrOf(d), ptrOf(s), min(d.Size, s.Size))
 	})
 }
 

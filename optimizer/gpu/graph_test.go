@@ -89,9 +89,9 @@ func graphTwin(t *testing.T, ctx context.Context, r *Rank, params []optimizer.Pa
 			step()
 			continue
 		}
-		g := captureStep(t, r.Backend.Stream(), step)
+		g := captureStep(t, r.Backend.s, step)
 		defer g.Destroy()
-		if err := g.Launch(r.Backend.Stream()); err != nil {
+		if err := g.Launch(r.Backend.s); err != nil {
 			t.Fatal(err)
 		}
 		// The events the capture recorded are graph-internal: the host

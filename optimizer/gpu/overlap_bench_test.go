@@ -56,7 +56,7 @@ func BenchmarkStepAsync(b *testing.B) {
 
 // benchSteps is BenchmarkStepAsync's loop for one mode.
 func benchSteps(b *testing.B, ctx context.Context, r *Rank, o *optimizer.Optimizer, params []optimizer.Param, mode string) {
-	dev, s := r.Backend.Device(), r.Backend.Stream()
+	dev, s := r.Backend.dev, r.Backend.s
 	var stepTime time.Duration
 	var stepSyncs, stepHops int64
 	iteration := func() {

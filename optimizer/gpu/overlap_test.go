@@ -80,7 +80,7 @@ func TestOverlapStepSingle(t *testing.T) {
 	b := open(t)
 	copier := func(dst, src buffer.Buffer) error {
 		d, s := dst.(buffer.DeviceBuffer), src.(buffer.DeviceBuffer)
-		return b.Stream().CopyDtoD(ptrOf(d), ptrOf(s), min(d.Size, s.Size))
+		return b.s.CopyDtoD(ptrOf(d), ptrOf(s), min(d.Size, s.Size))
 	}
 	overlapStep(t, single.New(buffer.Device, copier), b)
 }
@@ -167,7 +167,7 @@ func noHostWait(t *testing.T, r *Rank, cfg optimizer.Config) {
 		t.Fatal(err)
 	}
 	defer o.Close()
-	dev := r.Backend.Device()
+	dev := r.Backend.dev
 	for s := range 4 {
 		for _, p := range params {
 			if err := o.SetGrad(p.Name, optimizertest.Grad(p, uint64(s), s)); err != nil {

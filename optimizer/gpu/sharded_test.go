@@ -33,7 +33,7 @@ func TestShardedGradientsSingle(t *testing.T) {
 	b := open(t)
 	copier := func(dst, src buffer.Buffer) error {
 		d, s := dst.(buffer.DeviceBuffer), src.(buffer.DeviceBuffer)
-		return b.Stream().CopyDtoD(ptrOf(d), ptrOf(s), min(d.Size, s.Size))
+		return b.s.CopyDtoD(ptrOf(d), ptrOf(s), min(d.Size, s.Size))
 	}
 	shardedStep(t, single.New(buffer.Device, copier), b)
 }

@@ -88,8 +88,8 @@ func BenchmarkStepShards(b *testing.B) {
 					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 					defer cancel()
 					if spin == "/hopspin" {
-						r.Backend.Device().SetHopSpin(hopSpin)
-						defer r.Backend.Device().SetHopSpin(0)
+						r.Backend.dev.SetHopSpin(hopSpin)
+						defer r.Backend.dev.SetHopSpin(0)
 					}
 					var be backend.Backend = r.Backend
 					if path == "buckets" {

@@ -60,7 +60,7 @@ func TestStep(t *testing.T) {
 	b := open(t)
 	copier := func(dst, src buffer.Buffer) error {
 		d, s := dst.(buffer.DeviceBuffer), src.(buffer.DeviceBuffer)
-		return b.Stream().CopyDtoD(ptrOf(d), ptrOf(s), min(d.Size, s.Size))
+		return b.s.CopyDtoD(ptrOf(d), ptrOf(s), min(d.Size, s.Size))
 	}
 	for name, cfg := range stepConfigs() {
 		t.Run(name, func(t *testing.T) {

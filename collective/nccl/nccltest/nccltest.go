@@ -16,7 +16,7 @@ import (
 	"github.com/distopt/distopt/collective/collectivetest"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/rendezvous"
-	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/cuda"
 )
 
 // Buffers allocates, fills and reads buffer.DeviceBuffer values on a

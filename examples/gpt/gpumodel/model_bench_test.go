@@ -52,7 +52,7 @@ func BenchmarkMicroBatch(b *testing.B) {
 		}{{"flash", Options{}}, {"gemm", Options{Attention: AttentionGEMM}}, {"recompute", Options{Recompute: true}},
 			{"keep-transposed", Options{KeepTransposed: true}}} {
 			b.Run(preset+"/"+c.name, func(b *testing.B) {
-				e, err := gemm.New(cudalink.PublicDevice(r.be.Device()), cudalink.PublicStream(r.be.Stream()))
+				e, err := gemm.New(cudalink.PublicDevice(cudalink.Device(r.be.Device())), cudalink.PublicStream(cudalink.Stream(r.be.Stream())))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -71,10 +71,10 @@ func newRigInit(t testing.TB, cfg model.Config, lr float64, r fp8.Recipe, init o
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { o.Close() })
-	e, err := gemm.New(cudalink.PublicDevice(be.Device()), cudalink.PublicStream(be.Stream()))
+	e, err := gemm.New(cudalink.PublicDevice(cudalink.Device(be.Device())), cudalink.PublicStream(cudalink.Stream(be.Stream())))
 	cudatest.Unavailable(t, err, gemm.ErrUnavailable)
 	t.Cleanup(func() { e.Close() })
-	k, err := kernels.Load(be.Device())
+	k, err := kernels.Load(cudalink.Device(be.Device()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,9 +368,9 @@ func TestGPUMemory(t *testing.T) {
 					if want := a.Layers*a.PerLayer() + a.Final + a.Scratch; rep.Device != want {
 						t.Errorf("the device allocator counted %d bytes, the categories sum to %d", rep.Device, want)
 					}
-					before := r.be.Device().Usage().DeviceBytes
+					before := cudalink.Device(r.be.Device()).Usage().DeviceBytes
 					twoMicroBatches(t, r, m)
-					if after := r.be.Device().Usage().DeviceBytes; after != before {
+					if after := cudalink.Device(r.be.Device()).Usage().DeviceBytes; after != before {
 						t.Errorf("a second step allocated %d bytes", after-before)
 					}
 					if !o.KeepTransposed && a.LinearRatio() > 0.52 {
