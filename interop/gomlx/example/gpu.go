@@ -20,7 +20,7 @@ import (
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/single"
-	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/cuda"
 	gomlxinterop "github.com/distopt/distopt/interop/gomlx"
 	"github.com/distopt/distopt/interop/gomlx/internal/toy"
 	"github.com/distopt/distopt/optimizer"
