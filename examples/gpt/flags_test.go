@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -90,5 +92,17 @@ func TestPrintableEscapes(t *testing.T) {
 		if err != nil || back != string(b) {
 			t.Fatalf("printable(%q) = %q reads back as %q (%v)", b, got, back, err)
 		}
+	}
+}
+
+// TestVerboseLogger checks that -v gives the optimizer a debug logger and
+// that the default is silent (a nil logger).
+func TestVerboseLogger(t *testing.T) {
+	if l := (options{}).config().Logger; l != nil {
+		t.Errorf("without -v the optimizer's logger is %v, want nil", l)
+	}
+	l := (options{verbose: true}).config().Logger
+	if l == nil || !l.Enabled(context.Background(), slog.LevelDebug) {
+		t.Errorf("with -v the optimizer's logger is %v, want one enabled at debug level", l)
 	}
 }

@@ -82,6 +82,7 @@ type options struct {
 	data, preset, backend, ckpt, prompt string
 	exportPath, curvePath               string
 	exportCheck                         bool
+	verbose                             bool // -v: the optimizer's debug log on stderr
 	shape                               model.Config
 	ranks, batch, micro, steps          int
 	warmup, evalEvery, evalWindows      int
@@ -142,6 +143,7 @@ func defineFlags(o *options) (*flag.FlagSet, rawFlags) {
 	r.attention = fs.String("attention", "flash", "GPU: attention kernels: flash (fused, head widths 64 and 128 only) or gemm (TF32 GEMMs and softmax kernels, any head width, float32 probabilities kept)")
 	fs.BoolVar(&o.keepTransposed, "keep-transposed", false, "GPU: keep the transposed FP8 linear inputs for backward instead of making them there (same bits, more memory)")
 	fs.BoolVar(&o.resume, "resume", false, "continue from the latest checkpoint under -ckpt")
+	fs.BoolVar(&o.verbose, "v", false, "debug output: the optimizer's log (log/slog) on stderr")
 	fs.IntVar(&o.sampleLen, "sample", 200, "bytes of text to generate at the end (0: none)")
 	fs.StringVar(&o.prompt, "prompt", "func ", "start of the generated text")
 	fs.StringVar(&o.exportPath, "export-init", "", "write the initial weights and the reference loss of the first batch to this safetensors file, and exit")

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -50,7 +52,17 @@ func (o options) config() optimizer.Config {
 		WeightDecay: o.wd, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8,
 		MaxGradNorm: o.clip, Recipe: o.recipe,
 		FirstMomentType: o.moment1, SecondMomentType: o.moment2, MomentBlock: o.momentBlock,
+		Logger: o.logger(),
 	}
+}
+
+// logger is the optimizer's logger: debug output on stderr with -v, else
+// nil (silent).
+func (o options) logger() *slog.Logger {
+	if !o.verbose {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // train runs every rank and returns rank 0's losses of the steps it ran

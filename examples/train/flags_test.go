@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/distopt/distopt/internal/maintest"
@@ -30,5 +31,23 @@ func TestBadFlags(t *testing.T) {
 				t.Errorf("status %d, stdout %q, stderr %q; want 2, nothing, and one line starting %q", code, stdout, stderr, c.says)
 			}
 		})
+	}
+}
+
+// TestVerbose checks that -v hands the optimizer a logger: the CPU
+// backend's fallback paths are logged at debug level, and nothing is
+// logged without -v.
+func TestVerbose(t *testing.T) {
+	for _, c := range []struct {
+		args string
+		want bool
+	}{{"-steps 2 -ranks 2 -v", true}, {"-steps 2 -ranks 2", false}} {
+		code, _, stderr := maintest.Run(t, c.args, "RANK=")
+		if code != 0 {
+			t.Fatalf("%s: status %d, stderr %q", c.args, code, stderr)
+		}
+		if got := strings.Contains(stderr, "level=DEBUG") && strings.Contains(stderr, "no DeviceScaler"); got != c.want {
+			t.Errorf("%s: debug log of the fallback paths on stderr: %t, want %t (stderr %q)", c.args, got, c.want, stderr)
+		}
 	}
 }

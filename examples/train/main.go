@@ -56,6 +56,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -208,6 +209,7 @@ func main() {
 	ranks := flag.Int("ranks", 4, "data-parallel ranks (in-process)")
 	steps := flag.Int("steps", 200, "optimizer steps")
 	bs := flag.Int("batch", 16, "examples per rank per step")
+	verbose := flag.Bool("v", false, "debug output: the optimizer's log (log/slog) on stderr")
 	recipeName := flag.String("recipe", "current", "FP8 recipe: "+strings.Join(fp8.RecipeNames(), ", ")+" (any case; Transformer Engine's names too; :E5M2 for E5M2)")
 	lr := flag.Float64("lr", 3e-3, "learning rate")
 	moments := flag.String("moments", "fp32", "moment types: fp32, bf16 or fp8 for both, or M,V (e.g. fp8,bf16)")
@@ -232,6 +234,9 @@ func main() {
 	}
 	teacher, init := teacherWeights(), initWeights(1)
 	cfg := optimizer.Config{LR: optimizer.WarmupCosine{Peak: *lr, Min: *lr / 10, Warmup: *steps / 10, Total: *steps}, WeightDecay: 0.01, MaxGradNorm: 1, Recipe: recipe}
+	if *verbose {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	if err := setMoments(&cfg, *moments, *momentBlock); err != nil {
 		fmt.Fprintln(os.Stderr, "train:", err)
 		os.Exit(2)
