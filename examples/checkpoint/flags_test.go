@@ -27,3 +27,7 @@ func TestBadFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestHelpToStdout checks that -help and -h print the usage to stdout with
+// status 0, and that a bad flag still goes to stderr with status 2.
+func TestHelpToStdout(t *testing.T) { maintest.CheckHelp(t, "RANK=") }

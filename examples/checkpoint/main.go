@@ -24,6 +24,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -288,6 +290,7 @@ func main() {
 	steps := flag.Int("steps", 30, "steps in all")
 	saveAt := flag.Int("save-at", 15, "step at which to save")
 	dir := flag.String("dir", "", "checkpoint root (default: a temporary directory, removed at exit)")
+	helpToStdout(flag.CommandLine, os.Args[1:])
 	flag.Parse()
 	if err := checkFlags(*saveRanks, *loadRanks, *steps, *saveAt); err != nil {
 		fmt.Fprintln(os.Stderr, "checkpoint:", err)
@@ -404,4 +407,12 @@ func exportAndImport(root string, d int, want *result) error {
 	}
 	fmt.Printf("exported the FP32 weights to one safetensors file (%d bytes) and imported them back unchanged\n", st.Size())
 	return im.Err()
+}
+
+// helpToStdout sends the usage that -h or -help asks for to stdout: it is
+// the output asked for, not an error (flag writes it to stderr).
+func helpToStdout(fs *flag.FlagSet, args []string) {
+	if slices.ContainsFunc(args, func(a string) bool { a = strings.TrimLeft(a, "-"); return a == "h" || a == "help" }) {
+		fs.SetOutput(os.Stdout)
+	}
 }

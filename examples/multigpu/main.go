@@ -73,6 +73,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -136,6 +137,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.shardedGrads, "sharded-grads", false, "ZeRO-2: no full-size gradient buffer, a pool of bucket-sized buffers reduce-scattered as each bucket is declared ready "+
 		"(-compute synthetic only: the upload declares each gradient ready as it writes it, last parameter first, so the reduce-scatters run during the upload "+
 		"and the barrier after it; the rs phase and the step time then leave them out: compare memory, not phases, with an unsharded run)")
+	helpToStdout(fs, args)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -427,4 +429,12 @@ func upload(opt *optimizer.Optimizer, names []string, grads [][]byte, ready bool
 		}
 	}
 	return nil
+}
+
+// helpToStdout sends the usage that -h or -help asks for to stdout: it is
+// the output asked for, not an error (flag writes it to stderr).
+func helpToStdout(fs *flag.FlagSet, args []string) {
+	if slices.ContainsFunc(args, func(a string) bool { a = strings.TrimLeft(a, "-"); return a == "h" || a == "help" }) {
+		fs.SetOutput(os.Stdout)
+	}
 }

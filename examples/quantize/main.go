@@ -13,12 +13,15 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/distopt/distopt/fp8"
 )
 
 func main() {
 	only := flag.String("recipe", "", "show only this recipe (a name fp8.ParseRecipe reads, e.g. tile:E5M2)")
+	helpToStdout(flag.CommandLine, os.Args[1:])
 	flag.Parse()
 	var want fp8.Recipe
 	if *only != "" {
@@ -72,5 +75,13 @@ func main() {
 			}
 			fmt.Printf("%-13s %-6v %-14v %12.3g %12.3g %8d\n", fp8.RecipeName(s)+":"+f.String(), f, s, maxAbs, math.Sqrt(sumRel/float64(len(src))), bytes)
 		}
+	}
+}
+
+// helpToStdout sends the usage that -h or -help asks for to stdout: it is
+// the output asked for, not an error (flag writes it to stderr).
+func helpToStdout(fs *flag.FlagSet, args []string) {
+	if slices.ContainsFunc(args, func(a string) bool { a = strings.TrimLeft(a, "-"); return a == "h" || a == "help" }) {
+		fs.SetOutput(os.Stdout)
 	}
 }

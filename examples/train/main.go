@@ -61,6 +61,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -219,6 +220,7 @@ func main() {
 	flag.DurationVar(&dl.step, "step-timeout", time.Minute, "deadline of each training step, and of the final barrier")
 	flag.DurationVar(&dl.delay, "step-delay", 0, "pause added to every step (a slower model)")
 	flag.BoolVar(&dl.overlap, "overlap", false, "overlapped pipeline: declare each gradient ready in the backward pass, step with the gathers in flight, wait for each parameter in the forward pass")
+	helpToStdout(flag.CommandLine, os.Args[1:])
 	flag.Parse()
 	if err := checkFlags(*ranks, *steps, *bs, *backendName, os.Getenv("RANK") != ""); err != nil {
 		fmt.Fprintln(os.Stderr, "train:", err)
@@ -658,4 +660,12 @@ func trainFP32(d, steps, bs int, teacher, init weights, cfg optimizer.Config) fl
 		}
 	}
 	return loss
+}
+
+// helpToStdout sends the usage that -h or -help asks for to stdout: it is
+// the output asked for, not an error (flag writes it to stderr).
+func helpToStdout(fs *flag.FlagSet, args []string) {
+	if slices.ContainsFunc(args, func(a string) bool { a = strings.TrimLeft(a, "-"); return a == "h" || a == "help" }) {
+		fs.SetOutput(os.Stdout)
+	}
 }

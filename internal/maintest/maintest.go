@@ -49,3 +49,20 @@ func OneLine(s, prefix string) bool {
 	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
 	return len(lines) == 1 && strings.HasPrefix(lines[0], prefix)
 }
+
+// CheckHelp checks that -help, -h and --help print the usage to stdout
+// with status 0, and that an unknown flag is an error on stderr with
+// status 2.
+func CheckHelp(t *testing.T, env ...string) {
+	t.Helper()
+	for _, arg := range []string{"-help", "-h", "--help"} {
+		code, stdout, stderr := Run(t, arg, env...)
+		if code != 0 || !strings.Contains(stdout, "Usage") || stderr != "" {
+			t.Errorf("%s: status %d, stdout %q, stderr %q; want 0, the usage, nothing", arg, code, stdout, stderr)
+		}
+	}
+	code, stdout, stderr := Run(t, "-no-such-flag", env...)
+	if code != 2 || stdout != "" || !strings.Contains(stderr, "no-such-flag") {
+		t.Errorf("-no-such-flag: status %d, stdout %q, stderr %q; want 2, nothing, the error", code, stdout, stderr)
+	}
+}
