@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/distopt/distopt/internal/maintest"
+	"github.com/distopt/distopt/examples/maintest"
 )
 
 // TestStepTimeFlagBounds: an -mfu outside (0, 1] or a -tokens below 1 is

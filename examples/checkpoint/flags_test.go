@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/distopt/distopt/internal/maintest"
+	"github.com/distopt/distopt/examples/maintest"
 )
 
 func TestMain(m *testing.M) { maintest.Main(m, "checkpoint", main) }

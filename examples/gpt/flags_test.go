@@ -10,7 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/distopt/distopt/internal/maintest"
+	"github.com/distopt/distopt/examples/maintest"
 )
 
 // TestHelpAndFlagErrors: -help and -h print the usage to stdout and exit

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/distopt/distopt/internal/maintest"
+	"github.com/distopt/distopt/examples/maintest"
 )
 
 func TestMain(m *testing.M) { maintest.Main(m, "train", main) }
