@@ -1,6 +1,3 @@
-// Package maintest runs an example program's main in a child process of
-// its test binary, so that tests can check its exit status, stdout and
-// stderr (flag errors, -help) without building the program separately.
 package maintest
 
 import (
