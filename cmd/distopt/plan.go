@@ -294,7 +294,28 @@ type memoryPlan struct {
 func makePlan(o planOptions) (*memoryPlan, error) {
 	params, desc := o.modelParams()
 	p := &memoryPlan{model: desc, ds: o.ds, gpu: o.gpu, fp8Desc: fp8Description(o.gradFP8)}
-	var nHP, largest int64
+	nHP, largest := p.countParams(params)
+	if p.n == 0 {
+		return nil, errors.New("the model has no parameters")
+	}
+	if err := p.predict(o, params); err != nil {
+		return nil, err
+	}
+	cfg := o.cfg
+	if cfg.Rule == optimizer.RuleNone {
+		cfg.Rule = optimizer.RuleAdamW
+	}
+	if err := p.gradientAlternative(o, params); err != nil {
+		return nil, err
+	}
+	p.setClosedForm(o, cfg, nHP, largest)
+	p.config = planDescription(o, cfg)
+	return p, nil
+}
+
+// countParams sets p.n and p.nFP8 and returns the number of
+// high-precision parameters and the largest tensor's size.
+func (p *memoryPlan) countParams(params []optimizer.Param) (nHP, largest int64) {
 	for _, q := range params {
 		k := int64(1)
 		for _, s := range q.Shape {
@@ -307,42 +328,42 @@ func makePlan(o planOptions) (*memoryPlan, error) {
 		}
 	}
 	p.nFP8 = p.n - nHP
-	if p.n == 0 {
-		return nil, errors.New("the model has no parameters")
-	}
+	return nHP, largest
+}
+
+// predict fills the memory report, the collective scratch and the FP8
+// gradient memory of every d of the plan.
+func (p *memoryPlan) predict(o planOptions, params []optimizer.Param) error {
 	for i, d := range o.ds {
 		o.progress.Report(int64(i), int64(len(o.ds)))
 		world, err := o.shardWorld(d)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		r, err := optimizer.PredictMemory(params, world, o.cfg)
 		if err != nil {
-			return nil, fmt.Errorf("d=%d: %w", d, err)
+			return fmt.Errorf("d=%d: %w", d, err)
 		}
-		p.reports = append(p.reports, r)
 		s, err := commScratch(params, world, o.cfg, o)
 		if err != nil {
-			return nil, fmt.Errorf("d=%d: %w", d, err)
+			return fmt.Errorf("d=%d: %w", d, err)
 		}
-		p.scratch = append(p.scratch, s)
 		m, err := fp8Memory(params, world, o.cfg, o.gradFP8)
 		if err != nil {
-			return nil, fmt.Errorf("d=%d: %w", d, err)
+			return fmt.Errorf("d=%d: %w", d, err)
 		}
-		p.fp8 = append(p.fp8, m)
+		p.reports, p.scratch, p.fp8 = append(p.reports, r), append(p.scratch, s), append(p.fp8, m)
 	}
 	o.progress.Report(int64(len(o.ds)), int64(len(o.ds)))
-	cfg := o.cfg
-	if cfg.Rule == optimizer.RuleNone {
-		cfg.Rule = optimizer.RuleAdamW
-	}
-	if err := p.gradientAlternative(o, params); err != nil {
-		return nil, err
-	}
+	return nil
+}
+
+// setClosedForm sets the plan's closed form of bytes per parameter at d
+// and its formula as text.
+func (p *memoryPlan) setClosedForm(o planOptions, cfg optimizer.Config, nHP, largest int64) {
 	hp := float64(cfg.HighPrecisionType.Size())
 	g, gShard, gForm := gradientClosedForm(cfg, float64(cfg.GradType.Size()), p.n, largest)
-	m, mnames := momentBytes(cfg)
+	m, _ := momentBytes(cfg)
 	weights := (float64(p.nFP8) + hp*float64(nHP)) / float64(p.n)
 	f8, f8Form := fp8ClosedForm(cfg, o.gradFP8, p.n, largest)
 	p.fp8Closed = func(int) float64 { return f8 }
@@ -350,10 +371,16 @@ func makePlan(o planOptions) (*memoryPlan, error) {
 	if f8Form != "" {
 		gForm += " + " + f8Form
 	}
-	p.formula = fmt.Sprintf("%s + %s + %s/d", strconv.FormatFloat(weights, 'g', 4, 64), gForm, strconv.FormatFloat(gShard+4+m, 'g', 6, 64))
+	w, sharded := strconv.FormatFloat(weights, 'g', 4, 64), strconv.FormatFloat(gShard+4+m, 'g', 6, 64)
+	p.formula = fmt.Sprintf("%s + %s + %s/d", w, gForm, sharded)
 	if o.group > 0 {
-		p.formula = fmt.Sprintf("%s + %s + %s/min(d, %d)", strconv.FormatFloat(weights, 'g', 4, 64), gForm, strconv.FormatFloat(gShard+4+m, 'g', 6, 64), o.group)
+		p.formula = fmt.Sprintf("%s + %s + %s/min(d, %d)", w, gForm, sharded, o.group)
 	}
+}
+
+// planDescription is the configuration line of the plan: rule, recipe,
+// gradient, moment and high-precision types, and the gradient average.
+func planDescription(o planOptions, cfg optimizer.Config) string {
 	rule := "AdamW"
 	if cfg.Rule == optimizer.RuleSGD {
 		rule = "SGD with momentum"
@@ -361,6 +388,9 @@ func makePlan(o planOptions) (*memoryPlan, error) {
 	avg := "NCCL's Avg, no scratch"
 	if o.exactAvg && cfg.GradType == buffer.BFloat16 {
 		avg = "exact Avg, gradients widened to float32 in NCCL scratch"
+	}
+	if o.gradFP8 != nil {
+		avg = fp8Description(o.gradFP8)
 	}
 	recipe := cfg.Recipe
 	if recipe.Scaling == fp8.TensorDelayed && recipe.HistoryLen == 0 {
@@ -370,12 +400,9 @@ func makePlan(o planOptions) (*memoryPlan, error) {
 	if cfg.ShardedGradients {
 		grads += " sharded"
 	}
-	if o.gradFP8 != nil {
-		avg = fp8Description(o.gradFP8)
-	}
-	p.config = fmt.Sprintf("%s, %v, gradients %v, moments %v, high-precision copies %v, %s",
+	_, mnames := momentBytes(cfg)
+	return fmt.Sprintf("%s, %v, gradients %v, moments %v, high-precision copies %v, %s",
 		rule, recipe, grads, mnames, cfg.HighPrecisionType, avg)
-	return p, nil
 }
 
 // shardWorld is the number of ranks the state is sharded over at d: d,
