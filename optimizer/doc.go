@@ -5,9 +5,9 @@
 // every rank holds the whole model in FP8 (high-precision parameters in
 // BF16 or FP32), never a full BF16 or FP32 copy.
 //
-// Use: New takes a collective.Communicator, a Backend of the same memory
-// kind (NewCPU, or optimizer/gpu's Setup for a GPU), the parameters, their
-// initial values (FromMap) and a Config. Each step, write the gradients
+// Use: New takes a collective.Communicator, a backend.Backend of the same
+// memory kind (cpu.New, or optimizer/gpu's Setup for a GPU), the
+// parameters, their initial values (FromMap) and a Config. Each step, write the gradients
 // (SetGrad, or the views of Grad), call Step, and read the parameters
 // through Param, FP8HostBytes or FP8DeviceBytes, Tensor or Weights.
 // PredictMemory gives the memory of every buffer before any rank exists.
