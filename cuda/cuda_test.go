@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/cuda"
-	"github.com/distopt/distopt/internal/cuda/cudatest"
+	"github.com/distopt/distopt/cuda/cudatest"
 	"github.com/distopt/distopt/internal/cudalink"
 )
 

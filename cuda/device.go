@@ -70,6 +70,24 @@ func (d *Device) MemInfo() (free, total uint64, err error) { return d.d.MemInfo(
 // Synchronize waits until all work on the device has completed.
 func (d *Device) Synchronize() error { return d.d.Synchronize() }
 
+// Do runs fn on the device's worker thread, with its context current. The
+// calls fn makes on the device then skip the hand-off to that thread that
+// each call from another goroutine pays (some microseconds: more than many
+// small kernels take on the GPU). fn must not wait for other goroutines
+// that use the device.
+func (d *Device) Do(fn func() error) error { return d.d.Do(fn) }
+
+// Usage counts what a Device has handed out and not yet released.
+type Usage struct {
+	DeviceBytes, DeviceAllocs int // from Alloc
+	HostBytes, HostAllocs     int // from AllocHost
+	Streams, Events, Modules  int
+}
+
+// Usage returns what is allocated and not yet freed through this Device:
+// a test's leak check, or a program's own count of its device memory.
+func (d *Device) Usage() Usage { return Usage(d.d.Usage()) }
+
 // devices maps each open internal device to its one public Device, so that
 // a device handed back by a library is the one the caller opened.
 var devices sync.Map // *icuda.Device -> *Device
@@ -87,4 +105,6 @@ func init() {
 	icuda.Public.Stream = func(p any) *icuda.Stream { return p.(*Stream).s }
 	icuda.Public.WrapDevice = func(d *icuda.Device) any { return wrapDevice(d) }
 	icuda.Public.WrapStream = func(s *icuda.Stream) any { return wrapStream(s) }
+	icuda.Public.Event = func(p any) *icuda.Event { return p.(*Event).e }
+	icuda.Public.HostBuffer = func(p any) *icuda.HostBuffer { return p.(*HostBuffer).h }
 }

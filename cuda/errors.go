@@ -1,6 +1,9 @@
 package cuda
 
-import icuda "github.com/distopt/distopt/internal/cuda"
+import (
+	icuda "github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/ptxgen"
+)
 
 // Errors of the binding, matched with errors.Is. A failing driver call
 // returns an error whose text names the driver function and its code.
@@ -15,4 +18,7 @@ var (
 	ErrClosed = icuda.ErrClosed
 	// ErrOutOfMemory matches a failed allocation for want of device memory.
 	ErrOutOfMemory = icuda.ErrOutOfMemory
+	// ErrUnsupported means a device cannot run a Library's variant (below
+	// compute capability 8.0, or below 9.0 for SM90).
+	ErrUnsupported = ptxgen.ErrUnsupported
 )

@@ -27,6 +27,9 @@ func (e *Event) Record(s *Stream) error { return e.e.Record(s.s) }
 // Synchronize waits until the recorded work has completed.
 func (e *Event) Synchronize() error { return e.e.Synchronize() }
 
+// Query reports, without waiting, whether the recorded work has completed.
+func (e *Event) Query() (bool, error) { return e.e.Query() }
+
 // Destroy releases the event.
 func (e *Event) Destroy() error { return e.e.Destroy() }
 

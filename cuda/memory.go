@@ -16,3 +16,28 @@ func (d *Device) Alloc(n int) (DevicePtr, error) {
 
 // Free releases memory from Alloc.
 func (d *Device) Free(p DevicePtr) error { return d.d.Free(icuda.DevicePtr(p)) }
+
+// HostBuffer is page-locked ("pinned") host memory, which the
+// asynchronous copies CopyHtoD and CopyDtoH need.
+type HostBuffer struct {
+	h *icuda.HostBuffer
+}
+
+// AllocHost allocates n bytes of pinned host memory, usable by every
+// device. n must be positive. Its contents are undefined; Free releases it.
+func (d *Device) AllocHost(n int) (*HostBuffer, error) {
+	h, err := d.d.AllocHost(n)
+	if err != nil {
+		return nil, err
+	}
+	return &HostBuffer{h: h}, nil
+}
+
+// Bytes returns the buffer's memory. The slice must not be used after Free.
+func (h *HostBuffer) Bytes() []byte { return h.h.Bytes() }
+
+// Len returns the buffer's size in bytes.
+func (h *HostBuffer) Len() int { return h.h.Len() }
+
+// Free releases the buffer. A second Free panics.
+func (h *HostBuffer) Free() error { return h.h.Free() }

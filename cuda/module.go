@@ -21,8 +21,10 @@ type Function struct {
 // Dim3 is a grid or block size; a zero component counts as 1.
 type Dim3 struct{ X, Y, Z uint32 }
 
-// LoadModule loads PTX text (NUL-terminated or not). The driver's JIT log is
-// in the error when it fails. Unload releases the module.
+// LoadModule loads PTX text (NUL-terminated or not), which the driver
+// JIT-compiles for the device, or a cubin built for the device's
+// architecture. The driver's JIT log is in the error when it fails. Unload
+// releases the module.
 func (d *Device) LoadModule(ptx []byte) (*Module, error) {
 	m, err := d.d.LoadModule(ptx)
 	if err != nil {
@@ -30,6 +32,17 @@ func (d *Device) LoadModule(ptx []byte) (*Module, error) {
 	}
 	return &Module{m: m, d: d}, nil
 }
+
+// Image says what a module was loaded from.
+type Image struct {
+	Cubin bool // machine code, else PTX compiled by the driver's JIT
+	Arch  int  // the cubin's architecture (90 for sm_90); 0 for PTX
+}
+
+func (i Image) String() string { return icuda.Image(i).String() }
+
+// Image says whether the module was loaded from a cubin or from PTX.
+func (m *Module) Image() Image { return Image(m.m.Image()) }
 
 // Unload releases the module and its functions.
 func (m *Module) Unload() error { return m.m.Unload() }

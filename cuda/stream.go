@@ -62,6 +62,20 @@ func (s *Stream) Download(dst []byte, src DevicePtr) error {
 	return s.s.Download(dst, icuda.DevicePtr(src))
 }
 
+// CopyHtoD enqueues a copy of src to dst and returns at once. src must lie
+// in a HostBuffer of the stream's device (it panics otherwise) and must
+// not change until the copy is done (an Event recorded after it).
+func (s *Stream) CopyHtoD(dst DevicePtr, src []byte) error {
+	return s.s.CopyHtoD(icuda.DevicePtr(dst), src)
+}
+
+// CopyDtoH enqueues a copy of len(dst) bytes from src into dst and returns
+// at once. dst must lie in a HostBuffer of the stream's device (it panics
+// otherwise); read it once the copy is done.
+func (s *Stream) CopyDtoH(dst []byte, src DevicePtr) error {
+	return s.s.CopyDtoH(dst, icuda.DevicePtr(src))
+}
+
 // CopyDtoD enqueues a copy of n bytes from src to dst.
 func (s *Stream) CopyDtoD(dst, src DevicePtr, n int) error {
 	return s.s.CopyDtoD(icuda.DevicePtr(dst), icuda.DevicePtr(src), n)

@@ -110,4 +110,11 @@
 //
 // SetAutotune optionally times several of cuBLASLt's heuristic candidates
 // per plan instead of taking its first choice.
+//
+// # Dense products
+//
+// Dense (NewDense) runs the other products of a model, such as attention's,
+// on the same library: float32 or bfloat16 operands in strided batches of
+// column-major matrices (Matrix), float32 results, with exact FP32 or TF32
+// products (DenseSpec). It needs no FP8 kernels.
 package gemm

@@ -179,18 +179,7 @@ func receiverName(e ast.Expr) string {
 // under examples/ still make, as "package: import". The list may only shrink.
 var pendingExampleImports = []string{
 	"examples/gpt/data: internal/progress",
-	"examples/gpt/gpumodel: internal/cublaslt",
-	"examples/gpt/gpumodel: internal/cuda",
-	"examples/gpt/gpumodel: internal/cuda/cudatest",
-	"examples/gpt/gpumodel: internal/cudalink",
-	"examples/gpt/gpumodel: internal/kernels",
-	"examples/gpt/model: internal/cuda",
-	"examples/gpt/model: internal/cuda/cudatest",
-	"examples/gpt/model: internal/kernels",
 	"examples/gpt/prepare: internal/progress",
-	"examples/gpt: internal/cuda",
-	"examples/gpt: internal/cudalink",
-	"examples/gpt: internal/kernels",
 	"examples/gpt: internal/safetensors",
 	"examples/multigpu: internal/barplot",
 	"examples/multigpu: internal/cuda",

@@ -13,13 +13,12 @@ import (
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/single"
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/examples/gpt/data"
 	"github.com/distopt/distopt/examples/gpt/gpumodel"
+	"github.com/distopt/distopt/examples/gpt/kernels"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/gemm"
-	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/internal/cudalink"
-	"github.com/distopt/distopt/internal/kernels"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/gpu"
 )
@@ -89,12 +88,12 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 		return nil, err
 	}
 	defer opt.Close()
-	e, err := gemm.New(cudalink.PublicDevice(cudalink.Device(be.Device())), cudalink.PublicStream(cudalink.Stream(be.Stream())))
+	e, err := gemm.New(be.Device(), be.Stream())
 	if err != nil {
 		return nil, err
 	}
 	defer e.Close()
-	k, err := kernels.Load(cudalink.Device(be.Device()))
+	k, err := kernels.Load(be.Device())
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +145,7 @@ func openDevice(ctx context.Context) (*gpu.Backend, collective.Communicator, fun
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return be, single.New(buffer.Device, streamCopier(cudalink.Stream(be.Stream()))), be.Close, nil
+	return be, single.New(buffer.Device, streamCopier(be.Stream())), be.Close, nil
 }
 
 // streamCopier copies between device buffers on s, for the one-rank
@@ -325,7 +324,7 @@ func (t *gpuTrainer) step(ctx context.Context, step int) (float64, optimizer.Ste
 // state and buffers, the GEMM workspaces) and what the driver reports in
 // use on the whole device (other processes included).
 func (t *gpuTrainer) memory() string {
-	alloc := int64(cudalink.Device(t.be.Device()).Usage().DeviceBytes)
+	alloc := int64(t.be.Device().Usage().DeviceBytes)
 	free, total, err := t.be.Device().MemInfo()
 	used := int64(total - free)
 	if err != nil {

@@ -8,4 +8,6 @@ var Public struct {
 	Stream     func(pub any) *Stream // the stream behind a public *cuda.Stream
 	WrapDevice func(d *Device) any   // the public *cuda.Device of d
 	WrapStream func(s *Stream) any   // the public *cuda.Stream of s
+	Event      func(pub any) *Event  // the event behind a public *cuda.Event
+	HostBuffer func(pub any) *HostBuffer
 }

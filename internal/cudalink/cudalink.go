@@ -39,3 +39,9 @@ func PublicStream(s *icuda.Stream) *cuda.Stream {
 	}
 	return icuda.Public.WrapStream(s).(*cuda.Stream)
 }
+
+// Event returns the internal event behind e.
+func Event(e *cuda.Event) *icuda.Event { return icuda.Public.Event(e) }
+
+// HostBuffer returns the internal pinned buffer behind h.
+func HostBuffer(h *cuda.HostBuffer) *icuda.HostBuffer { return icuda.Public.HostBuffer(h) }

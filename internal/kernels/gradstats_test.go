@@ -1,15 +1,18 @@
 package kernels
 
 import (
-	"github.com/distopt/distopt/internal/cuda/cudatest"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"runtime"
 	"sync"
 	"testing"
+	"testing/fstest"
 
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cuda/cudatest"
+	"github.com/distopt/distopt/internal/ptxgen"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
@@ -98,17 +101,29 @@ func (r *gsRig) rerun(t testing.TB, xs []float32, bf bool, off int, init stats, 
 func loadGradStats(t testing.TB) (*cuda.Device, []*Set) {
 	t.Helper()
 	d := cudatest.Require(t)
-	var sets []*Set
-	for _, v := range Variants {
-		if !v.supports(d.Info()) || !tested(v) {
-			continue
+	return d, loadVariants(t, d, func(v Variant) (*Set, error) {
+		lib, err := ptxgen.LoadLibrary(d, moduleFS(t, "gradstats"), v)
+		if err != nil {
+			return nil, err
 		}
-		k := &Set{d: d, v: v, sms: d.Info().Multiprocessors, fns: map[string]*cuda.Function{}, images: map[string]cuda.Image{}}
-		t.Cleanup(func() { k.Close() })
-		must(t, k.loadModule("gradstats"))
-		sets = append(sets, k)
+		return &Set{d: d, lib: lib, v: v, sms: d.Info().Multiprocessors}, nil
+	})
+}
+
+// moduleFS returns the embedded files of module alone.
+func moduleFS(t testing.TB, module string) fs.FS {
+	t.Helper()
+	files := fstest.MapFS{}
+	for _, pattern := range []string{"ptx/" + module + "_sm*", "cubin/" + module + "_sm*"} {
+		names, err := fs.Glob(ptxFiles, pattern)
+		must(t, err)
+		for _, n := range names {
+			b, err := fs.ReadFile(ptxFiles, n)
+			must(t, err)
+			files[n] = &fstest.MapFile{Data: b}
+		}
 	}
-	return d, sets
+	return files
 }
 
 // randomInit returns normalised statistics to start from (the launchers

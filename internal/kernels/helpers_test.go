@@ -4,23 +4,19 @@ import (
 	"bytes"
 	"fmt"
 	"math"
-	"os"
 	"runtime"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"unsafe"
 
+	pcuda "github.com/distopt/distopt/cuda"
+	pcudatest "github.com/distopt/distopt/cuda/cudatest"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
+	"github.com/distopt/distopt/internal/cudalink"
 )
-
-// envTestVariants names the environment variable that restricts the
-// GPU tests to some variants (such as "sm90": the cubins of a 9.0 GPU,
-// without the JIT of the sm80 PTX, a minute or two on a fresh machine).
-const envTestVariants = "DISTOPT_TEST_VARIANTS"
 
 // loadAll opens GPU 0 (or skips, see cudatest) and loads every variant the
 // device supports (those DISTOPT_TEST_VARIANTS lists, comma-separated,
@@ -28,30 +24,13 @@ const envTestVariants = "DISTOPT_TEST_VARIANTS"
 func loadAll(t testing.TB) (*cuda.Device, []*Set) {
 	t.Helper()
 	d := cudatest.Require(t)
-	var sets []*Set
-	for _, v := range Variants {
-		if !v.supports(d.Info()) {
-			t.Logf("device %v cannot run variant %v", d.Info(), v)
-			continue
-		}
-		if !tested(v) {
-			t.Logf("variant %v left out (%s=%s)", v, envTestVariants, os.Getenv(envTestVariants))
-			continue
-		}
-		k, err := LoadVariant(d, v)
-		if err != nil {
-			t.Fatalf("LoadVariant(%v): %v", v, err)
-		}
-		t.Cleanup(func() { k.Close() })
-		sets = append(sets, k)
-	}
-	return d, sets
+	return d, loadVariants(t, d, func(v Variant) (*Set, error) { return LoadVariant(d, v) })
 }
 
-// tested reports whether DISTOPT_TEST_VARIANTS, when set, lists v.
-func tested(v Variant) bool {
-	only := os.Getenv(envTestVariants)
-	return only == "" || slices.Contains(strings.Split(only, ","), v.String())
+// loadVariants is cudatest.LoadVariants on this package's handles.
+func loadVariants(t testing.TB, d *cuda.Device, load func(Variant) (*Set, error)) []*Set {
+	t.Helper()
+	return pcudatest.LoadVariants(t, cudalink.PublicDevice(d), func(v pcuda.Variant) (*Set, error) { return load(Variant(v)) })
 }
 
 func must(t testing.TB, err error) {

@@ -3,9 +3,9 @@ package kernels
 import (
 	"testing"
 
-	"github.com/distopt/distopt/internal/cuda"
+	pcudatest "github.com/distopt/distopt/cuda/cudatest"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
-	"github.com/distopt/distopt/internal/ptxgen"
+	"github.com/distopt/distopt/internal/cudalink"
 )
 
 // TestImages checks on a GPU what each variant loads from: the cubin of the
@@ -13,40 +13,5 @@ import (
 // 9.0 GPU, the sm80 one on 8.x), the PTX otherwise, for the modules of the
 // file ptxonly, and with DISTOPT_CUDA_PTX=1.
 func TestImages(t *testing.T) {
-	d := cudatest.Require(t)
-	info := d.Info()
-	ptxOnly, err := ptxgen.PTXOnly(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range Variants {
-		if !v.supports(info) || !tested(v) {
-			continue
-		}
-		want := cuda.Image{}
-		if arch[v]/10 == info.Major {
-			want = cuda.Image{Cubin: true, Arch: arch[v]}
-		}
-		for _, force := range []bool{false, true} {
-			t.Setenv(cuda.EnvPTX, map[bool]string{false: "", true: "1"}[force])
-			k, err := LoadVariant(d, v)
-			if err != nil {
-				t.Fatal(err)
-			}
-			images := k.Images()
-			if len(images) != len(Modules()) {
-				t.Errorf("%v: images of %d modules, want %d", v, len(images), len(Modules()))
-			}
-			for m, im := range images {
-				w := want
-				if force || ptxOnly[m] {
-					w = cuda.Image{}
-				}
-				if im != w {
-					t.Errorf("%v on %v (%s=%v): %s loaded from %v, want %v", v, info, cuda.EnvPTX, force, m, im, w)
-				}
-			}
-			must(t, k.Close())
-		}
-	}
+	pcudatest.CheckImages(t, cudalink.PublicDevice(cudatest.Require(t)), ptxFiles, ".")
 }

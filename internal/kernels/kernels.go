@@ -2,25 +2,18 @@ package kernels
 
 import (
 	"fmt"
-	"log/slog"
-	"maps"
-	"sort"
-	"strings"
-	"time"
 
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/ptxgen"
 )
 
 // Set is every embedded module loaded on one device, in one variant. Its
 // launchers are safe for concurrent use.
 type Set struct {
-	d       *cuda.Device
-	v       Variant
-	sms     int
-	modules []*cuda.Module
-	images  map[string]cuda.Image // by module
-	fns     map[string]*cuda.Function
-	pool    scratchPool
+	d   *cuda.Device
+	lib *ptxgen.Library
+	v   Variant
+	sms int
 }
 
 // Load loads every module on d in the variant VariantFor picks.
@@ -39,63 +32,20 @@ func Load(d *cuda.Device) (*Set, error) {
 // ErrUnsupported when d cannot run v, and with the JIT's log when the
 // driver rejects the PTX.
 func LoadVariant(d *cuda.Device, v Variant) (*Set, error) {
-	if !v.supports(d.Info()) {
-		return nil, fmt.Errorf("%w: variant %v on sm_%d%d", ErrUnsupported, v, d.Info().Major, d.Info().Minor)
-	}
-	start := time.Now()
-	k := &Set{d: d, v: v, sms: d.Info().Multiprocessors, fns: map[string]*cuda.Function{}, images: map[string]cuda.Image{}}
-	for _, name := range Modules() {
-		if err := k.loadModule(name); err != nil {
-			k.Close()
-			return nil, err
-		}
-	}
-	slog.Debug("kernels: loaded", "variant", v, "device", fmt.Sprintf("sm_%d%d", d.Info().Major, d.Info().Minor),
-		"code", k.ImageSummary(), "modules", len(k.modules), "took", time.Since(start))
-	return k, nil
-}
-
-// loadModule loads module name in the set's variant and looks up its
-// kernels.
-func (k *Set) loadModule(name string) error {
-	c, err := code(name, k.v)
+	lib, err := ptxgen.LoadLibrary(d, ptxFiles, v)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	m, err := k.d.LoadCode(c)
-	if err != nil {
-		return fmt.Errorf("kernels: loading %s_%v: %w", name, k.v, err)
-	}
-	k.modules = append(k.modules, m)
-	k.images[name] = m.Image()
-	for _, e := range entries(c.PTX) {
-		f, err := m.Function(e)
-		if err != nil {
-			return fmt.Errorf("kernels: %s_%v: %w", name, k.v, err)
-		}
-		k.fns[e] = f
-	}
-	return nil
+	return &Set{d: d, lib: lib, v: v, sms: d.Info().Multiprocessors}, nil
 }
 
 // Images returns what each module (by name) was loaded from: a cubin, or
 // PTX compiled by the driver's JIT.
-func (k *Set) Images() map[string]cuda.Image { return maps.Clone(k.images) }
+func (k *Set) Images() map[string]cuda.Image { return k.lib.Images() }
 
 // ImageSummary names each distinct image of the set's modules with the
 // number of modules loaded from it: "PTX (driver JIT) x1, sm_90 cubin x19".
-func (k *Set) ImageSummary() string {
-	count := map[cuda.Image]int{}
-	for _, im := range k.images {
-		count[im]++
-	}
-	var parts []string
-	for im, n := range count {
-		parts = append(parts, fmt.Sprintf("%v x%d", im, n))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ", ")
-}
+func (k *Set) ImageSummary() string { return k.lib.ImageSummary() }
 
 // Variant returns the variant loaded.
 func (k *Set) Variant() Variant { return k.v }
@@ -103,23 +53,14 @@ func (k *Set) Variant() Variant { return k.v }
 // Device returns the device the set is loaded on.
 func (k *Set) Device() *cuda.Device { return k.d }
 
-// Close frees the scratch memory and unloads the modules, once the work
-// queued through the Set is done. The Set must not be used afterwards.
-func (k *Set) Close() error {
-	first := k.freeScratch()
-	for _, m := range k.modules {
-		if err := m.Unload(); err != nil && first == nil {
-			first = err
-		}
-	}
-	k.modules, k.fns = nil, nil
-	return first
-}
+// Close unloads the modules, once the work queued through the Set is done.
+// The Set must not be used afterwards.
+func (k *Set) Close() error { return k.lib.Unload() }
 
 // function returns the kernel called name; a name that no module defines is
 // a programmer error and panics.
 func (k *Set) function(name string) *cuda.Function {
-	f, ok := k.fns[name]
+	f, ok := k.lib.Function(name)
 	if !ok {
 		panic(fmt.Sprintf("kernels: no kernel %q in variant %v", name, k.v))
 	}

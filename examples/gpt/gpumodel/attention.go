@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/distopt/distopt/internal/cublaslt"
-	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/internal/kernels"
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/cuda"
+	"github.com/distopt/distopt/examples/gpt/kernels"
+	"github.com/distopt/distopt/gemm"
 )
 
 // attention runs causal multi-head attention (model.Attention and
@@ -67,14 +68,14 @@ import (
 // logsumexp per row kept instead of the probabilities.
 type attention struct {
 	k                          *kernels.Set
-	lt                         *cublaslt.Handle
+	lt                         *gemm.Dense
 	prec                       attnPrecision
 	layout                     attnLayout
 	ws                         cuda.DevicePtr
 	wsSize                     int
 	batch, seq, h, heads, d    int
 	scale                      float32
-	scores, pv, dp, dv, dq, dk *cublaslt.Plan
+	scores, pv, dp, dv, dq, dk *gemm.DensePlan
 	// Packed layout: the heads of q, k, v and dy (or of the output
 	// gradients) as [batch·heads, seq, d], float32 or bfloat16.
 	q, kk, v, o cuda.DevicePtr
@@ -101,14 +102,6 @@ const (
 )
 
 func (p attnPrecision) String() string { return [...]string{"TF32", "FP32", "BF16", "flash"}[p] }
-
-// compute returns the cuBLASLt compute type of p.
-func (p attnPrecision) compute() cublaslt.ComputeType {
-	if p == attnTF32 {
-		return cublaslt.Compute32FFastTF32
-	}
-	return cublaslt.Compute32F
-}
 
 // attnLayout is where the GEMMs of attention read the heads.
 type attnLayout int
@@ -140,9 +133,9 @@ const attnBaseAlign = 256
 // the scratch they need (the cuBLASLt workspace; packed: four buffers of
 // batch·seq·h elements; attnBF16 also one of batch·seq·h float32 and the
 // float32 scores and bfloat16 score gradients, batch·heads·seq² each). It
-// fails with cublaslt.ErrNoLibrary where cuBLASLt cannot be opened, and
-// with an error matching cublaslt.ErrNotSupported where the library has
-// no kernel for a product.
+// fails with an error matching gemm.ErrUnavailable where cuBLASLt cannot
+// be opened, and with one matching gemm.ErrShape where the library has no
+// kernel for a product.
 func newAttention(k *kernels.Set, batch, seq, h, heads int, prec attnPrecision, layout attnLayout) (*attention, error) {
 	if batch < 1 || seq < 1 || heads < 1 || h < 1 || h%heads != 0 {
 		return nil, fmt.Errorf("gpumodel: attention over batch %d x seq %d, width %d in %d heads: sizes must be positive, heads must divide the width", batch, seq, h, heads)
@@ -153,15 +146,12 @@ func newAttention(k *kernels.Set, batch, seq, h, heads int, prec attnPrecision, 
 	if prec == attnFlash {
 		return newFlashAttention(k, batch, seq, h, heads)
 	}
-	lib, err := cublaslt.Default()
+	lt, err := gemm.NewDense(k.Device())
 	if err != nil {
 		return nil, err
 	}
-	a := &attention{k: k, prec: prec, layout: layout, batch: batch, seq: seq, h: h, heads: heads, d: h / heads}
+	a := &attention{k: k, lt: lt, prec: prec, layout: layout, batch: batch, seq: seq, h: h, heads: heads, d: h / heads}
 	a.scale = attnScaleFor(a.d)
-	if a.lt, err = lib.NewHandle(k.Device()); err != nil {
-		return nil, err
-	}
 	if err := a.plan(); err != nil {
 		a.close()
 		return nil, err
@@ -185,42 +175,42 @@ func alignOf(offsets ...int) int {
 // scratch of the layout and precision.
 func (a *attention) plan() error {
 	T, d, h := a.seq, a.d, a.h
-	batch, elem, inType := a.heads, 4, cublaslt.R32F // matrices per GEMM call; GEMM input element
+	batch, elem, inType := a.heads, 4, buffer.Float32 // matrices per GEMM call; GEMM input element
 	if a.prec == attnBF16 {
-		elem, inType = 2, cublaslt.R16BF
+		elem, inType = 2, buffer.BFloat16
 	}
 	// in(w, part) and out(w, part) are the column-major d x T views of the
 	// heads that the GEMMs read and write: in place, in a row-major
 	// activation of width w (3h for qkv and dqkv, h for y and dy), part 0,
 	// 1, 2 for q, k, v; packed, in a [batch·heads, T, d] buffer.
-	in := func(w, part int) cublaslt.Matrix {
-		return cublaslt.Matrix{Type: cublaslt.R32F, Rows: d, Cols: T, LD: w, Batch: batch, Stride: int64(d),
+	in := func(w, part int) gemm.Matrix {
+		return gemm.Matrix{Type: buffer.Float32, Rows: d, Cols: T, LD: w, Batch: batch, Stride: int64(d),
 			Align: alignOf(4*d, 4*w, 4*T*w, 4*part*h)}
 	}
 	out := in
 	if a.layout == attnPacked {
 		batch = a.batch * a.heads
-		packed := func(t cublaslt.DataType, size int) cublaslt.Matrix {
-			return cublaslt.Matrix{Type: t, Rows: d, Cols: T, LD: d, Batch: batch, Stride: int64(T) * int64(d),
+		packed := func(t buffer.DType, size int) gemm.Matrix {
+			return gemm.Matrix{Type: t, Rows: d, Cols: T, LD: d, Batch: batch, Stride: int64(T) * int64(d),
 				Align: alignOf(size*d, size*T*d)}
 		}
-		in = func(int, int) cublaslt.Matrix { return packed(inType, elem) }
-		out = func(int, int) cublaslt.Matrix { return packed(cublaslt.R32F, 4) }
+		in = func(int, int) gemm.Matrix { return packed(inType, elem) }
+		out = func(int, int) gemm.Matrix { return packed(buffer.Float32, 4) }
 	}
 	// The seq x seq matrices: scores and dP as GEMM outputs (float32), p
 	// and ds as GEMM inputs.
-	square := func(t cublaslt.DataType, size int) cublaslt.Matrix {
-		return cublaslt.Matrix{Type: t, Rows: T, Cols: T, LD: T, Batch: batch, Stride: int64(T) * int64(T),
+	square := func(t buffer.DType, size int) gemm.Matrix {
+		return gemm.Matrix{Type: t, Rows: T, Cols: T, LD: T, Batch: batch, Stride: int64(T) * int64(T),
 			Align: alignOf(size*T, size*T*T)}
 	}
-	sqOut, sqIn := square(cublaslt.R32F, 4), square(inType, elem)
-	spec := func(ta, tb cublaslt.Op, A, B, D cublaslt.Matrix) cublaslt.Spec {
-		return cublaslt.Spec{TransA: ta, TransB: tb, A: A, B: B, C: D, D: D, Compute: a.prec.compute()}
+	sqOut, sqIn := square(buffer.Float32, 4), square(inType, elem)
+	spec := func(ta, tb bool, A, B, D gemm.Matrix) gemm.DenseSpec {
+		return gemm.DenseSpec{TransA: ta, TransB: tb, A: A, B: B, D: D, TF32: a.prec == attnTF32}
 	}
-	N, T_ := cublaslt.OpN, cublaslt.OpT
+	N, T_ := false, true
 	specs := []struct {
-		dst  **cublaslt.Plan
-		spec cublaslt.Spec
+		dst  **gemm.DensePlan
+		spec gemm.DenseSpec
 	}{
 		{&a.scores, spec(T_, N, in(3*h, 1), in(3*h, 0), sqOut)},
 		{&a.pv, spec(N, N, in(3*h, 2), sqIn, out(h, 0))},
@@ -230,7 +220,7 @@ func (a *attention) plan() error {
 		{&a.dk, spec(N, T_, in(3*h, 0), sqIn, out(3*h, 1))},
 	}
 	for _, s := range specs {
-		p, err := a.lt.NewPlan(s.spec, attnWorkspace, 0, 1)
+		p, err := a.lt.Plan(s.spec, attnWorkspace)
 		if err != nil {
 			return fmt.Errorf("gpumodel: attention: %w", err)
 		}
@@ -305,7 +295,7 @@ func (a *attention) close() error {
 		return nil
 	}
 	var errs []error
-	for _, p := range []*cublaslt.Plan{a.scores, a.pv, a.dp, a.dv, a.dq, a.dk} {
+	for _, p := range []*gemm.DensePlan{a.scores, a.pv, a.dp, a.dv, a.dq, a.dk} {
 		if p != nil {
 			errs = append(errs, p.Destroy())
 		}
@@ -316,7 +306,7 @@ func (a *attention) close() error {
 		}
 	}
 	if a.lt != nil {
-		errs = append(errs, a.lt.Destroy())
+		errs = append(errs, a.lt.Close())
 	}
 	*a = attention{}
 	return errors.Join(errs...)
@@ -325,17 +315,13 @@ func (a *attention) close() error {
 // run queues plan p: once for the packed layout, else once per batch
 // element b with the operands advanced by b times their per-element step
 // (in float32 elements).
-func (a *attention) run(s *cuda.Stream, p *cublaslt.Plan, A, B, D cuda.DevicePtr, stepA, stepB, stepD int) error {
+func (a *attention) run(s *cuda.Stream, p *gemm.DensePlan, A, B, D cuda.DevicePtr, stepA, stepB, stepD int) error {
 	calls := a.batch
 	if a.layout == attnPacked {
 		calls = 1
 	}
 	for b := range calls {
-		args := &cublaslt.Args{A: A.Add(4 * b * stepA), B: B.Add(4 * b * stepB), Alpha: 1,
-			Workspace: a.ws, WorkspaceSize: a.wsSize}
-		args.D = D.Add(4 * b * stepD)
-		args.C = args.D
-		if err := p.Run(s, args); err != nil {
+		if err := p.Run(s, A.Add(4*b*stepA), B.Add(4*b*stepB), D.Add(4*b*stepD), a.ws, a.wsSize); err != nil {
 			return fmt.Errorf("gpumodel: attention: %w", err)
 		}
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/internal/cuda/cudatest"
+	"github.com/distopt/distopt/cuda"
+	"github.com/distopt/distopt/cuda/cudatest"
 )
 
 // attnBuffers are the device buffers of one attention layer.

@@ -8,11 +8,11 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/bf16"
+	"github.com/distopt/distopt/cuda"
+	"github.com/distopt/distopt/cuda/cudatest"
+	"github.com/distopt/distopt/examples/gpt/kernels"
 	"github.com/distopt/distopt/examples/gpt/model"
-	"github.com/distopt/distopt/internal/cublaslt"
-	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/internal/cuda/cudatest"
-	"github.com/distopt/distopt/internal/kernels"
+	"github.com/distopt/distopt/gemm"
 )
 
 // attnEnv is a device, stream and kernel set for the attention tests and
@@ -25,8 +25,11 @@ type attnEnv struct {
 
 func newAttnEnv(tb testing.TB) *attnEnv {
 	d := cudatest.Require(tb)
-	_, err := cublaslt.Default()
-	cudatest.Unavailable(tb, err, cublaslt.ErrNoLibrary)
+	lt, err := gemm.NewDense(d)
+	cudatest.Unavailable(tb, err, gemm.ErrUnavailable)
+	if err := lt.Close(); err != nil {
+		tb.Fatal(err)
+	}
 	k, err := kernels.Load(d)
 	if err != nil {
 		tb.Fatal(err)
@@ -154,7 +157,7 @@ func checkAttention(t *testing.T, e *attnEnv, batch, seq, heads, d int, prec att
 	h, rows := heads*d, batch*seq
 	pn := batch * heads * seq * seq
 	a, err := newAttention(e.k, batch, seq, h, heads, prec, layout)
-	if prec == attnBF16 && errors.Is(err, cublaslt.ErrNotSupported) && seq%8 != 0 {
+	if prec == attnBF16 && errors.Is(err, gemm.ErrShape) && seq%8 != 0 {
 		// bfloat16 rows of seq elements are not 16-byte aligned.
 		t.Skipf("cuBLASLt has no bfloat16 kernel for rows of %d elements: %v", seq, err)
 	}

@@ -5,9 +5,8 @@ import (
 	"fmt"
 
 	"github.com/distopt/distopt/buffer"
-	pcuda "github.com/distopt/distopt/cuda"
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/gemm"
-	"github.com/distopt/distopt/internal/cuda"
 )
 
 // Backward queues the backward pass of the last Forward and accumulates
@@ -156,7 +155,7 @@ func (m *Model) restore(l, i int, recompute func() error, x cuda.DevicePtr) erro
 	if err := recompute(); err != nil {
 		return err
 	}
-	return lin.Restore(pcuda.DevicePtr(x))
+	return lin.Restore(cuda.DevicePtr(x))
 }
 
 // linearGrad queues the gradients of linear layer i of block l given dy
@@ -177,8 +176,8 @@ func (m *Model) linearGrad(params Params, grads Grads, l, i int, dx, dy cuda.Dev
 	if err != nil {
 		return err
 	}
-	dxo := gemm.Output{Data: pcuda.DevicePtr(dx), Type: buffer.Float32}
-	if _, _, err := m.layers[l].lin[i].Backward(dxo, gw, pcuda.DevicePtr(dy), w); err != nil {
+	dxo := gemm.Output{Data: cuda.DevicePtr(dx), Type: buffer.Float32}
+	if _, _, err := m.layers[l].lin[i].Backward(dxo, gw, cuda.DevicePtr(dy), w); err != nil {
 		return fmt.Errorf("gpumodel: %s backward: %w", name, err)
 	}
 	gb, err := gradPtr(grads, name+".bias")

@@ -3,8 +3,8 @@ package gpumodel
 import (
 	"fmt"
 
-	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/internal/kernels"
+	"github.com/distopt/distopt/cuda"
+	"github.com/distopt/distopt/examples/gpt/kernels"
 )
 
 // Attention in the attnFlash precision: the fused kernels of

@@ -4,10 +4,9 @@ import (
 	"fmt"
 
 	"github.com/distopt/distopt/buffer"
-	pcuda "github.com/distopt/distopt/cuda"
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/examples/gpt/model"
 	"github.com/distopt/distopt/gemm"
-	"github.com/distopt/distopt/internal/cuda"
 )
 
 // Forward queues the forward pass on tokens [batch, seq] and the loss
@@ -98,7 +97,7 @@ func (m *Model) linear(params Params, l, i int, y, y16, res, x cuda.DevicePtr) e
 		return err
 	}
 	before, eng := m.d.Usage().DeviceBytes, m.engineBytes()
-	_, err = m.layers[l].lin[i].Forward(gemm.Output{Data: pcuda.DevicePtr(y), Type: buffer.Float32}, pcuda.DevicePtr(x), m.rows, w)
+	_, err = m.layers[l].lin[i].Forward(gemm.Output{Data: cuda.DevicePtr(y), Type: buffer.Float32}, cuda.DevicePtr(x), m.rows, w)
 	m.device += m.d.Usage().DeviceBytes - before - (m.engineBytes() - eng)
 	if err != nil {
 		return fmt.Errorf("gpumodel: %s: %w", name, err)

@@ -1,7 +1,7 @@
 package gpumodel
 
 import (
-	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/cuda"
 )
 
 // HeadPrecision is the precision of the tied output head (the product of

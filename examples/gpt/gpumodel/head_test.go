@@ -5,9 +5,8 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/bf16"
-	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/internal/cuda/cudatest"
-	"github.com/distopt/distopt/internal/cudalink"
+	"github.com/distopt/distopt/cuda"
+	"github.com/distopt/distopt/cuda/cudatest"
 )
 
 // TestGPUHeadBF16 runs a training forward and backward pass with
@@ -57,19 +56,19 @@ func TestGPUHeadBF16(t *testing.T) {
 	must(err)
 	equalBits(t, "head input", dl(bm.lnf, n*h), roundHost(lnf32))
 
-	y, loss, dy := cudatest.Alloc(t, cudalink.Device(r.be.Device()), 4*n*v), cudatest.Alloc(t, cudalink.Device(r.be.Device()), 4*n), cudatest.Alloc(t, cudalink.Device(r.be.Device()), 4*n*v)
+	y, loss, dy := cudatest.Alloc(t, r.be.Device(), 4*n*v), cudatest.Alloc(t, r.be.Device(), 4*n), cudatest.Alloc(t, r.be.Device(), 4*n*v)
 	must(k.GPTLinearBF16(s, y, bm.lnf, wte, n, h, v))
 	equalBits(t, "logits", dl(bm.logits, n*v), roundHost(dl(y, n*v)))
 	must(k.GPTCrossEntropy(s, loss, dy, bm.logits, bm.tgt, n, v, float32(1/float64(n))))
 	equalBits(t, "losses", dl(bm.losses, n), dl(loss, n))
 	equalBits(t, "logits' gradient", dl(bm.dlogits, n*v), roundHost(dl(dy, n*v)))
 
-	dx, dw := cudatest.Alloc(t, cudalink.Device(r.be.Device()), 4*n*h), cudatest.Alloc(t, cudalink.Device(r.be.Device()), 4*v*h)
+	dx, dw := cudatest.Alloc(t, r.be.Device(), 4*n*h), cudatest.Alloc(t, r.be.Device(), 4*v*h)
 	must(s.Memset32(dx, 0, n*h))
 	must(s.Memset32(dw, 0, v*h))
 	must(k.GPTLinearBF16Grad(s, dx, dw, bm.dlogits, bm.lnf, wte, n, h, v))
 	must(s.Upload(dx, cuda.Bytes(roundHost(dl(dx, n*h)))))
-	gw, gb := cudatest.Alloc(t, cudalink.Device(r.be.Device()), 4*h), cudatest.Alloc(t, cudalink.Device(r.be.Device()), 4*h)
+	gw, gb := cudatest.Alloc(t, r.be.Device(), 4*h), cudatest.Alloc(t, r.be.Device(), 4*h)
 	must(s.Memset32(gw, 0, h))
 	must(s.Memset32(gb, 0, h))
 	must(k.GPTLayerNormGradWB(s, gw, gb, dx, bm.xf, bm.meanf, bm.rstdf, n, h))

@@ -5,12 +5,11 @@ import (
 	"fmt"
 
 	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/cuda"
+	"github.com/distopt/distopt/examples/gpt/kernels"
 	"github.com/distopt/distopt/examples/gpt/model"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/gemm"
-	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/internal/cudalink"
-	"github.com/distopt/distopt/internal/kernels"
 	"github.com/distopt/distopt/optimizer"
 )
 
@@ -112,7 +111,7 @@ func NewWith(e *gemm.Engine, k *kernels.Set, cfg model.Config, batch, seq int, o
 	if err := o.check(cfg, batch, seq); err != nil {
 		return nil, err
 	}
-	m := &Model{cfg: cfg, opts: o, batch: batch, seq: seq, rows: batch * seq, d: k.Device(), s: cudalink.Stream(e.Stream()), k: k, e: e}
+	m := &Model{cfg: cfg, opts: o, batch: batch, seq: seq, rows: batch * seq, d: k.Device(), s: e.Stream(), k: k, e: e}
 	before := m.d.Usage().DeviceBytes
 	err := m.allocate()
 	m.device = m.d.Usage().DeviceBytes - before

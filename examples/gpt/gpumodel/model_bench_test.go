@@ -7,7 +7,6 @@ import (
 
 	"github.com/distopt/distopt/examples/gpt/model"
 	"github.com/distopt/distopt/gemm"
-	"github.com/distopt/distopt/internal/cudalink"
 )
 
 var benchPresets = flag.String("gpt.presets", "small", "comma-separated model presets of BenchmarkMicroBatch")
@@ -52,7 +51,7 @@ func BenchmarkMicroBatch(b *testing.B) {
 		}{{"flash", Options{}}, {"gemm", Options{Attention: AttentionGEMM}}, {"recompute", Options{Recompute: true}},
 			{"keep-transposed", Options{KeepTransposed: true}}} {
 			b.Run(preset+"/"+c.name, func(b *testing.B) {
-				e, err := gemm.New(cudalink.PublicDevice(cudalink.Device(r.be.Device())), cudalink.PublicStream(cudalink.Stream(r.be.Stream())))
+				e, err := gemm.New(r.be.Device(), r.be.Stream())
 				if err != nil {
 					b.Fatal(err)
 				}

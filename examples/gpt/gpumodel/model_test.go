@@ -11,13 +11,12 @@ import (
 
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective/single"
+	"github.com/distopt/distopt/cuda"
+	"github.com/distopt/distopt/cuda/cudatest"
+	"github.com/distopt/distopt/examples/gpt/kernels"
 	"github.com/distopt/distopt/examples/gpt/model"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/gemm"
-	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/internal/cuda/cudatest"
-	"github.com/distopt/distopt/internal/cudalink"
-	"github.com/distopt/distopt/internal/kernels"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/gpu"
 )
@@ -71,10 +70,10 @@ func newRigInit(t testing.TB, cfg model.Config, lr float64, r fp8.Recipe, init o
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { o.Close() })
-	e, err := gemm.New(cudalink.PublicDevice(cudalink.Device(be.Device())), cudalink.PublicStream(cudalink.Stream(be.Stream())))
+	e, err := gemm.New(be.Device(), be.Stream())
 	cudatest.Unavailable(t, err, gemm.ErrUnavailable)
 	t.Cleanup(func() { e.Close() })
-	k, err := kernels.Load(cudalink.Device(be.Device()))
+	k, err := kernels.Load(be.Device())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,9 +367,9 @@ func TestGPUMemory(t *testing.T) {
 					if want := a.Layers*a.PerLayer() + a.Final + a.Scratch; rep.Device != want {
 						t.Errorf("the device allocator counted %d bytes, the categories sum to %d", rep.Device, want)
 					}
-					before := cudalink.Device(r.be.Device()).Usage().DeviceBytes
+					before := r.be.Device().Usage().DeviceBytes
 					twoMicroBatches(t, r, m)
-					if after := cudalink.Device(r.be.Device()).Usage().DeviceBytes; after != before {
+					if after := r.be.Device().Usage().DeviceBytes; after != before {
 						t.Errorf("a second step allocated %d bytes", after-before)
 					}
 					if !o.KeepTransposed && a.LinearRatio() > 0.52 {

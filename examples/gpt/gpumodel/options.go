@@ -3,9 +3,9 @@ package gpumodel
 import (
 	"fmt"
 
+	"github.com/distopt/distopt/examples/gpt/kernels"
 	"github.com/distopt/distopt/examples/gpt/model"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/kernels"
 )
 
 // Options are the model's trades of memory against time. The zero value

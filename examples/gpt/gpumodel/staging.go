@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/internal/kernels"
+	"github.com/distopt/distopt/cuda"
+	"github.com/distopt/distopt/examples/gpt/kernels"
 )
 
 // This file holds the model's traffic with the host that must not wait for

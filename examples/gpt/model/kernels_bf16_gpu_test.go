@@ -5,10 +5,10 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/bf16"
+	"github.com/distopt/distopt/cuda"
+	"github.com/distopt/distopt/cuda/cudatest"
+	"github.com/distopt/distopt/examples/gpt/kernels"
 	"github.com/distopt/distopt/examples/gpt/model"
-	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/internal/cuda/cudatest"
-	"github.com/distopt/distopt/internal/kernels"
 )
 
 // TestGPUBF16Activations checks the kernels of the activations the GPU

@@ -6,10 +6,10 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/bf16"
+	"github.com/distopt/distopt/cuda"
+	"github.com/distopt/distopt/cuda/cudatest"
+	"github.com/distopt/distopt/examples/gpt/kernels"
 	"github.com/distopt/distopt/examples/gpt/model"
-	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/internal/cuda/cudatest"
-	"github.com/distopt/distopt/internal/kernels"
 )
 
 // The GPU tests below run each kernel of internal/kernels/gpt.cu on random

@@ -1,46 +1,30 @@
-// Package cudatest holds the one rule by which every GPU test of distopt
-// decides to run, skip or fail: a test that finds no usable GPU skips,
-// unless the environment variable DISTOPT_REQUIRE_GPU is 1, in which case it
-// fails. The GPU suite (scripts/gpu/run.sh) sets the variable, so a GPU
-// machine that silently lost its GPU cannot pass.
+// Package cudatest gives the GPU tests of distopt's internal packages the
+// helpers of the public cuda/cudatest (the one rule by which a GPU test
+// runs, skips or fails, the leak check, resources released at the end of a
+// test) on the handles of internal/cuda.
 package cudatest
 
 import (
-	"errors"
-	"os"
 	"testing"
 
+	pcudatest "github.com/distopt/distopt/cuda/cudatest"
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cudalink"
 )
 
 // EnvRequire is the environment variable that turns skips into failures.
-const EnvRequire = "DISTOPT_REQUIRE_GPU"
+const EnvRequire = pcudatest.EnvRequire
 
 // Required reports whether the environment demands a GPU
 // (DISTOPT_REQUIRE_GPU=1).
-func Required() bool { return os.Getenv(EnvRequire) == "1" }
+func Required() bool { return pcudatest.Required() }
 
-// Unavailable handles err, the error of an attempt to reach a GPU (or a GPU
-// library such as NCCL): nil returns; an error matching cuda.ErrNoDriver or
-// cuda.ErrNoDevice, or any error at all when extraKinds matches it, skips
-// the test, or fails it when Required; any other error fails the test.
+// Unavailable handles err as cuda/cudatest.Unavailable does: nil returns;
+// a missing driver or device, or an error matching extraKinds, skips the
+// test (fails it when Required); any other error fails it.
 func Unavailable(tb testing.TB, err error, extraKinds ...error) {
 	tb.Helper()
-	if err == nil {
-		return
-	}
-	missing := errors.Is(err, cuda.ErrNoDriver) || errors.Is(err, cuda.ErrNoDevice)
-	for _, k := range extraKinds {
-		missing = missing || errors.Is(err, k)
-	}
-	switch {
-	case !missing:
-		tb.Fatalf("GPU setup failed: %v", err)
-	case Required():
-		tb.Fatalf("GPU required (%s=1) but unavailable: %v", EnvRequire, err)
-	default:
-		tb.Skipf("no GPU: %v", err)
-	}
+	pcudatest.Unavailable(tb, err, extraKinds...)
 }
 
 // Require opens GPU 0 for the test, or skips/fails it as Unavailable says.
@@ -48,79 +32,42 @@ func Unavailable(tb testing.TB, err error, extraKinds ...error) {
 // returned Device was released (failing the test on a leak) and closes it.
 func Require(tb testing.TB) *cuda.Device {
 	tb.Helper()
-	return RequireDevices(tb, 1)[0]
+	return cudalink.Device(pcudatest.Require(tb))
 }
 
 // RequireDevices opens GPUs 0..n-1 for the test, as Require does for one. A
 // host with fewer than n GPUs counts as having none.
 func RequireDevices(tb testing.TB, n int) []*cuda.Device {
 	tb.Helper()
-	count, err := cuda.DeviceCount()
-	Unavailable(tb, err)
-	if count < n {
-		Unavailable(tb, errors.Join(cuda.ErrNoDevice, errors.New("the test needs more devices than there are")))
-	}
-	devs := make([]*cuda.Device, n)
-	for i := range devs {
-		d, err := cuda.Open(i)
-		Unavailable(tb, err)
-		devs[i] = d
-		tb.Cleanup(func() {
-			if u := d.Usage(); u != (cuda.Usage{}) {
-				tb.Errorf("device %d: leaked at the end of the test: %+v", i, u)
-			}
-			if err := d.Close(); err != nil {
-				tb.Errorf("device %d: Close: %v", i, err)
-			}
-		})
+	var devs []*cuda.Device
+	for _, d := range pcudatest.RequireDevices(tb, n) {
+		devs = append(devs, cudalink.Device(d))
 	}
 	return devs
 }
 
-// The helpers below make a resource of d for the test, fail the test when
-// that fails, and release the resource when the test ends (before Require's
-// leak check runs).
-
-// Stream returns a new stream of d.
+// Stream returns a new stream of d, destroyed when the test ends.
 func Stream(tb testing.TB, d *cuda.Device) *cuda.Stream {
 	tb.Helper()
-	s, err := d.NewStream()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { s.Destroy() })
-	return s
+	return cudalink.Stream(pcudatest.Stream(tb, cudalink.PublicDevice(d)))
 }
 
-// Event returns a new event of d (with timing when timing is true).
+// Event returns a new event of d (with timing when timing is true),
+// destroyed when the test ends.
 func Event(tb testing.TB, d *cuda.Device, timing bool) *cuda.Event {
 	tb.Helper()
-	e, err := d.NewEvent(timing)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { e.Destroy() })
-	return e
+	return cudalink.Event(pcudatest.Event(tb, cudalink.PublicDevice(d), timing))
 }
 
-// Alloc returns n bytes of device memory of d.
+// Alloc returns n bytes of device memory of d, freed when the test ends.
 func Alloc(tb testing.TB, d *cuda.Device, n int) cuda.DevicePtr {
 	tb.Helper()
-	p, err := d.Alloc(n)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { d.Free(p) })
-	return p
+	return cuda.DevicePtr(pcudatest.Alloc(tb, cudalink.PublicDevice(d), n))
 }
 
-// AllocHost returns n bytes of pinned host memory of d.
+// AllocHost returns n bytes of pinned host memory of d, freed when the
+// test ends.
 func AllocHost(tb testing.TB, d *cuda.Device, n int) *cuda.HostBuffer {
 	tb.Helper()
-	h, err := d.AllocHost(n)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { h.Free() })
-	return h
+	return cudalink.HostBuffer(pcudatest.AllocHost(tb, cudalink.PublicDevice(d), n))
 }

@@ -3,7 +3,7 @@ package kernels
 import (
 	"fmt"
 
-	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/cuda"
 )
 
 // The kernels of attention.cu, for attention computed with batched GEMMs:

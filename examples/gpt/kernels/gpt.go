@@ -1,6 +1,6 @@
 package kernels
 
-import "github.com/distopt/distopt/internal/cuda"
+import "github.com/distopt/distopt/cuda"
 
 // The kernels of gpt.cu: the operations of examples/gpt's GPT-2 style
 // decoder that are not matrix products. Activations and gradients are

@@ -3,7 +3,7 @@ package kernels
 import (
 	"fmt"
 
-	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/cuda"
 )
 
 // The launch shapes of gptrows.cu, gptcols.cu and gpthead.cu; each constant

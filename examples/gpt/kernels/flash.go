@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/cuda"
 )
 
 // The kernels of flash.cu: fused causal attention (FlashAttention-2) on
@@ -294,7 +294,7 @@ func (k *Set) flashLaunch(s *cuda.Stream, p flashPass, v flashVariant, sh FlashS
 		grid = cuda.Dim3{X: heads, Y: tiles}
 	}
 	f := k.function(t.name)
-	if err := f.SetAttribute(cuda.FuncMaxDynamicSharedSizeBytes, t.shared); err != nil {
+	if err := f.SetMaxDynamicShared(t.shared); err != nil {
 		return fmt.Errorf("kernels: %s: %w", t.name, err)
 	}
 	return s.Launch(f, grid, cuda.Dim3{X: flashThreads}, t.shared, args)

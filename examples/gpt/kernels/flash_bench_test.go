@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/internal/cuda/cudatest"
+	"github.com/distopt/distopt/cuda"
+	"github.com/distopt/distopt/cuda/cudatest"
 )
 
 // BenchmarkFlashKernels times the fused attention kernels alone (no copies

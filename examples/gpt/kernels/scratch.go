@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/cuda"
 )
 
 // scratchAlign rounds scratch buffers up to a whole number of MiB, so that

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/bf16"
-	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/internal/cuda/cudatest"
+	"github.com/distopt/distopt/cuda"
+	"github.com/distopt/distopt/cuda/cudatest"
 )
 
 // TestFlashKernelsDefined checks that every kernel the flash launchers
@@ -259,7 +259,7 @@ func TestFlashAttention(t *testing.T) {
 		for j := range flashConfigs(64) {
 			for i, sh := range flashCases {
 				cfg := flashConfigs(sh.D)[j]
-				t.Run(fmt.Sprintf("%v/%v/%+v", k.Variant(), cfg, sh), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%v/%v/%+v", k.lib.Variant(), cfg, sh), func(t *testing.T) {
 					got, b, o16 := runFlash(t, k, s, ins[i], cfg)
 					bits[i] = append(bits[i], b)
 					gotN := got.named()
@@ -282,7 +282,7 @@ func TestFlashAttention(t *testing.T) {
 			}
 		}
 		for i, sh := range flashCases {
-			t.Run(fmt.Sprintf("%v/same-bits/%+v", k.Variant(), sh), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%v/same-bits/%+v", k.lib.Variant(), sh), func(t *testing.T) {
 				cfgs := flashConfigs(sh.D)
 				if len(bits[i]) != len(cfgs) {
 					t.Skip("a configuration failed")

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/internal/cuda/cudatest"
+	"github.com/distopt/distopt/cuda"
+	"github.com/distopt/distopt/cuda/cudatest"
 )
 
 // The 124M shape of examples/gpt: 12 layers, hidden 768, FFN 3072, the

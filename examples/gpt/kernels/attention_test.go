@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/bf16"
-	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/internal/cuda/cudatest"
+	"github.com/distopt/distopt/cuda"
+	"github.com/distopt/distopt/cuda/cudatest"
 )
 
 // TestAttentionKernelsDefined checks that every kernel the attention
@@ -114,7 +114,7 @@ func TestAttentionSoftmax(t *testing.T) {
 	}
 	for _, k := range sets {
 		for _, c := range cases {
-			t.Run(fmt.Sprintf("%v/n=%d,t=%d,offset=%d,inplace=%t", k.Variant(), c.n, c.t, c.offset, c.inPlace), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%v/n=%d,t=%d,offset=%d,inplace=%t", k.lib.Variant(), c.n, c.t, c.offset, c.inPlace), func(t *testing.T) {
 				checkAttentionSoftmax(t, k, s, r, c.n, c.t, c.offset, c.inPlace)
 			})
 		}
@@ -195,7 +195,7 @@ func TestAttentionHeads(t *testing.T) {
 	}
 	for _, k := range sets {
 		for _, l := range layouts {
-			t.Run(fmt.Sprintf("%v/%+v", k.Variant(), l), func(t *testing.T) { checkHeads(t, k, s, r, l) })
+			t.Run(fmt.Sprintf("%v/%+v", k.lib.Variant(), l), func(t *testing.T) { checkHeads(t, k, s, r, l) })
 		}
 	}
 }
@@ -275,7 +275,7 @@ func TestAttentionSoftmaxBF16(t *testing.T) {
 	cases := []struct{ n, t, offset int }{{3, 37, 0}, {2, 100, 0}, {2, 64, 4}, {1, 2560, 0}}
 	for _, k := range sets {
 		for _, c := range cases {
-			t.Run(fmt.Sprintf("%v/n=%d,t=%d,offset=%d", k.Variant(), c.n, c.t, c.offset), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%v/n=%d,t=%d,offset=%d", k.lib.Variant(), c.n, c.t, c.offset), func(t *testing.T) {
 				checkSoftmaxBF16(t, k, s, r, c.n, c.t, c.offset)
 			})
 		}
@@ -347,7 +347,7 @@ func TestAttentionSplitHeadsBF16(t *testing.T) {
 			must(t, s.Download(cuda.Bytes(b16), p16))
 			for i := range f32 {
 				if want := bf16.FromFloat32(f32[i]); b16[i] != want {
-					t.Fatalf("%v %+v: element %d = %#04x, want %#04x", k.Variant(), l, i, b16[i], want)
+					t.Fatalf("%v %+v: element %d = %#04x, want %#04x", k.lib.Variant(), l, i, b16[i], want)
 				}
 			}
 		}

@@ -1,0 +1,92 @@
+package cuda
+
+import (
+	"io/fs"
+
+	"github.com/distopt/distopt/internal/ptxgen"
+)
+
+// EnvPTX names the environment variable that makes LoadLibrary use the
+// PTX ("1") even where machine code is shipped, to compare the two or to
+// rule the machine code out.
+const EnvPTX = "DISTOPT_CUDA_PTX"
+
+// Library is a package's kernels, loaded on one device in one variant
+// from the files its generator wrote: for every CUDA source NAME.cu,
+//
+//	ptx/NAME_sm80.ptx, ptx/NAME_sm90.ptx                  PTX of each Variant
+//	cubin/NAME_sm80.sm_80.cubin, cubin/NAME_sm90.sm_90.cubin  their machine code
+//
+// (internal/ptxgen/gen.sh of this module writes them), typically embedded
+// with //go:embed ptx/*.ptx cubin/*.cubin. A module may ship without
+// cubins: its PTX is then always compiled by the driver's JIT.
+type Library struct {
+	d   *Device
+	l   *ptxgen.Library
+	fns map[string]*Function
+}
+
+// LoadLibrary loads every module of fsys on d in variant v, from the cubin
+// for d's architecture where there is one (sm_80 for 8.x, sm_90 for 9.0),
+// else from the PTX through the driver's JIT (newer GPUs, the sm80 variant
+// on a 9.0 GPU, modules without cubins, EnvPTX=1), which takes seconds to
+// a minute on a fresh machine before the driver caches the result. Images
+// says which. It fails with ErrUnsupported when d cannot run v, and with
+// the JIT's log when the driver rejects the PTX. Unload releases it.
+func (d *Device) LoadLibrary(fsys fs.FS, v Variant) (*Library, error) {
+	l, err := ptxgen.LoadLibrary(d.d, fsys, ptxgen.Variant(v))
+	if err != nil {
+		return nil, err
+	}
+	lib := &Library{d: d, l: l, fns: map[string]*Function{}}
+	for name, f := range l.Functions() {
+		lib.fns[name] = &Function{f: f, d: d}
+	}
+	return lib, nil
+}
+
+// Function returns the kernel called name (its extern "C" name), and false
+// when no module defines it.
+func (l *Library) Function(name string) (*Function, bool) {
+	f, ok := l.fns[name]
+	return f, ok
+}
+
+// Images returns what each module (by name) was loaded from.
+func (l *Library) Images() map[string]Image {
+	images := map[string]Image{}
+	for m, im := range l.l.Images() {
+		images[m] = Image(im)
+	}
+	return images
+}
+
+// ImageSummary names each distinct image of the modules with the number
+// of modules loaded from it: "PTX (driver JIT) x1, sm_90 cubin x5".
+func (l *Library) ImageSummary() string { return l.l.ImageSummary() }
+
+// Variant returns the variant loaded.
+func (l *Library) Variant() Variant { return Variant(l.l.Variant()) }
+
+// Device returns the device the library is loaded on.
+func (l *Library) Device() *Device { return l.d }
+
+// Unload unloads the modules, once the work queued with their kernels is
+// done. The Library must not be used afterwards.
+func (l *Library) Unload() error {
+	l.fns = nil
+	return l.l.Unload()
+}
+
+// LibraryModules returns the names of the modules of fsys (its CUDA
+// sources), sorted.
+func LibraryModules(fsys fs.FS) []string { return ptxgen.Modules(fsys) }
+
+// LibraryPTX returns the PTX text of module in variant v from fsys.
+func LibraryPTX(fsys fs.FS, module string, v Variant) ([]byte, error) {
+	return ptxgen.PTX(fsys, module, ptxgen.Variant(v))
+}
+
+// KernelNames returns the names of the kernels a PTX text defines, in its
+// order.
+func KernelNames(ptx []byte) []string { return ptxgen.Entries(ptx) }

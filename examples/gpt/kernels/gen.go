@@ -1,0 +1,3 @@
+package kernels
+
+//go:generate ./gen.sh
