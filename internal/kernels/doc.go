@@ -1,7 +1,10 @@
-// Package kernels provides distopt's GPU kernels: CUDA C sources in this
-// directory, the PTX generated from them (ptx/) and its machine code
-// (cubin/), both committed and embedded, and typed Go launchers that queue
-// them on a cuda.Stream.
+// Package kernels provides the GPU kernels of distopt's optimizer and FP8
+// GEMMs (the step, the casts, the gradient statistics, the FP8 gradients,
+// quantization and transposes): CUDA C sources in this directory, the PTX
+// generated from them (ptx/) and its machine code (cubin/), both committed
+// and embedded, and typed Go launchers that queue them on a cuda.Stream.
+// The GPT example's kernels are its own (examples/gpt/kernels); they share
+// the headers bf16.cuh and common.cuh of this directory.
 //
 // # Layout
 //
@@ -34,10 +37,10 @@
 // (8.x, 9.0) and starts in a fraction of a second; on other devices (and
 // for the sm80 variant on a 9.0 GPU) the driver JIT-compiles the PTX, which
 // takes about a minute on a fresh machine before its cache holds the
-// result. The modules the file ptxonly names (flash) have no cubin: the
-// driver's JIT made faster code for them than ptxas 11.8, and they cost a
-// fresh machine a few seconds. DISTOPT_CUDA_PTX=1 forces the PTX of every
-// module (cuda.EnvPTX); Set.Images says
+// result. A module named in a file ptxonly would ship without a cubin,
+// where the driver's JIT makes faster code than ptxas 11.8 (none here;
+// examples/gpt/kernels ships flash so). DISTOPT_CUDA_PTX=1 forces the PTX
+// of every module (cuda.EnvPTX); Set.Images says
 // what each module was loaded from. Only the kernels some launcher can
 // request are built (TestKernelsReachable): every one costs start-up time
 // and binary size.

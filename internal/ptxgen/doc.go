@@ -14,7 +14,11 @@
 // cuda.Code, which cuda.Device.LoadCode loads from the cubin matching the
 // device, or from the PTX through the driver's JIT on other devices (and
 // with DISTOPT_CUDA_PTX=1). A fresh machine then starts in seconds instead
-// of waiting a minute for the JIT. Entries and CubinEntries list the
-// kernels each defines, for the tests that check every launcher's kernel
-// exists.
+// of waiting a minute for the JIT. LoadLibrary loads every module of a
+// package in one Variant and looks its kernels up by name: internal/kernels
+// uses it, and the public cuda.Device.LoadLibrary wraps it for packages
+// outside internal/ such as examples/gpt/kernels. Entries and CubinEntries
+// list the kernels each defines; CheckKernels, CheckCubins and
+// CheckTargets check a package's generated code without a GPU (the public
+// cuda/cudatest.CheckLibrary runs them).
 package ptxgen

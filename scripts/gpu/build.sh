@@ -1,8 +1,9 @@
 #!/bin/sh
 # build.sh (run on the build machine) compiles the GPU suite into .gpu/:
-#   - one test binary per package whose tests use internal/cuda/cudatest
-#     (found automatically: a new GPU test package needs no edit here),
-#     named after its import path: .gpu/internal_kernels.test, ...;
+#   - one test binary per package whose tests use cuda/cudatest or
+#     internal/cuda/cudatest (found automatically: a new GPU test package
+#     needs no edit here), named after its import path:
+#     .gpu/internal_kernels.test, .gpu/examples_gpt_kernels.test, ...;
 #   - a race-detector build as well for the packages in $race_pkgs;
 #   - the main packages in $cmds (benchmark programs) into .gpu/bin/;
 #   - .gpu/manifest: one "binary package-directory" line per test binary,
@@ -17,7 +18,8 @@ rm -rf .gpu/*.test .gpu/*.test.gz .gpu/bin .gpu/manifest .gpu/gemm
 mkdir -p .gpu
 module=$(go list -m)
 pkgs=$(go list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... |
-	awk -v m="$module/internal/cuda/cudatest" '{ for (i = 2; i <= NF; i++) if ($i == m) { print $1; break } }')
+	awk -v m="$module/cuda/cudatest" -v im="$module/internal/cuda/cudatest" \
+		'{ for (i = 2; i <= NF; i++) if ($i == m || $i == im) { print $1; break } }')
 for p in $pkgs; do
 	rel=${p#"$module"/}
 	name=$(echo "$rel" | tr / _)

@@ -15,12 +15,13 @@
 #      an empty CUDA cache (CUDA_CACHE_PATH a fresh directory), the same
 #      cache warm, and (new only) CUDA_CACHE_DISABLE=1 ($OUT/startup.txt,
 #      their output with times in ms in $OUT/startup_logs.txt);
-#   2. the internal/kernels GPU tests on the sm90 cubins (exact comparisons
+#   2. the GPU tests of internal/kernels and examples/gpt/kernels on the
+#      sm90 cubins (exact comparisons
 #      with the CPU reference; DISTOPT_TEST_VARIANTS=sm90 leaves out the
 #      sm80 PTX, whose JIT takes minutes; TestImages checks what loaded);
 #   3. kernel speed, ptxas's code against the driver JIT's
-#      (DISTOPT_CUDA_PTX=1): distopt-bench-update and the internal/kernels
-#      benchmarks, each way ($OUT/bench_{cubin,ptx}.log);
+#      (DISTOPT_CUDA_PTX=1): distopt-bench-update and the benchmarks of
+#      both kernel packages, each way ($OUT/bench_{cubin,ptx}.log);
 #   4. the old binary with CUDA_CACHE_DISABLE=1 in the time left (it JITs
 #      the PTX of every module on every load: minutes).
 # $OUT also gets sizes.txt (build's sizes) and kernels_tests.log. Options:
@@ -35,12 +36,15 @@ bin=${BIN:-.gpu/coldstart}
 OLD=${OLD:-73dfcd8}
 gptflags="-backend gpu -preset small -batch 4 -steps 2 -sample 0 -eval-every 0 -eval-windows 4"
 
-# sizes TREE LABEL: the generated code's bytes and lines in TREE.
+# sizes TREE LABEL: the generated code's bytes and lines in TREE
+# (internal/kernels, and examples/gpt/kernels where it exists).
 sizes() {
 	d=$1/internal/kernels
-	printf '%s: ptx/ %s bytes, %s lines' "$2" "$(cat "$d"/ptx/*.ptx | wc -c)" "$(cat "$d"/ptx/*.ptx | wc -l)"
-	if [ -d "$d/cubin" ]; then
-		printf ', cubin/ %s bytes' "$(cat "$d"/cubin/*.cubin | wc -c)"
+	ptx=$(ls "$d"/ptx/*.ptx "$1"/examples/gpt/kernels/ptx/*.ptx 2>/dev/null)
+	cubin=$(ls "$d"/cubin/*.cubin "$1"/examples/gpt/kernels/cubin/*.cubin 2>/dev/null)
+	printf '%s: ptx/ %s bytes, %s lines' "$2" "$(cat $ptx | wc -c)" "$(cat $ptx | wc -l)"
+	if [ -n "$cubin" ]; then
+		printf ', cubin/ %s bytes' "$(cat $cubin | wc -c)"
 	fi
 	printf ', update_sm80.ptx %s lines, update_sm90.ptx %s lines\n' "$(wc -l <"$d/ptx/update_sm80.ptx")" "$(wc -l <"$d/ptx/update_sm90.ptx")"
 }
@@ -75,6 +79,7 @@ build() {
 	rm -rf "$old"
 	rm -f "$abs/old/distopt-bench-update"
 	go test -c -ldflags="-s -w" -o "$abs/new/internal_kernels.test" ./internal/kernels
+	go test -c -ldflags="-s -w" -o "$abs/new/gpt_kernels.test" ./examples/gpt/kernels
 	go run ./examples/gpt/prepare -root "$(go env GOROOT)/src/go" -out "$abs/data"
 	cp scripts/gpu/coldstart.sh "$abs/coldstart.sh"
 	cp "$abs/sizes.txt" "$abs/commit"
@@ -124,8 +129,11 @@ bench() {
 		echo "== $1: distopt-bench-update -n 67108864 -iters 20 ($(left) s left)"
 		timeout $(($(left) - 10)) "$bin/new/distopt-bench-update" -n 67108864 -iters 20
 		echo "== $1: internal/kernels benchmarks ($(left) s left)"
-		cd internal/kernels && timeout $(($(left) - 10)) "$root/$bin/new/internal_kernels.test" -test.run '^$' \
-			-test.bench 'CastScaled|EncodeFP8|GradStats$|FlashKernels|GPT' -test.benchtime "${BENCHTIME:-10x}"
+		(cd internal/kernels && timeout $(($(left) - 10)) "$root/$bin/new/internal_kernels.test" -test.run '^$' \
+			-test.bench 'CastScaled|EncodeFP8|GradStats$' -test.benchtime "${BENCHTIME:-10x}")
+		echo "== $1: examples/gpt/kernels benchmarks ($(left) s left)"
+		cd examples/gpt/kernels && timeout $(($(left) - 10)) "$root/$bin/new/gpt_kernels.test" -test.run '^$' \
+			-test.bench 'FlashKernels|GPT' -test.benchtime "${BENCHTIME:-10x}"
 	) >"$OUT/bench_${2:-$1}.log" 2>&1
 }
 
@@ -140,11 +148,13 @@ run() {
 	if [ -e "$bin/old/gpt" ]; then
 		for m in empty warm; do startup old "$bin/old/gpt" $m; done
 	fi
-	echo "== internal/kernels GPU tests on the cubins ($(left) s left)"
+	echo "== internal/kernels and examples/gpt/kernels GPU tests on the cubins ($(left) s left)"
 	lim=$(($(left) - 100))
 	[ "$lim" -ge 30 ] || lim=30
-	(cd internal/kernels && CUDA_CACHE_PATH=$tmp/cache_bench DISTOPT_TEST_VARIANTS=sm90 \
-		timeout $lim "$root/$bin/new/internal_kernels.test" -test.v -test.run "${TESTS:-.}") >"$OUT/kernels_tests.log" 2>&1
+	for k in internal/kernels:internal_kernels examples/gpt/kernels:gpt_kernels; do
+		(cd "${k%%:*}" && CUDA_CACHE_PATH=$tmp/cache_bench DISTOPT_TEST_VARIANTS=sm90 \
+			timeout $lim "$root/$bin/new/${k##*:}.test" -test.v -test.run "${TESTS:-.}")
+	done >"$OUT/kernels_tests.log" 2>&1
 	echo "exit $?: $(grep -c -- '--- PASS' "$OUT/kernels_tests.log") passed, $(grep -c -- '--- FAIL' "$OUT/kernels_tests.log") failed"
 	grep -E -- '--- FAIL|^FAIL|panic' "$OUT/kernels_tests.log" | head -20
 	bench cubin

@@ -1,9 +1,9 @@
 #!/bin/sh
 # flashspeed.sh builds (here) and runs (on a GPU machine) the checks and
 # the benchmark of every variant of the fused attention kernels
-# (internal/kernels/flash.cu: ldmatrix, pipe, wide, ds; issue 16).
+# (examples/gpt/kernels/flash.cu: ldmatrix, pipe, wide, ds; issue 16).
 #
-#   scripts/gpu/flashspeed.sh build   # build machine: the internal/kernels test
+#   scripts/gpu/flashspeed.sh build   # build machine: the examples/gpt/kernels test
 #                                     # binary, xz-compressed, into $BIN
 #                                     # (default /work/main/.gpu-flashspeed), and
 #                                     # this script as $BIN/run.sh
@@ -11,7 +11,7 @@
 #                                     # log to $OUT/flashspeed.log
 #
 # run, GPU required (no skips), well under two minutes:
-#  1. TestFlash* and TestEntries with DISTOPT_REQUIRE_GPU=1 (-test.short: the
+#  1. TestFlash* and TestLibrary with DISTOPT_REQUIRE_GPU=1 (-test.short: the
 #     CPU lane model runs its short cases only; TestFlashTilesMatchSource,
 #     which reads this branch's flash.cu, is left to the build machine, as
 #     the run is in a checkout of main): every variant's kernels
@@ -37,7 +37,7 @@ build() {
 	cd "$(dirname "$0")/../.."
 	mkdir -p "$bin"
 	rm -f "$bin"/*.test "$bin"/*.xz "$bin"/READY "$bin"/READY2
-	go test -c -ldflags="-s -w" -o "$bin/kernels.test" ./internal/kernels
+	go test -c -ldflags="-s -w" -o "$bin/kernels.test" ./examples/gpt/kernels
 	xz -9 "$bin/kernels.test"
 	git rev-parse HEAD >"$bin/commit"
 	cp scripts/gpu/flashspeed.sh "$bin/run.sh"
@@ -56,14 +56,14 @@ run() {
 	{
 		nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
 		echo "built from $(cat $bin/commit)"
-		(cd internal/kernels && DISTOPT_REQUIRE_GPU=1 "$root/$bin/kernels.test" -test.v -test.short -test.timeout 100s \
-			-test.run 'Flash|^TestEntries$' -test.skip 'TestFlashTilesMatchSource') || status=1
-		(cd internal/kernels && DISTOPT_REQUIRE_GPU=1 "$root/$bin/kernels.test" -test.run XXX -test.timeout 60s \
+		(cd examples/gpt/kernels && DISTOPT_REQUIRE_GPU=1 "$root/$bin/kernels.test" -test.v -test.short -test.timeout 100s \
+			-test.run 'Flash|^TestLibrary$' -test.skip 'TestFlashTilesMatchSource') || status=1
+		(cd examples/gpt/kernels && DISTOPT_REQUIRE_GPU=1 "$root/$bin/kernels.test" -test.run XXX -test.timeout 60s \
 			-test.benchtime 20x -test.bench 'BenchmarkFlashKernels') || status=1
 		ncu=/usr/local/cuda/bin/ncu
 		if [ -x $ncu ]; then
 			echo "flashspeed ncu (1.3B shape, two launches of each kernel):"
-			(cd internal/kernels && DISTOPT_REQUIRE_GPU=1 timeout 45 $ncu -k 'regex:flash_(fwd|bwd_dkdv|bwd_dq)_d128' --launch-count 40 \
+			(cd examples/gpt/kernels && DISTOPT_REQUIRE_GPU=1 timeout 45 $ncu -k 'regex:flash_(fwd|bwd_dkdv|bwd_dq)_d128' --launch-count 40 \
 				--csv --page details --print-units base --metrics \
 				gpu__time_duration.sum,launch__registers_per_thread,launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem,sm__warps_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,smsp__inst_executed.avg.per_cycle_active,dram__throughput.avg.pct_of_peak_sustained_elapsed \
 				"$root/$bin/kernels.test" -test.run XXX -test.bench 'BenchmarkFlashKernels/1.3B/(fwd|dkdv|dq)/' \
@@ -71,7 +71,7 @@ run() {
 		fi
 		san=/usr/local/cuda/bin/compute-sanitizer
 		if [ -x $san ]; then
-			if (cd internal/kernels && DISTOPT_REQUIRE_GPU=1 timeout 35 $san --tool memcheck --error-exitcode 3 \
+			if (cd examples/gpt/kernels && DISTOPT_REQUIRE_GPU=1 timeout 35 $san --tool memcheck --error-exitcode 3 \
 				"$root/$bin/kernels.test" -test.short -test.run 'TestFlashAttention$/sm90/' >"$root/$bin/memcheck.txt" 2>&1); then
 				echo "flashspeed memcheck: ok"
 			else

@@ -5,12 +5,12 @@
 #   scripts/gpu/gpt.sh build   # build machine: binaries and a small data set into .gpu-gpt/
 #   scripts/gpu/gpt.sh run     # GPU machine (carry .gpu-gpt); log to $OUT/gpt.log
 #
-# run: every kernel of internal/kernels/gpt.cu against the float64
+# run: every kernel of examples/gpt/kernels/gpt.cu against the float64
 # reference of examples/gpt/model (TestGPU*, required to run: no skip),
 # the whole model on the GPU (examples/gpt/gpumodel: loss and gradients
 # against the float64 model on the same gathered weights, and 30 AdamW
 # steps through the overlapped pipeline whose loss must halve),
-# the PTX entry checks of internal/kernels, and 30 steps of the tiny
+# the generated-code checks of examples/gpt/kernels, and 30 steps of the tiny
 # model with examples/gpt on the token files of GOROOT/src/go prepared
 # here, twice: -backend cpu (2 in-process ranks, float64 reference compute)
 # and -backend gpu (GPU 0); in each the mean loss of the last five steps
@@ -32,7 +32,7 @@ build() {
 	rm -rf $bin
 	mkdir -p $bin
 	go test -c -ldflags="-s -w" -o $bin/gpt_model.test ./examples/gpt/model
-	go test -c -ldflags="-s -w" -o $bin/internal_kernels.test ./internal/kernels
+	go test -c -ldflags="-s -w" -o $bin/gpt_kernels.test ./examples/gpt/kernels
 	go test -c -ldflags="-s -w" -o $bin/gpt_gpumodel.test ./examples/gpt/gpumodel
 	go build -ldflags="-s -w" -o $bin/gpt ./examples/gpt
 	go run ./examples/gpt/prepare -root "$(go env GOROOT)/src/go" -out $bin/data
@@ -61,7 +61,7 @@ run() {
 	{
 		(cd examples/gpt/model && DISTOPT_REQUIRE_GPU=1 "$root/$bin/gpt_model.test" -test.run GPU -test.v) || status=1
 		(cd examples/gpt/gpumodel && DISTOPT_REQUIRE_GPU=1 "$root/$bin/gpt_gpumodel.test" -test.v) || status=1
-		(cd internal/kernels && DISTOPT_REQUIRE_GPU=1 "$root/$bin/internal_kernels.test" -test.run 'Entries|PTX|TokenRows' ) || status=1
+		(cd examples/gpt/kernels && DISTOPT_REQUIRE_GPU=1 "$root/$bin/gpt_kernels.test" -test.run 'Library|Defined|TokenRows' ) || status=1
 		$bin/gpt -data $bin/data $flags -steps 30 -eval-every 10 -sample 120 >$bin/train_cpu.log 2>&1 || status=1
 		cat $bin/train_cpu.log
 		falls $bin/train_cpu.log || status=1

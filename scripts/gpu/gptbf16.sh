@@ -26,8 +26,8 @@
 #  3. BenchmarkMicroBatch at the small and 1.3b presets (flash, gemm,
 #     recompute, keep-transposed), 5 timed micro-batches each.
 # Exit status 0 when everything passed; the last line says so. (That every
-# launcher's kernel is in the PTX is checked without a GPU: TestEntries of
-# internal/kernels.)
+# launcher's kernel is in the PTX is checked without a GPU: TestLibrary of
+# examples/gpt/kernels.)
 set -u
 name=gptbf16
 

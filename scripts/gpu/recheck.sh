@@ -10,7 +10,7 @@
 #
 # run:
 #  1. concurrently on the one GPU (correctness only, nothing timed):
-#     internal/kernels TestFlash* (every variant with the final per-pass
+#     examples/gpt/kernels TestFlash* (every variant with the final per-pass
 #     defaults), internal/cuda (TestGraphCapture and the rest, also under
 #     -race), optimizer/gpu (TestStepGraph, the overlap tests, TestStep,
 #     TestConformance), collective/nccl;
@@ -29,7 +29,7 @@ build() {
 	set -e
 	rm -rf "$bin"
 	mkdir -p "$bin"
-	tests internal/kernels internal/cuda optimizer/gpu collective/nccl
+	tests examples/gpt/kernels internal/cuda optimizer/gpu collective/nccl
 	go test -race -c -o "$bin/internal_cuda.race.test" ./internal/cuda
 	export CGO_CFLAGS="${CGO_CFLAGS:-} -Wno-deprecated-declarations" # go-nvml's header
 	go build -ldflags="-s -w" -o "$bin/distopt" ./cmd/distopt
@@ -43,7 +43,7 @@ run() {
 	unpack
 	status=0
 	echo "== 1. correctness, concurrently"
-	t kernels internal/kernels 200 internal_kernels.test -test.run 'TestFlash' &
+	t kernels examples/gpt/kernels 200 examples_gpt_kernels.test -test.run 'TestFlash' &
 	p1=$!
 	t cuda internal/cuda 120 internal_cuda.test &
 	p2=$!

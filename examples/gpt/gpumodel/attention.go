@@ -13,7 +13,7 @@ import (
 
 // attention runs causal multi-head attention (model.Attention and
 // AttentionBackward) as strided-batched cuBLASLt GEMMs around the kernels
-// of internal/kernels/attention.cu, on the activations of the model: qkv
+// of examples/gpt/kernels/attention.cu, on the activations of the model: qkv
 // [batch·seq, 3h] (queries, keys, values side by side, head k in columns
 // [k·d, (k+1)·d) of each; float32, or bfloat16 as the model keeps it:
 // setQKVBF16), y [batch·seq, h] and its gradient (float32), and the
@@ -62,7 +62,7 @@ import (
 // model (Options.Attention AttentionGEMM) runs in TF32.
 //
 // attnFlash (flash.go, AttentionFlash: the model's default) replaces the six GEMMs and
-// the softmax kernels by the fused kernels of internal/kernels/flash.cu:
+// the softmax kernels by the fused kernels of examples/gpt/kernels/flash.cu:
 // the same bfloat16 roundings as attnBF16 (q, k, v, dy, p, ds), no
 // seq x seq matrix in memory, and per layer the bfloat16 output and a
 // logsumexp per row kept instead of the probabilities.

@@ -13,7 +13,7 @@
 // (ActivationRecipes): per-tensor current scaling for per-tensor weights
 // (current or delayed), 1x128 blocks for 128x128 weight tiles, and gemm's
 // dequantizing fallback for 1x128 and MXFP8 weights. The biases are added
-// and reduced by the kernels of internal/kernels/gpt.cu, as are the
+// and reduced by the kernels of examples/gpt/kernels/gpt.cu, as are the
 // embeddings, LayerNorms, GELU, attention, the tied output head (the
 // float32 LayerNorm output times the bfloat16 embedding, accumulated in
 // float32; Options.Head HeadBF16 rounds its input, logits and gradients
@@ -29,7 +29,7 @@
 // rounded once: kernels.GPTBiasAddBF16; model.CPU.BF16 rounds the
 // reference at the same points), and what attention needs: by
 // default (Options.Attention AttentionFlash, the fused kernels of
-// internal/kernels/flash.cu) the bfloat16 attention output and a float32
+// examples/gpt/kernels/flash.cu) the bfloat16 attention output and a float32
 // logsumexp per row, 32.5 MiB per layer at the 1.3B shape; with
 // AttentionGEMM (TF32 GEMMs, any head width) the float32 probabilities,
 // 1 GiB per layer there. At that shape a layer keeps 496.6 MiB (720.6 with

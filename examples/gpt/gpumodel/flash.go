@@ -8,7 +8,7 @@ import (
 )
 
 // Attention in the attnFlash precision: the fused kernels of
-// internal/kernels/flash.cu (FlashAttention-2) instead of the six GEMMs.
+// examples/gpt/kernels/flash.cu (FlashAttention-2) instead of the six GEMMs.
 // The heads of q, k, v are copied to packed bfloat16 (AttentionSplitHeadsBF16);
 // FlashForward writes y straight into the model's row-major activation and
 // keeps, per layer, the output in bfloat16 and the logsumexp of every row

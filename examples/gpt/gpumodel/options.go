@@ -39,14 +39,14 @@ type Attention int
 
 const (
 	// AttentionFlash, the default, runs the fused kernels of
-	// internal/kernels/flash.cu (bfloat16 q, k, v and output gradient on
+	// examples/gpt/kernels/flash.cu (bfloat16 q, k, v and output gradient on
 	// the tensor cores, float32 softmax statistics): per layer it keeps
 	// the bfloat16 output and a logsumexp per row, and needs no seq x seq
 	// scratch. Head widths (Hidden/Heads) 64 and 128 only: New refuses
 	// others.
 	AttentionFlash Attention = iota
 	// AttentionGEMM runs six batched TF32 GEMMs of cuBLASLt around the
-	// softmax kernels of internal/kernels/attention.cu: any head width,
+	// softmax kernels of examples/gpt/kernels/attention.cu: any head width,
 	// float32 probabilities [batch, heads, seq, seq] kept per layer and a
 	// score-gradient scratch of the same size.
 	AttentionGEMM

@@ -12,7 +12,7 @@ import (
 	"github.com/distopt/distopt/examples/gpt/model"
 )
 
-// The GPU tests below run each kernel of internal/kernels/gpt.cu on random
+// The GPU tests below run each kernel of examples/gpt/kernels/gpt.cu on random
 // inputs and compare it with the float64 reference of this package. Inputs
 // are exactly representable on both sides (float32 activations, bfloat16
 // parameters), so the differences are the kernels' float32 rounding only:
