@@ -32,6 +32,18 @@ func Load(d *cuda.Device) (*Set, error) {
 	return LoadVariant(d, v)
 }
 
+// LoadModules loads only the named modules (the .cu files' names, see
+// Modules) on d, in the variant VariantFor picks, for a package that
+// launches the kernels of a few of them: collective/fp8grad loads
+// "gradfp8" alone. Launching a kernel of another module panics.
+func LoadModules(d *cuda.Device, names ...string) (*Set, error) {
+	v, err := VariantFor(d.Info())
+	if err != nil {
+		return nil, err
+	}
+	return load(d, v, names)
+}
+
 // LoadVariant loads every module on d in variant v, from the cubins for
 // d's architecture where they are shipped (sm_80 for 8.x, sm_90 for 9.0),
 // else from the PTX through the driver's JIT (newer GPUs; the sm80 variant
@@ -42,9 +54,14 @@ func LoadVariant(d *cuda.Device, v Variant) (*Set, error) {
 	if !v.supports(d.Info()) {
 		return nil, fmt.Errorf("%w: variant %v on sm_%d%d", ErrUnsupported, v, d.Info().Major, d.Info().Minor)
 	}
+	return load(d, v, Modules())
+}
+
+// load loads the named modules on d in variant v, which d supports.
+func load(d *cuda.Device, v Variant, names []string) (*Set, error) {
 	start := time.Now()
 	k := &Set{d: d, v: v, sms: d.Info().Multiprocessors, fns: map[string]*cuda.Function{}, images: map[string]cuda.Image{}}
-	for _, name := range Modules() {
+	for _, name := range names {
 		if err := k.loadModule(name); err != nil {
 			k.Close()
 			return nil, err
