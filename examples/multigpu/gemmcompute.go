@@ -167,7 +167,7 @@ func (c *gemmCompute) fill(p cuda.DevicePtr, n int, std float64, seed uint64) er
 
 // Forward implements computer.
 func (c *gemmCompute) Forward(i int, w optimizer.ParamView) error {
-	op, err := gemm.Weight(w)
+	op, err := weight(w)
 	if err != nil {
 		return err
 	}
@@ -177,16 +177,25 @@ func (c *gemmCompute) Forward(i int, w optimizer.ParamView) error {
 
 // Backward implements computer.
 func (c *gemmCompute) Backward(i int, w optimizer.ParamView, g optimizer.GradView, accumulate bool) error {
-	op, err := gemm.Weight(w)
+	op, err := weight(w)
 	if err != nil {
 		return err
 	}
-	out, err := gemm.Gradient(g, accumulate)
+	out, err := gemm.Gradient(g.Data, g.DType, accumulate)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", g.Name, err)
 	}
 	_, _, err = c.lins[i].Backward(gemm.BF16(pcuda.DevicePtr(c.dx)), out, pcuda.DevicePtr(c.dy), op)
 	return err
+}
+
+// weight returns the operand of the gathered FP8 weight w, read in place.
+func weight(w optimizer.ParamView) (gemm.Operand, error) {
+	op, err := gemm.Weight(w.Data, w.ScaleInv, w.Shape, w.Recipe)
+	if err != nil {
+		return gemm.Operand{}, fmt.Errorf("%s: %w", w.Name, err)
+	}
+	return op, nil
 }
 
 // WriteGrad implements computer: a copy of the gradient's size from the
