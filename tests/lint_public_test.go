@@ -188,7 +188,6 @@ var pendingExampleImports = []string{
 	"examples/gpt: internal/cuda",
 	"examples/gpt: internal/cudalink",
 	"examples/gpt: internal/kernels",
-	"examples/gpt: internal/safetensors",
 	"examples/multigpu: internal/barplot",
 	"examples/multigpu: internal/cuda",
 	"examples/multigpu: internal/cudalink",

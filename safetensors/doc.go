@@ -3,6 +3,10 @@
 // callers read and write the data section themselves at the offsets the
 // header gives, so that a file is never read whole.
 //
+// distopt's checkpoints and exports are safetensors files
+// (optimizer/checkpoint, `distopt export`); a program reads their tensors
+// with Read and Header.Lookup.
+//
 // # Format
 //
 // A file is, in order:
