@@ -175,7 +175,6 @@ func receiverName(e ast.Expr) string {
 // pendingExampleImports are the imports of internal packages that packages
 // under examples/ still make, as "package: import". The list may only shrink.
 var pendingExampleImports = []string{
-	"examples/gpt/data: internal/progress",
 	"examples/gpt/gpumodel: internal/cublaslt",
 	"examples/gpt/gpumodel: internal/cuda",
 	"examples/gpt/gpumodel: internal/cuda/cudatest",
@@ -184,14 +183,9 @@ var pendingExampleImports = []string{
 	"examples/gpt/model: internal/cuda",
 	"examples/gpt/model: internal/cuda/cudatest",
 	"examples/gpt/model: internal/kernels",
-	"examples/gpt/prepare: internal/progress",
 	"examples/gpt: internal/cuda",
 	"examples/gpt: internal/cudalink",
 	"examples/gpt: internal/kernels",
-	"examples/multigpu: internal/barplot",
-	"examples/multigpu: internal/cuda",
-	"examples/multigpu: internal/cudalink",
-	"examples/multigpu: internal/plan",
 }
 
 // TestExamplesImportNoInternal checks that no package under examples/, tests

@@ -103,7 +103,7 @@
 // reduce-scatter and refuses -grad-fp8.
 //
 // With -steptime h100|h200 it prints instead the predicted time of every
-// phase of the step (internal/plan's alpha-beta model, nodes of 8 GPUs,
+// phase of the step (package plan's alpha-beta model, nodes of 8 GPUs,
 // 400 Gb/s per GPU between nodes), flat and in groups of a node, the
 // communication, and the step with and without overlap for the compute of
 // -tokens tokens per GPU at -mfu of the peak; -steptime-chart draws the

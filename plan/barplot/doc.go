@@ -3,8 +3,8 @@
 // per series, its total written above it, the legend in the top right
 // corner with room left for it above the tallest bar.
 //
-// It is the one place where distopt's tools turn numbers into bar charts
-// (examples/multigpu's memory and step-time figures); layout, fonts and
-// file formats are gonum/plot's. SavePlot writes any gonum plot the same
-// way (`distopt plan -chart` draws lines with it).
+// It draws the planner's figures: memory per rank and the phases of a step
+// (examples/multigpu, `distopt plan -chart` and `-steptime-chart`);
+// layout, fonts and file formats are gonum/plot's. SavePlot writes any
+// gonum plot the same way (`distopt plan -chart` draws lines with it).
 package barplot

@@ -7,6 +7,8 @@
 // and BF16 moments), the memory of common GPUs, and parameter counts
 // written as people write them ("70B", "70e9").
 //
-// It is used by `distopt plan` and by examples/multigpu; the optimizer
-// package knows nothing of it.
+// It also models the time of a step's collectives (PredictStep, an
+// alpha-beta model calibrated on H200s). `distopt plan` and
+// examples/multigpu are built on it; the optimizer package knows nothing
+// of it.
 package plan
