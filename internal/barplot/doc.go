@@ -1,10 +1,11 @@
-// Package barplot draws stacked bar charts with gonum.org/v1/plot and
-// writes them as PNG or SVG: one bar per item, each a stack of one segment
-// per series, its total written above it, the legend in the top right
-// corner with room left for it above the tallest bar.
+// Package barplot draws stacked bar charts and writes them as PNG or SVG.
 //
-// It is the one place where distopt's tools turn numbers into bar charts
-// (examples/multigpu's memory and step-time figures); layout, fonts and
-// file formats are gonum/plot's. SavePlot writes any gonum plot the same
-// way (`distopt plan -chart` draws lines with it).
+// A chart has one bar per item. Each bar stacks one segment per series and
+// shows its total above it. The legend sits in the top right corner, with
+// room left for it above the tallest bar. Layout, fonts and file formats are
+// those of gonum.org/v1/plot.
+//
+// It is the one place where distopt's tools draw bar charts, such as the
+// memory and step-time figures of examples/multigpu. SavePlot writes any
+// gonum plot the same way. `distopt plan -chart` draws lines with it.
 package barplot
