@@ -2,7 +2,8 @@
 //
 // It also holds the model's CPU reference: the forward and backward passes
 // in float64, one function per operation. The GPU kernels are tested
-// against it.
+// against it. Config.FlopsPerToken counts a step's work; Config.Floor is
+// the step time a GPU of given rates cannot beat.
 //
 // # The model
 //
