@@ -1,10 +1,12 @@
 // Package safetensors implements the safetensors file format: the header
-// codec and its validation. It does no tensor arithmetic and holds no data;
-// callers read and write the data section themselves at the offsets the
-// header gives, so that a file is never read whole.
+// codec and its validation.
 //
-// distopt's checkpoints and exports are safetensors files
-// (optimizer/checkpoint, `distopt export`); a program reads their tensors
+// It does no tensor arithmetic and holds no data. Callers read and write the
+// data section themselves, at the offsets the header gives. So a file is
+// never read whole.
+//
+// distopt's checkpoints and exports are safetensors files: see
+// optimizer/checkpoint and `distopt export`. A program reads their tensors
 // with Read and Header.Lookup.
 //
 // # Format
@@ -16,14 +18,20 @@
 //     be padded at its end with spaces (0x20);
 //   - the data section: the tensors' bytes, little-endian, row-major.
 //
-// Every key of the header except "__metadata__" names a tensor and maps to
-// {"dtype": D, "shape": [d0, d1, ...], "data_offsets": [begin, end]}, with
-// begin and end byte offsets relative to the start of the data section. The
-// optional "__metadata__" maps strings to strings. The tensors' byte ranges
-// must tile the data section exactly: sorted by offset they are contiguous,
-// start at 0, do not overlap, and the last one ends where the file ends.
+// Every key of the header except "__metadata__" names a tensor. It maps to
+// an object of this form:
+//
+//	{"dtype": D, "shape": [d0, d1, ...], "data_offsets": [begin, end]}
+//
+// Begin and end are byte offsets from the start of the data section. The
+// optional "__metadata__" maps strings to strings.
+//
+// The tensors' byte ranges must tile the data section exactly. Sorted by
+// offset, they are contiguous, start at 0 and do not overlap. The last one
+// ends where the file ends.
 //
 // This package writes headers in the order the caller gives the tensors,
-// "__metadata__" first, padded with spaces so that the data section starts
-// at a multiple of 8 bytes, as the reference implementation does.
+// with "__metadata__" first. It pads them with spaces so that the data
+// section starts at a multiple of 8 bytes, as the reference implementation
+// does.
 package safetensors
