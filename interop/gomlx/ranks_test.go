@@ -124,15 +124,12 @@ func gpuPathRank(ctx context.Context, run *rankRun, rc rankComm, steps int, cfg 
 		return err
 	}
 	defer tr.Close()
-	for s := range steps {
+	err = runSteps(run, steps, func(s int) ([]float32, optimizer.StepResult, error) {
 		l, res, err := tr.Step(ctx, batch(s))
-		if err != nil {
-			return err
-		}
-		if res.Skipped {
-			return fmt.Errorf("step %d skipped: %s", s, res.Reason)
-		}
-		run.losses = append(run.losses, []float32{l})
+		return []float32{l}, res, err
+	})
+	if err != nil {
+		return err
 	}
 	if run.pieces, err = tr.Optimizer().ReadPieces(); err != nil {
 		return err

@@ -93,15 +93,9 @@ func trainRank(run *rankRun, comm collective.Communicator, micro, steps int, cfg
 		return err
 	}
 	run.tr = tr
-	for s := range steps {
-		l, res, err := tr.StepMicro(ctx, batches(s))
-		if err != nil {
-			return err
-		}
-		if res.Skipped {
-			return fmt.Errorf("step %d skipped: %s", s, res.Reason)
-		}
-		run.losses = append(run.losses, l)
+	err = runSteps(run, steps, func(s int) ([]float32, optimizer.StepResult, error) { return tr.StepMicro(ctx, batches(s)) })
+	if err != nil {
+		return err
 	}
 	if run.pieces, err = tr.Optimizer().ReadPieces(); err != nil {
 		return err
@@ -109,6 +103,22 @@ func trainRank(run *rankRun, comm collective.Communicator, micro, steps int, cfg
 	run.weights = map[string][]float32{}
 	for _, p := range tr.Params() {
 		run.weights[p.Name] = tensors.MustCopyFlatData[float32](p.Var.MustValue())
+	}
+	return nil
+}
+
+// runSteps takes n steps with step and keeps each step's losses in run; a
+// skipped step is an error.
+func runSteps(run *rankRun, n int, step func(s int) ([]float32, optimizer.StepResult, error)) error {
+	for s := range n {
+		l, res, err := step(s)
+		if err != nil {
+			return err
+		}
+		if res.Skipped {
+			return fmt.Errorf("step %d skipped: %s", s, res.Reason)
+		}
+		run.losses = append(run.losses, l)
 	}
 	return nil
 }
