@@ -4,121 +4,47 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
 
 	"github.com/distopt/distopt/buffer"
-	"github.com/distopt/distopt/collective"
-	"github.com/distopt/distopt/collective/grpccomm"
-	"github.com/distopt/distopt/collective/inproc"
-	"github.com/distopt/distopt/collective/rendezvous"
 	"github.com/distopt/distopt/fp8"
 	gomlxinterop "github.com/distopt/distopt/interop/gomlx"
+	"github.com/distopt/distopt/interop/gomlx/internal/ranks"
 	"github.com/distopt/distopt/interop/gomlx/internal/toy"
 	"github.com/distopt/distopt/optimizer"
 )
 
-// rankComm is one rank's place in a job.
-type rankComm struct {
-	comm  collective.Communicator
-	store optimizer.Agreer // the rendezvous store; nil in-process
-	close func() error
-}
-
-// connectFunc gives rank r its communicator.
-type connectFunc func(ctx context.Context, r int) (rankComm, error)
-
-// inprocRanks connects d ranks through the in-process communicator.
-func inprocRanks(d int) connectFunc {
-	comms := inproc.Communicators(d)
-	return func(_ context.Context, r int) (rankComm, error) {
-		return rankComm{comm: comms[r], close: func() error { return nil }}, nil
-	}
-}
-
-// grpcRanks connects d ranks as the processes of `distopt run` connect:
-// each dials the rendezvous store (served here on loopback) and makes its
-// gRPC communicator, which listens on a port of its own.
-func grpcRanks(t *testing.T, d int) connectFunc {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := rendezvous.Serve(lis)
-	t.Cleanup(srv.Close)
-	port := lis.Addr().(*net.TCPAddr).Port
-	return func(ctx context.Context, r int) (rankComm, error) {
-		store, err := rendezvous.Dial(ctx, rendezvous.Config{Rank: r, WorldSize: d, LocalRank: r, LocalWorldSize: d,
-			MasterAddr: "127.0.0.1", MasterPort: port, RunID: t.Name()})
-		if err != nil {
-			return rankComm{}, err
-		}
-		comm, err := grpccomm.New(ctx, store, grpccomm.Config{})
-		if err != nil {
-			return rankComm{}, errors.Join(err, store.Close())
-		}
-		return rankComm{comm: comm, store: store, close: func() error { return errors.Join(comm.Close(), store.Close()) }}, nil
-	}
-}
-
-// onRanks runs fn on d ranks connected by connect, each in a goroutine,
-// under one context that the first error cancels, so that a failing rank
-// never leaves the others waiting in a collective. The deadline only
-// bounds a hang; it is far above the run's time.
-func onRanks(t *testing.T, d int, connect connectFunc, fn func(ctx context.Context, r int, rc rankComm) error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	errs := make([]error, d)
-	var wg sync.WaitGroup
-	for r := range d {
-		wg.Go(func() {
-			rc, err := connect(ctx, r)
-			if err == nil {
-				err = errors.Join(fn(ctx, r, rc), rc.close())
-			}
-			if err != nil {
-				errs[r] = err
-				cancel()
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // trainGPUPath trains d ranks on GPUTrainer's path with the graph on the
 // host (each rank its own simplego backend), rank r fed part r of each
 // step's data.
-func trainGPUPath(t *testing.T, d, steps int, cfg gomlxinterop.Config, task toy.Task, connect connectFunc) []rankRun {
+func trainGPUPath(t *testing.T, d, steps int, cfg gomlxinterop.Config, task toy.Task, connect ranks.Connect) []rankRun {
 	t.Helper()
 	runs := make([]rankRun, d)
 	for r := range runs {
 		runs[r].backend = newBackend(t)
 	}
-	onRanks(t, d, connect, func(ctx context.Context, r int, rc rankComm) error {
-		return gpuPathRank(ctx, &runs[r], rc, steps, cfg, task)
+	ranks.Run(t, d, func(ctx context.Context, r int) error {
+		c, err := connect(ctx, r)
+		if err != nil {
+			return err
+		}
+		return errors.Join(gpuPathRank(ctx, &runs[r], c, steps, cfg, task), c.Close())
 	})
 	return runs
 }
 
-func gpuPathRank(ctx context.Context, run *rankRun, rc rankComm, steps int, cfg gomlxinterop.Config, task toy.Task) error {
+func gpuPathRank(ctx context.Context, run *rankRun, c ranks.Comm, steps int, cfg gomlxinterop.Config, task toy.Task) error {
 	batch := func(s int) gomlxinterop.Batch {
-		x, y := task.Batch(s, rc.comm.Rank(), perRank)
+		x, y := task.Batch(s, c.Rank(), perRank)
 		return gomlxinterop.Batch{Inputs: []*tensors.Tensor{x}, Labels: []*tensors.Tensor{y}}
 	}
-	cfg.Optimizer.Store = rc.store
-	tr, err := gomlxinterop.NewHostGPUPath(ctx, rc.comm, run.backend, toy.Context(seed), task.Model(), task.Loss, batch(0),
+	cfg.Optimizer.Store = c.Agreer()
+	tr, err := gomlxinterop.NewHostGPUPath(ctx, c.Communicator, run.backend, toy.Context(seed), task.Model(), task.Loss, batch(0),
 		gomlxinterop.GPUConfig{Optimizer: cfg.Optimizer, Rules: cfg.Rules})
 	if err != nil {
 		return err
@@ -192,8 +118,8 @@ func TestGPUPathRanks(t *testing.T) {
 			cfg := adamConfig()
 			cfg.Optimizer.Recipe, cfg.Optimizer.GradType = c.recipe, c.grads
 			cfg.Optimizer.WeightDecay, cfg.Optimizer.MaxGradNorm = 0.01, 1
-			overGRPC := trainGPUPath(t, c.d, steps, cfg, c.task, grpcRanks(t, c.d))
-			inProcess := trainGPUPath(t, c.d, steps, cfg, c.task, inprocRanks(c.d))
+			overGRPC := trainGPUPath(t, c.d, steps, cfg, c.task, ranks.GRPC(t, c.d))
+			inProcess := trainGPUPath(t, c.d, steps, cfg, c.task, ranks.InProcess(c.d))
 			if c.grads == buffer.BFloat16 {
 				checkSame(t, overGRPC, asOneRank(inProcess), steps)
 				return
@@ -229,7 +155,13 @@ func TestRanksDisagree(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			errs := make([]error, 2)
 			bes := []backends.Backend{newBackend(t), newBackend(t)}
-			onRanks(t, 2, grpcRanks(t, 2), func(ctx context.Context, r int, rc rankComm) error {
+			connect := ranks.GRPC(t, 2)
+			ranks.Run(t, 2, func(ctx context.Context, r int) error {
+				comm, err := connect(ctx, r)
+				if err != nil {
+					return err
+				}
+				defer comm.Close()
 				shape, cfg := toy.Small, adamConfig()
 				if r == 1 {
 					shape, cfg.Rules = c.shape, c.rules
@@ -237,12 +169,11 @@ func TestRanksDisagree(t *testing.T) {
 				task := toy.NewData(shape, 11)
 				x, y := task.Batch(0, r, perRank)
 				b := gomlxinterop.Batch{Inputs: []*tensors.Tensor{x}, Labels: []*tensors.Tensor{y}}
-				be := bes[r]
 				var tr interface{ Close() error }
 				if c.gpuPath {
-					tr, errs[r] = gomlxinterop.NewHostGPUPath(ctx, rc.comm, be, toy.Context(seed), task.Model(), task.Loss, b, gomlxinterop.GPUConfig{Optimizer: cfg.Optimizer, Rules: cfg.Rules})
+					tr, errs[r] = gomlxinterop.NewHostGPUPath(ctx, comm.Communicator, bes[r], toy.Context(seed), task.Model(), task.Loss, b, gomlxinterop.GPUConfig{Optimizer: cfg.Optimizer, Rules: cfg.Rules})
 				} else {
-					tr, errs[r] = gomlxinterop.NewTrainer(ctx, rc.comm, be, toy.Context(seed), task.Model(), task.Loss, b, cfg)
+					tr, errs[r] = gomlxinterop.NewTrainer(ctx, comm.Communicator, bes[r], toy.Context(seed), task.Model(), task.Loss, b, cfg)
 				}
 				if errs[r] == nil {
 					return errors.Join(errors.New("trainer made"), tr.Close())
