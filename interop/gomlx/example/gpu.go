@@ -192,7 +192,7 @@ func (r *gpuRun) validation(eval func(gomlxinterop.Batch) (float32, error)) (flo
 // as CSV (step, training loss, validation loss or empty).
 func (r *gpuRun) loop(step func(s int) (float32, error), eval func() (float32, error)) error {
 	var csv *os.File
-	if r.o.out != "" {
+	if r.o.out != "" && r.rank == 0 { // the ranks share the weights; rank 0 writes the curve
 		var err error
 		if csv, err = os.Create(r.o.out); err != nil {
 			return err

@@ -17,6 +17,11 @@
 //	bin/example -backend gpu -model lm -data ../../data/gpt -steps 1000 -batch 16
 //	bin/example -backend gpu -model lm -data ../../data/gpt -steps 1000 -batch 16 -optimizer adam
 //
+// On several GPUs each process is a rank with its own GPU, NCCL and XLA
+// client (not run yet; scripts/gomlx_gpu.sh d2):
+//
+//	bin/distopt run --nproc-per-node 2 -- bin/example -backend gpu -model lm -data ../../data/gpt
+//
 //	go run ./example -ranks 4 -steps 200
 //
 // Under the launcher each rank is a process and the ranks talk over gRPC:
@@ -56,7 +61,7 @@ type options struct {
 	recipe       fp8.Recipe
 	task         toy.Task
 	store        optimizer.Agreer // under the launcher: where ranks compare configurations first
-	out          io.Writer        // rank 0's report
+	report       io.Writer        // where rank 0 prints
 }
 
 func main() {
@@ -109,7 +114,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "example:", err)
 		os.Exit(2)
 	}
-	o := options{steps: *steps, batch: *batch, lr: *lr, eps: 1e-7, recipe: recipe, task: task, out: os.Stdout}
+	o := options{steps: *steps, batch: *batch, lr: *lr, eps: 1e-7, recipe: recipe, task: task, report: os.Stdout}
 	g.options = o
 	switch {
 	case *backend == "gpu" && g.task == nil:
@@ -239,7 +244,7 @@ func reference(d int, o options) (*adamRun, error) {
 	return &adamRun{losses: losses, heldOut: h}, err
 }
 
-// rank trains one rank; rank 0 (which gets ref) prints the losses to o.out.
+// rank trains one rank; rank 0 (which gets ref) prints the losses to o.report.
 func rank(ctx context.Context, comm collective.Communicator, o options, ref *adamRun) error {
 	be, err := toy.Backend()
 	if err != nil {
@@ -256,12 +261,12 @@ func rank(ctx context.Context, comm collective.Communicator, o options, ref *ada
 	}
 	defer tr.Close()
 	if ref != nil {
-		fmt.Fprintf(o.out, "distopt + GoMLX (%s): %d ranks, recipe %s, %d parameters, variables shared with the backend: %t\n",
+		fmt.Fprintf(o.report, "distopt + GoMLX (%s): %d ranks, recipe %s, %d parameters, variables shared with the backend: %t\n",
 			be.Name(), comm.Size(), o.recipe, len(tr.Params()), tr.Shared())
 		for _, p := range tr.Params() {
-			fmt.Fprintf(o.out, "  %-52s distopt shape %-8s layout %-10v high precision %t\n", p.Name, fmt.Sprint(p.Shape), p.Layout, p.HighPrecision)
+			fmt.Fprintf(o.report, "  %-52s distopt shape %-8s layout %-10v high precision %t\n", p.Name, fmt.Sprint(p.Shape), p.Layout, p.HighPrecision)
 		}
-		fmt.Fprintf(o.out, "%6s  %14s  %14s\n", "step", "distopt FP8", "GoMLX Adam")
+		fmt.Fprintf(o.report, "%6s  %14s  %14s\n", "step", "distopt FP8", "GoMLX Adam")
 	}
 	lossBuf := make(buffer.HostBuffer, 8)
 	for s := range o.steps {
@@ -277,7 +282,7 @@ func rank(ctx context.Context, comm collective.Communicator, o options, ref *ada
 			return err
 		}
 		if ref != nil && (s%max(1, o.steps/10) == 0 || s == o.steps-1) {
-			fmt.Fprintf(o.out, "%6d  %14.5f  %14.5f\n", s, math.Float64frombits(binary.LittleEndian.Uint64(lossBuf)), ref.losses[s])
+			fmt.Fprintf(o.report, "%6d  %14.5f  %14.5f\n", s, math.Float64frombits(binary.LittleEndian.Uint64(lossBuf)), ref.losses[s])
 		}
 	}
 	if ref == nil {
@@ -288,7 +293,7 @@ func rank(ctx context.Context, comm collective.Communicator, o options, ref *ada
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(o.out, "held-out loss after %d steps: distopt %.5f   GoMLX Adam %.5f   (%+.2f%%)\n", o.steps, h, ref.heldOut, 100*(h/ref.heldOut-1))
+	fmt.Fprintf(o.report, "held-out loss after %d steps: distopt %.5f   GoMLX Adam %.5f   (%+.2f%%)\n", o.steps, h, ref.heldOut, 100*(h/ref.heldOut-1))
 	return nil
 }
 

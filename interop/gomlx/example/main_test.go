@@ -27,7 +27,7 @@ func TestGRPCRanks(t *testing.T) {
 	const d = 2
 	o := options{steps: 40, batch: 16, lr: 3e-3, eps: 1e-7, recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, task: toy.NewData(toy.Small, 11)}
 	var want, got bytes.Buffer
-	o.out = &want
+	o.report = &want
 	if err := inProcess(d, o); err != nil {
 		t.Fatal(err)
 	}
@@ -38,9 +38,9 @@ func TestGRPCRanks(t *testing.T) {
 			return err
 		}
 		ro := o
-		ro.out = io.Discard
+		ro.report = io.Discard
 		if r == 0 {
-			ro.out = &got
+			ro.report = &got
 		}
 		return errors.Join(grpcRank(ctx, store, ro), store.Close())
 	})
@@ -107,7 +107,7 @@ func TestUnderLauncher(t *testing.T) {
 // TestGRPCRanksDisagree starts two gRPC ranks with different -steps: both
 // must fail at once with rendezvous.ErrDisagree, not wait in a collective.
 func TestGRPCRanksDisagree(t *testing.T) {
-	o := options{steps: 3, batch: 16, lr: 3e-3, eps: 1e-7, recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, task: toy.NewData(toy.Small, 11), out: io.Discard}
+	o := options{steps: 3, batch: 16, lr: 3e-3, eps: 1e-7, recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, task: toy.NewData(toy.Small, 11), report: io.Discard}
 	errs := make([]error, 2)
 	stores := ranks.Stores(t, 2)
 	ranks.Run(t, 2, func(ctx context.Context, r int) error {
