@@ -43,8 +43,8 @@ type gpuRun struct {
 
 // runGPU trains task on GPU LOCAL_RANK with distopt (GPUTrainer) or with
 // GoMLX's own Adam, and prints losses, speed and memory. Under `distopt
-// run -n d` each process is a rank on its own GPU, with its own XLA client
-// limited to that GPU, and rank r trains on part r of each step's data.
+// run --nproc-per-node d` each process is a rank on its own GPU, with its XLA
+// client limited to that GPU, and rank r trains on part r of the data.
 func runGPU(o gpuOptions) error {
 	ctx := context.Background()
 	r := &gpuRun{o: o, world: 1}
