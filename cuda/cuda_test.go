@@ -150,3 +150,43 @@ func TestCopies(t *testing.T) {
 		}
 	}
 }
+
+// TestUsage counts an allocation and a host wait, and finds the open device
+// among Devices.
+func TestUsage(t *testing.T) {
+	d, s := open(t)
+	before, syncs := d.Usage(), d.HostSyncs()
+	p, err := d.Alloc(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := d.Usage()
+	if u.DeviceBytes-before.DeviceBytes != 1000 || u.DeviceAllocs-before.DeviceAllocs != 1 {
+		t.Errorf("after Alloc(1000): %+v, before %+v", u, before)
+	}
+	if err := errors.Join(s.Synchronize(), d.Free(p)); err != nil {
+		t.Fatal(err)
+	}
+	if d.HostSyncs() <= syncs {
+		t.Errorf("HostSyncs %d after a Synchronize, %d before", d.HostSyncs(), syncs)
+	}
+	if d.Usage() != before {
+		t.Errorf("after Free: %+v, want %+v", d.Usage(), before)
+	}
+	infos, err := cuda.Devices()
+	if err != nil || len(infos) <= d.Ordinal() || infos[d.Ordinal()] != d.Info() {
+		t.Errorf("Devices = %v, %v; want %v among them", infos, err, d.Info())
+	}
+}
+
+// TestDevicesWithoutGPU: on a host without a GPU, Devices says why with
+// ErrNoDriver or ErrNoDevice.
+func TestDevicesWithoutGPU(t *testing.T) {
+	infos, err := cuda.Devices()
+	if err == nil {
+		t.Skipf("this host has %d GPUs", len(infos))
+	}
+	if !errors.Is(err, cuda.ErrNoDriver) && !errors.Is(err, cuda.ErrNoDevice) {
+		t.Errorf("Devices: %v, want ErrNoDriver or ErrNoDevice", err)
+	}
+}

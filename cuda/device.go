@@ -37,6 +37,21 @@ func (i DeviceInfo) String() string {
 // returns an error matching ErrNoDriver or ErrNoDevice.
 func DeviceCount() (int, error) { return icuda.DeviceCount() }
 
+// Devices describes every GPU the driver sees, without opening any (no
+// context is made). Without a GPU it returns an error matching
+// ErrNoDriver or ErrNoDevice.
+func Devices() ([]DeviceInfo, error) {
+	infos, err := icuda.Devices()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DeviceInfo, len(infos))
+	for i, in := range infos {
+		out[i] = publicInfo(in)
+	}
+	return out, nil
+}
+
 // Open opens GPU ordinal and retains its primary context. Close releases it.
 func Open(ordinal int) (*Device, error) {
 	d, err := icuda.Open(ordinal)
@@ -58,8 +73,9 @@ func (d *Device) Close() error {
 func (d *Device) Ordinal() int { return d.d.Ordinal() }
 
 // Info describes the device.
-func (d *Device) Info() DeviceInfo {
-	i := d.d.Info()
+func (d *Device) Info() DeviceInfo { return publicInfo(d.d.Info()) }
+
+func publicInfo(i icuda.DeviceInfo) DeviceInfo {
 	return DeviceInfo{Ordinal: i.Ordinal, Name: i.Name, PCIBusID: i.PCIBusID, Major: i.Major, Minor: i.Minor,
 		TotalMemory: i.TotalMemory, Multiprocessors: i.Multiprocessors}
 }
@@ -76,17 +92,6 @@ func (d *Device) Synchronize() error { return d.d.Synchronize() }
 // small kernels take on the GPU). fn must not wait for other goroutines
 // that use the device.
 func (d *Device) Do(fn func() error) error { return d.d.Do(fn) }
-
-// Usage counts what a Device has handed out and not yet released.
-type Usage struct {
-	DeviceBytes, DeviceAllocs int // from Alloc
-	HostBytes, HostAllocs     int // from AllocHost
-	Streams, Events, Modules  int
-}
-
-// Usage returns what is allocated and not yet freed through this Device:
-// a test's leak check, or a program's own count of its device memory.
-func (d *Device) Usage() Usage { return Usage(d.d.Usage()) }
 
 // devices maps each open internal device to its one public Device, so that
 // a device handed back by a library is the one the caller opened.

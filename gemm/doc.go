@@ -13,11 +13,13 @@
 //     its 128x128 tile grid) into scratch, uses it, and drops it: one layer
 //     at a time, never a cached transposed copy of the model;
 //   - WGrad: dw[out, in] (+)= dyᵀ · x into an Output, typically
-//     Gradient(optimizer.GradView, accumulate) with beta = 1 across
-//     micro-batches: no gradient copy is made.
+//     Gradient(view.Data, view.DType, accumulate) of an optimizer's
+//     gradient view, with beta = 1 across micro-batches: no gradient copy
+//     is made.
 //
 // Operands are Operand values: FP8 bytes, shape, format and scale layout.
-// Weight turns an optimizer.ParamView into one; Quantize makes activation
+// Weight makes one of an optimizer's gathered parameter (its Data,
+// ScaleInv, Shape and Recipe), in place; Quantize makes activation
 // operands from float32 or bfloat16 (per-tensor current or delayed scaling,
 // or 1x128 blocks along rows, or down columns for the weight gradient), bit
 // for bit as the fp8 package casts them, with the amax folded on the device.

@@ -6,7 +6,6 @@ import (
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/optimizer"
 )
 
 // Layout says how an FP8 operand's scale_inv values are stored.
@@ -90,25 +89,28 @@ func (o Operand) stored() (rows, cols int) {
 	return o.Rows, o.Cols
 }
 
-// Weight returns the operand of a 2-D FP8 parameter as the optimizer
-// gathered it: its bytes and scale_inv in place, no copy.
-func Weight(v optimizer.ParamView) (Operand, error) {
-	if v.HighPrecision {
-		return Operand{}, fmt.Errorf("%w: %q is a high-precision parameter", ErrLayout, v.Name)
+// Weight returns the operand of a 2-D FP8 weight in device memory, read
+// in place: data holds shape[0] x shape[1] codes of r.Format, row-major,
+// and scaleInv its scale_inv values in r's order. An optimizer's gathered
+// parameter gives all four: gemm.Weight(v.Data, v.ScaleInv, v.Shape,
+// v.Recipe) for an optimizer.ParamView v.
+func Weight(data, scaleInv buffer.Buffer, shape []int, r fp8.Recipe) (Operand, error) {
+	if scaleInv == nil {
+		return Operand{}, fmt.Errorf("%w: a weight without scale_inv (a high-precision parameter?)", ErrLayout)
 	}
-	if len(v.Shape) != 2 {
-		return Operand{}, fmt.Errorf("%w: %q has shape %v, want [out, in]", ErrShape, v.Name, v.Shape)
+	if len(shape) != 2 {
+		return Operand{}, fmt.Errorf("%w: a weight of shape %v, want [out, in]", ErrShape, shape)
 	}
-	l, err := LayoutOf(v.Recipe)
+	l, err := LayoutOf(r)
 	if err != nil {
 		return Operand{}, err
 	}
-	data, ok1 := v.Data.(buffer.DeviceBuffer)
-	scales, ok2 := v.ScaleInv.(buffer.DeviceBuffer)
+	d, ok1 := data.(buffer.DeviceBuffer)
+	scales, ok2 := scaleInv.(buffer.DeviceBuffer)
 	if !ok1 || !ok2 {
-		return Operand{}, fmt.Errorf("%w: %q is not in device memory", ErrLayout, v.Name)
+		return Operand{}, fmt.Errorf("%w: a weight that is not in device memory", ErrLayout)
 	}
-	return Operand{Data: cuda.DevicePtr(data.Ptr), Rows: v.Shape[0], Cols: v.Shape[1], Format: v.Format,
+	return Operand{Data: cuda.DevicePtr(d.Ptr), Rows: shape[0], Cols: shape[1], Format: r.Format,
 		Scales: l, ScaleInv: cuda.DevicePtr(scales.Ptr)}, nil
 }
 
@@ -123,14 +125,16 @@ type Output struct {
 	Accumulate bool
 }
 
-// Gradient returns the output that writes a weight gradient into the
-// optimizer's gradient view, in place, accumulating when accumulate is set.
-func Gradient(v optimizer.GradView, accumulate bool) (Output, error) {
-	b, ok := v.Data.(buffer.DeviceBuffer)
+// Gradient returns the output that writes a weight gradient of type dt
+// into dst, in device memory, in place, accumulating when accumulate is
+// set: gemm.Gradient(g.Data, g.DType, accumulate) for an optimizer's
+// gradient view g.
+func Gradient(dst buffer.Buffer, dt buffer.DType, accumulate bool) (Output, error) {
+	b, ok := dst.(buffer.DeviceBuffer)
 	if !ok {
-		return Output{}, fmt.Errorf("%w: gradient of %q is not in device memory", ErrLayout, v.Name)
+		return Output{}, fmt.Errorf("%w: a gradient that is not in device memory", ErrLayout)
 	}
-	return Output{Data: cuda.DevicePtr(b.Ptr), Type: v.DType, Accumulate: accumulate}, nil
+	return Output{Data: cuda.DevicePtr(b.Ptr), Type: dt, Accumulate: accumulate}, nil
 }
 
 // BF16 returns an output of bfloat16 at p that is overwritten.

@@ -44,7 +44,7 @@ func checkOptimizerViews(t *testing.T, r fp8.Recipe) {
 
 	pv, err := o.Param("w")
 	must(t, err)
-	w, err := Weight(pv)
+	w, err := Weight(pv.Data, pv.ScaleInv, pv.Shape, pv.Recipe)
 	must(t, err)
 	tn, err := o.Tensor("w")
 	must(t, err)
@@ -70,7 +70,7 @@ func checkOptimizerViews(t *testing.T, r fp8.Recipe) {
 	XT, DYT := hxT.decode(false), hdyT.decode(false)
 	gv, err := o.Grad("w")
 	must(t, err)
-	g, err := Gradient(gv, false)
+	g, err := Gradient(gv.Data, gv.DType, false)
 	must(t, err)
 	_, err = e.WGrad(g, dyT, xT)
 	must(t, err)

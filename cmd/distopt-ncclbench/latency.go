@@ -187,102 +187,149 @@ func (lb *latencyBench) repeatWaited(op collective.Op, k int, each func(int, tim
 // synchronized in one hop to the device's worker (the floor: NCCL and CUDA
 // only); launched, then its event polled with one hop per look and
 // runtime.Gosched between looks; and the same with a 10 µs time.Sleep
-// between looks (what a timer-paced wait costs). The three ways stay in one
-// function (longer than usual) so that they share one communicator and one
-// buffer and read side by side.
+// between looks (what a timer-paced wait costs). The three share one
+// communicator and one buffer.
 func (lb *latencyBench) raw(blocking bool, buf cuda.DevicePtr) error {
+	r, err := lb.openRaw(blocking, buf)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	if err := r.floor(); err != nil {
+		return err
+	}
+	if err := lb.rawSeries(r.name+"_event_gosched", r.polled(runtime.Gosched), lb.ops); err != nil {
+		return err
+	}
+	sleep := func() { time.Sleep(10 * time.Microsecond) }
+	return lb.rawSeries(r.name+"_event_sleep10us", r.polled(sleep), lb.ops)
+}
+
+// rawComm is what raw measures with: a communicator of the NCCL binding,
+// a stream, an event and the 4-byte buffer of the all-reduce.
+type rawComm struct {
+	lb   *latencyBench
+	lib  *nccl.Library
+	nc   *nccl.Comm
+	s    *cuda.Stream
+	ev   *cuda.Event
+	buf  cuda.DevicePtr
+	name string // "raw_blocking" or "raw_nonblocking"
+}
+
+// openRaw makes the communicator (blocking or not), the stream and the
+// event of raw.
+func (lb *latencyBench) openRaw(blocking bool, buf cuda.DevicePtr) (_ *rawComm, err error) {
 	mode := "nonblocking"
 	if blocking {
 		mode = "blocking"
 	}
 	lib, err := nccl.Default()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	nc, err := lb.rawInit(lib, mode, blocking)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer lb.dev.Do(nc.Abort)
-	s, err := lb.dev.NewStream()
-	if err != nil {
-		return err
-	}
-	defer s.Destroy()
-	ev, err := lb.dev.NewEvent(false)
-	if err != nil {
-		return err
-	}
-	defer ev.Destroy()
-	// launch queues the all-reduce and returns once NCCL has put it on the
-	// stream, on the worker, with the time until ncclGroupEnd returned and
-	// the looks at ncclCommGetAsyncError after it.
-	launch := func() (groupEnd time.Duration, polls int, err error) {
-		t := time.Now()
-		if err := lib.GroupStart(); err != nil {
-			return 0, 0, err
+	r := &rawComm{lb: lb, lib: lib, nc: nc, buf: buf, name: "raw_" + mode}
+	defer func() {
+		if err != nil {
+			r.close()
 		}
-		callErr := nc.AllReduce(uintptr(buf), uintptr(buf), 1, nccl.Float32, nccl.Sum, s.Handle())
-		err = errors.Join(callErr, lib.GroupEnd())
-		groupEnd = time.Since(t)
-		for errors.Is(err, nccl.ErrInProgress) {
-			polls++
-			err = nc.AsyncError()
-		}
-		return groupEnd, polls, err
+	}()
+	if r.s, err = lb.dev.NewStream(); err != nil {
+		return nil, err
 	}
-	// floor: launch + cuStreamSynchronize in one hop.
-	var ge, lt []time.Duration
-	var polls []time.Duration
+	if r.ev, err = lb.dev.NewEvent(false); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// close releases the event and the stream and aborts the communicator.
+func (r *rawComm) close() {
+	if r.ev != nil {
+		r.ev.Destroy()
+	}
+	if r.s != nil {
+		r.s.Destroy()
+	}
+	r.lb.dev.Do(r.nc.Abort)
+}
+
+// launch queues the all-reduce and returns once NCCL has put it on the
+// stream, on the worker, with the time until ncclGroupEnd returned and the
+// looks at ncclCommGetAsyncError after it.
+func (r *rawComm) launch() (groupEnd time.Duration, polls int, err error) {
+	t := time.Now()
+	if err := r.lib.GroupStart(); err != nil {
+		return 0, 0, err
+	}
+	callErr := r.nc.AllReduce(uintptr(r.buf), uintptr(r.buf), 1, nccl.Float32, nccl.Sum, r.s.Handle())
+	err = errors.Join(callErr, r.lib.GroupEnd())
+	groupEnd = time.Since(t)
+	for errors.Is(err, nccl.ErrInProgress) {
+		polls++
+		err = r.nc.AsyncError()
+	}
+	return groupEnd, polls, err
+}
+
+// floor times launch and cuStreamSynchronize in one hop to the worker;
+// rank 0 also prints when ncclGroupEnd returned and when the launch was
+// done.
+func (r *rawComm) floor() error {
+	lb := r.lb
+	var ge, lt, polls []time.Duration
 	once := func() (time.Duration, error) {
 		t := time.Now()
 		err := lb.dev.Do(func() error {
-			g, p, err := launch()
+			g, p, err := r.launch()
 			if err != nil {
 				return err
 			}
 			ge, polls = append(ge, g), append(polls, time.Duration(p)*time.Microsecond)
 			lt = append(lt, time.Since(t))
-			return s.Synchronize()
+			return r.s.Synchronize()
 		})
 		return time.Since(t), err
 	}
-	if err := lb.rawSeries("raw_"+mode+"_sync", once, 20); err != nil {
+	if err := lb.rawSeries(r.name+"_sync", once, 20); err != nil {
 		return err
 	}
 	ge, lt, polls = nil, nil, nil
-	if err := lb.rawSeries("raw_"+mode+"_sync", once, lb.ops); err != nil {
+	if err := lb.rawSeries(r.name+"_sync", once, lb.ops); err != nil {
 		return err
 	}
 	if lb.rank == 0 {
 		fmt.Printf("%-34s %9.1f %9s   (ncclGroupEnd return; launched: %.1f µs, %.0f looks at ncclCommGetAsyncError)\n",
-			"  raw_"+mode+"_groupend", quantileUS(ge, 0.5), "", quantileUS(lt, 0.5), quantileUS(polls, 0.5))
+			"  "+r.name+"_groupend", quantileUS(ge, 0.5), "", quantileUS(lt, 0.5), quantileUS(polls, 0.5))
 	}
-	// event polled from this goroutine, one hop per look.
-	polled := func(pause func()) func() (time.Duration, error) {
-		return func() (time.Duration, error) {
-			t := time.Now()
-			err := lb.dev.Do(func() error {
-				if _, _, err := launch(); err != nil {
-					return err
-				}
-				return ev.Record(s)
-			})
-			for err == nil {
-				var done bool
-				if done, err = ev.Query(); done {
-					break
-				}
-				pause()
+	return nil
+}
+
+// polled returns a call of the series that launches the all-reduce,
+// records the event after it in the same hop, and polls the event from
+// this goroutine, one hop per look, calling pause between looks.
+func (r *rawComm) polled(pause func()) func() (time.Duration, error) {
+	return func() (time.Duration, error) {
+		t := time.Now()
+		err := r.lb.dev.Do(func() error {
+			if _, _, err := r.launch(); err != nil {
+				return err
 			}
-			return time.Since(t), err
+			return r.ev.Record(r.s)
+		})
+		for err == nil {
+			var done bool
+			if done, err = r.ev.Query(); done {
+				break
+			}
+			pause()
 		}
+		return time.Since(t), err
 	}
-	if err := lb.rawSeries("raw_"+mode+"_event_gosched", polled(runtime.Gosched), lb.ops); err != nil {
-		return err
-	}
-	sleep := func() { time.Sleep(10 * time.Microsecond) }
-	return lb.rawSeries("raw_"+mode+"_event_sleep10us", polled(sleep), lb.ops)
 }
 
 // rawSeries times k calls of once after a barrier; it records them unless

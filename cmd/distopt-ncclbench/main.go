@@ -134,8 +134,7 @@ type bench struct {
 }
 
 // run is one rank: the bandwidth benchmarks, or with latOps > 0 the
-// latency ones. It is long on purpose: one script of set-up, timed
-// collectives and printed rows, in the order of the output.
+// latency ones.
 func run(elements, iters, warmup, trials, latOps int, jsonPath string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -165,59 +164,26 @@ func run(elements, iters, warmup, trials, latOps int, jsonPath string) error {
 		return err
 	}
 	defer b.exact.Close()
+	return runBandwidth(ctx, b, rc, elements, jsonPath)
+}
+
+// runBandwidth times every collective of bandwidthSpecs over elements
+// parameters; rank 0 prints one row each and writes them to jsonPath.
+func runBandwidth(ctx context.Context, b *bench, rc rendezvous.Config, elements int, jsonPath string) error {
 	n := rc.WorldSize
 	if elements%n != 0 {
 		return fmt.Errorf("-elements %d is not a multiple of %d ranks", elements, n)
 	}
 	if rc.Rank == 0 {
 		fmt.Printf("# distopt-ncclbench: %d ranks, %v, GPU %s, %d elements, %d trials x %d ops\n",
-			n, b.plain.Library(), dev.Info().Name, elements, trials, iters)
-	}
-	shard := elements / n
-	specs := []struct {
-		name   string
-		comm   *nccl.Comm
-		kind   collective.OpKind
-		dt     buffer.DType
-		red    collective.ReduceOp
-		elSize int
-	}{
-		{"allgather_fp8", b.plain, collective.OpAllGather, buffer.Uint8, 0, 1},
-		{"allgather_bf16", b.plain, collective.OpAllGather, buffer.Uint8, 0, 2},
-		{"reducescatter_bf16_sum", b.plain, collective.OpReduceScatter, buffer.BFloat16, collective.Sum, 2},
-		{"reducescatter_bf16_avg", b.plain, collective.OpReduceScatter, buffer.BFloat16, collective.Avg, 2},
-		{"reducescatter_bf16_avg_exact", b.exact, collective.OpReduceScatter, buffer.BFloat16, collective.Avg, 2},
-		{"reducescatter_f32_avg_exact", b.exact, collective.OpReduceScatter, buffer.Float32, collective.Avg, 4},
+			n, b.plain.Library(), b.dev.Info().Name, elements, b.trials, b.iters)
 	}
 	var results []Result
-	for _, s := range specs {
-		full, part := elements*s.elSize, shard*s.elSize
-		big, err := b.buffer(full)
+	for _, s := range b.bandwidthSpecs() {
+		r, err := b.measure(ctx, s, elements, n)
 		if err != nil {
 			return err
 		}
-		small, err := b.buffer(part)
-		if err != nil {
-			return err
-		}
-		op := collective.Op{Kind: s.kind, Dst: big, Src: small}
-		opName, dtName := "all_gather", "fp8"
-		if s.elSize == 2 {
-			dtName = "bf16"
-		}
-		if s.kind == collective.OpReduceScatter {
-			op = collective.Op{Kind: s.kind, Dst: small, Src: big, DType: s.dt, Reduce: s.red}
-			opName, dtName = "reduce_scatter_"+s.red.String(), s.dt.String()
-		}
-		sec, err := b.time(ctx, s.comm, op)
-		b.dev.Free(cuda.DevicePtr(big.Ptr))
-		b.dev.Free(cuda.DevicePtr(small.Ptr))
-		if err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
-		}
-		algbw := float64(full) / sec / 1e9
-		r := Result{Name: s.name, Op: opName, DType: dtName, Ranks: n, Bytes: int64(full), TimeMS: sec * 1e3,
-			AlgBWGBps: algbw, BusBWGBps: algbw * float64(n-1) / float64(n), Backend: "distopt"}
 		results = append(results, r)
 		if rc.Rank == 0 {
 			fmt.Printf("%-30s %12d B %9.3f ms  algbw %7.1f GB/s  busbw %7.1f GB/s\n", r.Name, r.Bytes, r.TimeMS, r.AlgBWGBps, r.BusBWGBps)
@@ -227,17 +193,77 @@ func run(elements, iters, warmup, trials, latOps int, jsonPath string) error {
 		return err
 	}
 	if rc.Rank == 0 && jsonPath != "" {
-		f, err := os.Create(jsonPath)
-		if err != nil {
-			return err
-		}
-		enc := json.NewEncoder(f)
-		for _, r := range results {
-			enc.Encode(r)
-		}
-		return f.Close()
+		return writeResults(jsonPath, results)
 	}
 	return nil
+}
+
+// bandwidthSpec is one collective runBandwidth times.
+type bandwidthSpec struct {
+	name   string
+	comm   *nccl.Comm
+	kind   collective.OpKind
+	dt     buffer.DType
+	red    collective.ReduceOp
+	elSize int // bytes per parameter or gradient
+}
+
+// bandwidthSpecs are the all-gathers of FP8 and BF16 parameters and the
+// reduce-scatters of BF16 and FP32 gradients, in the order of the output.
+func (b *bench) bandwidthSpecs() []bandwidthSpec {
+	return []bandwidthSpec{
+		{"allgather_fp8", b.plain, collective.OpAllGather, buffer.Uint8, 0, 1},
+		{"allgather_bf16", b.plain, collective.OpAllGather, buffer.Uint8, 0, 2},
+		{"reducescatter_bf16_sum", b.plain, collective.OpReduceScatter, buffer.BFloat16, collective.Sum, 2},
+		{"reducescatter_bf16_avg", b.plain, collective.OpReduceScatter, buffer.BFloat16, collective.Avg, 2},
+		{"reducescatter_bf16_avg_exact", b.exact, collective.OpReduceScatter, buffer.BFloat16, collective.Avg, 2},
+		{"reducescatter_f32_avg_exact", b.exact, collective.OpReduceScatter, buffer.Float32, collective.Avg, 4},
+	}
+}
+
+// measure times s over elements parameters on n ranks, in buffers of its
+// own that it frees.
+func (b *bench) measure(ctx context.Context, s bandwidthSpec, elements, n int) (Result, error) {
+	full, part := elements*s.elSize, elements/n*s.elSize
+	big, err := b.buffer(full)
+	if err != nil {
+		return Result{}, err
+	}
+	small, err := b.buffer(part)
+	if err != nil {
+		return Result{}, err
+	}
+	op := collective.Op{Kind: s.kind, Dst: big, Src: small}
+	opName, dtName := "all_gather", "fp8"
+	if s.elSize == 2 {
+		dtName = "bf16"
+	}
+	if s.kind == collective.OpReduceScatter {
+		op = collective.Op{Kind: s.kind, Dst: small, Src: big, DType: s.dt, Reduce: s.red}
+		opName, dtName = "reduce_scatter_"+s.red.String(), s.dt.String()
+	}
+	sec, err := b.time(ctx, s.comm, op)
+	b.dev.Free(cuda.DevicePtr(big.Ptr))
+	b.dev.Free(cuda.DevicePtr(small.Ptr))
+	if err != nil {
+		return Result{}, fmt.Errorf("%s: %w", s.name, err)
+	}
+	algbw := float64(full) / sec / 1e9
+	return Result{Name: s.name, Op: opName, DType: dtName, Ranks: n, Bytes: int64(full), TimeMS: sec * 1e3,
+		AlgBWGBps: algbw, BusBWGBps: algbw * float64(n-1) / float64(n), Backend: "distopt"}, nil
+}
+
+// writeResults writes results to path as JSON lines.
+func writeResults(path string, results []Result) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(f)
+	for _, r := range results {
+		enc.Encode(r)
+	}
+	return f.Close()
 }
 
 // buffer allocates n zeroed bytes on the rank's GPU.

@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer/checkpoint"
+	"github.com/distopt/distopt/plan"
 )
 
 func init() {

@@ -15,8 +15,8 @@ import (
 	"strconv"
 
 	"github.com/distopt/distopt/bf16"
-	"github.com/distopt/distopt/internal/safetensors"
 	"github.com/distopt/distopt/optimizer/checkpoint"
+	"github.com/distopt/distopt/safetensors"
 )
 
 // This file is `distopt export -as gpt2`: examples/gpt's model as Hugging

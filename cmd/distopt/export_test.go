@@ -13,9 +13,9 @@ import (
 	"github.com/distopt/distopt/optimizer/cpu"
 
 	"github.com/distopt/distopt/collective/inproc"
-	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/checkpoint"
+	"github.com/distopt/distopt/plan"
 )
 
 // testCheckpoint saves a small Llama-style model on 2 in-process ranks

@@ -13,9 +13,9 @@ import (
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/internal/progress"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/plan"
 	"github.com/distopt/distopt/shard"
 )
 
@@ -528,10 +528,10 @@ func (p *memoryPlan) write(w io.Writer, bytes bool) {
 	row("closed form "+p.formula, func(i int) string { return fmt.Sprintf("%.3f", p.closedForm(p.ds[i])) })
 
 	fmt.Fprintf(w, "\ncomparison, memory per rank in GiB, from each configuration's bytes per parameter\n")
-	fmt.Fprint(w, plan.ComparisonTable(p.n, p.ds, p.gpu.Bytes))
-	fmt.Fprintf(w, plan.RowFormat(), "distopt, this configuration (exact)", "as above")
+	fmt.Fprint(w, comparisonTable(p.n, p.ds, p.gpu.Bytes))
+	fmt.Fprintf(w, rowFormat(), "distopt, this configuration (exact)", "as above")
 	for i := range p.ds {
-		fmt.Fprint(w, " "+plan.Cell(float64(p.total(i)), p.gpu.Bytes))
+		fmt.Fprint(w, " "+gibCell(float64(p.total(i)), p.gpu.Bytes))
 	}
 	fmt.Fprintln(w)
 	p.writeAlternative(w)

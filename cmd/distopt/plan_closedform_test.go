@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/distopt/distopt/internal/plan"
+	"github.com/distopt/distopt/plan"
 	"github.com/distopt/distopt/shard"
 )
 

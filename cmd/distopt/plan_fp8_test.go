@@ -15,9 +15,9 @@ import (
 	"github.com/distopt/distopt/collective/fp8grad"
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/optimizertest"
+	"github.com/distopt/distopt/plan"
 	"github.com/distopt/distopt/shard"
 )
 

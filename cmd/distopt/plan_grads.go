@@ -5,7 +5,6 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/shard"
 )
@@ -50,9 +49,9 @@ func (p *memoryPlan) gradientAlternative(o planOptions, params []optimizer.Param
 
 // writeAlternative prints the comparison row of p.alt.
 func (p *memoryPlan) writeAlternative(w io.Writer) {
-	fmt.Fprintf(w, plan.RowFormat(), p.altName, "exact")
+	fmt.Fprintf(w, rowFormat(), p.altName, "exact")
 	for _, t := range p.alt {
-		fmt.Fprint(w, " "+plan.Cell(float64(t), p.gpu.Bytes))
+		fmt.Fprint(w, " "+gibCell(float64(t), p.gpu.Bytes))
 	}
 	fmt.Fprintln(w)
 }

@@ -17,8 +17,8 @@ import (
 
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/plan"
 	"github.com/distopt/distopt/shard"
 )
 

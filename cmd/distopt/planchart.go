@@ -13,8 +13,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"github.com/distopt/distopt/internal/barplot"
-	"github.com/distopt/distopt/internal/plan"
+	"github.com/distopt/distopt/plan"
+	"github.com/distopt/distopt/plan/barplot"
 )
 
 // chartLine is one line of the plan chart: GiB per rank at each d.

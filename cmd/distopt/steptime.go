@@ -8,9 +8,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/distopt/distopt/internal/barplot"
-	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/plan"
+	"github.com/distopt/distopt/plan/barplot"
 )
 
 // stepOptions are the flags of `distopt plan -steptime`.

@@ -1,22 +1,25 @@
-// Package collectivetest provides a conformance suite that every
+// Package collectivetest is a conformance suite that every
 // collective.Communicator backend runs.
 //
-// Run drives a whole group of ranks from one test (in-process backends, or
-// backends whose ranks a test can create in one process). RunRank runs the
-// same checks from the view of one rank, for backends whose ranks are
-// separate processes: every rank calls it with the same seed and options,
-// computes the inputs of every rank and the expected results
-// deterministically, and checks its own outputs element by element against
-// collective.Reduce. RunRankAbort and RunRankClose check the failure
-// semantics from one rank's view; they leave the communicator unusable.
+// Run drives a whole group of ranks from one test. It suits in-process
+// backends, and backends whose ranks a test can create in one process.
+//
+// RunRank runs the same checks from the view of one rank. It is for
+// backends whose ranks are separate processes. Every rank calls it with the
+// same seed and options. Each rank computes the inputs of every rank and the
+// expected results deterministically. It then checks its own outputs,
+// element by element, against collective.Reduce.
+//
+// RunRankAbort and RunRankClose check the failure semantics from one rank's
+// view. They leave the communicator unusable.
 //
 // # What is checked
 //
 //   - every op, every dtype and every reduction it allows, sizes 0, 1,
 //     primes and about LargeBytes, out of place and in place;
 //   - NaN, ±Inf, ±0, subnormals and the largest finite values in Sum, Avg
-//     and Max (a NaN result may be any NaN; other results are compared bit
-//     for bit);
+//     and Max; a NaN result may be any NaN, other results are compared bit
+//     for bit;
 //   - broadcast from every root, barriers, groups of several ops, several
 //     groups in flight waited in reverse order, Wait called twice;
 //   - guard bands around every buffer, and inputs left unchanged;
@@ -30,6 +33,6 @@
 //     *collective.RankError naming it, and its own later ops with
 //     collective.ErrClosed.
 //
-// Buffers come from Options hooks, so that device-memory backends run the
-// same suite: by default they are buffer.HostBuffer values.
+// Buffers come from Options hooks, so device-memory backends run the same
+// suite. By default they are buffer.HostBuffer values.
 package collectivetest

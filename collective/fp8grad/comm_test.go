@@ -391,8 +391,8 @@ func TestPredictMemory(t *testing.T) {
 			t.Errorf("staging %d bytes, want %d", m.Staging, want)
 		}
 	}
-	if _, err := fp8grad.NewDevice(deviceComm{inproc.Communicators(1)[0]}, fp8grad.Config{}, fp8grad.Device{}); !errors.Is(err, fp8grad.ErrConfig) {
-		t.Errorf("NewDevice without kernels: %v", err)
+	if _, err := fp8grad.NewDevice(deviceComm{inproc.Communicators(1)[0]}, fp8grad.Config{}, nil); !errors.Is(err, fp8grad.ErrConfig) {
+		t.Errorf("NewDevice without a stream: %v", err)
 	}
 	if _, err := fp8grad.PredictMemory(7, 2, fp8grad.Config{}); !errors.Is(err, fp8grad.ErrConfig) {
 		t.Errorf("odd bucket: %v", err)

@@ -7,31 +7,25 @@ import (
 
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
+	pcuda "github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/internal/cudalink"
 	"github.com/distopt/distopt/internal/kernels"
 )
 
-// Device is the GPU codec of a Comm over a device communicator.
-type Device struct {
-	// Kernels are loaded on the communicator's GPU.
-	Kernels *kernels.Set
-	// Stream is the stream on which the caller produces the gradients and
-	// consumes the shards. The inner communicator must order each group
-	// after the work queued on it before Start (collective/nccl:
-	// Config.Compute = Stream).
-	Stream *cuda.Stream
-}
-
-// NewDevice wraps inner, a device communicator, with the GPU codec dev
-// (internal/kernels/gradfp8.cu, bit for bit the CPU codec). Start queues
-// the quantization on dev.Stream before starting the inner group; Wait
-// waits for the inner group, queues the sums on dev.Stream and
-// synchronizes it, so that the shards are there when Wait returns. The
-// Comm owns inner: Close closes it and frees the scratch and residual
-// memory.
-func NewDevice(inner collective.Communicator, cfg Config, dev Device) (*Comm, error) {
-	if inner == nil || dev.Kernels == nil || dev.Stream == nil {
-		return nil, fmt.Errorf("fp8grad: nil communicator, kernels or stream: %w", ErrConfig)
+// NewDevice wraps inner, a device communicator, with the GPU codec
+// (internal/kernels/gradfp8.cu, bit for bit the CPU codec) on stream s:
+// the stream on which the caller produces the gradients and consumes the
+// shards. inner must order each group after the work queued on s before
+// Start (collective/nccl: Config.Compute = s). Start queues the
+// quantization on s before starting the inner group; Wait waits for the
+// inner group, queues the sums on s and synchronizes it, so that the
+// shards are there when Wait returns. The Comm loads the codec's kernels
+// on s's device and owns inner: Close closes it, frees the scratch and
+// residual memory and unloads the kernels.
+func NewDevice(inner collective.Communicator, cfg Config, s *pcuda.Stream) (*Comm, error) {
+	if inner == nil || s == nil {
+		return nil, fmt.Errorf("fp8grad: nil communicator or stream: %w", ErrConfig)
 	}
 	if _, ok := inner.(crosser); ok {
 		return nil, fmt.Errorf("fp8grad: a hierarchical communicator: wrap its group communicator instead: %w", ErrConfig)
@@ -43,13 +37,19 @@ func NewDevice(inner collective.Communicator, cfg Config, dev Device) (*Comm, er
 	if err != nil {
 		return nil, err
 	}
-	return &Comm{inner: inner, cfg: cfg, gpu: &gpuCodec{dev: dev, residuals: map[resKey]devResidual{}}}, nil
+	st := cudalink.Stream(s)
+	ks, err := kernels.LoadModules(st.Device(), "gradfp8")
+	if err != nil {
+		return nil, fmt.Errorf("fp8grad: %w", err)
+	}
+	return &Comm{inner: inner, cfg: cfg, gpu: &gpuCodec{ks: ks, s: st, residuals: map[resKey]devResidual{}}}, nil
 }
 
 // gpuCodec holds the device state of a Comm: free scratch buffers by
 // size, and the error feedback residuals.
 type gpuCodec struct {
-	dev Device
+	ks *kernels.Set // the gradfp8 module, on s's device
+	s  *cuda.Stream
 
 	mu        sync.Mutex
 	free      map[int][]cuda.DevicePtr
@@ -73,7 +73,7 @@ func (g *gpuCodec) scratch(n int) (cuda.DevicePtr, error) {
 		return p, nil
 	}
 	g.mu.Unlock()
-	return g.dev.Kernels.Device().Alloc(n)
+	return g.ks.Device().Alloc(n)
 }
 
 // release returns a scratch buffer of n bytes; the stream has been
@@ -95,24 +95,28 @@ func (g *gpuCodec) residual(k resKey, elems int) (cuda.DevicePtr, error) {
 	if r, ok := g.residuals[k]; ok {
 		return r.p, k.checkLen(r.elems, elems)
 	}
-	p, err := g.dev.Kernels.Device().Alloc(4 * elems)
+	p, err := g.ks.Device().Alloc(4 * elems)
 	if err != nil {
 		return 0, err
 	}
-	if err := g.dev.Stream.Memset32(p, 0, elems); err != nil {
-		return 0, errors.Join(err, g.dev.Kernels.Device().Free(p))
+	if err := g.s.Memset32(p, 0, elems); err != nil {
+		return 0, errors.Join(err, g.ks.Device().Free(p))
 	}
 	g.residuals[k] = devResidual{p, elems}
 	g.resBytes += 4 * elems
 	return p, nil
 }
 
-// close frees every buffer.
+// close waits for the stream, frees every buffer and unloads the
+// kernels; a second call does nothing.
 func (g *gpuCodec) close() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	d := g.dev.Kernels.Device()
-	var errs []error
+	if g.ks == nil {
+		return nil
+	}
+	d := g.ks.Device()
+	errs := []error{g.s.Synchronize()}
 	for _, l := range g.free {
 		for _, p := range l {
 			errs = append(errs, d.Free(p))
@@ -121,7 +125,8 @@ func (g *gpuCodec) close() error {
 	for _, r := range g.residuals {
 		errs = append(errs, d.Free(r.p))
 	}
-	g.free, g.residuals = nil, nil
+	errs = append(errs, g.ks.Close())
+	g.free, g.residuals, g.ks = nil, nil, nil
 	return errors.Join(errs...)
 }
 
@@ -156,7 +161,7 @@ func (c *Comm) encodeDevice(op collective.Op) (*reduction, error) {
 			return nil, c.dropDevice(r, err)
 		}
 	}
-	if err := g.dev.Kernels.GradQuantize(g.dev.Stream, r.sendDev, cuda.DevicePtr(src.Ptr), res, n, d, c.cfg.Block, elem(op.DType), c.cfg.Format); err != nil {
+	if err := g.ks.GradQuantize(g.s, r.sendDev, cuda.DevicePtr(src.Ptr), res, n, d, c.cfg.Block, elem(op.DType), c.cfg.Format); err != nil {
 		return nil, c.dropDevice(r, err)
 	}
 	dev := src.Device
@@ -168,7 +173,7 @@ func (c *Comm) encodeDevice(op collective.Op) (*reduction, error) {
 // dropDevice synchronizes the stream, releases r's scratch and returns
 // err (with the synchronization's error).
 func (c *Comm) dropDevice(r *reduction, err error) error {
-	err = errors.Join(err, c.gpu.dev.Stream.Synchronize())
+	err = errors.Join(err, c.gpu.s.Synchronize())
 	c.gpu.release(r.sendDev, r.bytes)
 	c.gpu.release(r.recvDev, r.bytes)
 	return fmt.Errorf("fp8grad: %w", err)
@@ -185,9 +190,9 @@ func (c *Comm) finishDevice(rs []*reduction) error {
 			div = float32(d)
 		}
 		dst := cuda.DevicePtr(r.op.Dst.(buffer.DeviceBuffer).Ptr)
-		errs = append(errs, g.dev.Kernels.GradSum(g.dev.Stream, dst, r.recvDev, r.n, d, c.cfg.Block, elem(r.op.DType), c.cfg.Format, div))
+		errs = append(errs, g.ks.GradSum(g.s, dst, r.recvDev, r.n, d, c.cfg.Block, elem(r.op.DType), c.cfg.Format, div))
 	}
-	errs = append(errs, g.dev.Stream.Synchronize())
+	errs = append(errs, g.s.Synchronize())
 	for _, r := range rs {
 		g.release(r.sendDev, r.bytes)
 		g.release(r.recvDev, r.bytes)
@@ -201,7 +206,7 @@ func (c *Comm) finishDevice(rs []*reduction) error {
 // dropAll synchronizes the stream and releases the scratch of reductions
 // whose group was never started.
 func (c *Comm) dropAll(rs []*reduction) error {
-	err := c.gpu.dev.Stream.Synchronize()
+	err := c.gpu.s.Synchronize()
 	for _, r := range rs {
 		c.gpu.release(r.sendDev, r.bytes)
 		c.gpu.release(r.recvDev, r.bytes)

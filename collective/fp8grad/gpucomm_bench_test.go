@@ -13,7 +13,6 @@ import (
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
 	"github.com/distopt/distopt/internal/cudalink"
-	"github.com/distopt/distopt/internal/kernels"
 )
 
 // BenchmarkGPUReduceScatter is the measurement of issue 19 on two GPUs: the
@@ -38,7 +37,6 @@ func BenchmarkGPUReduceScatter(b *testing.B) {
 			comms := make([]collective.Communicator, 2)
 			srcs := make([]buffer.DeviceBuffer, 2)
 			dsts := make([]buffer.DeviceBuffer, 2)
-			sets := make([]*kernels.Set, 2) // fp8: closed after the communicators
 			err = onAll(devs, func(r int, dev *cuda.Device) error {
 				s := cudatest.Stream(b, dev)
 				c, err := nccl.New(ctx, nccl.Config{Store: stores[r], Device: cudalink.PublicDevice(dev), Compute: cudalink.PublicStream(s)})
@@ -47,12 +45,7 @@ func BenchmarkGPUReduceScatter(b *testing.B) {
 				}
 				comms[r] = c
 				if mode == "fp8" {
-					k, err := kernels.Load(dev)
-					if err != nil {
-						return err
-					}
-					sets[r] = k
-					if comms[r], err = fp8grad.NewDevice(c, fp8grad.Config{}, fp8grad.Device{Kernels: k, Stream: s}); err != nil {
+					if comms[r], err = fp8grad.NewDevice(c, fp8grad.Config{}, cudalink.PublicStream(s)); err != nil {
 						return err
 					}
 				}
@@ -68,11 +61,6 @@ func BenchmarkGPUReduceScatter(b *testing.B) {
 				for _, c := range comms {
 					if c != nil {
 						c.Close()
-					}
-				}
-				for _, k := range sets {
-					if k != nil {
-						k.Close()
 					}
 				}
 			}()

@@ -17,7 +17,6 @@ import (
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
 	"github.com/distopt/distopt/internal/cudalink"
-	"github.com/distopt/distopt/internal/kernels"
 )
 
 // TestGPUComm runs FP8 reduce-scatters through NewDevice over NCCL (one
@@ -47,16 +46,11 @@ func TestGPUComm(t *testing.T) {
 			streams := make([]*cuda.Stream, d)
 			err = onAll(devs, func(r int, dev *cuda.Device) error {
 				streams[r] = cudatest.Stream(t, dev)
-				k, err := kernels.Load(dev)
-				if err != nil {
-					return err
-				}
-				t.Cleanup(func() { k.Close() })
 				c, err := nccl.New(ctx, nccl.Config{Store: stores[r], Device: cudalink.PublicDevice(dev), Compute: cudalink.PublicStream(streams[r])})
 				if err != nil {
 					return err
 				}
-				gpu[r], err = fp8grad.NewDevice(c, cfg, fp8grad.Device{Kernels: k, Stream: streams[r]})
+				gpu[r], err = fp8grad.NewDevice(c, cfg, cudalink.PublicStream(streams[r]))
 				return err
 			})
 			if err != nil {

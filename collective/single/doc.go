@@ -1,5 +1,7 @@
-// Package single provides the communicator of a world of one rank, for host
-// or device memory: every operation is the identity (a copy where source
-// and destination differ). It lets the optimizer run on one GPU without
-// NCCL, and serves as the trivial reference of the collective semantics.
+// Package single provides the communicator of a world of one rank.
+//
+// It works on host or device memory. Every operation is the identity: a copy
+// where source and destination differ. It lets the optimizer run on one GPU
+// without NCCL. It is also the trivial reference of the collective
+// semantics.
 package single

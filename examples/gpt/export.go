@@ -10,7 +10,7 @@ import (
 
 	"github.com/distopt/distopt/examples/gpt/data"
 	"github.com/distopt/distopt/examples/gpt/model"
-	"github.com/distopt/distopt/internal/safetensors"
+	"github.com/distopt/distopt/safetensors"
 )
 
 // exportInit writes the initial weights (float32, exactly the values

@@ -15,8 +15,8 @@ import (
 	"github.com/distopt/distopt/examples/gpt/data"
 	"github.com/distopt/distopt/examples/gpt/gpumodel"
 	"github.com/distopt/distopt/examples/gpt/model"
-	"github.com/distopt/distopt/internal/safetensors"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/safetensors"
 )
 
 // writeData writes token files of a small, repetitive Go-like text into a

@@ -6,9 +6,9 @@ import (
 	"slices"
 
 	"github.com/distopt/distopt/buffer"
-	"github.com/distopt/distopt/internal/barplot"
-	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/plan"
+	"github.com/distopt/distopt/plan/barplot"
 )
 
 // zero1 is the PyTorch ZeRO-1 baseline of scripts/bench/torch_zero1.py:

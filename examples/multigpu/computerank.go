@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/distopt/distopt/internal/cudalink"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/gpu"
 )
@@ -38,11 +37,11 @@ func runComputeRank(ctx context.Context, j *job, o options, out io.Writer) (_ *r
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, opt.Close()) }()
-	clk := &eventClock{d: cudalink.Device(gb.Device()), s: cudalink.Stream(gb.Stream())}
+	clk := &eventClock{d: gb.Device(), s: gb.Stream()}
 	defer func() { err = errors.Join(err, clk.Close()) }()
 	fmt.Fprintf(out, "%d parameters, %d ranks, %s; -compute gemm: %d linear layers, %d tokens x %d micro-batches per step, %d buckets\n",
 		o.gpt.NumParams(), j.size, gb.Name(), len(comp.lins), o.grads.Tokens, o.micro, len(opt.Layout().Buckets))
-	m := &measurer{t: &trainer{opt: opt, params: params, comp: comp, micro: o.micro}, rec: rec, clk: clk, syncs: cudalink.Device(gb.Device()).HostSyncs, n: o.steps}
+	m := &measurer{t: &trainer{opt: opt, params: params, comp: comp, micro: o.micro}, rec: rec, clk: clk, syncs: gb.Device().HostSyncs, n: o.steps}
 	ov, err := m.run(ctx, o.warmup)
 	if err != nil {
 		return nil, err

@@ -7,11 +7,9 @@ import (
 	"math/rand/v2"
 
 	"github.com/distopt/distopt/buffer"
-	pcuda "github.com/distopt/distopt/cuda"
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/gemm"
-	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/internal/cudalink"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/gpu"
 )
@@ -90,11 +88,11 @@ func newGEMMCompute(gb *gpu.Backend, params []optimizer.Param, r fp8.Recipe, tok
 	if err != nil {
 		return nil, err
 	}
-	eng, err := gemm.New(cudalink.PublicDevice(cudalink.Device(gb.Device())), cudalink.PublicStream(cudalink.Stream(gb.Stream())))
+	eng, err := gemm.New(gb.Device(), gb.Stream())
 	if err != nil {
 		return nil, err
 	}
-	c := &gemmCompute{s: cudalink.Stream(gb.Stream()), d: cudalink.Device(gb.Device()), eng: eng, tokens: tokens, lins: map[int]*gemm.Linear{}}
+	c := &gemmCompute{s: gb.Stream(), d: gb.Device(), eng: eng, tokens: tokens, lins: map[int]*gemm.Linear{}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.Close())
@@ -167,26 +165,35 @@ func (c *gemmCompute) fill(p cuda.DevicePtr, n int, std float64, seed uint64) er
 
 // Forward implements computer.
 func (c *gemmCompute) Forward(i int, w optimizer.ParamView) error {
-	op, err := gemm.Weight(w)
+	op, err := weight(w)
 	if err != nil {
 		return err
 	}
-	_, err = c.lins[i].Forward(gemm.BF16(pcuda.DevicePtr(c.y)), pcuda.DevicePtr(c.x), c.tokens, op)
+	_, err = c.lins[i].Forward(gemm.BF16(c.y), c.x, c.tokens, op)
 	return err
 }
 
 // Backward implements computer.
 func (c *gemmCompute) Backward(i int, w optimizer.ParamView, g optimizer.GradView, accumulate bool) error {
-	op, err := gemm.Weight(w)
+	op, err := weight(w)
 	if err != nil {
 		return err
 	}
-	out, err := gemm.Gradient(g, accumulate)
+	out, err := gemm.Gradient(g.Data, g.DType, accumulate)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", g.Name, err)
 	}
-	_, _, err = c.lins[i].Backward(gemm.BF16(pcuda.DevicePtr(c.dx)), out, pcuda.DevicePtr(c.dy), op)
+	_, _, err = c.lins[i].Backward(gemm.BF16(c.dx), out, c.dy, op)
 	return err
+}
+
+// weight returns the operand of the gathered FP8 weight w, read in place.
+func weight(w optimizer.ParamView) (gemm.Operand, error) {
+	op, err := gemm.Weight(w.Data, w.ScaleInv, w.Shape, w.Recipe)
+	if err != nil {
+		return gemm.Operand{}, fmt.Errorf("%s: %w", w.Name, err)
+	}
+	return op, nil
 }
 
 // WriteGrad implements computer: a copy of the gradient's size from the

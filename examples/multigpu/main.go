@@ -80,10 +80,9 @@ import (
 	"time"
 
 	"github.com/distopt/distopt/buffer"
-	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/plan"
 )
 
 // options are the flags.
@@ -301,103 +300,6 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return l.w.Write(p)
-}
-
-// runRank makes the gradients, the optimizer, and takes the steps.
-func runRank(ctx context.Context, j *job, o options, workers int, out io.Writer) (*rankSummary, error) {
-	if o.compute == "gemm" {
-		return runComputeRank(ctx, j, o, out)
-	}
-	params := o.gpt.Params()
-	cfg := o.config()
-	pred, err := optimizer.PredictMemory(params, j.size, cfg)
-	if err != nil {
-		return nil, err
-	}
-	t0 := time.Now()
-	pool := make([][][]byte, o.pool)
-	for k := range pool {
-		pool[k] = o.grads.generate(params, gradSeed(o.seed, j.rank, k), workers)
-	}
-	fmt.Fprintf(out, "%d parameters, %d ranks, %s; %d gradient sets made in %.1fs\n",
-		o.gpt.NumParams(), j.size, j.be.Name(), o.pool, time.Since(t0).Seconds())
-
-	sync := &phaseSync{Backend: j.be, Comm: j.comm, Ctx: ctx}
-	opt, err := optimizer.New(ctx, j.comm, timedBackend(sync), params, initValues(o.gpt.Layers), cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer opt.Close()
-	sync.Updates = len(opt.Layout().Buckets)
-	if got := opt.Report().Total(); got != pred.Total() {
-		return nil, fmt.Errorf("the optimizer reports %d bytes, PredictMemory %d", got, pred.Total())
-	}
-	s := &rankSummary{Rank: j.rank, World: j.size, Backend: j.be.Name(), Params: o.gpt.NumParams(), Predicted: pred.Total(), Buffers: pred.Buffers,
-		ExpectedGradNorm: expectedNorm(o.grads, params, j.size)}
-	mem := newMemRecord(j)
-	mem.afterOptimizer = j.sample()
-	if s.BarrierMs, err = timeBarrier(ctx, j.comm, 20); err != nil {
-		return nil, err
-	}
-	names := make([]string, len(params))
-	for i, p := range params {
-		names[i] = p.Name
-	}
-	var timed [][]float64
-	var plain []float64
-	total := o.warmup + o.steps + o.plainSteps
-	for step := range total {
-		sync.On = step < o.warmup+o.steps
-		tu := time.Now()
-		if err := upload(opt, names, pool[step%len(pool)], o.shardedGrads); err != nil {
-			return nil, err
-		}
-		uploadTime := time.Since(tu)
-		// Every rank starts the step together: the uploads take unequal
-		// times, and the first collective would count the difference.
-		if err := collective.Barrier(ctx, j.comm); err != nil {
-			return nil, err
-		}
-		ts := time.Now()
-		res, err := opt.Step(ctx)
-		if err != nil {
-			return nil, err
-		}
-		wall := float64(time.Since(ts)) / float64(time.Millisecond)
-		if res.Skipped {
-			return nil, fmt.Errorf("step %d skipped: %s", step+1, res.Reason)
-		}
-		ph := phases(res.Timings)
-		kind := "warm-up"
-		switch {
-		case step >= o.warmup+o.steps:
-			kind = "plain"
-			plain = append(plain, wall)
-		case step >= o.warmup:
-			kind = "timed"
-			timed = append(timed, ph)
-		}
-		used := mem.step(j)
-		s.GradNorm = res.GradNorm
-		fmt.Fprintf(out, "step %3d/%d %-7s rs %6.2f  norm %5.2f  update %6.2f  amax %5.2f  cast %5.2f  ag %6.2f = %7.2f ms (wall %7.2f) | grad norm %.4g | upload %4.0f ms%s\n",
-			step+1, total, kind, ph[0], ph[1], ph[2], ph[3], ph[4], ph[5], sum(ph), wall, res.GradNorm,
-			float64(uploadTime)/float64(time.Millisecond), mem.line(used, pred.Total()))
-	}
-	s.PhaseMs = make([]float64, len(phaseNames))
-	var sums []float64
-	for i := range phaseNames {
-		col := make([]float64, len(timed))
-		for k, ph := range timed {
-			col[k] = ph[i]
-		}
-		s.PhaseMs[i] = median(col)
-	}
-	for _, ph := range timed {
-		sums = append(sums, sum(ph))
-	}
-	s.StepMs, s.PlainStepMs = median(sums), median(plain)
-	s.Memory = mem.summary(j)
-	return s, nil
 }
 
 // gradSeed derives the seed of one rank's gradient set.

@@ -20,9 +20,9 @@ import (
 
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
+	"github.com/distopt/distopt/plan"
 )
 
 var smallGPT = plan.GPTConfig{Layers: 2, Hidden: 128, FFN: 512, Vocab: 1000, Positions: 64}

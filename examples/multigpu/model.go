@@ -13,8 +13,8 @@ import (
 
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/plan"
 )
 
 // The model is plan.GPTConfig's parameter set: token and position

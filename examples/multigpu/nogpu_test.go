@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/distopt/distopt/internal/cuda"
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/optimizer/gpu"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/plan"
+	"github.com/distopt/distopt/plan"
 )
 
 // TestAccount checks the accounting against the two ends it must give:

@@ -7,7 +7,7 @@ import (
 	"math"
 	"os"
 
-	"github.com/distopt/distopt/internal/barplot"
+	"github.com/distopt/distopt/plan/barplot"
 )
 
 // overlapResult is the summary of -compute gemm over all ranks.

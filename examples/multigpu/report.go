@@ -12,8 +12,8 @@ import (
 	"strings"
 
 	"github.com/distopt/distopt/collective/rendezvous"
-	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/plan"
 )
 
 // rankSummary is one rank's result.

@@ -16,8 +16,7 @@ import (
 	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/collective/nccl"
 	"github.com/distopt/distopt/collective/rendezvous"
-	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/internal/cudalink"
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/optimizer/gpu"
 )
 
@@ -136,7 +135,7 @@ func (j *job) openGPU(ordinal int, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	j.be, j.dev = gb, cudalink.Device(gb.Device())
+	j.be, j.dev = gb, gb.Device()
 	j.closers = append(j.closers, gb.Close)
 	j.afterContext = j.sample()
 	return nil

@@ -1,18 +1,15 @@
 package kernels
 
 import (
-	"io/fs"
 	"math"
 	"math/rand/v2"
 	"runtime"
 	"sync"
 	"testing"
-	"testing/fstest"
 
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/cuda/cudatest"
-	"github.com/distopt/distopt/internal/ptxgen"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
@@ -101,29 +98,7 @@ func (r *gsRig) rerun(t testing.TB, xs []float32, bf bool, off int, init stats, 
 func loadGradStats(t testing.TB) (*cuda.Device, []*Set) {
 	t.Helper()
 	d := cudatest.Require(t)
-	return d, loadVariants(t, d, func(v Variant) (*Set, error) {
-		lib, err := ptxgen.LoadLibrary(d, moduleFS(t, "gradstats"), v)
-		if err != nil {
-			return nil, err
-		}
-		return &Set{d: d, lib: lib, v: v, sms: d.Info().Multiprocessors}, nil
-	})
-}
-
-// moduleFS returns the embedded files of module alone.
-func moduleFS(t testing.TB, module string) fs.FS {
-	t.Helper()
-	files := fstest.MapFS{}
-	for _, pattern := range []string{"ptx/" + module + "_sm*", "cubin/" + module + "_sm*"} {
-		names, err := fs.Glob(ptxFiles, pattern)
-		must(t, err)
-		for _, n := range names {
-			b, err := fs.ReadFile(ptxFiles, n)
-			must(t, err)
-			files[n] = &fstest.MapFile{Data: b}
-		}
-	}
-	return files
+	return d, loadVariants(t, d, func(v Variant) (*Set, error) { return load(d, v, []string{"gradstats"}) })
 }
 
 // randomInit returns normalised statistics to start from (the launchers

@@ -25,6 +25,18 @@ func Load(d *cuda.Device) (*Set, error) {
 	return LoadVariant(d, v)
 }
 
+// LoadModules loads only the named modules (the .cu files' names, see
+// Modules) on d, in the variant VariantFor picks, for a package that
+// launches the kernels of a few of them: collective/fp8grad loads
+// "gradfp8" alone. Launching a kernel of another module panics.
+func LoadModules(d *cuda.Device, names ...string) (*Set, error) {
+	v, err := VariantFor(d.Info())
+	if err != nil {
+		return nil, err
+	}
+	return load(d, v, names)
+}
+
 // LoadVariant loads every module on d in variant v, from the cubins for
 // d's architecture where they are shipped (sm_80 for 8.x, sm_90 for 9.0),
 // else from the PTX through the driver's JIT (newer GPUs; the sm80 variant
@@ -32,7 +44,12 @@ func Load(d *cuda.Device) (*Set, error) {
 // ErrUnsupported when d cannot run v, and with the JIT's log when the
 // driver rejects the PTX.
 func LoadVariant(d *cuda.Device, v Variant) (*Set, error) {
-	lib, err := ptxgen.LoadLibrary(d, ptxFiles, v)
+	return load(d, v, Modules())
+}
+
+// load loads the named modules on d in variant v.
+func load(d *cuda.Device, v Variant, names []string) (*Set, error) {
+	lib, err := ptxgen.LoadModules(d, ptxFiles, v, names)
 	if err != nil {
 		return nil, err
 	}

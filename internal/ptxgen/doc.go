@@ -1,24 +1,35 @@
-// Package ptxgen is the layout of the generated code of a package of CUDA
-// kernels, shared by the scripts that write it and the code that reads it.
+// Package ptxgen fixes where a package of CUDA kernels keeps its generated
+// code. The scripts that write that code and the Go code that reads it share
+// this layout.
 //
-// gen.sh, run by a package's `go generate`, compiles each CUDA source
-// NAME.cu to PTX for each variant (sm80: FP8 conversions in software; sm90:
-// the hardware's) into PTXDIR/NAME_VARIANT.ptx, and each PTX with ptxas to
-// machine code for the architecture it targets into
-// CUBINDIR/NAME_VARIANT.sm_ARCH.cubin. check.sh regenerates both into a
-// temporary directory and fails if a byte differs; CI runs it. nvcc.sh and
-// ptxas.sh hold the one command line of each tool, with --fmad=false so that
-// the kernels round exactly as the Go reference.
+// # Generating
+//
+// The script gen.sh runs from a package's `go generate`. It compiles each
+// CUDA source NAME.cu to PTX for each variant, into
+// PTXDIR/NAME_VARIANT.ptx. Variant sm80 converts FP8 in software; sm90 uses
+// the hardware's conversion. ptxas then compiles each PTX to machine code
+// for the architecture it targets, into CUBINDIR/NAME_VARIANT.sm_ARCH.cubin.
+//
+// The script check.sh regenerates both into a temporary directory. It fails
+// if a byte differs, and CI runs it. The scripts nvcc.sh and ptxas.sh hold
+// the one command line of each tool. Both pass --fmad=false, so the kernels
+// round exactly as the Go reference does.
+//
+// # Loading
 //
 // Load reads one module back from a package's embedded files as a
-// cuda.Code, which cuda.Device.LoadCode loads from the cubin matching the
-// device, or from the PTX through the driver's JIT on other devices (and
-// with DISTOPT_CUDA_PTX=1). A fresh machine then starts in seconds instead
-// of waiting a minute for the JIT. LoadLibrary loads every module of a
-// package in one Variant and looks its kernels up by name: internal/kernels
-// uses it, and the public cuda.Device.LoadLibrary wraps it for packages
-// outside internal/ such as examples/gpt/kernels. Entries and CubinEntries
-// list the kernels each defines; CheckKernels, CheckCubins and
-// CheckTargets check a package's generated code without a GPU (the public
-// cuda/cudatest.CheckLibrary runs them).
+// cuda.Code. cuda.Device.LoadCode loads the cubin that matches the device.
+// On other devices, or with DISTOPT_CUDA_PTX=1, it loads the PTX through the
+// driver's JIT. With the cubins, a fresh machine starts in seconds instead
+// of waiting a minute for the JIT.
+//
+// Entries and CubinEntries list the kernels a module defines. Tests use them
+// to check that every launcher's kernel exists.
+//
+// LoadLibrary loads the modules of a package in one Variant and looks up
+// their kernels by name. internal/kernels uses it. The public
+// cuda.Device.LoadLibrary wraps it for packages outside internal/, such as
+// examples/gpt/kernels. CheckKernels, CheckCubins and CheckTargets check a
+// package's generated code without a GPU; the public
+// cuda/cudatest.CheckLibrary runs them.
 package ptxgen

@@ -37,13 +37,19 @@ type Library struct {
 // fails with ErrUnsupported when d cannot run v, and with the JIT's log
 // when the driver rejects the PTX.
 func LoadLibrary(d *cuda.Device, fsys fs.FS, v Variant) (*Library, error) {
+	return LoadModules(d, fsys, v, Modules(fsys))
+}
+
+// LoadModules is LoadLibrary for the named modules of fsys alone: a
+// module that fsys lacks is an error.
+func LoadModules(d *cuda.Device, fsys fs.FS, v Variant, names []string) (*Library, error) {
 	info := d.Info()
 	if !v.Supports(info) {
 		return nil, fmt.Errorf("%w: variant %v on sm_%d%d", ErrUnsupported, v, info.Major, info.Minor)
 	}
 	start := time.Now()
 	l := &Library{d: d, v: v, fns: map[string]*cuda.Function{}, images: map[string]cuda.Image{}}
-	for _, name := range Modules(fsys) {
+	for _, name := range names {
 		if err := l.loadModule(fsys, name); err != nil {
 			l.Unload()
 			return nil, err

@@ -73,4 +73,19 @@
 // views of distopt's gathered buffers (no copy), the gradients go device
 // to device into the gradient views, and the host orders the two sides
 // with explicit waits. The variables keep only placeholder values.
+//
+// # Several ranks
+//
+// Every rank is its own process with its own GPU, NCCL communicator
+// (gpu.SetupFromEnv) and XLA client (NewXLABackend, XLAConfig.Devices
+// limiting it to that GPU). GPUTrainer's rank without the device (how
+// the variables become parameters, the comparison of the ranks'
+// parameters, the graph on the gathered codes, the hand-over of the
+// gradients, the step) is shared with a host device in the tests, which
+// run it on d simplego ranks over gRPC and check it bit for bit against
+// one Trainer fed the ranks' batches as micro-batches. What only a GPU
+// runs (the PJRT views, the device copies and waits, NCCL) has run on one
+// GPU; the run on two GPUs has not run yet. Ranks whose parameters differ
+// (names, shapes, layouts, rules) are refused by both trainers with
+// optimizer.ErrMismatch, naming the first such parameter.
 package gomlxinterop

@@ -93,15 +93,9 @@ func trainRank(run *rankRun, comm collective.Communicator, micro, steps int, cfg
 		return err
 	}
 	run.tr = tr
-	for s := range steps {
-		l, res, err := tr.StepMicro(ctx, batches(s))
-		if err != nil {
-			return err
-		}
-		if res.Skipped {
-			return fmt.Errorf("step %d skipped: %s", s, res.Reason)
-		}
-		run.losses = append(run.losses, l)
+	err = runSteps(run, steps, func(s int) ([]float32, optimizer.StepResult, error) { return tr.StepMicro(ctx, batches(s)) })
+	if err != nil {
+		return err
 	}
 	if run.pieces, err = tr.Optimizer().ReadPieces(); err != nil {
 		return err
@@ -109,6 +103,22 @@ func trainRank(run *rankRun, comm collective.Communicator, micro, steps int, cfg
 	run.weights = map[string][]float32{}
 	for _, p := range tr.Params() {
 		run.weights[p.Name] = tensors.MustCopyFlatData[float32](p.Var.MustValue())
+	}
+	return nil
+}
+
+// runSteps takes n steps with step and keeps each step's losses in run; a
+// skipped step is an error.
+func runSteps(run *rankRun, n int, step func(s int) ([]float32, optimizer.StepResult, error)) error {
+	for s := range n {
+		l, res, err := step(s)
+		if err != nil {
+			return err
+		}
+		if res.Skipped {
+			return fmt.Errorf("step %d skipped: %s", s, res.Reason)
+		}
+		run.losses = append(run.losses, l)
 	}
 	return nil
 }
@@ -200,31 +210,47 @@ func TestShardInvariance(t *testing.T) {
 				cfg.Optimizer.WeightDecay, cfg.Optimizer.MaxGradNorm = 0.01, 1
 				got := train(t, d, 1, steps, cfg, c.task)
 				ref := train(t, 1, d, steps, cfg, c.task)[0]
-				want := fullState(ref.pieces)
-				for r, run := range got {
-					for s := range steps {
-						if math.Float32bits(run.losses[s][0]) != math.Float32bits(ref.losses[s][r]) {
-							t.Fatalf("rank %d step %d: loss %v, single rank %v", r, s, run.losses[s][0], ref.losses[s][r])
-						}
-					}
-					for name, w := range run.weights {
-						if k := firstDiff(w, ref.weights[name]); k >= 0 {
-							t.Fatalf("rank %d: variable %s[%d] = %v, single rank %v", r, name, k, w[k], ref.weights[name][k])
-						}
-					}
-				}
-				var pieces []optimizer.PieceState
-				for _, run := range got {
-					pieces = append(pieces, run.pieces...)
-				}
-				for name, st := range fullState(pieces) {
-					for i, what := range []string{"master", "m", "v"} {
-						if k := firstDiff(st[i], want[name][i]); k >= 0 {
-							t.Fatalf("%s of %s differs at %d: %v, single rank %v", what, name, k, st[i][k], want[name][i][k])
-						}
-					}
-				}
+				checkSame(t, got, ref, steps)
 			})
+		}
+	}
+}
+
+// checkSame fails t unless the ranks of got hold, bit for bit, what ref
+// (one rank fed their batches as micro-batches) holds after steps steps:
+// each rank's losses, the variables, and the masters and moments gathered
+// over the ranks.
+func checkSame(t *testing.T, got []rankRun, ref rankRun, steps int) {
+	t.Helper()
+	for r, run := range got {
+		for s := range steps {
+			if math.Float32bits(run.losses[s][0]) != math.Float32bits(ref.losses[s][r]) {
+				t.Fatalf("rank %d step %d: loss %v, single rank %v", r, s, run.losses[s][0], ref.losses[s][r])
+			}
+		}
+		if len(run.weights) != len(ref.weights) {
+			t.Fatalf("rank %d: %d variables, single rank %d", r, len(run.weights), len(ref.weights))
+		}
+		for name, w := range run.weights {
+			if k := firstDiff(w, ref.weights[name]); k >= 0 {
+				t.Fatalf("rank %d: variable %s[%d] = %v, single rank %v", r, name, k, w[k], ref.weights[name][k])
+			}
+		}
+	}
+	var pieces []optimizer.PieceState
+	for _, run := range got {
+		pieces = append(pieces, run.pieces...)
+	}
+	want := fullState(ref.pieces)
+	st := fullState(pieces)
+	if len(st) != len(want) {
+		t.Fatalf("state of %d parameters, single rank %d", len(st), len(want))
+	}
+	for name, st := range st {
+		for i, what := range []string{"master", "m", "v"} {
+			if k := firstDiff(st[i], want[name][i]); k >= 0 {
+				t.Fatalf("%s of %s differs at %d: %v, single rank %v", what, name, k, st[i][k], want[name][i][k])
+			}
 		}
 	}
 }

@@ -53,7 +53,8 @@ type Trainer struct {
 // with the variables' values as initial values (each rank's shard comes
 // from its own context; give all ranks the same seed), and writes the
 // gathered weights back into the variables, so that every rank starts
-// from the same model.
+// from the same model. Ranks whose parameters differ (names, shapes,
+// layouts, rules) are refused with optimizer.ErrMismatch, naming the first.
 func NewTrainer(ctx context.Context, comm collective.Communicator, backend backends.Backend, gctx *mlctx.Context, model train.ModelFn, loss train.LossFn, first Batch, cfg Config) (*Trainer, error) {
 	if cfg.Optimizer.LossScaler != nil {
 		return nil, fmt.Errorf("gomlxinterop: loss scaling is not supported by Trainer: %w", optimizer.ErrConfig)
@@ -73,6 +74,9 @@ func NewTrainer(ctx context.Context, comm collective.Communicator, backend backe
 	be := cfg.Backend
 	if be == nil {
 		be = cpu.New(0)
+	}
+	if err := checkParams(ctx, comm, be, params); err != nil {
+		return nil, err
 	}
 	opt, err := optimizer.New(ctx, comm, be, OptimizerParams(params), Initial(params), cfg.Optimizer)
 	if err != nil {

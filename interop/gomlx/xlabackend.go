@@ -15,14 +15,6 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 )
 
-// PluginEnv names the environment variable that gives the PJRT CUDA
-// plugin's path when XLAConfig.PluginPath is empty.
-const PluginEnv = "DISTOPT_XLA_PLUGIN"
-
-// DefaultCUDAPlugin is where JAX's CUDA 13 PJRT plugin lies in the
-// virtual environment of this project's GPU machine; tried last.
-const DefaultCUDAPlugin = "/opt/torch/.venv/lib/python3.12/site-packages/jax_plugins/xla_cuda13/xla_cuda_plugin.so"
-
 // MinPJRTMinor is the oldest PJRT C API (0.MinPJRTMinor) accepted: the
 // version go-xla v0.1.4's header declares, whose calls it makes.
 const MinPJRTMinor = 83
@@ -52,6 +44,10 @@ type XLAConfig struct {
 	// TF32 lets XLA multiply float32 matrices in TF32 on tensor cores
 	// (GoMLX's "tf32" backend option). Off: exact float32 products.
 	TF32 bool
+	// Devices limits the client to these GPUs (CUDA ordinals; the plugin's
+	// "visible_devices"), so that each process of a job with one rank per
+	// GPU makes no context and no pool on the other ranks' GPUs. Nil: all.
+	Devices []int
 }
 
 // PluginPath returns the plugin file cfg names: PluginPath, else
@@ -76,7 +72,8 @@ func (cfg XLAConfig) pluginPath() (string, error) {
 
 // NewXLABackend loads the PJRT CUDA plugin cfg names and returns a GoMLX
 // XLA backend on it, whose allocator leaves distopt's memory alone (no
-// preallocation unless asked, a cap of MemoryFraction). It never
+// preallocation unless asked, a cap of MemoryFraction, only the GPUs of
+// Devices). Each process makes its own (one PJRT client). It never
 // downloads a plugin. Errors: ErrNoPlugin, ErrPluginVersion, and those of
 // the plugin.
 func NewXLABackend(cfg XLAConfig) (*xla.Backend, error) {
@@ -103,7 +100,15 @@ func NewXLABackend(cfg XLAConfig) (*xla.Backend, error) {
 	if cfg.TF32 {
 		config += ",tf32"
 	}
-	be, err := xla.NewWithOptions(config, pjrt.NamedValuesMap{"preallocate": cfg.Preallocate, "memory_fraction": frac})
+	opts := pjrt.NamedValuesMap{"preallocate": cfg.Preallocate, "memory_fraction": frac}
+	if len(cfg.Devices) > 0 {
+		ids := make([]int64, len(cfg.Devices))
+		for i, d := range cfg.Devices {
+			ids[i] = int64(d)
+		}
+		opts["visible_devices"] = ids
+	}
+	be, err := xla.NewWithOptions(config, opts)
 	if err != nil {
 		return nil, fmt.Errorf("gomlxinterop: XLA backend on %s: %w", path, err)
 	}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/safetensors"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/safetensors"
 	"github.com/distopt/distopt/shard"
 )
 

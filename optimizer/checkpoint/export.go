@@ -8,8 +8,8 @@ import (
 	"strconv"
 
 	"github.com/distopt/distopt/collective"
-	"github.com/distopt/distopt/internal/safetensors"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/safetensors"
 )
 
 // Export writes the full-precision (FP32 master) weights of o to one

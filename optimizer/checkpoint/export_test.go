@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/collective"
-	"github.com/distopt/distopt/internal/safetensors"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/optimizertest"
+	"github.com/distopt/distopt/safetensors"
 )
 
 func (c *cluster) export(path string) []error {

@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/safetensors"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/safetensors"
 )
 
 // writeSeedsEnv, when set, makes TestFuzzSeeds write the seed corpora

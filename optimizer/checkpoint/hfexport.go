@@ -14,7 +14,7 @@ import (
 	"strings"
 
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/safetensors"
+	"github.com/distopt/distopt/safetensors"
 )
 
 // HFDType is the element type of the weights of an ExportHF.

@@ -15,8 +15,8 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/safetensors"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/safetensors"
 )
 
 // hfParams is testParams (matrices taller and wider than a 128 x 128
@@ -49,7 +49,7 @@ type exported struct {
 	data  []byte
 }
 
-// readHF reads an export with internal/safetensors and checks its index:
+// readHF reads an export with package safetensors and checks its index:
 // every tensor of every file is in the weight map under that file, and
 // nothing else is; total_size is the sum of the tensors' bytes.
 func readHF(t *testing.T, dir string) map[string]exported {

@@ -7,8 +7,8 @@ import (
 	"os"
 	"sync"
 
-	"github.com/distopt/distopt/internal/safetensors"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/safetensors"
 )
 
 // Importer reads initial weights from a safetensors file, such as one

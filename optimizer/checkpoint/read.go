@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/distopt/distopt/internal/safetensors"
+	"github.com/distopt/distopt/safetensors"
 )
 
 // maxRunBytes bounds one read of consecutive chunks.

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/buffer"
-	"github.com/distopt/distopt/internal/safetensors"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/optimizertest"
+	"github.com/distopt/distopt/safetensors"
 )
 
 // TestReadRequests reads element ranges of a shard file: the values equal

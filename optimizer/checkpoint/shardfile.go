@@ -13,8 +13,8 @@ import (
 	"strconv"
 
 	"github.com/distopt/distopt/buffer"
-	"github.com/distopt/distopt/internal/safetensors"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/safetensors"
 )
 
 // shardTensor is one tensor of a shard file and its values.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/buffer"
-	"github.com/distopt/distopt/internal/safetensors"
+	"github.com/distopt/distopt/safetensors"
 )
 
 // fileDType is the safetensors type that holds elements of dt (Float32 or

@@ -1,12 +1,14 @@
-// Package cpu provides the reference backend of the optimizer: host
-// memory, pure Go, split over goroutines for large shards.
+// Package cpu provides the reference backend of the optimizer.
 //
-// Its results are the specification that every other backend must match
-// byte for byte (optimizer/backendtest checks them). They do not depend on
-// the number of goroutines. The arithmetic itself is defined in
-// optimizer/backend; this package runs it over buffers, one loop per
+// It works in host memory, in pure Go. It splits large shards over
+// goroutines.
+//
+// Its results are the specification. Every other backend must match them
+// byte for byte, and optimizer/backendtest checks that. The results do not
+// depend on the number of goroutines. The arithmetic itself is defined in
+// optimizer/backend. This package runs it over buffers, with one loop per
 // storage type of moments and gradients.
 //
-// Allocations larger than the host's RAM and swap are refused with
-// ErrOutOfMemory, since Go would end the process instead.
+// An allocation larger than the host's RAM and swap fails with
+// ErrOutOfMemory. Go would otherwise end the process.
 package cpu

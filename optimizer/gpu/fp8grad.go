@@ -11,9 +11,9 @@ import (
 
 // FP8Gradients wraps comm, a device communicator on be's GPU whose groups
 // are ordered after the work queued on be's stream (Setup's NCCL
-// communicator is), with collective/fp8grad.NewDevice on be's kernels and
-// stream: the gradient reduce-scatters then travel in FP8 with per-block
-// scales and FP32 accumulation (cfg), everything else as before. Pass the
+// communicator is), with collective/fp8grad.NewDevice on be's stream: the
+// gradient reduce-scatters then travel in FP8 with per-block scales and
+// FP32 accumulation (cfg), everything else as before. Pass the
 // result to optimizer.New in place of comm (whose GPU optimizer.New can no
 // longer check through the wrapper: FP8Gradients refuses a communicator
 // on another GPU than be). It owns comm: its Close closes comm.
@@ -24,7 +24,7 @@ func FP8Gradients(be *Backend, comm collective.Communicator, cfg fp8grad.Config)
 	if d, ok := comm.(backend.OnDevice); ok && d.Ordinal() != be.Ordinal() {
 		return nil, fmt.Errorf("gpu: FP8 gradients of a communicator on GPU %d with the kernels of GPU %d: %w", d.Ordinal(), be.Ordinal(), fp8grad.ErrConfig)
 	}
-	return fp8grad.NewDevice(comm, cfg, fp8grad.Device{Kernels: be.ks, Stream: be.s})
+	return fp8grad.NewDevice(comm, cfg, be.Stream())
 }
 
 // FP8Gradients wraps the rank's NCCL communicator with FP8 gradient

@@ -1,6 +1,7 @@
-// Package optimizertest provides the test harness shared by the tests of
-// the optimizer, of its backends (optimizer/gpu), of its communicators and
-// of its checkpoints (optimizer/checkpoint). It is for tests only.
+// Package optimizertest is the test harness of the optimizer's tests.
+//
+// The tests of its backends (optimizer/gpu), of its communicators and of its
+// checkpoints (optimizer/checkpoint) use it too. It is for tests only.
 //
 // # What it provides
 //

@@ -5,7 +5,7 @@ One process per GPU, started by torchrun:
 
     torchrun --standalone --nproc-per-node 2 scripts/bench/torch_zero1.py --json torch.json
 
-The model is the parameter set of examples/multigpu (internal/plan's GPTConfig
+The model is the parameter set of examples/multigpu (plan.GPTConfig
 Params: embeddings, Layers blocks, final norm, untied head; GPT13B by
 default), every tensor a view of ONE flat buffer, padded to a multiple of
 d x 128 elements so that it splits into d equal shards. Per rank it holds,
@@ -66,7 +66,7 @@ PHASES = ["reduce_scatter", "norm", "update", "cast", "all_gather"]
 
 
 def gpt_params(layers, hidden, ffn, vocab, positions):
-    """(name, shape, high_precision) in internal/plan's GPTConfig.Params order."""
+    """(name, shape, high_precision) in plan.GPTConfig.Params order."""
     h, f = hidden, ffn
     ps = [("embed.tokens", (vocab, h), False), ("embed.positions", (positions, h), False)]
     for l in range(layers):

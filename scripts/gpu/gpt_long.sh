@@ -48,12 +48,17 @@
 #     sample generated on the GPU.
 #  4. speed and memory, each run alone on the GPU: 124M and 1.3B shapes,
 #     $BENCH_STEPS steps, distopt (current scaling) and PyTorch (BF16
-#     autocast, flash attention; torch.compile when BENCH_COMPILE=1):
+#     autocast; torch.compile unless BENCH_COMPILE=0), once with each
+#     attention backend of $BENCH_SDPA (default "flash cudnn auto"; the
+#     fastest is the reference, issue 37):
 #     tokens/s, MFU and peak memory (allocated by the process, and NVML's
 #     device memory in use minus the idle figure, sampled by nvidia-smi);
 #     then distopt at 1.3B again with $BENCH_LOWMEM (default: 8-bit first
 #     moment, BF16 second moment, recomputed LayerNorm/GELU inputs; empty:
 #     none), the configuration that trades nothing but bits for memory.
+#     `curves -speed` prints the table and writes $OUT/speed.json (copy it
+#     to examples/gpt/results/speed.json), with the date, the commit built
+#     ($bin/commit) and the GPU's name.
 #  5. the GPU tests of examples/gpt/gpumodel.
 #  7. (not by default) moments: issue 18's training quality, concurrently
 #     on the one GPU: the small shape with -recipe current for $STEPS steps
@@ -91,7 +96,8 @@ RECIPES=${RECIPES:-current delayed tile}
 RESUME_STEPS=${RESUME_STEPS:-60}
 RESUME_RECIPES=${RESUME_RECIPES:-current delayed tile}
 BENCH_STEPS=${BENCH_STEPS:-10}
-BENCH_COMPILE=${BENCH_COMPILE:-0}
+BENCH_COMPILE=${BENCH_COMPILE:-1}
+BENCH_SDPA=${BENCH_SDPA:-flash cudnn auto}
 BENCH_BATCH_SMALL=${BENCH_BATCH_SMALL:-16}
 BENCH_BATCH_XL=${BENCH_BATCH_XL:-4}
 TOTAL=${TOTAL:-570}
@@ -107,6 +113,7 @@ build() {
 	rm -rf $bin
 	mkdir -p $bin
 	go build -ldflags="-s -w" -o $bin/gpt ./examples/gpt
+	{ git rev-parse --short HEAD && git diff --quiet HEAD || echo dirty; } | paste -sd- >$bin/commit
 	go build -ldflags="-s -w" -o $bin/curves ./examples/gpt/curves
 	bins="gpt curves"
 	if [ "${GPUMODEL:-1}" = 1 ]; then
@@ -167,9 +174,15 @@ bench() {
 		peakmem "bench_distopt_$p" $bin/gpt -backend gpu -data $bin/data -preset $p -batch $b -steps $BENCH_STEPS \
 			-eval-every 0 -eval-windows $b -sample 0 -curve "$OUT/bench_distopt_$p.json" >"$OUT/bench_distopt_$p.log" 2>&1 || status=1
 		tail -n 3 "$OUT/bench_distopt_$p.log"
-		peakmem "bench_torch_$p" "$py" scripts/gpt/torch_gpt.py --data $bin/data --shape $p --batch $b --steps $BENCH_STEPS \
-			--eval-every 0 --eval-windows $b --sdpa flash $compile --name "torch $p" --out "$OUT/bench_torch_$p.json" >"$OUT/bench_torch_$p.log" 2>&1 || status=1
-		tail -n 2 "$OUT/bench_torch_$p.log"
+		refs=""
+		for a in $BENCH_SDPA; do
+			peakmem "bench_torch_${p}_$a" "$py" scripts/gpt/torch_gpt.py --data $bin/data --shape $p --batch $b --steps $BENCH_STEPS \
+				--eval-every 0 --eval-windows $b --sdpa $a $compile --name "torch $p ($a)" --out "$OUT/bench_torch_${p}_$a.json" \
+				>"$OUT/bench_torch_${p}_$a.log" 2>&1 || status=1
+			tail -n 2 "$OUT/bench_torch_${p}_$a.log"
+			refs="$refs${refs:+,}$OUT/bench_torch_${p}_$a.json"
+		done
+		eval "refs_$(echo $p | tr . _)=\$refs"
 	done
 	lowmem=""
 	if [ -n "$BENCH_LOWMEM" ]; then
@@ -178,11 +191,12 @@ bench() {
 			-steps $BENCH_STEPS -eval-every 0 -eval-windows $BENCH_BATCH_XL -sample 0 $BENCH_LOWMEM \
 			-curve "$OUT/bench_distopt_1.3b_lowmem.json" >"$OUT/bench_distopt_1.3b_lowmem.log" 2>&1 || status=1
 		tail -n 3 "$OUT/bench_distopt_1.3b_lowmem.log"
-		lowmem="$OUT/bench_distopt_1.3b_lowmem.json $OUT/bench_torch_1.3b.json"
+		lowmem="$OUT/bench_distopt_1.3b_lowmem.json $refs_1_3b"
 	fi
 	# shellcheck disable=SC2086
-	$bin/curves -speed "$OUT/bench_distopt_small.json" "$OUT/bench_torch_small.json" \
-		"$OUT/bench_distopt_1.3b.json" "$OUT/bench_torch_1.3b.json" $lowmem || status=1
+	$bin/curves -speed -json "$OUT/speed.json" -commit "$(cat $bin/commit 2>/dev/null)" \
+		-machine "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
+		"$OUT/bench_distopt_small.json" "$refs_small" "$OUT/bench_distopt_1.3b.json" "$refs_1_3b" $lowmem || status=1
 }
 
 # profile: where each step's GPU time goes, by kernel class (issue 37's
@@ -333,7 +347,7 @@ run() {
 	} 2>&1 | tee "$OUT/gpt_long.log"
 	grep -q "gpt long status: 0" "$OUT/gpt_long.log"
 	rc=$?
-	(cd "$OUT" && tar czf gpt_long_files.tgz *.json *_*.log $(ls profile_*.csv profile_*.err profile_*.log 2>/dev/null) && rm -f *.json resume_*.log bench_*.log long_*.log fp8grad_*.log moments_*.log gpumodel_*.log profile_*)
+	(cd "$OUT" && tar czf gpt_long_files.tgz *.json *_*.log $(ls profile_*.csv profile_*.err profile_*.log 2>/dev/null) && rm -f $(ls *.json | grep -vx speed.json) resume_*.log bench_*.log long_*.log fp8grad_*.log moments_*.log gpumodel_*.log profile_*)
 	return $rc
 }
 

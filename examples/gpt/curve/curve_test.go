@@ -1,6 +1,7 @@
 package curve
 
 import (
+	"fmt"
 	"image/png"
 	"math"
 	"os"
@@ -233,8 +234,12 @@ func TestMovingAverage(t *testing.T) {
 func TestWriteSpeed(t *testing.T) {
 	a := Curve{Name: "distopt", Speed: &Speed{TokensPerS: 300, MFU: 0.3, PeakAllocBytes: 1 << 30, PeakUsedBytes: 3 << 30}}
 	b := Curve{Name: "torch", Speed: &Speed{TokensPerS: 200, MFU: 0.2, PeakAllocBytes: 2 << 30, PeakUsedBytes: 4 << 30}}
+	row, err := NewSpeedRow(a, []Curve{b})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out strings.Builder
-	if err := WriteSpeed(&out, []Curve{a, b}); err != nil {
+	if err := WriteSpeed(&out, []SpeedRow{row}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"distopt / torch", "1.500x", "0.500x", "0.750x", "30.0%", "1.00 GiB"} {
@@ -242,11 +247,49 @@ func TestWriteSpeed(t *testing.T) {
 			t.Errorf("missing %q in\n%s", want, out.String())
 		}
 	}
-	if err := WriteSpeed(&out, []Curve{a}); err == nil {
-		t.Error("an odd number of runs accepted")
+	if _, err := NewSpeedRow(a, []Curve{{Name: "short"}}); err == nil || !strings.Contains(err.Error(), "short") {
+		t.Errorf("a reference without speed: %v", err)
 	}
-	if err := WriteSpeed(&out, []Curve{a, {Name: "short"}}); err == nil || !strings.Contains(err.Error(), "short") {
+	if _, err := NewSpeedRow(Curve{Name: "short"}, []Curve{b}); err == nil || !strings.Contains(err.Error(), "short") {
 		t.Errorf("a run without speed: %v", err)
+	}
+	if _, err := NewSpeedRow(a, nil); err == nil {
+		t.Error("no reference accepted")
+	}
+}
+
+// TestSpeedReport checks that the fastest reference is chosen whatever its
+// place, that the ratios are taken against it, and that the report file
+// reads back equal.
+func TestSpeedReport(t *testing.T) {
+	run := Curve{Name: "distopt", Speed: &Speed{TokensPerS: 600, MFU: 0.6, PeakAllocBytes: 9, PeakUsedBytes: 10}}
+	speeds := []float64{400, 500, 450}
+	for first := range speeds {
+		var refs []Curve
+		for k := range speeds {
+			s := speeds[(first+k)%len(speeds)]
+			refs = append(refs, Curve{Name: fmt.Sprint("torch ", s), Speed: &Speed{TokensPerS: s, MFU: s / 1000, PeakAllocBytes: 10, PeakUsedBytes: 20}})
+		}
+		row, err := NewSpeedRow(run, refs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row.Reference != "torch 500" || row.Tokens != 600.0/500 || row.MFU != 0.6/0.5 || row.PeakAlloc != 0.9 || len(row.Others) != 2 || row.Others["torch 400"] != 400 {
+			t.Fatalf("rotation %d: %+v", first, row)
+		}
+	}
+	row, _ := NewSpeedRow(run, []Curve{{Name: "torch", Speed: &Speed{TokensPerS: 300, MFU: 0.3, PeakAllocBytes: 18}}})
+	path := filepath.Join(t.TempDir(), "speed.json")
+	rep := SpeedReport{Commit: "abc123", Machine: "one H200", Rows: []SpeedRow{row}}
+	if err := rep.Write(path); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadSpeedReport(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Date == "" || got.Commit != "abc123" || len(got.Rows) != 1 || got.Rows[0].Tokens != 2 || got.Rows[0].PeakAlloc != 0.5 || got.Rows[0].RefSpeed != row.RefSpeed {
+		t.Fatalf("read back %+v", got)
 	}
 }
 

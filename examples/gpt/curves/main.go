@@ -19,10 +19,13 @@
 // checks that a run stopped and resumed gives the uninterrupted run's
 // losses bit for bit (JSON curves only).
 //
-//	curves -speed distopt_small.json torch_small.json distopt_1.3b.json torch_1.3b.json
+//	curves -speed [-json speed.json -commit C -machine M] distopt_small.json torch_small_flash.json,torch_small_cudnn.json ...
 //
 // prints the tokens/s, MFU and peak memory of runs in pairs (a run, then
-// its reference) and their ratios.
+// its reference) and their ratios; a reference given as a comma-separated
+// list is the fastest of them (PyTorch with each attention backend).
+// -json also writes the table as JSON (curve.SpeedReport), with the date,
+// -commit and -machine.
 package main
 
 import (
@@ -45,7 +48,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	ref := fs.String("ref", "", "the reference's curve (JSON or .log)")
 	resume := fs.Bool("resume", false, "check that the runs after the first (stopped, then resumed) give the first's losses bit for bit")
-	speed := fs.Bool("speed", false, "print the speed and memory of runs in pairs (a run, then its reference) and their ratios")
+	speed := fs.Bool("speed", false, "print the speed and memory of runs in pairs (a run, then its reference, or comma-separated references of which the fastest is taken) and their ratios")
+	var rep speedOut
+	fs.StringVar(&rep.json, "json", "", "with -speed: also write the table as JSON into this file")
+	fs.StringVar(&rep.report.Commit, "commit", "", "with -json: the commit measured")
+	fs.StringVar(&rep.report.Machine, "machine", "", "with -json: the machine measured on")
 	var c curve.Criteria
 	fs.Float64Var(&c.Final, "final", 0.01, "largest relative difference of the last validation loss")
 	fs.Float64Var(&c.Every, "every", 0.02, "largest relative difference of every validation loss after -warmup")
@@ -62,7 +69,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case *resume:
 		err = checkResume(fs.Args(), stdout)
 	case *speed:
-		err = writeSpeed(fs.Args(), stdout)
+		err = writeSpeed(fs.Args(), rep, stdout)
 	case *ref == "" || fs.NArg() == 0:
 		err = errors.New("want -ref FILE and at least one run's curve, or -resume FULL PART...")
 	default:
@@ -156,13 +163,50 @@ func checkResume(paths []string, out io.Writer) error {
 	return nil
 }
 
-func writeSpeed(paths []string, out io.Writer) error {
-	cs := make([]curve.Curve, len(paths))
-	for i, p := range paths {
-		var err error
-		if cs[i], err = curve.Read(p); err != nil {
+// speedOut is where -speed writes its JSON report, and what it records
+// beside the rows.
+type speedOut struct {
+	json   string
+	report curve.SpeedReport
+}
+
+// writeSpeed prints (and with out.json writes) the comparison of runs
+// given in pairs: a run's curve, then its reference's or several
+// comma-separated references'.
+func writeSpeed(args []string, out speedOut, stdout io.Writer) error {
+	if len(args) == 0 || len(args)%2 != 0 {
+		return fmt.Errorf("-speed wants runs in pairs (a run, then its references), got %d files", len(args))
+	}
+	var rows []curve.SpeedRow
+	for i := 0; i < len(args); i += 2 {
+		run, err := curve.Read(args[i])
+		if err != nil {
 			return err
 		}
+		var refs []curve.Curve
+		for _, p := range strings.Split(args[i+1], ",") {
+			c, err := curve.Read(p)
+			if err != nil {
+				return err
+			}
+			refs = append(refs, c)
+		}
+		row, err := curve.NewSpeedRow(run, refs)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, row)
 	}
-	return curve.WriteSpeed(out, cs)
+	if err := curve.WriteSpeed(stdout, rows); err != nil {
+		return err
+	}
+	if out.json == "" {
+		return nil
+	}
+	out.report.Rows = rows
+	if err := out.report.Write(out.json); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s\n", out.json)
+	return nil
 }

@@ -50,3 +50,36 @@ func TestRun(t *testing.T) {
 		t.Errorf("no -ref: exit %d", code)
 	}
 }
+
+// TestSpeed compares a run with the fastest of three references given as a
+// comma-separated list, and checks the JSON report against the table.
+func TestSpeed(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, tokens float64) string {
+		p := filepath.Join(dir, name+".json")
+		c := curve.Curve{Name: name, Speed: &curve.Speed{TokensPerS: tokens, MFU: tokens / 1e6, PeakAllocBytes: 1 << 30, PeakUsedBytes: 2 << 30}}
+		if err := curve.Write(p, c); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	run1, flash, cudnn, auto := write("distopt", 500e3), write("flash", 400e3), write("cudnn", 625e3), write("auto", 560e3)
+	jsonPath := filepath.Join(dir, "speed.json")
+	var out, errOut bytes.Buffer
+	if code := run([]string{"-speed", "-json", jsonPath, "-commit", "c0ffee", run1, flash + "," + cudnn + "," + auto}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), "distopt / cudnn") || !strings.Contains(out.String(), "0.800x") {
+		t.Errorf("table:\n%s", out.String())
+	}
+	rep, err := curve.ReadSpeedReport(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Commit != "c0ffee" || len(rep.Rows) != 1 || rep.Rows[0].Reference != "cudnn" || rep.Rows[0].Tokens != 0.8 || len(rep.Rows[0].Others) != 2 {
+		t.Errorf("report %+v", rep)
+	}
+	if code := run([]string{"-speed", run1}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "pairs") {
+		t.Errorf("a run without reference: exit %d: %s", code, errOut.String())
+	}
+}

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-
-	"github.com/distopt/distopt/internal/progress"
 )
 
 // Names of the files Prepare writes into its output directory.
@@ -37,11 +35,14 @@ type Meta struct {
 
 // Build reads the corpus under root and returns the tokens of the
 // training and validation splits with their description. report, if not
-// nil, receives the bytes read.
-func Build(root string, report progress.Func) (train, valid []uint16, meta Meta, err error) {
+// nil, receives the bytes read: done of total.
+func Build(root string, report func(done, total int64)) (train, valid []uint16, meta Meta, err error) {
 	files, err := List(root)
 	if err != nil {
 		return nil, nil, meta, err
+	}
+	if report == nil {
+		report = func(int64, int64) {}
 	}
 	var total, done int64
 	for _, f := range files {
@@ -54,7 +55,7 @@ func Build(root string, report progress.Func) (train, valid []uint16, meta Meta,
 			return nil, nil, meta, fmt.Errorf("data: %w", err)
 		}
 		done += f.Bytes
-		report.Report(done, total)
+		report(done, total)
 		if !usable(content) {
 			meta.Skipped++
 			continue
@@ -68,7 +69,7 @@ func Build(root string, report progress.Func) (train, valid []uint16, meta Meta,
 			meta.Train.Files++
 		}
 	}
-	report.Report(total, total)
+	report(total, total)
 	meta.Train.Tokens, meta.Train.SHA256 = len(train), digest(train)
 	meta.Valid.Tokens, meta.Valid.SHA256 = len(valid), digest(valid)
 	if len(train) == 0 || len(valid) == 0 {
@@ -78,8 +79,8 @@ func Build(root string, report progress.Func) (train, valid []uint16, meta Meta,
 }
 
 // Prepare builds the corpus under root and writes TrainFile, ValidFile and
-// MetaFile into dir (created if needed).
-func Prepare(root, dir string, report progress.Func) (Meta, error) {
+// MetaFile into dir (created if needed). report is Build's.
+func Prepare(root, dir string, report func(done, total int64)) (Meta, error) {
 	train, valid, meta, err := Build(root, report)
 	if err != nil {
 		return meta, err

@@ -172,9 +172,9 @@ func (m *Model) linearGrad(params Params, grads Grads, l, i int, dx, dy cuda.Dev
 	if err != nil {
 		return err
 	}
-	gw, err := gemm.Gradient(gv, true)
+	gw, err := gemm.Gradient(gv.Data, gv.DType, true)
 	if err != nil {
-		return err
+		return fmt.Errorf("gpumodel: %s: %w", gv.Name, err)
 	}
 	dxo := gemm.Output{Data: cuda.DevicePtr(dx), Type: buffer.Float32}
 	if _, _, err := m.layers[l].lin[i].Backward(dxo, gw, cuda.DevicePtr(dy), w); err != nil {

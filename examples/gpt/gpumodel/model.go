@@ -307,7 +307,11 @@ func weight(params Params, name string) (gemm.Operand, error) {
 	if err != nil {
 		return gemm.Operand{}, err
 	}
-	return gemm.Weight(v)
+	op, err := gemm.Weight(v.Data, v.ScaleInv, v.Shape, v.Recipe)
+	if err != nil {
+		return gemm.Operand{}, fmt.Errorf("gpumodel: %s: %w", v.Name, err)
+	}
+	return op, nil
 }
 
 // ZeroGrads clears every gradient view; call it before a step's first

@@ -17,7 +17,7 @@ import (
 	"strings"
 
 	"github.com/distopt/distopt/examples/gpt/data"
-	"github.com/distopt/distopt/internal/progress"
+	"github.com/schollz/progressbar/v3"
 )
 
 func main() {
@@ -40,7 +40,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "prepare: no Go toolchain found for the default text (GOROOT/src): give -root DIR")
 		return 2
 	}
-	meta, err := data.Prepare(*root, *out, progress.Terminal(os.Stderr, "reading "+*root, true))
+	meta, err := data.Prepare(*root, *out, terminalBar("reading "+*root))
 	if err != nil {
 		fmt.Fprintln(stderr, "prepare:", err)
 		return 1
@@ -63,4 +63,20 @@ func defaultRoot() string {
 		return filepath.Join(g, "src")
 	}
 	return ""
+}
+
+// terminalBar returns a report of bytes read that draws a bar on standard
+// error when it is a terminal, and nil (quiet) otherwise, so that logs get
+// no control characters.
+func terminalBar(desc string) func(done, total int64) {
+	if st, err := os.Stderr.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return nil
+	}
+	var bar *progressbar.ProgressBar
+	return func(done, total int64) {
+		if bar == nil {
+			bar = progressbar.DefaultBytes(total, desc)
+		}
+		_ = bar.Set64(done) // a failed write to the terminal is not the work's failure
+	}
 }

@@ -32,6 +32,8 @@ type gpuRun struct {
 	o       gpuOptions
 	be      *gpu.Backend
 	xb      *xla.Backend
+	rank    int    // this process's rank of world
+	world   int    // data-parallel ranks (processes, one GPU each)
 	peak    uint64 // device memory in use (all processes), the most seen
 	base    uint64 // in use before XLA's backend was made
 	start   time.Time
@@ -40,10 +42,12 @@ type gpuRun struct {
 }
 
 // runGPU trains task on GPU LOCAL_RANK with distopt (GPUTrainer) or with
-// GoMLX's own Adam, and prints losses, speed and memory.
+// GoMLX's own Adam, and prints losses, speed and memory. Under `distopt
+// run --nproc-per-node d` each process is a rank on its own GPU, with its XLA
+// client limited to that GPU, and rank r trains on part r of the data.
 func runGPU(o gpuOptions) error {
 	ctx := context.Background()
-	r := &gpuRun{o: o}
+	r := &gpuRun{o: o, world: 1}
 	var comm collective.Communicator
 	if os.Getenv("RANK") != "" {
 		rk, err := gpu.SetupFromEnv(ctx, nccl.Config{})
@@ -52,7 +56,10 @@ func runGPU(o gpuOptions) error {
 		}
 		defer rk.Close()
 		r.be, comm = rk.Backend, rk.Comm
-		o.store = rk.Store
+		r.o.store, r.rank, r.world = rk.Store, rk.Comm.Rank(), rk.Comm.Size()
+		if err := agreeOnFlags(ctx, rk.Store, o.options); err != nil {
+			return err
+		}
 	} else {
 		be, err := gpu.New(0)
 		if err != nil {
@@ -66,7 +73,11 @@ func runGPU(o gpuOptions) error {
 		})
 	}
 	r.base = r.used()
-	xb, err := gomlxinterop.NewXLABackend(gomlxinterop.XLAConfig{PluginPath: o.plugin, TF32: o.tf32})
+	xcfg := gomlxinterop.XLAConfig{PluginPath: o.plugin, TF32: o.tf32}
+	if r.world > 1 {
+		xcfg.Devices = []int{r.be.Ordinal()}
+	}
+	xb, err := gomlxinterop.NewXLABackend(xcfg)
 	if err != nil {
 		return err
 	}
@@ -78,6 +89,9 @@ func runGPU(o gpuOptions) error {
 	case "distopt":
 		return r.distopt(ctx, comm)
 	case "adam":
+		if r.world > 1 {
+			return errors.New("-optimizer adam trains one process: GoMLX's Adam is not data-parallel here")
+		}
 		return r.adam()
 	}
 	return fmt.Errorf("unknown optimizer %q (distopt or adam)", o.optimizer)
@@ -93,7 +107,7 @@ func (r *gpuRun) used() uint64 {
 }
 
 func (r *gpuRun) batch(s int) gomlxinterop.Batch {
-	x, y := r.o.task.Batch(s, 0, r.o.batch)
+	x, y := r.o.task.Batch(s, r.rank, r.o.batch)
 	return gomlxinterop.Batch{Inputs: []*tensors.Tensor{x}, Labels: []*tensors.Tensor{y}}
 }
 
@@ -178,7 +192,7 @@ func (r *gpuRun) validation(eval func(gomlxinterop.Batch) (float32, error)) (flo
 // as CSV (step, training loss, validation loss or empty).
 func (r *gpuRun) loop(step func(s int) (float32, error), eval func() (float32, error)) error {
 	var csv *os.File
-	if r.o.out != "" {
+	if r.o.out != "" && r.rank == 0 { // the ranks share the weights; rank 0 writes the curve
 		var err error
 		if csv, err = os.Create(r.o.out); err != nil {
 			return err
@@ -220,8 +234,8 @@ func (r *gpuRun) loop(step func(s int) (float32, error), eval func() (float32, e
 		return errors.New("no steps after the warm-up to time")
 	}
 	el := time.Since(r.start) - evalTime
-	fmt.Printf("summary: optimizer %s, %.0f tokens/s (%.2f ms/step over %d steps), peak device memory %.0f MiB (%.0f MiB before XLA), final validation loss %.4f\n",
-		r.o.optimizer, float64(timed*r.o.batch*r.o.task.Len)/el.Seconds(), el.Seconds()*1000/float64(timed), timed,
+	fmt.Printf("summary: optimizer %s, %.0f tokens/s over %d ranks (%.2f ms/step over %d steps), peak device memory %.0f MiB (%.0f MiB before XLA), final validation loss %.4f\n",
+		r.o.optimizer, float64(r.world*timed*r.o.batch*r.o.task.Len)/el.Seconds(), r.world, el.Seconds()*1000/float64(timed), timed,
 		float64(r.peak)/(1<<20), float64(r.base)/(1<<20), val)
 	return nil
 }

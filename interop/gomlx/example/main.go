@@ -17,6 +17,11 @@
 //	bin/example -backend gpu -model lm -data ../../data/gpt -steps 1000 -batch 16
 //	bin/example -backend gpu -model lm -data ../../data/gpt -steps 1000 -batch 16 -optimizer adam
 //
+// On several GPUs each process is a rank with its own GPU, NCCL and XLA
+// client (not run yet; scripts/gomlx_gpu.sh d2):
+//
+//	bin/distopt run --nproc-per-node 2 -- bin/example -backend gpu -model lm -data ../../data/gpt
+//
 //	go run ./example -ranks 4 -steps 200
 //
 // Under the launcher each rank is a process and the ranks talk over gRPC:
@@ -30,9 +35,9 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -56,6 +61,7 @@ type options struct {
 	recipe       fp8.Recipe
 	task         toy.Task
 	store        optimizer.Agreer // under the launcher: where ranks compare configurations first
+	report       io.Writer        // where rank 0 prints
 }
 
 func main() {
@@ -108,7 +114,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "example:", err)
 		os.Exit(2)
 	}
-	o := options{steps: *steps, batch: *batch, lr: *lr, eps: 1e-7, recipe: recipe, task: task}
+	o := options{steps: *steps, batch: *batch, lr: *lr, eps: 1e-7, recipe: recipe, task: task, report: os.Stdout}
 	g.options = o
 	switch {
 	case *backend == "gpu" && g.task == nil:
@@ -128,12 +134,17 @@ func main() {
 	}
 }
 
+// runTimeout bounds a run, so that a rank whose peers are gone fails.
+const runTimeout = 10 * time.Minute
+
 // inProcess runs d ranks as goroutines over the in-process communicator.
 func inProcess(d int, o options) error {
 	ref, err := reference(d, o)
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
 	comms := inproc.Communicators(d)
 	errs := make([]error, d)
 	var wg sync.WaitGroup
@@ -143,7 +154,7 @@ func inProcess(d int, o options) error {
 			if r == 0 {
 				rf = ref
 			}
-			errs[r] = rank(comms[r], o, rf)
+			errs[r] = rank(ctx, comms[r], o, rf)
 		})
 	}
 	wg.Wait()
@@ -162,13 +173,24 @@ func processRank(o options) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	store, err := rendezvous.Connect(ctx, rc)
+	join, cancelJoin := context.WithTimeout(ctx, time.Minute)
+	defer cancelJoin()
+	store, err := rendezvous.Connect(join, rc)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
+	return grpcRank(ctx, store, o)
+}
+
+// grpcRank runs the rank of the job of store over gRPC; rank 0 trains
+// GoMLX's Adam first and prints.
+func grpcRank(ctx context.Context, store *rendezvous.Store, o options) error {
+	if err := agreeOnFlags(ctx, store, o); err != nil {
+		return err
+	}
 	comm, err := grpccomm.New(ctx, store, grpccomm.Config{})
 	if err != nil {
 		return err
@@ -176,18 +198,26 @@ func processRank(o options) error {
 	defer comm.Close()
 	o.store = store
 	var ref *adamRun
-	if rc.Rank == 0 {
-		d, _ := strconv.Atoi(os.Getenv("WORLD_SIZE"))
-		if ref, err = reference(d, o); err != nil {
+	if comm.Rank() == 0 {
+		if ref, err = reference(comm.Size(), o); err != nil {
 			return err
 		}
 	}
-	if err := rank(comm, o, ref); err != nil {
+	if err := rank(ctx, comm, o, ref); err != nil {
 		return err
 	}
-	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	return collective.Barrier(ctx, comm)
+}
+
+// agreeOnFlags fails unless every rank of the job was started with the
+// same training flags: ranks that took different numbers of steps would
+// wait for each other's collectives until the deadline.
+func agreeOnFlags(ctx context.Context, store optimizer.Agreer, o options) error {
+	flags := fmt.Sprintf("-steps %d -batch %d -lr %g -recipe %v, model %T", o.steps, o.batch, o.lr, o.recipe, o.task)
+	if err := store.CheckAgreement(ctx, "gomlx-example/flags", flags); err != nil {
+		return fmt.Errorf("the ranks were started with different flags (start them with the same): %w", err)
+	}
+	return nil
 }
 
 // adamRun is GoMLX's own Adam on the same data: the loss of every step and
@@ -214,10 +244,8 @@ func reference(d int, o options) (*adamRun, error) {
 	return &adamRun{losses: losses, heldOut: h}, err
 }
 
-// rank trains one rank; rank 0 (which gets ref) prints the losses.
-func rank(comm collective.Communicator, o options, ref *adamRun) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
+// rank trains one rank; rank 0 (which gets ref) prints the losses to o.report.
+func rank(ctx context.Context, comm collective.Communicator, o options, ref *adamRun) error {
 	be, err := toy.Backend()
 	if err != nil {
 		return err
@@ -233,12 +261,12 @@ func rank(comm collective.Communicator, o options, ref *adamRun) error {
 	}
 	defer tr.Close()
 	if ref != nil {
-		fmt.Printf("distopt + GoMLX (%s): %d ranks, recipe %s, %d parameters, variables shared with the backend: %t\n",
+		fmt.Fprintf(o.report, "distopt + GoMLX (%s): %d ranks, recipe %s, %d parameters, variables shared with the backend: %t\n",
 			be.Name(), comm.Size(), o.recipe, len(tr.Params()), tr.Shared())
 		for _, p := range tr.Params() {
-			fmt.Printf("  %-52s distopt shape %-8s layout %-10v high precision %t\n", p.Name, fmt.Sprint(p.Shape), p.Layout, p.HighPrecision)
+			fmt.Fprintf(o.report, "  %-52s distopt shape %-8s layout %-10v high precision %t\n", p.Name, fmt.Sprint(p.Shape), p.Layout, p.HighPrecision)
 		}
-		fmt.Printf("%6s  %14s  %14s\n", "step", "distopt FP8", "GoMLX Adam")
+		fmt.Fprintf(o.report, "%6s  %14s  %14s\n", "step", "distopt FP8", "GoMLX Adam")
 	}
 	lossBuf := make(buffer.HostBuffer, 8)
 	for s := range o.steps {
@@ -254,7 +282,7 @@ func rank(comm collective.Communicator, o options, ref *adamRun) error {
 			return err
 		}
 		if ref != nil && (s%max(1, o.steps/10) == 0 || s == o.steps-1) {
-			fmt.Printf("%6d  %14.5f  %14.5f\n", s, math.Float64frombits(binary.LittleEndian.Uint64(lossBuf)), ref.losses[s])
+			fmt.Fprintf(o.report, "%6d  %14.5f  %14.5f\n", s, math.Float64frombits(binary.LittleEndian.Uint64(lossBuf)), ref.losses[s])
 		}
 	}
 	if ref == nil {
@@ -265,7 +293,7 @@ func rank(comm collective.Communicator, o options, ref *adamRun) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("held-out loss after %d steps: distopt %.5f   GoMLX Adam %.5f   (%+.2f%%)\n", o.steps, h, ref.heldOut, 100*(h/ref.heldOut-1))
+	fmt.Fprintf(o.report, "held-out loss after %d steps: distopt %.5f   GoMLX Adam %.5f   (%+.2f%%)\n", o.steps, h, ref.heldOut, 100*(h/ref.heldOut-1))
 	return nil
 }
 

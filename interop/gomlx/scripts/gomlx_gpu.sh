@@ -5,6 +5,12 @@
 #   interop/gomlx/scripts/gomlx_gpu.sh tests            # there, from the repository root: the GPU tests
 #   interop/gomlx/scripts/gomlx_gpu.sh lm distopt 1000  # there: the byte-level LM with distopt (E4M3, current)
 #   interop/gomlx/scripts/gomlx_gpu.sh lm adam 1000     # there: the same with GoMLX's own Adam
+#   interop/gomlx/scripts/gomlx_gpu.sh d2 1000          # there, on two GPUs: distopt run --nproc-per-node 2
+#
+# d2 is the d > 1 path (NCCL, one process, GPU and XLA client per rank); it
+# has not run yet (no two-GPU machine so far). Each rank trains its own
+# batch of LM_ARGS, rank 0 writes the curve (d2.csv), every rank's log goes
+# to d2.log with the launcher's [rank N] prefixes.
 #
 # Results go to $OUT (or .gpu/gomlx/out): logs, loss curves (CSV), NVML
 # memory samples. Each lm run is one process, alone on the GPU. Binaries
@@ -36,6 +42,7 @@ build)
 	mkdir -p "$root/$dir/data"
 	(cd "$root/interop/gomlx" && go test -c -ldflags='-s -w' -o "$root/$dir/gomlx.test" . &&
 		go build -ldflags='-s -w' -o "$root/$dir/example" ./example)
+	(cd "$root" && go build -ldflags='-s -w' -o "$root/$dir/distopt" ./cmd/distopt)
 	(cd "$root" && go run ./examples/gpt/prepare -out "$root/$dir/full")
 	python3 - "$root/$dir" "${TOKENS:-16777216}" <<'EOF'
 import struct, sys
@@ -47,9 +54,9 @@ for name, n in (("train.tok", keep), ("valid.tok", 1 << 20)):
     open(f"{d}/data/{name}", "wb").write(raw[:8] + struct.pack("<IIQ", vocab, res, n) + raw[24:24 + 2 * n])
 EOF
 	rm -rf "$root/$dir/full"
-	xz -f -T0 -6 "$root/$dir/gomlx.test" "$root/$dir/example" "$root/$dir/data/train.tok" "$root/$dir/data/valid.tok"
+	xz -f -T0 -6 "$root/$dir/gomlx.test" "$root/$dir/example" "$root/$dir/distopt" "$root/$dir/data/train.tok" "$root/$dir/data/valid.tok"
 	ls -l "$root/$dir" "$root/$dir/data"
-	echo "carry [\"$dir\"]; there: sh interop/gomlx/scripts/gomlx_gpu.sh tests | lm distopt N | lm adam N"
+	echo "carry [\"$dir\"]; there: sh interop/gomlx/scripts/gomlx_gpu.sh tests | lm distopt N | lm adam N | d2 N"
 	;;
 tests)
 	there
@@ -70,8 +77,22 @@ lm)
 	kill $smi
 	echo "NVML peak (MiB, all processes): $(sort -n "$out/nvml_$opt.txt" | tail -1)" | tee -a "$out/$opt.log"
 	;;
+d2)
+	there
+	steps=${2:-1000}
+	for f in example distopt; do unxz_to $dir/$f.xz $dir/$f && chmod +x $dir/$f; done
+	for f in train valid; do [ -f $dir/data/$f.tok ] || unxz_to $dir/data/$f.tok.xz $dir/data/$f.tok; done
+	nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 200 >"$out/nvml_d2.txt" &
+	smi=$!
+	# shellcheck disable=SC2086
+	$dir/distopt run --nproc-per-node 2 -- $dir/example -backend gpu -model lm -data $dir/data \
+		${LM_ARGS:--layers 12 -dim 768 -heads 12 -seq 256 -batch 16 -lr 6e-4} \
+		-steps "$steps" -out "$out/d2.csv" 2>&1 | tee "$out/d2.log" || true
+	kill $smi
+	echo "NVML peak per GPU (index, MiB): $(sort -t, -k2 -n "$out/nvml_d2.txt" | awk -F, '{m[$1]=$2} END {for (i in m) printf "%s:%s ", i, m[i]}')" | tee -a "$out/d2.log"
+	;;
 *)
-	sed -n '2,16p' "$0"
+	sed -n '2,22p' "$0"
 	exit 2
 	;;
 esac

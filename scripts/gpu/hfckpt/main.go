@@ -21,9 +21,9 @@ import (
 	"github.com/distopt/distopt/optimizer/cpu"
 
 	"github.com/distopt/distopt/collective/inproc"
-	"github.com/distopt/distopt/internal/plan"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/checkpoint"
+	"github.com/distopt/distopt/plan"
 )
 
 func main() {

@@ -25,7 +25,7 @@ import (
 
 	"github.com/distopt/distopt/examples/gpt/data"
 	"github.com/distopt/distopt/examples/gpt/model"
-	"github.com/distopt/distopt/internal/safetensors"
+	"github.com/distopt/distopt/safetensors"
 )
 
 // reference is ref.json.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/plan"
+	"github.com/distopt/distopt/plan"
 )
 
 // Example looks up a preset and a GPU and prints the bytes per rank of

@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 )
@@ -79,41 +78,3 @@ var Baselines = []Baseline{
 	{Name: "distopt FP8, FP32 moments", Weights: 1, Grads: 2, Sharded: 12, Distopt: true},
 	{Name: "distopt FP8, BF16 moments", Weights: 1, Grads: 2, Sharded: 8, Distopt: true},
 }
-
-// nameWidth is the width of the configuration column of ComparisonTable.
-const nameWidth = 42
-
-// ComparisonTable formats, for a model of n parameters and each d in ds,
-// the per-rank GiB of every baseline. With limit > 0, a cell above limit
-// bytes is marked with a trailing "*".
-func ComparisonTable(n int64, ds []int, limit int64) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%-*s %-14s", nameWidth, "configuration (GiB per rank)", "bytes/param")
-	for _, d := range ds {
-		fmt.Fprintf(&b, " %9s", fmt.Sprintf("d=%d", d))
-	}
-	b.WriteString("\n")
-	for _, bl := range Baselines {
-		fmt.Fprintf(&b, "%-*s %-14s", nameWidth, bl.Name, bl.Formula())
-		for _, d := range ds {
-			bytes := bl.BytesPerParam(d) * float64(n)
-			b.WriteString(" " + Cell(bytes, limit))
-		}
-		b.WriteString("\n")
-	}
-	return b.String()
-}
-
-// Cell formats bytes as GiB in a column of width 9, marked "*" when limit
-// is positive and bytes exceed it.
-func Cell(bytes float64, limit int64) string {
-	mark := " "
-	if limit > 0 && bytes > float64(limit) {
-		mark = "*"
-	}
-	return fmt.Sprintf("%8.2f%s", bytes/(1<<30), mark)
-}
-
-// RowFormat is the format of a row name and its formula in
-// ComparisonTable, for callers that add rows of their own.
-func RowFormat() string { return fmt.Sprintf("%%-%ds %%-14s", nameWidth) }
