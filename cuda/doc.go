@@ -1,5 +1,5 @@
 // Package cuda provides the GPU surface of distopt: devices, streams, device
-// memory, modules of PTX, kernel launches and events.
+// memory, pinned host memory, modules of PTX, kernel launches and events.
 //
 // It is a small wrapper of the module's own CUDA driver binding, which opens
 // libcuda.so.1 at run time: building needs no CUDA toolkit. On a host without
@@ -10,4 +10,9 @@
 // device's primary context current, so a Device may be used from any
 // goroutine. The gemm engine, the optimizer's GPU backend and models written
 // outside this module take the handles of this package.
+//
+// A Library is a package's own kernels: the PTX and cubins it embeds, in
+// two variants, loaded with Device.LoadLibrary. The GPT example's kernels
+// (examples/gpt/kernels) are one. Package cuda/cudatest holds what GPU
+// tests share.
 package cuda

@@ -6,33 +6,35 @@ import (
 	"github.com/distopt/distopt/internal/ptxgen"
 )
 
-// EnvPTX names the environment variable that makes LoadLibrary use the
-// PTX ("1") even where machine code is shipped, to compare the two or to
+// EnvPTX names the environment variable that makes LoadLibrary take the
+// PTX even where a cubin fits: "1". It serves to compare the two, or to
 // rule the machine code out.
 const EnvPTX = "DISTOPT_CUDA_PTX"
 
-// Library is a package's kernels, loaded on one device in one variant
-// from the files its generator wrote: for every CUDA source NAME.cu,
+// Library is the kernels of a package, loaded on one device in one
+// variant. The package ships them as files that this module's
+// internal/ptxgen/gen.sh writes, one pair per CUDA source NAME.cu and
+// variant:
 //
-//	ptx/NAME_sm80.ptx, ptx/NAME_sm90.ptx                  PTX of each Variant
-//	cubin/NAME_sm80.sm_80.cubin, cubin/NAME_sm90.sm_90.cubin  their machine code
+//	ptx/NAME_sm80.ptx      cubin/NAME_sm80.sm_80.cubin
+//	ptx/NAME_sm90.ptx      cubin/NAME_sm90.sm_90.cubin
 //
-// (internal/ptxgen/gen.sh of this module writes them), typically embedded
-// with //go:embed ptx/*.ptx cubin/*.cubin. A module may ship without
-// cubins: its PTX is then always compiled by the driver's JIT.
+// It typically embeds them with //go:embed ptx/*.ptx cubin/*.cubin. A
+// module may ship without cubins. The driver's JIT then compiles its PTX.
 type Library struct {
 	d   *Device
 	l   *ptxgen.Library
 	fns map[string]*Function
 }
 
-// LoadLibrary loads every module of fsys on d in variant v, from the cubin
-// for d's architecture where there is one (sm_80 for 8.x, sm_90 for 9.0),
-// else from the PTX through the driver's JIT (newer GPUs, the sm80 variant
-// on a 9.0 GPU, modules without cubins, EnvPTX=1), which takes seconds to
-// a minute on a fresh machine before the driver caches the result. Images
-// says which. It fails with ErrUnsupported when d cannot run v, and with
-// the JIT's log when the driver rejects the PTX. Unload releases it.
+// LoadLibrary loads every module of fsys on d in variant v. It takes the
+// cubin for d's architecture where there is one: sm_80 for 8.x, sm_90 for
+// 9.0. Elsewhere it takes the PTX, which the driver's JIT compiles: on
+// newer GPUs, for the sm80 variant on a 9.0 GPU, for modules without
+// cubins, and with EnvPTX=1. The JIT takes seconds to a minute on a fresh
+// machine; the driver caches its result. Images says what was loaded. The
+// error matches ErrUnsupported when d cannot run v, and holds the JIT's
+// log when the driver rejects the PTX. Unload releases the library.
 func (d *Device) LoadLibrary(fsys fs.FS, v Variant) (*Library, error) {
 	l, err := ptxgen.LoadLibrary(d.d, fsys, ptxgen.Variant(v))
 	if err != nil {

@@ -5,17 +5,16 @@ import (
 	"github.com/distopt/distopt/internal/ptxgen"
 )
 
-// Variant is one of the two builds of the modules of a Library, made from
+// Variant is one of the two builds of a Library's modules. Both come from
 // the same CUDA sources.
 type Variant int
 
 const (
-	// SM80 is PTX for compute_80 (FP8 conversions in integer code) and its
-	// sm_80 machine code. It runs on every device of compute capability
-	// 8.0 and up.
+	// SM80 is PTX for compute_80 and its sm_80 machine code. It converts
+	// FP8 in integer code, and runs on compute capability 8.0 and up.
 	SM80 Variant = iota + 1
-	// SM90 is PTX for compute_90 (FP8 conversions by the hardware) and its
-	// sm_90 machine code. It needs compute capability 9.0.
+	// SM90 is PTX for compute_90 and its sm_90 machine code. It converts
+	// FP8 in hardware, and needs compute capability 9.0.
 	SM90
 )
 
@@ -32,7 +31,8 @@ func (v Variant) Arch() int { return ptxgen.Variant(v).Arch() }
 func (v Variant) Supports(info DeviceInfo) bool { return ptxgen.Variant(v).Supports(info.internal()) }
 
 // VariantFor returns the newest variant a device runs: SM90 from compute
-// capability 9.0, SM80 from 8.0; below, an error matching ErrUnsupported.
+// capability 9.0, SM80 from 8.0. Below 8.0 the error matches
+// ErrUnsupported.
 func VariantFor(info DeviceInfo) (Variant, error) {
 	v, err := ptxgen.VariantFor(info.internal())
 	return Variant(v), err

@@ -11,12 +11,12 @@ import (
 	"github.com/distopt/distopt/internal/cudalink"
 )
 
-// Dense runs dense matrix products on cuBLASLt for the parts of a model
-// that are not linear layers, such as attention's scores and weighted
-// sums: float32 or bfloat16 operands, float32 results and sums, strided
-// batches of column-major matrices. It needs cuBLASLt 12.0 or later, not
-// the FP8 kernels of an Engine. Its plans may not run from two goroutines
-// at once.
+// Dense runs dense matrix products on cuBLASLt, for the parts of a model
+// that are not linear layers, such as attention's scores. Operands are
+// float32 or bfloat16, in strided batches of column-major matrices.
+// Results and sums are float32. It needs cuBLASLt 12.0 or later, not the
+// FP8 kernels of an Engine. A plan must not run from two goroutines at
+// once.
 type Dense struct {
 	lt *cublaslt.Handle
 }
@@ -38,20 +38,20 @@ func NewDense(d *cuda.Device) (*Dense, error) {
 // Close releases the handle. Its plans must be destroyed first.
 func (h *Dense) Close() error { return h.lt.Destroy() }
 
-// Matrix is a column-major layout of Rows x Cols elements of Type
-// (buffer.Float32 or buffer.BFloat16), column j starting LD elements after
+// Matrix is a column-major layout of Rows x Cols elements of Type,
+// buffer.Float32 or buffer.BFloat16. Column j starts LD elements after
 // column j-1. A row-major R x C matrix is a column-major C x R one.
 //
 // Batch above 1 makes a strided batch: matrix i starts i·Stride elements
-// after the first. Stride may be smaller than LD·Cols (interleaved
-// matrices, such as the heads of an attention layer side by side in one
-// row-major activation); the matrices of D must not overlap. Every operand
+// after the first. Stride may be smaller than LD·Cols, for interleaved
+// matrices such as the heads of an attention layer side by side in one
+// row-major activation. The matrices of D must not overlap. Every operand
 // of a product has the same batch count.
 //
-// Align, if not 0, is the alignment in bytes of every address Run will
-// pass for this operand: a power of two from the element size up to 256.
-// 0 means 256; an operand at a smaller alignment must say so, or the
-// library may pick a kernel that cannot read it.
+// Align is the alignment in bytes of every address Run will pass for this
+// operand: a power of two from the element size up to 256. 0 means 256.
+// An operand at a smaller alignment must say so, or the library may pick a
+// kernel that cannot read it.
 type Matrix struct {
 	Type       buffer.DType
 	Rows, Cols int
@@ -75,16 +75,16 @@ func (m Matrix) layout() (cublaslt.Matrix, error) {
 	return cublaslt.Matrix{Type: t, Rows: m.Rows, Cols: m.Cols, LD: m.LD, Batch: m.Batch, Stride: m.Stride, Align: m.Align}, nil
 }
 
-// DenseSpec describes D = op(A)·op(B) for each matrix of a batch, op(A)
-// M x K, op(B) K x N, and D M x N float32, overwritten; TransA and TransB
+// DenseSpec describes D = op(A)·op(B) for each matrix of a batch: op(A) is
+// M x K, op(B) K x N, and D M x N float32, overwritten. TransA and TransB
 // transpose A and B.
 type DenseSpec struct {
 	TransA, TransB bool
 	A, B, D        Matrix
-	// TF32 rounds float32 inputs to TF32 (10 explicit mantissa bits,
-	// relative error up to 2^-11 each) and multiplies them on the tensor
-	// cores, several times faster; otherwise float32 products are exact.
-	// Bfloat16 inputs always run on the tensor cores. Sums are FP32.
+	// TF32 rounds float32 inputs to TF32, a relative error up to 2^-11
+	// each, and multiplies them on the tensor cores: several times faster.
+	// Otherwise float32 products are exact. Bfloat16 inputs always run on
+	// the tensor cores. Sums are FP32.
 	TF32 bool
 }
 
@@ -93,10 +93,10 @@ type DensePlan struct {
 	p *cublaslt.Plan
 }
 
-// Plan chooses cuBLASLt's algorithm for spec whose workspace fits
-// maxWorkspace bytes. A product the library has no kernel for (such as
-// bfloat16 rows whose length is not a multiple of 8) gives an error
-// matching ErrShape.
+// Plan chooses cuBLASLt's algorithm for spec, with a workspace of at most
+// maxWorkspace bytes. A product the library has no kernel for gives an
+// error matching ErrShape: bfloat16 rows whose length is not a multiple of
+// 8, say.
 func (h *Dense) Plan(spec DenseSpec, maxWorkspace int) (*DensePlan, error) {
 	a, errA := spec.A.layout()
 	b, errB := spec.B.layout()
@@ -122,8 +122,8 @@ func (h *Dense) Plan(spec DenseSpec, maxWorkspace int) (*DensePlan, error) {
 // Workspace returns the bytes of workspace the plan's algorithm needs.
 func (p *DensePlan) Workspace() int { return p.p.Workspace() }
 
-// Run queues D = op(A)·op(B) on s with the operands at a, b and d and
-// wsSize bytes of workspace at ws (at least Workspace()).
+// Run queues D = op(A)·op(B) on s, with the operands at a, b and d. ws
+// holds wsSize bytes of workspace, at least Workspace().
 func (p *DensePlan) Run(s *cuda.Stream, a, b, d, ws cuda.DevicePtr, wsSize int) error {
 	return p.p.Run(cudalink.Stream(s), &cublaslt.Args{A: icuda.DevicePtr(a), B: icuda.DevicePtr(b), C: icuda.DevicePtr(d),
 		D: icuda.DevicePtr(d), Alpha: 1, Workspace: icuda.DevicePtr(ws), WorkspaceSize: wsSize})
