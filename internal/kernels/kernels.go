@@ -61,7 +61,7 @@ func load(d *cuda.Device, v Variant, names []string) (*Set, error) {
 func (k *Set) Images() map[string]cuda.Image { return k.lib.Images() }
 
 // ImageSummary names each distinct image of the set's modules with the
-// number of modules loaded from it: "PTX (driver JIT) x1, sm_90 cubin x19".
+// number of modules loaded from it: "sm_90 cubin x14".
 func (k *Set) ImageSummary() string { return k.lib.ImageSummary() }
 
 // Variant returns the variant loaded.

@@ -98,7 +98,7 @@ func (l *Library) Functions() map[string]*cuda.Function { return maps.Clone(l.fn
 func (l *Library) Images() map[string]cuda.Image { return maps.Clone(l.images) }
 
 // ImageSummary names each distinct image of the modules with the number
-// of modules loaded from it: "PTX (driver JIT) x1, sm_90 cubin x19".
+// of modules loaded from it: "PTX (driver JIT) x1, sm_90 cubin x5".
 func (l *Library) ImageSummary() string {
 	count := map[cuda.Image]int{}
 	for _, im := range l.images {

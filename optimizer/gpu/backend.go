@@ -66,8 +66,7 @@ func New(ordinal int) (*Backend, error) {
 }
 
 // Name implements backend.Backend: the device and the kernels' variant
-// and code, "cuda:0 NVIDIA H200 (sm_90, kernels sm90: PTX (driver JIT) x1,
-// sm_90 cubin x19)".
+// and code, "cuda:0 NVIDIA H200 (sm_90, kernels sm90: sm_90 cubin x14)".
 func (b *Backend) Name() string {
 	i := b.dev.Info()
 	return fmt.Sprintf("cuda:%d %s (sm_%d%d, kernels %v: %s)", i.Ordinal, i.Name, i.Major, i.Minor, b.ks.Variant(), b.ks.ImageSummary())
