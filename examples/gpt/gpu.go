@@ -88,22 +88,11 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 		return nil, err
 	}
 	defer opt.Close()
-	e, err := gemm.New(be.Device(), be.Stream())
+	m, closeModel, err := newGPUModel(o, be)
 	if err != nil {
 		return nil, err
 	}
-	defer e.Close()
-	k, err := kernels.Load(be.Device())
-	if err != nil {
-		return nil, err
-	}
-	defer k.Close()
-	m, err := gpumodel.NewWith(e, k, o.shape, o.batch, o.shape.Seq, gpumodel.Options{Recipe: o.recipe, Recompute: o.recompute, KeepTransposed: o.keepTransposed,
-		Attention: o.attention, Head: o.head})
-	if err != nil {
-		return nil, err
-	}
-	defer m.Close()
+	defer closeModel()
 	if err := resume(ctx, o, out, opt, comm); err != nil {
 		return nil, err
 	}
@@ -129,6 +118,29 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 		}
 	}
 	return losses, nil
+}
+
+// newGPUModel makes the model of o on be's device and stream: its GEMM
+// engine, its kernels and its activations. The returned function frees
+// them, model first.
+func newGPUModel(o options, be *gpu.Backend) (*gpumodel.Model, func(), error) {
+	e, err := gemm.New(be.Device(), be.Stream())
+	if err != nil {
+		return nil, nil, err
+	}
+	k, err := kernels.Load(be.Device())
+	if err != nil {
+		e.Close()
+		return nil, nil, err
+	}
+	m, err := gpumodel.NewWith(e, k, o.shape, o.batch, o.shape.Seq, gpumodel.Options{Recipe: o.recipe, Recompute: o.recompute, KeepTransposed: o.keepTransposed,
+		Attention: o.attention, Head: o.head})
+	if err != nil {
+		k.Close()
+		e.Close()
+		return nil, nil, err
+	}
+	return m, func() { m.Close(); k.Close(); e.Close() }, nil
 }
 
 // openDevice opens this process's GPU and its communicator: the
