@@ -28,31 +28,21 @@ const reduceBlock = 1024
 // picks NativeEndian from the GOARCH of the build.
 var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
-// Reduce is the reference reduction of every backend: element i of dst
-// becomes the reduction op of element i of srcs[0], srcs[1], ...,
-// srcs[len(srcs)-1] (srcs[r] is the contribution of rank r), every slice
-// holding elements of dt in little-endian order.
+// Reduce is the reference reduction of every backend. Element i of dst
+// becomes op over element i of srcs[0], ..., srcs[n-1], srcs[r] being rank
+// r's contribution. Elements are dt values, little-endian.
 //
-// Floating point (BFloat16, Float32, Float64): each element is converted
-// exactly to float32 (float64 for Float64).
-//   - Sum computes s = x0; s += x1; ...; s += x(n-1) in that order, every
-//     addition rounded to float32 (float64) with round-to-nearest-even.
-//   - Avg computes that sum and then s / n, also rounded to nearest even.
-//   - Max keeps the largest value, where NaN is larger than every number
-//     (including +Inf) and +0 is larger than -0.
+// Floats are converted exactly to float32, or float64 for Float64. Sum adds
+// in rank order and Avg then divides by n. Every step, and the conversion to
+// dt, rounds to nearest even; BFloat16 overflow gives ±Inf. Max makes NaN
+// the largest value and +0 larger than -0. NaN results are the canonical
+// quiet NaN (CanonicalNaN32, CanonicalNaN64, bf16.NaN), whatever the payloads.
+// Integer Sum wraps, in two's complement for Int64. Max compares Uint8 and
+// Uint32 unsigned, Int64 signed. Avg is not defined on integers.
 //
-// The result is rounded to dt with round-to-nearest-even (BFloat16 through
-// bf16.FromFloat32: overflow gives ±Inf). A NaN result is always written
-// as the canonical quiet NaN (CanonicalNaN32, CanonicalNaN64, bf16.NaN),
-// so results do not depend on NaN payloads or on the machine.
-//
-// Integers: Uint8 and Uint32 Sum wrap modulo 2^8 and 2^32, Int64 Sum wraps
-// in two's complement; Max compares unsigned (Uint8, Uint32) or signed
-// (Int64). Avg is not defined on integers.
-//
-// dst may be one of srcs (in place), or share no byte with any of them.
-// Reduce panics if srcs is empty, if a length differs from len(dst), if the
-// length is not a multiple of dt.Size(), or if op is not defined on dt.
+// dst may be one of srcs, or share no byte with them. Reduce panics on empty
+// srcs, lengths that differ from len(dst) or are not a multiple of
+// dt.Size(), and an op not defined on dt.
 func Reduce(dst []byte, srcs [][]byte, dt buffer.DType, op ReduceOp) {
 	if len(srcs) == 0 {
 		panic("collective: Reduce with no sources")

@@ -24,25 +24,20 @@ func E8M0Value(e uint8) float32 {
 	return math.Float32frombits(uint32(e) << 23)
 }
 
-// CastMX casts src to MXFP8 following the OCP Microscaling Formats (MX)
-// specification v1.0: for each run k of MXBlock consecutive elements (the
-// last run may be shorter) with amax = Amax(run):
+// CastMX casts src to MXFP8, per the OCP Microscaling Formats (MX)
+// specification v1.0. Each run k of MXBlock elements, the last maybe shorter,
+// shares the E8M0 scale scales[k]. With amax = Amax(run):
 //
-//   - amax finite and non-zero: the shared exponent is
-//     X = floor(log2(amax)) - f.EmaxElem(), raised to -127 if lower (it
-//     never exceeds 119); scales[k] = X + 127; dst[i] = f.Encode(float32(
-//     src[i] * 2^-X)). Elements whose scaled value exceeds f.Max() saturate
-//     to ±Max (satfinite), as do the infinite ones.
-//   - amax = 0 (all elements ±0): scales[k] = 127 (scale 1) and each element
-//     encodes to 0x00 or, for -0, 0x80.
-//   - amax Inf or NaN: scales[k] = E8M0NaN, and every element of the run is
-//     written as the format's NaN code f.NaN(): the whole block decodes to
-//     NaN, as the specification says of a NaN scale.
+//   - amax finite, non-zero: X = floor(log2(amax)) - f.EmaxElem(), raised to
+//     -127 if lower; it never exceeds 119. scales[k] = X + 127 and dst[i] =
+//     f.Encode(float32(src[i] * 2^-X)), saturating to ±f.Max() (satfinite).
+//   - amax 0: scales[k] = 127, scale 1, and the codes are 0x00, or 0x80 for -0.
+//   - amax Inf or NaN: scales[k] = E8M0NaN and every code is f.NaN(). The run
+//     decodes to NaN, as the specification says of a NaN scale.
 //
-// dst[i] * E8M0Value(scales[k]) then approximates src[i]. It serves a piece
-// of a tensor that starts at a block boundary. Large inputs are split across
-// goroutines. It panics if len(dst) < len(src), len(scales) <
-// ceil(len(src)/MXBlock) or f is invalid.
+// dst[i] * E8M0Value(scales[k]) then approximates src[i]. src must start at a
+// block boundary. Large inputs are split across goroutines. CastMX panics if
+// dst or scales is too short, or f is invalid.
 func CastMX(dst []byte, scales []byte, src []float32, f Format) {
 	checkBlocks("CastMX", len(dst), len(scales), len(src), MXBlock, f)
 	emax := f.EmaxElem()

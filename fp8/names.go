@@ -73,10 +73,8 @@ func RecipeName(s Scaling) string {
 	return recipeNames[s-1].name
 }
 
-// ParseRecipe reads a recipe from its name, the way every distopt tool
-// takes a -recipe flag. The text is NAME or NAME:FORMAT, case-insensitive.
-//
-// NAME is a canonical name or an alias:
+// ParseRecipe reads a recipe from NAME or NAME:FORMAT, in any case, as every
+// distopt tool reads its -recipe flag. NAME is a canonical name or an alias:
 //
 //	canonical  Scaling       aliases
 //	current    TensorCurrent tensorcurrent, Float8CurrentScaling, tensorwise, tensor
@@ -85,18 +83,11 @@ func RecipeName(s Scaling) string {
 //	tile       Block128x128  block128x128, Float8BlockScaling, blockwise, 128x128
 //	mx         MXFP8         mxfp8, MXFP8BlockScaling
 //
-// The aliases are the Scaling constants, Transformer Engine's recipe
-// classes and Megatron-LM's --fp8-recipe values. Transformer Engine's
-// Float8BlockScaling (Megatron's blockwise) scales weights in 128x128
-// blocks, so it names the tile recipe here: distopt casts weights.
-//
-// FORMAT is E4M3 (the default; also e4m3fn, PyTorch's name, and HYBRID,
-// Transformer Engine's default, which casts weights to E4M3) or E5M2.
-//
-// The recipe has no margin, no power-of-two rounding, and for delayed
-// scaling the default history (DefaultHistoryLen, max), as Transformer
-// Engine's defaults; set those fields on the result. An unknown name or
-// format gives an error wrapping ErrRecipe that lists the accepted names.
+// Aliases are Scaling constants, Transformer Engine's recipe classes and
+// Megatron-LM's --fp8-recipe values. FORMAT is E4M3, the default, or E5M2;
+// PyTorch's e4m3fn and Transformer Engine's HYBRID mean E4M3. The result has
+// no margin, no power-of-two scales and the default history, Transformer
+// Engine's defaults. Errors wrap ErrRecipe.
 func ParseRecipe(s string) (Recipe, error) {
 	name, format, hasFormat := strings.Cut(strings.ToLower(strings.TrimSpace(s)), ":")
 	r := Recipe{Format: E4M3}

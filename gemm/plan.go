@@ -9,22 +9,17 @@ const (
 	WGradProduct                      // WGrad: dw += dyᵀ · x
 )
 
-// Scratch returns the bytes of scratch the engine needs for product p of
-// operands a and b (x and w for ForwardProduct, dy and w for DGradProduct,
-// dy and x for WGradProduct): what Result.Scratch reports and what the
-// engine's buffer grows to, before the fixed WorkspaceBytes.
+// Scratch returns the scratch bytes the engine needs for product p of a and
+// b: x and w for ForwardProduct, dy and w for DGradProduct, dy and x for
+// WGradProduct. Result.Scratch reports it, without the fixed WorkspaceBytes.
 //
-//   - tensor cores, operands already K-major (forward; weight gradient from
-//     transposed activations): 0, or a padded copy of a tile grid whose
-//     rows are not a multiple of 4 tiles;
-//   - data gradient: the transposed weight, out x in bytes, and for
-//     Tiles128 its transposed tile grid;
-//   - weight gradient from row-major PerTensor or Tiles128 activations:
-//     their transposes, T x (out + in) bytes;
-//   - fallback: 2 bytes per element of both operands (bfloat16 copies).
+//   - tensor cores, operands already K-major, as in forward: 0, or a copy of
+//     a tile grid padded to rows of a multiple of 4 tiles;
+//   - data gradient: the transposed weight, out x in bytes, and its tile grid;
+//   - weight gradient from row-major activations: T x (out + in) bytes;
+//   - fallback: 2 bytes per element of both operands.
 //
-// Each product uses its scratch and drops it: a model's peak is the
-// largest single product's, not a sum over layers.
+// A product drops its scratch, so a model's peak is its largest product's.
 func Scratch(p Product, a, b Operand) int {
 	switch p {
 	case ForwardProduct:

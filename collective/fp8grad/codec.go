@@ -29,28 +29,20 @@ func PieceBytes(n, block int) int {
 // blocks returns ceil(n/block).
 func blocks(n, block int) int { return (n + block - 1) / block }
 
-// Quantize writes the wire piece of src (n = len(src) elements) to dst,
-// which must hold PieceBytes(n, block) bytes. For each run k of block
-// consecutive elements (the last may be shorter):
+// Quantize writes the wire piece of src to dst, which must hold
+// PieceBytes(len(src), block) bytes. Each run k of block elements, the last
+// maybe shorter, is coded so:
 //
-//	amax         = max |x| over the finite x of the run
-//	scale, inv   = fp8.ScaleFromAmax(amax, f, 0, true)   (a power of two)
-//	code[i]      = f.Encode(float32(x[i] * scale))   for finite x[i]
-//	code[i]      = f.NaN() (0x7f)                    for NaN and ±Inf
-//	scaleInv[k]  = inv
+//	amax        = max |x| over the finite x of the run
+//	scale, inv  = fp8.ScaleFromAmax(amax, f, 0, true)   (a power of two)
+//	code[i]     = f.Encode(float32(x[i] * scale)), or f.NaN() (0x7f) if x[i] is NaN or ±Inf
+//	scaleInv[k] = inv
 //
-// A non-finite element thus decodes to NaN (E4M3 would saturate an
-// infinity to 448), and so does every sum it enters, while the other
-// elements of its block keep their precision. An all-zero run gets scale
-// 1 and zero codes. Because scale is a power of
-// two, code[i] decoded times scaleInv[k] is exactly the value the code
-// stands for (no rounding), except where the product is a float32
-// subnormal that is not representable, which cannot happen: the smallest
-// scale_inv is 2^-127 and the smallest FP8 magnitude 2^-16.
-//
-// With residual not nil (error feedback; len(residual) == len(src)), x[i]
-// is float32(src[i] + residual[i]) and residual[i] is set to
-// float32(x[i] - decoded[i]) (0 for a non-finite x[i]).
+// Decoding is exact, and a non-finite element decodes to NaN. For error
+// feedback, residual holds len(src) values: x[i] is float32(src[i] +
+// residual[i]), and residual[i] becomes float32(x[i] - decoded[i]), or 0 for
+// a non-finite x[i]. With residual nil, x is src. See docs/DESIGN.md, "Note:
+// FP8 gradient exchange".
 func Quantize(dst []byte, src []float32, residual []float32, block int, f fp8.Format) {
 	n := len(src)
 	checkPiece("Quantize", len(dst), n, block, f)

@@ -12,23 +12,18 @@ import (
 )
 
 // NewSub connects this rank to the other members of a sub-communicator of
-// store's job and returns its communicator: ranks lists the members by
-// their rank in the job, in the order of their ranks in the new
-// communicator (this rank's rank there is its index in ranks). Every
-// member calls NewSub with the same ranks (and Config.Name); ranks that are
-// not members do not call it. Members that make several sub-communicators
-// of the same ranks and name make them in the same order, as with New.
+// store's job, and returns its communicator. ranks lists the members by job
+// rank, in their order in the new communicator, so this rank's new rank is
+// its index in ranks. Every member calls NewSub with the same ranks and
+// Config.Name; other ranks do not call it. Members make the sub-communicators
+// of one ranks and name in the same order, as with New. The members meet
+// through store alone, so disjoint sub-communicators form at the same time.
+// Ranks in the new communicator's errors are its own ranks.
 //
-// The members meet through store alone (each publishes its address under a
-// key that names the sub-communicator), so disjoint sub-communicators, for
-// example the groups of hierarchical sharding, are made at the same time
-// without waiting for each other. Ranks in the errors of the new
-// communicator are its own ranks (indexes in ranks).
-//
-// Errors: ErrConfig for an invalid cfg, or for ranks that are empty, hold
-// a rank twice, a rank outside the job, or not this rank; the errors of
-// New otherwise, and when ctx ends first an error wrapping ctx.Err() that
-// names the members' keys still missing.
+// Errors: ErrConfig for an invalid cfg, or for ranks that are empty, repeat a
+// rank, hold a rank outside the job, or lack this rank; those of New
+// otherwise; when ctx ends first, one that wraps ctx.Err() and names the
+// members' keys still missing.
 func NewSub(ctx context.Context, store *rendezvous.Store, ranks []int, cfg Config) (*Comm, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {

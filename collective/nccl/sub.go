@@ -16,24 +16,18 @@ import (
 // ErrSubRanks marks an invalid list of members of a sub-communicator.
 var ErrSubRanks = errors.New("collective/nccl: invalid sub-communicator ranks")
 
-// NewSub creates this rank's communicator of a sub-communicator of
-// cfg.Store's job (for example a group or cross-group of hierarchical
-// sharding, collective/hier): ranks lists the members by their rank in the
-// job, in the order of their ranks in the new communicator; this rank's
-// rank there is its index in ranks. Every member calls NewSub with the same
-// ranks; other ranks do not call it. The first member creates an NCCL
-// unique id of its own and stores it under a key that names the members
-// (ncclGetUniqueId and ncclCommInitRank per group, as torch.distributed's
-// new_group does, rather than ncclCommSplit of a world communicator, which
-// would need every rank to hold one), so disjoint sub-communicators are
-// made at the same time. Failure reports and heartbeats go through the
-// store under the same key. Otherwise as New.
+// NewSub makes this rank's communicator in a sub-communicator of cfg.Store's
+// job, such as a group of hierarchical sharding (collective/hier). ranks
+// lists the members by job rank, in their order in the new communicator, so
+// this rank's new rank is its index in ranks. Every member calls NewSub with
+// the same ranks; other ranks do not call it. Disjoint sub-communicators form
+// at the same time. Failure reports and heartbeats go through the store,
+// under a key that names the members. Otherwise NewSub is New. It has run on
+// two GPUs, as one sub-communicator of both and as two groups of one
+// (TestNCCLSub in tests/). See docs/DESIGN.md, "Note: sub-communicators".
 //
-// NOT YET RUN ON GPUs: this path compiles and its member checks are tested
-// on the CPU; scripts/gpu has no run of it yet.
-//
-// Errors: ErrSubRanks for ranks that are empty, hold a rank twice, a rank
-// outside the job, or not this rank; those of New otherwise.
+// Errors: ErrSubRanks for ranks that are empty, repeat a rank, hold a rank
+// outside the job, or lack this rank; those of New otherwise.
 func NewSub(ctx context.Context, cfg Config, ranks []int) (*Comm, error) {
 	if cfg.Store == nil || cfg.Device == nil {
 		panic("collective/nccl: NewSub needs a Store and a Device")

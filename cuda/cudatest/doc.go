@@ -1,12 +1,14 @@
-// Package cudatest holds what the GPU tests of distopt, and of programs
-// built on its cuda package, share.
+// Package cudatest holds what the GPU tests of distopt share, and those of
+// programs built on its cuda package.
 //
 // It holds the one rule by which every GPU test decides to run, skip or
-// fail: a test that finds no usable GPU skips, unless the environment
-// variable DISTOPT_REQUIRE_GPU is 1, in which case it fails. The GPU suite
-// (scripts/gpu/run.sh) sets the variable, so a GPU machine that silently
-// lost its GPU cannot pass. Require opens a device for a test and checks at
-// its end that nothing allocated through it leaked; Stream, Event, Alloc
-// and AllocHost make resources that are released when the test ends.
+// fail. A test that finds no usable GPU skips. But when the environment
+// variable DISTOPT_REQUIRE_GPU is 1, it fails. The GPU suite,
+// scripts/gpu/run.sh, sets the variable. So a GPU machine that silently lost
+// its GPU cannot pass.
+//
+// Require opens a device for a test. At the test's end it checks that
+// nothing allocated through the device leaked. Stream, Event, Alloc and
+// AllocHost make resources that are released when the test ends.
 // CheckLibrary checks a package's generated kernel code without a GPU.
 package cudatest

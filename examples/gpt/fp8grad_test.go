@@ -45,7 +45,7 @@ var qualityFlags = []string{"-layers", "2", "-hidden", "32", "-heads", "2", "-ff
 // and with FP8 ones (E4M3 and E5M2, with and without error feedback, blocks
 // of 128), from the same initial weights and batches. The final validation
 // loss of each FP8 run must be within 1% of the bfloat16 run's. The
-// figures are in the package documentation of collective/fp8grad. About a
+// figures are in docs/DESIGN.md, "Note: FP8 gradient quality". About a
 // minute of CPU; skipped with -short.
 func TestFP8GradQuality(t *testing.T) {
 	if testing.Short() {

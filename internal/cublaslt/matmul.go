@@ -40,22 +40,18 @@ func (h *Handle) Destroy() error {
 }
 
 // Matrix is a column-major matrix layout: Rows x Cols elements of Type,
-// column j starting LD elements after column j-1.
+// column j starting LD elements after column j-1. Batch above 1 makes a
+// strided batch (CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT and _STRIDED_BATCH_OFFSET):
+// matrix i starts i·Stride elements after the first. Stride may be below
+// LD·Cols, for interleaved matrices, but the matrices of D must not overlap.
+// Batch 0 and 1 both mean one matrix. Every operand of a spec has the same
+// batch count.
 //
-// A strided batch of matrices sets Batch above 1: matrix i of the batch
-// starts i·Stride elements after the first (CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT
-// and CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET). Stride may be smaller
-// than LD·Cols (interleaved matrices, such as the heads of an attention
-// layer side by side in one row-major activation); the matrices of D must
-// not overlap. Batch 0 and 1 both mean one matrix. Every operand of a spec
-// has the same batch count.
-//
-// Align, if not 0, is the alignment in bytes that every address Run will
-// pass for this operand has (the first matrix's, and so every matrix's if
-// Stride·size is a multiple of it): a power of two from the element size
-// up to 256. 0 keeps the library's assumption of 256 bytes; an operand at
-// a smaller alignment must say so, or the heuristic may pick a kernel that
-// cannot read it.
+// Align, if not 0, is the alignment in bytes of the first matrix's address,
+// and of every matrix's when Stride·size is a multiple of it. It is a power
+// of two from the element size up to 256. 0 means 256, the library's
+// assumption. A less aligned operand must say so, or the heuristic may pick a
+// kernel that cannot read it.
 type Matrix struct {
 	Type       DataType
 	Rows, Cols int

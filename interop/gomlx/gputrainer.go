@@ -16,26 +16,16 @@ import (
 	"github.com/distopt/distopt/optimizer/gpu"
 )
 
-// GPUTrainer is one data-parallel rank training a GoMLX model on a GPU with
-// distopt's CUDA backend: XLA (through a PJRT CUDA plugin) computes loss
-// and gradients on the GPU, the gradients are copied device to device into
-// distopt's gradient views on distopt's stream, distopt steps, and the
-// next forward pass reads the gathered FP8 codes and scale_inv where
-// distopt keeps them, through PJRT views of its memory (WeightGradExec
-// decodes them in the graph). The model's weights live once, in distopt's
-// gathered buffers. Not safe for concurrent use.
-//
-// Ordering is explicit. After the forward and backward pass the host reads
-// the loss (PJRT's wait for the execution) and synchronises the GPU's
-// primary context (every stream of XLA's and distopt's), so the copies
-// queued next read finished gradients; after distopt's step the host waits
-// for its gathers and its stream, so the next execution reads finished
-// weights. Timing reports the cost of both waits.
-//
-// With several ranks (gpu.SetupFromEnv: NCCL, one process and one XLA
-// client per GPU) every rank makes its own GPUTrainer and all call Step
-// together. All but the device (the views, the copies, the waits) is the
-// code the CPU tests run with simplego ranks over gRPC.
+// GPUTrainer is one data-parallel rank training a GoMLX model on a GPU, with
+// distopt's CUDA backend. XLA computes the loss and gradients, through a PJRT
+// CUDA plugin. The gradients are copied device to device, on distopt's
+// stream, into its gradient views, and distopt steps. The next pass reads the
+// gathered FP8 codes and scale_inv in place, through PJRT views, and
+// WeightGradExec decodes them in the graph. So the weights live once, in
+// distopt's buffers. With several ranks, each makes its own GPUTrainer and
+// all call Step together. A GPUTrainer is not safe for concurrent use. The
+// host orders XLA and distopt with two waits, which Timing reports. See
+// docs/DESIGN.md, "Note: GoMLX hand-over".
 type GPUTrainer struct {
 	*weightTrainer
 }

@@ -11,22 +11,16 @@ import (
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
-// Shards checks UpdateShards and CastShards of a backend that is an
-// backend.ShardUpdater (it skips otherwise) against the reference's
-// Update and Cast called shard by shard: two to four shards of one recipe
-// case, each with its own layout, buffers, moment seed and bucket
-// position, sharing the launch's scalars, amaxes and scales, for every
-// recipe case (the mixed ones with their high-precision segments in shards
-// of their own, as the optimizer's buckets are) crossed with rules and
-// moment types, without a step control block, with one, and with one that
-// skips the step (nothing written); then the cast of the FP8 shards' new
-// masters. The unaligned cases place every shard but the first at an
-// element offset that is not a multiple of 4 in its buffers, and segments
-// anywhere (odd offsets and lengths): one launch then takes some shards by
-// vector accesses and others element by element, and segments start and
-// end mid-vector, the kernels' scalar heads and tails. Their moments are
-// not in FP8, whose segments start on block boundaries and whose launches
-// (update.cu's _q kernels) take buffers 16-byte aligned.
+// Shards checks UpdateShards and CastShards of a backend.ShardUpdater against
+// the reference's Update and Cast, called shard by shard; other backends
+// skip. A launch takes two to four shards of one recipe case. Each has its
+// own layout, buffers, moment seed and bucket position; they share the
+// launch's scalars, amaxes and scales. Mixed cases put their high-precision
+// segments in shards of their own, as the optimizer's buckets do. Every case
+// runs with each rule and moment type, and with no step control block, one,
+// or one that skips the step and writes nothing. Then the FP8 shards' new
+// masters are cast. Unaligned cases reach the kernels' scalar heads and
+// tails, as the comment on them in the code says.
 func Shards(t *testing.T, be backend.Backend) {
 	su, ok := be.(backend.ShardUpdater)
 	if !ok {
@@ -47,6 +41,13 @@ func Shards(t *testing.T, be backend.Backend) {
 		{backend.RuleSGD, FP8, 0, buffer.Float32},
 		{backend.RuleNone, F32, F32, buffer.Float32},
 	}
+	// The unaligned cases place every shard but the first at an element
+	// offset that is not a multiple of 4 in its buffers, and segments
+	// anywhere, at odd offsets and lengths. One launch then takes some
+	// shards by vector accesses and others element by element, and segments
+	// start and end mid-vector: the kernels' scalar heads and tails. Their
+	// moments are not in FP8. FP8 segments start on block boundaries, and
+	// their launches, update.cu's _q kernels, take buffers 16-byte aligned.
 	unaligned := []rule{
 		{backend.RuleAdamW, F32, F32, buffer.BFloat16},
 		{backend.RuleAdamW, BF16, BF16, buffer.Float32},

@@ -117,43 +117,16 @@ func (t hfTensor) bytes() int64 {
 	return int64(numElements(t.shape)) * int64(t.dtype.Size())
 }
 
-// ExportHF writes the FP32 masters of the checkpoint at path (a checkpoint
-// directory, or a root with a "latest" pointer) into dir as a Hugging Face
-// style model: safetensors files "model-00001-of-0000N.safetensors" of at
-// most MaxShardBytes of tensors each, metadata {"format": "pt"}, and
-// HFIndexName, {"metadata": {"total_size": bytes of all tensors},
-// "weight_map": {tensor: file}}. Parameters keep their names and shapes.
-// It reads only the master pieces, checking every chunk's CRC-32C, one
-// parameter at a time; it needs no optimizer and no GPU.
-//
-// With HFFP8 a parameter is written in FP8 when the checkpoint does not
-// mark it high-precision, it is a matrix (two dimensions) and Keep does
-// not match it; the others are BF16. Following the FP8 checkpoints that
-// inference engines load:
-//
-//   - block scales (the default), DeepSeek-V3's convention: a weight W of
-//     shape [R, C] is cut into HFBlock x HFBlock blocks (edge blocks
-//     partial); block (i, j) with amax a gets scale s = max/a (fp8's
-//     ScaleFromAmax: max of the format, 1 for a block of zeros), its codes
-//     are Encode(W * s), and the float32 tensor "<name>_scale_inv" (for a
-//     name ending in "weight": "...weight_scale_inv") of shape
-//     [ceil(R/128), ceil(C/128)] holds 1/s: a reader computes W ≈ code x
-//     scale_inv block by block.
-//   - PerTensor, the convention of vLLM's FP8 checkpoints: one scale s
-//     from the amax of the whole matrix, and the float32 scalar (shape [])
-//     "<...>weight_scale" holding 1/s, the factor a reader multiplies by.
-//
-// An FP8 export also writes HFQuantConfigName, the "quantization_config"
-// object to put in the model's config.json: {"quant_method": "fp8", "fmt":
-// "e4m3" or "e5m2", "activation_scheme": "dynamic", "weight_block_size":
-// [128, 128] (block scales only), and the modules kept in BF16 under
-// "ignored_layers" (vLLM's key) and "modules_to_not_convert" (Hugging
-// Face's)}.
-//
-// dir is created if needed and must not hold an export already (its
-// index present). Every file is written under a temporary name, synced and
-// renamed; the index is written last, so a dir with an index holds a
-// whole export.
+// ExportHF writes the FP32 masters of the checkpoint at path into dir, as a
+// Hugging Face style model: safetensors files of at most MaxShardBytes each,
+// and the index HFIndexName. path is a checkpoint directory, or a root with a
+// "latest" pointer. Parameters keep their names and shapes. With HFFP8, the
+// matrices that are not high-precision and that Keep does not match are
+// written in FP8, with their scales, and an FP8 export writes
+// HFQuantConfigName too. ExportHF reads one parameter at a time, checks every
+// chunk's CRC-32C, and needs no optimizer and no GPU. dir must not hold an
+// export already. See docs/DESIGN.md, "Note: Hugging Face export", for the
+// files and the scales.
 func ExportHF(path, dir string, opts HFOptions) (HFInfo, error) {
 	if err := opts.setDefaults(); err != nil {
 		return HFInfo{}, err

@@ -43,28 +43,16 @@ type LoadOptions struct {
 	Progress Progress
 }
 
-// Load replaces the state of o with the checkpoint at path: a checkpoint
-// directory, or a root holding a "latest" pointer (see Save). Every rank of
-// o must call it together; the checkpoint may have been saved at any
-// data-parallel size. Each rank reads only the chunks of the shard files
-// that hold the pieces it now owns, checks each chunk's CRC-32C and each
-// file's size and header checksum against the index.
-//
-// On success o holds the saved masters, moments, step, loss-scaler state
-// and (same recipe) amax histories, and its FP8 parameters have been cast
-// from the loaded masters and all-gathered; Load then checks that every
-// rank holds the same gathered parameters (else ErrDiverged) and, when the
-// parameters, recipe and high-precision type are those of the save, that
-// they are the very bytes gathered when the checkpoint was saved (else
-// ErrVerify). After either error o must not be used.
-//
-// Every problem found before the state is replaced (a missing, truncated
-// or corrupted file, a newer format, a parameter or configuration that does
-// not match: ErrNotFound, ErrIncomplete, ErrMissingFile, ErrTruncated,
-// ErrChecksum, ErrCorrupt, ErrVersion, ErrParamMissing, ErrShape,
-// ErrRecipe, ErrMomentType, ErrRule) fails Load on every rank and leaves o
-// as it was. A failure while the state is replaced leaves o broken
-// (optimizer.ErrBroken), never half-loaded.
+// Load replaces the state of o with the checkpoint at path, a checkpoint
+// directory or a root with a "latest" pointer. Every rank of o calls it
+// together, at any data-parallel size. Load then casts and gathers the FP8
+// parameters. It fails with ErrDiverged if the ranks' gathered parameters
+// differ, and without a conversion with ErrVerify if they are not those
+// saved. After either error, o must not be used. The other errors come before
+// the state is replaced, on every rank, and leave o as it was: ErrNotFound,
+// ErrIncomplete, ErrMissingFile, ErrTruncated, ErrChecksum, ErrCorrupt,
+// ErrVersion, ErrParamMissing, ErrShape, ErrRecipe, ErrMomentType, ErrRule. A
+// failure while the state is replaced leaves o broken (optimizer.ErrBroken).
 func Load(ctx context.Context, o *optimizer.Optimizer, comm collective.Communicator, path string, opts LoadOptions) (Info, error) {
 	g, err := newGroup(o, comm)
 	if err != nil {

@@ -60,25 +60,15 @@ type Info struct {
 	World int    // the data-parallel size it was saved at
 }
 
-// Save writes the state of o to a new checkpoint directory
-// root/step-NNNNNNNN (N: o.StepCount()) and points root/latest at it. Every
-// rank of o must call it together, with comm the communicator o was made
-// with (or one of the same ranks and memory kind).
-//
-// Each rank writes its own shard file; rank 0 writes the index last. The
-// directory is built as root/step-NNNNNNNN.tmp and renamed when complete,
-// and every file is written to a temporary name, synced, renamed and its
-// directory synced, so that a save interrupted at any point (error, crash,
-// killed process) leaves the checkpoint "latest" named before intact, and
-// the new one either complete or absent (a staging directory that Load
-// refuses with ErrIncomplete and the next save of the step removes).
-//
-// Save fails on every rank, with the error of the lowest failing rank
-// (its sentinel kept, see ErrRemote), if any rank fails. It fails with
-// ErrDiverged, writing nothing, when the ranks' gathered parameters differ;
-// with ErrExists when root/latest already names this step; with ErrComm
-// when comm does not match o. A complete checkpoint of this step that
-// latest does not name (left by a save that crashed after its rename) is
+// Save writes the state of o to a new checkpoint, root/step-NNNNNNNN with N
+// = o.StepCount(), and points root/latest at it. Every rank of o calls it
+// together. comm is o's communicator, or one of the same ranks and memory
+// kind; otherwise Save fails with ErrComm. A save interrupted at any point
+// leaves the previous checkpoint whole: see the package doc, "Atomicity". If
+// any rank fails, every rank fails with the lowest failing rank's error, its
+// sentinel kept (see ErrRemote). Save fails with ErrDiverged, writing nothing,
+// if the ranks' gathered parameters differ, and with ErrExists if latest names
+// this step. A complete checkpoint of this step that latest does not name is
 // replaced. Save does not change o.
 func Save(ctx context.Context, o *optimizer.Optimizer, comm collective.Communicator, root string, opts SaveOptions) (Info, error) {
 	g, err := newGroup(o, comm)

@@ -16,22 +16,16 @@ import (
 	"github.com/distopt/distopt/collective/rendezvous"
 )
 
-// StartRanks re-executes the running test binary world times, running no
-// test (-test.run=^$), as ranks 0 to world-1 of one job on this host: each
-// process gets the environment of the test plus what a launcher sets (RANK,
-// WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a free
-// MASTER_PORT) plus env, whose entries come last and so win. The test's
-// TestMain recognises a rank process by a variable in env and runs it. The
-// processes write to the test's standard error. StartRanks waits for all of
-// them and returns their exit errors by rank (nil for a clean exit); it
-// fails t when a process cannot start.
-//
-// The port was free when StartRanks chose it, but another process (an
-// outgoing connection's ephemeral port, another test) may take it before
-// rank 0 listens. When a rank reports rendezvous.ErrPortInUse, StartRanks
-// stops every rank at once, rather than letting the others wait out their
-// deadline for a store that will never come, and starts them again on
-// another port (three attempts in all).
+// StartRanks runs the test binary again world times, running no test, as
+// ranks 0 to world-1 of one job on this host. Each process gets the test's
+// environment, then what a launcher sets (RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, a free MASTER_PORT), then env,
+// which wins. The test's TestMain finds a rank process by a variable in env,
+// and runs it. The processes write to the test's standard error. StartRanks
+// returns their exit errors by rank, nil for a clean exit, and fails t when
+// one cannot start. Another process may take the port before rank 0 listens.
+// When a rank reports rendezvous.ErrPortInUse, StartRanks stops every rank at
+// once and starts them again on another port, three attempts in all.
 func StartRanks(t testing.TB, world int, env ...string) []error {
 	t.Helper()
 	for attempt := 1; ; attempt++ {

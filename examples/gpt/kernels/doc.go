@@ -1,39 +1,50 @@
-// Package kernels provides the GPU kernels of the GPT example: CUDA C
-// sources in this directory, the PTX generated from them (ptx/) and its
-// machine code (cubin/), both committed and embedded, and typed Go
-// launchers that queue them on a cuda.Stream. It uses only the module's
+// Package kernels provides the GPU kernels of the GPT example, and typed Go
+// launchers that queue them on a cuda.Stream. The kernels are CUDA C sources
+// in this directory. Their PTX, in ptx/, and their machine code, in cubin/,
+// are generated, committed and embedded. The package uses only the module's
 // public packages, so it builds wherever the example is copied.
 //
 // # Layout
 //
-// gpt.cu holds the elementwise operations of the decoder and the
-// any-width row kernels; gptrows.cu the row kernels that keep a row in
-// registers (LayerNorm, cross-entropy); gptcols.cu the column reductions
-// (bias and LayerNorm gradients, the embedding's gradient); gpthead.cu the
-// tied output head's products; attention.cu the softmax and head layouts
-// of attention computed with GEMMs; flash.cu fused attention. Launchers:
-// gpt.go and gptlaunch.go, attention.go, flash.go; scratch.go holds the
-// two-pass kernels' partial sums. Each .cu file becomes one module per
-// cuda.Variant, loaded through cuda.Device.LoadLibrary. To add kernels:
-// write them (extern "C" __global__) in a .cu file, run `go generate
-// ./examples/gpt/kernels` (gen.sh: nvcc and ptxas 11.8, the shared headers
-// bf16.cuh and common.cuh from internal/kernels), and add launchers that
-// call Set.function with the kernel's name; TestLibrary checks that the
-// modules define exactly the kernels the launchers request.
+//   - gpt.cu: the decoder's elementwise operations and the any-width row
+//     kernels;
+//   - gptrows.cu: the row kernels that keep a row in registers, LayerNorm
+//     and cross-entropy;
+//   - gptcols.cu: the column reductions, the gradients of the biases, the
+//     LayerNorms and the embedding;
+//   - gpthead.cu: the products of the tied output head;
+//   - attention.cu: the softmax and head layouts of attention computed with
+//     GEMMs;
+//   - flash.cu: fused attention.
+//
+// The launchers are in gpt.go, gptlaunch.go, attention.go and flash.go.
+// The file scratch.go holds the partial sums of the two-pass kernels. Each .cu file
+// becomes one module per cuda.Variant, loaded with cuda.Device.LoadLibrary.
+//
+// To add kernels:
+//
+//  1. Write them, extern "C" __global__, in a .cu file.
+//  2. Run `go generate ./examples/gpt/kernels`. gen.sh runs nvcc and ptxas
+//     11.8, with the shared headers bf16.cuh and common.cuh of
+//     internal/kernels.
+//  3. Add launchers that call Set.function with the kernel's name.
+//
+// TestLibrary checks that the modules define exactly the kernels the
+// launchers request.
 //
 // # Machine code
 //
-// A Set loads the cubins on the devices they run on (sm_80 for 8.x, sm_90
-// for 9.0) and the PTX through the driver's JIT elsewhere. flash (the
-// file ptxonly) ships as PTX alone: the driver's JIT made faster code for
-// it than ptxas 11.8. DISTOPT_CUDA_PTX=1 forces the PTX of every module
+// A Set loads the cubins on the devices they run on: sm_80 for 8.x, sm_90
+// for 9.0. Elsewhere the driver's JIT compiles the PTX. The module flash,
+// named in the file ptxonly, ships as PTX alone: the driver's JIT made faster
+// code for it than ptxas 11.8. DISTOPT_CUDA_PTX=1 forces the PTX of every module
 // (cuda.EnvPTX).
 //
 // # Semantics
 //
-// Every launcher's doc states its computation and names its float64
-// reference in examples/gpt/model, whose GPU tests compare the kernels
-// with it; every reduction runs in a fixed order, so results repeat bit
-// for bit. Launchers only queue work: errors of the kernels themselves
-// surface at the next synchronization of the stream.
+// Every launcher's doc states its computation. It names its float64
+// reference in examples/gpt/model, and the GPU tests compare the kernels
+// with it. Every reduction runs in a fixed order, so results repeat bit for
+// bit. Launchers only queue work. Errors of the kernels themselves surface
+// at the next synchronization of the stream.
 package kernels
