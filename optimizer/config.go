@@ -2,29 +2,12 @@ package optimizer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/shard"
-)
-
-var (
-	// ErrConfig marks an invalid configuration or parameter list.
-	ErrConfig = errors.New("invalid configuration")
-	// ErrMismatch marks ranks that disagree on the layout or configuration.
-	ErrMismatch = errors.New("ranks disagree")
-	// ErrBroken is returned by every call after a step failed half-way
-	// (a collective timed out, a peer was lost): the state on this rank can
-	// no longer be trusted; restore from a checkpoint.
-	ErrBroken = errors.New("state broken by an earlier failure")
-	// ErrRemote reports that another rank failed at a point where all ranks
-	// must agree (initial values, a checkpoint load).
-	ErrRemote = errors.New("another rank failed")
-	// ErrUnknownParam is returned for a parameter name not in the layout.
-	ErrUnknownParam = errors.New("unknown parameter")
 )
 
 // Param is one parameter the optimizer owns.

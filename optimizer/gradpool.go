@@ -2,7 +2,6 @@ package optimizer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -15,12 +14,6 @@ import (
 // pool of bucket-sized gradient buffers lent to the buckets the backward
 // pass is writing, each reduce-scattered into the bucket's gradient shard
 // as soon as it is complete, then reused.
-
-// ErrGradPool marks a gradient write the pool of sharded gradients cannot
-// take: every buffer of the pool is lent to a bucket whose gradients have
-// not all been declared ready (GradReady), or a view (Grad) used after its
-// bucket was declared ready.
-var ErrGradPool = errors.New("no gradient buffer for the bucket")
 
 // gradPool is the state of sharded gradients. Its fields are guarded by
 // pipeline.mu, as the readiness counts are.

@@ -2,7 +2,6 @@ package optimizer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -12,18 +11,6 @@ import (
 // This file holds the gradient side of the overlapped pipeline: GradReady
 // and the reduce-scatter of each bucket as soon as its gradients are
 // complete, started in a fixed order on every rank.
-
-var (
-	// ErrGradReady marks a misuse of GradReady: a parameter declared ready
-	// more often than Config.MicroBatches in one step, a Step with some
-	// gradients declared and others not, or a gradient written while its
-	// bucket's reduce-scatter is in flight.
-	ErrGradReady = errors.New("gradient readiness out of sequence")
-	// ErrNotGathered is returned by Param, Tensor and Weights for a
-	// parameter whose bucket's all-gather, started by StepAsync, has not
-	// been waited for (WaitParam, WaitGathers).
-	ErrNotGathered = errors.New("parameter not gathered yet")
-)
 
 // newPipeline returns the bucket pipeline of o's layout, every bucket idle.
 func (o *Optimizer) newPipeline() *pipeline {
