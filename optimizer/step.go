@@ -3,6 +3,7 @@ package optimizer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/distopt/distopt/buffer"
@@ -223,23 +224,14 @@ func (c *Config) ruleParams() backend.Params {
 	return backend.Params{Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, Momentum: c.Momentum}
 }
 
-// segmentFactors returns bk's segment table with the rule's per-parameter
-// factors of this step and, for the first cast of delayed scaling, the
-// delayed segments turned to current scaling (the first cast seeds the
-// histories from the masters' own amax).
-func (o *Optimizer) segmentFactors(a *backend.UpdateArgs, bk *bucket, k castKind) []backend.Segment {
-	segs := make([]backend.Segment, len(bk.segs))
-	copy(segs, bk.segs)
-	for i := range segs {
-		if a.Rule != RuleNone {
-			p := o.params[bk.pieces[i].Param]
-			g := o.cfg.Groups[p.Group]
-			wd := g.WeightDecay
-			if p.NoDecay {
-				wd = 0
-			}
-			a.Rule.SetFactors(&segs[i], o.cfg.ruleParams(), o.step, g.LR.LR(o.step), wd)
-		}
+// segmentFactors returns bk's segment table with rule r's factors of this
+// step and, for the first cast of delayed scaling, the delayed segments
+// turned to current scaling (the first cast seeds the histories from the
+// masters' own amax).
+func (o *Optimizer) segmentFactors(r backend.Rule, bk *bucket, k castKind) []backend.Segment {
+	segs := slices.Clone(bk.segs)
+	for i, f := range o.factors(r, bk) {
+		segs[i].Factors = f
 	}
 	return o.firstCastModes(segs, k)
 }
@@ -268,22 +260,38 @@ func (o *Optimizer) update(a *backend.UpdateArgs, k castKind, t *Timings) error 
 			return o.fail(err)
 		}
 	}
-	if su, ok := o.backend.(backend.ShardUpdater); ok && len(o.buckets) > 0 {
+	if err := o.updateAll(a, k); err != nil {
+		return err
+	}
+	t.Update = since(&t0)
+	return nil
+}
+
+// updateAll queues the update of every bucket's shard: a step's through its
+// plan (planSteps) where there is one, else with one UpdateShards on a
+// ShardUpdater, else bucket by bucket.
+func (o *Optimizer) updateAll(a *backend.UpdateArgs, k castKind) error {
+	su, ok := o.backend.(backend.ShardUpdater)
+	var err error
+	switch {
+	case k == castStep && o.plans.update != nil:
+		err = o.plans.update.Run(o.stepValues(a))
+	case ok && len(o.buckets) > 0:
 		as := make([]*backend.UpdateArgs, len(o.buckets))
 		for i, bk := range o.buckets {
 			as[i] = o.updateArgs(a, bk, k)
 		}
-		if err := su.UpdateShards(as); err != nil {
-			return o.fail(fmt.Errorf("optimizer: update of %d buckets in one call (shard i is bucket i): %w", len(as), err))
-		}
-	} else {
+		err = su.UpdateShards(as)
+	default:
 		for _, bk := range o.buckets {
 			if err := o.updateBucket(a, bk, k); err != nil {
 				return err
 			}
 		}
 	}
-	t.Update = since(&t0)
+	if err != nil {
+		return o.fail(fmt.Errorf("optimizer: update of %d buckets in one call (shard i is bucket i): %w", len(o.buckets), err))
+	}
 	return nil
 }
 
@@ -297,8 +305,19 @@ func (o *Optimizer) updateBucket(a *backend.UpdateArgs, bk *bucket, k castKind) 
 }
 
 // updateArgs returns the arguments of the update of bucket bk: a's rule and
-// scalars over bk's buffers.
+// scalars over bk's buffers, with this step's factors and moment seed.
 func (o *Optimizer) updateArgs(a *backend.UpdateArgs, bk *bucket, k castKind) *backend.UpdateArgs {
+	u := o.fixedArgs(a, bk)
+	u.Segments = o.segmentFactors(a.Rule, bk, k)
+	u.MomentSeed = backend.MomentSeed(o.step, bk.idx)
+	o.mustSegments(u.Segments, u.N)
+	return u
+}
+
+// fixedArgs returns the arguments of the update of bucket bk that stay the
+// same from step to step: a's rule, scalars and control block over bk's
+// buffers and segments (zero factors and moment seed).
+func (o *Optimizer) fixedArgs(a *backend.UpdateArgs, bk *bucket) *backend.UpdateArgs {
 	u := *a
 	u.N = bk.b.ShardSize
 	u.Master, u.M, u.V = bk.master, bk.m, bk.v
@@ -306,8 +325,7 @@ func (o *Optimizer) updateArgs(a *backend.UpdateArgs, bk *bucket, k castKind) *b
 	o.momentArgs(&u, bk)
 	u.Grad = o.gradShard(bk)
 	u.GradType = o.cfg.GradType
-	u.Segments = o.segmentFactors(a, bk, k)
-	o.mustSegments(u.Segments, u.N)
+	u.Segments = bk.segs
 	u.Recipe = o.cfg.Recipe
 	u.Amax, u.Scale = o.amax, o.scale
 	if bk.b.HighPrecision {
@@ -409,11 +427,15 @@ func (o *Optimizer) cast(k castKind, t *Timings) error {
 }
 
 // castAll queues the cast of kind k of every FP8 bucket's shard (nothing
-// when the update casts them): one CastShards on a ShardUpdater, else one
-// Cast per bucket.
+// when the update casts them): a step's through its plan (planSteps) where
+// there is one, else one CastShards on a ShardUpdater, else one Cast per
+// bucket.
 func (o *Optimizer) castAll(k castKind) error {
 	if o.castInUpdate(k) {
 		return nil
+	}
+	if k == castStep && o.plans.cast != nil {
+		return o.castShardsErr(o.plans.cast.Run(), o.plans.castBuckets)
 	}
 	su, ok := o.backend.(backend.ShardUpdater)
 	if !ok {
@@ -424,6 +446,16 @@ func (o *Optimizer) castAll(k castKind) error {
 		}
 		return nil
 	}
+	cs, idx := o.castShards(k)
+	if len(cs) == 0 {
+		return nil
+	}
+	return o.castShardsErr(su.CastShards(cs), idx)
+}
+
+// castShards returns the arguments of the cast of kind k of every FP8
+// bucket's shard and the indices of those buckets.
+func (o *Optimizer) castShards(k castKind) ([]*backend.CastArgs, []int) {
 	var cs []*backend.CastArgs
 	var idx []int
 	for _, bk := range o.buckets {
@@ -431,13 +463,16 @@ func (o *Optimizer) castAll(k castKind) error {
 			cs, idx = append(cs, c), append(idx, bk.idx)
 		}
 	}
-	if len(cs) == 0 {
+	return cs, idx
+}
+
+// castShardsErr marks the optimizer broken by err, the error of the cast
+// of buckets idx in one call, and returns it wrapped (nil for nil).
+func (o *Optimizer) castShardsErr(err error, idx []int) error {
+	if err == nil {
 		return nil
 	}
-	if err := su.CastShards(cs); err != nil {
-		return o.fail(fmt.Errorf("optimizer: cast of buckets %v in one call (shard i is the i-th of them): %w", idx, err))
-	}
-	return nil
+	return o.fail(fmt.Errorf("optimizer: cast of buckets %v in one call (shard i is the i-th of them): %w", idx, err))
 }
 
 // castInUpdate reports whether a cast of kind k happens in the update's own
@@ -449,7 +484,8 @@ func (o *Optimizer) castInUpdate(k castKind) bool {
 }
 
 // castGather is phase 5 of a step with the start of phase 6 folded in: on
-// a ShardUpdater, one cast of every shard (unless the update cast them),
+// a ShardUpdater or with a planned cast, one cast of every shard (unless
+// the update cast them),
 // then each bucket's all-gather, started with one call
 // (collective.StartEach); on other backends, bucket by bucket, the
 // cast of its shard is queued and its all-gather started at once, so that
@@ -461,7 +497,7 @@ func (o *Optimizer) castInUpdate(k castKind) bool {
 func (o *Optimizer) castGather(t *Timings) error {
 	t0 := time.Now()
 	defer func() { t.Cast = since(&t0) }()
-	if _, shards := o.backend.(backend.ShardUpdater); shards || o.castInUpdate(castStep) {
+	if _, shards := o.backend.(backend.ShardUpdater); shards || o.plans.cast != nil || o.castInUpdate(castStep) {
 		if err := o.castAll(castStep); err != nil { // one cast (or none), then every gather with one call
 			return err
 		}

@@ -211,7 +211,7 @@ func TestShardTableSeeds(t *testing.T) {
 					MomentBlock: 32, MomentSeed: backend.MomentSeed(step, k), MomentBase: n * k,
 					Master: buf(0), M: buf(1), V: buf(2), Grad: buf(3), FP8: buf(4), MScales: buf(5), VScales: buf(6),
 					GradType: buffer.Float32, Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent},
-					Segments: []backend.Segment{{Off: 32 * k, Len: n - 32*k, Mode: backend.ModeTensorCurrent, StepSize: 1e-3, Shrink: 1}}}
+					Segments: []backend.Segment{{Off: 32 * k, Len: n - 32*k, Mode: backend.ModeTensorCurrent, Factors: backend.Factors{StepSize: 1e-3, Shrink: 1}}}}
 			}
 			if err := backend.CheckShards(as); err != nil {
 				t.Fatalf("%s: %v", name, err)

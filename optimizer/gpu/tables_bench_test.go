@@ -21,7 +21,7 @@ func BenchmarkHostTable(b *testing.B) {
 		a := &backend.UpdateArgs{Rule: backend.RuleAdamW, N: 12 << 20}
 		for i := range 12 {
 			a.Segments = append(a.Segments, backend.Segment{Off: i << 20, Len: 1 << 20, Mode: backend.ModeTensorCurrent,
-				Slot: k*12 + i, StepSize: 1e-4, Shrink: 0.99})
+				Slot: k*12 + i, Factors: backend.Factors{StepSize: 1e-4, Shrink: 0.99}})
 		}
 		as = append(as, a)
 	}
