@@ -3,7 +3,6 @@ package optimizer
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/distopt/distopt/buffer"
@@ -224,32 +223,6 @@ func (c *Config) ruleParams() backend.Params {
 	return backend.Params{Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, Momentum: c.Momentum}
 }
 
-// segmentFactors returns bk's segment table with rule r's factors of this
-// step and, for the first cast of delayed scaling, the delayed segments
-// turned to current scaling (the first cast seeds the histories from the
-// masters' own amax).
-func (o *Optimizer) segmentFactors(r backend.Rule, bk *bucket, k castKind) []backend.Segment {
-	segs := slices.Clone(bk.segs)
-	for i, f := range o.factors(r, bk) {
-		segs[i].Factors = f
-	}
-	return o.firstCastModes(segs, k)
-}
-
-// firstCastModes turns the delayed segments of segs to current scaling for
-// the first cast (in place), and returns segs.
-func (o *Optimizer) firstCastModes(segs []backend.Segment, k castKind) []backend.Segment {
-	if k != castFirst {
-		return segs
-	}
-	for i := range segs {
-		if segs[i].Mode == backend.ModeTensorDelayed {
-			segs[i].Mode = backend.ModeTensorCurrent
-		}
-	}
-	return segs
-}
-
 // update is phase 3: the rule's update of every bucket's shard (nothing
 // with RuleNone), fused with what the recipe needs: the amax of the new
 // master, or the cast itself where the scale is already known.
@@ -265,78 +238,6 @@ func (o *Optimizer) update(a *backend.UpdateArgs, k castKind, t *Timings) error 
 	}
 	t.Update = since(&t0)
 	return nil
-}
-
-// updateAll queues the update of every bucket's shard: a step's through its
-// plan (planSteps) where there is one, else with one UpdateShards on a
-// ShardUpdater, else bucket by bucket.
-func (o *Optimizer) updateAll(a *backend.UpdateArgs, k castKind) error {
-	su, ok := o.backend.(backend.ShardUpdater)
-	var err error
-	switch {
-	case k == castStep && o.plans.update != nil:
-		err = o.plans.update.Run(o.stepValues(a))
-	case ok && len(o.buckets) > 0:
-		as := make([]*backend.UpdateArgs, len(o.buckets))
-		for i, bk := range o.buckets {
-			as[i] = o.updateArgs(a, bk, k)
-		}
-		err = su.UpdateShards(as)
-	default:
-		for _, bk := range o.buckets {
-			if err := o.updateBucket(a, bk, k); err != nil {
-				return err
-			}
-		}
-	}
-	if err != nil {
-		return o.fail(fmt.Errorf("optimizer: update of %d buckets in one call (shard i is bucket i): %w", len(o.buckets), err))
-	}
-	return nil
-}
-
-// updateBucket queues the update of bucket bk's shard (the amaxes it folds
-// into must have been zeroed).
-func (o *Optimizer) updateBucket(a *backend.UpdateArgs, bk *bucket, k castKind) error {
-	if err := o.backend.Update(o.updateArgs(a, bk, k)); err != nil {
-		return o.fail(fmt.Errorf("optimizer: update of bucket %d: %w", bk.idx, err))
-	}
-	return nil
-}
-
-// updateArgs returns the arguments of the update of bucket bk: a's rule and
-// scalars over bk's buffers, with this step's factors and moment seed.
-func (o *Optimizer) updateArgs(a *backend.UpdateArgs, bk *bucket, k castKind) *backend.UpdateArgs {
-	u := o.fixedArgs(a, bk)
-	u.Segments = o.segmentFactors(a.Rule, bk, k)
-	u.MomentSeed = backend.MomentSeed(o.step, bk.idx)
-	o.mustSegments(u.Segments, u.N)
-	return u
-}
-
-// fixedArgs returns the arguments of the update of bucket bk that stay the
-// same from step to step: a's rule, scalars and control block over bk's
-// buffers and segments (zero factors and moment seed).
-func (o *Optimizer) fixedArgs(a *backend.UpdateArgs, bk *bucket) *backend.UpdateArgs {
-	u := *a
-	u.N = bk.b.ShardSize
-	u.Master, u.M, u.V = bk.master, bk.m, bk.v
-	u.MomentType = o.cfg.uniformMomentType()
-	o.momentArgs(&u, bk)
-	u.Grad = o.gradShard(bk)
-	u.GradType = o.cfg.GradType
-	u.Segments = bk.segs
-	u.Recipe = o.cfg.Recipe
-	u.Amax, u.Scale = o.amax, o.scale
-	if bk.b.HighPrecision {
-		hsz := o.cfg.HighPrecisionType.Size()
-		u.HP = bk.data.Slice(hsz*bk.lo, hsz*bk.hi)
-		u.HPType = o.cfg.HighPrecisionType
-	} else {
-		u.FP8 = o.fp8Shard(bk)
-		u.BlockScales = o.blockScaleShard(bk)
-	}
-	return &u
 }
 
 // fp8Shard returns this rank's shard of bk's FP8 data.
@@ -426,55 +327,6 @@ func (o *Optimizer) cast(k castKind, t *Timings) error {
 	return o.castAll(k)
 }
 
-// castAll queues the cast of kind k of every FP8 bucket's shard (nothing
-// when the update casts them): a step's through its plan (planSteps) where
-// there is one, else one CastShards on a ShardUpdater, else one Cast per
-// bucket.
-func (o *Optimizer) castAll(k castKind) error {
-	if o.castInUpdate(k) {
-		return nil
-	}
-	if k == castStep && o.plans.cast != nil {
-		return o.castShardsErr(o.plans.cast.Run(), o.plans.castBuckets)
-	}
-	su, ok := o.backend.(backend.ShardUpdater)
-	if !ok {
-		for _, bk := range o.buckets {
-			if err := o.castBucket(bk, k); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	cs, idx := o.castShards(k)
-	if len(cs) == 0 {
-		return nil
-	}
-	return o.castShardsErr(su.CastShards(cs), idx)
-}
-
-// castShards returns the arguments of the cast of kind k of every FP8
-// bucket's shard and the indices of those buckets.
-func (o *Optimizer) castShards(k castKind) ([]*backend.CastArgs, []int) {
-	var cs []*backend.CastArgs
-	var idx []int
-	for _, bk := range o.buckets {
-		if c := o.castArgs(bk, k); c != nil {
-			cs, idx = append(cs, c), append(idx, bk.idx)
-		}
-	}
-	return cs, idx
-}
-
-// castShardsErr marks the optimizer broken by err, the error of the cast
-// of buckets idx in one call, and returns it wrapped (nil for nil).
-func (o *Optimizer) castShardsErr(err error, idx []int) error {
-	if err == nil {
-		return nil
-	}
-	return o.fail(fmt.Errorf("optimizer: cast of buckets %v in one call (shard i is the i-th of them): %w", idx, err))
-}
-
 // castInUpdate reports whether a cast of kind k happens in the update's own
 // pass (blocks, and delayed scaling after the first cast), leaving phase 5
 // nothing to cast.
@@ -529,36 +381,6 @@ func (o *Optimizer) waitStepGathers(ctx context.Context, t *Timings) error {
 	}
 	t.AllGather = since(&t0)
 	return nil
-}
-
-// castBucket queues the cast of bucket bk's shard with the scales of the
-// last amax reduction (nothing for a high-precision bucket).
-func (o *Optimizer) castBucket(bk *bucket, k castKind) error {
-	c := o.castArgs(bk, k)
-	if c == nil {
-		return nil
-	}
-	if err := o.backend.Cast(c); err != nil {
-		return o.fail(fmt.Errorf("optimizer: cast of bucket %d: %w", bk.idx, err))
-	}
-	return nil
-}
-
-// castArgs returns the arguments of the cast of bucket bk's shard (nil for
-// a high-precision bucket).
-func (o *Optimizer) castArgs(bk *bucket, k castKind) *backend.CastArgs {
-	if bk.b.HighPrecision {
-		return nil
-	}
-	c := &backend.CastArgs{N: bk.b.ShardSize, Master: bk.master, Segments: bk.segs, Format: o.cfg.Recipe.Format, FP8: o.fp8Shard(bk), Scale: o.scale}
-	if k == castStep {
-		c.Control = o.control.buf
-	}
-	if k == castFirst && o.cfg.Recipe.ScaleSource() == fp8.FromHistory {
-		c.Segments = o.firstCastModes(append([]backend.Segment(nil), bk.segs...), k)
-	}
-	o.mustSegments(c.Segments, c.N)
-	return c
 }
 
 // gather is phase 6: the all-gather of every bucket in place (and of its

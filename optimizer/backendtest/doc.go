@@ -1,7 +1,8 @@
 // Package backendtest is the conformance suite of backend.Backend: Run
 // gives a backend random GradStats, Update and Cast calls (and UpdateShards
 // and CastShards calls over several shards when it is an
-// backend.ShardUpdater) (every rule,
+// backend.ShardUpdater, and their plans over several steps when it is an
+// backend.UpdatePlanner) (every rule,
 // scaling mode, FP8 format, moment, gradient and high-precision type; odd
 // sizes; segments at random offsets with partial chunks and blocks; shards
 // at element offsets off the kernels' vector width in their buffers; tile

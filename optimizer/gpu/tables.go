@@ -30,7 +30,7 @@ type table struct {
 	dev     cuda.DevicePtr
 	staging *cuda.HostBuffer
 	copied  *cuda.Event // recorded after the last copy out of staging
-	sent    bool        // a copy out of staging was queued
+	copies  int         // copies out of staging queued so far
 	stale   bool        // a plan's table: its host bytes differ from dev's
 	last    []byte      // a cached table: the bytes on the device
 	segs    int         // a cached table's layout (kernels.Table's Segs and Shards)
@@ -111,7 +111,7 @@ func (b *Backend) planned(e *table, src []byte, changed bool) (cuda.DevicePtr, e
 // copy queues the copy of src into e.dev through e.staging, once the
 // previous copy out of the staging memory has completed.
 func (e *table) copy(s *cuda.Stream, src []byte) error {
-	if e.sent {
+	if e.copies > 0 {
 		// Usually long ago (a step's host wait came since), so look before
 		// waiting.
 		done, err := e.copied.Query()
@@ -130,7 +130,7 @@ func (e *table) copy(s *cuda.Stream, src []byte) error {
 	if err := e.copied.Record(s); err != nil {
 		return err
 	}
-	e.sent = true
+	e.copies++
 	return nil
 }
 
