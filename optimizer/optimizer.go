@@ -66,7 +66,7 @@ type Optimizer struct {
 	scales  *scaleState   // host state of the slots' scales
 
 	statsPlan backend.GradStatsPlan // the buckets' statistics in one pass (nil: per bucket)
-	plans     stepPlans             // the step's update and cast, planned once (segments.go)
+	plans     stepPlans             // the step's update and cast, planned once (shards.go)
 
 	step       int
 	broken     error

@@ -49,8 +49,8 @@ type UpdatePlanner interface {
 
 // UpdatePlan is an update prepared by an UpdatePlanner.
 type UpdatePlan interface {
-	// Run does what Update(a) does for every a of v.Apply(as) in turn,
-	// as being the planned shards. It is queued, as Update is.
+	// Run does what Update does for each shard of v.Apply(as) in turn,
+	// where as are the planned shards. It is queued, as Update is.
 	Run(v StepValues) error
 	// Close releases the plan; it must not run afterwards.
 	Close() error

@@ -20,13 +20,13 @@ import (
 	"github.com/distopt/distopt/shard"
 )
 
-// bucketByBucket is the GPU backend with its backend.ShardUpdater hidden
-// (the fields shadow the promoted methods): the optimizer updates and
-// casts it one bucket at a time, as before one launch covered every
-// bucket. Every other optional interface stays.
+// bucketByBucket is the GPU backend with its backend.ShardUpdater and
+// backend.UpdatePlanner hidden (the fields shadow the promoted methods):
+// the optimizer updates and casts it one bucket at a time, as before one
+// launch covered every bucket. Every other optional interface stays.
 type bucketByBucket struct {
 	*Backend
-	UpdateShards, CastShards struct{}
+	UpdateShards, CastShards, PlanUpdate, PlanCast struct{}
 }
 
 // gptParams lists the parameters of a GPT-2 style model of the given
@@ -55,9 +55,10 @@ func gptParams(width, layers int) []optimizer.Param {
 // BenchmarkStepShards measures the step of a GPT-shaped model with many
 // buckets on one GPU (one-rank NCCL communicator; the 1.3B GPT's 293
 // tensors at width 1024, 407M parameters, in buckets of 2^24 elements),
-// updated and cast with one launch over every bucket ("shards",
-// the backend.ShardUpdater path) against one launch per bucket
-// ("buckets", the same backend with ShardUpdater hidden), in the modes of
+// updated and cast with one launch over every bucket ("shards", the
+// planned path of backend.UpdatePlanner) against one launch per bucket
+// ("buckets", the same backend with UpdatePlanner and ShardUpdater
+// hidden), in the modes of
 // BenchmarkStepAsync: sync (Step; ns/op is the step's wall time with the
 // GPU work), async-idle (StepAsync on an idle GPU: step-us is the
 // enqueue-only host time of the step, its reduce-scatters just started,

@@ -75,12 +75,12 @@ func (b *Backend) table(kind byte, t kernels.Table) (cuda.DevicePtr, error) {
 		b.recent[kind] = e
 	}
 	if capturing {
-		return e.copyCaptured(b.s, t.Bytes)
+		return e.uploadCaptured(b.s, t.Bytes)
 	}
 	if bytes.Equal(e.last, t.Bytes) {
 		return e.dev, nil
 	}
-	if err := e.copy(b.s, t.Bytes); err != nil {
+	if err := e.upload(b.s, t.Bytes); err != nil {
 		return 0, err
 	}
 	e.last = append(e.last[:0], t.Bytes...)
@@ -97,10 +97,10 @@ func (b *Backend) planned(e *table, src []byte, changed bool) (cuda.DevicePtr, e
 	}
 	e.stale = e.stale || changed
 	if b.s.CaptureBegun() {
-		return e.copyCaptured(b.s, src)
+		return e.uploadCaptured(b.s, src)
 	}
 	if e.stale {
-		if err := e.copy(b.s, src); err != nil {
+		if err := e.upload(b.s, src); err != nil {
 			return 0, err
 		}
 		e.stale = false
@@ -108,12 +108,13 @@ func (b *Backend) planned(e *table, src []byte, changed bool) (cuda.DevicePtr, e
 	return e.dev, nil
 }
 
-// copy queues the copy of src into e.dev through e.staging, once the
+// upload queues the copy of src into e.dev through e.staging, once the
 // previous copy out of the staging memory has completed.
-func (e *table) copy(s *cuda.Stream, src []byte) error {
+func (e *table) upload(s *cuda.Stream, src []byte) error {
 	if e.copies > 0 {
-		// Usually long ago (a step's host wait came since), so look before
-		// waiting.
+		// The staging memory is free once the previous copy out of it has
+		// completed: usually long ago (a step's host wait came since), so
+		// look before waiting.
 		done, err := e.copied.Query()
 		if err == nil && !done {
 			err = e.copied.Synchronize()
@@ -134,9 +135,9 @@ func (e *table) copy(s *cuda.Stream, src []byte) error {
 	return nil
 }
 
-// copyCaptured queues, in a capture, the copy of src into e.gdev from
+// uploadCaptured queues, in a capture, the copy of src into e.gdev from
 // e.gstaging, which each launch of the graph reads, and returns e.gdev.
-func (e *table) copyCaptured(s *cuda.Stream, src []byte) (cuda.DevicePtr, error) {
+func (e *table) uploadCaptured(s *cuda.Stream, src []byte) (cuda.DevicePtr, error) {
 	stage := e.gstaging.Bytes()[:len(src)]
 	copy(stage, src)
 	if err := s.CopyHtoD(e.gdev, stage); err != nil {
