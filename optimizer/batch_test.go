@@ -14,8 +14,8 @@ import (
 )
 
 // batching is the deferring backend with a Batch (backend.Batcher) that
-// records which of the step's calls (updates, casts, one call or one per
-// bucket, and reads back) ran inside one.
+// records which of the step's calls (updates, casts, one call, one per
+// bucket or a plan's run, and reads back) ran inside one.
 type batching struct {
 	deferring
 	depth, batches, inside, outside int
@@ -53,6 +53,16 @@ func (b *batching) UpdateShards(as []*backend.UpdateArgs) error {
 func (b *batching) CastShards(cs []*backend.CastArgs) error {
 	b.count()
 	return b.deferring.CastShards(cs)
+}
+
+func (b *batching) PlanUpdate(as []*backend.UpdateArgs) (backend.UpdatePlan, error) {
+	p, err := b.deferring.PlanUpdate(as)
+	return hookedUpdate{p, func(backend.StepValues) { b.count() }}, err
+}
+
+func (b *batching) PlanCast(cs []*backend.CastArgs) (backend.CastPlan, error) {
+	p, err := b.deferring.PlanCast(cs)
+	return hookedCast{p, b.count}, err
 }
 
 func (b *batching) Control(ctl, stats buffer.Buffer) error {

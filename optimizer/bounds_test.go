@@ -160,8 +160,7 @@ func TestNumericBoundsNeeded(t *testing.T) {
 		x, m, v := float32(0.5), float32(0), float32(0)
 		for t := 1; t <= steps; t++ {
 			h := backend.RuleAdamW.Hyper(p, t, 1)
-			var s backend.Segment
-			backend.RuleAdamW.SetFactors(&s, p, t, lr, 0)
+			s := backend.RuleAdamW.Factors(p, t, lr, 0)
 			g := float32(0)
 			if t == 1 {
 				g = g1

@@ -42,11 +42,17 @@ func (b castLogger) Cast(a *backend.CastArgs) error {
 	return b.Backend.Cast(a)
 }
 
-// shardLogger is the CPU backend, a ShardUpdater, logging each CastShards
-// ("C") and each Cast ("c").
+// shardLogger is the CPU backend, a ShardUpdater and UpdatePlanner,
+// logging each CastShards and each run of a planned cast ("C"), and each
+// Cast ("c").
 type shardLogger struct {
 	*cpu.Backend
 	log *eventLog
+}
+
+func (b shardLogger) PlanCast(cs []*backend.CastArgs) (backend.CastPlan, error) {
+	p, err := b.Backend.PlanCast(cs)
+	return hookedCast{p, func() { b.log.add("C") }}, err
 }
 
 func (b shardLogger) Cast(a *backend.CastArgs) error {

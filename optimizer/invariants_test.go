@@ -1,5 +1,5 @@
 package optimizer
 
 // The segment tables of every optimizer in this package's tests are
-// checked (see segments.go).
+// checked (see shards.go).
 func init() { checkInvariants = true }

@@ -33,6 +33,7 @@ func (o *Optimizer) logFallbacks() {
 	_, su := o.backend.(backend.ShardUpdater)
 	_, ds := o.backend.(backend.DeviceScaler)
 	_, ar := o.backend.(backend.AsyncReader)
+	_, up := o.backend.(backend.UpdatePlanner)
 	for _, f := range []struct {
 		has  bool
 		path string
@@ -41,6 +42,7 @@ func (o *Optimizer) logFallbacks() {
 		{ds, "no DeviceScaler: FP8 scales derived on the host from the amaxes read back"},
 		{ar, "no AsyncReader: StepAsync waits for the step's decision on the host"},
 		{o.statsPlan != nil, "no GradStatsPlanner: gradient statistics one bucket at a time"},
+		{up, "no UpdatePlanner: each step packs every bucket's segment table"},
 	} {
 		if !f.has {
 			l.Debug("optimizer: fallback", "backend", o.backend.Name(), "rank", o.rank, "path", f.path)

@@ -33,6 +33,8 @@ func TestLogger(t *testing.T) {
 	assert.Equal(t, !asyncReader, strings.Contains(buf.String(), "no AsyncReader"), "fallback lines:\n%s", buf.String())
 	_, shardUpdater := any(be).(backend.ShardUpdater)
 	assert.Equal(t, !shardUpdater, strings.Contains(buf.String(), "no ShardUpdater"), "fallback lines:\n%s", buf.String())
+	_, planner := any(be).(backend.UpdatePlanner)
+	assert.Equal(t, !planner, strings.Contains(buf.String(), "no UpdatePlanner"), "fallback lines:\n%s", buf.String())
 
 	buf.Reset()
 	g := make([]float32, 32)

@@ -154,7 +154,7 @@ func (o *Optimizer) momentArgs(u *backend.UpdateArgs, bk *bucket) {
 		u.VType = ts[1]
 	}
 	u.MomentBlock = o.cfg.MomentBlock
-	u.MomentSeed, u.MomentBase = backend.MomentSeed(o.step, bk.idx), bk.lo
+	u.MomentBase = bk.lo // the seed changes every step: updateArgs, stepValues
 	n := bk.b.ShardSize
 	if u.MType == MomentFP8 {
 		u.M, u.MScales = bk.m.Slice(0, n), bk.m.Slice(n, bk.m.Len())

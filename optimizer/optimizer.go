@@ -66,6 +66,7 @@ type Optimizer struct {
 	scales  *scaleState   // host state of the slots' scales
 
 	statsPlan backend.GradStatsPlan // the buckets' statistics in one pass (nil: per bucket)
+	plans     stepPlans             // the step's update and cast, planned once (shards.go)
 
 	step       int
 	broken     error
@@ -212,7 +213,7 @@ func recipeMode(r fp8.Recipe) backend.Mode {
 }
 
 // allocate makes the optimizer's buffers: the scale slots, the statistics
-// and every bucket's.
+// and every bucket's; then the plans over them.
 func (o *Optimizer) allocate() error {
 	r := o.cfg.Recipe
 	o.slotOf = make([]int, len(o.params))
@@ -251,7 +252,10 @@ func (o *Optimizer) allocate() error {
 	if err := o.allocPool(); err != nil {
 		return err
 	}
-	return o.planGradStats()
+	if err := o.planGradStats(); err != nil {
+		return err
+	}
+	return o.planSteps()
 }
 
 // allocBucket makes the buffers and the segment table of bucket bi.
@@ -452,6 +456,9 @@ func (o *Optimizer) Close() error {
 			err = e
 		}
 		o.statsPlan = nil
+	}
+	if e := o.closePlans(); err == nil {
+		err = e
 	}
 	for _, bk := range o.buckets {
 		for _, b := range []buffer.Buffer{bk.grad, bk.acc, bk.master, bk.m, bk.v, bk.data, bk.blocks} {

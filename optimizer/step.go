@@ -223,41 +223,6 @@ func (c *Config) ruleParams() backend.Params {
 	return backend.Params{Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, Momentum: c.Momentum}
 }
 
-// segmentFactors returns bk's segment table with the rule's per-parameter
-// factors of this step and, for the first cast of delayed scaling, the
-// delayed segments turned to current scaling (the first cast seeds the
-// histories from the masters' own amax).
-func (o *Optimizer) segmentFactors(a *backend.UpdateArgs, bk *bucket, k castKind) []backend.Segment {
-	segs := make([]backend.Segment, len(bk.segs))
-	copy(segs, bk.segs)
-	for i := range segs {
-		if a.Rule != RuleNone {
-			p := o.params[bk.pieces[i].Param]
-			g := o.cfg.Groups[p.Group]
-			wd := g.WeightDecay
-			if p.NoDecay {
-				wd = 0
-			}
-			a.Rule.SetFactors(&segs[i], o.cfg.ruleParams(), o.step, g.LR.LR(o.step), wd)
-		}
-	}
-	return o.firstCastModes(segs, k)
-}
-
-// firstCastModes turns the delayed segments of segs to current scaling for
-// the first cast (in place), and returns segs.
-func (o *Optimizer) firstCastModes(segs []backend.Segment, k castKind) []backend.Segment {
-	if k != castFirst {
-		return segs
-	}
-	for i := range segs {
-		if segs[i].Mode == backend.ModeTensorDelayed {
-			segs[i].Mode = backend.ModeTensorCurrent
-		}
-	}
-	return segs
-}
-
 // update is phase 3: the rule's update of every bucket's shard (nothing
 // with RuleNone), fused with what the recipe needs: the amax of the new
 // master, or the cast itself where the scale is already known.
@@ -268,57 +233,11 @@ func (o *Optimizer) update(a *backend.UpdateArgs, k castKind, t *Timings) error 
 			return o.fail(err)
 		}
 	}
-	if su, ok := o.backend.(backend.ShardUpdater); ok && len(o.buckets) > 0 {
-		as := make([]*backend.UpdateArgs, len(o.buckets))
-		for i, bk := range o.buckets {
-			as[i] = o.updateArgs(a, bk, k)
-		}
-		if err := su.UpdateShards(as); err != nil {
-			return o.fail(fmt.Errorf("optimizer: update of %d buckets in one call (shard i is bucket i): %w", len(as), err))
-		}
-	} else {
-		for _, bk := range o.buckets {
-			if err := o.updateBucket(a, bk, k); err != nil {
-				return err
-			}
-		}
+	if err := o.updateAll(a, k); err != nil {
+		return err
 	}
 	t.Update = since(&t0)
 	return nil
-}
-
-// updateBucket queues the update of bucket bk's shard (the amaxes it folds
-// into must have been zeroed).
-func (o *Optimizer) updateBucket(a *backend.UpdateArgs, bk *bucket, k castKind) error {
-	if err := o.backend.Update(o.updateArgs(a, bk, k)); err != nil {
-		return o.fail(fmt.Errorf("optimizer: update of bucket %d: %w", bk.idx, err))
-	}
-	return nil
-}
-
-// updateArgs returns the arguments of the update of bucket bk: a's rule and
-// scalars over bk's buffers.
-func (o *Optimizer) updateArgs(a *backend.UpdateArgs, bk *bucket, k castKind) *backend.UpdateArgs {
-	u := *a
-	u.N = bk.b.ShardSize
-	u.Master, u.M, u.V = bk.master, bk.m, bk.v
-	u.MomentType = o.cfg.uniformMomentType()
-	o.momentArgs(&u, bk)
-	u.Grad = o.gradShard(bk)
-	u.GradType = o.cfg.GradType
-	u.Segments = o.segmentFactors(a, bk, k)
-	o.mustSegments(u.Segments, u.N)
-	u.Recipe = o.cfg.Recipe
-	u.Amax, u.Scale = o.amax, o.scale
-	if bk.b.HighPrecision {
-		hsz := o.cfg.HighPrecisionType.Size()
-		u.HP = bk.data.Slice(hsz*bk.lo, hsz*bk.hi)
-		u.HPType = o.cfg.HighPrecisionType
-	} else {
-		u.FP8 = o.fp8Shard(bk)
-		u.BlockScales = o.blockScaleShard(bk)
-	}
-	return &u
 }
 
 // fp8Shard returns this rank's shard of bk's FP8 data.
@@ -408,38 +327,6 @@ func (o *Optimizer) cast(k castKind, t *Timings) error {
 	return o.castAll(k)
 }
 
-// castAll queues the cast of kind k of every FP8 bucket's shard (nothing
-// when the update casts them): one CastShards on a ShardUpdater, else one
-// Cast per bucket.
-func (o *Optimizer) castAll(k castKind) error {
-	if o.castInUpdate(k) {
-		return nil
-	}
-	su, ok := o.backend.(backend.ShardUpdater)
-	if !ok {
-		for _, bk := range o.buckets {
-			if err := o.castBucket(bk, k); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	var cs []*backend.CastArgs
-	var idx []int
-	for _, bk := range o.buckets {
-		if c := o.castArgs(bk, k); c != nil {
-			cs, idx = append(cs, c), append(idx, bk.idx)
-		}
-	}
-	if len(cs) == 0 {
-		return nil
-	}
-	if err := su.CastShards(cs); err != nil {
-		return o.fail(fmt.Errorf("optimizer: cast of buckets %v in one call (shard i is the i-th of them): %w", idx, err))
-	}
-	return nil
-}
-
 // castInUpdate reports whether a cast of kind k happens in the update's own
 // pass (blocks, and delayed scaling after the first cast), leaving phase 5
 // nothing to cast.
@@ -449,7 +336,8 @@ func (o *Optimizer) castInUpdate(k castKind) bool {
 }
 
 // castGather is phase 5 of a step with the start of phase 6 folded in: on
-// a ShardUpdater, one cast of every shard (unless the update cast them),
+// a ShardUpdater or with a planned cast, one cast of every shard (unless
+// the update cast them),
 // then each bucket's all-gather, started with one call
 // (collective.StartEach); on other backends, bucket by bucket, the
 // cast of its shard is queued and its all-gather started at once, so that
@@ -461,7 +349,7 @@ func (o *Optimizer) castInUpdate(k castKind) bool {
 func (o *Optimizer) castGather(t *Timings) error {
 	t0 := time.Now()
 	defer func() { t.Cast = since(&t0) }()
-	if _, shards := o.backend.(backend.ShardUpdater); shards || o.castInUpdate(castStep) {
+	if _, shards := o.backend.(backend.ShardUpdater); shards || o.plans.cast != nil || o.castInUpdate(castStep) {
 		if err := o.castAll(castStep); err != nil { // one cast (or none), then every gather with one call
 			return err
 		}
@@ -493,36 +381,6 @@ func (o *Optimizer) waitStepGathers(ctx context.Context, t *Timings) error {
 	}
 	t.AllGather = since(&t0)
 	return nil
-}
-
-// castBucket queues the cast of bucket bk's shard with the scales of the
-// last amax reduction (nothing for a high-precision bucket).
-func (o *Optimizer) castBucket(bk *bucket, k castKind) error {
-	c := o.castArgs(bk, k)
-	if c == nil {
-		return nil
-	}
-	if err := o.backend.Cast(c); err != nil {
-		return o.fail(fmt.Errorf("optimizer: cast of bucket %d: %w", bk.idx, err))
-	}
-	return nil
-}
-
-// castArgs returns the arguments of the cast of bucket bk's shard (nil for
-// a high-precision bucket).
-func (o *Optimizer) castArgs(bk *bucket, k castKind) *backend.CastArgs {
-	if bk.b.HighPrecision {
-		return nil
-	}
-	c := &backend.CastArgs{N: bk.b.ShardSize, Master: bk.master, Segments: bk.segs, Format: o.cfg.Recipe.Format, FP8: o.fp8Shard(bk), Scale: o.scale}
-	if k == castStep {
-		c.Control = o.control.buf
-	}
-	if k == castFirst && o.cfg.Recipe.ScaleSource() == fp8.FromHistory {
-		c.Segments = o.firstCastModes(append([]backend.Segment(nil), bk.segs...), k)
-	}
-	o.mustSegments(c.Segments, c.N)
-	return c
 }
 
 // gather is phase 6: the all-gather of every bucket in place (and of its

@@ -254,7 +254,7 @@ func layout(n, nseg int, mode backend.Mode) ([]backend.Segment, int) {
 		if i == nseg-1 {
 			hi = n
 		}
-		s := backend.Segment{Off: lo, Len: hi - lo, Mode: mode, StepSize: 1e-3, Shrink: 1 - 1e-4, Slot: slots}
+		s := backend.Segment{Off: lo, Len: hi - lo, Mode: mode, Factors: backend.Factors{StepSize: 1e-3, Shrink: 1 - 1e-4}, Slot: slots}
 		switch mode {
 		case backend.ModeTensorCurrent, backend.ModeTensorDelayed:
 			slots++

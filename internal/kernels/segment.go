@@ -136,6 +136,32 @@ func PackShards(segs [][]Segment, shards []Shard) (Table, error) {
 	return t, nil
 }
 
+// SetFactors sets the factors StepSize and Decay of segment i of t (the
+// i-th packed, empty segments skipped) and reports whether they changed.
+// A planned table is packed once and takes each step's factors so.
+func (t *Table) SetFactors(i int, step, decay float32) bool {
+	b := t.Bytes[i*segmentBytes+48 : i*segmentBytes+56]
+	s, d := math.Float32bits(step), math.Float32bits(decay)
+	le := binary.LittleEndian
+	if le.Uint32(b) == s && le.Uint32(b[4:]) == d {
+		return false
+	}
+	le.PutUint32(b, s)
+	le.PutUint32(b[4:], d)
+	return true
+}
+
+// SetSeed sets the MomentSeed of shard k of a table from PackShards and
+// reports whether it changed.
+func (t *Table) SetSeed(k int, seed uint32) bool {
+	b := t.Bytes[t.Segs*segmentBytes+k*shardBytes+72:][:4]
+	if binary.LittleEndian.Uint32(b) == seed {
+		return false
+	}
+	binary.LittleEndian.PutUint32(b, seed)
+	return true
+}
+
 // momentBases returns the MomentBase of every shard of a table from
 // PackShards.
 func (t *Table) momentBases() []uint64 {

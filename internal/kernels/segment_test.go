@@ -163,3 +163,53 @@ func TestSameStatic(t *testing.T) {
 		t.Fatalf("%d bytes ignored, want %d", ignored, want)
 	}
 }
+
+// TestSetFactors checks that a table packed once, with each step's factors
+// and seeds written in place (SetFactors, SetSeed), has the bytes of the
+// table packed anew with them, step after step, and that the two report a
+// change exactly when the bytes change.
+func TestSetFactors(t *testing.T) {
+	segs := [][]Segment{
+		{{Off: 0, Len: 5000, Mode: ModeTensorCurrent, Slot: 1}, {Off: 5000, Len: 0}},
+		{{Off: 8, Len: 4097, Mode: ModeTile, Slot: 2, ParamOffset: 3, Cols: 128}, {Off: 5000, Len: 9, Mode: ModeBlock}},
+	}
+	shards := []Shard{{Master: 0x100, M: 0x200, V: 0x300, MomentBase: 4}, {Master: 0x1100, Grad: 0x1400}}
+	planned, err := PackShards(segs, shards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	static := planned.StaticPart()
+	for step := range 6 {
+		want := make([][]Segment, len(segs))
+		row, changed := 0, false
+		for k, ss := range segs {
+			want[k] = slices.Clone(ss)
+			for i := range ss {
+				// a factor that holds for two steps, one that changes each step
+				want[k][i].StepSize, want[k][i].Decay = float32(1+step/2)*1e-3, 1-float32(step+k+i)*1e-4
+				if ss[i].Len > 0 {
+					changed = planned.SetFactors(row, want[k][i].StepSize, want[k][i].Decay) || changed
+					row++
+				}
+			}
+			shards[k].MomentSeed = uint32(step/3 + k)
+			changed = planned.SetSeed(k, shards[k].MomentSeed) || changed
+		}
+		fresh, err := PackShards(want, shards)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(planned.Bytes, fresh.Bytes) {
+			t.Fatalf("step %d: the planned table with its factors and seeds differs from the table packed anew", step)
+		}
+		if !changed {
+			t.Errorf("step %d: new factors reported unchanged", step)
+		}
+		if !bytes.Equal(planned.StaticPart(), static) {
+			t.Fatalf("step %d: the static part changed", step)
+		}
+	}
+	if planned.SetFactors(0, 3e-3, 1-5e-4) || planned.SetSeed(1, 2) {
+		t.Error("the same factors or seed again reported as a change")
+	}
+}

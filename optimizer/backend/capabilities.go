@@ -9,7 +9,7 @@ import (
 // This file lists every optional capability of a Backend. The optimizer
 // asks for each with a type assertion and falls back to the plain Backend
 // methods without it. The GPU backend has them all; the CPU backend has
-// ShardUpdater and GradAccumulator.
+// ShardUpdater, UpdatePlanner and GradAccumulator.
 
 // ShardUpdater runs the update, and the cast, of several bucket shards with
 // one call: one kernel launch over every bucket's segments, as
@@ -26,6 +26,43 @@ type ShardUpdater interface {
 	// CastShards does what Cast(cs[i]) for every i in turn does. The
 	// arguments differ only where CheckCastShards allows.
 	CastShards(cs []*CastArgs) error
+}
+
+// UpdatePlanner prepares, once, the update and the cast of a fixed list of
+// bucket shards. The fixed part of their segment tables (offsets, modes,
+// slots, buffers) is built when the plan is made; each step then sends
+// only what changes (StepValues). Without it the optimizer packs each
+// shard's arguments at every step for UpdateShards (or Update) and
+// CastShards (or Cast). See docs/DESIGN.md, Note: segment table.
+//
+// Like ShardUpdater, a wrapper that embeds an UpdatePlanner and overrides
+// Update or Cast is bypassed by the promoted plans.
+type UpdatePlanner interface {
+	// PlanUpdate returns a plan of the update of the shards as, which
+	// CheckShards must accept. Their Hyper, Factors and MomentSeed are
+	// not read: each Run passes them. The buffers must outlive the plan.
+	PlanUpdate(as []*UpdateArgs) (UpdatePlan, error)
+	// PlanCast returns a plan of the cast of the shards cs, which
+	// CheckCastShards must accept. The buffers must outlive the plan.
+	PlanCast(cs []*CastArgs) (CastPlan, error)
+}
+
+// UpdatePlan is an update prepared by an UpdatePlanner.
+type UpdatePlan interface {
+	// Run does what Update does for each shard of v.Apply(as) in turn,
+	// where as are the planned shards. It is queued, as Update is.
+	Run(v StepValues) error
+	// Close releases the plan; it must not run afterwards.
+	Close() error
+}
+
+// CastPlan is a cast prepared by an UpdatePlanner.
+type CastPlan interface {
+	// Run does what Cast(c) does for every planned shard c in turn. It
+	// is queued, as Cast is.
+	Run() error
+	// Close releases the plan; it must not run afterwards.
+	Close() error
 }
 
 // GradAccumulator adds one gradient shard into another. Sharded gradients

@@ -45,9 +45,20 @@ const (
 
 // Segment is a run of a shard that belongs to one
 // parameter: one row of the segment table of UpdateArgs and CastArgs.
+// Its Factors change from one step to the next; the rest is fixed for a
+// run (see UpdatePlanner).
 type Segment struct {
 	Off, Len int  // elements within the shard
 	Mode     Mode // what follows the update
+	Factors       // the rule's factors of this step (Rule.Factors)
+	Slot     int  // amax and scale slot (tensor modes) or first tile slot
+	// ParamOffset and Cols place the segment in its matrix (ModeTile).
+	ParamOffset, Cols int
+}
+
+// Factors are a segment's per-step factors, which the rule derives from
+// its parameter's learning rate and weight decay (Rule.Factors).
+type Factors struct {
 	// StepSize is the rule's step size: lr/(1 - beta1^t) for AdamW, lr for
 	// SGD (see AdamWElem and SGDElem).
 	StepSize float32
@@ -57,9 +68,6 @@ type Segment struct {
 	// WeightDecay is SGD's coupled weight decay coefficient wd (0 without
 	// decay), added to the gradient as wd*p.
 	WeightDecay float32
-	Slot        int // amax and scale slot (tensor modes) or first tile slot
-	// ParamOffset and Cols place the segment in its matrix (ModeTile).
-	ParamOffset, Cols int
 }
 
 // UpdateArgs is one bucket shard's update. Buffers are the backend's own;
@@ -121,4 +129,14 @@ type CastArgs struct {
 	// Control, when set, is the step control block: nothing is written
 	// when its Skip is set.
 	Control buffer.Buffer
+}
+
+// StepValues are what a planned update (UpdatePlan) takes at each step:
+// everything else of its arguments is fixed when the plan is made.
+type StepValues struct {
+	Hyper Hyper
+	// Factors[i][j] are the factors of segment j of shard i.
+	Factors [][]Factors
+	// Seeds[i] is the MomentSeed of shard i.
+	Seeds []uint32
 }

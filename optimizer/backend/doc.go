@@ -12,7 +12,7 @@
 // and EncodeDither for moments stored in FP8 (moments.go). Each update rule is
 // defined once, in
 // rule.go: its name, moments, per-step scalars (Hyper) and per-parameter
-// factors (Segment's StepSize, Shrink, WeightDecay).
+// factors (Factors: StepSize, Shrink, WeightDecay).
 //
 // optimizer/backendtest checks a backend against the CPU reference, byte
 // for byte; CONTRIBUTING.md at the repository root lists the files to

@@ -6,13 +6,12 @@ import (
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
-// A rule's factors for one parameter at step 1, as the optimizer sets them
-// in a segment and the kernels receive them.
-func ExampleRule_SetFactors() {
+// A rule's factors for one parameter at step 1, as the optimizer sends
+// them for a segment and the kernels receive them.
+func ExampleRule_Factors() {
 	p := backend.Params{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
-	var s backend.Segment
-	backend.RuleAdamW.SetFactors(&s, p, 1, 1e-3, 0.1) // lr 1e-3, weight decay 0.1
-	step, second := s.Factors(backend.RuleAdamW)
+	f := backend.RuleAdamW.Factors(p, 1, 1e-3, 0.1) // lr 1e-3, weight decay 0.1
+	step, second := f.Pair(backend.RuleAdamW)
 	fmt.Println(step, second, backend.RuleAdamW.Moments())
 	// Output: 0.01 0.9999 [m v]
 }

@@ -42,11 +42,11 @@ type ruleDef struct {
 	// hyper returns the per-step scalars of step (counted from 1) with the
 	// gradient scale gs (clip coefficient / loss scale).
 	hyper func(p Params, step int, gs float64) Hyper
-	// factors sets the rule's per-parameter factors of s for step, from the
+	// factors returns the rule's per-parameter factors for step, from the
 	// parameter's learning rate lr and weight decay wd (0 when exempt).
-	factors func(s *Segment, p Params, step int, lr, wd float64)
-	// second returns the factor of s the kernels take beside StepSize.
-	second func(s Segment) float32
+	factors func(p Params, step int, lr, wd float64) Factors
+	// second returns the factor of f the kernels take beside StepSize.
+	second func(f Factors) float32
 }
 
 // rules holds the definition of every Rule, indexed by its value.
@@ -66,11 +66,10 @@ var rules = [...]ruleDef{
 				SqrtVCorrection: float32(1 / math.Sqrt(1-math.Pow(p.Beta2, float64(step)))),
 			}
 		},
-		factors: func(s *Segment, p Params, step int, lr, wd float64) {
-			s.StepSize = float32(lr / (1 - math.Pow(p.Beta1, float64(step))))
-			s.Shrink = float32(1 - lr*wd)
+		factors: func(p Params, step int, lr, wd float64) Factors {
+			return Factors{StepSize: float32(lr / (1 - math.Pow(p.Beta1, float64(step)))), Shrink: float32(1 - lr*wd)}
 		},
-		second: func(s Segment) float32 { return s.Shrink },
+		second: func(f Factors) float32 { return f.Shrink },
 	},
 	RuleSGD: {
 		name:    "sgd",
@@ -78,11 +77,10 @@ var rules = [...]ruleDef{
 		hyper: func(p Params, _ int, gs float64) Hyper {
 			return Hyper{GradScale: float32(gs), Momentum: float32(p.Momentum)}
 		},
-		factors: func(s *Segment, _ Params, _ int, lr, wd float64) {
-			s.StepSize = float32(lr)
-			s.WeightDecay = float32(wd)
+		factors: func(_ Params, _ int, lr, wd float64) Factors {
+			return Factors{StepSize: float32(lr), WeightDecay: float32(wd)}
 		},
-		second: func(s Segment) float32 { return s.WeightDecay },
+		second: func(f Factors) float32 { return f.WeightDecay },
 	},
 }
 
@@ -123,21 +121,22 @@ func (r Rule) Hyper(p Params, step int, gs float64) Hyper {
 	return Hyper{}
 }
 
-// SetFactors sets the rule's per-parameter factors of s for step, from the
+// Factors returns the rule's per-parameter factors for step, from the
 // parameter's learning rate lr and weight decay wd (0 when the parameter is
-// exempt); RuleNone sets none.
-func (r Rule) SetFactors(s *Segment, p Params, step int, lr, wd float64) {
+// exempt); RuleNone's are all zero.
+func (r Rule) Factors(p Params, step int, lr, wd float64) Factors {
 	if f := r.def().factors; f != nil {
-		f(s, p, step, lr, wd)
+		return f(p, step, lr, wd)
 	}
+	return Factors{}
 }
 
-// Factors returns the two per-parameter factors of s as the kernels
-// receive them for rule r: the step size, then the rule's second factor
-// (AdamW: Shrink; SGD: WeightDecay; RuleNone: 0).
-func (s *Segment) Factors(r Rule) (step, second float32) {
-	if f := r.def().second; f != nil {
-		return s.StepSize, f(*s)
+// Pair returns the two factors of f as the kernels receive them for rule
+// r: the step size, then the rule's second factor (AdamW: Shrink; SGD:
+// WeightDecay; RuleNone: 0).
+func (f Factors) Pair(r Rule) (step, second float32) {
+	if g := r.def().second; g != nil {
+		return f.StepSize, g(f)
 	}
-	return s.StepSize, 0
+	return f.StepSize, 0
 }

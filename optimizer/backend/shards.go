@@ -131,3 +131,39 @@ func sameBuffer(x, y buffer.Buffer) bool {
 	}
 	return x == y
 }
+
+// CheckStepValues returns an error unless v fits the planned update
+// arguments as: one list of factors per shard, one factor per segment,
+// one seed per shard.
+func CheckStepValues(as []*UpdateArgs, v StepValues) error {
+	if len(v.Factors) != len(as) || len(v.Seeds) != len(as) {
+		return fmt.Errorf("backend: step values for %d and %d shards (factors, seeds) of a plan of %d", len(v.Factors), len(v.Seeds), len(as))
+	}
+	for i, a := range as {
+		if len(v.Factors[i]) != len(a.Segments) {
+			return fmt.Errorf("backend: %d factors for the %d segments of shard %d", len(v.Factors[i]), len(a.Segments), i)
+		}
+	}
+	return nil
+}
+
+// Apply returns copies of the planned update arguments as with v's values
+// (Hyper, every segment's Factors, every shard's MomentSeed): what a Run
+// of their UpdatePlan with v updates.
+func (v StepValues) Apply(as []*UpdateArgs) ([]*UpdateArgs, error) {
+	if err := CheckStepValues(as, v); err != nil {
+		return nil, err
+	}
+	out := make([]*UpdateArgs, len(as))
+	for i, a := range as {
+		b := *a
+		b.Hyper, b.MomentSeed = v.Hyper, v.Seeds[i]
+		b.Segments = make([]Segment, len(a.Segments))
+		for j, s := range a.Segments {
+			s.Factors = v.Factors[i][j]
+			b.Segments[j] = s
+		}
+		out[i] = &b
+	}
+	return out, nil
+}

@@ -70,3 +70,48 @@ func TestCheckShards(t *testing.T) {
 		t.Errorf("casts with other scales: error %v, want one naming Scale", err)
 	}
 }
+
+// TestStepValuesApply checks what a planned update runs: copies of the
+// planned arguments with the step's scalars, each segment's factors and
+// each shard's seed, the planned ones untouched; and values that do not
+// fit the plan refused.
+func TestStepValuesApply(t *testing.T) {
+	seg := func(off int) backend.Segment {
+		return backend.Segment{Off: off, Len: 8, Mode: backend.ModeTensorCurrent, Slot: off}
+	}
+	as := []*backend.UpdateArgs{
+		{Rule: backend.RuleAdamW, N: 16, Segments: []backend.Segment{seg(0), seg(8)}, MomentBase: 4},
+		{Rule: backend.RuleAdamW, N: 8, Segments: []backend.Segment{seg(0)}, MomentBase: 20},
+	}
+	f := func(x float32) backend.Factors { return backend.Factors{StepSize: x, Shrink: 1 - x} }
+	v := backend.StepValues{Hyper: backend.Hyper{GradScale: 0.5, SqrtVCorrection: 3},
+		Factors: [][]backend.Factors{{f(1), f(2)}, {f(3)}}, Seeds: []uint32{7, 9}}
+	got, err := v.Apply(as)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range got {
+		if a.Hyper != v.Hyper || a.MomentSeed != v.Seeds[i] || a.MomentBase != as[i].MomentBase || a.N != as[i].N {
+			t.Errorf("shard %d: %+v", i, a)
+		}
+		for j, s := range a.Segments {
+			want := as[i].Segments[j]
+			want.Factors = v.Factors[i][j]
+			if s != want {
+				t.Errorf("shard %d, segment %d: %+v, want %+v", i, j, s, want)
+			}
+			if as[i].Segments[j].Factors != (backend.Factors{}) {
+				t.Errorf("shard %d, segment %d: the planned segment was changed", i, j)
+			}
+		}
+	}
+	for _, bad := range []backend.StepValues{
+		{Factors: v.Factors[:1], Seeds: v.Seeds},
+		{Factors: v.Factors, Seeds: v.Seeds[:1]},
+		{Factors: [][]backend.Factors{{f(1)}, {f(3)}}, Seeds: v.Seeds},
+	} {
+		if _, err := bad.Apply(as); err == nil {
+			t.Errorf("values %+v for 2 shards of 2 and 1 segments: no error", bad)
+		}
+	}
+}

@@ -26,6 +26,109 @@ func Shards(t *testing.T, be backend.Backend) {
 	if !ok {
 		t.Skipf("%s is not an backend.ShardUpdater", be.Name())
 	}
+	eachLaunch(t, be, func(t *testing.T, p *pair, _ *rand.Rand, l *launch) {
+		for _, a := range l.args(0) {
+			must(t, p.ref.Update(a))
+		}
+		must(t, su.UpdateShards(l.args(1)))
+		l.check(p)
+		if cs := l.casts(0); len(cs) > 0 {
+			for _, c := range cs {
+				must(t, p.ref.Cast(c))
+			}
+			must(t, su.CastShards(l.casts(1)))
+			l.check(p)
+		}
+	})
+}
+
+// Plans checks the plans of a backend that is an backend.UpdatePlanner
+// (it skips otherwise) on the launches of Shards: an update and a cast
+// planned once, then run for three steps, each against the reference's
+// Update of every shard of StepValues.Apply and its Cast. The steps draw
+// new scalars, factors and seeds, except the second, which keeps the
+// first's factors (a constant learning rate).
+func Plans(t *testing.T, be backend.Backend) {
+	pl, ok := be.(backend.UpdatePlanner)
+	if !ok {
+		t.Skipf("%s is not an backend.UpdatePlanner", be.Name())
+	}
+	eachLaunch(t, be, func(t *testing.T, p *pair, r *rand.Rand, l *launch) {
+		up, err := pl.PlanUpdate(l.args(1))
+		must(t, err)
+		defer func() { must(t, up.Close()) }()
+		var cp backend.CastPlan
+		if cs := l.casts(1); len(cs) > 0 {
+			cp, err = pl.PlanCast(cs)
+			must(t, err)
+			defer func() { must(t, cp.Close()) }()
+		}
+		var v backend.StepValues
+		for step := range 3 {
+			v = stepValues(r, l.args(0), v, step == 1)
+			as, err := v.Apply(l.args(0))
+			must(t, err)
+			for _, a := range as {
+				must(t, p.ref.Update(a))
+			}
+			must(t, up.Run(v))
+			l.check(p)
+			if cp != nil {
+				for _, c := range l.casts(0) {
+					must(t, p.ref.Cast(c))
+				}
+				must(t, cp.Run())
+				l.check(p)
+			}
+		}
+	})
+}
+
+// stepValues returns a step's values for the shards as: the scalars of
+// as[0] with a new gradient scale and bias correction, new seeds, and new
+// factors for every segment, or last's when same.
+func stepValues(r *rand.Rand, as []*backend.UpdateArgs, last backend.StepValues, same bool) backend.StepValues {
+	v := backend.StepValues{Hyper: as[0].Hyper, Factors: last.Factors, Seeds: make([]uint32, len(as))}
+	v.Hyper.GradScale = float32(0.5 + r.Float64())
+	v.Hyper.SqrtVCorrection = float32(1 + r.Float64())
+	for i := range v.Seeds {
+		v.Seeds[i] = r.Uint32()
+	}
+	if same {
+		return v
+	}
+	v.Factors = make([][]backend.Factors, len(as))
+	for i, a := range as {
+		for range a.Segments {
+			v.Factors[i] = append(v.Factors[i], backend.Factors{StepSize: float32(1e-4 + r.Float64()*1e-2),
+				Shrink: float32(1 - r.Float64()*1e-3), WeightDecay: float32(r.Float64() * 0.01)})
+		}
+	}
+	return v
+}
+
+// launch is one case of Shards and Plans: the shards of one launch, their
+// update and cast arguments on either side (0: the reference, 1: the
+// backend under test), and the buffers to compare.
+type launch struct {
+	args    func(side int) []*backend.UpdateArgs
+	casts   func(side int) []*backend.CastArgs // nil: nothing to cast
+	checked []buf
+	skip    bool // the control block skips the step
+}
+
+// check compares the buffers of l on both sides, and when the step is
+// skipped checks that none was written.
+func (l *launch) check(p *pair) {
+	p.check(l.checked...)
+	if l.skip {
+		p.untouched(l.checked...)
+	}
+}
+
+// eachLaunch runs check on a launch of every case of Shards, each in a
+// subtest with its own pair and random source.
+func eachLaunch(t *testing.T, be backend.Backend, check func(t *testing.T, p *pair, r *rand.Rand, l *launch)) {
 	type rule struct {
 		r    backend.Rule
 		m, v backend.MomentDType
@@ -59,21 +162,23 @@ func Shards(t *testing.T, be backend.Backend) {
 			name := fmt.Sprintf("%s/%v/m=%v/v=%v/g=%v", rc.name, ru.r, ru.m, ru.v, ru.gt)
 			t.Run(name, func(t *testing.T) {
 				r := rand.New(rand.NewPCG(uint64(ci), uint64(ri)+1000))
-				shardsCase(t, newPair(t, be), su, r, rc, ru.r, ru.m, ru.v, ru.gt, false)
+				p := newPair(t, be)
+				check(t, p, r, newLaunch(p, r, rc, ru.r, ru.m, ru.v, ru.gt, false))
 			})
 		}
 		for ri, ru := range unaligned {
 			name := fmt.Sprintf("unaligned/%s/%v/m=%v/v=%v/g=%v", rc.name, ru.r, ru.m, ru.v, ru.gt)
 			t.Run(name, func(t *testing.T) {
 				r := rand.New(rand.NewPCG(uint64(ci), uint64(ri)+2000))
-				shardsCase(t, newPair(t, be), su, r, rc, ru.r, ru.m, ru.v, ru.gt, true)
+				p := newPair(t, be)
+				check(t, p, r, newLaunch(p, r, rc, ru.r, ru.m, ru.v, ru.gt, true))
 			})
 		}
 	}
 }
 
-// shardsCase runs one case of Shards, unaligned or not.
-func shardsCase(t *testing.T, p *pair, su backend.ShardUpdater, r *rand.Rand, rc recipeCase, rule backend.Rule, mt, vt backend.MomentDType, gt buffer.DType, unaligned bool) {
+// newLaunch uploads the shards of one case of Shards, unaligned or not.
+func newLaunch(p *pair, r *rand.Rand, rc recipeCase, rule backend.Rule, mt, vt backend.MomentDType, gt buffer.DType, unaligned bool) *launch {
 	mb := backend.MomentBlocks[r.IntN(len(backend.MomentBlocks))]
 	k := 2 + r.IntN(3)
 	var shards []updateShard
@@ -99,18 +204,21 @@ func shardsCase(t *testing.T, p *pair, su backend.ShardUpdater, r *rand.Rand, rc
 		c := p.upload("control", controlBlock(r, ctl), bytesExact)
 		cb = &c
 	}
-	control := func(side int) buffer.Buffer {
-		if cb == nil {
+	pick := func(x *buf, side int) buffer.Buffer {
+		if x == nil {
 			return nil
 		}
-		return []buffer.Buffer{cb.ref, cb.be}[side]
+		return []buffer.Buffer{x.ref, x.be}[side]
 	}
-	args := func(side int) []*backend.UpdateArgs {
-		pick := func(x buf) buffer.Buffer { return []buffer.Buffer{x.ref, x.be}[side] }
+	l := &launch{checked: []buf{ab, sb}, skip: ctl == skipControl}
+	for _, sh := range shards {
+		l.checked = append(l.checked, sh.bufs...)
+	}
+	l.args = func(side int) []*backend.UpdateArgs {
 		as := make([]*backend.UpdateArgs, k)
 		for i, sh := range shards {
 			a := sh.args(side)
-			a.Amax, a.Scale, a.Hyper, a.Control = pick(ab), pick(sb), hyper, control(side)
+			a.Amax, a.Scale, a.Hyper, a.Control = pick(&ab, side), pick(&sb, side), hyper, pick(cb, side)
 			if !fp8Shard[i] {
 				a.FP8, a.BlockScales = nil, nil // a high-precision bucket has no FP8 bytes
 			}
@@ -118,39 +226,20 @@ func shardsCase(t *testing.T, p *pair, su backend.ShardUpdater, r *rand.Rand, rc
 		}
 		return as
 	}
-	for _, a := range args(0) {
-		must(t, p.ref.Update(a))
-	}
-	must(t, su.UpdateShards(args(1)))
-	checked := []buf{ab, sb}
-	for _, sh := range shards {
-		checked = append(checked, sh.bufs...)
-	}
-	p.check(checked...)
-	if ctl == skipControl {
-		p.untouched(checked...)
-	}
-
 	if rc.recipe.Format == 0 {
-		return // nothing to cast
+		l.casts = func(int) []*backend.CastArgs { return nil } // nothing to cast
+		return l
 	}
-	casts := func(side int) []*backend.CastArgs {
+	l.casts = func(side int) []*backend.CastArgs {
 		var cs []*backend.CastArgs
-		for i, a := range args(side) {
+		for i, a := range l.args(side) {
 			if fp8Shard[i] {
 				cs = append(cs, &backend.CastArgs{N: a.N, Master: a.Master, Segments: a.Segments, Format: rc.recipe.Format, FP8: a.FP8, Scale: a.Scale, Control: a.Control})
 			}
 		}
 		return cs
 	}
-	for _, c := range casts(0) {
-		must(t, p.ref.Cast(c))
-	}
-	must(t, su.CastShards(casts(1)))
-	p.check(checked...)
-	if ctl == skipControl {
-		p.untouched(checked...)
-	}
+	return l
 }
 
 // launchSlots returns the number of amax and scale slots that the

@@ -20,6 +20,7 @@ func Run(t *testing.T, be backend.Backend) {
 	t.Run("Moments", func(t *testing.T) { Moments(t, be) })
 	t.Run("Cast", func(t *testing.T) { Cast(t, be) })
 	t.Run("Shards", func(t *testing.T) { Shards(t, be) })
+	t.Run("Plans", func(t *testing.T) { Plans(t, be) })
 	t.Run("Control", func(t *testing.T) { Control(t, be) })
 	t.Run("Controlled", func(t *testing.T) { Controlled(t, be) })
 }
@@ -113,8 +114,8 @@ func randomLayout(r *rand.Rand, modes []backend.Mode, block, align int) layout {
 		if r.IntN(4) == 0 {
 			n = 1 + r.IntN(300)
 		}
-		s := backend.Segment{Off: pos, Len: n, Mode: mode, StepSize: float32(1e-4 + r.Float64()*1e-2),
-			Shrink: float32(1 - r.Float64()*1e-3), Slot: l.slots}
+		s := backend.Segment{Off: pos, Len: n, Mode: mode, Slot: l.slots,
+			Factors: backend.Factors{StepSize: float32(1e-4 + r.Float64()*1e-2), Shrink: float32(1 - r.Float64()*1e-3)}}
 		switch mode {
 		case backend.ModeTensorCurrent, backend.ModeTensorDelayed:
 			l.slots++

@@ -47,7 +47,7 @@ func (bc benchCase) bytes(n int) int64 {
 // args builds the case's arguments over n elements for be.
 func (bc benchCase) args(be *Backend, n int) *backend.UpdateArgs {
 	alloc := func(bytes int) buffer.Buffer { b, _ := be.Alloc(bytes); return b }
-	seg := backend.Segment{Off: 0, Len: n, Mode: bc.mode, StepSize: 1e-3, Shrink: 0.9999, Cols: 1024}
+	seg := backend.Segment{Off: 0, Len: n, Mode: bc.mode, Factors: backend.Factors{StepSize: 1e-3, Shrink: 0.9999}, Cols: 1024}
 	a := &backend.UpdateArgs{Rule: bc.rule, N: n, MomentType: bc.mt, GradType: bc.gt,
 		Master: alloc(4 * n), M: alloc(bc.mt.Size() * n), Grad: alloc(bc.gt.Size() * n),
 		FP8: alloc(n), Amax: alloc(4 * (n/(128*128) + 8)), Scale: alloc(4),

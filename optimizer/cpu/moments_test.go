@@ -26,8 +26,8 @@ func TestFP8MomentsClosedForm(t *testing.T) {
 			// segments at block starts, with a gap of whole blocks and a
 			// partial last block
 			segs := []backend.Segment{
-				{Off: 0, Len: 3*mb + 5, Mode: backend.ModeHighPrecision, StepSize: 1e-3, Shrink: 0.9999, WeightDecay: 0.01},
-				{Off: 6 * mb, Len: 20000, Mode: backend.ModeHighPrecision, StepSize: 3e-3, Shrink: 1, WeightDecay: 0},
+				{Off: 0, Len: 3*mb + 5, Mode: backend.ModeHighPrecision, Factors: backend.Factors{StepSize: 1e-3, Shrink: 0.9999, WeightDecay: 0.01}},
+				{Off: 6 * mb, Len: 20000, Mode: backend.ModeHighPrecision, Factors: backend.Factors{StepSize: 3e-3, Shrink: 1}},
 			}
 			n := 6*mb + 20000 + 7
 			nb := (n + mb - 1) / mb

@@ -165,7 +165,7 @@ func refLayout(r *rand.Rand, block int) (segs []backend.Segment, n, slots int) {
 			length = 1 + r.IntN(5000)
 		}
 		s := backend.Segment{Off: pos, Len: length, Mode: mode, Slot: slots,
-			StepSize: float32(r.Float64() * 1e-2), Shrink: float32(1 - r.Float64()*1e-3)}
+			Factors: backend.Factors{StepSize: float32(r.Float64() * 1e-2), Shrink: float32(1 - r.Float64()*1e-3)}}
 		switch mode {
 		case backend.ModeTensorCurrent, backend.ModeTensorDelayed:
 			slots++

@@ -191,27 +191,18 @@ func isBF16(dt buffer.DType) bool {
 func (b *Backend) Update(a *backend.UpdateArgs) error {
 	t := kernels.PackSegments(kernelSegments(a.Rule, a.Segments, nil))
 	return b.onWorker(func() error {
-		l, err := b.updateLaunch(a, t)
+		tp, err := b.table('u', t)
 		if err != nil {
 			return err
 		}
-		return b.ks.Update(b.s, l)
+		return b.ks.Update(b.s, b.updateLaunch(a, t, tp))
 	})
 }
 
-// updateLaunch returns the launch of a's update over table t (uploaded
-// here): a's scalars, flags and buffers (a table over several shards
-// carries the shards' own buffers, and the launch's are not read). It runs
-// in onWorker.
-func (b *Backend) updateLaunch(a *backend.UpdateArgs, t kernels.Table) (*kernels.UpdateLaunch, error) {
-	kind := byte('u')
-	if t.Shards > 0 {
-		kind = 'U'
-	}
-	tp, err := b.table(kind, t)
-	if err != nil {
-		return nil, err
-	}
+// updateLaunch returns the launch of a's update over table t, uploaded at
+// tp: a's scalars, flags and buffers (a table over several shards carries
+// the shards' own buffers, and the launch's are not read).
+func (b *Backend) updateLaunch(a *backend.UpdateArgs, t kernels.Table, tp cuda.DevicePtr) *kernels.UpdateLaunch {
 	h := a.Hyper
 	l := &kernels.UpdateLaunch{
 		Rule: kernels.Rule(a.Rule),
@@ -231,7 +222,7 @@ func (b *Backend) updateLaunch(a *backend.UpdateArgs, t kernels.Table) (*kernels
 	if a.HP != nil && a.HPType != 0 {
 		l.HPBF16 = isBF16(a.HPType)
 	}
-	return l, nil
+	return l
 }
 
 // Cast implements backend.Backend: one launch over the segments of modes
@@ -270,7 +261,7 @@ func appendKernelSegments(dst []kernels.Segment, r backend.Rule, ss []backend.Se
 
 // kernelSegment returns s as the kernels read it, with rule r's factors.
 func kernelSegment(r backend.Rule, s backend.Segment) kernels.Segment {
-	step, second := s.Factors(r)
+	step, second := s.Pair(r)
 	return kernels.Segment{Off: s.Off, Len: s.Len, Mode: uint32(s.Mode), Slot: uint32(s.Slot),
 		StepSize: step, Decay: second, ParamOffset: s.ParamOffset, Cols: s.Cols}
 }

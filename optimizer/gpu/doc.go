@@ -18,10 +18,12 @@
 // communicator that works on another stream (NCCL) must order itself
 // against Stream with events.
 //
-// Segment tables are uploaded to device memory and cached by content, so a
-// step that repeats the previous step's segments and factors uploads
-// nothing; a table that changes (a learning-rate schedule changes the step
-// sizes) costs one synchronous upload of its few bytes.
+// The backend is an backend.UpdatePlanner: the optimizer plans a step's
+// update and cast once, when it is made, and the backend packs their
+// segment tables then. A step writes its factors and seeds into the
+// update's host copy and copies the table to the device, asynchronously
+// from pinned memory, only when they changed. Direct Update and Cast calls
+// find their tables in a cache keyed by the fixed part.
 //
 // # Overlap without host waits
 //
@@ -53,11 +55,12 @@
 // per step). A StepAsync can therefore be captured in a CUDA graph
 // (BeginCapture on the backend's own Stream, which is how it knows, without
 // asking the driver; TestStepGraph) once one step has been taken
-// uncaptured (it makes the segment tables; a capture may not allocate).
-// During a capture the backend queries no event: the segment tables are
-// copied from capture-only pinned buffers, and the NCCL groups and the
-// decision's read-back count as settled for the host, since they run at
-// each launch of the graph, on the stream it is launched on; LastResult
+// uncaptured (a capture may not allocate; the step's segment tables are
+// planned with the optimizer). During a capture the backend queries no
+// event: the segment tables are copied from capture-only pinned buffers,
+// and the NCCL groups and the decision's read-back count as settled for
+// the host, since they run at each launch of the graph, on the stream it
+// is launched on; LastResult
 // after a launch waits for that stream (before the first launch it is an
 // error: the block has not been written). The capture must end with
 // WaitGathers (or WaitParam of every bucket) after StepAsync: that joins

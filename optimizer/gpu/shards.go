@@ -21,17 +21,24 @@ func (b *Backend) UpdateShards(as []*backend.UpdateArgs) error {
 		return err
 	}
 	return b.onWorker(func() error {
-		l, err := b.updateLaunch(as[0], t)
+		tp, err := b.table('U', t)
 		if err != nil {
 			return err
 		}
-		for _, a := range as { // the copy's type: any shard that has one
-			if a.HP != nil && a.HPType != 0 {
-				l.HPBF16 = isBF16(a.HPType)
-			}
-		}
+		l := b.updateLaunch(as[0], t, tp)
+		setHP(l, as)
 		return b.ks.Update(b.s, l)
 	})
+}
+
+// setHP sets the type of the high-precision copies of l, a launch over the
+// shards as: any shard's that has one (CheckShards: they agree).
+func setHP(l *kernels.UpdateLaunch, as []*backend.UpdateArgs) {
+	for _, a := range as {
+		if a.HP != nil && a.HPType != 0 {
+			l.HPBF16 = isBF16(a.HPType)
+		}
+	}
 }
 
 // shardTable packs the table of UpdateShards' launch over as, ptr giving
@@ -80,14 +87,7 @@ func (b *Backend) CastShards(cs []*backend.CastArgs) error {
 	if err := backend.CheckCastShards(cs); err != nil {
 		return err
 	}
-	lists := make([][]backend.Segment, len(cs))
-	shards := make([]kernels.Shard, len(cs))
-	for i, c := range cs {
-		lists[i] = c.Segments
-		shards[i] = kernels.Shard{Master: b.ptr(c.Master), Out: b.ptr(c.FP8)}
-	}
-	segs := shardSegments(backend.RuleNone, lists, castModes)
-	t, err := kernels.PackShards(segs, shards)
+	t, err := castTable(cs, b.ptr)
 	if err != nil {
 		return err
 	}
@@ -99,6 +99,18 @@ func (b *Backend) CastShards(cs []*backend.CastArgs) error {
 		}
 		return b.ks.CastSegments(b.s, 0, 0, t, tp, b.ptr(c.Scale), c.Format, b.ptr(c.Control))
 	})
+}
+
+// castTable packs the table of CastShards' launch over cs, ptr giving
+// each buffer's device address.
+func castTable(cs []*backend.CastArgs, ptr func(buffer.Buffer) cuda.DevicePtr) (kernels.Table, error) {
+	lists := make([][]backend.Segment, len(cs))
+	shards := make([]kernels.Shard, len(cs))
+	for i, c := range cs {
+		lists[i] = c.Segments
+		shards[i] = kernels.Shard{Master: ptr(c.Master), Out: ptr(c.FP8)}
+	}
+	return kernels.PackShards(shardSegments(backend.RuleNone, lists, castModes), shards)
 }
 
 var _ backend.ShardUpdater = (*Backend)(nil)

@@ -13,10 +13,11 @@ import (
 // modes, slots, and in a table over several shards their buffers) is fixed
 // while its per-step part (the factors StepSize and Decay, which change with
 // the learning-rate schedule, and the shards' moment seeds where a kernel
-// reads them: shardTable) changes (kernels.Table.StaticPart): new factors
-// are copied into the same device buffer asynchronously, from pinned
-// staging memory, in stream order, so a step allocates nothing and never
-// waits for the GPU to upload them.
+// reads them: shardTable) changes: new factors are copied into the same
+// device buffer asynchronously, from pinned staging memory, in stream
+// order, so a step allocates nothing and never waits for the GPU to upload
+// them. A plan (plans.go) owns its table; the tables of direct Update and
+// Cast calls are cached by their static part (Backend.table).
 //
 // A step queued while the stream is captured into a CUDA graph uses a
 // second pair of buffers (gdev, gstaging), made with the table: the graph's
@@ -29,8 +30,10 @@ type table struct {
 	dev     cuda.DevicePtr
 	staging *cuda.HostBuffer
 	copied  *cuda.Event // recorded after the last copy out of staging
-	last    []byte      // the bytes on the device
-	segs    int         // the layout of the table (kernels.Table's Segs and Shards)
+	copies  int         // copies out of staging queued so far
+	stale   bool        // a plan's table: its host bytes differ from dev's
+	last    []byte      // a cached table: the bytes on the device
+	segs    int         // a cached table's layout (kernels.Table's Segs and Shards)
 	shards  int
 
 	gdev     cuda.DevicePtr   // the captured steps' device copy
@@ -42,12 +45,12 @@ type table struct {
 // is emptied (after a synchronization).
 const maxTables = 64
 
-// table returns the device copy of t. Tables are cached by their static
-// part; a table whose factors differ from the device copy's is copied again
-// into the same buffer, after the previous copy out of the staging memory
-// has completed. During a capture the table must already be cached (a step
-// taken before the capture made it): making one allocates, which a capture
-// forbids. It runs in onWorker (b.mu held).
+// table returns the device copy of t for a direct Update or Cast call.
+// Tables are cached by their static part; a table whose factors differ
+// from the device copy's is copied again into the same buffer. During a
+// capture the table must already be cached (a call taken before the
+// capture made it): making one allocates, which a capture forbids. It runs
+// in onWorker (b.mu held).
 func (b *Backend) table(kind byte, t kernels.Table) (cuda.DevicePtr, error) {
 	if t.Chunks == 0 {
 		return 0, nil
@@ -72,18 +75,43 @@ func (b *Backend) table(kind byte, t kernels.Table) (cuda.DevicePtr, error) {
 		b.recent[kind] = e
 	}
 	if capturing {
-		stage := e.gstaging.Bytes()[:len(t.Bytes)]
-		copy(stage, t.Bytes)
-		if err := b.s.CopyHtoD(e.gdev, stage); err != nil {
-			return 0, err
-		}
-		e.captured = true
-		return e.gdev, nil
+		return e.uploadCaptured(b.s, t.Bytes)
 	}
 	if bytes.Equal(e.last, t.Bytes) {
 		return e.dev, nil
 	}
-	if e.last != nil {
+	if err := e.upload(b.s, t.Bytes); err != nil {
+		return 0, err
+	}
+	e.last = append(e.last[:0], t.Bytes...)
+	return e.dev, nil
+}
+
+// planned returns the device copy of a plan's table e whose host bytes are
+// src, changed since the last call when changed: outside a capture e.dev,
+// copied again only when stale; in a capture, the capture's copy. It runs
+// in onWorker (b.mu held).
+func (b *Backend) planned(e *table, src []byte, changed bool) (cuda.DevicePtr, error) {
+	if e == nil {
+		return 0, nil // a table without chunks
+	}
+	e.stale = e.stale || changed
+	if b.s.CaptureBegun() {
+		return e.uploadCaptured(b.s, src)
+	}
+	if e.stale {
+		if err := e.upload(b.s, src); err != nil {
+			return 0, err
+		}
+		e.stale = false
+	}
+	return e.dev, nil
+}
+
+// upload queues the copy of src into e.dev through e.staging, once the
+// previous copy out of the staging memory has completed.
+func (e *table) upload(s *cuda.Stream, src []byte) error {
+	if e.copies > 0 {
 		// The staging memory is free once the previous copy out of it has
 		// completed: usually long ago (a step's host wait came since), so
 		// look before waiting.
@@ -92,29 +120,46 @@ func (b *Backend) table(kind byte, t kernels.Table) (cuda.DevicePtr, error) {
 			err = e.copied.Synchronize()
 		}
 		if err != nil {
-			return 0, err
+			return err
 		}
 	}
-	stage := e.staging.Bytes()[:len(t.Bytes)]
-	copy(stage, t.Bytes)
-	if err := b.s.CopyHtoD(e.dev, stage); err != nil {
-		return 0, err
+	stage := e.staging.Bytes()[:len(src)]
+	copy(stage, src)
+	if err := s.CopyHtoD(e.dev, stage); err != nil {
+		return err
 	}
-	if err := e.copied.Record(b.s); err != nil {
-		return 0, err
+	if err := e.copied.Record(s); err != nil {
+		return err
 	}
-	e.last = append(e.last[:0], t.Bytes...)
-	return e.dev, nil
+	e.copies++
+	return nil
 }
 
-// newTable allocates a table of n bytes, making room in the cache first
-// (b.mu held).
+// uploadCaptured queues, in a capture, the copy of src into e.gdev from
+// e.gstaging, which each launch of the graph reads, and returns e.gdev.
+func (e *table) uploadCaptured(s *cuda.Stream, src []byte) (cuda.DevicePtr, error) {
+	stage := e.gstaging.Bytes()[:len(src)]
+	copy(stage, src)
+	if err := s.CopyHtoD(e.gdev, stage); err != nil {
+		return 0, err
+	}
+	e.captured = true
+	return e.gdev, nil
+}
+
+// newTable allocates a cached table of n bytes, making room in the cache
+// first (b.mu held).
 func (b *Backend) newTable(n int) (*table, error) {
 	if len(b.tables) >= maxTables {
 		if err := b.dropTables(); err != nil {
 			return nil, err
 		}
 	}
+	return b.allocTable(n)
+}
+
+// allocTable allocates a table of n bytes.
+func (b *Backend) allocTable(n int) (*table, error) {
 	e := &table{}
 	var err error
 	if e.dev, err = b.dev.Alloc(n); err == nil {
@@ -133,6 +178,27 @@ func (b *Backend) newTable(n int) (*table, error) {
 		return nil, errors.Join(err, e.free(b.dev))
 	}
 	return e, nil
+}
+
+// releaseTable frees a plan's table once the stream is done with it; a
+// table a capture used waits in b.retired until Close (a graph may still
+// read its capture copy).
+func (b *Backend) releaseTable(e *table) error {
+	if e == nil {
+		return nil
+	}
+	err := b.onWorker(func() error {
+		err := b.s.Synchronize()
+		if e.captured {
+			b.retired = append(b.retired, e)
+			return err
+		}
+		return errors.Join(err, e.free(b.dev))
+	})
+	if errors.Is(err, cuda.ErrClosed) {
+		return nil // the backend's Close released the device, the table with it
+	}
+	return err
 }
 
 // free releases what e holds.
