@@ -96,6 +96,57 @@ func (p *phaseSync) shardUpdater() (backend.ShardUpdater, error) {
 	return su, nil
 }
 
+// planUpdate and planCast plan on p's backend (an backend.UpdatePlanner)
+// an update and a cast whose runs are timed as updateShards and castShards
+// time a call.
+func (p *phaseSync) planUpdate(as []*backend.UpdateArgs) (backend.UpdatePlan, error) {
+	pl, ok := p.Backend.(backend.UpdatePlanner)
+	if !ok {
+		return nil, fmt.Errorf("timing: backend %T plans no update", p.Backend)
+	}
+	up, err := pl.PlanUpdate(as)
+	return timedUpdate{up, p}, err
+}
+
+func (p *phaseSync) planCast(cs []*backend.CastArgs) (backend.CastPlan, error) {
+	pl, ok := p.Backend.(backend.UpdatePlanner)
+	if !ok {
+		return nil, fmt.Errorf("timing: backend %T plans no cast", p.Backend)
+	}
+	cp, err := pl.PlanCast(cs)
+	return timedCast{cp, p}, err
+}
+
+// timedUpdate and timedCast are plans whose runs wait as phaseSync's calls do.
+type (
+	timedUpdate struct {
+		backend.UpdatePlan
+		p *phaseSync
+	}
+	timedCast struct {
+		backend.CastPlan
+		p *phaseSync
+	}
+)
+
+// Run implements backend.UpdatePlan: the whole phase, then its wait and
+// barrier.
+func (t timedUpdate) Run(v backend.StepValues) error {
+	if err := t.UpdatePlan.Run(v); err != nil || !t.p.On {
+		return err
+	}
+	t.p.updates = max(t.p.Updates-1, 0)
+	return t.p.wait(&t.p.updates, t.p.Updates)
+}
+
+// Run implements backend.CastPlan.
+func (t timedCast) Run() error {
+	if err := t.CastPlan.Run(); err != nil || !t.p.On {
+		return err
+	}
+	return t.p.Backend.Sync()
+}
+
 // wait waits for the backend's work, and at the last call of a phase
 // (*n reaching per) for every rank.
 func (p *phaseSync) wait(n *int, per int) error {
@@ -134,6 +185,16 @@ func (p phaseSyncGPU) UpdateShards(as []*backend.UpdateArgs) error { return p.sy
 // CastShards implements backend.ShardUpdater.
 func (p phaseSyncGPU) CastShards(cs []*backend.CastArgs) error { return p.sync.castShards(cs) }
 
+// PlanUpdate implements backend.UpdatePlanner.
+func (p phaseSyncGPU) PlanUpdate(as []*backend.UpdateArgs) (backend.UpdatePlan, error) {
+	return p.sync.planUpdate(as)
+}
+
+// PlanCast implements backend.UpdatePlanner.
+func (p phaseSyncGPU) PlanCast(cs []*backend.CastArgs) (backend.CastPlan, error) {
+	return p.sync.planCast(cs)
+}
+
 // ScalesFromAmax implements backend.DeviceScaler; with On set it waits
 // for the device (the amax all-reduce it was ordered after, and the scales).
 func (p phaseSyncGPU) ScalesFromAmax(scale, scaleInv, amax, ctl buffer.Buffer, n int, r fp8.Recipe) error {
@@ -161,6 +222,16 @@ func (p phaseSyncCPU) UpdateShards(as []*backend.UpdateArgs) error { return p.sy
 
 // CastShards implements backend.ShardUpdater.
 func (p phaseSyncCPU) CastShards(cs []*backend.CastArgs) error { return p.sync.castShards(cs) }
+
+// PlanUpdate implements backend.UpdatePlanner.
+func (p phaseSyncCPU) PlanUpdate(as []*backend.UpdateArgs) (backend.UpdatePlan, error) {
+	return p.sync.planUpdate(as)
+}
+
+// PlanCast implements backend.UpdatePlanner.
+func (p phaseSyncCPU) PlanCast(cs []*backend.CastArgs) (backend.CastPlan, error) {
+	return p.sync.planCast(cs)
+}
 
 // timedBackend returns the backend the optimizer gets: s behind the wrapper
 // that keeps its backend's optional interfaces.

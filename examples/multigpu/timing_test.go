@@ -26,14 +26,15 @@ func TestTimedBackendKeepsInterfaces(t *testing.T) {
 		reflect.TypeFor[backend.OnDevice](),
 		reflect.TypeFor[backend.DeviceOrderer](),
 		reflect.TypeFor[backend.ShardUpdater](),
+		reflect.TypeFor[backend.UpdatePlanner](),
 	}
 	for _, tc := range []struct {
 		name string
 		be   backend.Backend
 		min  int // optional interfaces the backend implements at least
 	}{
-		{"gpu", &gpu.Backend{}, 7}, // never used: only its method set matters
-		{"cpu", cpu.New(1), 2},
+		{"gpu", &gpu.Backend{}, 8}, // never used: only its method set matters
+		{"cpu", cpu.New(1), 3},
 	} {
 		wrapped := timedBackend(&phaseSync{Backend: tc.be})
 		if _, plain := wrapped.(*phaseSync); plain {
