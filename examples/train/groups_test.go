@@ -63,3 +63,22 @@ func TestKilledNodeGroups(t *testing.T) {
 		t.Errorf("node 0's output names no rank of node 1:\n%s", out)
 	}
 }
+
+// TestOverlapDigest checks -state-digest with -overlap, whose last step
+// leaves its all-gathers in flight: the overlapped pipeline ends with the
+// state digests of the synchronous step, rank for rank.
+func TestOverlapDigest(t *testing.T) {
+	_, train := buildBinaries(t)
+	args := []string{"-steps", "8", "-recipe", "tile", "-state-digest"}
+	sync, err := exec.Command(train, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("synchronous run: %v\n%s", err, sync)
+	}
+	overlap, err := exec.Command(train, append(args, "-overlap")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("-overlap run: %v\n%s", err, overlap)
+	}
+	if got, want := digestsOf(t, "-overlap", overlap, 4), digestsOf(t, "synchronous", sync, 4); !slices.Equal(got, want) {
+		t.Errorf("-overlap:\n%q\nsynchronous:\n%q", got, want)
+	}
+}

@@ -441,6 +441,10 @@ func rankOn(out io.Writer, via string, comm collective.Communicator, be backend.
 		}
 	}
 	if *stateDigest {
+		// With -overlap the last step's all-gathers are still in flight.
+		if err := o.WaitGathers(context.Background()); err != nil {
+			return nil, optimizer.MemoryReport{}, err
+		}
 		state, weights, err := digests(o)
 		if err != nil {
 			return nil, optimizer.MemoryReport{}, err
