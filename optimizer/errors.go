@@ -22,6 +22,8 @@ var (
 	ErrRemote = errors.New("another rank failed")
 	// ErrUnknownParam is returned for a parameter name not in the layout.
 	ErrUnknownParam = errors.New("unknown parameter")
+	// ErrClosed is returned by every call on an optimizer after Close.
+	ErrClosed = errors.New("optimizer: closed")
 )
 
 var (
