@@ -23,8 +23,9 @@ type HostBuffer struct {
 	h *icuda.HostBuffer
 }
 
-// AllocHost allocates n bytes of pinned host memory, usable by every
-// device. n must be positive. Its contents are undefined; Free releases it.
+// AllocHost allocates n bytes of pinned host memory for the copies of d's
+// streams (a copy on another device's stream panics). n must be positive.
+// Its contents are undefined; Free releases it.
 func (d *Device) AllocHost(n int) (*HostBuffer, error) {
 	h, err := d.d.AllocHost(n)
 	if err != nil {

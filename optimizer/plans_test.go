@@ -2,10 +2,14 @@ package optimizer_test
 
 import (
 	"context"
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/collective/inproc"
+	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/backend"
 	"github.com/distopt/distopt/optimizer/cpu"
@@ -40,13 +44,19 @@ type planRecorder struct {
 func (b *planRecorder) PlanUpdate(as []*backend.UpdateArgs) (backend.UpdatePlan, error) {
 	b.updatePlans++
 	p, err := b.Backend.PlanUpdate(as)
-	return hookedUpdate{p, func(v backend.StepValues) { b.values = append(b.values, v) }}, err
+	if err != nil {
+		return nil, err
+	}
+	return hookedUpdate{p, func(v backend.StepValues) { b.values = append(b.values, v) }}, nil
 }
 
 func (b *planRecorder) PlanCast(cs []*backend.CastArgs) (backend.CastPlan, error) {
 	b.castPlans++
 	p, err := b.Backend.PlanCast(cs)
-	return hookedCast{p, func() { b.castRuns++ }}, err
+	if err != nil {
+		return nil, err
+	}
+	return hookedCast{p, func() { b.castRuns++ }}, nil
 }
 
 // unplanned is the CPU backend without its plans: each step packs every
@@ -108,6 +118,43 @@ func checkPlanned(t *testing.T, what string, rec *planRecorder, results []optimi
 			if want := backend.MomentSeed(taken[k], i); seed != want {
 				t.Errorf("%s: step %d, bucket %d: seed %d, want %d", what, taken[k], i, seed, want)
 			}
+		}
+	}
+}
+
+// failingPlans is the CPU backend whose plans fail, the update's or the
+// cast's.
+type failingPlans struct {
+	*cpu.Backend
+	update bool
+}
+
+var errPlan = errors.New("no plan today")
+
+func (b failingPlans) PlanUpdate(as []*backend.UpdateArgs) (backend.UpdatePlan, error) {
+	if b.update {
+		return nil, errPlan
+	}
+	return b.Backend.PlanUpdate(as)
+}
+
+// PlanCast fails with a plan beside its error, as a wrapper of a failing
+// planner may (examples/multigpu's did): the caller must not keep it.
+func (b failingPlans) PlanCast(cs []*backend.CastArgs) (backend.CastPlan, error) {
+	return hookedCast{}, errPlan
+}
+
+// TestPlanErrors checks that New reports a plan that fails, the update's
+// or the cast's, with the planner's error, and closes what it made: no
+// failed plan is kept for Close to run.
+func TestPlanErrors(t *testing.T) {
+	params := optimizertest.AwkwardParams()
+	for _, update := range []bool{true, false} {
+		cfg := optimizer.Config{Groups: optimizertest.Groups(), Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}}
+		_, err := optimizer.New(context.Background(), inproc.Communicators(1)[0], failingPlans{cpu.New(1), update}, params,
+			optimizer.FromMap(optimizertest.InitWeights(params, 1)), cfg)
+		if !errors.Is(err, errPlan) || !strings.Contains(err.Error(), "planning the") {
+			t.Errorf("update plan fails %t: New: %v", update, err)
 		}
 	}
 }

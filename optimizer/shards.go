@@ -38,10 +38,11 @@ func (o *Optimizer) planSteps() error {
 		as[i] = o.fixedArgs(a, bk)
 		o.mustSegments(as[i].Segments, as[i].N)
 	}
-	var err error
-	if o.plans.update, err = pl.PlanUpdate(as); err != nil {
+	up, err := pl.PlanUpdate(as)
+	if err != nil {
 		return fmt.Errorf("optimizer: planning the update: %w", err)
 	}
+	o.plans.update = up
 	if o.castInUpdate(castStep) {
 		return nil
 	}
@@ -49,9 +50,11 @@ func (o *Optimizer) planSteps() error {
 	if len(cs) == 0 {
 		return nil
 	}
-	if o.plans.cast, err = pl.PlanCast(cs); err != nil {
+	cp, err := pl.PlanCast(cs)
+	if err != nil {
 		return fmt.Errorf("optimizer: planning the cast: %w", err)
 	}
+	o.plans.cast = cp
 	o.plans.castBuckets = idx
 	return nil
 }

@@ -63,16 +63,28 @@ type devResidual struct {
 	elems int
 }
 
+// kernels returns the codec's kernels, or ErrClosed after close.
+func (g *gpuCodec) kernels() (*kernels.Set, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ks == nil {
+		return nil, collective.ErrClosed
+	}
+	return g.ks, nil
+}
+
 // scratch returns n bytes of device memory (a free buffer, or a new one).
 func (g *gpuCodec) scratch(n int) (cuda.DevicePtr, error) {
 	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ks == nil {
+		return 0, collective.ErrClosed
+	}
 	if l := g.free[n]; len(l) > 0 {
 		p := l[len(l)-1]
 		g.free[n] = l[:len(l)-1]
-		g.mu.Unlock()
 		return p, nil
 	}
-	g.mu.Unlock()
 	return g.ks.Device().Alloc(n)
 }
 
@@ -92,6 +104,9 @@ func (g *gpuCodec) release(p cuda.DevicePtr, n int) {
 func (g *gpuCodec) residual(k resKey, elems int) (cuda.DevicePtr, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.ks == nil {
+		return 0, collective.ErrClosed
+	}
 	if r, ok := g.residuals[k]; ok {
 		return r.p, k.checkLen(r.elems, elems)
 	}
@@ -161,7 +176,11 @@ func (c *Comm) encodeDevice(op collective.Op) (*reduction, error) {
 			return nil, c.dropDevice(r, err)
 		}
 	}
-	if err := g.ks.GradQuantize(g.s, r.sendDev, cuda.DevicePtr(src.Ptr), res, n, d, c.cfg.Block, elem(op.DType), c.cfg.Format); err != nil {
+	ks, err := g.kernels()
+	if err != nil {
+		return nil, c.dropDevice(r, err)
+	}
+	if err := ks.GradQuantize(g.s, r.sendDev, cuda.DevicePtr(src.Ptr), res, n, d, c.cfg.Block, elem(op.DType), c.cfg.Format); err != nil {
 		return nil, c.dropDevice(r, err)
 	}
 	dev := src.Device
@@ -183,14 +202,18 @@ func (c *Comm) dropDevice(r *reduction, err error) error {
 // synchronizes the stream and releases the scratch.
 func (c *Comm) finishDevice(rs []*reduction) error {
 	g, d := c.gpu, c.Size()
-	var errs []error
+	ks, err := g.kernels()
+	errs := []error{err}
 	for _, r := range rs {
+		if ks == nil {
+			break
+		}
 		div := float32(1)
 		if r.op.Reduce == collective.Avg {
 			div = float32(d)
 		}
 		dst := cuda.DevicePtr(r.op.Dst.(buffer.DeviceBuffer).Ptr)
-		errs = append(errs, g.ks.GradSum(g.s, dst, r.recvDev, r.n, d, c.cfg.Block, elem(r.op.DType), c.cfg.Format, div))
+		errs = append(errs, ks.GradSum(g.s, dst, r.recvDev, r.n, d, c.cfg.Block, elem(r.op.DType), c.cfg.Format, div))
 	}
 	errs = append(errs, g.s.Synchronize())
 	for _, r := range rs {

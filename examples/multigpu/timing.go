@@ -105,7 +105,10 @@ func (p *phaseSync) planUpdate(as []*backend.UpdateArgs) (backend.UpdatePlan, er
 		return nil, fmt.Errorf("timing: backend %T plans no update", p.Backend)
 	}
 	up, err := pl.PlanUpdate(as)
-	return timedUpdate{up, p}, err
+	if err != nil {
+		return nil, err
+	}
+	return timedUpdate{up, p}, nil
 }
 
 func (p *phaseSync) planCast(cs []*backend.CastArgs) (backend.CastPlan, error) {
@@ -114,7 +117,10 @@ func (p *phaseSync) planCast(cs []*backend.CastArgs) (backend.CastPlan, error) {
 		return nil, fmt.Errorf("timing: backend %T plans no cast", p.Backend)
 	}
 	cp, err := pl.PlanCast(cs)
-	return timedCast{cp, p}, err
+	if err != nil {
+		return nil, err
+	}
+	return timedCast{cp, p}, nil
 }
 
 // timedUpdate and timedCast are plans whose runs wait as phaseSync's calls do.

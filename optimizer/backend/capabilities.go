@@ -47,7 +47,8 @@ type UpdatePlanner interface {
 	PlanCast(cs []*CastArgs) (CastPlan, error)
 }
 
-// UpdatePlan is an update prepared by an UpdatePlanner.
+// UpdatePlan is an update prepared by an UpdatePlanner. A plan runs from
+// one goroutine at a time.
 type UpdatePlan interface {
 	// Run does what Update does for each shard of v.Apply(as) in turn,
 	// where as are the planned shards. It is queued, as Update is.
@@ -56,7 +57,8 @@ type UpdatePlan interface {
 	Close() error
 }
 
-// CastPlan is a cast prepared by an UpdatePlanner.
+// CastPlan is a cast prepared by an UpdatePlanner. A plan runs from one
+// goroutine at a time.
 type CastPlan interface {
 	// Run does what Cast(c) does for every planned shard c in turn. It
 	// is queued, as Cast is.

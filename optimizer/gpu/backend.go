@@ -26,6 +26,7 @@ type Backend struct {
 	tables  map[string]*table // segment tables by their static content
 	recent  map[byte]*table   // the table each kind of table used last (a lookup without a key)
 	retired []*table          // tables dropped while a captured graph may read their capture copies
+	plans   map[*table]bool   // the tables of open plans, freed by Close if their plans are not
 	rb      *readback         // ReadLater's memory (nil until its first call)
 	closed  bool
 
@@ -57,7 +58,7 @@ func New(ordinal int) (*Backend, error) {
 		dev.Close()
 		return nil, fmt.Errorf("gpu: %w", err)
 	}
-	b := &Backend{dev: dev, ks: ks, s: s, tables: map[string]*table{}, recent: map[byte]*table{}}
+	b := &Backend{dev: dev, ks: ks, s: s, tables: map[string]*table{}, recent: map[byte]*table{}, plans: map[*table]bool{}}
 	if err := b.readbackFor(readbackMin); err != nil {
 		b.Close()
 		return nil, err

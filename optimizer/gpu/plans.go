@@ -1,6 +1,9 @@
 package gpu
 
 import (
+	"fmt"
+
+	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/internal/kernels"
 	"github.com/distopt/distopt/optimizer/backend"
 )
@@ -48,6 +51,9 @@ func (p *updatePlan) Run(v backend.StepValues) error {
 	a := *p.as[0]
 	a.Hyper, a.MomentSeed = v.Hyper, v.Seeds[0]
 	return p.b.onWorker(func() error {
+		if p.e == nil && p.t.Chunks > 0 {
+			return fmt.Errorf("gpu: update plan run after Close: %w", cuda.ErrClosed)
+		}
 		tp, err := p.b.planned(p.e, p.t.Bytes, changed)
 		if err != nil {
 			return err
@@ -116,6 +122,9 @@ func (b *Backend) PlanCast(cs []*backend.CastArgs) (backend.CastPlan, error) {
 // Run implements backend.CastPlan.
 func (p *castPlan) Run() error {
 	return p.b.onWorker(func() error {
+		if p.e == nil && p.t.Chunks > 0 {
+			return fmt.Errorf("gpu: cast plan run after Close: %w", cuda.ErrClosed)
+		}
 		tp, err := p.b.planned(p.e, p.t.Bytes, false)
 		if err != nil {
 			return err
@@ -142,7 +151,9 @@ func (b *Backend) planTable(t kernels.Table) (*table, error) {
 	var e *table
 	err := b.onWorker(func() error {
 		var err error
-		e, err = b.allocTable(len(t.Bytes))
+		if e, err = b.allocTable(len(t.Bytes)); err == nil {
+			b.plans[e] = true
+		}
 		return err
 	})
 	if err != nil {

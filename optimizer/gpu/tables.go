@@ -188,6 +188,7 @@ func (b *Backend) releaseTable(e *table) error {
 		return nil
 	}
 	err := b.onWorker(func() error {
+		delete(b.plans, e)
 		err := b.s.Synchronize()
 		if e.captured {
 			b.retired = append(b.retired, e)
@@ -196,7 +197,7 @@ func (b *Backend) releaseTable(e *table) error {
 		return errors.Join(err, e.free(b.dev))
 	})
 	if errors.Is(err, cuda.ErrClosed) {
-		return nil // the backend's Close released the device, the table with it
+		return nil // the backend's Close freed the table (freeTables)
 	}
 	return err
 }
@@ -237,12 +238,17 @@ func (b *Backend) dropTables() error {
 	return err
 }
 
-// freeTables frees every table, the retired ones too (b.mu held; Close).
+// freeTables frees every table, the retired ones and those of plans not
+// closed yet too (b.mu held; Close).
 func (b *Backend) freeTables() error {
 	err := b.dropTables()
 	for _, e := range b.retired {
 		err = errors.Join(err, e.free(b.dev))
 	}
 	b.retired = nil
+	for e := range b.plans {
+		err = errors.Join(err, e.free(b.dev))
+	}
+	clear(b.plans)
 	return err
 }
