@@ -15,7 +15,14 @@
 //   - gpthead.cu: the products of the tied output head;
 //   - attention.cu: the softmax and head layouts of attention computed with
 //     GEMMs;
-//   - flash.cu: fused attention.
+//   - flash.cu: fused attention, the variants the model launches; its
+//     device code is in flash.cuh;
+//   - flashalt.cu: the other variants of fused attention, which the tests
+//     and benchmarks compare.
+//
+// flash ships as PTX only (file ptxonly): the driver's JIT makes faster
+// code of it than ptxas 11.8. Every other module, flashalt included, ships
+// as machine code, so a fresh machine compiles only flash.
 //
 // The launchers are in gpt.go, gptlaunch.go, attention.go and flash.go.
 // The file scratch.go holds the partial sums of the two-pass kernels. Each .cu file

@@ -200,7 +200,7 @@ func flashWideTiles(p flashPass, d int, v flashVariant) (mt, n int) {
 	return 2, 64
 }
 
-// flashKernels lists the kernels of flash.cu.
+// flashKernels lists the kernels of flash.cu and flashalt.cu.
 func flashKernels() []string {
 	names := []string{kernelFlashPrep}
 	for _, v := range flashVariants {

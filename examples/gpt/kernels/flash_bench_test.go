@@ -15,6 +15,8 @@ import (
 // launch waited for; dq of flashDS reads the dS its dkdv stored), the
 // whole backward pass of each variant ("bwd": prep, dkdv, dq), then
 // FlashForward and FlashBackward with the launchers' defaults ("default").
+// The defaults (module flash) run the driver's JIT code, the other
+// variants (flashalt) ptxas's: compare variants with DISTOPT_CUDA_PTX=1.
 // causal-TFLOP/s count
 // the causal FLOPs of the products: forward 2·B·H·T²·D (q·kᵀ and p·v over
 // the lower half), backward 5·B·H·T²·D (the scores recomputed, dP, dV, dQ,

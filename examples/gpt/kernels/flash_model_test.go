@@ -372,20 +372,24 @@ func TestFlashRounding(t *testing.T) {
 }
 
 // flashEntryRE matches the entry points of the pipe and wide kernels in
-// flash.cu: FLASH_FWD(name, flash_fwd_w<D, MT>), FLASH_DQ(name,
+// flash.cu and flashalt.cu: FLASH_FWD(name, flash_fwd_w<D, MT>), FLASH_DQ(name,
 // flash_dq_w<D, N, MT>), FLASH_DKDV(name, flash_dkdv_w<D, BQ, MT>), and
 // FLASH_DKDV_DS(name, flash_dkdv_w<D, BQ, MT, true>) of flashDS.
 var flashEntryRE = regexp.MustCompile(`(?m)^FLASH_(?:FWD|DQ|DKDV)(?:_DS)?\((\w+), flash_(fwd|dq|dkdv)_w<(\d+), (\d+)(?:, (\d+))?(?:, true)?>\)`)
 
 // TestFlashTilesMatchSource checks that flash.go's description of the pipe
 // and wide kernels (flashTileOf, flashWideTiles: rows per block, tile rows,
-// hence the shared memory the launcher gives) is what flash.cu
-// instantiates under each name, and that every such kernel is described
-// (CPU only: reads flash.cu).
+// hence the shared memory the launcher gives) is what flash.cu and
+// flashalt.cu instantiate under each name, and that every such kernel is
+// described (CPU only: reads the sources).
 func TestFlashTilesMatchSource(t *testing.T) {
-	src, err := os.ReadFile("flash.cu")
-	if err != nil {
-		t.Fatal(err)
+	var src []byte
+	for _, f := range []string{"flash.cu", "flashalt.cu"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b...)
 	}
 	passes := map[string]flashPass{"fwd": flashFwd, "dkdv": flashDKDV, "dq": flashDQ}
 	found := map[string]bool{}
@@ -412,18 +416,18 @@ func TestFlashTilesMatchSource(t *testing.T) {
 				wv = flashPipe
 			}
 			if wm, wn := flashWideTiles(p, d, wv); wm != mt || wn != n || tile.rows != 64*mt {
-				t.Errorf("%s: flash.cu has %d m-tiles and tiles of %d, flash.go %d and %d (rows %d)", name, mt, n, wm, wn, tile.rows)
+				t.Errorf("%s: the source has %d m-tiles and tiles of %d, flash.go %d and %d (rows %d)", name, mt, n, wm, wn, tile.rows)
 			}
 		}
 		if !ok {
-			t.Errorf("%s: in flash.cu, not a pipe, wide or ds kernel of flash.go", name)
+			t.Errorf("%s: in the source, not a pipe, wide or ds kernel of flash.go", name)
 		}
 	}
 	for _, v := range []flashVariant{flashPipe, flashWide, flashDS} {
 		for _, p := range []flashPass{flashFwd, flashDKDV, flashDQ} {
 			for _, d := range []int{64, 128} {
 				if tile, has := flashTileOf(p, d, v); has && !(v == flashDS && p == flashDQ) && !found[tile.name] {
-					t.Errorf("%s: named by flash.go, not instantiated in flash.cu", tile.name)
+					t.Errorf("%s: named by flash.go, instantiated in neither flash.cu nor flashalt.cu", tile.name)
 				}
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/distopt/distopt/bf16"
@@ -12,9 +13,40 @@ import (
 	"github.com/distopt/distopt/cuda/cudatest"
 )
 
-// TestFlashKernelsDefined checks that every kernel the flash launchers
-// name is in the flash module of every variant (CPU only).
-func TestFlashKernelsDefined(t *testing.T) { checkDefined(t, "flash", flashKernels()) }
+// TestFlashKernelsDefined checks, in every variant (CPU only), that the
+// flash module defines exactly the kernels the launchers use by default
+// (flashDefault, and the backward's preparation), which the driver's JIT
+// compiles on a fresh machine, and that flashalt defines every other
+// kernel the launchers can name.
+func TestFlashKernelsDefined(t *testing.T) {
+	defaults := []string{kernelFlashPrep}
+	for _, p := range []flashPass{flashFwd, flashDKDV, flashDQ} {
+		for _, d := range []int{64, 128} {
+			tile, ok := flashTileOf(p, d, flashDefault(p, d))
+			if !ok {
+				t.Fatalf("no default kernel of %v at D = %d", p, d)
+			}
+			defaults = append(defaults, tile.name)
+		}
+	}
+	var others []string
+	for _, n := range flashKernels() {
+		if !slices.Contains(defaults, n) {
+			others = append(others, n)
+		}
+	}
+	checkDefined(t, "flash", defaults)
+	checkDefined(t, "flashalt", others)
+	for _, v := range cuda.Variants() {
+		ptx, err := cuda.LibraryPTX(ptxFiles, "flash", v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cuda.KernelNames(ptx); len(got) != len(defaults) {
+			t.Errorf("flash_%v defines %v; want only the defaults %v (the others belong in flashalt.cu)", v, got, defaults)
+		}
+	}
+}
 
 // TestFlashBadInput checks that the launchers refuse, before touching the
 // device, shapes and layouts the kernels cannot take (CPU only: a nil Set),
