@@ -250,6 +250,9 @@ func Parse(js []byte) (*Header, error) {
 		if seen[name] {
 			return nil, bad("key %q appears twice", name)
 		}
+		if name == "" {
+			return nil, bad("a tensor without a name")
+		}
 		seen[name] = true
 		if name == metadataKey {
 			if err := dec.Decode(&h.Metadata); err != nil {

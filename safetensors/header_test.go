@@ -94,6 +94,7 @@ func TestReadInvalid(t *testing.T) {
 		{"negative dim", file(`{"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,-8]}}`, 0), ErrFormat},
 		{"hole", file(`{"a":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}}`, 3), ErrFormat},
 		{"overlap", file(`{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}}`, 3), ErrFormat},
+		{"empty name", file(`{"":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrFormat},
 		{"duplicate", file(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}`, 2), ErrFormat},
 		{"metadata not strings", file(`{"__metadata__":{"k":1}}`, 0), ErrFormat},
 		{"overflow", file(`{"a":{"dtype":"F64","shape":[4611686018427387904,4],"data_offsets":[0,0]}}`, 0), ErrFormat},
