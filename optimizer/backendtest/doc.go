@@ -3,9 +3,10 @@
 // Run makes random GradStats, Update and Cast calls on a backend. On a
 // backend.ShardUpdater it also calls UpdateShards and CastShards over
 // several shards, and on a backend.UpdatePlanner it plans them once and
-// runs the plans over several steps. After each call it compares every byte of every buffer
-// with what the CPU reference backend (cpu.New) writes. That includes the
-// bytes outside every segment, which must stay untouched.
+// runs the plans over several steps. After each call it compares every
+// byte of every buffer with what the CPU reference backend (cpu.New)
+// writes. That includes the bytes outside every segment, which must stay
+// untouched.
 //
 // The calls cover:
 //
