@@ -149,10 +149,12 @@ func (d *gpuDevice) copyGrads(dst []buffer.Buffer, grads []*tensors.Tensor) erro
 	})
 }
 
-// close frees the placeholders' memory.
+// close frees the placeholders' memory, once.
 func (d *gpuDevice) close() error {
-	if d.holder != nil {
-		d.be.Free(d.holder)
+	if d.holder == nil {
+		return nil
 	}
+	d.be.Free(d.holder)
+	d.holder = nil
 	return nil
 }

@@ -70,6 +70,9 @@ func (t *weightTrainer) Update(ctx context.Context) (optimizer.StepResult, error
 	}
 	if err == nil {
 		err = t.dev.refresh()
+	} else {
+		// The gradient copies may still be reading the buffers freed below.
+		err = errors.Join(err, t.dev.sync())
 	}
 	for _, g := range t.grads {
 		g.FinalizeAll() // the copies have completed: the stream was waited for
