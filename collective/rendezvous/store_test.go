@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/distopt/distopt/collective/collectivetest"
 	"net"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/distopt/distopt/collective/collectivetest"
 )
 
 // checkLeaks: see collectivetest.CheckGoroutines.
@@ -382,15 +383,10 @@ func (s *Server) diagnosedBy(run string, rank int) bool {
 
 func TestStoreUnreachable(t *testing.T) {
 	checkLeaks(t)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := lis.Addr().(*net.TCPAddr).Port
-	lis.Close() // nobody listens there now
+	port := closedPort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	_, err = Dial(ctx, testConfig(1, 2, port, "x"))
+	_, err := Dial(ctx, testConfig(1, 2, port, "x"))
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "could not be reached (dial tcp") ||
 		!strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("Dial = %v", err)
