@@ -132,6 +132,12 @@ func Write(path string, c Curve) error {
 	if err != nil {
 		return fmt.Errorf("curve: %w", err)
 	}
+	return writeFile(path, b)
+}
+
+// writeFile writes b and a newline to path through a temporary file
+// renamed over it, so that a failed write leaves the old file whole.
+func writeFile(path string, b []byte) error {
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("curve: %w", err)

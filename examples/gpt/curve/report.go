@@ -1,10 +1,10 @@
 package curve
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 )
 
@@ -87,11 +87,7 @@ func (r SpeedReport) Write(path string) error {
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return writeFile(path, b)
 }
 
 // ReadSpeedReport reads a report written by Write.
@@ -101,7 +97,7 @@ func ReadSpeedReport(path string) (SpeedReport, error) {
 	if err != nil {
 		return r, err
 	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
 		return r, fmt.Errorf("curve: %s: %w", path, err)
