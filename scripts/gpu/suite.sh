@@ -1,0 +1,59 @@
+#!/bin/sh
+# suite.sh: the whole GPU suite in one device call, in three steps.
+#
+#   sh scripts/gpu/suite.sh pack     (here) build.sh, then every binary of .gpu
+#                                    in one solid archive, .gpu-pack/gpu.tar.xz
+#   sh scripts/gpu/suite.sh hold     (here) move the generated PTX and cubins
+#                                    out of the tree to $HOLD, for the call
+#   ... the device call: carry [".gpu-pack"], command
+#       sh scripts/gpu/suite.sh remote
+#   sh scripts/gpu/suite.sh restore  (here) put them back, at once
+#
+# Why hold: the test binaries embed the kernels, and the device tool copies
+# the working tree (about 55 MB, 48 of them PTX and cubins) beside the carry;
+# both together must stay under 64 MiB. restore refuses to overwrite, and
+# `git status` shows the held files as deleted until it runs.
+#
+# remote (on the GPU machine) unpacks the archive and runs scripts/gpu/run.sh
+# with GPUS=1 BENCH=0 (one GPU; benchmarks are separate calls) under
+# `timeout ${LIMIT:-560}`, logs in $OUT.
+set -eu
+cd "$(dirname "$0")/../.."
+HOLD=${HOLD:-/tmp/distopt-gpu-hold}
+dirs="internal/kernels/ptx internal/kernels/cubin examples/gpt/kernels/ptx examples/gpt/kernels/cubin"
+
+case ${1:-} in
+pack)
+	sh scripts/gpu/build.sh
+	for z in .gpu/*.gz .gpu/bin/*.gz; do [ -e "$z" ] && gunzip -f "$z"; done
+	mkdir -p .gpu-pack
+	tar cf - --exclude=.gpu/out --exclude=.gpu/coldstart .gpu |
+		xz -T2 --lzma2=preset=6,dict=192MiB >.gpu-pack/gpu.tar.xz
+	ls -l .gpu-pack/gpu.tar.xz
+	;;
+hold)
+	[ ! -e "$HOLD" ] || { echo "suite.sh: $HOLD exists: restore first" >&2; exit 1; }
+	for d in $dirs; do
+		mkdir -p "$HOLD/$(dirname "$d")"
+		mv "$d" "$HOLD/$d"
+	done
+	echo "held in $HOLD; run 'sh scripts/gpu/suite.sh restore' after the call"
+	;;
+restore)
+	for d in $dirs; do
+		[ ! -e "$d" ] || { echo "suite.sh: $d exists, not overwritten" >&2; exit 1; }
+	done
+	for d in $dirs; do mv "$HOLD/$d" "$d"; done
+	rm -rf "$HOLD"
+	git status --short -- $dirs
+	;;
+remote)
+	export LD_LIBRARY_PATH="/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+	xz -dc -T0 .gpu-pack/gpu.tar.xz | tar x
+	GPUS=1 BENCH=0 timeout "${LIMIT:-560}" sh scripts/gpu/run.sh
+	;;
+*)
+	echo "usage: sh scripts/gpu/suite.sh pack|hold|remote|restore" >&2
+	exit 2
+	;;
+esac
