@@ -20,9 +20,9 @@
 //
 // -backend gpu runs the model on GPUs (examples/gpt/gpumodel: FP8 GEMMs of
 // package gemm, kernels of examples/gpt/kernels/gpt.cu, gradients in float32
-// accumulated in the optimizer's views, reduce-scatters started by
-// GradReady during the backward pass), one process per GPU under the
-// launcher, or on GPU 0 alone:
+// (or bfloat16, -grad-type) accumulated in the optimizer's views,
+// reduce-scatters started by GradReady during the backward pass), one
+// process per GPU under the launcher, or on GPU 0 alone:
 //
 //	go build -o bin/ ./cmd/distopt ./examples/gpt
 //	bin/distopt run --nproc-per-node 2 -- bin/gpt -backend gpu -preset small -data data/gpt
