@@ -81,8 +81,7 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 	if w := data.ValidWindows(c.valid, o.shape.Seq); w < o.evalWindows || o.evalWindows < o.batch {
 		return nil, fmt.Errorf("-eval-windows %d: want at least -batch (%d) and at most the %d validation sequences of %d", o.evalWindows, o.batch, w, o.shape.Seq)
 	}
-	cfg := o.config()
-	cfg.GradType, cfg.MicroBatches = buffer.Float32, o.micro
+	cfg := o.gpuConfig()
 	opt, err := optimizer.New(ctx, comm, be, o.shape.Params(), o.shape.Init(), cfg)
 	if err != nil {
 		return nil, err
@@ -96,8 +95,8 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 	if err := resume(ctx, o, out, opt, comm); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(out, "gpt on %d GPU(s) (%s): %d parameters, %d x %d x %d sequences of %d per step, recipe %s, head %v; optimizer %.1f MiB per rank\n",
-		comm.Size(), be.Name(), o.shape.NumParams(), comm.Size(), o.micro, o.batch, o.shape.Seq, fp8.RecipeName(o.recipe.Scaling), o.head,
+	fmt.Fprintf(out, "gpt on %d GPU(s) (%s): %d parameters, %d x %d x %d sequences of %d per step, recipe %s, head %v, gradients %v; optimizer %.1f MiB per rank\n",
+		comm.Size(), be.Name(), o.shape.NumParams(), comm.Size(), o.micro, o.batch, o.shape.Seq, fp8.RecipeName(o.recipe.Scaling), o.head, o.gradType,
 		float64(opt.Report().Total())/(1<<20))
 	rec := &recorder{path: o.curvePath, flopsPerToken: o.shape.FlopsPerToken(), gpus: comm.Size()}
 	rec.config(o, o.evalWindows/o.batch*o.batch)
@@ -120,6 +119,20 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 	return losses, nil
 }
 
+// gpuConfig is the optimizer's configuration on the GPU path: config's,
+// with the gradients in -grad-type and the micro-batches counted.
+func (o options) gpuConfig() optimizer.Config {
+	cfg := o.config()
+	cfg.GradType, cfg.MicroBatches = o.gradType, o.micro
+	return cfg
+}
+
+// modelOptions are the GPU model's options of o.
+func (o options) modelOptions() gpumodel.Options {
+	return gpumodel.Options{Recipe: o.recipe, Recompute: o.recompute, KeepTransposed: o.keepTransposed,
+		Attention: o.attention, Head: o.head, GradType: o.gradType}
+}
+
 // newGPUModel makes the model of o on be's device and stream: its GEMM
 // engine, its kernels and its activations. The returned function frees
 // them, model first.
@@ -133,8 +146,7 @@ func newGPUModel(o options, be *gpu.Backend) (*gpumodel.Model, func(), error) {
 		e.Close()
 		return nil, nil, err
 	}
-	m, err := gpumodel.NewWith(e, k, o.shape, o.batch, o.shape.Seq, gpumodel.Options{Recipe: o.recipe, Recompute: o.recompute, KeepTransposed: o.keepTransposed,
-		Attention: o.attention, Head: o.head})
+	m, err := gpumodel.NewWith(e, k, o.shape, o.batch, o.shape.Seq, o.modelOptions())
 	if err != nil {
 		k.Close()
 		e.Close()

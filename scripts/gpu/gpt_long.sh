@@ -74,7 +74,12 @@
 #     distopt under ncu and compiled PyTorch ($PROFILE_SDPA attention,
 #     default cudnn) under torch.profiler, tabled by
 #     scripts/gpt/profile_classes.py.
-# PARTS (default "loss resume bench tests") picks and orders parts 2-8.
+#  9. (not by default) gradtype: issue 37's gradients in BF16, as part 7
+#     with -grad-type fp32 and bf16 (two processes): `curves` compares the
+#     bf16 run with the fp32 one by the same criteria and draws
+#     $OUT/gpt_gradtype.png and $OUT/gpt_gradtype_diff.png. If bf16 meets
+#     them, -grad-type's default may become bf16.
+# PARTS (default "loss resume bench tests") picks and orders parts 2-9.
 #
 # Measured on one H200 (2026-12-01, scripts/gpu/NOTES.md): parts 1-2 about
 # 270 s (2000 steps of 32 x 256 tokens, five processes sharing the GPU;
@@ -269,31 +274,46 @@ long() {
 	fi
 }
 
-moments() {
+# against NAME FLAG REF "VALUES" TITLE: the small shape with -recipe current
+# for $STEPS steps (the loss part's batches and evaluations), one process
+# per value of FLAG, concurrently on the one GPU; `curves` compares each run
+# with the one of value REF (final validation loss within 1%, every
+# evaluation after warm-up within 2%) and draws $OUT/gpt_NAME.png and
+# $OUT/gpt_NAME_diff.png.
+against() {
+	name=$1 flag=$2 ref=$3 values=$4 title=$5
 	budget=$(($(left) - ${LOSS_RESERVE:-30}))
-	echo "moment runs: $STEPS steps of $BATCH x $SEQ ($MOMENTS), stopped after $budget s at the latest"
+	echo "$name runs: $STEPS steps of $BATCH x $SEQ ($flag: $values), stopped after $budget s at the latest"
 	pids=""
-	for m in $MOMENTS; do
-		n=moments_$(echo "$m" | tr , _)
+	for v in $values; do
+		n=${name}_$(echo "$v" | tr , _)
 		timeout $budget $bin/gpt -backend gpu -data $bin/data -preset small -seq $SEQ -batch $BATCH -recipe current -lr $LR \
 			-steps $STEPS -eval-every $EVAL_EVERY -eval-windows $EVAL_WINDOWS -head-precision $HEAD_PRECISION -sample 0 \
-			-moments "$m" -curve "$OUT/$n.json" >"$OUT/$n.log" 2>&1 &
+			$flag "$v" -curve "$OUT/$n.json" >"$OUT/$n.log" 2>&1 &
 		pids="$pids $!"
 	done
 	for p in $pids; do
 		wait $p || status=1
 	done
 	runs=""
-	for m in $MOMENTS; do
-		n=moments_$(echo "$m" | tr , _)
+	for v in $values; do
+		n=${name}_$(echo "$v" | tr , _)
 		echo "== $n"
 		grep -v '^step ' "$OUT/$n.log" | tail -n 6
 		grep '^step ' "$OUT/$n.log" | tail -n 1
-		[ "$m" = fp32 ] || runs="$runs $OUT/$n.json"
+		[ "$v" = "$ref" ] || runs="$runs $OUT/$n.json"
 	done
 	# shellcheck disable=SC2086
-	$bin/curves -ref "$OUT/moments_fp32.json" -steps $STEPS -warmup $WARMUP -png "$OUT/gpt_moments.png" -diff-png "$OUT/gpt_moments_diff.png" \
-		-title "examples/gpt 124M on one H200: 8-bit moments against FP32 moments" $runs || status=1
+	$bin/curves -ref "$OUT/${name}_$ref.json" -steps $STEPS -warmup $WARMUP -png "$OUT/gpt_$name.png" -diff-png "$OUT/gpt_${name}_diff.png" \
+		-title "$title" $runs || status=1
+}
+
+moments() {
+	against moments -moments fp32 "$MOMENTS" "examples/gpt 124M on one H200: 8-bit moments against FP32 moments"
+}
+
+gradtype() {
+	against gradtype -grad-type fp32 "fp32 bf16" "examples/gpt 124M on one H200: BF16 gradients against FP32 gradients"
 }
 
 fp8grad() {
@@ -339,15 +359,16 @@ run() {
 				;;
 			fp8grad) fp8grad ;;
 			moments) moments ;;
+			gradtype) gradtype ;;
 			profile) profile ;;
-			*) echo "unknown part $part (want loss, resume, bench, tests, fp8grad, moments, profile)"; status=1 ;;
+			*) echo "unknown part $part (want loss, resume, bench, tests, fp8grad, moments, gradtype, profile)"; status=1 ;;
 			esac
 		done
 		echo "gpt long status: $status ($(left) s left)"
 	} 2>&1 | tee "$OUT/gpt_long.log"
 	grep -q "gpt long status: 0" "$OUT/gpt_long.log"
 	rc=$?
-	(cd "$OUT" && tar czf gpt_long_files.tgz *.json *_*.log $(ls profile_*.csv profile_*.err profile_*.log 2>/dev/null) && rm -f $(ls *.json | grep -vx speed.json) resume_*.log bench_*.log long_*.log fp8grad_*.log moments_*.log gpumodel_*.log profile_*)
+	(cd "$OUT" && tar czf gpt_long_files.tgz *.json *_*.log $(ls profile_*.csv profile_*.err profile_*.log 2>/dev/null) && rm -f $(ls *.json | grep -vx speed.json) resume_*.log bench_*.log long_*.log fp8grad_*.log moments_*.log gradtype_*.log gpumodel_*.log profile_*)
 	return $rc
 }
 

@@ -37,7 +37,13 @@ func (m *Model) Backward(params Params, grads Grads, ready func(name string) err
 		pending = pending[:0]
 		return nil
 	}
-	done := func(name string) error { pending = append(pending, name); return nil }
+	done := func(name string) error {
+		if err := m.gradDone(grads, name); err != nil {
+			return err
+		}
+		pending = append(pending, name)
+		return nil
+	}
 	if err := m.onWorker(func() error { return m.backwardHead(params, grads, done) }); err != nil {
 		return err
 	}
@@ -62,12 +68,14 @@ func (m *Model) Backward(params Params, grads Grads, ready func(name string) err
 // final LayerNorm.
 func (m *Model) backwardHead(params Params, grads Grads, ready func(string) error) error {
 	h, n := m.cfg.Hidden, m.rows
-	g := func(name string) (cuda.DevicePtr, error) { return gradPtr(grads, name) }
 	wte, err := hp(params, "embed.tokens")
 	if err != nil {
 		return err
 	}
-	gwte, err := g("embed.tokens")
+	if err := m.clearGradSums(); err != nil {
+		return err
+	}
+	gwte, err := m.gradSum(grads, "embed.tokens")
 	if err != nil {
 		return err
 	}
@@ -120,11 +128,11 @@ func (m *Model) backwardLayer(params Params, grads Grads, l int, ready func(stri
 // embeddings from m.dx.
 func (m *Model) backwardEmbed(grads Grads, ready func(string) error) error {
 	h, v := m.cfg.Hidden, m.cfg.Vocab
-	gwte, err := gradPtr(grads, "embed.tokens")
+	gwte, err := m.gradSum(grads, "embed.tokens")
 	if err != nil {
 		return err
 	}
-	gwpe, err := gradPtr(grads, "embed.positions")
+	gwpe, err := m.gradSum(grads, "embed.positions")
 	if err != nil {
 		return err
 	}
@@ -172,6 +180,9 @@ func (m *Model) linearGrad(params Params, grads Grads, l, i int, dx, dy cuda.Dev
 	if err != nil {
 		return err
 	}
+	if gv.DType != m.opts.gradType() {
+		return fmt.Errorf("gpumodel: the gradient of %s is %v, the model was made for %v (Options.GradType)", gv.Name, gv.DType, m.opts.gradType())
+	}
 	gw, err := gemm.Gradient(gv.Data, gv.DType, true)
 	if err != nil {
 		return fmt.Errorf("gpumodel: %s: %w", gv.Name, err)
@@ -180,7 +191,7 @@ func (m *Model) linearGrad(params Params, grads Grads, l, i int, dx, dy cuda.Dev
 	if _, _, err := m.layers[l].lin[i].Backward(dxo, gw, cuda.DevicePtr(dy), w); err != nil {
 		return fmt.Errorf("gpumodel: %s backward: %w", name, err)
 	}
-	gb, err := gradPtr(grads, name+".bias")
+	gb, err := m.gradSum(grads, name+".bias")
 	if err != nil {
 		return err
 	}
@@ -200,11 +211,11 @@ func (m *Model) layerNormGrad(params Params, grads Grads, name string, x, mean, 
 	if err != nil {
 		return err
 	}
-	gw, err := gradPtr(grads, name+".weight")
+	gw, err := m.gradSum(grads, name+".weight")
 	if err != nil {
 		return err
 	}
-	gb, err := gradPtr(grads, name+".bias")
+	gb, err := m.gradSum(grads, name+".bias")
 	if err != nil {
 		return err
 	}

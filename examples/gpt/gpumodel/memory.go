@@ -38,7 +38,10 @@ type Memory struct {
 	// Scratch: per step, the model's buffers shared by all layers and
 	// dead between Forward and Backward: one block's LayerNorm, attention
 	// and GELU outputs, the gradients flowing back (with HeadBF16, the
-	// head's weight gradient before rounding too), the token indices.
+	// head's weight gradient before rounding too), the token indices;
+	// with bfloat16 gradient views (Options.GradType), the float32 sums of
+	// the small parameters' gradients (4 bytes per element of every bias,
+	// LayerNorm and embedding).
 	Scratch int
 	// Engine: per step, the gemm engine's activation buffer
 	// (gemm.Engine.ActivationScratch, PlanLinear's Transient of the
@@ -87,13 +90,17 @@ func PredictMemory(cfg model.Config, batch, seq int, o Options) (Memory, error) 
 	if o.Head == HeadBF16 {
 		dhead = v * h
 	}
+	gsum := 0 // bfloat16 gradient views: the small parameters' float32 sums
+	if o.bf16Grads() {
+		_, gsum = gradSumLayout(cfg)
+	}
 	m := Memory{
 		Layers:           cfg.Layers,
 		LinearInputsBF16: 2 * n * (3*h + f),
 		Saved:            4*(n*h+n*h+4*n) + 2*(n*3*h+n*f),
 		Probs:            attnKeptBytes(batch, seq, h, cfg.Heads, prec),
 		Final:            4 * (2*n*h + 3*n + 2*n*v),
-		Scratch: 4*(2*n*h+n*f+3*n+v+1+3*n*h+3*n*h+ds+2*n*f+dhead) +
+		Scratch: 4*(2*n*h+n*f+3*n+v+1+3*n*h+3*n*h+ds+2*n*f+dhead+gsum) +
 			attnScratchBytes(batch, seq, h, cfg.Heads, prec, attnLayoutM),
 	}
 	wl, err := gemm.LayoutOf(o.Recipe)

@@ -71,6 +71,9 @@ type Model struct {
 	dx, dln, dtmp     cuda.DevicePtr
 	dqkv, ds, dfc, dg cuda.DevicePtr
 	dhead             cuda.DevicePtr // HeadBF16: the head's part of the embedding's gradient, before rounding
+	gsum              cuda.DevicePtr // bfloat16 gradient views: the small parameters' float32 sums (grads.go)
+	gsumAt            map[string][2]int
+	gsumLen           int
 	ptrs              []cuda.DevicePtr
 	grad              bool      // the last Forward left dlogits for Backward
 	alloc             [nCat]int // bytes the model allocated, by category
@@ -170,6 +173,10 @@ func (m *Model) allocate() error {
 	}
 	if m.opts.Head == HeadBF16 {
 		m.dhead = buf(sc, 4*v*h)
+	}
+	if m.opts.bf16Grads() {
+		m.gsumAt, m.gsumLen = gradSumLayout(m.cfg)
+		m.gsum = buf(sc, 4*m.gsumLen)
 	}
 	if err == nil {
 		m.attn, err = newAttention(m.k, m.batch, m.seq, h, m.cfg.Heads, prec, attnLayoutM)
@@ -288,19 +295,6 @@ func hp(params Params, name string) (cuda.DevicePtr, error) {
 	return cuda.DevicePtr(b.Ptr), nil
 }
 
-// gradPtr returns the device address of a float32 gradient.
-func gradPtr(grads Grads, name string) (cuda.DevicePtr, error) {
-	v, err := grads(name)
-	if err != nil {
-		return 0, err
-	}
-	b, ok := v.Data.(buffer.DeviceBuffer)
-	if v.DType != buffer.Float32 || !ok {
-		return 0, fmt.Errorf("gpumodel: the gradient of %s must be float32 in device memory (is %v)", name, v.DType)
-	}
-	return cuda.DevicePtr(b.Ptr), nil
-}
-
 // weight returns the gathered FP8 weight of the named linear layer.
 func weight(params Params, name string) (gemm.Operand, error) {
 	v, err := params(name + ".weight")
@@ -321,16 +315,22 @@ func (m *Model) ZeroGrads(grads Grads) error {
 }
 
 func (m *Model) zeroGrads(grads Grads) error {
+	t := m.opts.gradType()
 	for _, p := range m.cfg.Params() {
-		g, err := gradPtr(grads, p.Name)
+		g, err := viewPtr(grads, p.Name, t)
 		if err != nil {
 			return err
 		}
-		n := 1
+		n := t.Size()
 		for _, d := range p.Shape {
 			n *= d
 		}
-		if err := m.s.Memset32(g, 0, n); err != nil {
+		if n%4 != 0 || g%4 != 0 { // bfloat16 views of odd lengths or offsets
+			err = m.s.Memset8(g, 0, n)
+		} else {
+			err = m.s.Memset32(g, 0, n/4)
+		}
+		if err != nil {
 			return err
 		}
 	}

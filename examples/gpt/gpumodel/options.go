@@ -3,6 +3,7 @@ package gpumodel
 import (
 	"fmt"
 
+	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/examples/gpt/kernels"
 	"github.com/distopt/distopt/examples/gpt/model"
 	"github.com/distopt/distopt/fp8"
@@ -32,6 +33,16 @@ type Options struct {
 	// Head is the precision of the tied output head: HeadFP32 (the zero
 	// value) or HeadBF16, PyTorch autocast's roundings.
 	Head HeadPrecision
+	// GradType is the type of the gradient views Backward accumulates into
+	// (the optimizer's Config.GradType): buffer.Float32 (or zero) or
+	// buffer.BFloat16. With bfloat16 the linear weights' GEMMs add their
+	// products into the views and round (gemm.Gradient); the small
+	// parameters' gradients (biases, LayerNorms, embeddings) are summed in
+	// float32 as with float32 views, into a scratch of the model, then
+	// added into their views with one rounding (kernels.GPTAccumulateBF16).
+	// So each micro-batch rounds the views, where float32 views round
+	// nothing. The doc of the package says more.
+	GradType buffer.DType
 }
 
 // Attention is the implementation of the model's attention.
@@ -71,9 +82,12 @@ func (o Options) attnPrecision() attnPrecision {
 }
 
 // check refuses options the model of shape cfg on batch x seq tokens
-// cannot run: an unknown Attention or HeadPrecision, or flash attention on heads of a width
+// cannot run: an unknown Attention, HeadPrecision or GradType, or flash attention on heads of a width
 // its kernels do not take (no silent fallback to the GEMMs).
 func (o Options) check(cfg model.Config, batch, seq int) error {
+	if g := o.GradType; g != 0 && g != buffer.Float32 && g != buffer.BFloat16 {
+		return fmt.Errorf("gpumodel: Options.GradType %v: want float32 or bfloat16", g)
+	}
 	if o.Head != HeadFP32 && o.Head != HeadBF16 {
 		return fmt.Errorf("gpumodel: Options.Head %v: want HeadFP32 or HeadBF16", o.Head)
 	}
