@@ -29,7 +29,9 @@
 //
 // Attention runs in the fused kernels of examples/gpt/kernels/flash.cu (head
 // widths 64 and 128; other widths are refused); -attention gemm takes the
-// TF32 GEMMs instead (any head width, more memory).
+// TF32 GEMMs instead (any head width, more memory); -attention cudnn takes
+// NVIDIA's fused attention of cuDNN 9, opened at run time (package
+// examples/gpt/cudnn; the run fails, naming the reason, without it).
 //
 // Its progress line adds MFU (against the BF16 dense peak of an H200), the
 // host times of the step's phases (waiting for the all-gathers, forward
@@ -150,7 +152,7 @@ func defineFlags(o *options) (*flag.FlagSet, rawFlags) {
 	fs.IntVar(&o.stopAfter, "stop-after", 0, "stop (and save) after this step, as an interrupted run would (0: run to -steps)")
 	fs.BoolVar(&o.recompute, "recompute", false, "GPU: keep no FP8 copy of the LayerNorm and GELU outputs; recompute them in backward (same bits, less memory)")
 	r.head = fs.String("head-precision", "fp32", "precision of the tied output head: fp32 (float32 LayerNorm output, logits, cross-entropy and gradients; products with the bfloat16 embedding accumulated in float32) or bf16 (rounded where PyTorch's BF16 autocast rounds: the head's input, the logits and their gradient, the head's input and weight gradients; for comparisons with scripts/gpt/torch_gpt.py)")
-	r.attention = fs.String("attention", "flash", "GPU: attention kernels: flash (fused, head widths 64 and 128 only) or gemm (TF32 GEMMs and softmax kernels, any head width, float32 probabilities kept)")
+	r.attention = fs.String("attention", "flash", "GPU: attention kernels: flash (fused, head widths 64 and 128 only), gemm (TF32 GEMMs and softmax kernels, any head width, float32 probabilities kept) or cudnn (cuDNN 9's fused attention, opened at run time; CUDNN_LIBRARY names the library)")
 	r.gradType = fs.String("grad-type", "fp32", "GPU: type of the gradient buffers: fp32, or bf16 (2 bytes less per parameter; the biases', LayerNorms' and embeddings' gradients summed in float32 and rounded once per micro-batch). fp32 stays the default until a GPU run shows bf16's loss within 1% of fp32's (scripts/gpu/gpt_long.sh)")
 	fs.BoolVar(&o.keepTransposed, "keep-transposed", false, "GPU: keep the transposed FP8 linear inputs for backward instead of making them there (same bits, more memory)")
 	fs.BoolVar(&o.resume, "resume", false, "continue from the latest checkpoint under -ckpt")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/cuda"
+	"github.com/distopt/distopt/examples/gpt/cudnn"
 	"github.com/distopt/distopt/examples/gpt/kernels"
 	"github.com/distopt/distopt/gemm"
 )
@@ -89,6 +90,9 @@ type attention struct {
 	// qkv16: forward and backward read qkv in bfloat16 (the model's kept
 	// linear output, setQKVBF16) instead of float32.
 	qkv16 bool
+	// attnCuDNN: cuDNN's plans (o holds the bfloat16 output gradient, out
+	// the bfloat16 dqkv).
+	dnn *cudnn.Attention
 }
 
 // attnPrecision is the number format of attention's GEMMs (see attention).
@@ -99,9 +103,16 @@ const (
 	attnFP32                       // float32 data and products
 	attnBF16                       // bfloat16 q, k, v, dy, p, ds; float32 scores, dP and sums
 	attnFlash                      // fused kernels (flash.go): bfloat16 q, k, v, dy; no probabilities kept
+	attnCuDNN                      // cuDNN's fused attention (cudnnattn.go): as attnFlash, q, k, v read in place
 )
 
-func (p attnPrecision) String() string { return [...]string{"TF32", "FP32", "BF16", "flash"}[p] }
+func (p attnPrecision) String() string {
+	return [...]string{"TF32", "FP32", "BF16", "flash", "cuDNN"}[p]
+}
+
+// fused reports whether p keeps a bfloat16 output and a statistic per row
+// instead of the probabilities, and needs no score-gradient scratch.
+func (p attnPrecision) fused() bool { return p == attnFlash || p == attnCuDNN }
 
 // attnLayout is where the GEMMs of attention read the heads.
 type attnLayout int
@@ -143,8 +154,11 @@ func newAttention(k *kernels.Set, batch, seq, h, heads int, prec attnPrecision, 
 	if (prec == attnBF16 || prec == attnFlash) && layout != attnPacked {
 		return nil, fmt.Errorf("gpumodel: attention in %v needs the packed layout", prec)
 	}
-	if prec == attnFlash {
+	switch prec {
+	case attnFlash:
 		return newFlashAttention(k, batch, seq, h, heads)
+	case attnCuDNN:
+		return newCuDNNAttention(k, batch, seq, h, heads)
 	}
 	lt, err := gemm.NewDense(k.Device())
 	if err != nil {
@@ -238,8 +252,11 @@ func (a *attention) plan() error {
 // allocScratch.
 func attnScratchBytes(batch, seq, h, heads int, prec attnPrecision, layout attnLayout) int {
 	n, sq := batch*seq*h, batch*heads*seq*seq
-	if prec == attnFlash {
+	switch prec {
+	case attnFlash:
 		return flashScratchBytes(batch, seq, h, heads)
+	case attnCuDNN:
+		return cudnnScratchBytes(batch, seq, h, heads)
 	}
 	elem := 4
 	if prec == attnBF16 {
@@ -308,6 +325,7 @@ func (a *attention) close() error {
 	if a.lt != nil {
 		errs = append(errs, a.lt.Close())
 	}
+	errs = append(errs, a.dnn.Close())
 	*a = attention{}
 	return errors.Join(errs...)
 }
@@ -400,8 +418,11 @@ func (a *attention) forward(s *cuda.Stream, y, p, qkv cuda.DevicePtr) error {
 	if err := checkAligned(y, p, qkv); err != nil {
 		return err
 	}
-	if a.prec == attnFlash {
+	switch a.prec {
+	case attnFlash:
 		return a.flashForward(s, y, p, qkv)
+	case attnCuDNN:
+		return a.cudnnForward(s, y, p, qkv)
 	}
 	T, h := a.seq, a.h
 	rowsQKV, sq := T*3*h, a.heads*T*T
@@ -443,8 +464,11 @@ func (a *attention) forward(s *cuda.Stream, y, p, qkv cuda.DevicePtr) error {
 // dP, dq in the copy of dy after dV, dk in v after dv is merged), in
 // bfloat16 the gradients go through a.out.
 func (a *attention) backward(s *cuda.Stream, dqkv, ds, dy, p, qkv cuda.DevicePtr) error {
-	if a.prec == attnFlash {
+	switch a.prec {
+	case attnFlash:
 		return a.flashBackward(s, dqkv, dy, p, qkv)
+	case attnCuDNN:
+		return a.cudnnBackward(s, dqkv, dy, p, qkv)
 	}
 	if err := checkAligned(dqkv, ds, dy, p, qkv); err != nil {
 		return err

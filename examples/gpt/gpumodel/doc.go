@@ -68,8 +68,9 @@
 //     keeps them: the float32 product plus the bias, rounded once
 //     (kernels.GPTBiasAddBF16);
 //   - what attention needs. Flash attention, the default, keeps its bfloat16
-//     output and a float32 logsumexp per row. AttentionGEMM keeps the float32
-//     probabilities.
+//     output and a float32 logsumexp per row, as does AttentionCuDNN
+//     (cuDNN's fused attention, package examples/gpt/cudnn).
+//     AttentionGEMM keeps the float32 probabilities.
 //
 // The float64 reference, model.CPU with BF16 set, rounds at the same points.
 // At the 1.3B shape a layer keeps 496.6 MiB. With qkv and fc in float32 it

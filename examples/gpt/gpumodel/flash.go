@@ -52,10 +52,11 @@ func flashScratchBytes(batch, seq, h, heads int) int { return 4*2*batch*seq*h + 
 
 // attnKeptBytes is what one layer keeps from forward to backward for
 // attention in precision prec: the float32 probabilities [batch, heads,
-// seq, seq], or for attnFlash the bfloat16 output [batch·heads, seq, d]
-// followed by the float32 logsumexp of every row [batch·heads·seq].
+// seq, seq], or for attnFlash and attnCuDNN the bfloat16 output
+// (attnFlash: [batch·heads, seq, d]; attnCuDNN: [batch·seq, h]) followed by
+// the float32 logsumexp of every row [batch·heads·seq].
 func attnKeptBytes(batch, seq, h, heads int, prec attnPrecision) int {
-	if prec == attnFlash {
+	if prec.fused() {
 		return 2*batch*seq*h + 4*batch*heads*seq
 	}
 	return 4 * batch * heads * seq * seq

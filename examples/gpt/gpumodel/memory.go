@@ -83,7 +83,7 @@ func PredictMemory(cfg model.Config, batch, seq int, o Options) (Memory, error) 
 	n, h, f, v := batch*seq, cfg.Hidden, cfg.FFN, cfg.Vocab
 	prec := o.attnPrecision()
 	ds := batch * cfg.Heads * seq * seq // the score gradient's scratch
-	if prec == attnFlash {
+	if prec.fused() {
 		ds = 0
 	}
 	dhead := 0 // the head's weight gradient before rounding (headBackward)

@@ -139,7 +139,7 @@ func (m *Model) allocate() error {
 	prec := m.opts.attnPrecision()
 	kept := attnKeptBytes(m.batch, m.seq, h, m.cfg.Heads, prec)
 	ds := m.batch * m.cfg.Heads * m.seq * m.seq // the score gradient's scratch, none for flash
-	if prec == attnFlash {
+	if prec.fused() {
 		ds = 0
 	}
 	var err error

@@ -28,7 +28,7 @@ type Options struct {
 	// the bytes, no transpose in backward, same bits.
 	KeepTransposed bool
 	// Attention picks the kernels of attention: AttentionFlash (the zero
-	// value) or AttentionGEMM.
+	// value), AttentionGEMM or AttentionCuDNN.
 	Attention Attention
 	// Head is the precision of the tied output head: HeadFP32 (the zero
 	// value) or HeadBF16, PyTorch autocast's roundings.
@@ -61,22 +61,32 @@ const (
 	// float32 probabilities [batch, heads, seq, seq] kept per layer and a
 	// score-gradient scratch of the same size.
 	AttentionGEMM
+	// AttentionCuDNN runs NVIDIA's fused flash attention of cuDNN 9
+	// (package examples/gpt/cudnn, opened at run time): bfloat16 q, k, v
+	// read in place, kept like AttentionFlash's. Head widths that are
+	// multiples of 8. New fails, with the reason, where cuDNN cannot be
+	// opened or refuses the shapes (no fallback to the fused kernels).
+	AttentionCuDNN
 )
 
-var attentionNames = [...]string{AttentionFlash: "flash", AttentionGEMM: "gemm"}
+var attentionNames = [...]string{AttentionFlash: "flash", AttentionGEMM: "gemm", AttentionCuDNN: "cudnn"}
 
-// String returns "flash" or "gemm" (ParseAttention's names).
+// String returns "flash", "gemm" or "cudnn" (ParseAttention's names).
 func (a Attention) String() string { return nameOf(a, attentionNames[:], "Attention") }
 
-// ParseAttention returns the Attention named "flash" or "gemm" (any case).
+// ParseAttention returns the Attention named "flash", "gemm" or "cudnn"
+// (any case).
 func ParseAttention(s string) (Attention, error) {
 	return parseName[Attention](s, attentionNames[:], "attention")
 }
 
 // attnPrecision returns the precision of the model's attention.
 func (o Options) attnPrecision() attnPrecision {
-	if o.Attention == AttentionFlash {
+	switch o.Attention {
+	case AttentionFlash:
 		return attnFlash
+	case AttentionCuDNN:
+		return attnCuDNN
 	}
 	return attnPrecisionM
 }
@@ -94,9 +104,14 @@ func (o Options) check(cfg model.Config, batch, seq int) error {
 	switch o.Attention {
 	case AttentionGEMM:
 		return nil
+	case AttentionCuDNN:
+		if d := cfg.HeadDim(); d%8 != 0 {
+			return fmt.Errorf("gpumodel: head width %d: cuDNN's fused attention takes multiples of 8", d)
+		}
+		return nil
 	case AttentionFlash:
 	default:
-		return fmt.Errorf("gpumodel: Options.Attention %v: want AttentionFlash or AttentionGEMM", o.Attention)
+		return fmt.Errorf("gpumodel: Options.Attention %v: want AttentionFlash, AttentionGEMM or AttentionCuDNN", o.Attention)
 	}
 	if d := cfg.HeadDim(); d != 64 && d != 128 {
 		return fmt.Errorf("gpumodel: head width %d (hidden %d in %d heads): flash attention, the default, takes head widths 64 and 128 only; "+

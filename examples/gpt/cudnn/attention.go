@@ -1,0 +1,178 @@
+package cudnn
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/distopt/distopt/cuda"
+)
+
+// Config is what an Attention is built for.
+type Config struct {
+	Shape
+	Layout Layout
+	// Scale multiplies q·kᵀ (usually 1/sqrt(D)).
+	Scale float32
+	// MaxWorkspace bounds the workspace of the plans in bytes; engines
+	// that need more are passed over. Zero means DefaultMaxWorkspace.
+	MaxWorkspace int
+}
+
+// DefaultMaxWorkspace is the workspace bound of a zero Config.MaxWorkspace.
+const DefaultMaxWorkspace = 64 << 20
+
+func (c Config) maxWorkspace() int {
+	if c.MaxWorkspace > 0 {
+		return c.MaxWorkspace
+	}
+	return DefaultMaxWorkspace
+}
+
+// WorkspaceBytes is the device memory New allocates for c: the workspace
+// bound, the float32 row sums of do∘o [batch, head, seq] and the float32
+// accumulator of dq [batch, head, seq, d] of the backward pass. It
+// depends on the shapes only, not on the engine cuDNN picks.
+func WorkspaceBytes(c Config) int {
+	rows := c.Batch * c.Heads * c.Seq
+	return c.maxWorkspace() + 4*rows + 4*rows*c.D
+}
+
+// StatsBytes is the size of the float32 statistics Forward writes and
+// Backward reads: one per row of every head, packed [batch, head, seq].
+func StatsBytes(s Shape) int { return 4 * s.Batch * s.Heads * s.Seq }
+
+// Attention is causal scaled-dot-product attention of one Config on one
+// device with cuDNN's fused flash attention: bfloat16 q, k, v, o and
+// gradients, float32 softmax and accumulation. Its plans are built once,
+// in New. Its methods must not be called concurrently.
+type Attention struct {
+	lib      *Library
+	d        *cuda.Device
+	c        Config
+	h        uintptr // the cudnnHandle_t
+	fwd, bwd *plan
+	ws       cuda.DevicePtr // the plans' workspace, then the row sums, then dq's accumulator
+}
+
+// New builds the forward and backward plans of c on device d and
+// allocates their workspace (WorkspaceBytes). Shapes cuDNN's engines do
+// not take give an error matching ErrNotSupported that carries cuDNN's
+// reasons where it gives them.
+func New(l *Library, d *cuda.Device, c Config) (*Attention, error) {
+	if err := c.check(l); err != nil {
+		return nil, err
+	}
+	a := &Attention{lib: l, d: d, c: c}
+	err := d.Do(func() error {
+		h, s := l.fns.create()
+		if err := l.check("cudnnCreate", s); err != nil {
+			return err
+		}
+		a.h = h
+		var err error
+		if a.fwd, err = newPlan(l, h, forwardGraph(c.Shape, c.Layout, c.Scale), c.maxWorkspace()); err != nil {
+			return fmt.Errorf("%w (%v, forward)", err, c.Shape)
+		}
+		if a.bwd, err = newPlan(l, h, backwardGraph(c.Shape, c.Layout, c.Scale), c.maxWorkspace()); err != nil {
+			return fmt.Errorf("%w (%v, backward)", err, c.Shape)
+		}
+		return nil
+	})
+	if err == nil {
+		a.ws, err = d.Alloc(WorkspaceBytes(c))
+	}
+	if err != nil {
+		return nil, errors.Join(err, a.Close())
+	}
+	return a, nil
+}
+
+// check refuses what is known before cuDNN is asked.
+func (c Config) check(l *Library) error {
+	if c.Batch < 1 || c.Heads < 1 || c.Seq < 1 || c.D < 1 {
+		return fmt.Errorf("%w: attention of %v: sizes must be positive", ErrNotSupported, c.Shape)
+	}
+	if c.D%8 != 0 {
+		return fmt.Errorf("%w: attention of %v: cuDNN's fused attention takes head widths that are multiples of 8", ErrNotSupported, c.Shape)
+	}
+	// Before 9.16 the backward pass of a sequence that is not a multiple of
+	// 128 needs a padding mask this graph does not have.
+	if c.Seq%128 != 0 && l.version < 91600 {
+		return fmt.Errorf("%w: attention of %v: %v needs sequences that are multiples of 128", ErrNotSupported, c.Shape, l)
+	}
+	for _, s := range [][4]int64{c.Layout.QKV, c.Layout.O, c.Layout.Grad} {
+		if s[3] != 1 {
+			return fmt.Errorf("%w: layout %+v: the stride of d must be 1", ErrNotSupported, c.Layout)
+		}
+	}
+	return nil
+}
+
+// Workspace returns the workspace bytes the forward and backward plans
+// chose (at most the bound).
+func (a *Attention) Workspace() (fwd, bwd int) { return a.fwd.workspace, a.bwd.workspace }
+
+// ForwardArgs are the buffers of Forward: bfloat16 Q, K, V (read) and O
+// (written) in the Config's layout, each at its own base, and the float32
+// statistics (StatsBytes, written).
+type ForwardArgs struct{ Q, K, V, O, Stats cuda.DevicePtr }
+
+// BackwardArgs are the buffers of Backward: Forward's, the bfloat16
+// gradient DO of O (read) and the bfloat16 gradients DQ, DK, DV
+// (overwritten).
+type BackwardArgs struct{ Q, K, V, O, DO, Stats, DQ, DK, DV cuda.DevicePtr }
+
+// Forward queues o = softmax(scale·q·kᵀ, causal)·v and the statistics on s.
+func (a *Attention) Forward(s *cuda.Stream, t ForwardArgs) error {
+	ptrs := map[int64]cuda.DevicePtr{uidQ: t.Q, uidK: t.K, uidV: t.V, uidO: t.O, uidStats: t.Stats}
+	return a.run(s, a.fwd, ptrs)
+}
+
+// Backward queues dq, dk, dv from q, k, v, o, do and Forward's statistics
+// on s.
+func (a *Attention) Backward(s *cuda.Stream, t BackwardArgs) error {
+	rows := a.c.Batch * a.c.Heads * a.c.Seq
+	sum, acc := a.ws.Add(a.c.maxWorkspace()), a.ws.Add(a.c.maxWorkspace()+4*rows)
+	ptrs := map[int64]cuda.DevicePtr{uidQ: t.Q, uidK: t.K, uidV: t.V, uidO: t.O, uidDO: t.DO, uidStats: t.Stats,
+		uidDQ: t.DQ, uidDK: t.DK, uidDV: t.DV, uidSoftmaxSum: sum, uidDQAccum: acc}
+	if a.lib.version < 90600 { // before 9.6 the accumulator starts from what it holds
+		if err := s.Memset32(acc, 0, rows*a.c.D); err != nil {
+			return err
+		}
+	}
+	return a.run(s, a.bwd, ptrs)
+}
+
+// run checks the alignment of ptrs and queues p on s.
+func (a *Attention) run(s *cuda.Stream, p *plan, ptrs map[int64]cuda.DevicePtr) error {
+	addrs := make(map[int64]uintptr, len(ptrs))
+	for u, v := range ptrs {
+		if v == 0 || v%tensorAlignment != 0 {
+			return fmt.Errorf("cudnn: %s: buffer %#x of tensor %d is not %d-byte aligned", p.g.name, uint64(v), u, tensorAlignment)
+		}
+		addrs[u] = uintptr(v)
+	}
+	return a.d.Do(func() error { return p.run(s.Handle(), addrs, uintptr(a.ws)) })
+}
+
+// Close destroys the plans and the handle and frees the workspace;
+// nil-safe. Work queued earlier must be finished or waited for first.
+func (a *Attention) Close() error {
+	if a == nil {
+		return nil
+	}
+	var errs []error
+	if a.ws != 0 {
+		errs = append(errs, a.d.Free(a.ws))
+	}
+	errs = append(errs, a.d.Do(func() error {
+		a.fwd.destroy()
+		a.bwd.destroy()
+		if a.h != 0 {
+			return a.lib.check("cudnnDestroy", a.lib.fns.destroy(a.h))
+		}
+		return nil
+	}))
+	*a = Attention{}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,202 @@
+package cudnn
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/distopt/distopt/bf16"
+)
+
+// ref is causal attention in float64 on packed [batch, head, seq, d]
+// arrays: the output, the log-sum-exp of every row and the gradients.
+type ref struct {
+	o, lse, dq, dk, dv []float64
+}
+
+// refAttention computes ref from q, k, v and the output gradient do
+// (packed [batch, head, seq, d]).
+func refAttention(s Shape, q, k, v, do []float64, scale float64) ref {
+	T, D := s.Seq, s.D
+	n := s.Batch * s.Heads
+	r := ref{o: make([]float64, n*T*D), lse: make([]float64, n*T), dq: make([]float64, n*T*D),
+		dk: make([]float64, n*T*D), dv: make([]float64, n*T*D)}
+	dot := func(a, b []float64) (s float64) {
+		for i := range a {
+			s += a[i] * b[i]
+		}
+		return s
+	}
+	for bh := range n {
+		row := func(x []float64, t int) []float64 { return x[(bh*T+t)*D : (bh*T+t+1)*D] }
+		for i := range T {
+			p := make([]float64, i+1)
+			m := math.Inf(-1)
+			for j := range p {
+				p[j] = scale * dot(row(q, i), row(k, j))
+				m = math.Max(m, p[j])
+			}
+			sum := 0.0
+			for j := range p {
+				p[j] = math.Exp(p[j] - m)
+				sum += p[j]
+			}
+			r.lse[bh*T+i] = m + math.Log(sum)
+			oi := row(r.o, i)
+			for j := range p {
+				p[j] /= sum
+				for c := range D {
+					oi[c] += p[j] * row(v, j)[c]
+				}
+			}
+			di := dot(row(do, i), oi)
+			for j := range p {
+				ds := p[j] * (dot(row(do, i), row(v, j)) - di)
+				for c := range D {
+					row(r.dq, i)[c] += scale * ds * row(k, j)[c]
+					row(r.dk, j)[c] += scale * ds * row(q, i)[c]
+					row(r.dv, j)[c] += p[j] * row(do, i)[c]
+				}
+			}
+		}
+	}
+	return r
+}
+
+// rowData holds the model's buffers (RowLayout) and packed copies of them.
+type rowData struct {
+	s               Shape
+	qkv, do         []float64 // [batch·seq, 3·heads·d] and [batch·seq, heads·d]
+	q, k, v, doPack []float64 // packed [batch, head, seq, d]
+}
+
+// randomRows fills qkv and do with bfloat16 values (exact in the graph's
+// inputs) and their packed copies.
+func randomRows(s Shape, seed uint64) *rowData {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	w := s.Heads * s.D
+	r := &rowData{s: s, qkv: make([]float64, s.Batch*s.Seq*3*w), do: make([]float64, s.Batch*s.Seq*w)}
+	for _, x := range [][]float64{r.qkv, r.do} {
+		for i := range x {
+			x[i] = float64(bf16.Round(float32(2*rng.Float64() - 1)))
+		}
+	}
+	r.q, r.k, r.v = r.pack(r.qkv, 3*w, 0), r.pack(r.qkv, 3*w, w), r.pack(r.qkv, 3*w, 2*w)
+	r.doPack = r.pack(r.do, w, 0)
+	return r
+}
+
+// pack copies the heads in columns off.. of a row-major [batch·seq, ld]
+// array into packed [batch, head, seq, d].
+func (r *rowData) pack(x []float64, ld, off int) []float64 {
+	s := r.s
+	out := make([]float64, s.Batch*s.Heads*s.Seq*s.D)
+	for b := range s.Batch {
+		for h := range s.Heads {
+			for t := range s.Seq {
+				for c := range s.D {
+					out[((b*s.Heads+h)*s.Seq+t)*s.D+c] = x[(b*s.Seq+t)*ld+off+h*s.D+c]
+				}
+			}
+		}
+	}
+	return out
+}
+
+// maxErr returns the largest |got - want| relative to the largest |want|.
+func maxErr(got, want []float64) float64 {
+	e, m := 0.0, 0.0
+	for i := range want {
+		e, m = math.Max(e, math.Abs(got[i]-want[i])), math.Max(m, math.Abs(want[i]))
+	}
+	return e / m
+}
+
+// normErr returns ||got - want|| / ||want|| (Frobenius).
+func normErr(got, want []float64) float64 {
+	e, m := 0.0, 0.0
+	for i := range want {
+		e += (got[i] - want[i]) * (got[i] - want[i])
+		m += want[i] * want[i]
+	}
+	return math.Sqrt(e / m)
+}
+
+// runGraphs runs the forward graph and then the backward graph on r in the
+// model's layout; the backward pass reads the forward's o and statistics.
+// It returns what they wrote, packed.
+func runGraphs(t *testing.T, r *rowData, exact bool) ref {
+	t.Helper()
+	s := r.s
+	w, rows := s.Heads*s.D, s.Batch*s.Heads*s.Seq
+	l, scale := RowLayout(s), graphScale(s)
+	o, stats := make([]float64, s.Batch*s.Seq*w), make([]float64, rows)
+	in := &interp{exact: exact}
+	fwd := map[int64][]float64{uidQ: r.qkv, uidK: r.qkv[w:], uidV: r.qkv[2*w:], uidO: o, uidStats: stats}
+	if err := in.run(forwardGraph(s, l, scale), fwd); err != nil {
+		t.Fatal(err)
+	}
+	dqkv := make([]float64, len(r.qkv))
+	for i := range dqkv {
+		dqkv[i] = math.NaN() // every element must be written
+	}
+	bwd := map[int64][]float64{uidQ: r.qkv, uidK: r.qkv[w:], uidV: r.qkv[2*w:], uidO: o, uidStats: stats,
+		uidDO: r.do, uidDQ: dqkv, uidDK: dqkv[w:], uidDV: dqkv[2*w:],
+		uidSoftmaxSum: make([]float64, rows), uidDQAccum: make([]float64, rows*s.D)}
+	if err := in.run(backwardGraph(s, l, scale), bwd); err != nil {
+		t.Fatal(err)
+	}
+	return ref{o: r.pack(o, w, 0), lse: stats, dq: r.pack(dqkv, 3*w, 0), dk: r.pack(dqkv, 3*w, w), dv: r.pack(dqkv, 3*w, 2*w)}
+}
+
+// graphScale is the float32 score scale 1/sqrt(d) the graphs carry (the
+// reference uses the same value).
+func graphScale(s Shape) float32 { return float32(1 / math.Sqrt(float64(s.D))) }
+
+var graphShapes = []Shape{{Batch: 2, Heads: 3, Seq: 9, D: 8}, {Batch: 1, Heads: 2, Seq: 16, D: 16}}
+
+// TestGraphsExact runs the graphs handed to cuDNN on the CPU without
+// rounding: they must be causal attention and its gradient exactly (to
+// float64 rounding), in the model's interleaved layout, with the forward's
+// statistics feeding the backward.
+func TestGraphsExact(t *testing.T) {
+	for i, s := range graphShapes {
+		r := randomRows(s, uint64(i))
+		want := refAttention(s, r.q, r.k, r.v, r.doPack, float64(graphScale(s)))
+		got := runGraphs(t, r, true)
+		for _, c := range []struct {
+			name      string
+			got, want []float64
+		}{{"o", got.o, want.o}, {"stats", got.lse, want.lse}, {"dq", got.dq, want.dq}, {"dk", got.dk, want.dk}, {"dv", got.dv, want.dv}} {
+			if e := maxErr(c.got, c.want); !(e < 1e-12) {
+				t.Errorf("%v %s: max error %.3g relative to the largest value", s, c.name, e)
+			}
+		}
+	}
+}
+
+// TestGraphsRounded runs them rounding every stored value to its tensor's
+// type. Inputs are bfloat16, so the error comes from the bfloat16 stores:
+// the probabilities before p·v and pᵀ·do, the score gradient before
+// dsᵀ·q, and o, dq, dk, dv themselves, each a relative 2^-9 at most (and
+// o, read back for do·o, once more): a few units of 2^-9 in norm, against
+// the float64 reference. Float32 intermediates add 2^-24, nothing here.
+func TestGraphsRounded(t *testing.T) {
+	const tol = 6.0 / 512
+	for i, s := range graphShapes {
+		r := randomRows(s, uint64(10+i))
+		want := refAttention(s, r.q, r.k, r.v, r.doPack, float64(graphScale(s)))
+		got := runGraphs(t, r, false)
+		for _, c := range []struct {
+			name      string
+			got, want []float64
+		}{{"o", got.o, want.o}, {"dq", got.dq, want.dq}, {"dk", got.dk, want.dk}, {"dv", got.dv, want.dv}} {
+			if e := normErr(c.got, c.want); !(e < tol) {
+				t.Errorf("%v %s: relative error %.3g in norm, want below %.3g", s, c.name, e, tol)
+			}
+		}
+		if e := maxErr(got.lse, want.lse); !(e < 1e-6) {
+			t.Errorf("%v stats: error %.3g (float32 throughout)", s, e)
+		}
+	}
+}
