@@ -57,10 +57,22 @@ __device__ __forceinline__ void cast_block(u8 *dst, u64 i, int cnt, bool vec, fl
     if ((threadIdx.x & 31) == 0) *inv_out = inv;
 }
 
+// load4 returns the four values at p widened to float32: one vector load
+// when p is aligned for it, four loads otherwise.
+__device__ __forceinline__ float4 load4(const float *p) {
+    return aligned(p, 16) ? *reinterpret_cast<const float4 *>(p) : make_float4(p[0], p[1], p[2], p[3]);
+}
+__device__ __forceinline__ float4 load4(const u16 *p) {
+    return aligned(p, 8) ? bf16x4(p)
+                         : make_float4(bf16_to_f32(p[0]), bf16_to_f32(p[1]), bf16_to_f32(p[2]), bf16_to_f32(p[3]));
+}
+
 // ln_row loads row r of x into the warp's registers and returns its
 // statistics. When xin is not null, x holds the previous linear layer's
 // product and becomes the residual stream first: x = residual(x, bias,
-// xin), written back (gpt_bias_residual).
+// xin), written back (gpt_bias_residual). Only x, w and b need the
+// alignment of gptrows.cu (the launcher picks the kernel as
+// GPTLayerNorm does, from those alone).
 template <int V>
 __device__ __forceinline__ void ln_row(float4 (&v)[V], float &m, float &rs, float *x, const float *xin,
                                        const u16 *bias, u64 r, u32 lane, u64 n, float eps) {
@@ -68,11 +80,10 @@ __device__ __forceinline__ void ln_row(float4 (&v)[V], float &m, float &rs, floa
     float4 *xr = reinterpret_cast<float4 *>(x + r * n);
     ln_load_regs<V>(v, xr, lane, n4);
     if (xin != nullptr) {
-        const float4 *ir = reinterpret_cast<const float4 *>(xin + r * n);
 #pragma unroll
         for (int j = 0; j < V; j++) {
             const u64 c = lane + 32 * j;
-            if (c < n4) xr[c] = v[j] = residual4(v[j], bf16x4(bias + 4 * c), ir[c]);
+            if (c < n4) xr[c] = v[j] = residual4(v[j], load4(bias + 4 * c), load4(xin + r * n + 4 * c));
         }
     }
     ln_stats_regs<V>(v, lane, n4, n, eps, m, rs);

@@ -79,7 +79,10 @@ func (o FP8Out) suffix() (string, error) {
 }
 
 // LayerNormRows is the LayerNorm of GPTLayerNorm over X [Rows, N] (float32,
-// bfloat16 W and B), its statistics written to Mean and Rstd ([Rows]).
+// bfloat16 W and B), its statistics written to Mean and Rstd ([Rows]): the
+// same bits as GPTLayerNorm's when its output y is 16-byte aligned (device
+// allocations are), since GPTLayerNorm picks its kernel from y, X, W and
+// B.
 // Unless Residual is 0, X holds a linear layer's product and is made the
 // residual stream first, in place: X = (X + Bias) + Residual, the bits of
 // GPTBiasResidual (Bias bfloat16 [N], Residual float32 [Rows, N]).
@@ -91,14 +94,15 @@ type LayerNormRows struct {
 }
 
 // variant returns the suffix of the register-resident kernels when they
-// take the rows: GPTLayerNorm's choice (rowVariant) for aligned pointers,
-// so that the statistics are its bits; words are the FP8 codes written a
-// word at a time (0: none).
+// take the rows: GPTLayerNorm's choice (rowVariant) from X, W and B, so
+// that the statistics are its bits whatever the alignment of Residual and
+// Bias (read either way); words are the FP8 codes written a word at a
+// time (0: none), which the 1x128 kernels need 4-byte aligned.
 func (ln LayerNormRows) variant(words cuda.DevicePtr) string {
 	if words%4 != 0 {
 		return ""
 	}
-	return rowVariant(ln.N, []cuda.DevicePtr{ln.X, ln.Residual}, []cuda.DevicePtr{ln.W, ln.B, ln.Bias})
+	return rowVariant(ln.N, []cuda.DevicePtr{ln.X}, []cuda.DevicePtr{ln.W, ln.B})
 }
 
 // GPTLayerNormFP8 queues ln (with its residual connection, see

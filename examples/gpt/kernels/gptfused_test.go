@@ -129,9 +129,9 @@ func (e *fusedEnv) fp8Dst(rows, n int, r fp8.Recipe) (FP8Out, int) {
 // TestGPTLayerNormFP8 checks GPTLayerNormFP8 against today's unfused
 // kernels and the fp8 package, bit for bit, in every variant the device
 // loads, for every shape of fusedShapes and recipe of fusedRecipes, with
-// and without the residual connection: the reference is GPTBiasResidual
-// (when there is one) and GPTLayerNorm on the GPU, their float32 output
-// quantized on the CPU by quantizeHost. The residual stream, mean, rstd,
+// and without the residual connection (see residualCase): the reference
+// is GPTBiasResidual (when there is one) and GPTLayerNorm on the GPU,
+// their float32 output quantized on the CPU by quantizeHost. The residual stream, mean, rstd,
 // codes and scale_inv must all be the reference's.
 func TestGPTLayerNormFP8(t *testing.T) {
 	d, sets := loadAll(t)
@@ -140,9 +140,9 @@ func TestGPTLayerNormFP8(t *testing.T) {
 	for _, k := range sets {
 		for _, sh := range fusedShapes {
 			rows, n := sh[0], sh[1]
-			for _, residual := range []bool{false, true} {
+			for _, residual := range []residualCase{noResidual, alignedResidual, offsetResidual} {
 				for _, r := range fusedRecipes {
-					name := fmt.Sprintf("%v/%dx%d/residual=%v/%v", k.Library().Variant(), rows, n, residual, r)
+					name := fmt.Sprintf("%v/%dx%d/residual=%d/%v", k.Library().Variant(), rows, n, residual, r)
 					e.layerNormFP8(name, k, amax, rows, n, residual, r)
 				}
 			}
@@ -150,14 +150,29 @@ func TestGPTLayerNormFP8(t *testing.T) {
 	}
 }
 
+// residualCase is how a case of TestGPTLayerNormFP8 takes the residual
+// connection: none, or from aligned residual and bias pointers, or from
+// pointers 4 and 2 bytes past alignment (which must not change the
+// kernel, hence the statistics).
+type residualCase int
+
+const (
+	noResidual residualCase = iota
+	alignedResidual
+	offsetResidual
+)
+
 // layerNormFP8 is one case of TestGPTLayerNormFP8.
-func (e *fusedEnv) layerNormFP8(name string, k *Set, amax cuda.DevicePtr, rows, n int, residual bool, r fp8.Recipe) {
+func (e *fusedEnv) layerNormFP8(name string, k *Set, amax cuda.DevicePtr, rows, n int, residual residualCase, r fp8.Recipe) {
 	const eps = 1e-5
 	x := e.f32(rows*n, 0.3, 2)
 	w, b := e.bf(n, 1, 0.2), e.bf(n, 0, 0.5)
 	ref := LayerNormRows{X: e.copyOf(x, 4*rows*n), W: w, B: b, Mean: e.f32(rows, 0, 1), Rstd: e.f32(rows, 0, 1), Rows: rows, N: n, Eps: eps}
-	if residual {
-		ref.Residual, ref.Bias = e.f32(rows*n, 0, 1), e.bf(n, 0, 1)
+	if residual != noResidual {
+		ref.Residual, ref.Bias = e.f32(rows*n+1, 0, 1), e.bf(n+1, 0, 1)
+		if residual == offsetResidual {
+			ref.Residual, ref.Bias = ref.Residual+4, ref.Bias+2
+		}
 		must(e.t, k.GPTBiasResidual(e.s, ref.X, ref.Residual, ref.Bias, rows, n))
 	}
 	y := cudatest.Alloc(e.t, e.d, 4*rows*n)
