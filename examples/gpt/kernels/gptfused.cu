@@ -89,12 +89,17 @@ __device__ __forceinline__ void ln_row(float4 (&v)[V], float &m, float &rs, floa
     ln_stats_regs<V>(v, lane, n4, n, eps, m, rs);
 }
 
-// ln_row_any is ln_row for rows of any width, read from memory.
+// ln_row_any is ln_row for rows of any width, read from memory. The
+// residual stream's elements are written lane-strided (lane l: l, l+32,
+// ...); the warp synchronizes before the row is read back in another
+// order (1x128 blocks).
 __device__ __forceinline__ void ln_row_any(float &m, float &rs, float *x, const float *xin, const u16 *bias, u64 r,
                                            u32 lane, u64 n, float eps) {
     float *xr = x + r * n;
-    if (xin != nullptr)
+    if (xin != nullptr) {
         for (u64 i = lane; i < n; i += 32) xr[i] = residual(xr[i], bf16_to_f32(bias[i]), xin[r * n + i]);
+        __syncwarp();
+    }
     ln_stats_any(xr, lane, n, eps, m, rs);
 }
 
