@@ -118,6 +118,31 @@ func (l *Linear) Config() LinearConfig { return l.c }
 // (see Weight). tokens must be a multiple of 16 (the weight gradient's
 // shared dimension).
 func (l *Linear) Forward(y Output, x cuda.DevicePtr, tokens int, w Operand) (Result, error) {
+	return l.forward(y, tokens, w, func(xq Operand) error {
+		return l.e.quantize(xq, icuda.DevicePtr(x), l.c.input(), l.c.X, 0, 0)
+	})
+}
+
+// ForwardQuantized is Forward for an input the caller quantizes, such as
+// a producer kernel that writes the FP8 codes of its output without
+// writing the output itself (examples/gpt fuses its LayerNorms and GELU
+// so). fill, called once on the device's worker (cuda.Device.Do), queues
+// on the engine's stream the work that writes x: x.Data, tokens x In
+// codes row-major, and x.ScaleInv, in Config().X's format and layout (one
+// float32 per tensor for fp8.TensorCurrent, Rows128 blocks for
+// fp8.Block1x128), as Quantize would write them. The layer then keeps x
+// (with KeepTransposed, its transpose too) and queues the product as
+// Forward does. Backward is unchanged. Not with Recompute, whose Backward
+// quantizes an input that Restore gives back in high precision.
+func (l *Linear) ForwardQuantized(y Output, tokens int, w Operand, fill func(x Operand) error) (Result, error) {
+	if l.c.Recompute {
+		return Result{}, fmt.Errorf("%w: linear ForwardQuantized with Recompute: Backward would quantize the input again; use Forward", ErrLayout)
+	}
+	return l.forward(y, tokens, w, fill)
+}
+
+// forward runs Forward with fill writing the quantized input.
+func (l *Linear) forward(y Output, tokens int, w Operand, fill func(x Operand) error) (Result, error) {
 	if err := l.checkWeight(w); err != nil {
 		return Result{}, err
 	}
@@ -137,7 +162,7 @@ func (l *Linear) Forward(y Output, x cuda.DevicePtr, tokens int, w Operand) (Res
 		if l.c.Recompute {
 			xq = a.x
 		}
-		if err := l.e.quantize(xq, icuda.DevicePtr(x), l.c.input(), l.c.X, 0, 0); err != nil {
+		if err := fill(xq); err != nil {
 			return err
 		}
 		if !l.c.KeepTransposed {
@@ -276,6 +301,13 @@ func (l *Linear) Release() error {
 	l.tokens, l.ready = 0, false
 	return errors.Join(errs...)
 }
+
+// Kept returns the FP8 input the layer keeps for Backward, as the last
+// Forward (or ForwardQuantized) left it, and with KeepTransposed its
+// transpose (zero otherwise); zero Operands under Recompute, before the
+// first Forward and after Release. For reading them back (tests that
+// compare two ways of making the same input); Backward reads them.
+func (l *Linear) Kept() (x, xT Operand) { return l.x, l.xT }
 
 // KeptBytes returns the bytes the layer holds for Backward now: its FP8
 // input and scales, and with KeepTransposed the transposed copy; 0 before

@@ -252,3 +252,17 @@ func relErr(got, want []float64) float64 {
 	}
 	return math.Sqrt(d / n)
 }
+
+// TestForwardQuantizedRecompute checks that ForwardQuantized refuses a
+// Recompute layer (its Backward quantizes the restored input again)
+// before calling fill or touching the device.
+func TestForwardQuantizedRecompute(t *testing.T) {
+	c := linearConfig(perTensorLinear, 64, 32, false)
+	c.Recompute = true
+	l := &Linear{c: c}
+	called := false
+	_, err := l.ForwardQuantized(Output{}, 64, Operand{Rows: 32, Cols: 64}, func(Operand) error { called = true; return nil })
+	if !errors.Is(err, ErrLayout) || called {
+		t.Errorf("ForwardQuantized with Recompute: error %v, fill called %v; want ErrLayout and no call", err, called)
+	}
+}

@@ -33,13 +33,15 @@ type linearRun struct {
 }
 
 // linearMode is how a run keeps its input: transient transposes, kept
-// transposes, or nothing (Recompute and Restore).
+// transposes, or nothing (Recompute and Restore); or kept transposes of
+// an input quantized on the CPU and handed over by ForwardQuantized.
 type linearMode int
 
 const (
 	transientMode linearMode = iota
 	keepMode
 	recomputeMode
+	quantizedMode
 )
 
 // runLinear runs Forward and Backward of a layer of case c on x and dy of
@@ -49,7 +51,7 @@ const (
 // the weight gradient read (kept, or transient in the engine's buffers).
 func runLinear(t *testing.T, e *Engine, c linearCase, mode linearMode, in buffer.DType, w Operand, xv, dyv, prior []float32, T, cin, out int) linearRun {
 	t.Helper()
-	cfg := linearConfig(c.base, cin, out, mode == keepMode)
+	cfg := linearConfig(c.base, cin, out, mode == keepMode || mode == quantizedMode)
 	cfg.Input, cfg.Recompute = in, mode == recomputeMode
 	l, err := e.NewLinear(cfg)
 	must(t, err)
@@ -60,9 +62,19 @@ func runLinear(t *testing.T, e *Engine, c linearCase, mode linearMode, in buffer
 	must(t, e.s.Upload(dy, encode(dyv, in)))
 	y, dx, dw := devAlloc(t, e.d, 2*T*out), devAlloc(t, e.d, 2*T*cin), devAlloc(t, e.d, 4*out*cin)
 	must(t, e.s.Upload(dw, icuda.Bytes(prior)))
-	_, err = l.Forward(BF16(cuda.DevicePtr(y)), cuda.DevicePtr(x), T, w)
+	if mode == quantizedMode {
+		hx, _, _, _ := linearRefs(t, c, xv, dyv, T, cin, out)
+		_, err = l.ForwardQuantized(BF16(cuda.DevicePtr(y)), T, w, func(xq Operand) error {
+			if err := e.s.Upload(icuda.DevicePtr(xq.Data), hx.codes); err != nil {
+				return err
+			}
+			return e.s.Upload(icuda.DevicePtr(xq.ScaleInv), hx.scales)
+		})
+	} else {
+		_, err = l.Forward(BF16(cuda.DevicePtr(y)), cuda.DevicePtr(x), T, w)
+	}
 	must(t, err)
-	if got, want := l.KeptBytes(), map[linearMode]int{transientMode: 1, keepMode: 2}[mode]*T*cin; got < want || (want == 0 && got != 0) {
+	if got, want := l.KeptBytes(), map[linearMode]int{transientMode: 1, keepMode: 2, quantizedMode: 2}[mode]*T*cin; got < want || (want == 0 && got != 0) {
 		t.Fatalf("kept %d bytes, want at least %d", got, want)
 	}
 	if mode == recomputeMode {
@@ -85,7 +97,7 @@ func runLinear(t *testing.T, e *Engine, c linearCase, mode linearMode, in buffer
 	}
 	r.x = download(t, e, xk)
 	switch {
-	case mode == keepMode:
+	case mode == keepMode || mode == quantizedMode:
 		r.xT = download(t, e, l.xT)
 	case l.c.layout() == Rows128: // re-made in the engine's activation buffer
 		r.xT = download(t, e, bs.xT)
@@ -109,8 +121,9 @@ func runLinear(t *testing.T, e *Engine, c linearCase, mode linearMode, in buffer
 //   - y, dx and dw against float64 references from the decoded FP8
 //     operands (CPU quantizations of x and dy, the weight as gathered),
 //     within TestProducts' tolerance;
-//   - transient and kept transposes and Recompute give identical bits of
-//     y, dx and dw.
+//   - transient and kept transposes, Recompute, and ForwardQuantized
+//     handed the CPU quantization of x (kept transposes: made from what
+//     fill wrote) give identical bits of y, dx and dw.
 func TestLinear(t *testing.T) {
 	e := newEngine(t)
 	for _, c := range linearCases {
@@ -139,10 +152,11 @@ func testLinear(t *testing.T, e *Engine, c linearCase, in buffer.DType, T, cin, 
 	transient := runLinear(t, e, c, transientMode, in, w, xv, dyv, prior, T, cin, out)
 	kept := runLinear(t, e, c, keepMode, in, w, xv, dyv, prior, T, cin, out)
 	recomputed := runLinear(t, e, c, recomputeMode, in, w, xv, dyv, prior, T, cin, out)
+	quantized := runLinear(t, e, c, quantizedMode, in, w, xv, dyv, prior, T, cin, out)
 	runs := []struct {
 		name string
 		run  linearRun
-	}{{"transient", transient}, {"kept", kept}, {"recompute", recomputed}}
+	}{{"transient", transient}, {"kept", kept}, {"recompute", recomputed}, {"quantized", quantized}}
 	for _, r := range runs {
 		sameOperand(t, r.name+" kept x", r.run.x, hx)
 		sameOperand(t, r.name+" transposed x", r.run.xT, hxT)

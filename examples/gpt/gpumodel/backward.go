@@ -116,12 +116,7 @@ func (m *Model) backwardLayer(params Params, grads Grads, l int, ready func(stri
 		func() error { return m.linearGrad(params, grads, l, qkvL, m.dln, m.dqkv, ready) },
 		func() error { return m.layerNormGrad(params, grads, lname(l, "ln1"), a.x, a.mean1, a.rstd1, ready) },
 	}
-	for _, step := range steps {
-		if err := step(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return runSteps(steps)
 }
 
 // backwardEmbed queues the gradients of the token and position

@@ -57,6 +57,13 @@
 // biases, embeddings, LayerNorms, GELU, attention, the tied output head and
 // the cross-entropy. Options.Head sets the precision of the head.
 //
+// By default the LayerNorms before qkv and fc, and GELU before mlp.proj,
+// quantize those layers' inputs themselves (gemm.Linear.ForwardQuantized,
+// fused.go): no float32 output is written and read back twice, and the
+// bias and residual connection of attn.proj and mlp.proj join the
+// LayerNorm after them. Options.Unfused, and Recompute, run the separate
+// kernels instead. Both give the same bits.
+//
 // # Memory
 //
 // Between Forward and Backward, a block keeps only what Backward reads:
@@ -77,8 +84,8 @@
 // would keep 720.6 MiB. Attention's share is 32.5 MiB with flash attention,
 // and 1 GiB with AttentionGEMM.
 //
-// The LayerNorm, attention and GELU outputs live in float32 buffers that all
-// blocks share. So do the gradients. Options.Recompute recomputes the
+// The attention output, and when unfused the LayerNorm and GELU outputs,
+// live in float32 buffers that all blocks share. So do the gradients. Options.Recompute recomputes the
 // LayerNorm and GELU outputs in Backward, instead of keeping their FP8
 // copies. Options.KeepTransposed keeps the transposed FP8 inputs, instead of
 // transposing them in Backward. Both give the same bits.

@@ -34,7 +34,7 @@ func (m *Model) forward(params Params, tokens, targets []int32, dloss float64) e
 		return err
 	}
 	m.grad = false
-	h, f, n := m.cfg.Hidden, m.cfg.FFN, m.rows
+	h, n := m.cfg.Hidden, m.rows
 	wte, err := hp(params, "embed.tokens")
 	if err != nil {
 		return err
@@ -51,26 +51,12 @@ func (m *Model) forward(params Params, tokens, targets []int32, dloss float64) e
 		return err
 	}
 	for l := range m.layers {
-		a := &m.layers[l]
-		next := m.xf
-		if l+1 < len(m.layers) {
-			next = m.layers[l+1].x
+		if err := m.forwardLayer(params, l); err != nil {
+			return err
 		}
-		steps := []func() error{
-			func() error { return m.layerNorm(params, lname(l, "ln1"), m.ln, a.mean1, a.rstd1, a.x) },
-			func() error { return m.linear(params, l, qkvL, m.dqkv, a.qkv, 0, m.ln) },
-			func() error { return m.attn.forward(m.s, m.att, a.p, a.qkv) },
-			func() error { return m.linear(params, l, projL, a.x2, 0, a.x, m.att) },
-			func() error { return m.layerNorm(params, lname(l, "ln2"), m.ln, a.mean2, a.rstd2, a.x2) },
-			func() error { return m.linear(params, l, fcL, m.dfc, a.fc, 0, m.ln) },
-			func() error { return m.k.GPTGELUBF16(m.s, m.gelu, a.fc, n*f) },
-			func() error { return m.linear(params, l, outL, next, 0, a.x2, m.gelu) },
-		}
-		for _, step := range steps {
-			if err := step(); err != nil {
-				return err
-			}
-		}
+	}
+	if err := m.finalResidual(params); err != nil {
+		return err
 	}
 	if err := m.layerNorm(params, "final_ln", m.lnf, m.meanf, m.rstdf, m.xf); err != nil {
 		return err
@@ -82,34 +68,95 @@ func (m *Model) forward(params Params, tokens, targets []int32, dloss float64) e
 	return nil
 }
 
+// forwardLayer queues block l: its input is in its x, and its output goes
+// to the next block's x (the last block's to m.xf). On the fused path
+// (the default, see Options.Unfused) the output is the product of
+// mlp.proj alone, the bias and residual connection left to the next
+// LayerNorm (forwardFused).
+func (m *Model) forwardLayer(params Params, l int) error {
+	if m.opts.fused() {
+		return m.forwardFused(params, l)
+	}
+	f, n := m.cfg.FFN, m.rows
+	a := &m.layers[l]
+	next := m.xf
+	if l+1 < len(m.layers) {
+		next = m.layers[l+1].x
+	}
+	steps := []func() error{
+		func() error { return m.layerNorm(params, lname(l, "ln1"), m.ln, a.mean1, a.rstd1, a.x) },
+		func() error { return m.linear(params, l, qkvL, m.dqkv, a.qkv, 0, m.ln) },
+		func() error { return m.attn.forward(m.s, m.att, a.p, a.qkv) },
+		func() error { return m.linear(params, l, projL, a.x2, 0, a.x, m.att) },
+		func() error { return m.layerNorm(params, lname(l, "ln2"), m.ln, a.mean2, a.rstd2, a.x2) },
+		func() error { return m.linear(params, l, fcL, m.dfc, a.fc, 0, m.ln) },
+		func() error { return m.k.GPTGELUBF16(m.s, m.gelu, a.fc, n*f) },
+		func() error { return m.linear(params, l, outL, next, 0, a.x2, m.gelu) },
+	}
+	return runSteps(steps)
+}
+
+// runSteps runs steps in order up to the first error.
+func runSteps(steps []func() error) error {
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // linear runs y = x·Wᵀ + b for linear layer i of block l: x (float32
 // [rows, in]) is quantized by the layer, which keeps it for backward (or,
 // recomputed, does not). Either y16 or res is 0: y (float32) receives the
 // product, then y16 the bfloat16 of y + b (GPTBiasAddBF16: the sum rounded
 // once, the output the block keeps), or y becomes (y + b) + res
-// (GPTBiasResidual: the residual connection). The device allocator's
-// count of what the layer allocates (its kept input, at the first
-// Forward) joins the model's.
+// (GPTBiasResidual: the residual connection).
 func (m *Model) linear(params Params, l, i int, y, y16, res, x cuda.DevicePtr) error {
+	if err := m.product(params, l, i, y, x, nil); err != nil {
+		return err
+	}
+	return m.bias(params, l, i, y, y16, res)
+}
+
+// bias queues the bias of linear layer i of block l to its product y:
+// into y16 (GPTBiasAddBF16) or, when y16 is 0, in place with the residual
+// connection from res (GPTBiasResidual).
+func (m *Model) bias(params Params, l, i int, y, y16, res cuda.DevicePtr) error {
+	b, err := hp(params, lname(l, linearNames[i])+".bias")
+	if err != nil {
+		return err
+	}
+	_, out := linearShape(m.cfg, i)
+	if y16 != 0 {
+		return m.k.GPTBiasAddBF16(m.s, y16, y, b, m.rows, out)
+	}
+	return m.k.GPTBiasResidual(m.s, y, res, b, m.rows, out)
+}
+
+// product queues y = x·Wᵀ (float32, no bias) for linear layer i of block
+// l: x quantized by the layer (gemm.Linear.Forward), or, when fill is not
+// nil, the FP8 input fill writes (gemm.Linear.ForwardQuantized). The
+// device allocator's count of what the layer allocates (its kept input,
+// at the first Forward) joins the model's.
+func (m *Model) product(params Params, l, i int, y, x cuda.DevicePtr, fill func(x gemm.Operand) error) error {
 	name := lname(l, linearNames[i])
 	w, err := weight(params, name)
 	if err != nil {
 		return err
 	}
+	lin, out := m.layers[l].lin[i], gemm.Output{Data: cuda.DevicePtr(y), Type: buffer.Float32}
 	before, eng := m.d.Usage().DeviceBytes, m.engineBytes()
-	_, err = m.layers[l].lin[i].Forward(gemm.Output{Data: cuda.DevicePtr(y), Type: buffer.Float32}, cuda.DevicePtr(x), m.rows, w)
+	if fill != nil {
+		_, err = lin.ForwardQuantized(out, m.rows, w, fill)
+	} else {
+		_, err = lin.Forward(out, cuda.DevicePtr(x), m.rows, w)
+	}
 	m.device += m.d.Usage().DeviceBytes - before - (m.engineBytes() - eng)
 	if err != nil {
 		return fmt.Errorf("gpumodel: %s: %w", name, err)
 	}
-	b, err := hp(params, name+".bias")
-	if err != nil {
-		return err
-	}
-	if y16 != 0 {
-		return m.k.GPTBiasAddBF16(m.s, y16, y, b, m.rows, w.Rows)
-	}
-	return m.k.GPTBiasResidual(m.s, y, res, b, m.rows, w.Rows)
+	return nil
 }
 
 // engineBytes is what the engine's growing buffers hold.

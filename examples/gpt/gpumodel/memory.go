@@ -36,12 +36,13 @@ type Memory struct {
 	// input, output, mean and rstd, the logits, their gradient, the losses.
 	Final int
 	// Scratch: per step, the model's buffers shared by all layers and
-	// dead between Forward and Backward: one block's LayerNorm, attention
-	// and GELU outputs, the gradients flowing back (with HeadBF16, the
-	// head's weight gradient before rounding too), the token indices;
-	// with bfloat16 gradient views (Options.GradType), the float32 sums of
-	// the small parameters' gradients (4 bytes per element of every bias,
-	// LayerNorm and embedding).
+	// dead between Forward and Backward: one block's attention output, its
+	// LayerNorm and GELU outputs with Unfused or Recompute (else a word
+	// for the fused kernels' amax), the gradients flowing back (with
+	// HeadBF16, the head's weight gradient before rounding too), the token
+	// indices; with bfloat16 gradient views (Options.GradType), the float32
+	// sums of the small parameters' gradients (4 bytes per element of
+	// every bias, LayerNorm and embedding).
 	Scratch int
 	// Engine: per step, the gemm engine's activation buffer
 	// (gemm.Engine.ActivationScratch, PlanLinear's Transient of the
@@ -100,7 +101,7 @@ func PredictMemory(cfg model.Config, batch, seq int, o Options) (Memory, error) 
 		Saved:            4*(n*h+n*h+4*n) + 2*(n*3*h+n*f),
 		Probs:            attnKeptBytes(batch, seq, h, cfg.Heads, prec),
 		Final:            4 * (2*n*h + 3*n + 2*n*v),
-		Scratch: 4*(2*n*h+n*f+3*n+v+1+3*n*h+3*n*h+ds+2*n*f+dhead+gsum) +
+		Scratch: 4*(n*h+3*n+v+1+3*n*h+3*n*h+ds+2*n*f+dhead+gsum) + producerScratch(n, h, f, o) +
 			attnScratchBytes(batch, seq, h, cfg.Heads, prec, attnLayoutM),
 	}
 	wl, err := gemm.LayoutOf(o.Recipe)
@@ -120,6 +121,16 @@ func PredictMemory(cfg model.Config, batch, seq int, o Options) (Memory, error) 
 		m.Engine = max(m.Engine, lm.Transient)
 	}
 	return m, nil
+}
+
+// producerScratch returns the scratch of the linear inputs' producers:
+// the float32 outputs of a LayerNorm and of GELU, unfused; the amax word
+// of the fused kernels otherwise.
+func producerScratch(n, h, f int, o Options) int {
+	if o.fused() {
+		return 4
+	}
+	return 4 * (n*h + n*f)
 }
 
 // MemoryReport compares the prediction with what was allocated.

@@ -12,7 +12,9 @@ import (
 // 4 bytes of scale per layer input; 1x128 blocks: plus 4 bytes per block
 // of 128 along each row; the attention output's alone under Recompute;
 // doubled, with the transposes' scales, under KeepTransposed) and the
-// other categories against the model's buffers counted by hand.
+// other categories against the model's buffers counted by hand: the
+// float32 LayerNorm and GELU outputs in the scratch with Unfused or
+// Recompute only, a word for the fused kernels' amax otherwise.
 func TestPredictMemory(t *testing.T) {
 	cfg := model.Config{Layers: 3, Hidden: 256, Heads: 4, FFN: 640, Vocab: 256, Seq: 64}
 	const batch, seq = 3, 48
@@ -22,18 +24,21 @@ func TestPredictMemory(t *testing.T) {
 	cur := fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}
 	tiles := fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block128x128}
 	for _, c := range []struct {
-		name string
-		o    Options
-		want int
+		name  string
+		o     Options
+		want  int
+		fused bool // the fused forward: no float32 LayerNorm or GELU output
 	}{
-		{"per-tensor", Options{Recipe: cur}, n*(3*h+f) + 16},
-		{"per-tensor recompute", Options{Recipe: cur, Recompute: true}, n*h + 4},
-		{"per-tensor keep", Options{Recipe: cur, KeepTransposed: true}, 2 * (n*(3*h+f) + 16)},
-		{"per-tensor both", Options{Recipe: cur, Recompute: true, KeepTransposed: true}, 2 * (n*h + 4)},
-		{"delayed", Options{Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorDelayed}}, n*(3*h+f) + 16},
-		{"blocks", Options{Recipe: tiles}, n*(3*h+f) + 3*blocks(h) + blocks(f)},
-		{"blocks recompute", Options{Recipe: tiles, Recompute: true}, n*h + blocks(h)},
-		{"blocks keep", Options{Recipe: tiles, KeepTransposed: true}, 2*n*(3*h+f) + 3*blocks(h) + blocks(f) + 3*tileT(h) + tileT(f)},
+		{"per-tensor", Options{Recipe: cur}, n*(3*h+f) + 16, true},
+		{"per-tensor unfused", Options{Recipe: cur, Unfused: true}, n*(3*h+f) + 16, false},
+		{"per-tensor recompute", Options{Recipe: cur, Recompute: true}, n*h + 4, false},
+		{"per-tensor keep", Options{Recipe: cur, KeepTransposed: true}, 2 * (n*(3*h+f) + 16), true},
+		{"per-tensor both", Options{Recipe: cur, Recompute: true, KeepTransposed: true}, 2 * (n*h + 4), false},
+		{"delayed", Options{Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorDelayed}}, n*(3*h+f) + 16, true},
+		{"blocks", Options{Recipe: tiles}, n*(3*h+f) + 3*blocks(h) + blocks(f), true},
+		{"blocks unfused", Options{Recipe: tiles, Unfused: true}, n*(3*h+f) + 3*blocks(h) + blocks(f), false},
+		{"blocks recompute", Options{Recipe: tiles, Recompute: true}, n*h + blocks(h), false},
+		{"blocks keep", Options{Recipe: tiles, KeepTransposed: true}, 2*n*(3*h+f) + 3*blocks(h) + blocks(f) + 3*tileT(h) + tileT(f), true},
 	} {
 		c.o.Attention = AttentionGEMM // TestPredictMemoryFlash has the default's attention
 		m, err := PredictMemory(cfg, batch, seq, c.o)
@@ -47,11 +52,16 @@ func TestPredictMemory(t *testing.T) {
 		want := Memory{Layers: 3, LinearInputs: c.want, LinearInputsBF16: 2 * n * (3*h + f),
 			Saved: 4*(n*(h+h)+4*n) + 2*n*(3*h+f), Probs: 4 * pn, // x, x2, statistics; qkv, fc in bfloat16
 			Final: 4 * (n*h + n*h + n + n + n*v + n*v + n),
-			Scratch: 4*(n*h+n*h+n*f+ // ln, att, gelu
+			Scratch: 4*(n*h+ // att
 				n+n+n+v+1+ // tok, tgt, order, start
 				n*h+n*h+n*h+n*3*h+pn+n*f+n*f) + // dx, dln, dtmp, dqkv, ds, dfc, dg
 				attnWorkspace + 4*4*n*h, // attention (TF32, packed): cuBLASLt workspace, q, k, v, output heads
 			Engine: m.Engine}
+		if c.fused {
+			want.Scratch += 4 // the amax of the fused producers
+		} else {
+			want.Scratch += 4 * (n*h + n*f) // ln, gelu
+		}
 		if m != want {
 			t.Errorf("%s: %+v, want %+v", c.name, m, want)
 		}
@@ -75,13 +85,13 @@ func TestPredictMemoryGPT(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, rc := range recipes {
-			for _, o := range []Options{{}, {Recompute: true}, {KeepTransposed: true}} {
+			for _, o := range []Options{{}, {Unfused: true}, {Recompute: true}, {KeepTransposed: true}} {
 				o.Recipe = rc.r
 				m, err := PredictMemory(cfg, 4, cfg.Seq, o)
 				if err != nil {
 					t.Fatal(err)
 				}
-				t.Logf("%s %s recompute=%v keep=%v: %v", preset, rc.name, o.Recompute, o.KeepTransposed, m)
+				t.Logf("%s %s unfused=%v recompute=%v keep=%v: %v", preset, rc.name, o.Unfused, o.Recompute, o.KeepTransposed, m)
 				if !o.KeepTransposed && m.LinearRatio() > 0.52 {
 					t.Errorf("%s %s: FP8 linear inputs at %.4fx of bfloat16", preset, rc.name, m.LinearRatio())
 				}

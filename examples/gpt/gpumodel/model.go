@@ -62,23 +62,24 @@ type Model struct {
 	// kept outside the blocks (Final)
 	xf, lnf, meanf, rstdf, logits, dlogits, losses cuda.DevicePtr
 	// shared transient buffers (Scratch): one block's LayerNorm, attention
-	// and GELU outputs, the gradients, the token indices; in Forward dqkv
-	// and dfc take the float32 products of the qkv and fc layers before
-	// their bias and rounding to bfloat16
-	ln, att, gelu     cuda.DevicePtr
-	tok, tgt          cuda.DevicePtr
-	order, start      cuda.DevicePtr
-	dx, dln, dtmp     cuda.DevicePtr
-	dqkv, ds, dfc, dg cuda.DevicePtr
-	dhead             cuda.DevicePtr // HeadBF16: the head's part of the embedding's gradient, before rounding
-	gsum              cuda.DevicePtr // bfloat16 gradient views: the small parameters' float32 sums (grads.go)
-	gsumAt            map[string][2]int
-	gsumLen           int
-	ptrs              []cuda.DevicePtr
-	grad              bool      // the last Forward left dlogits for Backward
-	alloc             [nCat]int // bytes the model allocated, by category
-	device            int       // the device allocator's count of the same, and of the kept inputs
-	attn              *attention
+	// and GELU outputs (the fused forward writes no LayerNorm or GELU
+	// output, and folds amaxes into amax instead), the gradients, the
+	// token indices; in Forward dqkv and dfc take the float32 products of
+	// the qkv and fc layers before their bias and rounding to bfloat16
+	ln, att, gelu, amax cuda.DevicePtr
+	tok, tgt            cuda.DevicePtr
+	order, start        cuda.DevicePtr
+	dx, dln, dtmp       cuda.DevicePtr
+	dqkv, ds, dfc, dg   cuda.DevicePtr
+	dhead               cuda.DevicePtr // HeadBF16: the head's part of the embedding's gradient, before rounding
+	gsum                cuda.DevicePtr // bfloat16 gradient views: the small parameters' float32 sums (grads.go)
+	gsumAt              map[string][2]int
+	gsumLen             int
+	ptrs                []cuda.DevicePtr
+	grad                bool      // the last Forward left dlogits for Backward
+	alloc               [nCat]int // bytes the model allocated, by category
+	device              int       // the device allocator's count of the same, and of the kept inputs
+	attn                *attention
 	// pinned host memory (staging.go): the upload slots and the loss
 	// read-backs, all of them and those not in flight
 	up                [uploadSlots]*staging
@@ -164,7 +165,12 @@ func (m *Model) allocate() error {
 	}
 	m.xf, m.lnf, m.meanf, m.rstdf = buf(fi, 4*n*h), buf(fi, 4*n*h), buf(fi, 4*n), buf(fi, 4*n)
 	m.logits, m.dlogits, m.losses = buf(fi, 4*n*v), buf(fi, 4*n*v), buf(fi, 4*n)
-	m.ln, m.att, m.gelu = buf(sc, 4*n*h), buf(sc, 4*n*h), buf(sc, 4*n*f)
+	m.att = buf(sc, 4*n*h)
+	if m.opts.fused() {
+		m.amax = buf(sc, 4)
+	} else {
+		m.ln, m.gelu = buf(sc, 4*n*h), buf(sc, 4*n*f)
+	}
 	m.tok, m.tgt, m.order, m.start = buf(sc, 4*n), buf(sc, 4*n), buf(sc, 4*n), buf(sc, 4*(v+1))
 	m.dx, m.dln, m.dtmp = buf(sc, 4*n*h), buf(sc, 4*n*h), buf(sc, 4*n*h)
 	m.dqkv, m.dfc, m.dg = buf(sc, 4*n*3*h), buf(sc, 4*n*f), buf(sc, 4*n*f)

@@ -26,9 +26,11 @@ func fastInit(name string, offset int, dst []float32) error {
 // loss gradient, then Backward accumulating every gradient) of each preset
 // of -gpt.presets (default the 124M shape, "small") at the example's
 // default batch of 4 sequences of the full context, per-tensor current
-// scaling, with the default options (flash attention), with the GEMM
-// attention (AttentionGEMM), with Recompute and with KeepTransposed (each
-// with an engine of its own). It reports tokens/s;
+// scaling, with the default options (flash attention, the fused forward),
+// with Unfused (the same with the forward's element-wise kernels
+// unfused: flash/unfused over unfused/… tokens/s is the fusion's gain),
+// with the GEMM attention (AttentionGEMM), with Recompute (unfused too)
+// and with KeepTransposed (each with an engine of its own). It reports tokens/s;
 // the FP8 linear inputs kept per layer (kept-MiB/layer) with their ratio
 // to bfloat16 (kept/bf16); the activation memory of the step as the model
 // allocated it (activation-MiB/step: Memory's Allocated.Step), as
@@ -48,8 +50,8 @@ func BenchmarkMicroBatch(b *testing.B) {
 		for _, c := range []struct {
 			name string
 			o    Options
-		}{{"flash", Options{}}, {"gemm", Options{Attention: AttentionGEMM}}, {"recompute", Options{Recompute: true}},
-			{"keep-transposed", Options{KeepTransposed: true}}} {
+		}{{"flash", Options{}}, {"unfused", Options{Unfused: true}}, {"gemm", Options{Attention: AttentionGEMM}},
+			{"recompute", Options{Recompute: true}}, {"keep-transposed", Options{KeepTransposed: true}}} {
 			b.Run(preset+"/"+c.name, func(b *testing.B) {
 				e, err := gemm.New(r.be.Device(), r.be.Stream())
 				if err != nil {

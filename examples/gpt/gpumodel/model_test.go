@@ -239,6 +239,7 @@ func checkLogits(t *testing.T, m *Model, targets []int32, loss float64) {
 type run struct {
 	losses, logits []byte
 	grads          map[string][]byte
+	kept           map[string][]byte // the linear layers' kept FP8 inputs (keptInputs)
 }
 
 // twoMicroBatches zeroes the gradients and runs two micro-batches of
@@ -259,7 +260,7 @@ func twoMicroBatches(t testing.TB, r *rig, m *Model) run {
 			t.Fatal(err)
 		}
 	}
-	out := run{losses: make([]byte, 4*n), logits: make([]byte, 4*n*m.cfg.Vocab), grads: r.grads(t, m.cfg)}
+	out := run{losses: make([]byte, 4*n), logits: make([]byte, 4*n*m.cfg.Vocab), grads: r.grads(t, m.cfg), kept: keptInputs(t, m)}
 	if err := m.s.Download(out.losses, m.losses); err != nil {
 		t.Fatal(err)
 	}
@@ -269,13 +270,43 @@ func twoMicroBatches(t testing.TB, r *rig, m *Model) run {
 	return out
 }
 
+// keptInputs downloads the FP8 input each linear layer of m keeps
+// (gemm.Linear.Kept), its codes then its scale_inv bytes, by the layer's
+// name; none under Recompute.
+func keptInputs(t testing.TB, m *Model) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for l := range m.layers {
+		for i, lin := range m.layers[l].lin {
+			x, _ := lin.Kept()
+			if x.Data == 0 {
+				continue
+			}
+			n := x.Rows * x.Cols
+			b := make([]byte, n+gemm.ScaleBytes(x.Rows, x.Cols, x.Scales))
+			if err := m.s.Download(b[:n], x.Data); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.s.Download(b[n:], x.ScaleInv); err != nil {
+				t.Fatal(err)
+			}
+			out[lname(l, linearNames[i])] = b
+		}
+	}
+	return out
+}
+
 // TestGPUOptionsBitIdentical runs two accumulated micro-batches with the
-// default options, with Recompute, with KeepTransposed and with both, on
-// the same gathered weights: every loss, logit and gradient byte must be
-// the same (recomputation reruns deterministic kernels and quantizes the
-// same bits again; a kept transpose is the transient one made earlier).
-// It also checks that Backward is refused after an evaluation Forward
-// (dloss 0). It runs with both attentions.
+// default options (the fused forward), Unfused, Recompute, KeepTransposed
+// and combinations, on the same gathered weights: every loss, logit and
+// gradient byte must be the same (recomputation reruns deterministic
+// kernels and quantizes the same bits again; a kept transpose is the
+// transient one made earlier; the fused producers compute the unfused
+// kernels' values and quantize them as the linear layers do), and so must
+// every FP8 linear input that both runs keep. It also checks that Backward
+// is refused after an evaluation Forward (dloss 0). It runs with both
+// attentions and every weight recipe (per-tensor activations, and 1x128
+// blocks with 128x128 weights).
 func TestGPUOptionsBitIdentical(t *testing.T) {
 	for _, at := range attentions {
 		for _, rc := range recipes {
@@ -290,17 +321,29 @@ func optionsBitIdentical(t *testing.T, rc fp8.Recipe, at Attention) {
 	const batch, seq = 2, 32
 	r := newRig(t, testShape, 1e-3, rc)
 	base := twoMicroBatches(t, r, r.model(t, testShape, batch, seq, Options{Attention: at}))
-	for _, o := range []Options{{Recompute: true}, {KeepTransposed: true}, {Recompute: true, KeepTransposed: true}} {
+	if len(base.kept) != nLinear*testShape.Layers {
+		t.Fatalf("the default run keeps %d FP8 inputs, want %d", len(base.kept), nLinear*testShape.Layers)
+	}
+	for _, o := range []Options{{Unfused: true}, {Unfused: true, KeepTransposed: true}, {Recompute: true}, {KeepTransposed: true},
+		{Recompute: true, KeepTransposed: true}} {
 		o.Attention = at
 		m := r.model(t, testShape, batch, seq, o)
 		got := twoMicroBatches(t, r, m)
-		name := fmt.Sprintf("recompute=%v keep-transposed=%v", o.Recompute, o.KeepTransposed)
+		name := fmt.Sprintf("unfused=%v recompute=%v keep-transposed=%v", o.Unfused, o.Recompute, o.KeepTransposed)
 		if !bytes.Equal(got.losses, base.losses) || !bytes.Equal(got.logits, base.logits) {
 			t.Errorf("%s: losses or logits differ from the default run's", name)
 		}
 		for _, p := range testShape.Params() {
 			if !bytes.Equal(got.grads[p.Name], base.grads[p.Name]) {
 				t.Errorf("%s: gradient of %s differs from the default run's", name, p.Name)
+			}
+		}
+		if !o.Recompute && len(got.kept) != len(base.kept) {
+			t.Errorf("%s: %d FP8 inputs kept, the default run keeps %d", name, len(got.kept), len(base.kept))
+		}
+		for lin, b := range got.kept {
+			if !bytes.Equal(b, base.kept[lin]) {
+				t.Errorf("%s: the FP8 input %s keeps differs from the default run's", name, lin)
 			}
 		}
 		tokens := randomTokens(m.rows, m.cfg.Vocab, 1)
@@ -342,8 +385,8 @@ func TestGPUDeterminism(t *testing.T) {
 	}
 }
 
-// TestGPUMemory checks Memory after a step: the prediction from the
-// shapes equals, category by category, what the model and its linear
+// TestGPUMemory checks Memory after a step, fused (the default) and
+// Unfused: the prediction from the shapes equals, category by category, what the model and its linear
 // layers allocated and what the engine's activation buffer holds; the
 // device allocator's own count of the model's allocations equals their
 // sum; a second step allocates nothing; the FP8 linear inputs stay at or
@@ -351,8 +394,8 @@ func TestGPUDeterminism(t *testing.T) {
 func TestGPUMemory(t *testing.T) {
 	for _, at := range attentions {
 		for _, rc := range recipes[:3] {
-			for _, o := range []Options{{Attention: at}, {Recompute: true, Attention: at}, {KeepTransposed: true, Attention: at}, {Head: HeadBF16, Attention: at}} {
-				t.Run(fmt.Sprintf("%s/%s/recompute=%v/keep=%v/head=%v", at, rc.name, o.Recompute, o.KeepTransposed, o.Head), func(t *testing.T) {
+			for _, o := range []Options{{Attention: at}, {Unfused: true, Attention: at}, {Recompute: true, Attention: at}, {KeepTransposed: true, Attention: at}, {Head: HeadBF16, Attention: at}} {
+				t.Run(fmt.Sprintf("%s/%s/unfused=%v/recompute=%v/keep=%v/head=%v", at, rc.name, o.Unfused, o.Recompute, o.KeepTransposed, o.Head), func(t *testing.T) {
 					r := newRig(t, testShape, 1e-3, rc.r)
 					m := r.model(t, testShape, 2, 32, o)
 					twoMicroBatches(t, r, m)

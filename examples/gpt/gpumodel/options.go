@@ -10,8 +10,9 @@ import (
 )
 
 // Options are the model's trades of memory against time. The zero value
-// runs attention with the fused kernels and keeps every FP8 linear input
-// once, transposing it in backward.
+// runs attention with the fused kernels, quantizes the linear layers'
+// inputs in the LayerNorm and GELU kernels that produce them, and keeps
+// every FP8 linear input once, transposing it in backward.
 type Options struct {
 	// Recipe is the FP8 recipe of the linear weights, the optimizer's
 	// Config.Recipe; it picks the activations' scaling (ActivationRecipes).
@@ -43,6 +44,17 @@ type Options struct {
 	// So each micro-batch rounds the views, where float32 views round
 	// nothing. The doc of the package says more.
 	GradType buffer.DType
+	// Unfused runs the forward pass's element-wise work as separate
+	// passes: LayerNorm and GELU write float32 outputs (in scratch
+	// buffers, 4 x tokens x (hidden + FFN) bytes) that the linear layers
+	// then quantize (gemm.Linear.Forward), and the bias and residual
+	// connection after attn.proj and mlp.proj take a pass of their own. By
+	// default LayerNorm, after that residual connection, and GELU, with
+	// fc's bias, write the FP8 codes of the next linear layer's input
+	// directly (fused.go): the same bits in fewer passes over memory.
+	// Recompute implies Unfused: its backward hands the linear layers
+	// float32 inputs to quantize again.
+	Unfused bool
 }
 
 // Attention is the implementation of the model's attention.

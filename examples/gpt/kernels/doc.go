@@ -13,6 +13,10 @@
 //   - gptcols.cu: the column reductions, the gradients of the biases, the
 //     LayerNorms and the embedding;
 //   - gpthead.cu: the products of the tied output head;
+//   - gptfused.cu: LayerNorm and GELU writing the next linear layer's FP8
+//     input directly, with the codes and scales package gemm would make
+//     of their float32 outputs; gptnorm.cuh holds the LayerNorm pieces it
+//     shares with gpt.cu and gptrows.cu, so that the bits are the same;
 //   - attention.cu: the softmax and head layouts of attention computed with
 //     GEMMs;
 //   - flash.cu: fused attention, the variants the model launches; its
@@ -24,7 +28,8 @@
 // code of it than ptxas 11.8. Every other module, flashalt included, ships
 // as machine code, so a fresh machine compiles only flash.
 //
-// The launchers are in gpt.go, gptlaunch.go, attention.go and flash.go.
+// The launchers are in gpt.go, gptlaunch.go, gptfused.go, attention.go and
+// flash.go.
 // The file scratch.go holds the partial sums of the two-pass kernels. Each .cu file
 // becomes one module per cuda.Variant, loaded with cuda.Device.LoadLibrary.
 //
@@ -32,8 +37,9 @@
 //
 //  1. Write them, extern "C" __global__, in a .cu file.
 //  2. Run `go generate ./examples/gpt/kernels`. gen.sh runs nvcc and ptxas
-//     11.8, with the shared headers bf16.cuh and common.cuh of
-//     internal/kernels.
+//     11.8, with the shared headers of internal/kernels (bf16.cuh and
+//     common.cuh; gptfused.cu also fp8.cuh and segments.cuh, the FP8
+//     encode and scale rule of gemm's quantization).
 //  3. Add launchers that call Set.function with the kernel's name.
 //
 // TestLibrary checks that the modules define exactly the kernels the

@@ -16,7 +16,7 @@
 // float4 path when every pointer is 16-byte aligned (8 for bfloat16) and the
 // row length is a multiple of 4, and a scalar one otherwise; both compute the
 // same expression.
-#include "gpt.cuh"
+#include "gptnorm.cuh"
 
 using namespace distopt;
 
@@ -60,17 +60,9 @@ extern "C" __global__ void gpt_layernorm(float *y, float *mean, float *rstd, con
     const u32 lane = threadIdx.x & 31;
     for (u64 r = warp_index(); r < rows; r += warp_stride()) {
         const float *xr = x + r * n;
-        float s = 0;
-        for (u64 i = lane; i < n; i += 32) s += xr[i];
-        const float m = warp_sum(s) / (float)n;
-        float v = 0;
-        for (u64 i = lane; i < n; i += 32) {
-            const float d = xr[i] - m;
-            v += d * d;
-        }
-        const float rs = 1.0f / sqrtf(warp_sum(v) / (float)n + eps);
-        for (u64 i = lane; i < n; i += 32)
-            y[r * n + i] = (xr[i] - m) * rs * bf16_to_f32(w[i]) + bf16_to_f32(b[i]);
+        float m, rs;
+        ln_stats_any(xr, lane, n, eps, m, rs);
+        for (u64 i = lane; i < n; i += 32) y[r * n + i] = ln_out(xr[i], m, rs, bf16_to_f32(w[i]), bf16_to_f32(b[i]));
         if (lane == 0) {
             mean[r] = m;
             rstd[r] = rs;
@@ -131,17 +123,11 @@ extern "C" __global__ void gpt_bias_residual(float *y, const float *x, const u16
         float4 *y4 = reinterpret_cast<float4 *>(y);
         const float4 *x4 = reinterpret_cast<const float4 *>(x);
         for (u64 e = thread_index(); e < rows * n4; e += grid_stride()) {
-            const float4 w = bf16x4(b + 4 * ((u32)e % n4)), r = x4[e];
-            float4 v = y4[e];
-            v.x = (v.x + w.x) + r.x;
-            v.y = (v.y + w.y) + r.y;
-            v.z = (v.z + w.z) + r.z;
-            v.w = (v.w + w.w) + r.w;
-            y4[e] = v;
+            y4[e] = residual4(y4[e], bf16x4(b + 4 * ((u32)e % n4)), x4[e]);
         }
         return;
     }
-    for (u64 e = thread_index(); e < rows * n; e += grid_stride()) y[e] = (y[e] + bf16_to_f32(b[e % n])) + x[e];
+    for (u64 e = thread_index(); e < rows * n; e += grid_stride()) y[e] = residual(y[e], bf16_to_f32(b[e % n]), x[e]);
 }
 
 // gpt_bias_add_bf16 (model.Linear's bias, and the bfloat16 the model keeps
@@ -156,17 +142,12 @@ extern "C" __global__ void gpt_bias_add_bf16(u16 *y, const float *x, const u16 *
         const float4 *x4 = reinterpret_cast<const float4 *>(x);
         uint2 *y4 = reinterpret_cast<uint2 *>(y);
         for (u64 e = thread_index(); e < rows * n4; e += grid_stride()) {
-            const float4 w = bf16x4(b + 4 * ((u32)e % n4)), v = x4[e];
-            y4[e] = make_uint2(bf16_rn(v.x + w.x) | bf16_rn(v.y + w.y) << 16,
-                               bf16_rn(v.z + w.z) | bf16_rn(v.w + w.w) << 16);
+            y4[e] = bias_bf16x4(x4[e], bf16x4(b + 4 * ((u32)e % n4)));
         }
         return;
     }
     for (u64 e = thread_index(); e < rows * n; e += grid_stride()) y[e] = (u16)bf16_rn(x[e] + bf16_to_f32(b[e % n]));
 }
-
-#define GELU_K 0.7978845608028654f
-#define GELU_C 0.044715f
 
 namespace {
 
@@ -175,11 +156,9 @@ struct AddOp {
     __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
 };
 
-// GeluOp (model.GELU): 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))) of a.
+// GeluOp (model.GELU): gelu of a.
 struct GeluOp {
-    __device__ __forceinline__ float operator()(float v, float) const {
-        return 0.5f * v * (1.0f + tanhf(GELU_K * (v + GELU_C * v * v * v)));
-    }
+    __device__ __forceinline__ float operator()(float v, float) const { return gelu(v); }
 };
 
 // GeluGradOp (model.GELUBackward): dy*GELU'(x) for a = dy, b = x.

@@ -1,5 +1,6 @@
-// gpt.cuh: warp reductions and vector loads shared by the kernels of
-// examples/gpt (gpt.cu, gptrows.cu, gptcols.cu, gpthead.cu).
+// gpt.cuh: warp reductions, vector loads and the GELU shared by the
+// kernels of examples/gpt (gpt.cu, gptrows.cu, gptcols.cu, gpthead.cu,
+// gptfused.cu).
 #pragma once
 #include "bf16.cuh"
 
@@ -23,14 +24,45 @@ __device__ __forceinline__ float warp_max(float v) {
 __device__ __forceinline__ u64 warp_index() { return thread_index() >> 5; }
 __device__ __forceinline__ u64 warp_stride() { return grid_stride() >> 5; }
 
-// bf16x4 widens the four bfloat16 at p (8-byte aligned) to a float4.
-__device__ __forceinline__ float4 bf16x4(const u16 *p) {
-    const uint2 v = *reinterpret_cast<const uint2 *>(p);
+// widen4 widens four bfloat16 packed in two words (the low halves first)
+// to a float4.
+__device__ __forceinline__ float4 widen4(uint2 v) {
     return make_float4(bf16_to_f32(v.x & 0xffffu), bf16_to_f32(v.x >> 16), bf16_to_f32(v.y & 0xffffu),
                        bf16_to_f32(v.y >> 16));
 }
 
+// bf16x4 widens the four bfloat16 at p (8-byte aligned) to a float4.
+__device__ __forceinline__ float4 bf16x4(const u16 *p) { return widen4(*reinterpret_cast<const uint2 *>(p)); }
+
+// bias_bf16x4 returns the four bfloat16 of v + w, each float32 sum rounded
+// to nearest even, packed as widen4 reads them: what gpt_bias_add_bf16
+// writes.
+__device__ __forceinline__ uint2 bias_bf16x4(float4 v, float4 w) {
+    return make_uint2(bf16_rn(v.x + w.x) | bf16_rn(v.y + w.y) << 16, bf16_rn(v.z + w.z) | bf16_rn(v.w + w.w) << 16);
+}
+
+// residual is a linear layer's bias and the residual connection of
+// gpt_bias_residual: (y + b) + x.
+__device__ __forceinline__ float residual(float y, float b, float x) { return (y + b) + x; }
+
+// residual4 is residual of four consecutive elements.
+__device__ __forceinline__ float4 residual4(float4 y, float4 b, float4 x) {
+    return make_float4(residual(y.x, b.x, x.x), residual(y.y, b.y, x.y), residual(y.z, b.z, x.z),
+                       residual(y.w, b.w, x.w));
+}
+
 // hsum4 returns (v.x + v.y) + (v.z + v.w).
 __device__ __forceinline__ float hsum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
+
+// f4 returns (v, v, v, v).
+__device__ __forceinline__ float4 f4(float v) { return make_float4(v, v, v, v); }
+
+#define GELU_K 0.7978845608028654f
+#define GELU_C 0.044715f
+
+// gelu is model.GELU: 0.5*v*(1 + tanh(sqrt(2/pi)*(v + 0.044715*v^3))), one
+// definition for the kernels that write it (gpt.cu) and those that
+// quantize it (gptfused.cu).
+__device__ __forceinline__ float gelu(float v) { return 0.5f * v * (1.0f + tanhf(GELU_K * (v + GELU_C * v * v * v))); }
 
 } // namespace distopt

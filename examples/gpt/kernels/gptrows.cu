@@ -8,13 +8,11 @@
 // gpt.cu otherwise. The sums run in a fixed order (each lane over its
 // float4s in order, then the warp butterfly), so results repeat bit for
 // bit; they differ from gpt.cu's in the order of the float32 additions only.
-#include "gpt.cuh"
+#include "gptnorm.cuh"
 
 using namespace distopt;
 
 namespace {
-
-__device__ __forceinline__ float4 f4(float v) { return make_float4(v, v, v, v); }
 
 // ln_rows is model.LayerNorm on rows of n = 4*n4 floats: mean, rstd =
 // 1/sqrt(var + eps) (biased variance, from the deviations), y =
@@ -25,34 +23,15 @@ __device__ __forceinline__ void ln_rows(float *y, float *mean, float *rstd, cons
     const u32 lane = threadIdx.x & 31;
     const u64 n4 = n >> 2;
     for (u64 r = warp_index(); r < rows; r += warp_stride()) {
-        const float4 *xr = reinterpret_cast<const float4 *>(x + r * n);
         float4 v[V];
-        float s = 0;
-#pragma unroll
-        for (int j = 0; j < V; j++) {
-            const u64 c = lane + 32 * j;
-            v[j] = c < n4 ? xr[c] : f4(0);
-            s += hsum4(v[j]);
-        }
-        const float m = warp_sum(s) / (float)n;
-        float q = 0;
-#pragma unroll
-        for (int j = 0; j < V; j++) {
-            if (lane + 32 * j < n4) {
-                const float4 d = make_float4(v[j].x - m, v[j].y - m, v[j].z - m, v[j].w - m);
-                q += (d.x * d.x + d.y * d.y) + (d.z * d.z + d.w * d.w);
-            }
-        }
-        const float rs = 1.0f / sqrtf(warp_sum(q) / (float)n + eps);
+        ln_load_regs<V>(v, reinterpret_cast<const float4 *>(x + r * n), lane, n4);
+        float m, rs;
+        ln_stats_regs<V>(v, lane, n4, n, eps, m, rs);
         float4 *yr = reinterpret_cast<float4 *>(y + r * n);
 #pragma unroll
         for (int j = 0; j < V; j++) {
             const u64 c = lane + 32 * j;
-            if (c < n4) {
-                const float4 wv = bf16x4(w + 4 * c), bv = bf16x4(b + 4 * c);
-                yr[c] = make_float4((v[j].x - m) * rs * wv.x + bv.x, (v[j].y - m) * rs * wv.y + bv.y,
-                                    (v[j].z - m) * rs * wv.z + bv.z, (v[j].w - m) * rs * wv.w + bv.w);
-            }
+            if (c < n4) yr[c] = ln_out4(v[j], m, rs, bf16x4(w + 4 * c), bf16x4(b + 4 * c));
         }
         if (lane == 0) {
             mean[r] = m;

@@ -1,0 +1,173 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/distopt/distopt/cuda"
+	"github.com/distopt/distopt/fp8"
+)
+
+// The kernels of gptfused.cu: LayerNorm and GELU writing the next linear
+// layer's FP8 input directly, with the codes and scales package gemm
+// would make from their float32 outputs (gemm.Engine.Quantize).
+const (
+	kernelGPTLNAmax       = "gpt_ln_amax"
+	kernelGPTLNCast       = "gpt_ln_cast_"
+	kernelGPTLNRows128    = "gpt_ln_rows128_"
+	kernelGPTBiasGELUAmax = "gpt_bias_gelu_amax"
+	kernelGPTGELUCast     = "gpt_gelu_cast_"
+	kernelGPTBiasGELURows = "gpt_bias_gelu_rows128_"
+)
+
+// fusedFormats are the kernel name suffixes of the FP8 formats.
+var fusedFormats = map[fp8.Format]string{fp8.E4M3: "e4m3", fp8.E5M2: "e5m2"}
+
+// fusedKernels lists the kernels of gptfused.cu.
+func fusedKernels() []string {
+	names := []string{kernelGPTLNAmax, kernelGPTBiasGELUAmax}
+	for _, f := range fusedFormats {
+		names = append(names, kernelGPTLNCast+f, kernelGPTLNRows128+f, kernelGPTGELUCast+f, kernelGPTBiasGELURows+f)
+		for _, v := range rowVariants {
+			names = append(names, kernelGPTLNRows128+f+v.suffix)
+		}
+	}
+	for _, v := range rowVariants {
+		names = append(names, kernelGPTLNAmax+v.suffix)
+	}
+	return names
+}
+
+// FP8Out is where a fused kernel writes a linear layer's quantized input
+// [rows, n]: the codes at Data, row-major, and the scale_inv values at
+// ScaleInv, as gemm.Engine.Quantize writes a gemm.Operand with Recipe:
+// one float32 for fp8.TensorCurrent (gemm.PerTensor), and for
+// fp8.Block1x128 (gemm.Rows128) one per run of 128 elements along a row,
+// the scale_inv of run j of row r at ScaleInv[j*rows + r].
+type FP8Out struct {
+	Data, ScaleInv cuda.DevicePtr
+	Recipe         fp8.Recipe
+}
+
+// constants returns what the kernels' scale rule (scale_from_amax) takes
+// of the recipe: its format's largest value, float32(2^-margin) as
+// fp8.ScaleFromAmax computes it, and the power-of-2 flag.
+func (o FP8Out) constants() (fmax, mfac float32, pow2 uint32) {
+	if o.Recipe.PowerOf2 {
+		pow2 = 1
+	}
+	return o.Recipe.Format.Max(), float32(math.Ldexp(1, -o.Recipe.Margin)), pow2
+}
+
+// args appends constants to a.
+func (o FP8Out) args(a *cuda.Args) *cuda.Args {
+	fmax, mfac, pow2 := o.constants()
+	return a.F32(fmax).F32(mfac).U32(pow2)
+}
+
+// suffix returns the kernel name suffix of the recipe's format, refusing
+// recipes the fused kernels do not write.
+func (o FP8Out) suffix() (string, error) {
+	f, ok := fusedFormats[o.Recipe.Format]
+	if err := o.Recipe.Validate(); err != nil || !ok {
+		return "", fmt.Errorf("kernels: FP8 output of recipe %v: %v", o.Recipe, err)
+	}
+	if s := o.Recipe.Scaling; s != fp8.TensorCurrent && s != fp8.Block1x128 {
+		return "", fmt.Errorf("kernels: FP8 output of recipe %v: want fp8.TensorCurrent or fp8.Block1x128 scaling", o.Recipe)
+	}
+	return f, nil
+}
+
+// LayerNormRows is the LayerNorm of GPTLayerNorm over X [Rows, N] (float32,
+// bfloat16 W and B), its statistics written to Mean and Rstd ([Rows]): the
+// same bits as GPTLayerNorm's when its output y is 16-byte aligned (device
+// allocations are), since GPTLayerNorm picks its kernel from y, X, W and
+// B.
+// Unless Residual is 0, X holds a linear layer's product and is made the
+// residual stream first, in place: X = (X + Bias) + Residual, the bits of
+// GPTBiasResidual (Bias bfloat16 [N], Residual float32 [Rows, N]).
+type LayerNormRows struct {
+	X, W, B, Mean, Rstd cuda.DevicePtr
+	Rows, N             int
+	Eps                 float32
+	Residual, Bias      cuda.DevicePtr
+}
+
+// variant returns the suffix of the register-resident kernels when they
+// take the rows: GPTLayerNorm's choice (rowVariant) from X, W and B, so
+// that the statistics are its bits whatever the alignment of Residual and
+// Bias (read either way); words are the FP8 codes written a word at a
+// time (0: none), which the 1x128 kernels need 4-byte aligned.
+func (ln LayerNormRows) variant(words cuda.DevicePtr) string {
+	if words%4 != 0 {
+		return ""
+	}
+	return rowVariant(ln.N, []cuda.DevicePtr{ln.X}, []cuda.DevicePtr{ln.W, ln.B})
+}
+
+// GPTLayerNormFP8 queues ln (with its residual connection, see
+// LayerNormRows) writing, instead of the float32 output GPTLayerNorm
+// writes, its quantization into dst, bit for bit what gemm's Quantize
+// writes from GPTLayerNorm's output, and the same X, Mean and Rstd:
+//
+//   - fp8.TensorCurrent: two passes over X: the statistics and the amax of
+//     the output folded into the uint32 at amax (zeroed here first), then
+//     the output recomputed and cast with fp8.ScaleFromAmax of that amax;
+//   - fp8.Block1x128: one pass, each 1x128 block cast as soon as it is
+//     computed (amax unused).
+//
+// Per element it reads X once or twice and writes one byte, where
+// GPTLayerNorm then Quantize read 4 + 4 + 4 + 4 bytes and write 4 + 1
+// (plus GPTBiasResidual's 12 with the residual).
+func (k *Set) GPTLayerNormFP8(s *cuda.Stream, dst FP8Out, amax cuda.DevicePtr, ln LayerNormRows) error {
+	f, err := dst.suffix()
+	if err != nil || !checkLen(kernelGPTLNAmax, ln.Rows) || !checkLen(kernelGPTLNAmax, ln.N) {
+		return err
+	}
+	tail := func(a *cuda.Args) *cuda.Args {
+		return a.Ptr(ln.X).Ptr(ln.Residual).Ptr(ln.Bias).Ptr(ln.W).Ptr(ln.B).U64(uint64(ln.Rows)).U64(uint64(ln.N)).F32(ln.Eps)
+	}
+	if dst.Recipe.Scaling == fp8.Block1x128 {
+		a := new(cuda.Args).Ptr(dst.Data).Ptr(dst.ScaleInv).Ptr(ln.Mean).Ptr(ln.Rstd)
+		return k.warpRows(s, kernelGPTLNRows128+f+ln.variant(dst.Data), ln.Rows, dst.args(tail(a)))
+	}
+	if err := s.Memset32(amax, 0, 1); err != nil {
+		return err
+	}
+	if err := k.warpRows(s, kernelGPTLNAmax+ln.variant(0), ln.Rows, tail(new(cuda.Args).Ptr(ln.Mean).Ptr(ln.Rstd).Ptr(amax))); err != nil {
+		return err
+	}
+	a := new(cuda.Args).Ptr(dst.Data).Ptr(dst.ScaleInv).Ptr(amax).Ptr(ln.X).Ptr(ln.Mean).Ptr(ln.Rstd).Ptr(ln.W).Ptr(ln.B).
+		U64(uint64(ln.Rows)).U64(uint64(ln.N))
+	return k.warpRows(s, kernelGPTLNCast+f, ln.Rows, dst.args(a))
+}
+
+// GPTBiasGELUFP8 queues y = bf16(x + b) as GPTBiasAddBF16 writes it (x
+// float32 [rows, n], a linear layer's product; b bfloat16 [n]; y bfloat16,
+// kept) and the quantization of model.GELU(y) into dst, bit for bit what
+// gemm's Quantize writes from GPTGELUBF16's float32 output, which is
+// never written:
+//
+//   - fp8.TensorCurrent: the first pass writes y and folds the amax of
+//     GELU(y) into the uint32 at amax (zeroed here first), the second
+//     reads y again and writes the codes;
+//   - fp8.Block1x128: one pass (amax unused).
+func (k *Set) GPTBiasGELUFP8(s *cuda.Stream, dst FP8Out, amax, y, x, b cuda.DevicePtr, rows, n int) error {
+	f, err := dst.suffix()
+	if err != nil || !checkLen(kernelGPTBiasGELUAmax, rows) || !checkLen(kernelGPTBiasGELUAmax, n) {
+		return err
+	}
+	if dst.Recipe.Scaling == fp8.Block1x128 {
+		a := new(cuda.Args).Ptr(dst.Data).Ptr(dst.ScaleInv).Ptr(y).Ptr(x).Ptr(b).U64(uint64(rows)).U64(uint64(n))
+		return k.warpRows(s, kernelGPTBiasGELURows+f, rows*ceilDiv(n, 128), dst.args(a))
+	}
+	if err := s.Memset32(amax, 0, 1); err != nil {
+		return err
+	}
+	a := new(cuda.Args).Ptr(y).Ptr(x).Ptr(b).Ptr(amax).U64(uint64(rows)).U64(uint64(n))
+	if err := k.elementwise(s, kernelGPTBiasGELUAmax, rows*n, a); err != nil {
+		return err
+	}
+	a = new(cuda.Args).Ptr(dst.Data).Ptr(dst.ScaleInv).Ptr(amax).Ptr(y).U64(uint64(rows * n))
+	return k.elementwise(s, kernelGPTGELUCast+f, rows*n, dst.args(a))
+}

@@ -1,0 +1,96 @@
+package kernels
+
+import (
+	"testing"
+
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/cuda"
+	"github.com/distopt/distopt/cuda/cudatest"
+	"github.com/distopt/distopt/fp8"
+	"github.com/distopt/distopt/gemm"
+)
+
+// The 1.3B shape of examples/gpt at its default micro-batch: 4 x 2048
+// tokens, hidden 2048, FFN 8192.
+const (
+	fbRows = 8192
+	fbH    = 2048
+	fbF    = 8192
+)
+
+// BenchmarkFusedProducers times, at the 1.3B shape, the work that makes
+// the FP8 inputs of fc (LayerNorm 2 after attn.proj's bias and residual
+// connection) and of mlp.proj (fc's bias, GELU), per tensor and in 1x128
+// blocks, fused (GPTLayerNormFP8, GPTBiasGELUFP8) and unfused (today's
+// kernels, then gemm's Quantize of their float32 output), by gptTime:
+// gpu-us/op, and GB/s of the bytes each way moves at least per element
+// (layernorm fused: 4+4+4 then 4+1 per tensor, 4+4+4+1 in blocks;
+// unfused: 12 (GPTBiasResidual) + 8 (GPTLayerNorm) + 4 (amax) + 5 (cast),
+// or 12+8+5; gelu fused: 4+2 then 2+1, or 4+2+1; unfused: 6
+// (GPTBiasAddBF16) + 6 (GPTGELUBF16) + 4 + 5, or 6+6+5). fused over
+// unfused gpu-us/op is the fusion's gain on these kernels.
+func BenchmarkFusedProducers(b *testing.B) {
+	d := cudatest.Require(b)
+	k, err := Load(d)
+	must(b, err)
+	b.Cleanup(func() { k.Close() })
+	g := &gptBench{s: cudatest.Stream(b, d), k: k}
+	e, err := gemm.New(d, g.s)
+	cudatest.Unavailable(b, err, gemm.ErrUnavailable)
+	b.Cleanup(func() { e.Close() })
+	fill := func(n int, word uint32) cuda.DevicePtr { // n bytes
+		p := cudatest.Alloc(b, d, n)
+		must(b, g.s.Memset32(p, word, n/4))
+		return p
+	}
+	const one, small = 0x3f800000, 0x3c003c00 // 1.0 in float32; 2^-7 in bfloat16 pairs
+	x, res, y := fill(4*fbRows*fbH, one), fill(4*fbRows*fbH, one), fill(4*fbRows*fbF, one)
+	prod, fc := fill(4*fbRows*fbF, one), fill(2*fbRows*fbF, small)
+	w, bias, mean, rstd, amax := fill(2*fbF, small), fill(2*fbF, small), fill(4*fbRows, one), fill(4*fbRows, one), fill(4, 0)
+	ln := LayerNormRows{X: x, W: w, B: bias, Mean: mean, Rstd: rstd, Rows: fbRows, N: fbH, Eps: 1e-5, Residual: res, Bias: bias}
+	for _, r := range []fp8.Recipe{{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, {Format: fp8.E4M3, Scaling: fp8.Block1x128}} {
+		lay, blocks := gemm.PerTensor, r.Scaling == fp8.Block1x128
+		if blocks {
+			lay = gemm.Rows128
+		}
+		qh, err := gemm.AllocOperand(d, fbRows, fbH, r.Format, lay, false)
+		must(b, err)
+		qf, err := gemm.AllocOperand(d, fbRows, fbF, r.Format, lay, false)
+		must(b, err)
+		b.Cleanup(func() { gemm.FreeOperand(d, qh); gemm.FreeOperand(d, qf) })
+		name := map[bool]string{false: "current", true: "1x128"}[blocks]
+		per := func(tensor, block int) int { return map[bool]int{false: tensor, true: block}[blocks] }
+		b.Run("layernorm/"+name+"/fused", func(b *testing.B) {
+			gptTime(b, g, per(17, 13)*fbRows*fbH, 0, func() error {
+				return k.GPTLayerNormFP8(g.s, FP8Out{Data: qh.Data, ScaleInv: qh.ScaleInv, Recipe: r}, amax, ln)
+			})
+		})
+		b.Run("layernorm/"+name+"/unfused", func(b *testing.B) {
+			gptTime(b, g, per(29, 25)*fbRows*fbH, 0, func() error {
+				if err := k.GPTBiasResidual(g.s, x, res, bias, fbRows, fbH); err != nil {
+					return err
+				}
+				if err := k.GPTLayerNorm(g.s, y, mean, rstd, x, w, bias, fbRows, fbH, 1e-5); err != nil {
+					return err
+				}
+				return e.Quantize(qh, y, buffer.Float32, r, 0, 0)
+			})
+		})
+		b.Run("gelu/"+name+"/fused", func(b *testing.B) {
+			gptTime(b, g, per(9, 7)*fbRows*fbF, 0, func() error {
+				return k.GPTBiasGELUFP8(g.s, FP8Out{Data: qf.Data, ScaleInv: qf.ScaleInv, Recipe: r}, amax, fc, prod, bias, fbRows, fbF)
+			})
+		})
+		b.Run("gelu/"+name+"/unfused", func(b *testing.B) {
+			gptTime(b, g, per(21, 17)*fbRows*fbF, 0, func() error {
+				if err := k.GPTBiasAddBF16(g.s, fc, prod, bias, fbRows, fbF); err != nil {
+					return err
+				}
+				if err := k.GPTGELUBF16(g.s, y, fc, fbRows*fbF); err != nil {
+					return err
+				}
+				return e.Quantize(qf, y, buffer.Float32, r, 0, 0)
+			})
+		})
+	}
+}
