@@ -250,12 +250,14 @@ func main() {
 	if os.Getenv("RANK") != "" {
 		// One process per rank under `distopt run`.
 		var rep optimizer.MemoryReport
-		var r int
-		fp8Loss, rep, r, err = processRank(os.Stdout, *steps, *bs, teacher, init, cfg, dl)
-		if err == nil && r != 0 {
+		var rc rendezvous.Config
+		fp8Loss, rep, rc, err = processRank(os.Stdout, *steps, *bs, teacher, init, cfg, dl)
+		if err == nil && rc.Rank != 0 {
 			return
 		}
-		d, _ = strconv.Atoi(os.Getenv("WORLD_SIZE"))
+		// The world as the rendezvous read it: WORLD_SIZE, or Slurm's or
+		// Open MPI's count when only RANK was set.
+		d = rc.WorldSize
 		reports = []optimizer.MemoryReport{rep}
 	} else {
 		fp8Loss, reports, err = trainSharded(os.Stdout, d, *steps, *bs, teacher, init, cfg, dl)
@@ -535,28 +537,30 @@ func step(o *optimizer.Optimizer, comm collective.Communicator, s, bs int, teach
 }
 
 // processRank trains one rank of a job started by `distopt run`: the
-// rendezvous comes from the environment, the ranks talk over gRPC.
-func processRank(out io.Writer, steps, bs int, teacher, init weights, cfg optimizer.Config, dl runOptions) ([]float64, optimizer.MemoryReport, int, error) {
+// rendezvous comes from the environment, the ranks talk over gRPC. It
+// returns the rendezvous configuration it read: the caller takes the
+// world size from it, which Slurm's or Open MPI's variables may give.
+func processRank(out io.Writer, steps, bs int, teacher, init weights, cfg optimizer.Config, dl runOptions) ([]float64, optimizer.MemoryReport, rendezvous.Config, error) {
 	rc, err := rendezvous.FromEnv()
 	if err != nil {
-		return nil, optimizer.MemoryReport{}, 0, err
+		return nil, optimizer.MemoryReport{}, rc, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), dl.setup) // the set-up alone
 	defer cancel()
 	store, err := rendezvous.Connect(ctx, rc)
 	if err != nil {
-		return nil, optimizer.MemoryReport{}, 0, err
+		return nil, optimizer.MemoryReport{}, rc, err
 	}
 	defer store.Close()
 	flat, be, transport, err := connect(ctx, store, rc)
 	if err != nil {
-		return nil, optimizer.MemoryReport{}, 0, err
+		return nil, optimizer.MemoryReport{}, rc, err
 	}
 	defer be.Close()
 	defer flat.Close()
 	comm, err := grouped(ctx, store, flat)
 	if err != nil {
-		return nil, optimizer.MemoryReport{}, 0, err
+		return nil, optimizer.MemoryReport{}, rc, err
 	}
 	via := fmt.Sprintf("%s (one process per rank, rendezvous at %s)", transport, net.JoinHostPort(rc.MasterAddr, strconv.Itoa(rc.MasterPort)))
 	if h, ok := comm.(*hier.Comm); ok {
@@ -564,7 +568,7 @@ func processRank(out io.Writer, steps, bs int, teacher, init weights, cfg optimi
 		via += fmt.Sprintf(", hierarchical: %d groups of %d ranks", h.Cross().Size(), h.Size())
 	}
 	if comm, err = fp8Grads(comm); err != nil {
-		return nil, optimizer.MemoryReport{}, 0, err
+		return nil, optimizer.MemoryReport{}, rc, err
 	}
 	cfg.Store = store // ranks compare their configuration's fingerprint here first
 	losses, rep, err := rankOn(out, via, comm, be, steps, bs, teacher, init, cfg, dl)
@@ -573,7 +577,7 @@ func processRank(out io.Writer, steps, bs int, teacher, init weights, cfg optimi
 		defer cancel()
 		err = collective.Barrier(bctx, flat) // every rank of the job, not only the group
 	}
-	return losses, rep, rc.Rank, withNode(err, rc)
+	return losses, rep, rc, withNode(err, rc)
 }
 
 // connect makes this rank's backend and communicator: the CPU backend and

@@ -57,6 +57,31 @@ func TestBannerNamesTheCommunicator(t *testing.T) {
 	}
 }
 
+// A rank launched with RANK set but WORLD_SIZE left to Open MPI's
+// variables reports the world the rendezvous read: main sized its FP32
+// reference from WORLD_SIZE alone before, 0, and panicked.
+func TestProcessRankWorldFromLauncher(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	for k, v := range map[string]string{"RANK": "0", "WORLD_SIZE": "", "OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "1",
+		"OMPI_COMM_WORLD_LOCAL_RANK": "0", "OMPI_COMM_WORLD_LOCAL_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port} {
+		t.Setenv(k, v)
+	}
+	cfg := optimizer.Config{LR: optimizer.Constant(1e-3)}
+	var out bytes.Buffer
+	_, _, rc, err := processRank(&out, 1, 2, initWeights(99), initWeights(1), cfg, testDeadlines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.WorldSize != 1 || rc.Rank != 0 {
+		t.Errorf("rank %d of %d, want 0 of 1 (from OMPI_COMM_WORLD_SIZE)", rc.Rank, rc.WorldSize)
+	}
+}
+
 // testDeadlines are generous deadlines for the in-test runs.
 var testDeadlines = runOptions{setup: time.Minute, step: time.Minute}
 
