@@ -27,12 +27,7 @@ func TestBannerNamesTheCommunicator(t *testing.T) {
 	if _, _, err := trainSharded(&inproc, 2, 1, 2, teacher, init, cfg, testDeadlines); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
+	port := freePort(t)
 	for k, v := range map[string]string{"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
 		"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port} {
 		t.Setenv(k, v)
@@ -61,12 +56,7 @@ func TestBannerNamesTheCommunicator(t *testing.T) {
 // variables reports the world the rendezvous read: main sized its FP32
 // reference from WORLD_SIZE alone before, 0, and panicked.
 func TestProcessRankWorldFromLauncher(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
+	port := freePort(t)
 	for k, v := range map[string]string{"RANK": "0", "WORLD_SIZE": "", "OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "1",
 		"OMPI_COMM_WORLD_LOCAL_RANK": "0", "OMPI_COMM_WORLD_LOCAL_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port} {
 		t.Setenv(k, v)
@@ -80,6 +70,17 @@ func TestProcessRankWorldFromLauncher(t *testing.T) {
 	if rc.WorldSize != 1 || rc.Rank != 0 {
 		t.Errorf("rank %d of %d, want 0 of 1 (from OMPI_COMM_WORLD_SIZE)", rc.Rank, rc.WorldSize)
 	}
+}
+
+// freePort returns a loopback TCP port that was free a moment ago, for a
+// rendezvous store.
+func freePort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
 // testDeadlines are generous deadlines for the in-test runs.
