@@ -83,6 +83,20 @@
 // reference, within 2^-8 |ref| + 2^-10 sum |a b|. Transposes and
 // quantization are exact, and tested bit for bit.
 //
+// # Bias in the epilogue
+//
+// An Output with a Bias (BF16Bias) has cuBLASLt add a bfloat16 vector, one
+// element per output column, in the product's epilogue
+// (CUBLASLT_EPILOGUE_BIAS). A linear layer's y = x·wᵀ + b is then written
+// once, in bfloat16, with no float32 product and no bias pass. cuBLASLt
+// documents the result as the scaled product plus the bias, converted to
+// the output's type: one rounding to bfloat16, after the addition. It does
+// not document the type of the addition or the rounding mode: the GPU
+// tests compare with float32 sums rounded to nearest even, within one
+// bfloat16 ulp. The epilogue is part of the plan's key. A configuration
+// cuBLASLt has no kernel for is an error matching ErrEpilogue that names
+// it; nothing falls back to a separate pass.
+//
 // By default an Engine takes cuBLASLt's first heuristic choice. SetAutotune
 // times several candidates per plan instead.
 //

@@ -76,3 +76,49 @@ func Example() {
 	fmt.Println(fwd.Path, dgrad.Path, wgrad.Path)
 	fmt.Printf("dgrad scratch %d bytes (one transposed weight), dw[0] = %v (256 tokens x 1 x 0.5)\n", dgrad.Scratch, dw0[0])
 }
+
+// ExampleBF16Bias runs a forward product whose bias cuBLASLt adds in its
+// epilogue: y = bf16(x · wᵀ + b), one rounding, no float32 product written
+// and no pass of its own for the bias. The bias is bfloat16, one element
+// per output column.
+func ExampleBF16Bias() {
+	const T, in, out = 256, 512, 384
+	d, err := cuda.Open(0)
+	if errors.Is(err, cuda.ErrNoDriver) || errors.Is(err, cuda.ErrNoDevice) {
+		fmt.Println("no GPU")
+		return
+	}
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+	s, _ := d.NewStream()
+	defer s.Destroy()
+	e, err := gemm.New(d, s)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer e.Close()
+
+	y, _ := d.Alloc(2 * T * out)
+	b, _ := d.Alloc(2 * out)
+	defer d.Free(y)
+	defer d.Free(b)
+	s.Memset32(b, 0x3f003f00, out/2) // 0.5 in bfloat16
+	x, _ := gemm.AllocOperand(d, T, in, fp8.E4M3, gemm.PerTensor, false)
+	w, _ := gemm.AllocOperand(d, out, in, fp8.E4M3, gemm.PerTensor, false)
+	for _, o := range []gemm.Operand{x, w} {
+		defer gemm.FreeOperand(d, o)
+		s.Memset8(o.Data, 0x38, o.Rows*o.Cols) // 1.0 in E4M3
+		s.Memset32(o.ScaleInv, 0x3f800000, 1)  // scale_inv 1
+	}
+	if _, err := e.Forward(gemm.BF16Bias(y, b), x, w); err != nil {
+		fmt.Println(err) // matches gemm.ErrEpilogue where cuBLASLt has no kernel for it
+		return
+	}
+	var y0 [1]uint16
+	s.Download(cuda.Bytes(y0[:]), y)
+	fmt.Printf("y[0] = %#04x (512 + 0.5 in bfloat16: 0x4400, the 0.5 rounded off)\n", y0[0])
+}

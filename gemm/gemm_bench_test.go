@@ -68,3 +68,49 @@ func benchOperand(b *testing.B, e *Engine, rows, cols int, f fp8.Format, l Layou
 	must(b, e.s.Memset32(icuda.DevicePtr(o.ScaleInv), 0x3f800000, ScaleBytes(sr, sc, l)/4))
 	return o
 }
+
+// BenchmarkForwardBias times the forward products of the 1.3B GPT's qkv
+// (2048 -> 6144) and fc (2048 -> 8192) layers at 8192 tokens (the
+// example's default micro-batch) per recipe, writing float32 (what
+// examples/gpt's default forward writes, before a separate pass adds the
+// bias and rounds to bfloat16), bfloat16, and bfloat16 with the bias in
+// cuBLASLt's epilogue (BF16Bias). bf16-bias over float32 is the
+// product's share of the epilogue's gain; the bias pass it saves is timed
+// by examples/gpt/gpumodel's BenchmarkMicroBatch.
+func BenchmarkForwardBias(b *testing.B) {
+	e := newEngine(b)
+	const T, in = 8192, 2048
+	for _, r := range []struct {
+		name   string
+		w, act Layout
+	}{{"per-tensor", PerTensor, PerTensor}, {"tiles128-rows128", Tiles128, Rows128}} {
+		x := benchOperand(b, e, T, in, fp8.E4M3, r.act, false)
+		for _, layer := range []struct {
+			name string
+			out  int
+		}{{"qkv", 6144}, {"fc", 8192}} {
+			out := layer.out
+			w := benchOperand(b, e, out, in, fp8.E4M3, r.w, false)
+			y, bias := cuda.DevicePtr(devAlloc(b, e.d, 4*T*out)), cuda.DevicePtr(devAlloc(b, e.d, 2*out))
+			must(b, e.s.Memset32(icuda.DevicePtr(bias), 0x3c003c00, out/2)) // 2^-7
+			for _, o := range []struct {
+				name string
+				out  Output
+			}{{"float32", Output{Data: y, Type: buffer.Float32}}, {"bf16", BF16(y)}, {"bf16-bias", BF16Bias(y, bias)}} {
+				b.Run(fmt.Sprintf("%s/%s/%s", r.name, layer.name, o.name), func(b *testing.B) {
+					if _, err := e.Forward(o.out, x, w); err != nil { // plan outside the timing
+						b.Fatal(err)
+					}
+					must(b, e.s.Synchronize())
+					for b.Loop() {
+						if _, err := e.Forward(o.out, x, w); err != nil {
+							b.Fatal(err)
+						}
+					}
+					must(b, e.s.Synchronize())
+					b.ReportMetric(2*T*in*float64(out)*float64(b.N)/b.Elapsed().Seconds()/1e12, "TFLOP/s")
+				})
+			}
+		}
+	}
+}

@@ -143,6 +143,9 @@ func (l *Linear) ForwardQuantized(y Output, tokens int, w Operand, fill func(x O
 
 // forward runs Forward with fill writing the quantized input.
 func (l *Linear) forward(y Output, tokens int, w Operand, fill func(x Operand) error) (Result, error) {
+	if err := y.check(); err != nil {
+		return Result{}, err
+	}
 	if err := l.checkWeight(w); err != nil {
 		return Result{}, err
 	}

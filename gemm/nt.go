@@ -52,7 +52,14 @@ func (e *Engine) nt(out Output, l, r side) error {
 		spec.TransB, spec.B = cublaslt.OpT, cublaslt.Matrix{Type: l.typ, Rows: p, Cols: k, LD: p}
 	}
 	spec.AScaleMode, spec.BScaleMode = r.mode, l.mode
+	if out.Bias != 0 {
+		spec.Epilogue, spec.BiasType, spec.BiasAlign = cublaslt.EpilogueBias, cublaslt.R16BF, out.biasAlign()
+	}
 	pl, err := e.plan(spec)
+	if err != nil && out.Bias != 0 {
+		return fmt.Errorf("%w: [%d x %d] · [%d x %d]ᵀ (%v by %v) with a bfloat16 bias in cuBLASLt's epilogue (CUBLASLT_EPILOGUE_BIAS, bias %d-byte aligned), %v output: %w",
+			ErrEpilogue, p, k, q, k, l.typ, r.typ, out.biasAlign(), out.Type, err)
+	}
 	if err != nil {
 		return fmt.Errorf("gemm: [%d x %d] · [%d x %d]ᵀ: %w", p, k, q, k, err)
 	}
@@ -61,7 +68,7 @@ func (e *Engine) nt(out Output, l, r side) error {
 		beta = 1
 	}
 	args := &cublaslt.Args{A: r.data, B: l.data, C: icuda.DevicePtr(out.Data), D: icuda.DevicePtr(out.Data), AScale: r.scale,
-		BScale: l.scale, Alpha: 1, Beta: beta, Workspace: e.ws, WorkspaceSize: WorkspaceBytes}
+		BScale: l.scale, Bias: icuda.DevicePtr(out.Bias), Alpha: 1, Beta: beta, Workspace: e.ws, WorkspaceSize: WorkspaceBytes}
 	if e.tune > 1 && !out.Accumulate && !e.tuned[spec] {
 		e.tuned[spec] = true
 		if err := e.autotune(pl, args); err != nil {

@@ -123,6 +123,55 @@ type Output struct {
 	// Into bfloat16, cuBLASLt 13.1 was seen to round the product to
 	// bfloat16 before adding (two roundings); float32 gradients avoid it.
 	Accumulate bool
+	// Bias, if not 0, is a vector of one element per output column (a
+	// linear layer's out), bfloat16, that cuBLASLt's epilogue
+	// (CUBLASLT_EPILOGUE_BIAS) adds to every row before the output is
+	// written: Data = product + Bias with no pass of its own. cuBLASLt
+	// documents the FP8 epilogue as D = Epilogue(scale_A·scale_B·A·B +
+	// bias), D then converted to its type. So a bfloat16 output is
+	// rounded once, after the addition. The type of that addition and the
+	// rounding mode of the conversion are not documented: TestBiasEpilogue
+	// measures them against float32 sums rounded to nearest even. Not with
+	// Accumulate. Bias must be 2-byte aligned; plans are made per
+	// alignment class (the heuristic reads the bias address's alignment).
+	// If cuBLASLt has no kernel for the epilogue at that shape and
+	// alignment, the product fails with an error that names the
+	// configuration: there is no fallback to a separate bias pass.
+	Bias cuda.DevicePtr
+	// BiasType is the element type of Bias: buffer.BFloat16, or zero for
+	// it. cuBLASLt's FP8 kernels with bfloat16 or float32 outputs take no
+	// other. Set without Bias, it is refused: a bias was asked for and not
+	// given.
+	BiasType buffer.DType
+}
+
+// check refuses an output the products cannot write: a bias of another
+// type than bfloat16, a bias type without a bias, a bias with Accumulate,
+// a bias not 2-byte aligned. All match ErrLayout. The output type is
+// checked where the product is planned.
+func (o Output) check() error {
+	switch {
+	case o.Bias == 0 && o.BiasType != 0:
+		return fmt.Errorf("%w: output asks for a %v bias and gives none (Output.Bias is 0)", ErrLayout, o.BiasType)
+	case o.Bias == 0:
+		return nil
+	case o.BiasType != 0 && o.BiasType != buffer.BFloat16:
+		return fmt.Errorf("%w: bias of type %v: cuBLASLt's FP8 epilogue takes a bfloat16 bias", ErrLayout, o.BiasType)
+	case o.Accumulate:
+		return fmt.Errorf("%w: bias with Accumulate: the epilogue would add the bias at every accumulation", ErrLayout)
+	case o.Bias%2 != 0:
+		return fmt.Errorf("%w: bias at %#x: bfloat16 needs 2-byte alignment", ErrLayout, uint64(o.Bias))
+	}
+	return nil
+}
+
+// biasAlign returns the alignment of the bias address, up to 256 bytes.
+func (o Output) biasAlign() int {
+	a := uint64(o.Bias) & -uint64(o.Bias)
+	if a == 0 || a > 256 {
+		return 256
+	}
+	return int(a)
 }
 
 // Gradient returns the output that writes a weight gradient of type dt
@@ -139,3 +188,10 @@ func Gradient(dst buffer.Buffer, dt buffer.DType, accumulate bool) (Output, erro
 
 // BF16 returns an output of bfloat16 at p that is overwritten.
 func BF16(p cuda.DevicePtr) Output { return Output{Data: p, Type: buffer.BFloat16} }
+
+// BF16Bias returns an output of bfloat16 at p, overwritten with the
+// product plus the bfloat16 bias vector at bias, one element per output
+// column, added in cuBLASLt's epilogue (see Output.Bias).
+func BF16Bias(p, bias cuda.DevicePtr) Output {
+	return Output{Data: p, Type: buffer.BFloat16, Bias: bias, BiasType: buffer.BFloat16}
+}

@@ -76,6 +76,9 @@ func (e *Engine) WGrad(dw Output, dy, x Operand) (Result, error) {
 // the device's worker thread: a product's launches cost one hand-off, not
 // one each.
 func (e *Engine) product(out Output, lo Operand, lCols bool, ro Operand, rCols bool) (Result, error) {
+	if err := out.check(); err != nil {
+		return Result{}, err
+	}
 	var res Result
 	err := e.d.Do(func() error {
 		var err error

@@ -105,6 +105,7 @@ type options struct {
 	momentBlock                         int
 	resume, recompute, keepTransposed   bool
 	evalSpread                          bool
+	epilogue                            bool // -epilogue: qkv's and fc's biases in the GEMMs' epilogue
 	head                                gpumodel.HeadPrecision
 	gradType                            buffer.DType // -grad-type: the GPU model's gradient views
 	seed                                uint64
@@ -154,6 +155,7 @@ func defineFlags(o *options) (*flag.FlagSet, rawFlags) {
 	r.head = fs.String("head-precision", "fp32", "precision of the tied output head: fp32 (float32 LayerNorm output, logits, cross-entropy and gradients; products with the bfloat16 embedding accumulated in float32) or bf16 (rounded where PyTorch's BF16 autocast rounds: the head's input, the logits and their gradient, the head's input and weight gradients; for comparisons with scripts/gpt/torch_gpt.py)")
 	r.attention = fs.String("attention", "flash", "GPU: attention kernels: flash (fused, head widths 64 and 128 only), gemm (TF32 GEMMs and softmax kernels, any head width, float32 probabilities kept) or cudnn (cuDNN 9's fused attention, opened at run time; CUDNN_LIBRARY names the library)")
 	r.gradType = fs.String("grad-type", "fp32", "GPU: type of the gradient buffers: fp32, or bf16 (2 bytes less per parameter; the biases', LayerNorms' and embeddings' gradients summed in float32 and rounded once per micro-batch). fp32 stays the default until a GPU run shows bf16's loss within 1% of fp32's (scripts/gpu/gpt_long.sh)")
+	fs.BoolVar(&o.epilogue, "epilogue", false, "GPU: add qkv's and fc's biases in the FP8 GEMMs' epilogue, writing bfloat16 directly (fused forward only; not with -recompute; off until a GPU run shows it correct and faster)")
 	fs.BoolVar(&o.keepTransposed, "keep-transposed", false, "GPU: keep the transposed FP8 linear inputs for backward instead of making them there (same bits, more memory)")
 	fs.BoolVar(&o.resume, "resume", false, "continue from the latest checkpoint under -ckpt")
 	fs.BoolVar(&o.verbose, "v", false, "debug output: the optimizer's log (log/slog) on stderr")

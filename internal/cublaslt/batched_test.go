@@ -62,15 +62,7 @@ func refMatmul(s Spec, a, b, d []float32, k int) []float64 {
 // inputs, averaged over K terms). D's elements outside its matrices (the
 // gaps of an interleaved layout) must stay as they were.
 func TestBatchedMatmul(t *testing.T) {
-	d := cudatest.Require(t)
-	lib, err := Default()
-	cudatest.Unavailable(t, err, ErrNoLibrary)
-	h, err := lib.NewHandle(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Destroy()
-	s := cudatest.Stream(t, d)
+	h, s := openHandle(t)
 	const batch, m, n, k = 3, 5, 7, 6
 	shapes := map[string]Spec{
 		// D = Aᵀ·B: A and B interleaved, K contiguous (scores = q·kᵀ).

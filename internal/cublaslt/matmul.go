@@ -88,10 +88,37 @@ type Spec struct {
 	// FastAccum lets FP8 kernels accumulate in the tensor cores' reduced
 	// precision (CUBLASLT_MATMUL_DESC_FAST_ACCUM). Off by default.
 	FastAccum bool
+	// Epilogue is CUBLASLT_MATMUL_DESC_EPILOGUE; 0 leaves it unset
+	// (EpilogueDefault). With EpilogueBias every Run takes Args.Bias, a
+	// vector of D.Rows elements of BiasType.
+	Epilogue Epilogue
+	// BiasType is CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, set with
+	// EpilogueBias only (0 is R32F). cuBLASLt's FP8 kernels with a
+	// bfloat16 or float32 D take R16BF.
+	BiasType DataType
+	// BiasAlign is the alignment in bytes of every Args.Bias the plan runs
+	// with: a power of two from BiasType's size up to 256; 0 means 256.
+	// The heuristic reads the alignment from the bias pointer it is given
+	// (cuBLASLt's documentation of CUBLASLT_MATMUL_DESC_BIAS_POINTER), so
+	// NewPlan gives it an address of exactly this alignment, and Run
+	// refuses a less aligned bias.
+	BiasAlign int
 }
 
 func (s Spec) String() string {
-	return fmt.Sprintf("op(A)=%d A[%v] op(B)=%d B[%v] C[%v] D[%v] compute %d scale modes %d/%d", s.TransA, s.A, s.TransB, s.B, s.C, s.D, s.compute(), s.AScaleMode, s.BScaleMode)
+	e := ""
+	if s.Epilogue != 0 {
+		e = fmt.Sprintf(" epilogue %d bias type %d align %d", s.Epilogue, s.BiasType, s.biasAlign())
+	}
+	return fmt.Sprintf("op(A)=%d A[%v] op(B)=%d B[%v] C[%v] D[%v] compute %d scale modes %d/%d%s", s.TransA, s.A, s.TransB, s.B, s.C, s.D, s.compute(), s.AScaleMode, s.BScaleMode, e)
+}
+
+// biasAlign returns BiasAlign, 256 when 0.
+func (s Spec) biasAlign() int {
+	if s.BiasAlign == 0 {
+		return 256
+	}
+	return s.BiasAlign
 }
 
 func (s Spec) compute() ComputeType {
@@ -116,7 +143,40 @@ func (s Spec) validate() error {
 				Detail: fmt.Sprintf("%s: alignment %d bytes: want a power of two from %d to 256", name, m.Align, m.Type.Size())}
 		}
 	}
+	return s.validateEpilogue()
+}
+
+// validateEpilogue checks the epilogue fields: an epilogue this package
+// sets (EpilogueDefault, EpilogueBias), and with a bias an alignment that
+// is a power of two from the bias type's size up to 256.
+func (s Spec) validateEpilogue() error {
+	bad := func(detail string) error {
+		return &Error{Op: "cublasLtMatmulDescSetAttribute", Status: StatusInvalidValue, Detail: detail}
+	}
+	switch s.Epilogue {
+	case 0, EpilogueDefault:
+		if s.BiasType != 0 || s.BiasAlign != 0 {
+			return bad(fmt.Sprintf("bias type %d, alignment %d without EpilogueBias", s.BiasType, s.BiasAlign))
+		}
+	case EpilogueBias:
+		if a := s.biasAlign(); a&(a-1) != 0 || a < s.BiasType.Size() || a > 256 {
+			return bad(fmt.Sprintf("bias alignment %d bytes: want a power of two from %d to 256", a, s.BiasType.Size()))
+		}
+	default:
+		return bad(fmt.Sprintf("epilogue %d: this package sets EpilogueDefault or EpilogueBias", s.Epilogue))
+	}
 	return nil
+}
+
+// biasHint returns an address of exactly the spec's bias alignment, for
+// the heuristic to read it from: the 256-byte aligned base (a device
+// address when it is not 0) plus the alignment, below 256.
+func (s Spec) biasHint(base cuda.DevicePtr) uint64 {
+	b := uint64(base) &^ 255
+	if b == 0 {
+		b = 256
+	}
+	return b + uint64(s.biasAlign()%256)
 }
 
 // Algo is one algorithm the heuristic proposed, with the workspace it needs.
@@ -202,6 +262,9 @@ func (p *Plan) create(maxWorkspace int, scaleHint cuda.DevicePtr, candidates int
 			return err
 		}
 	}
+	if err := p.setEpilogue(scaleHint); err != nil {
+		return err
+	}
 	for _, m := range []struct {
 		dst *uintptr
 		m   Matrix
@@ -235,6 +298,27 @@ func (p *Plan) create(maxWorkspace int, scaleHint cuda.DevicePtr, candidates int
 	return nil
 }
 
+// setEpilogue sets the spec's epilogue attributes, with a bias pointer of
+// the spec's alignment at scaleHint's page for the heuristic; on the
+// worker.
+func (p *Plan) setEpilogue(scaleHint cuda.DevicePtr) error {
+	f, s := p.h.l.fns, p.spec
+	if s.Epilogue == 0 {
+		return nil
+	}
+	// The attribute is a uint32; its four bytes are those of the int32.
+	if err := check("cublasLtMatmulDescSetAttribute", f.descSetI32(p.desc, descEpilogue, int32(s.Epilogue))); err != nil {
+		return fmt.Errorf("%w: epilogue %d", err, s.Epilogue)
+	}
+	if s.Epilogue != EpilogueBias {
+		return nil
+	}
+	if err := check("cublasLtMatmulDescSetAttribute", f.descSetI32(p.desc, descBiasType, int32(s.BiasType))); err != nil {
+		return fmt.Errorf("%w: bias type %d", err, s.BiasType)
+	}
+	return check("cublasLtMatmulDescSetAttribute", f.descSetPtr(p.desc, descBiasPtr, s.biasHint(scaleHint)))
+}
+
 // Candidates returns how many algorithms the heuristic proposed (at most
 // the candidates NewPlan was given).
 func (p *Plan) Candidates() int { return len(p.algos) }
@@ -265,11 +349,13 @@ func (p *Plan) Spec() Spec { return p.spec }
 func (p *Plan) Workspace() int { return p.algo.Workspace }
 
 // Args are the operands of one Run: device addresses of A, B, C, D, the
-// FP8 scale tensors of A and B (ignored for non-FP8 plans), the host
-// scalars alpha and beta, and the workspace.
+// FP8 scale tensors of A and B (ignored for non-FP8 plans), the bias
+// vector of an EpilogueBias plan (ignored by others), the host scalars
+// alpha and beta, and the workspace.
 type Args struct {
 	A, B, C, D     cuda.DevicePtr
 	AScale, BScale cuda.DevicePtr
+	Bias           cuda.DevicePtr
 	Alpha, Beta    float32
 	Workspace      cuda.DevicePtr
 	WorkspaceSize  int
@@ -281,8 +367,16 @@ func (p *Plan) Run(s *cuda.Stream, a *Args) error {
 	if a.WorkspaceSize < p.algo.Workspace {
 		panic(fmt.Sprintf("cublaslt: workspace of %d bytes, the algorithm needs %d", a.WorkspaceSize, p.algo.Workspace))
 	}
+	if err := p.checkBias(a.Bias); err != nil {
+		return err
+	}
 	f := p.h.l.fns
 	return p.h.d.Do(func() error {
+		if p.spec.Epilogue == EpilogueBias {
+			if err := check("cublasLtMatmulDescSetAttribute", f.descSetPtr(p.desc, descBiasPtr, uint64(a.Bias))); err != nil {
+				return err
+			}
+		}
 		if p.fp8 {
 			if err := check("cublasLtMatmulDescSetAttribute", f.descSetPtr(p.desc, descAScalePtr, uint64(a.AScale))); err != nil {
 				return err
@@ -299,6 +393,19 @@ func (p *Plan) Run(s *cuda.Stream, a *Args) error {
 		}
 		return nil
 	})
+}
+
+// checkBias refuses, for an EpilogueBias plan, a null bias or one less
+// aligned than the plan's BiasAlign (its kernel may assume the alignment).
+func (p *Plan) checkBias(b cuda.DevicePtr) error {
+	if p.spec.Epilogue != EpilogueBias {
+		return nil
+	}
+	if a := p.spec.biasAlign(); b == 0 || uint64(b)%uint64(a) != 0 {
+		return &Error{Op: "cublasLtMatmul", Status: StatusInvalidValue,
+			Detail: fmt.Sprintf("bias at %#x: want a non-null address aligned to %d bytes [%v]", uint64(b), a, p.spec)}
+	}
+	return nil
 }
 
 // Destroy releases the plan's descriptors.

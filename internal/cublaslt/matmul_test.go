@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/distopt/distopt/internal/cuda"
-	"github.com/distopt/distopt/internal/cuda/cudatest"
 )
 
 // TestFP8Matmul multiplies all-ones E4M3 matrices (code 0x38) with scales
@@ -19,19 +18,7 @@ import (
 // heuristic, and, in the first version of this test, a B scale at a 4-byte
 // offset in cublasLtMatmul: the scales now lie 16 bytes apart.)
 func TestFP8Matmul(t *testing.T) {
-	d := cudatest.Require(t)
-	lib, err := Default()
-	cudatest.Unavailable(t, err, ErrNoLibrary)
-	h, err := lib.NewHandle(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Destroy()
-	s, err := d.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Destroy()
+	h, s := openHandle(t)
 	const m, n = 64, 32
 	for _, k := range []int{8, 16, 24, 40, 48, 96} {
 		t.Run(fmt.Sprintf("K=%d", k), func(t *testing.T) { checkOnes(t, h, s, m, n, k) })

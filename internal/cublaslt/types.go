@@ -74,12 +74,15 @@ type descAttr int32
 const (
 	descTransA       descAttr = 3
 	descTransB       descAttr = 4
+	descEpilogue     descAttr = 7 // CUBLASLT_MATMUL_DESC_EPILOGUE, uint32 (a cublasLtEpilogue_t)
+	descBiasPtr      descAttr = 8 // CUBLASLT_MATMUL_DESC_BIAS_POINTER, const void *
 	descAScalePtr    descAttr = 17
 	descBScalePtr    descAttr = 18
 	descCScalePtr    descAttr = 19
 	descDScalePtr    descAttr = 20
 	descAmaxDPtr     descAttr = 21
 	descFastAccum    descAttr = 25
+	descBiasType     descAttr = 26 // CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32 (a cudaDataType_t)
 	descAScaleMode   descAttr = 31
 	descBScaleMode   descAttr = 32
 	prefMaxWorkspace descAttr = 1 // CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES (a preference attribute)
@@ -95,3 +98,18 @@ const (
 
 // The preference attributes CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES
 // (uint32) are 5 to 8, in that order; lt_cgo.go sets them.
+
+// Epilogue is a cublasLtEpilogue_t: what cuBLASLt does to the product
+// before it writes D.
+type Epilogue uint32
+
+// The epilogues distopt uses (cublasLtEpilogue_t values).
+const (
+	// EpilogueDefault (CUBLASLT_EPILOGUE_DEFAULT): D is the scaled product
+	// (plus beta·C), converted to D's type.
+	EpilogueDefault Epilogue = 1
+	// EpilogueBias (CUBLASLT_EPILOGUE_BIAS): a bias vector, one element per
+	// row of D (packed, stride 1), is broadcast over D's columns and added
+	// before the conversion to D's type.
+	EpilogueBias Epilogue = 4
+)

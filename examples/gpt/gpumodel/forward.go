@@ -113,7 +113,7 @@ func runSteps(steps []func() error) error {
 // once, the output the block keeps), or y becomes (y + b) + res
 // (GPTBiasResidual: the residual connection).
 func (m *Model) linear(params Params, l, i int, y, y16, res, x cuda.DevicePtr) error {
-	if err := m.product(params, l, i, y, x, nil); err != nil {
+	if err := m.product(params, l, i, f32Out(y), x, nil); err != nil {
 		return err
 	}
 	return m.bias(params, l, i, y, y16, res)
@@ -134,18 +134,22 @@ func (m *Model) bias(params Params, l, i int, y, y16, res cuda.DevicePtr) error 
 	return m.k.GPTBiasResidual(m.s, y, res, b, m.rows, out)
 }
 
-// product queues y = x·Wᵀ (float32, no bias) for linear layer i of block
-// l: x quantized by the layer (gemm.Linear.Forward), or, when fill is not
-// nil, the FP8 input fill writes (gemm.Linear.ForwardQuantized). The
-// device allocator's count of what the layer allocates (its kept input,
-// at the first Forward) joins the model's.
-func (m *Model) product(params Params, l, i int, y, x cuda.DevicePtr, fill func(x gemm.Operand) error) error {
+// f32Out is the float32 output at y of a product without bias.
+func f32Out(y cuda.DevicePtr) gemm.Output { return gemm.Output{Data: y, Type: buffer.Float32} }
+
+// product queues out = x·Wᵀ (float32 without bias, or with Epilogue the
+// bfloat16 of the product plus the bias) for linear layer i of block l: x
+// quantized by the layer (gemm.Linear.Forward), or, when fill is not nil,
+// the FP8 input fill writes (gemm.Linear.ForwardQuantized). The device
+// allocator's count of what the layer allocates (its kept input, at the
+// first Forward) joins the model's.
+func (m *Model) product(params Params, l, i int, out gemm.Output, x cuda.DevicePtr, fill func(x gemm.Operand) error) error {
 	name := lname(l, linearNames[i])
 	w, err := weight(params, name)
 	if err != nil {
 		return err
 	}
-	lin, out := m.layers[l].lin[i], gemm.Output{Data: cuda.DevicePtr(y), Type: buffer.Float32}
+	lin := m.layers[l].lin[i]
 	before, eng := m.d.Usage().DeviceBytes, m.engineBytes()
 	if fill != nil {
 		_, err = lin.ForwardQuantized(out, m.rows, w, fill)

@@ -24,6 +24,11 @@ import (
 //   - fc's bias and bfloat16 rounding (GPTBiasGELUFP8) also write the codes
 //     of GELU(fc), mlp.proj's input, which is never written in float32.
 //
+// With Options.Epilogue the qkv and fc GEMMs add their biases in
+// cuBLASLt's epilogue and write the kept bfloat16 qkv and fc themselves:
+// the float32 products and the bias passes go, and GELU reads fc as it is
+// (GPTGELUFP8).
+//
 // Every byte the unfused pass writes that the fused one writes too (the
 // residual stream, the LayerNorm statistics, qkv and fc, the FP8 inputs
 // and their scales) is the same.
@@ -48,25 +53,53 @@ func (m *Model) forwardFused(params Params, l int) error {
 	if l > 0 {
 		res, before = m.layers[l-1].x2, lname(l-1, linearNames[outL])
 	}
+	qkv, err := m.biasedOut(params, l, qkvL, a.qkv, m.dqkv)
+	if err != nil {
+		return err
+	}
+	fc, err := m.biasedOut(params, l, fcL, a.fc, m.dfc)
+	if err != nil {
+		return err
+	}
 	steps := []func() error{
 		func() error {
-			return m.product(params, l, qkvL, m.dqkv, 0, func(x gemm.Operand) error {
+			return m.product(params, l, qkvL, qkv, 0, func(x gemm.Operand) error {
 				return m.layerNormFP8(params, lname(l, "ln1"), before, m.fp8Out(l, qkvL, x), a.mean1, a.rstd1, a.x, res)
 			})
 		},
-		func() error { return m.bias(params, l, qkvL, m.dqkv, a.qkv, 0) },
-		func() error { return m.attn.forward(m.s, m.att, a.p, a.qkv) },
-		func() error { return m.product(params, l, projL, a.x2, m.att, nil) },
 		func() error {
-			return m.product(params, l, fcL, m.dfc, 0, func(x gemm.Operand) error {
+			if m.opts.Epilogue {
+				return nil // the product wrote qkv with its bias
+			}
+			return m.bias(params, l, qkvL, m.dqkv, a.qkv, 0)
+		},
+		func() error { return m.attn.forward(m.s, m.att, a.p, a.qkv) },
+		func() error { return m.product(params, l, projL, f32Out(a.x2), m.att, nil) },
+		func() error {
+			return m.product(params, l, fcL, fc, 0, func(x gemm.Operand) error {
 				return m.layerNormFP8(params, lname(l, "ln2"), lname(l, linearNames[projL]), m.fp8Out(l, fcL, x), a.mean2, a.rstd2, a.x2, a.x)
 			})
 		},
 		func() error {
-			return m.product(params, l, outL, next, 0, func(x gemm.Operand) error { return m.geluFP8(params, l, x) })
+			return m.product(params, l, outL, f32Out(next), 0, func(x gemm.Operand) error { return m.geluFP8(params, l, x) })
 		},
 	}
 	return runSteps(steps)
+}
+
+// biasedOut returns the output of linear layer i of block l, qkv or fc:
+// with Epilogue the kept bfloat16 y16 with the layer's bias added in the
+// GEMM's epilogue (gemm.BF16Bias), otherwise the float32 scratch y32 that
+// a bias pass then reads.
+func (m *Model) biasedOut(params Params, l, i int, y16, y32 cuda.DevicePtr) (gemm.Output, error) {
+	if !m.opts.Epilogue {
+		return f32Out(y32), nil
+	}
+	b, err := hp(params, lname(l, linearNames[i])+".bias")
+	if err != nil {
+		return gemm.Output{}, err
+	}
+	return gemm.BF16Bias(y16, b), nil
 }
 
 // layerNormFP8 queues the named LayerNorm of x, writing its mean and
@@ -91,8 +124,12 @@ func (m *Model) layerNormFP8(params Params, name, before string, q kernels.FP8Ou
 }
 
 // geluFP8 queues fc's bias (into the kept bfloat16 fc of block l, from the
-// product in m.dfc) and the FP8 input q of mlp.proj, GELU(fc).
+// product in m.dfc) and the FP8 input q of mlp.proj, GELU(fc). With
+// Epilogue the product wrote fc with its bias: GELU reads it as it is.
 func (m *Model) geluFP8(params Params, l int, q gemm.Operand) error {
+	if m.opts.Epilogue {
+		return m.k.GPTGELUFP8(m.s, m.fp8Out(l, outL, q), m.amax, m.layers[l].fc, m.rows, m.cfg.FFN)
+	}
 	b, err := hp(params, lname(l, linearNames[fcL])+".bias")
 	if err != nil {
 		return err

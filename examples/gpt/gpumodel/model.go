@@ -66,6 +66,7 @@ type Model struct {
 	// output, and folds amaxes into amax instead), the gradients, the
 	// token indices; in Forward dqkv and dfc take the float32 products of
 	// the qkv and fc layers before their bias and rounding to bfloat16
+	// (not with Options.Epilogue, whose GEMMs write qkv and fc)
 	ln, att, gelu, amax cuda.DevicePtr
 	tok, tgt            cuda.DevicePtr
 	order, start        cuda.DevicePtr

@@ -29,8 +29,10 @@ func fastInit(name string, offset int, dst []float32) error {
 // scaling, with the default options (flash attention, the fused forward),
 // with Unfused (the same with the forward's element-wise kernels
 // unfused: flash/unfused over unfused/… tokens/s is the fusion's gain),
-// with the GEMM attention (AttentionGEMM), with Recompute (unfused too)
-// and with KeepTransposed (each with an engine of its own). It reports tokens/s;
+// with the GEMM attention (AttentionGEMM), with Recompute (unfused too),
+// with KeepTransposed and with Epilogue (qkv's and fc's biases in the
+// GEMMs' epilogue: epilogue over flash tokens/s is its gain), each with an
+// engine of its own. It reports tokens/s;
 // the FP8 linear inputs kept per layer (kept-MiB/layer) with their ratio
 // to bfloat16 (kept/bf16); the activation memory of the step as the model
 // allocated it (activation-MiB/step: Memory's Allocated.Step), as
@@ -51,7 +53,7 @@ func BenchmarkMicroBatch(b *testing.B) {
 			name string
 			o    Options
 		}{{"flash", Options{}}, {"unfused", Options{Unfused: true}}, {"gemm", Options{Attention: AttentionGEMM}},
-			{"recompute", Options{Recompute: true}}, {"keep-transposed", Options{KeepTransposed: true}}} {
+			{"recompute", Options{Recompute: true}}, {"keep-transposed", Options{KeepTransposed: true}}, {"epilogue", Options{Epilogue: true}}} {
 			b.Run(preset+"/"+c.name, func(b *testing.B) {
 				e, err := gemm.New(r.be.Device(), r.be.Stream())
 				if err != nil {

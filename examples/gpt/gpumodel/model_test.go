@@ -385,8 +385,8 @@ func TestGPUDeterminism(t *testing.T) {
 	}
 }
 
-// TestGPUMemory checks Memory after a step, fused (the default) and
-// Unfused: the prediction from the shapes equals, category by category, what the model and its linear
+// TestGPUMemory checks Memory after a step, fused (the default, and with
+// Epilogue) and Unfused: the prediction from the shapes equals, category by category, what the model and its linear
 // layers allocated and what the engine's activation buffer holds; the
 // device allocator's own count of the model's allocations equals their
 // sum; a second step allocates nothing; the FP8 linear inputs stay at or
@@ -394,8 +394,9 @@ func TestGPUDeterminism(t *testing.T) {
 func TestGPUMemory(t *testing.T) {
 	for _, at := range attentions {
 		for _, rc := range recipes[:3] {
-			for _, o := range []Options{{Attention: at}, {Unfused: true, Attention: at}, {Recompute: true, Attention: at}, {KeepTransposed: true, Attention: at}, {Head: HeadBF16, Attention: at}} {
-				t.Run(fmt.Sprintf("%s/%s/unfused=%v/recompute=%v/keep=%v/head=%v", at, rc.name, o.Unfused, o.Recompute, o.KeepTransposed, o.Head), func(t *testing.T) {
+			for _, o := range []Options{{Attention: at}, {Unfused: true, Attention: at}, {Recompute: true, Attention: at}, {KeepTransposed: true, Attention: at}, {Head: HeadBF16, Attention: at},
+				{Epilogue: true, Attention: at}} {
+				t.Run(fmt.Sprintf("%s/%s/unfused=%v/recompute=%v/keep=%v/head=%v/epilogue=%v", at, rc.name, o.Unfused, o.Recompute, o.KeepTransposed, o.Head, o.Epilogue), func(t *testing.T) {
 					r := newRig(t, testShape, 1e-3, rc.r)
 					m := r.model(t, testShape, 2, 32, o)
 					twoMicroBatches(t, r, m)

@@ -55,6 +55,20 @@ type Options struct {
 	// Recompute implies Unfused: its backward hands the linear layers
 	// float32 inputs to quantize again.
 	Unfused bool
+	// Epilogue has the qkv and fc GEMMs of the fused forward add their
+	// biases in cuBLASLt's epilogue and write the kept bfloat16 qkv and fc
+	// directly (gemm.BF16Bias): no float32 product written and read again,
+	// no bias pass (docs/BENCHMARKS.md's profile of the 1.3B micro-batch:
+	// "bias adds 4%"). GELU then reads the bfloat16 fc
+	// (kernels.GPTGELUFP8). The product plus the bias is rounded once to
+	// bfloat16, as the separate pass rounds it, but in another kernel, whose
+	// sums may round otherwise: qkv and fc may differ from the default's by
+	// one bfloat16 ulp. Memory is the same: the float32 products went into
+	// dqkv and dfc, backward's gradient buffers. Off by default until a GPU
+	// run shows cuBLASLt supports it at the model's shapes, and that it is
+	// correct and faster (scripts/gpu/NOTES.md). The fused forward only:
+	// New and PredictMemory refuse it with Unfused or Recompute.
+	Epilogue bool
 }
 
 // Attention is the implementation of the model's attention.
@@ -104,9 +118,13 @@ func (o Options) attnPrecision() attnPrecision {
 }
 
 // check refuses options the model of shape cfg on batch x seq tokens
-// cannot run: an unknown Attention, HeadPrecision or GradType, or flash attention on heads of a width
-// its kernels do not take (no silent fallback to the GEMMs).
+// cannot run: Epilogue off the fused forward, an unknown Attention,
+// HeadPrecision or GradType, or flash attention on heads of a width its
+// kernels do not take (no silent fallback to the GEMMs).
 func (o Options) check(cfg model.Config, batch, seq int) error {
+	if o.Epilogue && !o.fused() {
+		return fmt.Errorf("gpumodel: Options.Epilogue runs on the fused forward only, not with Unfused (%v) or Recompute (%v)", o.Unfused, o.Recompute)
+	}
 	if g := o.GradType; g != 0 && g != buffer.Float32 && g != buffer.BFloat16 {
 		return fmt.Errorf("gpumodel: Options.GradType %v: want float32 or bfloat16", g)
 	}

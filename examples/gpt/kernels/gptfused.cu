@@ -13,6 +13,10 @@
 //     gpt_ln_rows128 and gpt_bias_gelu_rows128 cast each block as soon as
 //     the warp holds it.
 //
+// When the GEMM's epilogue wrote fc with its bias in bfloat16
+// (gpumodel's Options.Epilogue), gpt_gelu_amax and gpt_gelu_rows128 read
+// it as it is: the same GELU and cast, without the bias.
+//
 // The outputs are computed by the very device functions of the unfused
 // kernels (gptnorm.cuh, gpt.cuh), and the scales and codes by those of
 // quantize.cu (scale_from_amax, encode): the codes and scales are those of
@@ -237,31 +241,64 @@ __device__ __forceinline__ void gelu_cast(u8 *dst, float *si, const u32 *amax, c
         dst[i] = (u8)encode<F>(__fmul_rn(gelu(bf16_to_f32(x[i])), s));
 }
 
-// bias_gelu_rows128: y = bf16(x + b) as gpt_bias_add_bf16 writes it, and
-// gelu(y) cast in 1x128 blocks along the rows of cols, one warp per block
-// (lane l: elements 4l..4l+3), as quant_rows128.
-template <Fp8 F>
-__device__ __forceinline__ void bias_gelu_rows128(u8 *dst, float *si, u16 *y, const float *x, const u16 *b, u64 rows,
-                                                  u64 cols, float fmax, float mfac, u32 pow2) {
-    const u64 kb = (cols + 127) / 128;
-    const u32 lane = threadIdx.x & 31;
-    const bool vec = (cols & 3) == 0 && aligned(dst, 4) && aligned(y, 8) && aligned(x, 16) && aligned(b, 8);
-    for (u64 blk = warp_index(); blk < rows * kb; blk += warp_stride()) {
-        const u64 row = blk / kb, k = blk % kb, c = k * 128 + 4 * lane, e = row * cols + c;
-        const int cnt = c < cols ? (int)min(cols - c, (u64)4) : 0;
-        float g[4] = {0, 0, 0, 0};
-        if (vec && cnt == 4) {
+// BiasGELU is the source of gpt_bias_gelu_rows128: y = bf16(x + b) as
+// gpt_bias_add_bf16 writes it (kept), and gelu(y) handed to the cast.
+struct BiasGELU {
+    u16 *y;
+    const float *x;
+    const u16 *b;
+    __device__ __forceinline__ bool aligned_for(u8 *dst, u64 cols) const {
+        return (cols & 3) == 0 && aligned(dst, 4) && aligned(y, 8) && aligned(x, 16) && aligned(b, 8);
+    }
+    // operator() writes gelu of elements e..e+cnt (columns c..) to g: one
+    // vector of four when vec.
+    __device__ __forceinline__ void operator()(u64 e, u64 c, int cnt, bool vec, float g[4]) const {
+        if (vec) {
             const uint2 h = bias_bf16x4(*reinterpret_cast<const float4 *>(x + e), bf16x4(b + c));
             *reinterpret_cast<uint2 *>(y + e) = h;
             const float4 v = gelu4(widen4(h));
             g[0] = v.x, g[1] = v.y, g[2] = v.z, g[3] = v.w;
-        } else {
-            for (int j = 0; j < cnt; j++) {
-                const u32 h = bf16_rn(x[e + j] + bf16_to_f32(b[c + j]));
-                y[e + j] = (u16)h;
-                g[j] = gelu(bf16_to_f32(h));
-            }
+            return;
         }
+        for (int j = 0; j < cnt; j++) {
+            const u32 h = bf16_rn(x[e + j] + bf16_to_f32(b[c + j]));
+            y[e + j] = (u16)h;
+            g[j] = gelu(bf16_to_f32(h));
+        }
+    }
+};
+
+// GELUOf is the source of gpt_gelu_rows128: gelu of the bfloat16 y (a
+// product with its bias, written by the GEMM's epilogue).
+struct GELUOf {
+    const u16 *y;
+    __device__ __forceinline__ bool aligned_for(u8 *dst, u64 cols) const {
+        return (cols & 3) == 0 && aligned(dst, 4) && aligned(y, 8);
+    }
+    __device__ __forceinline__ void operator()(u64 e, u64, int cnt, bool vec, float g[4]) const {
+        if (vec) {
+            const float4 v = gelu4(bf16x4(y + e));
+            g[0] = v.x, g[1] = v.y, g[2] = v.z, g[3] = v.w;
+            return;
+        }
+        for (int j = 0; j < cnt; j++) g[j] = gelu(bf16_to_f32(y[e + j]));
+    }
+};
+
+// gelu_rows128: gelu of what src hands over (BiasGELU, GELUOf), cast in
+// 1x128 blocks along the rows of cols, one warp per block (lane l:
+// elements 4l..4l+3), as quant_rows128.
+template <Fp8 F, class Src>
+__device__ __forceinline__ void gelu_rows128(u8 *dst, float *si, const Src &src, u64 rows, u64 cols, float fmax,
+                                             float mfac, u32 pow2) {
+    const u64 kb = (cols + 127) / 128;
+    const u32 lane = threadIdx.x & 31;
+    const bool vec = src.aligned_for(dst, cols);
+    for (u64 blk = warp_index(); blk < rows * kb; blk += warp_stride()) {
+        const u64 row = blk / kb, k = blk % kb, c = k * 128 + 4 * lane, e = row * cols + c;
+        const int cnt = c < cols ? (int)min(cols - c, (u64)4) : 0;
+        float g[4] = {0, 0, 0, 0};
+        src(e, c, cnt, vec && cnt == 4, g);
         cast_block<F>(dst, e, cnt, vec, g, si + k * rows + row, fmax, mfac, pow2);
     }
 }
@@ -289,6 +326,17 @@ extern "C" __global__ void gpt_bias_gelu_amax(u16 *y, const float *x, const u16 
             k = max(k, amax_bits(gelu(bf16_to_f32(h))));
         }
     }
+    block_max_atomic(amax, k);
+}
+
+// gpt_gelu_amax: *amax folds the amax of gelu(y) for the n bfloat16 y (the
+// kept fc, written with its bias by the GEMM's epilogue); gpt_gelu_cast
+// then writes the codes.
+extern "C" __global__ void gpt_gelu_amax(const u16 *y, u32 *amax, u64 n) {
+    u32 k = 0;
+    const u64 n4 = aligned(y, 8) ? n / 4 : 0;
+    for (u64 i = thread_index(); i < n4; i += grid_stride()) k = max(k, amax4(gelu4(bf16x4(y + 4 * i))));
+    for (u64 i = 4 * n4 + thread_index(); i < n; i += grid_stride()) k = max(k, amax_bits(gelu(bf16_to_f32(y[i]))));
     block_max_atomic(amax, k);
 }
 
@@ -327,7 +375,8 @@ GPT_FUSED_ROWS(8)
 GPT_FUSED_ROWS(16)
 
 // The kernels of each format: gpt_ln_rows128_e4m3 (any width), gpt_ln_cast_e4m3,
-// gpt_gelu_cast_e4m3, gpt_bias_gelu_rows128_e4m3, and those of E5M2.
+// gpt_gelu_cast_e4m3, gpt_bias_gelu_rows128_e4m3, gpt_gelu_rows128_e4m3 (the
+// bfloat16 fc read as it is), and those of E5M2.
 #define GPT_FUSED_FORMAT(fmt, F)                                                                                       \
     extern "C" __global__ void gpt_ln_rows128_##fmt(u8 *dst, float *si, float *mean, float *rstd, float *x,           \
                                                     const float *xin, const u16 *bias, const u16 *w, const u16 *b,     \
@@ -345,7 +394,11 @@ GPT_FUSED_ROWS(16)
     }                                                                                                                  \
     extern "C" __global__ void gpt_bias_gelu_rows128_##fmt(u8 *dst, float *si, u16 *y, const float *x, const u16 *b,  \
                                                            u64 rows, u64 cols, float fmax, float mfac, u32 pow2) {     \
-        bias_gelu_rows128<F>(dst, si, y, x, b, rows, cols, fmax, mfac, pow2);                                          \
+        gelu_rows128<F>(dst, si, BiasGELU{y, x, b}, rows, cols, fmax, mfac, pow2);                                     \
+    }                                                                                                                  \
+    extern "C" __global__ void gpt_gelu_rows128_##fmt(u8 *dst, float *si, const u16 *y, u64 rows, u64 cols,           \
+                                                      float fmax, float mfac, u32 pow2) {                              \
+        gelu_rows128<F>(dst, si, GELUOf{y}, rows, cols, fmax, mfac, pow2);                                             \
     }
 
 GPT_FUSED_FORMAT(e4m3, E4M3)

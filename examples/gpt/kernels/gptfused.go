@@ -18,6 +18,8 @@ const (
 	kernelGPTBiasGELUAmax = "gpt_bias_gelu_amax"
 	kernelGPTGELUCast     = "gpt_gelu_cast_"
 	kernelGPTBiasGELURows = "gpt_bias_gelu_rows128_"
+	kernelGPTGELUAmax     = "gpt_gelu_amax"
+	kernelGPTGELURows     = "gpt_gelu_rows128_"
 )
 
 // fusedFormats are the kernel name suffixes of the FP8 formats.
@@ -25,9 +27,9 @@ var fusedFormats = map[fp8.Format]string{fp8.E4M3: "e4m3", fp8.E5M2: "e5m2"}
 
 // fusedKernels lists the kernels of gptfused.cu.
 func fusedKernels() []string {
-	names := []string{kernelGPTLNAmax, kernelGPTBiasGELUAmax}
+	names := []string{kernelGPTLNAmax, kernelGPTBiasGELUAmax, kernelGPTGELUAmax}
 	for _, f := range fusedFormats {
-		names = append(names, kernelGPTLNCast+f, kernelGPTLNRows128+f, kernelGPTGELUCast+f, kernelGPTBiasGELURows+f)
+		names = append(names, kernelGPTLNCast+f, kernelGPTLNRows128+f, kernelGPTGELUCast+f, kernelGPTBiasGELURows+f, kernelGPTGELURows+f)
 		for _, v := range rowVariants {
 			names = append(names, kernelGPTLNRows128+f+v.suffix)
 		}
@@ -168,6 +170,38 @@ func (k *Set) GPTBiasGELUFP8(s *cuda.Stream, dst FP8Out, amax, y, x, b cuda.Devi
 	if err := k.elementwise(s, kernelGPTBiasGELUAmax, rows*n, a); err != nil {
 		return err
 	}
-	a = new(cuda.Args).Ptr(dst.Data).Ptr(dst.ScaleInv).Ptr(amax).Ptr(y).U64(uint64(rows * n))
-	return k.elementwise(s, kernelGPTGELUCast+f, rows*n, dst.args(a))
+	return k.geluCast(s, dst, f, amax, y, rows*n)
+}
+
+// geluCast queues the codes of GELU(y) for the n bfloat16 y, with the
+// scale of the amax at amax, into dst (per tensor).
+func (k *Set) geluCast(s *cuda.Stream, dst FP8Out, f string, amax, y cuda.DevicePtr, n int) error {
+	a := new(cuda.Args).Ptr(dst.Data).Ptr(dst.ScaleInv).Ptr(amax).Ptr(y).U64(uint64(n))
+	return k.elementwise(s, kernelGPTGELUCast+f, n, dst.args(a))
+}
+
+// GPTGELUFP8 queues the quantization of model.GELU(y) into dst, y bfloat16
+// [rows, n] as it is (fc with its bias, written by the GEMM's epilogue):
+// GPTBiasGELUFP8's work without the bias and without writing y, bit for
+// bit what gemm's Quantize writes from GPTGELUBF16's float32 output:
+//
+//   - fp8.TensorCurrent: the first pass folds the amax of GELU(y) into the
+//     uint32 at amax (zeroed here first), the second writes the codes;
+//   - fp8.Block1x128: one pass (amax unused).
+func (k *Set) GPTGELUFP8(s *cuda.Stream, dst FP8Out, amax, y cuda.DevicePtr, rows, n int) error {
+	f, err := dst.suffix()
+	if err != nil || !checkLen(kernelGPTGELUAmax, rows) || !checkLen(kernelGPTGELUAmax, n) {
+		return err
+	}
+	if dst.Recipe.Scaling == fp8.Block1x128 {
+		a := new(cuda.Args).Ptr(dst.Data).Ptr(dst.ScaleInv).Ptr(y).U64(uint64(rows)).U64(uint64(n))
+		return k.warpRows(s, kernelGPTGELURows+f, rows*ceilDiv(n, 128), dst.args(a))
+	}
+	if err := s.Memset32(amax, 0, 1); err != nil {
+		return err
+	}
+	if err := k.elementwise(s, kernelGPTGELUAmax, rows*n, new(cuda.Args).Ptr(y).Ptr(amax).U64(uint64(rows*n))); err != nil {
+		return err
+	}
+	return k.geluCast(s, dst, f, amax, y, rows*n)
 }

@@ -27,8 +27,10 @@ const (
 // (layernorm fused: 4+4+4 then 4+1 per tensor, 4+4+4+1 in blocks;
 // unfused: 12 (GPTBiasResidual) + 8 (GPTLayerNorm) + 4 (amax) + 5 (cast),
 // or 12+8+5; gelu fused: 4+2 then 2+1, or 4+2+1; unfused: 6
-// (GPTBiasAddBF16) + 6 (GPTGELUBF16) + 4 + 5, or 6+6+5). fused over
-// unfused gpu-us/op is the fusion's gain on these kernels.
+// (GPTBiasAddBF16) + 6 (GPTGELUBF16) + 4 + 5, or 6+6+5; gelu epilogue,
+// GPTGELUFP8 from the bfloat16 fc the GEMM's epilogue wrote with its bias:
+// 2 then 2+1, or 2+1). fused over unfused gpu-us/op is the fusion's gain on
+// these kernels.
 func BenchmarkFusedProducers(b *testing.B) {
 	d := cudatest.Require(b)
 	k, err := Load(d)
@@ -79,6 +81,11 @@ func BenchmarkFusedProducers(b *testing.B) {
 		b.Run("gelu/"+name+"/fused", func(b *testing.B) {
 			gptTime(b, g, per(9, 7)*fbRows*fbF, 0, func() error {
 				return k.GPTBiasGELUFP8(g.s, FP8Out{Data: qf.Data, ScaleInv: qf.ScaleInv, Recipe: r}, amax, fc, prod, bias, fbRows, fbF)
+			})
+		})
+		b.Run("gelu/"+name+"/epilogue", func(b *testing.B) {
+			gptTime(b, g, per(5, 3)*fbRows*fbF, 0, func() error {
+				return k.GPTGELUFP8(g.s, FP8Out{Data: qf.Data, ScaleInv: qf.ScaleInv, Recipe: r}, amax, fc, fbRows, fbF)
 			})
 		})
 		b.Run("gelu/"+name+"/unfused", func(b *testing.B) {

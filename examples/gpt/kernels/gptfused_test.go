@@ -221,6 +221,39 @@ func TestGPTBiasGELUFP8(t *testing.T) {
 	}
 }
 
+// TestGPTGELUFP8 checks GPTGELUFP8, which reads a bfloat16 fc as the GEMM's
+// epilogue writes it (with its bias), against today's unfused kernels and
+// the fp8 package, bit for bit, in every variant the device loads:
+// GPTGELUBF16 on the GPU, its float32 output quantized on the CPU by
+// quantizeHost. Codes and scale_inv must be the reference's and fc
+// unchanged; the widths of TestGPTBiasGELUFP8, and fc at a 2-byte offset
+// (the scalar paths).
+func TestGPTGELUFP8(t *testing.T) {
+	d, sets := loadAll(t)
+	e := &fusedEnv{t: t, d: d, s: cudatest.Stream(t, d), r: rand.New(rand.NewPCG(5, 11))}
+	amax := cudatest.Alloc(t, d, 4)
+	for _, k := range sets {
+		for _, sh := range [][2]int{{33, 512}, {17, 200}, {9, 130}, {64, 3072}} {
+			rows, n := sh[0], sh[1]
+			for _, off := range []int{0, 2} {
+				for _, r := range fusedRecipes {
+					name := fmt.Sprintf("%v/%dx%d/+%d/%v", k.Library().Variant(), rows, n, off, r)
+					fc := e.bf(rows*n+1, 0, 2) + cuda.DevicePtr(off)
+					before := e.bytes(fc, 2*rows*n)
+					g := cudatest.Alloc(t, d, 4*rows*n)
+					must(t, k.GPTGELUBF16(e.s, g, fc, rows*n))
+					codes, scales := quantizeHost(e.floats(g, rows*n), rows, n, r)
+					dst, sb := e.fp8Dst(rows, n, r)
+					must(t, k.GPTGELUFP8(e.s, dst, amax, fc, rows, n))
+					e.same(name+" fc", e.bytes(fc, 2*rows*n), before)
+					e.same(name+" codes", e.bytes(dst.Data, rows*n), codes)
+					e.same(name+" scale_inv", e.bytes(dst.ScaleInv, sb), scales)
+				}
+			}
+		}
+	}
+}
+
 // TestFP8OutRecipes checks, without a GPU, that the fused launchers
 // refuse recipes they do not write (delayed scaling, 128x128 tiles, MXFP8,
 // an invalid format) before touching the device, and that the recipe's
@@ -235,6 +268,9 @@ func TestFP8OutRecipes(t *testing.T) {
 		}
 		if err := k.GPTBiasGELUFP8(nil, dst, 0, 0, 0, 0, 1, 4); err == nil {
 			t.Errorf("GPTBiasGELUFP8 with %v: no error", r)
+		}
+		if err := k.GPTGELUFP8(nil, dst, 0, 0, 1, 4); err == nil {
+			t.Errorf("GPTGELUFP8 with %v: no error", r)
 		}
 	}
 	for _, r := range fusedRecipes {
