@@ -20,6 +20,10 @@ type LinearConfig struct {
 	// Quantization reads either directly, bit for bit as the fp8 package
 	// casts the same values.
 	Input buffer.DType
+	// GradInput, when not zero, is the element type of dy in Backward
+	// instead of Input (BFloat16 or Float32): a layer whose input is
+	// float32 may take a bfloat16 output gradient.
+	GradInput buffer.DType
 	// X quantizes the layer's input: fp8.TensorCurrent (PerTensor scales,
 	// with PerTensor weights) or fp8.Block1x128 (1x128 blocks along rows,
 	// with Tiles128 weights), usually E4M3.
@@ -47,6 +51,14 @@ func (c LinearConfig) input() buffer.DType {
 	return c.Input
 }
 
+// gradInput returns the element type of dy.
+func (c LinearConfig) gradInput() buffer.DType {
+	if c.GradInput == 0 {
+		return c.input()
+	}
+	return c.GradInput
+}
+
 // layout returns the scale layout of the layer's activations.
 func (c LinearConfig) layout() Layout {
 	if c.X.Scaling == fp8.Block1x128 {
@@ -67,8 +79,10 @@ func (c LinearConfig) validate() error {
 			return fmt.Errorf("%w: linear activations take fp8.TensorCurrent or fp8.Block1x128, not %v", ErrLayout, r)
 		}
 	}
-	if t := c.input(); t != buffer.BFloat16 && t != buffer.Float32 {
-		return fmt.Errorf("%w: linear input type %v, want BFloat16 or Float32", ErrLayout, t)
+	for _, t := range []buffer.DType{c.input(), c.gradInput()} {
+		if t != buffer.BFloat16 && t != buffer.Float32 {
+			return fmt.Errorf("%w: linear input or output gradient type %v, want BFloat16 or Float32", ErrLayout, t)
+		}
 	}
 	if c.Recompute && c.KeepTransposed {
 		return fmt.Errorf("%w: linear: Recompute keeps no input and KeepTransposed two copies: choose one", ErrLayout)
@@ -181,7 +195,7 @@ func (l *Linear) forward(y Output, tokens int, w Operand, fill func(x Operand) e
 	return res, err
 }
 
-// Backward quantizes dy ([tokens, out] of the Input type) and queues dx = dy · w
+// Backward quantizes dy ([tokens, out] of the GradInput type) and queues dx = dy · w
 // (DGrad: the weight transposed transiently) and dw (+)= dyᵀ · x (WGrad,
 // typically into Gradient(view, accumulate)) from the FP8 input kept by
 // the last Forward. Without KeepTransposed the transposed input is made
@@ -192,6 +206,27 @@ func (l *Linear) forward(y Output, tokens int, w Operand, fill func(x Operand) e
 // first quantized again into the engine's shared buffer. It returns the
 // results of the two products.
 func (l *Linear) Backward(dx, dw Output, dy cuda.DevicePtr, w Operand) (dgrad, wgrad Result, err error) {
+	return l.backward(dx, dw, dy, 0, w)
+}
+
+// BackwardAmax is Backward for a dy whose amax the caller knows: amax is
+// the device address of a uint32 holding the amax key of dy's values, the
+// largest Float32bits(v) & 0x7fffffff (what Quantize's amax pass folds,
+// the key of fp8.Amax), written by work queued before on the engine's
+// stream, such as the kernel that wrote dy. Backward's own amax pass over
+// dy is skipped; the scale comes from that key with fp8.ScaleFromAmax, so
+// the bits are Backward's when the key is exact. Per-tensor current
+// scaling only (DY fp8.TensorCurrent): 1x128 blocks have no tensor amax
+// and are refused (use Backward). amax 0 is Backward.
+func (l *Linear) BackwardAmax(dx, dw Output, dy, amax cuda.DevicePtr, w Operand) (dgrad, wgrad Result, err error) {
+	if amax != 0 && l.c.DY.Scaling != fp8.TensorCurrent {
+		return Result{}, Result{}, fmt.Errorf("%w: linear BackwardAmax with output gradients of %v: a caller's amax serves per-tensor current scaling only", ErrLayout, l.c.DY)
+	}
+	return l.backward(dx, dw, dy, icuda.DevicePtr(amax), w)
+}
+
+// backward runs Backward, taking dy's amax key from amax unless it is 0.
+func (l *Linear) backward(dx, dw Output, dy cuda.DevicePtr, amax icuda.DevicePtr, w Operand) (dgrad, wgrad Result, err error) {
 	if !l.ready {
 		return Result{}, Result{}, errors.New("gemm: linear Backward without a Forward since the last Backward")
 	}
@@ -223,13 +258,13 @@ func (l *Linear) Backward(dx, dw Output, dy cuda.DevicePtr, w Operand) (dgrad, w
 				return err
 			}
 		}
-		if err := l.e.quantize(t.dy, icuda.DevicePtr(dy), l.c.input(), l.c.DY, 0, 0); err != nil {
+		if err := l.quantizeDY(t.dy, icuda.DevicePtr(dy), amax); err != nil {
 			return err
 		}
 		dyT := t.dy
 		if t.dyT.Data != 0 { // 1x128 blocks: quantized again down the columns
 			dyT = t.dyT
-			if err := l.e.quantize(dyT, icuda.DevicePtr(dy), l.c.input(), l.c.DY, 0, 0); err != nil {
+			if err := l.e.quantize(dyT, icuda.DevicePtr(dy), l.c.gradInput(), l.c.DY, 0, 0); err != nil {
 				return err
 			}
 		}
@@ -241,6 +276,24 @@ func (l *Linear) Backward(dx, dw Output, dy cuda.DevicePtr, w Operand) (dgrad, w
 	})
 	l.ready, l.src = false, 0
 	return dgrad, wgrad, err
+}
+
+// quantizeDY quantizes dy into dst as Quantize does, or, when amax is not
+// 0, with the scale derived from the amax key there (per-tensor current
+// scaling): the same scale, and the same codes, without the amax pass.
+func (l *Linear) quantizeDY(dst Operand, dy, amax icuda.DevicePtr) error {
+	if amax == 0 {
+		return l.e.quantize(dst, dy, l.c.gradInput(), l.c.DY, 0, 0)
+	}
+	el, err := elem(l.c.gradInput())
+	if err != nil {
+		return err
+	}
+	r, scale := l.c.DY, l.e.aux.Add(4)
+	if err := l.e.k.QuantScale(l.e.s, amax, scale, icuda.DevicePtr(dst.ScaleInv), r.Format, r.Margin, r.PowerOf2); err != nil {
+		return err
+	}
+	return l.e.k.QuantCast(l.e.s, icuda.DevicePtr(dst.Data), dy, dst.Rows*dst.Cols, el, r.Format, scale, 0)
 }
 
 // Restore gives a Recompute layer its input again before Backward: x

@@ -58,6 +58,11 @@
 // The default stays fp32 until a GPU run of scripts/gpu/gpt_long.sh shows
 // the loss with bf16 within 1% of fp32's.
 //
+// -act-grad bf16 (GPU) keeps the activation gradients in bfloat16 where
+// PyTorch's autocast does (gpumodel.Options.ActGradBF16); the residual
+// stream's gradient stays float32. fp32 stays the default until the
+// actgrad part of scripts/gpu/gpt_long.sh shows bf16's loss within 1%.
+//
 // Every -eval-every steps (and at the end) the validation loss is the mean
 // over -eval-windows sequences of the validation split (on the GPU rounded
 // down to a multiple of -batch), evenly strided over the whole split
@@ -108,6 +113,7 @@ type options struct {
 	epilogue                            bool // -epilogue: qkv's and fc's biases in the GEMMs' epilogue
 	head                                gpumodel.HeadPrecision
 	gradType                            buffer.DType // -grad-type: the GPU model's gradient views
+	actGradBF16                         bool         // -act-grad bf16: the GPU model's activation gradients
 	seed                                uint64
 	timeout                             time.Duration
 }
@@ -117,7 +123,7 @@ type options struct {
 type rawFlags struct {
 	layers, hidden, heads, ffn, seq, gradBlock *int
 	recipe, head, attention, moments, gradFP8  *string
-	gradType                                   *string
+	gradType, actGrad                          *string
 	gradEF                                     *bool
 }
 
@@ -156,6 +162,7 @@ func defineFlags(o *options) (*flag.FlagSet, rawFlags) {
 	r.attention = fs.String("attention", "flash", "GPU: attention kernels: flash (fused, head widths 64 and 128 only), gemm (TF32 GEMMs and softmax kernels, any head width, float32 probabilities kept) or cudnn (cuDNN 9's fused attention, opened at run time; CUDNN_LIBRARY names the library)")
 	r.gradType = fs.String("grad-type", "fp32", "GPU: type of the gradient buffers: fp32, or bf16 (2 bytes less per parameter; the biases', LayerNorms' and embeddings' gradients summed in float32 and rounded once per micro-batch). fp32 stays the default until a GPU run shows bf16's loss within 1% of fp32's (scripts/gpu/gpt_long.sh)")
 	fs.BoolVar(&o.epilogue, "epilogue", false, "GPU: add qkv's and fc's biases in the FP8 GEMMs' epilogue, writing bfloat16 directly (fused forward only; not with -recompute; off until a GPU run shows it correct and faster)")
+	r.actGrad = fs.String("act-grad", "fp32", "GPU: type of the activation gradients where PyTorch's autocast keeps them in bfloat16 (the linear layers' input gradients, GELU's gradient): fp32, or bf16 (fewer bytes moved; the residual stream's gradient stays float32; gpumodel.Options.ActGradBF16). fp32 stays the default until scripts/gpu/gpt_long.sh shows bf16's loss within 1% of fp32's")
 	fs.BoolVar(&o.keepTransposed, "keep-transposed", false, "GPU: keep the transposed FP8 linear inputs for backward instead of making them there (same bits, more memory)")
 	fs.BoolVar(&o.resume, "resume", false, "continue from the latest checkpoint under -ckpt")
 	fs.BoolVar(&o.verbose, "v", false, "debug output: the optimizer's log (log/slog) on stderr")
@@ -225,10 +232,13 @@ func (o *options) finish(fs *flag.FlagSet, r rawFlags) error {
 	if o.gradType, err = parseGradType(*r.gradType); err != nil {
 		return err
 	}
+	if o.actGradBF16, err = parseActGrad(*r.actGrad); err != nil {
+		return err
+	}
 	attentionSet, gradTypeSet := false, false
 	fs.Visit(func(f *flag.Flag) {
 		attentionSet = attentionSet || f.Name == "attention"
-		gradTypeSet = gradTypeSet || f.Name == "grad-type"
+		gradTypeSet = gradTypeSet || f.Name == "grad-type" || f.Name == "act-grad"
 	})
 	if o.moment1, o.moment2, err = optimizer.ParseMomentTypes(*r.moments, optimizer.RuleAdamW); err != nil {
 		return fmt.Errorf("-moments: %w", err)
@@ -251,10 +261,10 @@ func (o *options) finish(fs *flag.FlagSet, r rawFlags) error {
 		return atLeastOne(o)
 	case o.backend == "gpu" && o.ranks > 1 && o.exportPath == "":
 		return fmt.Errorf("-ranks %d with -backend gpu: GPU runs have one process per GPU; start them with distopt run --nproc-per-node", o.ranks)
-	case o.backend == "cpu" && (o.recompute || o.keepTransposed || attentionSet) && o.exportPath == "":
-		return fmt.Errorf("-recompute, -keep-transposed and -attention are options of the GPU model (-backend gpu); the CPU reference keeps float64 activations and computes attention exactly")
+	case o.backend == "cpu" && (o.recompute || o.keepTransposed || o.epilogue || attentionSet) && o.exportPath == "":
+		return fmt.Errorf("-recompute, -keep-transposed, -epilogue and -attention are options of the GPU model (-backend gpu); the CPU reference keeps float64 activations and computes attention exactly")
 	case o.backend == "cpu" && gradTypeSet && o.exportPath == "":
-		return fmt.Errorf("-grad-type is an option of the GPU model (-backend gpu); the CPU path hands the optimizer its gradients in the optimizer's default, bfloat16")
+		return fmt.Errorf("-grad-type and -act-grad are options of the GPU model (-backend gpu); the CPU path computes in float64 and hands the optimizer its gradients in the optimizer's default, bfloat16")
 	case o.recompute && o.keepTransposed:
 		return fmt.Errorf("-recompute keeps no linear input for backward and -keep-transposed keeps two copies: choose one")
 	case o.resume && o.ckpt == "":
@@ -286,6 +296,18 @@ func parseGradType(s string) (buffer.DType, error) {
 		return buffer.BFloat16, nil
 	}
 	return 0, fmt.Errorf("-grad-type=%q: want fp32 or bf16", s)
+}
+
+// parseActGrad returns whether -act-grad asks for bfloat16 activation
+// gradients.
+func parseActGrad(s string) (bool, error) {
+	switch strings.ToLower(s) {
+	case "fp32":
+		return false, nil
+	case "bf16":
+		return true, nil
+	}
+	return false, fmt.Errorf("-act-grad=%q: want fp32 or bf16", s)
 }
 
 // gradFlags returns the FP8 gradient configuration of -grad-fp8,

@@ -79,7 +79,13 @@
 #     bf16 run with the fp32 one by the same criteria and draws
 #     $OUT/gpt_gradtype.png and $OUT/gpt_gradtype_diff.png. If bf16 meets
 #     them, -grad-type's default may become bf16.
-# PARTS (default "loss resume bench tests") picks and orders parts 2-9.
+# 10. (not by default) actgrad: issue 37's activation gradients in BF16
+#     (gpumodel.Options.ActGradBF16), as part 9 with -act-grad fp32 and
+#     bf16: `curves` compares the bf16 run with the fp32 one by the same
+#     criteria and draws $OUT/gpt_actgrad.png and
+#     $OUT/gpt_actgrad_diff.png. If bf16 meets them, -act-grad's default
+#     may become bf16.
+# PARTS (default "loss resume bench tests") picks and orders parts 2-10.
 #
 # Measured on one H200 (2026-12-01, scripts/gpu/NOTES.md): parts 1-2 about
 # 270 s (2000 steps of 32 x 256 tokens, five processes sharing the GPU;
@@ -316,6 +322,10 @@ gradtype() {
 	against gradtype -grad-type fp32 "fp32 bf16" "examples/gpt 124M on one H200: BF16 gradients against FP32 gradients"
 }
 
+actgrad() {
+	against actgrad -act-grad fp32 "fp32 bf16" "examples/gpt 124M on one H200: BF16 activation gradients against FP32"
+}
+
 fp8grad() {
 	for g in "" "-grad-fp8 e4m3" "-grad-fp8 e4m3 -grad-ef"; do
 		n=fp8grad_$(echo "x $g" | tr -c 'a-z0-9\n' '_')
@@ -360,15 +370,16 @@ run() {
 			fp8grad) fp8grad ;;
 			moments) moments ;;
 			gradtype) gradtype ;;
+			actgrad) actgrad ;;
 			profile) profile ;;
-			*) echo "unknown part $part (want loss, resume, bench, tests, fp8grad, moments, gradtype, profile)"; status=1 ;;
+			*) echo "unknown part $part (want loss, resume, bench, tests, fp8grad, moments, gradtype, actgrad, profile)"; status=1 ;;
 			esac
 		done
 		echo "gpt long status: $status ($(left) s left)"
 	} 2>&1 | tee "$OUT/gpt_long.log"
 	grep -q "gpt long status: 0" "$OUT/gpt_long.log"
 	rc=$?
-	(cd "$OUT" && tar czf gpt_long_files.tgz *.json *_*.log $(ls profile_*.csv profile_*.err profile_*.log 2>/dev/null) && rm -f $(ls *.json | grep -vx speed.json) resume_*.log bench_*.log long_*.log fp8grad_*.log moments_*.log gradtype_*.log gpumodel_*.log profile_*)
+	(cd "$OUT" && tar czf gpt_long_files.tgz *.json *_*.log $(ls profile_*.csv profile_*.err profile_*.log 2>/dev/null) && rm -f $(ls *.json | grep -vx speed.json) resume_*.log bench_*.log long_*.log fp8grad_*.log moments_*.log gradtype_*.log actgrad_*.log gpumodel_*.log profile_*)
 	return $rc
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/cuda"
+	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/gemm"
 )
 
@@ -85,36 +86,48 @@ func (m *Model) backwardHead(params Params, grads Grads, ready func(string) erro
 	if err := m.s.Memset32(m.dx, 0, n*h); err != nil {
 		return err
 	}
-	return m.layerNormGrad(params, grads, "final_ln", m.xf, m.meanf, m.rstdf, ready)
+	// The head's gradient m.dln is float32 whatever ActGradBF16 says.
+	return m.layerNormGrad(params, grads, "final_ln", m.xf, m.meanf, m.rstdf, false, ready)
 }
 
 // backwardLayer queues the gradients of block l given m.dx, the gradient
-// of its output, and leaves the gradient of its input in m.dx.
+// of its output, and leaves the gradient of its input in m.dx. On the
+// fused path (fusedBackward) m.amax holds, before each linear layer whose
+// output gradient a LayerNorm or GELU gradient wrote, the amax key of
+// that gradient (attn.qkv's, written by attention, gets gemm's own pass).
 func (m *Model) backwardLayer(params Params, grads Grads, l int, ready func(string) error) error {
 	f, n := m.cfg.FFN, m.rows
 	a := &m.layers[l]
+	bf := m.opts.ActGradBF16
 	steps := []func() error{
 		// m.dx: gradient of the block's output x2 + MLP(LN2(x2)).
 		func() error {
 			return m.restore(l, outL, func() error { return m.k.GPTGELUBF16(m.s, m.gelu, a.fc, n*f) }, m.gelu)
 		},
-		func() error { return m.linearGrad(params, grads, l, outL, m.dg, m.dx, ready) },
-		func() error { return m.k.GPTGELUGradBF16(m.s, m.dfc, m.dg, a.fc, n*f) },
+		func() error { return m.linearGrad(params, grads, l, outL, m.dg, m.dx, m.dyAmax(), ready) },
+		func() error {
+			if !m.opts.fusedBackward() {
+				return m.k.GPTGELUGradBF16(m.s, m.dfc, m.dg, a.fc, n*f)
+			}
+			return m.k.GPTGELUGradAmax(m.s, m.dfc, m.dg, a.fc, m.dyAmax(), n*f, bf)
+		},
 		func() error {
 			return m.restore(l, fcL, func() error { return m.layerNorm(params, lname(l, "ln2"), m.ln, a.mean2, a.rstd2, a.x2) }, m.ln)
 		},
-		func() error { return m.linearGrad(params, grads, l, fcL, m.dln, m.dfc, ready) },
-		func() error { return m.layerNormGrad(params, grads, lname(l, "ln2"), a.x2, a.mean2, a.rstd2, ready) },
+		func() error { return m.linearGrad(params, grads, l, fcL, m.dln, m.dfc, m.dyAmax(), ready) },
+		func() error {
+			return m.layerNormGrad(params, grads, lname(l, "ln2"), a.x2, a.mean2, a.rstd2, bf, ready)
+		},
 		// m.dx: gradient of x2 = x + Attn(LN1(x)).
-		func() error { return m.linearGrad(params, grads, l, projL, m.dtmp, m.dx, ready) },
+		func() error { return m.linearGrad(params, grads, l, projL, m.dtmp, m.dx, m.dyAmax(), ready) },
 		func() error {
 			return m.attn.backward(m.s, m.dqkv, m.ds, m.dtmp, a.p, a.qkv)
 		},
 		func() error {
 			return m.restore(l, qkvL, func() error { return m.layerNorm(params, lname(l, "ln1"), m.ln, a.mean1, a.rstd1, a.x) }, m.ln)
 		},
-		func() error { return m.linearGrad(params, grads, l, qkvL, m.dln, m.dqkv, ready) },
-		func() error { return m.layerNormGrad(params, grads, lname(l, "ln1"), a.x, a.mean1, a.rstd1, ready) },
+		func() error { return m.linearGrad(params, grads, l, qkvL, m.dln, m.dqkv, 0, ready) },
+		func() error { return m.layerNormGrad(params, grads, lname(l, "ln1"), a.x, a.mean1, a.rstd1, bf, ready) },
 	}
 	return runSteps(steps)
 }
@@ -162,10 +175,12 @@ func (m *Model) restore(l, i int, recompute func() error, x cuda.DevicePtr) erro
 }
 
 // linearGrad queues the gradients of linear layer i of block l given dy
-// (float32 [rows, out]): dx = dy·W (overwritten), the weight gradient
-// accumulated into its view from dy and the layer's kept (or restored)
-// input, and the bias gradient.
-func (m *Model) linearGrad(params Params, grads Grads, l, i int, dx, dy cuda.DevicePtr, ready func(string) error) error {
+// ([rows, out], float32, or bfloat16 for a layer whose Config().GradInput
+// says so): dx = dy·W (overwritten; bfloat16 where dgradBF16 says so),
+// the weight gradient accumulated into its view from dy and the layer's
+// kept (or restored) input, and the bias gradient. amax, unless 0, holds
+// the amax key of dy (gemm.Linear.BackwardAmax).
+func (m *Model) linearGrad(params Params, grads Grads, l, i int, dx, dy, amax cuda.DevicePtr, ready func(string) error) error {
 	name := lname(l, linearNames[i])
 	w, err := weight(params, name)
 	if err != nil {
@@ -182,15 +197,23 @@ func (m *Model) linearGrad(params Params, grads Grads, l, i int, dx, dy cuda.Dev
 	if err != nil {
 		return fmt.Errorf("gpumodel: %s: %w", gv.Name, err)
 	}
+	lin := m.layers[l].lin[i]
 	dxo := gemm.Output{Data: cuda.DevicePtr(dx), Type: buffer.Float32}
-	if _, _, err := m.layers[l].lin[i].Backward(dxo, gw, cuda.DevicePtr(dy), w); err != nil {
+	if m.opts.dgradBF16(i) {
+		dxo.Type = buffer.BFloat16
+	}
+	if _, _, err := lin.BackwardAmax(dxo, gw, cuda.DevicePtr(dy), cuda.DevicePtr(amax), w); err != nil {
 		return fmt.Errorf("gpumodel: %s backward: %w", name, err)
 	}
 	gb, err := m.gradSum(grads, name+".bias")
 	if err != nil {
 		return err
 	}
-	if err := m.k.GPTColumnSum(m.s, gb, dy, m.rows, w.Rows); err != nil {
+	sum := m.k.GPTColumnSum
+	if lin.Config().GradInput == buffer.BFloat16 {
+		sum = m.k.GPTColumnSumBF16
+	}
+	if err := sum(m.s, gb, dy, m.rows, w.Rows); err != nil {
 		return err
 	}
 	if err := ready(name + ".bias"); err != nil {
@@ -200,8 +223,10 @@ func (m *Model) linearGrad(params Params, grads Grads, l, i int, dx, dy cuda.Dev
 }
 
 // layerNormGrad queues the gradients of the named LayerNorm of x: m.dx +=
-// the input gradient from m.dln, and the weight and bias gradients.
-func (m *Model) layerNormGrad(params Params, grads Grads, name string, x, mean, rstd cuda.DevicePtr, ready func(string) error) error {
+// the input gradient from m.dln (bfloat16 when dln16, else float32), and
+// the weight and bias gradients. On the fused path it leaves in m.amax
+// the amax key of the m.dx it leaves (per-tensor recipes).
+func (m *Model) layerNormGrad(params Params, grads Grads, name string, x, mean, rstd cuda.DevicePtr, dln16 bool, ready func(string) error) error {
 	w, err := hp(params, name+".weight")
 	if err != nil {
 		return err
@@ -215,10 +240,19 @@ func (m *Model) layerNormGrad(params Params, grads Grads, name string, x, mean, 
 		return err
 	}
 	h := m.cfg.Hidden
-	if err := m.k.GPTLayerNormGradX(m.s, m.dx, m.dln, x, mean, rstd, w, m.rows, h); err != nil {
+	if m.opts.fusedBackward() {
+		err = m.k.GPTLayerNormGradXAmax(m.s, m.dx, m.dln, x, mean, rstd, w, m.dyAmax(), m.rows, h, dln16)
+	} else {
+		err = m.k.GPTLayerNormGradX(m.s, m.dx, m.dln, x, mean, rstd, w, m.rows, h)
+	}
+	if err != nil {
 		return err
 	}
-	if err := m.k.GPTLayerNormGradWB(m.s, gw, gb, m.dln, x, mean, rstd, m.rows, h); err != nil {
+	wb := m.k.GPTLayerNormGradWB
+	if dln16 {
+		wb = m.k.GPTLayerNormGradWBBF16
+	}
+	if err := wb(m.s, gw, gb, m.dln, x, mean, rstd, m.rows, h); err != nil {
 		return err
 	}
 	if err := ready(name + ".bias"); err != nil {
@@ -226,3 +260,56 @@ func (m *Model) layerNormGrad(params Params, grads Grads, name string, x, mean, 
 	}
 	return ready(name + ".weight")
 }
+
+// The fused backward pass (the default; Options.Unfused turns it off).
+// issue 37's profile of the 1.3B micro-batch (docs/BENCHMARKS.md, "One
+// micro-batch, activations and the other kernels") counted "a separate
+// amax pass over each float32 activation 6%": each linear layer's
+// Backward read its output gradient dy once for the amax before the cast.
+// Here LayerNorm's input gradient (the residual stream's gradient m.dx,
+// mlp.proj's and attn.proj's dy) and GELU's gradient (mlp.fc's dy) fold
+// the amax of the values they write into m.amax (kernels.GPTLayerNormGradXAmax,
+// GPTGELUGradAmax) and gemm.Linear.BackwardAmax takes it: the same scale,
+// the same bits, 4 bytes per element of three of the four dy fewer read
+// (attn.qkv's dy, written by attention, keeps gemm's pass). 1x128 blocks
+// have no tensor amax: nothing is folded there.
+//
+// Bytes of element-wise traffic of backward per block, n tokens, h hidden,
+// f = 4h, per-tensor recipes without KeepTransposed or Recompute (the
+// GEMMs' reads of FP8 operands and attention not counted):
+//
+//	                              Unfused   fused   + ActGradBF16
+//	dy amax passes (4 B/elem)       36nh     12nh       12nh
+//	dy casts (read dy, write 1)     45nh     45nh       37nh
+//	dy and x transposes (1 + 1)     32nh     32nh       32nh
+//	bias sums (read dy)             36nh     36nh       28nh
+//	dgrad outputs written           28nh     28nh       16nh
+//	GELU gradient (dg, fc, dfc)     40nh     40nh       24nh
+//	LayerNorm dx (dln, x, dx r+w)   32nh     32nh       28nh
+//	LayerNorm dw, db (dln, x)       16nh     16nh       12nh
+//	total                          265nh    241nh      189nh
+//
+// At 1.3B x 4 x 2048 (n = 8192, h = 2048) nh is 16.8 MB: about 4.4, 4.0
+// and 3.2 GB per block. The rest is dominated by dy's cast and
+// transposes and the bias sums, which a cast that also sums columns and
+// writes the transpose could fold next.
+
+// fusedBackward reports whether backward folds the output gradients'
+// amaxes into their producers: unless Unfused (Recompute too: it only
+// recomputes the linear layers' inputs).
+func (o Options) fusedBackward() bool { return !o.Unfused }
+
+// dyAmax returns where the fused backward's producers fold the next linear
+// layer's dy amax: m.amax for per-tensor recipes on the fused path, else 0
+// (nothing folded; gemm computes it).
+func (m *Model) dyAmax() cuda.DevicePtr {
+	if !m.opts.fusedBackward() || m.layers[0].lin[0].Config().DY.Scaling != fp8.TensorCurrent {
+		return 0
+	}
+	return m.amax
+}
+
+// dgradBF16 reports whether linear layer i writes its input gradient in
+// bfloat16 (ActGradBF16): all but attn.proj, whose dx attention reads in
+// float32.
+func (o Options) dgradBF16(i int) bool { return o.ActGradBF16 && i != projL }

@@ -37,8 +37,9 @@ type Memory struct {
 	Final int
 	// Scratch: per step, the model's buffers shared by all layers and
 	// dead between Forward and Backward: one block's attention output, its
-	// LayerNorm and GELU outputs with Unfused or Recompute (else a word
-	// for the fused kernels' amax), the gradients flowing back (with
+	// LayerNorm and GELU outputs with Unfused or Recompute, a word for
+	// the fused kernels' amax unless Unfused, the gradients flowing back
+	// (GELU's in bfloat16 with ActGradBF16, in half the bytes; with
 	// HeadBF16, the head's weight gradient before rounding too), the token
 	// indices; with bfloat16 gradient views (Options.GradType), the float32
 	// sums of the small parameters' gradients (4 bytes per element of
@@ -91,6 +92,10 @@ func PredictMemory(cfg model.Config, batch, seq int, o Options) (Memory, error) 
 	if o.Head == HeadBF16 {
 		dhead = v * h
 	}
+	dfc := 2 * n * f // GELU's gradient in and out, float32 (the input shares Forward's float32 fc product with ActGradBF16)
+	if o.ActGradBF16 {
+		dfc = n * f
+	}
 	gsum := 0 // bfloat16 gradient views: the small parameters' float32 sums
 	if o.bf16Grads() {
 		_, gsum = gradSumLayout(cfg)
@@ -101,7 +106,7 @@ func PredictMemory(cfg model.Config, batch, seq int, o Options) (Memory, error) 
 		Saved:            4*(n*h+n*h+4*n) + 2*(n*3*h+n*f),
 		Probs:            attnKeptBytes(batch, seq, h, cfg.Heads, prec),
 		Final:            4 * (2*n*h + 3*n + 2*n*v),
-		Scratch: 4*(n*h+3*n+v+1+3*n*h+3*n*h+ds+2*n*f+dhead+gsum) + producerScratch(n, h, f, o) +
+		Scratch: 4*(n*h+3*n+v+1+3*n*h+3*n*h+ds+dfc+dhead+gsum) + producerScratch(n, h, f, o) +
 			attnScratchBytes(batch, seq, h, cfg.Heads, prec, attnLayoutM),
 	}
 	wl, err := gemm.LayoutOf(o.Recipe)
@@ -125,12 +130,16 @@ func PredictMemory(cfg model.Config, batch, seq int, o Options) (Memory, error) 
 
 // producerScratch returns the scratch of the linear inputs' producers:
 // the float32 outputs of a LayerNorm and of GELU, unfused; the amax word
-// of the fused kernels otherwise.
+// of the fused kernels, forward or backward (Recompute: both).
 func producerScratch(n, h, f int, o Options) int {
-	if o.fused() {
-		return 4
+	b := 0
+	if o.fused() || o.fusedBackward() {
+		b = 4
 	}
-	return 4 * (n*h + n*f)
+	if !o.fused() {
+		b += 4 * (n*h + n*f)
+	}
+	return b
 }
 
 // MemoryReport compares the prediction with what was allocated.

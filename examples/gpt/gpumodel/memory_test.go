@@ -14,7 +14,10 @@ import (
 // doubled, with the transposes' scales, under KeepTransposed) and the
 // other categories against the model's buffers counted by hand: the
 // float32 LayerNorm and GELU outputs in the scratch with Unfused or
-// Recompute only, a word for the fused kernels' amax otherwise.
+// Recompute only, a word for the fused kernels' amax unless Unfused (the
+// fused backward folds the output gradients' amax there, Recompute
+// included); with ActGradBF16, GELU's bfloat16 gradients in the bytes of
+// the float32 dfc alone.
 func TestPredictMemory(t *testing.T) {
 	cfg := model.Config{Layers: 3, Hidden: 256, Heads: 4, FFN: 640, Vocab: 256, Seq: 64}
 	const batch, seq = 3, 48
@@ -28,17 +31,20 @@ func TestPredictMemory(t *testing.T) {
 		o     Options
 		want  int
 		fused bool // the fused forward: no float32 LayerNorm or GELU output
+		bf16  bool // ActGradBF16
 	}{
-		{"per-tensor", Options{Recipe: cur}, n*(3*h+f) + 16, true},
-		{"per-tensor unfused", Options{Recipe: cur, Unfused: true}, n*(3*h+f) + 16, false},
-		{"per-tensor recompute", Options{Recipe: cur, Recompute: true}, n*h + 4, false},
-		{"per-tensor keep", Options{Recipe: cur, KeepTransposed: true}, 2 * (n*(3*h+f) + 16), true},
-		{"per-tensor both", Options{Recipe: cur, Recompute: true, KeepTransposed: true}, 2 * (n*h + 4), false},
-		{"delayed", Options{Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorDelayed}}, n*(3*h+f) + 16, true},
-		{"blocks", Options{Recipe: tiles}, n*(3*h+f) + 3*blocks(h) + blocks(f), true},
-		{"blocks unfused", Options{Recipe: tiles, Unfused: true}, n*(3*h+f) + 3*blocks(h) + blocks(f), false},
-		{"blocks recompute", Options{Recipe: tiles, Recompute: true}, n*h + blocks(h), false},
-		{"blocks keep", Options{Recipe: tiles, KeepTransposed: true}, 2*n*(3*h+f) + 3*blocks(h) + blocks(f) + 3*tileT(h) + tileT(f), true},
+		{"per-tensor", Options{Recipe: cur}, n*(3*h+f) + 16, true, false},
+		{"per-tensor unfused", Options{Recipe: cur, Unfused: true}, n*(3*h+f) + 16, false, false},
+		{"per-tensor recompute", Options{Recipe: cur, Recompute: true}, n*h + 4, false, false},
+		{"per-tensor keep", Options{Recipe: cur, KeepTransposed: true}, 2 * (n*(3*h+f) + 16), true, false},
+		{"per-tensor both", Options{Recipe: cur, Recompute: true, KeepTransposed: true}, 2 * (n*h + 4), false, false},
+		{"delayed", Options{Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorDelayed}}, n*(3*h+f) + 16, true, false},
+		{"blocks", Options{Recipe: tiles}, n*(3*h+f) + 3*blocks(h) + blocks(f), true, false},
+		{"blocks unfused", Options{Recipe: tiles, Unfused: true}, n*(3*h+f) + 3*blocks(h) + blocks(f), false, false},
+		{"blocks recompute", Options{Recipe: tiles, Recompute: true}, n*h + blocks(h), false, false},
+		{"blocks keep", Options{Recipe: tiles, KeepTransposed: true}, 2*n*(3*h+f) + 3*blocks(h) + blocks(f) + 3*tileT(h) + tileT(f), true, false},
+		{"per-tensor bf16 gradients", Options{Recipe: cur, ActGradBF16: true}, n*(3*h+f) + 16, true, true},
+		{"blocks recompute bf16 gradients", Options{Recipe: tiles, Recompute: true, ActGradBF16: true}, n*h + blocks(h), false, true},
 	} {
 		c.o.Attention = AttentionGEMM // TestPredictMemoryFlash has the default's attention
 		m, err := PredictMemory(cfg, batch, seq, c.o)
@@ -57,10 +63,14 @@ func TestPredictMemory(t *testing.T) {
 				n*h+n*h+n*h+n*3*h+pn+n*f+n*f) + // dx, dln, dtmp, dqkv, ds, dfc, dg
 				attnWorkspace + 4*4*n*h, // attention (TF32, packed): cuBLASLt workspace, q, k, v, output heads
 			Engine: m.Engine}
-		if c.fused {
+		if !c.o.Unfused {
 			want.Scratch += 4 // the amax of the fused producers
-		} else {
+		}
+		if !c.fused {
 			want.Scratch += 4 * (n*h + n*f) // ln, gelu
+		}
+		if c.bf16 {
+			want.Scratch -= 4 * n * f // dg: bfloat16 in dfc's second half, dfc in its first
 		}
 		if m != want {
 			t.Errorf("%s: %+v, want %+v", c.name, m, want)
@@ -71,6 +81,9 @@ func TestPredictMemory(t *testing.T) {
 	}
 	if _, err := PredictMemory(cfg, batch, seq, Options{}); err == nil {
 		t.Error("PredictMemory without a recipe: no error")
+	}
+	if _, err := PredictMemory(cfg, batch, seq, Options{Recipe: cur, Unfused: true, ActGradBF16: true}); err == nil {
+		t.Error("ActGradBF16 with Unfused: no error")
 	}
 }
 
@@ -85,13 +98,13 @@ func TestPredictMemoryGPT(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, rc := range recipes {
-			for _, o := range []Options{{}, {Unfused: true}, {Recompute: true}, {KeepTransposed: true}} {
+			for _, o := range []Options{{}, {Unfused: true}, {Recompute: true}, {KeepTransposed: true}, {ActGradBF16: true}} {
 				o.Recipe = rc.r
 				m, err := PredictMemory(cfg, 4, cfg.Seq, o)
 				if err != nil {
 					t.Fatal(err)
 				}
-				t.Logf("%s %s unfused=%v recompute=%v keep=%v: %v", preset, rc.name, o.Unfused, o.Recompute, o.KeepTransposed, m)
+				t.Logf("%s %s unfused=%v recompute=%v keep=%v act-grad-bf16=%v: %v", preset, rc.name, o.Unfused, o.Recompute, o.KeepTransposed, o.ActGradBF16, m)
 				if !o.KeepTransposed && m.LinearRatio() > 0.52 {
 					t.Errorf("%s %s: FP8 linear inputs at %.4fx of bfloat16", preset, rc.name, m.LinearRatio())
 				}

@@ -167,14 +167,20 @@ func (m *Model) allocate() error {
 	m.xf, m.lnf, m.meanf, m.rstdf = buf(fi, 4*n*h), buf(fi, 4*n*h), buf(fi, 4*n), buf(fi, 4*n)
 	m.logits, m.dlogits, m.losses = buf(fi, 4*n*v), buf(fi, 4*n*v), buf(fi, 4*n)
 	m.att = buf(sc, 4*n*h)
-	if m.opts.fused() {
+	if m.opts.fused() || m.opts.fusedBackward() {
 		m.amax = buf(sc, 4)
-	} else {
+	}
+	if !m.opts.fused() {
 		m.ln, m.gelu = buf(sc, 4*n*h), buf(sc, 4*n*f)
 	}
 	m.tok, m.tgt, m.order, m.start = buf(sc, 4*n), buf(sc, 4*n), buf(sc, 4*n), buf(sc, 4*(v+1))
 	m.dx, m.dln, m.dtmp = buf(sc, 4*n*h), buf(sc, 4*n*h), buf(sc, 4*n*h)
-	m.dqkv, m.dfc, m.dg = buf(sc, 4*n*3*h), buf(sc, 4*n*f), buf(sc, 4*n*f)
+	m.dqkv, m.dfc = buf(sc, 4*n*3*h), buf(sc, 4*n*f)
+	if m.opts.ActGradBF16 { // bfloat16 dfc and dg share what Forward uses in float32
+		m.dg = m.dfc.Add(2 * n * f)
+	} else {
+		m.dg = buf(sc, 4*n*f)
+	}
 	if ds > 0 {
 		m.ds = buf(sc, 4*ds)
 	}
@@ -247,6 +253,9 @@ func linearConfig(cfg model.Config, o Options, i int) (gemm.LinearConfig, error)
 	}
 	in, out := linearShape(cfg, i)
 	c := gemm.LinearConfig{In: in, Out: out, Input: buffer.Float32, X: x, DY: dy}
+	if o.ActGradBF16 && i == fcL {
+		c.GradInput = buffer.BFloat16 // GELU's gradient
+	}
 	c.Recompute = o.Recompute && recomputed(i)
 	c.KeepTransposed = o.KeepTransposed && !c.Recompute
 	return c, nil

@@ -297,12 +297,15 @@ func keptInputs(t testing.TB, m *Model) map[string][]byte {
 }
 
 // TestGPUOptionsBitIdentical runs two accumulated micro-batches with the
-// default options (the fused forward), Unfused, Recompute, KeepTransposed
-// and combinations, on the same gathered weights: every loss, logit and
-// gradient byte must be the same (recomputation reruns deterministic
-// kernels and quantizes the same bits again; a kept transpose is the
-// transient one made earlier; the fused producers compute the unfused
-// kernels' values and quantize them as the linear layers do), and so must
+// default options (the fused forward and backward), Unfused, Recompute,
+// KeepTransposed and combinations, on the same gathered weights: every
+// loss, logit and gradient byte must be the same (recomputation reruns
+// deterministic kernels and quantizes the same bits again; a kept
+// transpose is the transient one made earlier; the fused producers
+// compute the unfused kernels' values and quantize them as the linear
+// layers do; in backward the LayerNorm and GELU gradients fold the exact
+// amax of the output gradients that Unfused's gemm passes compute, so
+// every parameter's gradient compares the two backward passes), and so must
 // every FP8 linear input that both runs keep. It also checks that Backward
 // is refused after an evaluation Forward (dloss 0). It runs with both
 // attentions and every weight recipe (per-tensor activations, and 1x128
@@ -325,7 +328,7 @@ func optionsBitIdentical(t *testing.T, rc fp8.Recipe, at Attention) {
 		t.Fatalf("the default run keeps %d FP8 inputs, want %d", len(base.kept), nLinear*testShape.Layers)
 	}
 	for _, o := range []Options{{Unfused: true}, {Unfused: true, KeepTransposed: true}, {Recompute: true}, {KeepTransposed: true},
-		{Recompute: true, KeepTransposed: true}} {
+		{Recompute: true, KeepTransposed: true}, {Unfused: true, Recompute: true}} {
 		o.Attention = at
 		m := r.model(t, testShape, batch, seq, o)
 		got := twoMicroBatches(t, r, m)
@@ -395,8 +398,8 @@ func TestGPUMemory(t *testing.T) {
 	for _, at := range attentions {
 		for _, rc := range recipes[:3] {
 			for _, o := range []Options{{Attention: at}, {Unfused: true, Attention: at}, {Recompute: true, Attention: at}, {KeepTransposed: true, Attention: at}, {Head: HeadBF16, Attention: at},
-				{Epilogue: true, Attention: at}} {
-				t.Run(fmt.Sprintf("%s/%s/unfused=%v/recompute=%v/keep=%v/head=%v/epilogue=%v", at, rc.name, o.Unfused, o.Recompute, o.KeepTransposed, o.Head, o.Epilogue), func(t *testing.T) {
+				{Epilogue: true, Attention: at}, {ActGradBF16: true, Attention: at}} {
+				t.Run(fmt.Sprintf("%s/%s/unfused=%v/recompute=%v/keep=%v/head=%v/epilogue=%v/act-grad-bf16=%v", at, rc.name, o.Unfused, o.Recompute, o.KeepTransposed, o.Head, o.Epilogue, o.ActGradBF16), func(t *testing.T) {
 					r := newRig(t, testShape, 1e-3, rc.r)
 					m := r.model(t, testShape, 2, 32, o)
 					twoMicroBatches(t, r, m)

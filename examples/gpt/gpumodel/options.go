@@ -53,7 +53,8 @@ type Options struct {
 	// fc's bias, write the FP8 codes of the next linear layer's input
 	// directly (fused.go): the same bits in fewer passes over memory.
 	// Recompute implies Unfused: its backward hands the linear layers
-	// float32 inputs to quantize again.
+	// float32 inputs to quantize again. Unfused also runs the backward
+	// pass's separate amax passes over the output gradients (backward.go).
 	Unfused bool
 	// Epilogue has the qkv and fc GEMMs of the fused forward add their
 	// biases in cuBLASLt's epilogue and write the kept bfloat16 qkv and fc
@@ -69,6 +70,17 @@ type Options struct {
 	// correct and faster (scripts/gpu/NOTES.md). The fused forward only:
 	// New and PredictMemory refuse it with Unfused or Recompute.
 	Epilogue bool
+	// ActGradBF16 keeps activation gradients in bfloat16 where PyTorch's
+	// autocast does: the input gradients of attn.qkv, mlp.fc and mlp.proj
+	// (their dgrad GEMMs' outputs), GELU's gradient in and out (mlp.fc's
+	// output gradient), read so by the LayerNorm gradients, mlp.fc's bias
+	// gradient and its FP8 quantization. The residual stream's gradient
+	// stays float32, as PyTorch's does, and so do attention's gradients
+	// (its kernels read and write float32). Fewer bytes moved (backward.go)
+	// and 4 x tokens x FFN bytes less scratch, at bfloat16's rounding of
+	// those gradients. Off by default until a GPU loss check (examples/gpt
+	// -act-grad bf16); not with Unfused.
+	ActGradBF16 bool
 }
 
 // Attention is the implementation of the model's attention.
@@ -127,6 +139,9 @@ func (o Options) check(cfg model.Config, batch, seq int) error {
 	}
 	if g := o.GradType; g != 0 && g != buffer.Float32 && g != buffer.BFloat16 {
 		return fmt.Errorf("gpumodel: Options.GradType %v: want float32 or bfloat16", g)
+	}
+	if o.ActGradBF16 && o.Unfused {
+		return fmt.Errorf("gpumodel: Options.ActGradBF16 takes the fused backward pass, not Unfused")
 	}
 	if o.Head != HeadFP32 && o.Head != HeadBF16 {
 		return fmt.Errorf("gpumodel: Options.Head %v: want HeadFP32 or HeadBF16", o.Head)

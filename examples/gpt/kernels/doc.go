@@ -17,6 +17,11 @@
 //     input directly, with the codes and scales package gemm would make
 //     of their float32 outputs; gptnorm.cuh holds the LayerNorm pieces it
 //     shares with gpt.cu and gptrows.cu, so that the bits are the same;
+//   - gptbwd.cu: the backward producers of the linear layers' output
+//     gradients (LayerNorm's input gradient, GELU's gradient) folding
+//     their amax for gemm, and the bfloat16-gradient forms of the
+//     LayerNorm and bias gradients; gptbwd.cuh holds the device code they
+//     share with gpt.cu, gptrows.cu and gptcols.cu;
 //   - attention.cu: the softmax and head layouts of attention computed with
 //     GEMMs;
 //   - flash.cu: fused attention, the variants the model launches; its
@@ -28,8 +33,8 @@
 // code of it than ptxas 11.8. Every other module, flashalt included, ships
 // as machine code, so a fresh machine compiles only flash.
 //
-// The launchers are in gpt.go, gptlaunch.go, gptfused.go, attention.go and
-// flash.go.
+// The launchers are in gpt.go, gptlaunch.go, gptfused.go, gptbwd.go,
+// attention.go and flash.go.
 // The file scratch.go holds the partial sums of the two-pass kernels. Each .cu file
 // becomes one module per cuda.Variant, loaded with cuda.Device.LoadLibrary.
 //

@@ -16,6 +16,7 @@
 // float4 path when every pointer is 16-byte aligned (8 for bfloat16) and the
 // row length is a multiple of 4, and a scalar one otherwise; both compute the
 // same expression.
+#include "gptbwd.cuh"
 #include "gptnorm.cuh"
 
 using namespace distopt;
@@ -75,22 +76,7 @@ extern "C" __global__ void gpt_layernorm(float *y, float *mean, float *rstd, con
 // dx += rstd*(g - mean(g) - xhat*mean(g*xhat)).
 extern "C" __global__ void gpt_layernorm_grad_x(float *dx, const float *dy, const float *x, const float *mean,
                                                 const float *rstd, const u16 *w, u64 rows, u64 n) {
-    const u32 lane = threadIdx.x & 31;
-    for (u64 r = warp_index(); r < rows; r += warp_stride()) {
-        const float *xr = x + r * n, *dyr = dy + r * n;
-        const float m = mean[r], rs = rstd[r];
-        float sg = 0, sgx = 0;
-        for (u64 i = lane; i < n; i += 32) {
-            const float g = dyr[i] * bf16_to_f32(w[i]);
-            sg += g;
-            sgx += g * ((xr[i] - m) * rs);
-        }
-        const float mg = warp_sum(sg) / (float)n, mgx = warp_sum(sgx) / (float)n;
-        for (u64 i = lane; i < n; i += 32) {
-            const float xhat = (xr[i] - m) * rs;
-            dx[r * n + i] += rs * (dyr[i] * bf16_to_f32(w[i]) - mg - xhat * mgx);
-        }
-    }
+    ln_grad_x_any<float, false>(dx, dy, x, mean, rstd, w, rows, n, nullptr);
 }
 
 // gpt_bias_add (bias of model.Linear): y[r, o] += b[o]. The float4 path
@@ -163,10 +149,7 @@ struct GeluOp {
 
 // GeluGradOp (model.GELUBackward): dy*GELU'(x) for a = dy, b = x.
 struct GeluGradOp {
-    __device__ __forceinline__ float operator()(float dy, float v) const {
-        const float t = tanhf(GELU_K * (v + GELU_C * v * v * v));
-        return dy * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_C * v * v));
-    }
+    __device__ __forceinline__ float operator()(float dy, float v) const { return gelu_grad(dy, v); }
 };
 
 // Loads of one or four consecutive float32 or bfloat16 inputs (four: 16

@@ -1,6 +1,6 @@
 // gpt.cuh: warp reductions, vector loads and the GELU shared by the
 // kernels of examples/gpt (gpt.cu, gptrows.cu, gptcols.cu, gpthead.cu,
-// gptfused.cu).
+// gptfused.cu, gptbwd.cu).
 #pragma once
 #include "bf16.cuh"
 
@@ -64,5 +64,18 @@ __device__ __forceinline__ float4 f4(float v) { return make_float4(v, v, v, v); 
 // definition for the kernels that write it (gpt.cu) and those that
 // quantize it (gptfused.cu).
 __device__ __forceinline__ float gelu(float v) { return 0.5f * v * (1.0f + tanhf(GELU_K * (v + GELU_C * v * v * v))); }
+
+// gelu_grad is model.GELUBackward: dy*GELU'(v), one definition for the
+// kernel that writes it in float32 (gpt.cu) and those that fold its amax
+// or write it in bfloat16 (gptbwd.cu).
+__device__ __forceinline__ float gelu_grad(float dy, float v) {
+    const float t = tanhf(GELU_K * (v + GELU_C * v * v * v));
+    return dy * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_C * v * v));
+}
+
+// amax4 returns the largest amax key (amax_bits) of four values.
+__device__ __forceinline__ u32 amax4(float4 v) {
+    return max(max(amax_bits(v.x), amax_bits(v.y)), max(amax_bits(v.z), amax_bits(v.w)));
+}
 
 } // namespace distopt

@@ -13,43 +13,16 @@
 //
 // The float32 additions are thus grouped differently from the row-by-row
 // order of the float64 reference (model.LinearBackward, LayerNormBackward).
-#include "gpt.cuh"
+#include "gptbwd.cuh"
 
 using namespace distopt;
-
-#define COL_GROUPS 8
-#define COL_CHUNK 256
-
-namespace {
-
-// col_block_sum adds the COL_GROUPS warp sums of the calling block in
-// order and returns the total to the threads of warp 0 (lane = column).
-__device__ __forceinline__ float col_block_sum(float v, float (*s)[32]) {
-    const u32 lane = threadIdx.x & 31, g = threadIdx.x >> 5;
-    s[g][lane] = v;
-    __syncthreads();
-    float t = 0;
-    if (g == 0)
-        for (int k = 0; k < COL_GROUPS; k++) t += s[k][lane];
-    return t;
-}
-
-} // namespace
 
 // gpt_column_sum_partial: part[c, i] = sum of dy[r, i] over the rows r of
 // chunk c. Grid (ceil(n/32), chunks), COL_GROUPS warps per block.
 extern "C" __global__ void __launch_bounds__(32 * COL_GROUPS)
     gpt_column_sum_partial(float *part, const float *dy, u64 rows, u64 n) {
     __shared__ float s[COL_GROUPS][32];
-    const u32 lane = threadIdx.x & 31, g = threadIdx.x >> 5;
-    const u64 i = (u64)blockIdx.x * 32 + lane, r1 = min(rows, ((u64)blockIdx.y + 1) * COL_CHUNK);
-    float acc = 0;
-    if (i < n) {
-#pragma unroll 8
-        for (u64 r = (u64)blockIdx.y * COL_CHUNK + g; r < r1; r += COL_GROUPS) acc += dy[r * n + i];
-    }
-    const float t = col_block_sum(acc, s);
-    if (g == 0 && i < n) part[(u64)blockIdx.y * n + i] = t;
+    column_sum_partial(part, dy, rows, n, s);
 }
 
 // gpt_layernorm_grad_wb_partial (model.LayerNormBackward, dw and db): with
@@ -59,24 +32,7 @@ extern "C" __global__ void __launch_bounds__(32 * COL_GROUPS)
     gpt_layernorm_grad_wb_partial(float *part, const float *dy, const float *x, const float *mean, const float *rstd,
                                   u64 rows, u64 n) {
     __shared__ float s[COL_GROUPS][32];
-    const u32 lane = threadIdx.x & 31, g = threadIdx.x >> 5;
-    const u64 i = (u64)blockIdx.x * 32 + lane, r1 = min(rows, ((u64)blockIdx.y + 1) * COL_CHUNK);
-    float sw = 0, sb = 0;
-    if (i < n) {
-#pragma unroll 4
-        for (u64 r = (u64)blockIdx.y * COL_CHUNK + g; r < r1; r += COL_GROUPS) {
-            const float d = dy[r * n + i];
-            sw += d * ((x[r * n + i] - mean[r]) * rstd[r]);
-            sb += d;
-        }
-    }
-    const float tw = col_block_sum(sw, s);
-    __syncthreads();
-    const float tb = col_block_sum(sb, s);
-    if (g == 0 && i < n) {
-        part[(u64)blockIdx.y * n + i] = tw;
-        part[((u64)gridDim.y + blockIdx.y) * n + i] = tb;
-    }
+    ln_grad_wb_partial(part, dy, x, mean, rstd, rows, n, s);
 }
 
 // gpt_column_sum_final: dst[i] += part[0, i] + part[1, i] + ... +

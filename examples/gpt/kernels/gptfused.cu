@@ -30,11 +30,6 @@ using namespace distopt;
 
 namespace {
 
-// amax4 returns the largest amax key of four values.
-__device__ __forceinline__ u32 amax4(float4 v) {
-    return max(max(amax_bits(v.x), amax_bits(v.y)), max(amax_bits(v.z), amax_bits(v.w)));
-}
-
 // tensor_scale returns the scale quant_scale derives from the amax key at
 // amax (fp8.ScaleFromAmax), every thread computing it; thread 0 writes its
 // inverse to scale_inv.

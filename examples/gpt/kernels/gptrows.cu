@@ -8,6 +8,7 @@
 // gpt.cu otherwise. The sums run in a fixed order (each lane over its
 // float4s in order, then the warp butterfly), so results repeat bit for
 // bit; they differ from gpt.cu's in the order of the float32 additions only.
+#include "gptbwd.cuh"
 #include "gptnorm.cuh"
 
 using namespace distopt;
@@ -36,49 +37,6 @@ __device__ __forceinline__ void ln_rows(float *y, float *mean, float *rstd, cons
         if (lane == 0) {
             mean[r] = m;
             rstd[r] = rs;
-        }
-    }
-}
-
-// ln_grad_x_rows is the dx part of model.LayerNormBackward: with xhat =
-// (x-mean)*rstd and g = dy*w, dx += rstd*(g - mean(g) - xhat*mean(g*xhat)).
-template <int V>
-__device__ __forceinline__ void ln_grad_x_rows(float *dx, const float *dy, const float *x, const float *mean,
-                                               const float *rstd, const u16 *w, u64 rows, u64 n) {
-    const u32 lane = threadIdx.x & 31;
-    const u64 n4 = n >> 2;
-    for (u64 r = warp_index(); r < rows; r += warp_stride()) {
-        const float4 *xr = reinterpret_cast<const float4 *>(x + r * n);
-        const float4 *dyr = reinterpret_cast<const float4 *>(dy + r * n);
-        const float m = mean[r], rs = rstd[r];
-        float4 g[V], xh[V];
-        float sg = 0, sgx = 0;
-#pragma unroll
-        for (int j = 0; j < V; j++) {
-            const u64 c = lane + 32 * j;
-            g[j] = f4(0);
-            xh[j] = f4(0);
-            if (c < n4) {
-                const float4 d = dyr[c], xv = xr[c], wv = bf16x4(w + 4 * c);
-                g[j] = make_float4(d.x * wv.x, d.y * wv.y, d.z * wv.z, d.w * wv.w);
-                xh[j] = make_float4((xv.x - m) * rs, (xv.y - m) * rs, (xv.z - m) * rs, (xv.w - m) * rs);
-            }
-            sg += hsum4(g[j]);
-            sgx += (g[j].x * xh[j].x + g[j].y * xh[j].y) + (g[j].z * xh[j].z + g[j].w * xh[j].w);
-        }
-        const float mg = warp_sum(sg) / (float)n, mgx = warp_sum(sgx) / (float)n;
-        float4 *dxr = reinterpret_cast<float4 *>(dx + r * n);
-#pragma unroll
-        for (int j = 0; j < V; j++) {
-            const u64 c = lane + 32 * j;
-            if (c < n4) {
-                float4 o = dxr[c];
-                o.x += rs * (g[j].x - mg - xh[j].x * mgx);
-                o.y += rs * (g[j].y - mg - xh[j].y * mgx);
-                o.z += rs * (g[j].z - mg - xh[j].z * mgx);
-                o.w += rs * (g[j].w - mg - xh[j].w * mgx);
-                dxr[c] = o;
-            }
         }
     }
 }
@@ -144,7 +102,7 @@ __device__ __forceinline__ void ce_rows(float *loss, float *dlogits, const float
     extern "C" __global__ void gpt_layernorm_grad_x_v##V(float *dx, const float *dy, const float *x,                  \
                                                          const float *mean, const float *rstd, const u16 *w, u64 rows, \
                                                          u64 n) {                                                      \
-        ln_grad_x_rows<V>(dx, dy, x, mean, rstd, w, rows, n);                                                          \
+        ln_grad_x_rows<V, float, false>(dx, dy, x, mean, rstd, w, rows, n, nullptr);                                   \
     }                                                                                                                  \
     extern "C" __global__ void gpt_cross_entropy_v##V(float *loss, float *dlogits, const float *logits,               \
                                                       const int *target, u64 rows, u64 v, float coef) {                \

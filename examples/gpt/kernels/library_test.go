@@ -9,7 +9,7 @@ import (
 // launcherKernels lists every kernel name a launcher of this package can
 // request.
 func launcherKernels() []string {
-	return append(append(append(append(gptKernels(), fusedKernels()...), flashKernels()...), attentionKernels()...), gradKernels()...)
+	return append(append(append(append(append(gptKernels(), fusedKernels()...), flashKernels()...), attentionKernels()...), gradKernels()...), bwdKernels()...)
 }
 
 // TestLibrary checks the generated code without a GPU: PTX from nvcc 11.8

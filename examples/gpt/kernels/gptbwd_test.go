@@ -1,0 +1,153 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/distopt/distopt/bf16"
+	"github.com/distopt/distopt/cuda"
+	"github.com/distopt/distopt/cuda/cudatest"
+	"github.com/distopt/distopt/fp8"
+)
+
+// amaxKey is the amax key of v on the CPU, from fp8.Amax: what gemm's
+// amax pass folds.
+func amaxKey(v []float32) uint32 { return math.Float32bits(fp8.Amax(v)) & 0x7fffffff }
+
+// widened returns the float32 values of the bfloat16 codes in b.
+func widened(b []uint16) []float32 {
+	v := make([]float32, len(b))
+	for i, h := range b {
+		v[i] = bf16.ToFloat32(h)
+	}
+	return v
+}
+
+// bwdEnv adds to fusedEnv what the backward kernels' tests read back.
+type bwdEnv struct{ *fusedEnv }
+
+// halves downloads n bfloat16 codes at p.
+func (e bwdEnv) halves(p cuda.DevicePtr, n int) []uint16 {
+	v := make([]uint16, n)
+	must(e.t, e.s.Download(cuda.Bytes(v), p))
+	return v
+}
+
+// key checks the uint32 at amax against want.
+func (e bwdEnv) key(name string, amax cuda.DevicePtr, want uint32) {
+	e.t.Helper()
+	got := make([]uint32, 1)
+	must(e.t, e.s.Download(cuda.Bytes(got), amax))
+	if got[0] != want {
+		e.t.Errorf("%s: amax key %#x, want %#x", name, got[0], want)
+	}
+}
+
+// TestGPTLayerNormGradXAmax checks GPTLayerNormGradXAmax against today's
+// GPTLayerNormGradX, bit for bit, in every variant the device loads and
+// every shape of fusedShapes (each register variant, the any-width
+// kernel): dx (accumulated onto the same prior values) must be the same,
+// and the amax key the CPU's fp8.Amax of the dx read back (a stale key
+// is set first, which the launcher must clear). With a bfloat16 dy the
+// reference is GPTLayerNormGradX of the widened dy; the bfloat16 weight
+// and bias sums (GPTLayerNormGradWBBF16) are checked so too.
+func TestGPTLayerNormGradXAmax(t *testing.T) {
+	d, sets := loadAll(t)
+	e := bwdEnv{&fusedEnv{t: t, d: d, s: cudatest.Stream(t, d), r: rand.New(rand.NewPCG(5, 11))}}
+	amax := cudatest.Alloc(t, d, 4)
+	for _, k := range sets {
+		for _, sh := range fusedShapes {
+			rows, n := sh[0], sh[1]
+			for _, half := range []bool{false, true} {
+				name := fmt.Sprintf("%v/%dx%d/bf16=%v", k.Library().Variant(), rows, n, half)
+				x, mean, rstd := e.f32(rows*n, 0.3, 2), e.f32(rows, 0.3, 0.01), e.f32(rows, 0.5, 0.1)
+				w := e.bf(n, 1, 0.2)
+				dy32 := e.f32(rows*n, 0, 1e-3)
+				dy := dy32
+				if half {
+					dy = e.bf(rows*n, 0, 1e-3)
+					must(t, e.s.Upload(dy32, cuda.Bytes(widened(e.halves(dy, rows*n)))))
+				}
+				want, got := e.f32(rows*n, 0, 1e-2), cudatest.Alloc(t, d, 4*rows*n)
+				must(t, e.s.CopyDtoD(got, want, 4*rows*n))
+				must(t, k.GPTLayerNormGradX(e.s, want, dy32, x, mean, rstd, w, rows, n))
+				must(t, e.s.Memset32(amax, 0x7f800000, 1))
+				must(t, k.GPTLayerNormGradXAmax(e.s, got, dy, x, mean, rstd, w, amax, rows, n, half))
+				ref := e.bytes(want, 4*rows*n)
+				e.same(name+" dx", e.bytes(got, 4*rows*n), ref)
+				e.key(name, amax, amaxKey(e.floats(want, rows*n)))
+				if !half {
+					continue
+				}
+				gw, gb, rw, rb := e.f32(n, 0, 1), e.f32(n, 0, 1), cudatest.Alloc(t, d, 4*n), cudatest.Alloc(t, d, 4*n)
+				must(t, e.s.CopyDtoD(rw, gw, 4*n))
+				must(t, e.s.CopyDtoD(rb, gb, 4*n))
+				must(t, k.GPTLayerNormGradWB(e.s, rw, rb, dy32, x, mean, rstd, rows, n))
+				must(t, k.GPTLayerNormGradWBBF16(e.s, gw, gb, dy, x, mean, rstd, rows, n))
+				e.same(name+" dw", e.bytes(gw, 4*n), e.bytes(rw, 4*n))
+				e.same(name+" db", e.bytes(gb, 4*n), e.bytes(rb, 4*n))
+			}
+		}
+	}
+}
+
+// TestGPTGELUGradAmax checks GPTGELUGradAmax against today's
+// GPTGELUGradBF16 in every variant the device loads, lengths a multiple
+// of 4 and not (the scalar path), and a pointer off the vector alignment:
+// float32, dx bit for bit and the amax key the CPU's fp8.Amax of it;
+// bfloat16, dx the nearest-even rounding (bf16.FromFloat32) of
+// GPTGELUGradBF16 on the widened dy, the key that of the rounded values.
+// GPTColumnSumBF16 of the bfloat16 dx is checked against GPTColumnSum of
+// its widened values, bit for bit.
+func TestGPTGELUGradAmax(t *testing.T) {
+	d, sets := loadAll(t)
+	e := bwdEnv{&fusedEnv{t: t, d: d, s: cudatest.Stream(t, d), r: rand.New(rand.NewPCG(6, 13))}}
+	amax := cudatest.Alloc(t, d, 4)
+	for _, k := range sets {
+		for _, sh := range [][2]int{{64, 512}, {37, 130}, {9, 2047}} {
+			rows, n := sh[0], sh[1]
+			for _, half := range []bool{false, true} {
+				for _, off := range []int{0, 1} {
+					name := fmt.Sprintf("%v/%dx%d/bf16=%v/offset=%d", k.Library().Variant(), rows, n, half, off)
+					cnt := rows*n - off
+					fc := e.bf(rows*n, 0, 2) + cuda.DevicePtr(2*off)
+					dy32 := e.f32(rows*n, 0, 1e-3) + cuda.DevicePtr(4*off)
+					dy := dy32
+					if half {
+						dy = e.bf(rows*n, 0, 1e-3) + cuda.DevicePtr(2*off)
+						must(t, e.s.Upload(dy32, cuda.Bytes(widened(e.halves(dy, cnt)))))
+					}
+					want := cudatest.Alloc(t, d, 4*rows*n)
+					must(t, k.GPTGELUGradBF16(e.s, want, dy32, fc, cnt))
+					ref := e.floats(want, cnt)
+					must(t, e.s.Memset32(amax, 0x7f800000, 1))
+					if !half {
+						got := cudatest.Alloc(t, d, 4*rows*n) + cuda.DevicePtr(4*off)
+						must(t, k.GPTGELUGradAmax(e.s, got, dy, fc, amax, cnt, false))
+						e.same(name+" dx", e.bytes(got, 4*cnt), cuda.Bytes(ref))
+						e.key(name, amax, amaxKey(ref))
+						continue
+					}
+					got := cudatest.Alloc(t, d, 2*rows*n) + cuda.DevicePtr(2*off)
+					must(t, k.GPTGELUGradAmax(e.s, got, dy, fc, amax, cnt, true))
+					rounded := make([]uint16, cnt)
+					for i, v := range ref {
+						rounded[i] = bf16.FromFloat32(v)
+					}
+					e.same(name+" dx", e.bytes(got, 2*cnt), cuda.Bytes(rounded))
+					e.key(name, amax, amaxKey(widened(rounded)))
+					if off == 0 {
+						must(t, e.s.Upload(want, cuda.Bytes(widened(rounded))))
+						rs, gs := e.f32(n, 0, 1), cudatest.Alloc(t, d, 4*n)
+						must(t, e.s.CopyDtoD(gs, rs, 4*n))
+						must(t, k.GPTColumnSum(e.s, rs, want, rows, n))
+						must(t, k.GPTColumnSumBF16(e.s, gs, got, rows, n))
+						e.same(name+" column sums", e.bytes(gs, 4*n), e.bytes(rs, 4*n))
+					}
+				}
+			}
+		}
+	}
+}
