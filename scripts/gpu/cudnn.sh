@@ -19,7 +19,8 @@
 # cuDNN is searched for as cudnn.Default does (CUDNN_LIBRARY, then
 # libcudnn.so.9, then PyTorch's wheel in /opt/torch/.venv); the wheel's
 # cuDNN and NVRTC directories are appended to LD_LIBRARY_PATH so that its
-# runtime-compiled engines find NVRTC. BIN defaults to .gpu-cudnn (ignored
+# runtime-compiled engines find NVRTC (lib.sh's cudnn_env, which
+# speed37.sh shares). BIN defaults to .gpu-cudnn (ignored
 # by git).
 set -u
 cd "$(dirname "$0")/../.."
@@ -40,12 +41,7 @@ run() {
 	set +e
 	unpack
 	export DISTOPT_REQUIRE_GPU=1
-	for d in /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn/lib \
-		/opt/torch/.venv/lib/python3*/site-packages/nvidia/cuda_nvrtc/lib; do
-		[ -d "$d" ] && LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
-	done
-	export LD_LIBRARY_PATH
-	echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+	cudnn_env
 	status=0
 	echo "== 1. examples/gpt/cudnn tests ($(date +%T))"
 	CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$OUT/cudnn_dbg.log" \
@@ -57,11 +53,7 @@ run() {
 		t gpumodel examples/gpt/gpumodel 240 examples_gpt_gpumodel.test -test.run 'CuDNN' || status=1
 	cat "$OUT/gpumodel.summary"
 	grep -E 'losses' "$OUT/gpumodel.log"
-	if [ $status -ne 0 ]; then
-		for f in "$OUT"/cudnn_dbg*.log; do
-			[ -f "$f" ] && { echo "-- end of $f"; grep -iE 'error|not supported|refus|fail' "$f" | tail -40; }
-		done
-	fi
+	[ $status -eq 0 ] || cudnn_log_tail "$OUT"/cudnn_dbg*.log
 	echo "== 3. BenchmarkAttention ($(date +%T))"
 	exe=$root/$bin/examples_gpt_cudnn.test
 	case $bin in /*) exe=$bin/examples_gpt_cudnn.test ;; esac

@@ -70,21 +70,53 @@ unpack() {
 
 # t NAME DIR TIMEOUT BINARY ARGS...: one test binary of $bin in its package
 # directory DIR, its log in $OUT/NAME.log and a summary in
-# $OUT/NAME.summary; it returns the binary's exit status.
+# $OUT/NAME.summary (its last line counts the tests, subtests included,
+# that passed, failed and skipped); it returns the binary's exit status.
+# A binary that ignores timeout's SIGTERM is killed 10 s later.
 t() {
 	name=$1 dir=$2 limit=$3 exe=$4
 	shift 4
 	start=$(date +%s)
 	case $bin in /*) exe="$bin/$exe" ;; *) exe="$root/$bin/$exe" ;; esac
-	(cd "$dir" && timeout "$limit" "$exe" -test.v "$@") >"$OUT/$name.log" 2>&1
+	(cd "$dir" && timeout -k 10 "$limit" "$exe" -test.v "$@") >"$OUT/$name.log" 2>&1
 	rc=$?
 	{
 		echo "== $name: exit $rc after $(($(date +%s) - start)) s"
 		grep -E '^(--- FAIL|FAIL|panic|ok|PASS)' "$OUT/$name.log" | head -20
 		grep -E -A6 '^\s*--- FAIL' "$OUT/$name.log" | head -40
-		echo "   $(grep -c -- '--- PASS' "$OUT/$name.log") passed, $(grep -c -- '--- SKIP' "$OUT/$name.log") skipped"
+		echo "   $(grep -c -- '--- PASS' "$OUT/$name.log") passed, $(grep -c -- '--- FAIL' "$OUT/$name.log") failed, $(grep -c -- '--- SKIP' "$OUT/$name.log") skipped"
 	} >"$OUT/$name.summary"
 	return $rc
+}
+
+# cudnn_env puts cuDNN where cudnn.Default looks for it after CUDNN_LIBRARY
+# and libcudnn.so.9: the directories of PyTorch's cuDNN and NVRTC wheels
+# (in /opt/torch/.venv, where present) are appended to LD_LIBRARY_PATH,
+# NVRTC's so that cuDNN's runtime-compiled engines find it; it exports
+# and prints the path.
+cudnn_env() {
+	for d in /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn/lib \
+		/opt/torch/.venv/lib/python3*/site-packages/nvidia/cuda_nvrtc/lib; do
+		if [ -d "$d" ]; then LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"; fi
+	done
+	export LD_LIBRARY_PATH
+	echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+}
+
+# cudnn_log_tail LOG...: the end of each of cuDNN's debug logs (written
+# with CUDNN_LOGLEVEL_DBG=2 to CUDNN_LOGDEST_DBG): the last 40 lines that
+# open a record of an error or a warning (E! or W!) or name an error, a
+# refusal or a failure, or its last 20 lines if none does.
+cudnn_log_tail() {
+	for f; do
+		[ -f "$f" ] || continue
+		echo "-- end of $f"
+		if grep -qiE '^[ew]! |error|not supported|refus|fail' "$f"; then
+			grep -iE '^[ew]! |error|not supported|refus|fail' "$f" | tail -40
+		else
+			tail -20 "$f"
+		fi
+	done
 }
 
 # kernels_run is internal/kernels' -test.run pattern for the update and

@@ -1,10 +1,12 @@
 package gpumodel
 
 import (
+	"errors"
 	"flag"
 	"strings"
 	"testing"
 
+	"github.com/distopt/distopt/examples/gpt/cudnn"
 	"github.com/distopt/distopt/examples/gpt/model"
 	"github.com/distopt/distopt/gemm"
 )
@@ -31,9 +33,11 @@ func fastInit(name string, offset int, dst []float32) error {
 // kernels unfused: flash/unfused over unfused/… tokens/s is the fusion's
 // gain), with ActGradBF16 (act-grad-bf16: bfloat16 activation gradients),
 // with the GEMM attention (AttentionGEMM), with Recompute (unfused
-// forward), with KeepTransposed and with Epilogue (qkv's and fc's biases in
-// the GEMMs' epilogue: epilogue over flash tokens/s is its gain), each with
-// an engine of its own. backward.go counts the element-wise bytes of
+// forward), with KeepTransposed, with Epilogue (qkv's and fc's biases in
+// the GEMMs' epilogue: epilogue over flash tokens/s is its gain) and with
+// AttentionCuDNN (cudnn: cuDNN's fused attention in place of the fused
+// kernels; skipped, with the reason, where cuDNN cannot be loaded), each
+// with an engine of its own. backward.go counts the element-wise bytes of
 // backward per block: 265, 241 and 189 x tokens x hidden for unfused,
 // flash and act-grad-bf16, which the measured times can be set against.
 // It reports tokens/s;
@@ -57,7 +61,8 @@ func BenchmarkMicroBatch(b *testing.B) {
 			name string
 			o    Options
 		}{{"flash", Options{}}, {"unfused", Options{Unfused: true}}, {"act-grad-bf16", Options{ActGradBF16: true}}, {"gemm", Options{Attention: AttentionGEMM}},
-			{"recompute", Options{Recompute: true}}, {"keep-transposed", Options{KeepTransposed: true}}, {"epilogue", Options{Epilogue: true}}} {
+			{"recompute", Options{Recompute: true}}, {"keep-transposed", Options{KeepTransposed: true}}, {"epilogue", Options{Epilogue: true}},
+			{"cudnn", Options{Attention: AttentionCuDNN}}} {
 			b.Run(preset+"/"+c.name, func(b *testing.B) {
 				e, err := gemm.New(r.be.Device(), r.be.Stream())
 				if err != nil {
@@ -65,6 +70,9 @@ func BenchmarkMicroBatch(b *testing.B) {
 				}
 				defer e.Close()
 				m, err := NewWith(e, r.k, cfg, batch, cfg.Seq, c.o)
+				if errors.Is(err, cudnn.ErrNoLibrary) || errors.Is(err, cudnn.ErrTooOld) {
+					b.Skipf("cuDNN cannot be loaded: %v", err)
+				}
 				if err != nil {
 					b.Fatal(err)
 				}
