@@ -70,10 +70,11 @@ func New(l *Library, d *cuda.Device, c Config) (*Attention, error) {
 		}
 		a.h = h
 		var err error
-		if a.fwd, err = newPlan(l, h, forwardGraph(c.Shape, c.Layout, c.Scale), c.maxWorkspace()); err != nil {
+		mask := maskValue(l.version)
+		if a.fwd, err = newPlan(l, h, forwardGraph(c.Shape, c.Layout, c.Scale, mask), c.maxWorkspace()); err != nil {
 			return fmt.Errorf("%w (%v, forward)", err, c.Shape)
 		}
-		if a.bwd, err = newPlan(l, h, backwardGraph(c.Shape, c.Layout, c.Scale), c.maxWorkspace()); err != nil {
+		if a.bwd, err = newPlan(l, h, backwardGraph(c.Shape, c.Layout, c.Scale, mask), c.maxWorkspace()); err != nil {
 			return fmt.Errorf("%w (%v, backward)", err, c.Shape)
 		}
 		return nil
@@ -156,9 +157,10 @@ func (a *Attention) run(s *cuda.Stream, p *plan, ptrs map[int64]cuda.DevicePtr) 
 }
 
 // Close destroys the plans and the handle and frees the workspace;
-// nil-safe. Work queued earlier must be finished or waited for first.
+// nil-safe, and a second Close does nothing. Work queued earlier must be
+// finished or waited for first.
 func (a *Attention) Close() error {
-	if a == nil {
+	if a == nil || a.d == nil { // nil, or closed already (Close zeroes a)
 		return nil
 	}
 	var errs []error

@@ -135,7 +135,7 @@ func (f *fakeAPI) execute(h, plan, pack uintptr) Status {
 // with the buffers given.
 func TestPlanEmission(t *testing.T) {
 	s := Shape{Batch: 2, Heads: 3, Seq: 128, D: 64}
-	for _, g := range []*graph{forwardGraph(s, RowLayout(s), 0.125), backwardGraph(s, RowLayout(s), 0.125)} {
+	for _, g := range []*graph{forwardGraph(s, RowLayout(s), 0.125, maskValue(91900)), backwardGraph(s, RowLayout(s), 0.125, maskValue(91900))} {
 		f := newFake(t, 3, 2)
 		l := &Library{fns: f, version: f.version()}
 		p, err := newPlan(l, 0xabc, g, 1<<20)
@@ -177,7 +177,7 @@ func TestPlanEmission(t *testing.T) {
 func TestPlanRefused(t *testing.T) {
 	s := Shape{Batch: 1, Heads: 1, Seq: 128, D: 64}
 	f := newFake(t, 2, 2)
-	_, err := newPlan(&Library{fns: f, version: 91900}, 0xabc, forwardGraph(s, PackedLayout(s), 0.125), 1<<20)
+	_, err := newPlan(&Library{fns: f, version: 91900}, 0xabc, forwardGraph(s, PackedLayout(s), 0.125, maskValue(91900)), 1<<20)
 	if !errors.Is(err, ErrNotSupported) {
 		t.Fatalf("error %v, want one matching ErrNotSupported", err)
 	}

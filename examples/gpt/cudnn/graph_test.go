@@ -124,8 +124,8 @@ func normErr(got, want []float64) float64 {
 
 // runGraphs runs the forward graph and then the backward graph on r in the
 // model's layout; the backward pass reads the forward's o and statistics.
-// It returns what they wrote, packed.
-func runGraphs(t *testing.T, r *rowData, exact bool) ref {
+// mask is the masked score (maskValue). It returns what they wrote, packed.
+func runGraphs(t *testing.T, r *rowData, exact bool, mask float32) ref {
 	t.Helper()
 	s := r.s
 	w, rows := s.Heads*s.D, s.Batch*s.Heads*s.Seq
@@ -133,7 +133,7 @@ func runGraphs(t *testing.T, r *rowData, exact bool) ref {
 	o, stats := make([]float64, s.Batch*s.Seq*w), make([]float64, rows)
 	in := &interp{exact: exact}
 	fwd := map[int64][]float64{uidQ: r.qkv, uidK: r.qkv[w:], uidV: r.qkv[2*w:], uidO: o, uidStats: stats}
-	if err := in.run(forwardGraph(s, l, scale), fwd); err != nil {
+	if err := in.run(forwardGraph(s, l, scale, mask), fwd); err != nil {
 		t.Fatal(err)
 	}
 	dqkv := make([]float64, len(r.qkv))
@@ -143,7 +143,7 @@ func runGraphs(t *testing.T, r *rowData, exact bool) ref {
 	bwd := map[int64][]float64{uidQ: r.qkv, uidK: r.qkv[w:], uidV: r.qkv[2*w:], uidO: o, uidStats: stats,
 		uidDO: r.do, uidDQ: dqkv, uidDK: dqkv[w:], uidDV: dqkv[2*w:],
 		uidSoftmaxSum: make([]float64, rows), uidDQAccum: make([]float64, rows*s.D)}
-	if err := in.run(backwardGraph(s, l, scale), bwd); err != nil {
+	if err := in.run(backwardGraph(s, l, scale, mask), bwd); err != nil {
 		t.Fatal(err)
 	}
 	return ref{o: r.pack(o, w, 0), lse: stats, dq: r.pack(dqkv, 3*w, 0), dk: r.pack(dqkv, 3*w, w), dv: r.pack(dqkv, 3*w, 2*w)}
@@ -155,6 +155,39 @@ func graphScale(s Shape) float32 { return float32(1 / math.Sqrt(float64(s.D))) }
 
 var graphShapes = []Shape{{Batch: 2, Heads: 3, Seq: 9, D: 8}, {Batch: 1, Heads: 2, Seq: 16, D: 16}}
 
+// graphMasks are the masked scores of the two version ranges (maskValue).
+var graphMasks = []float32{maskValue(90500), maskValue(91900)}
+
+// TestMaskValue checks the masked score per version, as cudnn-frontend
+// picks it: the lowest finite float32 before cuDNN 9.10, -Inf from 9.10;
+// and that both graphs carry it as their by-value "-inf".
+func TestMaskValue(t *testing.T) {
+	for _, c := range []struct {
+		version int
+		want    float32
+	}{{90000, -math.MaxFloat32}, {90900, -math.MaxFloat32}, {91000, float32(math.Inf(-1))}, {91900, float32(math.Inf(-1))}} {
+		mask := maskValue(c.version)
+		if mask != c.want {
+			t.Errorf("maskValue(%d) = %v, want %v", c.version, mask, c.want)
+		}
+		s := graphShapes[0]
+		for _, g := range []*graph{forwardGraph(s, RowLayout(s), 0.5, mask), backwardGraph(s, RowLayout(s), 0.5, mask)} {
+			found := false
+			for _, tt := range g.tensors {
+				if tt.uid == uidNegInf {
+					found = true
+					if !tt.byValue || tt.value != c.want {
+						t.Errorf("%s at version %d: masked score %v (by value %v), want %v", g.name, c.version, tt.value, tt.byValue, c.want)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("%s: no masked-score tensor", g.name)
+			}
+		}
+	}
+}
+
 // TestGraphsExact runs the graphs handed to cuDNN on the CPU without
 // rounding: they must be causal attention and its gradient exactly (to
 // float64 rounding), in the model's interleaved layout, with the forward's
@@ -163,13 +196,15 @@ func TestGraphsExact(t *testing.T) {
 	for i, s := range graphShapes {
 		r := randomRows(s, uint64(i))
 		want := refAttention(s, r.q, r.k, r.v, r.doPack, float64(graphScale(s)))
-		got := runGraphs(t, r, true)
-		for _, c := range []struct {
-			name      string
-			got, want []float64
-		}{{"o", got.o, want.o}, {"stats", got.lse, want.lse}, {"dq", got.dq, want.dq}, {"dk", got.dk, want.dk}, {"dv", got.dv, want.dv}} {
-			if e := maxErr(c.got, c.want); !(e < 1e-12) {
-				t.Errorf("%v %s: max error %.3g relative to the largest value", s, c.name, e)
+		for _, mask := range graphMasks {
+			got := runGraphs(t, r, true, mask)
+			for _, c := range []struct {
+				name      string
+				got, want []float64
+			}{{"o", got.o, want.o}, {"stats", got.lse, want.lse}, {"dq", got.dq, want.dq}, {"dk", got.dk, want.dk}, {"dv", got.dv, want.dv}} {
+				if e := maxErr(c.got, c.want); !(e < 1e-12) {
+					t.Errorf("%v mask %v %s: max error %.3g relative to the largest value", s, mask, c.name, e)
+				}
 			}
 		}
 	}
@@ -186,17 +221,19 @@ func TestGraphsRounded(t *testing.T) {
 	for i, s := range graphShapes {
 		r := randomRows(s, uint64(10+i))
 		want := refAttention(s, r.q, r.k, r.v, r.doPack, float64(graphScale(s)))
-		got := runGraphs(t, r, false)
-		for _, c := range []struct {
-			name      string
-			got, want []float64
-		}{{"o", got.o, want.o}, {"dq", got.dq, want.dq}, {"dk", got.dk, want.dk}, {"dv", got.dv, want.dv}} {
-			if e := normErr(c.got, c.want); !(e < tol) {
-				t.Errorf("%v %s: relative error %.3g in norm, want below %.3g", s, c.name, e, tol)
+		for _, mask := range graphMasks {
+			got := runGraphs(t, r, false, mask)
+			for _, c := range []struct {
+				name      string
+				got, want []float64
+			}{{"o", got.o, want.o}, {"dq", got.dq, want.dq}, {"dk", got.dk, want.dk}, {"dv", got.dv, want.dv}} {
+				if e := normErr(c.got, c.want); !(e < tol) {
+					t.Errorf("%v mask %v %s: relative error %.3g in norm, want below %.3g", s, mask, c.name, e, tol)
+				}
 			}
-		}
-		if e := maxErr(got.lse, want.lse); !(e < 1e-6) {
-			t.Errorf("%v stats: error %.3g (float32 throughout)", s, e)
+			if e := maxErr(got.lse, want.lse); !(e < 1e-6) {
+				t.Errorf("%v mask %v stats: error %.3g (float32 throughout)", s, mask, e)
+			}
 		}
 	}
 }

@@ -46,3 +46,19 @@ func TestVersionString(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseTwice checks that Close of a nil or already closed Attention
+// does nothing (Close zeroes the value; a second Close used to call the
+// zero value's nil device).
+func TestCloseTwice(t *testing.T) {
+	var nilA *Attention
+	if err := nilA.Close(); err != nil {
+		t.Errorf("nil Close: %v", err)
+	}
+	closed := &Attention{}
+	for i := 0; i < 2; i++ {
+		if err := closed.Close(); err != nil {
+			t.Errorf("Close %d of a closed Attention: %v", i, err)
+		}
+	}
+}

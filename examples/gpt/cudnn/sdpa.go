@@ -63,22 +63,36 @@ const (
 // swapLast2 exchanges the last two entries: the strides of Kᵀ from K's.
 func swapLast2(a [4]int64) [4]int64 { return [4]int64{a[0], a[1], a[3], a[2]} }
 
+// maskValue is the score the causal mask puts above the diagonal, as
+// cudnn-frontend picks it for the library version (attn::score_modifiers::
+// get_negative_inf_value): before cuDNN 9.10 the lowest finite float32
+// ("older cuDNN version prefers lowest for softmax mask"), -Inf from 9.10.
+// The two give the same attention; the engines of each version are built
+// and tested against their own, and an -Inf row maximum in an online
+// softmax gives exp(-Inf - -Inf) = NaN.
+func maskValue(version int) float32 {
+	if version < 91000 {
+		return -math.MaxFloat32
+	}
+	return float32(math.Inf(-1))
+}
+
 // sdpaTensors adds the inputs both passes read: q, kᵀ (k's memory seen as
 // [batch, head, d, seq], as the backend's first matmul takes it), the
-// statistics and the scalars.
-func sdpaTensors(b *builder, s Shape, l Layout, scale float32) (q, kt, stats, sc, negInf *tensor) {
+// statistics and the scalars (mask: maskValue).
+func sdpaTensors(b *builder, s Shape, l Layout, scale, mask float32) (q, kt, stats, sc, negInf *tensor) {
 	B, H, T, D := int64(s.Batch), int64(s.Heads), int64(s.Seq), int64(s.D)
 	q = b.io(uidQ, "q", dtBF16, s.dims(), l.QKV)
 	kt = b.io(uidK, "kT", dtBF16, [4]int64{B, H, D, T}, swapLast2(l.QKV))
 	stats = b.io(uidStats, "stats", dtFloat, [4]int64{B, H, T, 1}, [4]int64{H * T, T, 1, 1})
 	sc = b.scalar(uidScale, "scale", scale)
-	negInf = b.scalar(uidNegInf, "-inf", float32(math.Inf(-1)))
+	negInf = b.scalar(uidNegInf, "-inf", mask)
 	return q, kt, stats, sc, negInf
 }
 
 // causalMask appends the top-left causal mask: score (i, j) is kept where
 // row i >= column j and becomes -inf elsewhere (GEN_INDEX on dims 2 and 3,
-// CMP_GE, BINARY_SELECT).
+// CMP_GE, BINARY_SELECT); negInf holds maskValue.
 func (b *builder) causalMask(s, negInf *tensor) *tensor {
 	row := b.genIndex("gen_row_index", 2, b.virt("row", dtInt32, s.dims), s)
 	col := b.genIndex("gen_col_index", 3, b.virt("col", dtInt32, s.dims), s)
@@ -91,10 +105,10 @@ func (b *builder) causalMask(s, negInf *tensor) *tensor {
 // the backward pass needs), in the pattern of cuDNN's fused flash
 // attention: bmm1, scale, mask, softmax (max, sub, exp, sum, log, add, div;
 // the probabilities in bfloat16), bmm2.
-func forwardGraph(s Shape, l Layout, scale float32) *graph {
+func forwardGraph(s Shape, l Layout, scale, mask float32) *graph {
 	b := newBuilder("sdpa_fwd")
 	B, H, T := int64(s.Batch), int64(s.Heads), int64(s.Seq)
-	q, kt, stats, sc, negInf := sdpaTensors(b, s, l, scale)
+	q, kt, stats, sc, negInf := sdpaTensors(b, s, l, scale, mask)
 	v := b.io(uidV, "v", dtBF16, s.dims(), l.QKV)
 	o := b.io(uidO, "o", dtBF16, s.dims(), l.O)
 	ss, rows := [4]int64{B, H, T, T}, [4]int64{B, H, T, 1}
@@ -118,10 +132,10 @@ func forwardGraph(s Shape, l Layout, scale float32) *graph {
 // (softmax_sum), dq is accumulated in float32 (dq_accum, then IDENTITY to
 // bfloat16); the probabilities are recomputed as exp(scale·q·kᵀ - stats)
 // under the mask.
-func backwardGraph(s Shape, l Layout, scale float32) *graph {
+func backwardGraph(s Shape, l Layout, scale, mask float32) *graph {
 	b := newBuilder("sdpa_bwd")
 	B, H, T, D := int64(s.Batch), int64(s.Heads), int64(s.Seq), int64(s.D)
-	q, kt, stats, sc, negInf := sdpaTensors(b, s, l, scale)
+	q, kt, stats, sc, negInf := sdpaTensors(b, s, l, scale, mask)
 	vt := b.io(uidV, "vT", dtBF16, [4]int64{B, H, D, T}, swapLast2(l.QKV))
 	o := b.io(uidO, "o", dtBF16, s.dims(), l.O)
 	do := b.io(uidDO, "dO", dtBF16, s.dims(), l.O)
