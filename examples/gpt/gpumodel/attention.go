@@ -90,8 +90,8 @@ type attention struct {
 	// qkv16: forward and backward read qkv in bfloat16 (the model's kept
 	// linear output, setQKVBF16) instead of float32.
 	qkv16 bool
-	// attnCuDNN: cuDNN's plans (o holds the bfloat16 output gradient, out
-	// the bfloat16 dqkv).
+	// attnCuDNN: cuDNN's plans (the output gradient and dqkv are the
+	// model's bfloat16 buffers).
 	dnn *cudnn.Attention
 }
 
@@ -413,7 +413,8 @@ func (a *attention) operands(qkv, y cuda.DevicePtr) (q, k, v, out cuda.DevicePtr
 // forward queues y [batch·seq, h] = causal softmax(q·kᵀ·scale)·v per head
 // from qkv, leaving the probabilities in p [batch, heads, seq, seq] (float32,
 // which first holds the scores; for attnBF16 bfloat16 in p's first half,
-// the scores in a.sbuf).
+// the scores in a.sbuf). attnCuDNN writes no y: its bfloat16 output stays
+// in p, where attn.proj reads it (Model.attnOut).
 func (a *attention) forward(s *cuda.Stream, y, p, qkv cuda.DevicePtr) error {
 	if err := checkAligned(y, p, qkv); err != nil {
 		return err
@@ -422,7 +423,7 @@ func (a *attention) forward(s *cuda.Stream, y, p, qkv cuda.DevicePtr) error {
 	case attnFlash:
 		return a.flashForward(s, y, p, qkv)
 	case attnCuDNN:
-		return a.cudnnForward(s, y, p, qkv)
+		return a.cudnnForward(s, p, qkv)
 	}
 	T, h := a.seq, a.h
 	rowsQKV, sq := T*3*h, a.heads*T*T
@@ -462,7 +463,8 @@ func (a *attention) forward(s *cuda.Stream, y, p, qkv cuda.DevicePtr) error {
 // heads of qkv again (the scratch is shared by every layer); in float32 it
 // reuses the head buffers for the gradients as they free up (dv in v after
 // dP, dq in the copy of dy after dV, dk in v after dv is merged), in
-// bfloat16 the gradients go through a.out.
+// bfloat16 the gradients go through a.out. attnCuDNN reads dy and writes
+// dqkv in bfloat16 (cudnnLinear).
 func (a *attention) backward(s *cuda.Stream, dqkv, ds, dy, p, qkv cuda.DevicePtr) error {
 	switch a.prec {
 	case attnFlash:

@@ -310,6 +310,12 @@ func (m *Model) dyAmax() cuda.DevicePtr {
 }
 
 // dgradBF16 reports whether linear layer i writes its input gradient in
-// bfloat16 (ActGradBF16): all but attn.proj, whose dx attention reads in
-// float32.
-func (o Options) dgradBF16(i int) bool { return o.ActGradBF16 && i != projL }
+// bfloat16: with ActGradBF16 all but attn.proj, whose dx attention reads
+// in float32 except with AttentionCuDNN, which reads it in bfloat16
+// (cudnnLinear).
+func (o Options) dgradBF16(i int) bool {
+	if i == projL {
+		return o.Attention == AttentionCuDNN
+	}
+	return o.ActGradBF16
+}

@@ -1,10 +1,15 @@
 package gpumodel
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"fmt"
 	"math"
 	"testing"
 
+	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/cuda/cudatest"
 	"github.com/distopt/distopt/examples/gpt/cudnn"
 	"github.com/distopt/distopt/examples/gpt/model"
@@ -14,9 +19,11 @@ import (
 // TestCuDNNOption checks AttentionCuDNN's name, its refusal of head widths
 // that are not multiples of 8, and that PredictMemory counts what it
 // allocates: the kept output and statistics of the fused kernels, and for
-// scratch the bfloat16 output gradient and dqkv, cuDNN's workspace bound,
-// the row sums and dq's float32 accumulator (closed forms written out
-// here).
+// scratch cuDNN's workspace bound, the row sums and dq's float32
+// accumulator, without the fused kernels' packed heads and row sums, the
+// float32 attention output and half of the float32 output gradient
+// (bfloat16: cudnnScratch), and with Epilogue half of dqkv too (closed
+// forms written out here).
 func TestCuDNNOption(t *testing.T) {
 	if a, err := ParseAttention("cuDNN"); err != nil || a != AttentionCuDNN || a.String() != "cudnn" {
 		t.Errorf("ParseAttention(cuDNN) = %v, %v", a, err)
@@ -28,19 +35,69 @@ func TestCuDNNOption(t *testing.T) {
 	}
 	cfg := model.Config{Layers: 3, Hidden: 256, Heads: 4, FFN: 640, Vocab: 256, Seq: 256}
 	const batch, seq = 2, 256
-	flash, err := PredictMemory(cfg, batch, seq, Options{Recipe: cur})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dnn, err := PredictMemory(cfg, batch, seq, Options{Recipe: cur, Attention: AttentionCuDNN})
-	if err != nil {
-		t.Fatal(err)
-	}
 	n, rows, d := batch*seq*cfg.Hidden, batch*cfg.Heads*seq, cfg.HeadDim()
-	wantScratch := flash.Scratch - 4*2*n - 4*rows + // the fused kernels' packed heads and row sums
-		2*n + 6*n + 64<<20 + 4*rows + 4*rows*d
-	if dnn.Probs != flash.Probs || dnn.Scratch != wantScratch {
-		t.Errorf("cudnn: kept %d, scratch %d; want %d and %d", dnn.Probs, dnn.Scratch, flash.Probs, wantScratch)
+	for _, o := range []Options{{Recipe: cur}, {Recipe: cur, Epilogue: true}, {Recipe: cur, Unfused: true}, {Recipe: cur, ActGradBF16: true}} {
+		flash, err := PredictMemory(cfg, batch, seq, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Attention = AttentionCuDNN
+		dnn, err := PredictMemory(cfg, batch, seq, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantScratch := flash.Scratch - 4*2*n - 4*rows + // the fused kernels' packed heads and row sums
+			64<<20 + 4*rows + 4*rows*d - // cuDNN's workspace
+			4*n - 2*n // no float32 attention output; a bfloat16 output gradient
+		if o.Epilogue {
+			wantScratch -= 2 * 3 * n // dqkv in bfloat16 only
+		}
+		if dnn.Probs != flash.Probs || dnn.Scratch != wantScratch || dnn.LinearInputs != flash.LinearInputs {
+			t.Errorf("cudnn %+v: kept %d, scratch %d, linear inputs %d; want %d, %d and %d", o, dnn.Probs, dnn.Scratch, dnn.LinearInputs,
+				flash.Probs, wantScratch, flash.LinearInputs)
+		}
+	}
+}
+
+// TestCuDNNLinearTypes checks the element types of the linear layers per
+// attention: with AttentionCuDNN attn.proj reads bfloat16 x and float32 dy
+// and writes a bfloat16 dx, attn.qkv reads a bfloat16 dy; the other
+// layers, and every layer with the other attentions, as before (float32
+// x and dy; GELU's bfloat16 gradient for mlp.fc with ActGradBF16).
+func TestCuDNNLinearTypes(t *testing.T) {
+	cur := fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}
+	f32, bf16 := buffer.Float32, buffer.BFloat16
+	for _, at := range []Attention{AttentionFlash, AttentionGEMM, AttentionCuDNN} {
+		for _, act := range []bool{false, true} {
+			o := Options{Recipe: cur, Attention: at, ActGradBF16: act}
+			for i := range nLinear {
+				c, err := linearConfig(testShape, o, i)
+				if err != nil {
+					t.Fatal(err)
+				}
+				x, dy, dx := f32, f32, act
+				if act && i == fcL {
+					dy = bf16
+				}
+				if i == projL {
+					dx = at == AttentionCuDNN
+				}
+				if at == AttentionCuDNN && i == projL {
+					x = bf16
+				}
+				if at == AttentionCuDNN && i == qkvL {
+					dy = bf16
+				}
+				gotDY := c.GradInput
+				if gotDY == 0 {
+					gotDY = c.Input
+				}
+				if c.Input != x || gotDY != dy || o.dgradBF16(i) != dx {
+					t.Errorf("%v act-grad-bf16=%v %s: x %v, dy %v, bfloat16 dx %v; want %v, %v, %v",
+						at, act, linearNames[i], c.Input, gotDY, o.dgradBF16(i), x, dy, dx)
+				}
+			}
+		}
 	}
 }
 
@@ -97,4 +154,130 @@ func trainLosses(t *testing.T, cfg model.Config, at Attention) []float64 {
 	}
 	t.Logf("%v: losses %.4f", at, losses)
 	return losses
+}
+
+// TestCuDNNBF16Wiring checks the bfloat16 wiring around cuDNN's attention
+// (cudnnLinear) with the per-tensor and 128x128 recipes, on two
+// accumulated micro-batches:
+//
+//   - attn.proj's kept FP8 input equals, code and scale, the fp8
+//     package's quantization on the CPU of the bfloat16 output cuDNN kept
+//     in each block (read back and widened): the layer reads that output
+//     and nothing else;
+//   - against the fused kernels' attention on the same weights, the losses
+//     within 2% (TestCuDNNTrainsLikeFlash's bound) and every gradient
+//     within 10% relative L2 (TestGPUActGradBF16's bound for bfloat16
+//     roundings of the activation gradients: attention's own roundings
+//     differ here, in other orders, as those tests allow); a gradient
+//     read in the wrong type would be off by orders of magnitude;
+//   - against the float64 model, modelMatchesCPU's bounds.
+//
+// It skips without a GPU or cuDNN.
+func TestCuDNNBF16Wiring(t *testing.T) {
+	for _, rc := range []int{0, 2} {
+		rc := recipes[rc]
+		t.Run(rc.name, func(t *testing.T) {
+			r := newRig(t, testShape, 1e-3, rc.r)
+			m, err := NewWith(r.e, r.k, testShape, 2, 32, Options{Attention: AttentionCuDNN})
+			cudatest.Unavailable(t, err, cudnn.ErrNoLibrary, cudnn.ErrTooOld)
+			t.Cleanup(func() { m.Close() })
+			got := twoMicroBatches(t, r, m)
+			checkProjInputs(t, m, got.kept)
+			base := twoMicroBatches(t, r, r.model(t, testShape, 2, 32, Options{Attention: AttentionFlash}))
+			gl, bl := cuda.View[float32](got.losses), cuda.View[float32](base.losses)
+			for i := range bl {
+				if e := math.Abs(float64(gl[i]-bl[i])) / math.Abs(float64(bl[i])); !(e < 0.02) {
+					t.Errorf("row %d: loss %.5f with cuDNN, %.5f with the fused kernels", i, gl[i], bl[i])
+				}
+			}
+			for _, p := range testShape.Params() {
+				if rel := relL2(cuda.View[float32](got.grads[p.Name]), cuda.View[float32](base.grads[p.Name])); !(rel < 0.1) {
+					t.Errorf("%s: relative L2 difference %.3f from the fused kernels' attention", p.Name, rel)
+				}
+			}
+			modelMatchesCPU(t, rc.r, Options{Attention: AttentionCuDNN})
+		})
+	}
+}
+
+// checkProjInputs compares attn.proj's kept FP8 input of every block of m
+// (kept, by layer name, as keptInputs reads it) with the CPU
+// quantization of the bfloat16 attention output the block keeps.
+func checkProjInputs(t *testing.T, m *Model, kept map[string][]byte) {
+	t.Helper()
+	n, h := m.rows, m.cfg.Hidden
+	for l := range m.layers {
+		o16 := make([]byte, 2*n*h)
+		if err := m.s.Download(o16, m.attnOut(&m.layers[l])); err != nil {
+			t.Fatal(err)
+		}
+		v := make([]float32, n*h)
+		for i, b := range cuda.View[uint16](o16) {
+			v[i] = fp8.Float32FromBF16(b)
+		}
+		name := lname(l, linearNames[projL])
+		want := quantizeRows(v, n, h, m.layers[l].lin[projL].Config().X)
+		if !bytes.Equal(kept[name], want) {
+			t.Errorf("%s: the kept FP8 input is not the quantization of the bfloat16 attention output", name)
+		}
+	}
+}
+
+// quantizeRows quantizes the row-major rows x cols matrix v on the CPU as
+// gemm.Linear keeps it for recipe r, codes then scales: per tensor
+// (fp8.ScaleFromAmax of fp8.Amax, fp8.CastScaled) or in 1x128 blocks
+// along the rows (fp8.CastBlocks1D; the scale of block j of row i at
+// j·rows + i, the Rows128 layout).
+func quantizeRows(v []float32, rows, cols int, r fp8.Recipe) []byte {
+	codes := make([]byte, rows*cols)
+	var scales []float32
+	if r.Scaling == fp8.Block1x128 {
+		nb := (cols + 127) / 128
+		scales = make([]float32, rows*nb)
+		inv := make([]float32, nb)
+		for i := range rows {
+			fp8.CastBlocks1D(codes[i*cols:(i+1)*cols], inv, v[i*cols:(i+1)*cols], 128, r.Format, r.Margin, r.PowerOf2)
+			for j, s := range inv {
+				scales[j*rows+i] = s
+			}
+		}
+	} else {
+		scale, inv := fp8.ScaleFromAmax(fp8.Amax(v), r.Format, r.Margin, r.PowerOf2)
+		fp8.CastScaled(codes, v, scale, r.Format)
+		scales = []float32{inv}
+	}
+	for _, s := range scales {
+		codes = binary.LittleEndian.AppendUint32(codes, math.Float32bits(s))
+	}
+	return codes
+}
+
+// relL2 returns |got - want| / |want| in the L2 norm.
+func relL2(got, want []float32) float64 {
+	var num, den float64
+	for i := range want {
+		d := float64(got[i]) - float64(want[i])
+		num += d * d
+		den += float64(want[i]) * float64(want[i])
+	}
+	return math.Sqrt(num / den)
+}
+
+// TestCuDNNMemory is TestGPUMemory with AttentionCuDNN (no float32
+// attention output, a bfloat16 output gradient and dqkv in the model's
+// buffers: cudnnScratch), fused, with Epilogue, Unfused and ActGradBF16.
+// It skips without a GPU or cuDNN.
+func TestCuDNNMemory(t *testing.T) {
+	for _, rc := range recipes[:3] {
+		for _, o := range []Options{{}, {Epilogue: true}, {Unfused: true}, {ActGradBF16: true}, {Recompute: true}} {
+			o.Attention = AttentionCuDNN
+			t.Run(fmt.Sprintf("%s/unfused=%v/recompute=%v/epilogue=%v/act-grad-bf16=%v", rc.name, o.Unfused, o.Recompute, o.Epilogue, o.ActGradBF16), func(t *testing.T) {
+				r := newRig(t, testShape, 1e-3, rc.r)
+				m, err := NewWith(r.e, r.k, testShape, 2, 32, o)
+				cudatest.Unavailable(t, err, cudnn.ErrNoLibrary, cudnn.ErrTooOld)
+				t.Cleanup(func() { m.Close() })
+				memoryMatches(t, r, m)
+			})
+		}
+	}
 }

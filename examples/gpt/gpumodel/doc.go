@@ -85,7 +85,8 @@
 // and 1 GiB with AttentionGEMM.
 //
 // The attention output, and when unfused the LayerNorm and GELU outputs,
-// live in float32 buffers that all blocks share. So do the gradients. Options.Recompute recomputes the
+// live in float32 buffers that all blocks share. AttentionCuDNN has no
+// float32 attention output: attn.proj reads the kept bfloat16 one. So do the gradients. Options.Recompute recomputes the
 // LayerNorm and GELU outputs in Backward, instead of keeping their FP8
 // copies. Options.KeepTransposed keeps the transposed FP8 inputs, instead of
 // transposing them in Backward. Both give the same bits.

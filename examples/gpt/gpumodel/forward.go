@@ -87,7 +87,7 @@ func (m *Model) forwardLayer(params Params, l int) error {
 		func() error { return m.layerNorm(params, lname(l, "ln1"), m.ln, a.mean1, a.rstd1, a.x) },
 		func() error { return m.linear(params, l, qkvL, m.dqkv, a.qkv, 0, m.ln) },
 		func() error { return m.attn.forward(m.s, m.att, a.p, a.qkv) },
-		func() error { return m.linear(params, l, projL, a.x2, 0, a.x, m.att) },
+		func() error { return m.linear(params, l, projL, a.x2, 0, a.x, m.attnOut(a)) },
 		func() error { return m.layerNorm(params, lname(l, "ln2"), m.ln, a.mean2, a.rstd2, a.x2) },
 		func() error { return m.linear(params, l, fcL, m.dfc, a.fc, 0, m.ln) },
 		func() error { return m.k.GPTGELUBF16(m.s, m.gelu, a.fc, n*f) },
@@ -107,7 +107,7 @@ func runSteps(steps []func() error) error {
 }
 
 // linear runs y = x·Wᵀ + b for linear layer i of block l: x (float32
-// [rows, in]) is quantized by the layer, which keeps it for backward (or,
+// [rows, in], or the layer's Config().Input) is quantized by the layer, which keeps it for backward (or,
 // recomputed, does not). Either y16 or res is 0: y (float32) receives the
 // product, then y16 the bfloat16 of y + b (GPTBiasAddBF16: the sum rounded
 // once, the output the block keeps), or y becomes (y + b) + res

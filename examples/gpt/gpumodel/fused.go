@@ -74,7 +74,7 @@ func (m *Model) forwardFused(params Params, l int) error {
 			return m.bias(params, l, qkvL, m.dqkv, a.qkv, 0)
 		},
 		func() error { return m.attn.forward(m.s, m.att, a.p, a.qkv) },
-		func() error { return m.product(params, l, projL, f32Out(a.x2), m.att, nil) },
+		func() error { return m.product(params, l, projL, f32Out(a.x2), m.attnOut(a), nil) },
 		func() error {
 			return m.product(params, l, fcL, fc, 0, func(x gemm.Operand) error {
 				return m.layerNormFP8(params, lname(l, "ln2"), lname(l, linearNames[projL]), m.fp8Out(l, fcL, x), a.mean2, a.rstd2, a.x2, a.x)

@@ -36,7 +36,8 @@ type Memory struct {
 	// input, output, mean and rstd, the logits, their gradient, the losses.
 	Final int
 	// Scratch: per step, the model's buffers shared by all layers and
-	// dead between Forward and Backward: one block's attention output, its
+	// dead between Forward and Backward: one block's attention output
+	// (none with AttentionCuDNN, whose kept output attn.proj reads), its
 	// LayerNorm and GELU outputs with Unfused or Recompute, a word for
 	// the fused kernels' amax unless Unfused, the gradients flowing back
 	// (GELU's in bfloat16 with ActGradBF16, in half the bytes; with
@@ -96,6 +97,7 @@ func PredictMemory(cfg model.Config, batch, seq int, o Options) (Memory, error) 
 	if o.ActGradBF16 {
 		dfc = n * f
 	}
+	att, dtmp, dqkv := cudnnScratch(n, h, o)
 	gsum := 0 // bfloat16 gradient views: the small parameters' float32 sums
 	if o.bf16Grads() {
 		_, gsum = gradSumLayout(cfg)
@@ -106,7 +108,7 @@ func PredictMemory(cfg model.Config, batch, seq int, o Options) (Memory, error) 
 		Saved:            4*(n*h+n*h+4*n) + 2*(n*3*h+n*f),
 		Probs:            attnKeptBytes(batch, seq, h, cfg.Heads, prec),
 		Final:            4 * (2*n*h + 3*n + 2*n*v),
-		Scratch: 4*(n*h+3*n+v+1+3*n*h+3*n*h+ds+dfc+dhead+gsum) + producerScratch(n, h, f, o) +
+		Scratch: att + dtmp + dqkv + 4*(3*n+v+1+2*n*h+ds+dfc+dhead+gsum) + producerScratch(n, h, f, o) +
 			attnScratchBytes(batch, seq, h, cfg.Heads, prec, attnLayoutM),
 	}
 	wl, err := gemm.LayoutOf(o.Recipe)

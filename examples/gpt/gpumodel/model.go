@@ -66,7 +66,9 @@ type Model struct {
 	// output, and folds amaxes into amax instead), the gradients, the
 	// token indices; in Forward dqkv and dfc take the float32 products of
 	// the qkv and fc layers before their bias and rounding to bfloat16
-	// (not with Options.Epilogue, whose GEMMs write qkv and fc)
+	// (not with Options.Epilogue, whose GEMMs write qkv and fc); with
+	// AttentionCuDNN no att, and dtmp and Backward's dqkv in bfloat16
+	// (cudnnScratch)
 	ln, att, gelu, amax cuda.DevicePtr
 	tok, tgt            cuda.DevicePtr
 	order, start        cuda.DevicePtr
@@ -166,7 +168,10 @@ func (m *Model) allocate() error {
 	}
 	m.xf, m.lnf, m.meanf, m.rstdf = buf(fi, 4*n*h), buf(fi, 4*n*h), buf(fi, 4*n), buf(fi, 4*n)
 	m.logits, m.dlogits, m.losses = buf(fi, 4*n*v), buf(fi, 4*n*v), buf(fi, 4*n)
-	m.att = buf(sc, 4*n*h)
+	att, dtmp, dqkv := cudnnScratch(n, h, m.opts)
+	if att > 0 {
+		m.att = buf(sc, att)
+	}
 	if m.opts.fused() || m.opts.fusedBackward() {
 		m.amax = buf(sc, 4)
 	}
@@ -174,8 +179,8 @@ func (m *Model) allocate() error {
 		m.ln, m.gelu = buf(sc, 4*n*h), buf(sc, 4*n*f)
 	}
 	m.tok, m.tgt, m.order, m.start = buf(sc, 4*n), buf(sc, 4*n), buf(sc, 4*n), buf(sc, 4*(v+1))
-	m.dx, m.dln, m.dtmp = buf(sc, 4*n*h), buf(sc, 4*n*h), buf(sc, 4*n*h)
-	m.dqkv, m.dfc = buf(sc, 4*n*3*h), buf(sc, 4*n*f)
+	m.dx, m.dln, m.dtmp = buf(sc, 4*n*h), buf(sc, 4*n*h), buf(sc, dtmp)
+	m.dqkv, m.dfc = buf(sc, dqkv), buf(sc, 4*n*f)
 	if m.opts.ActGradBF16 { // bfloat16 dfc and dg share what Forward uses in float32
 		m.dg = m.dfc.Add(2 * n * f)
 	} else {
@@ -255,6 +260,9 @@ func linearConfig(cfg model.Config, o Options, i int) (gemm.LinearConfig, error)
 	c := gemm.LinearConfig{In: in, Out: out, Input: buffer.Float32, X: x, DY: dy}
 	if o.ActGradBF16 && i == fcL {
 		c.GradInput = buffer.BFloat16 // GELU's gradient
+	}
+	if o.Attention == AttentionCuDNN {
+		cudnnLinear(&c, i)
 	}
 	c.Recompute = o.Recompute && recomputed(i)
 	c.KeepTransposed = o.KeepTransposed && !c.Recompute

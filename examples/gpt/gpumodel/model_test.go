@@ -401,32 +401,37 @@ func TestGPUMemory(t *testing.T) {
 				{Epilogue: true, Attention: at}, {ActGradBF16: true, Attention: at}} {
 				t.Run(fmt.Sprintf("%s/%s/unfused=%v/recompute=%v/keep=%v/head=%v/epilogue=%v/act-grad-bf16=%v", at, rc.name, o.Unfused, o.Recompute, o.KeepTransposed, o.Head, o.Epilogue, o.ActGradBF16), func(t *testing.T) {
 					r := newRig(t, testShape, 1e-3, rc.r)
-					m := r.model(t, testShape, 2, 32, o)
-					twoMicroBatches(t, r, m)
-					rep, err := m.Memory()
-					if err != nil {
-						t.Fatal(err)
-					}
-					if rep.Predicted != rep.Allocated {
-						t.Errorf("predicted %+v\nallocated %+v", rep.Predicted, rep.Allocated)
-					}
-					a := rep.Allocated
-					if want := a.Layers*a.PerLayer() + a.Final + a.Scratch; rep.Device != want {
-						t.Errorf("the device allocator counted %d bytes, the categories sum to %d", rep.Device, want)
-					}
-					before := r.be.Device().Usage().DeviceBytes
-					twoMicroBatches(t, r, m)
-					if after := r.be.Device().Usage().DeviceBytes; after != before {
-						t.Errorf("a second step allocated %d bytes", after-before)
-					}
-					if !o.KeepTransposed && a.LinearRatio() > 0.52 {
-						t.Errorf("FP8 linear inputs at %.4fx of bfloat16", a.LinearRatio())
-					}
-					t.Logf("%v", a)
+					memoryMatches(t, r, r.model(t, testShape, 2, 32, o))
 				})
 			}
 		}
 	}
+}
+
+// memoryMatches is TestGPUMemory's check of model m on rig r.
+func memoryMatches(t *testing.T, r *rig, m *Model) {
+	t.Helper()
+	twoMicroBatches(t, r, m)
+	rep, err := m.Memory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Predicted != rep.Allocated {
+		t.Errorf("predicted %+v\nallocated %+v", rep.Predicted, rep.Allocated)
+	}
+	a := rep.Allocated
+	if want := a.Layers*a.PerLayer() + a.Final + a.Scratch; rep.Device != want {
+		t.Errorf("the device allocator counted %d bytes, the categories sum to %d", rep.Device, want)
+	}
+	before := r.be.Device().Usage().DeviceBytes
+	twoMicroBatches(t, r, m)
+	if after := r.be.Device().Usage().DeviceBytes; after != before {
+		t.Errorf("a second step allocated %d bytes", after-before)
+	}
+	if !m.opts.KeepTransposed && a.LinearRatio() > 0.52 {
+		t.Errorf("FP8 linear inputs at %.4fx of bfloat16", a.LinearRatio())
+	}
+	t.Logf("%v", a)
 }
 
 // TestGPUTraining takes 30 AdamW steps on one repeated batch through the
