@@ -27,7 +27,7 @@
 #     kernels    (90 s) examples/gpt/kernels: the fused FP8 producers, the
 #                       backward's folded amaxes, bfloat16 accumulation,
 #                       TestImages (cubins on sm_90, PTX for flash);
-#     gemm       (90 s) gemm: TestLinear, TestLinearBackwardAmax,
+#     gemm       (90 s) gemm: TestLinear, TestLinearBackwardAmax, TestLinearDGradBF16,
 #                       TestBiasEpilogue;
 #     cublaslt   (40 s) internal/cublaslt: TestBiasEpilogue;
 #     gpumodel  (150 s) examples/gpt/gpumodel: every option against the
@@ -150,7 +150,7 @@ run() {
 	echo "==== 1. correctness ($(date +%T))"
 	step kernels examples/gpt/kernels 90 $cor examples_gpt_kernels.test -test.run \
 		'^(TestGPTLayerNormFP8|TestGPTBiasGELUFP8|TestGPTGELUFP8|TestGPTLayerNormGradXAmax|TestGPTGELUGradAmax|TestGPUAccumulateBF16|TestImages)$'
-	step gemm gemm 90 $cor gemm.test -test.run '^(TestLinear|TestLinearBackwardAmax|TestBiasEpilogue)$'
+	step gemm gemm 90 $cor gemm.test -test.run '^(TestLinear|TestLinearBackwardAmax|TestLinearDGradBF16|TestBiasEpilogue)$'
 	grep -E 'differ' "$OUT/gemm.log" 2>/dev/null | head -8
 	step cublaslt internal/cublaslt 40 $cor internal_cublaslt.test -test.run '^TestBiasEpilogue$'
 	step gpumodel examples/gpt/gpumodel 150 $cor examples_gpt_gpumodel.test -test.run \
