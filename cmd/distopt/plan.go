@@ -367,7 +367,13 @@ func (p *memoryPlan) setClosedForm(o planOptions, cfg optimizer.Config, nHP, lar
 	weights := (float64(p.nFP8) + hp*float64(nHP)) / float64(p.n)
 	f8, f8Form := fp8ClosedForm(cfg, o.gradFP8, p.n, largest)
 	p.fp8Closed = func(int) float64 { return f8 }
-	p.closedForm = func(d int) float64 { w, _ := o.shardWorld(d); return weights + g + f8 + (gShard+4+m)/float64(w) }
+	if o.gradFP8 != nil && cfg.ShardedGradients {
+		p.fp8Closed, f8Form = p.fp8PoolTerms(o.gradFP8)
+	}
+	p.closedForm = func(d int) float64 {
+		w, _ := o.shardWorld(d)
+		return weights + g + p.fp8Closed(d) + (gShard+4+m)/float64(w)
+	}
 	if f8Form != "" {
 		gForm += " + " + f8Form
 	}
@@ -376,6 +382,22 @@ func (p *memoryPlan) setClosedForm(o planOptions, cfg optimizer.Config, nHP, lar
 	if o.group > 0 {
 		p.formula = fmt.Sprintf("%s + %s + %s/min(d, %d)", w, gForm, sharded, o.group)
 	}
+}
+
+// fp8PoolTerms returns the FP8 gradient terms per parameter at each d of
+// the plan, and their text, with sharded gradients: the device pool keeps
+// a wire buffer for each bucket size in flight (fp8grad.PredictSteps), so
+// its staging has no closed form; the exact figure of each d is taken.
+func (p *memoryPlan) fp8PoolTerms(fc *fp8grad.Config) (func(d int) float64, string) {
+	at := map[int]float64{}
+	for i, d := range p.ds {
+		at[d] = float64(p.fp8[i].Staging+p.fp8[i].Residual) / float64(p.n)
+	}
+	form := strconv.FormatFloat(at[p.ds[0]], 'g', 3, 64) + " (FP8 staging, a buffer per bucket size in flight"
+	if fc.ErrorFeedback {
+		form += ", and the residuals"
+	}
+	return func(d int) float64 { return at[d] }, form + ")"
 }
 
 // planDescription is the configuration line of the plan: rule, recipe,
