@@ -15,7 +15,8 @@
 # `git status` shows the held files as deleted until it runs.
 #
 # remote (on the GPU machine) unpacks the archive and runs scripts/gpu/run.sh
-# with GPUS=1 BENCH=0 (one GPU; benchmarks are separate calls) under
+# with GPUS=1 BENCH=0 (one GPU; benchmarks are separate calls), cuDNN on the
+# loader's path as lib.sh's cudnn_env puts it, under
 # `timeout ${LIMIT:-560}`, logs in $OUT.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -49,6 +50,8 @@ restore)
 	;;
 remote)
 	export LD_LIBRARY_PATH="/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+	. scripts/gpu/lib.sh
+	cudnn_env # examples/gpt/cudnn's tests: PyTorch's cuDNN and NVRTC
 	xz -dc -T0 .gpu-pack/gpu.tar.xz | tar x
 	GPUS=1 BENCH=0 timeout "${LIMIT:-560}" sh scripts/gpu/run.sh
 	;;
