@@ -81,8 +81,9 @@ func bf16Ulp(v float64) float64 {
 //     accumulation. Float32 outputs: TestProducts' tolerance.
 //   - with today's two passes, the float32 product of the same engine
 //     plus the bias, rounded to nearest even on the CPU (what
-//     GPTBiasAddBF16 writes): every element within one bfloat16 ulp; it
-//     logs how many differ (another kernel may sum in another order, and
+//     GPTBiasAddBF16 writes): every element within one bfloat16 ulp plus
+//     16 float32 ulps of sum |a b| (summation order, where the bias
+//     cancels the product); it logs how many differ (another kernel may sum in another order, and
 //     the addition's type and rounding are not documented).
 func TestBiasEpilogue(t *testing.T) {
 	e := newEngine(t)
@@ -184,9 +185,15 @@ func checkBiasBF16(t *testing.T, e *Engine, res Result, path Path, y icuda.Devic
 			two := fp8.RoundBF16(plain[i] + b)
 			if got[i] != two {
 				differ++
-				if d := math.Abs(float64(got[i] - two)); !(d <= bf16Ulp(math.Max(math.Abs(float64(got[i])), math.Abs(float64(two))))) {
+				// One ulp, plus 16 float32 ulps of sum |a b|: two
+				// kernels that sum the same products in different orders
+				// differ by that much where the bias cancels the product
+				// (3 bfloat16 ulps at -7.5e-5 measured on an H200,
+				// fallback T=128, 2026-12-05).
+				tol := bf16Ulp(math.Max(math.Abs(float64(got[i])), math.Abs(float64(two)))) + math.Ldexp(mag[i], -20)
+				if d := math.Abs(float64(got[i] - two)); !(d <= tol) {
 					if bad++; bad <= 3 {
-						t.Errorf("bias at +%d: element %d = %v, the two passes give %v: more than one ulp apart", off, i, got[i], two)
+						t.Errorf("bias at +%d: element %d = %v, the two passes give %v: more than one ulp (+ 2^-20 sum |ab|) apart", off, i, got[i], two)
 					}
 				}
 			}

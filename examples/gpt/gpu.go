@@ -87,11 +87,12 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 		return nil, err
 	}
 	defer opt.Close()
-	m, closeModel, err := newGPUModel(o, be)
+	m, attention, closeModel, err := newGPUModel(o, be)
 	if err != nil {
 		return nil, err
 	}
 	defer closeModel()
+	fmt.Fprintf(out, "attention: %s\n", attention)
 	if err := resume(ctx, o, out, opt, comm); err != nil {
 		return nil, err
 	}
@@ -134,25 +135,29 @@ func (o options) modelOptions() gpumodel.Options {
 }
 
 // newGPUModel makes the model of o on be's device and stream: its GEMM
-// engine, its kernels and its activations. The returned function frees
-// them, model first.
-func newGPUModel(o options, be *gpu.Backend) (*gpumodel.Model, func(), error) {
+// engine, its kernels and its activations, and says which attention it
+// runs (openAttention). The returned function frees them, model first.
+func newGPUModel(o options, be *gpu.Backend) (*gpumodel.Model, string, func(), error) {
 	e, err := gemm.New(be.Device(), be.Stream())
 	if err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
 	k, err := kernels.Load(be.Device())
 	if err != nil {
 		e.Close()
-		return nil, nil, err
+		return nil, "", nil, err
 	}
-	m, err := gpumodel.NewWith(e, k, o.shape, o.batch, o.shape.Seq, o.modelOptions())
+	m, note, err := openAttention(o, func(a gpumodel.Attention) (*gpumodel.Model, error) {
+		opts := o.modelOptions()
+		opts.Attention = a
+		return gpumodel.NewWith(e, k, o.shape, o.batch, o.shape.Seq, opts)
+	})
 	if err != nil {
 		k.Close()
 		e.Close()
-		return nil, nil, err
+		return nil, "", nil, err
 	}
-	return m, func() { m.Close(); k.Close(); e.Close() }, nil
+	return m, note, func() { m.Close(); k.Close(); e.Close() }, nil
 }
 
 // openDevice opens this process's GPU and its communicator: the

@@ -110,16 +110,18 @@ func TestPredictedPeak(t *testing.T) {
 // TestGPUGradTypeBF16 trains the example on one GPU for 30 steps with
 // -grad-type fp32 and bf16 from the same weights and batches (a 2-layer
 // model on a repetitive text, lr 1e-2, recipe current). The first step's
-// loss must be the same bits (its forward pass reads no gradient); every
-// later loss within 2% of fp32's, the mean of the last five within 1%;
-// and the loss must fall by at least 1 nat, so that the comparison is
-// between runs that learn. Why these bounds: a bfloat16 gradient differs
-// from the float32 one by at most 2^-9 relative per element, which Adam's
-// normalized update passes on about unchanged; over 30 steps this moves
-// the loss by far less than 1%, while a gradient summed into the wrong
-// view, or not at all, stops a parameter from learning and changes the
-// loss by several percent. The 2000-step check of issue 37's 1% criterion
-// is scripts/gpu/gpt_long.sh's, on a GPU.
+// loss must be the same bits (its forward pass reads no gradient); the
+// second and third within 0.5% of fp32's (each reads one or two updates
+// from gradients that differ by at most 2^-9 relative per element, which
+// Adam's normalized update passes on about unchanged: measured 0.03% on an
+// H200); both runs must fall by at least 1 nat, and the mean of the last
+// five losses stay within 10% of fp32's. Why the loose end: at this
+// learning rate the tiny model's loss spikes (steps 15 and 18 in one run of
+// 2026-12-05), after which the two runs are different trajectories (-3.5%
+// at the end that day). A gradient summed into the wrong view, or not at
+// all, already moves the second step's loss by far more than 0.5%. The
+// 2000-step check of issue 37's 1% criterion is scripts/gpu/gpt_long.sh's
+// part gradtype, on a GPU.
 func TestGPUGradTypeBF16(t *testing.T) {
 	be, err := gpu.New(0)
 	cudatest.Unavailable(t, err, gpu.ErrUnavailable)
@@ -144,19 +146,19 @@ func TestGPUGradTypeBF16(t *testing.T) {
 	if math.Float64bits(a[0]) != math.Float64bits(b[0]) {
 		t.Errorf("first loss %v with bf16 gradients, %v with fp32: the forward pass differs", b[0], a[0])
 	}
+	for i := 1; i < 3; i++ {
+		if rel := b[i]/a[i] - 1; !(math.Abs(rel) <= 0.005) {
+			t.Errorf("step %d: loss %.4f with bf16 gradients, %.4f with fp32 (%+.2f%%), want within 0.5%%", i+1, b[i], a[i], 100*rel)
+		}
+	}
 	var ma, mb float64
-	for i := range a {
-		if rel := b[i]/a[i] - 1; !(math.Abs(rel) <= 0.02) {
-			t.Errorf("step %d: loss %.4f with bf16 gradients, %.4f with fp32 (%+.2f%%)", i+1, b[i], a[i], 100*rel)
-		}
-		if i >= len(a)-5 {
-			ma, mb = ma+a[i]/5, mb+b[i]/5
-		}
+	for i := len(a) - 5; i < len(a); i++ {
+		ma, mb = ma+a[i]/5, mb+b[i]/5
 	}
 	t.Logf("losses fp32 %s", fmtLosses(a))
 	t.Logf("losses bf16 %s", fmtLosses(b))
-	if rel := mb/ma - 1; !(math.Abs(rel) <= 0.01) || !(ma < a[0]-1) {
-		t.Errorf("last five steps: mean loss %.4f with bf16 gradients, %.4f with fp32 (%+.2f%%), first %.4f: want within 1%% and a fall of 1 nat", mb, ma, 100*rel, a[0])
+	if rel := mb/ma - 1; !(math.Abs(rel) <= 0.1) || !(ma < a[0]-1) || !(mb < b[0]-1) {
+		t.Errorf("last five steps: mean loss %.4f with bf16 gradients, %.4f with fp32 (%+.2f%%), first %.4f: want within 10%% and a fall of 1 nat in each", mb, ma, 100*rel, a[0])
 	}
 }
 

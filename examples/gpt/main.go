@@ -27,11 +27,13 @@
 //	go build -o bin/ ./cmd/distopt ./examples/gpt
 //	bin/distopt run --nproc-per-node 2 -- bin/gpt -backend gpu -preset small -data data/gpt
 //
-// Attention runs in the fused kernels of examples/gpt/kernels/flash.cu (head
-// widths 64 and 128; other widths are refused); -attention gemm takes the
-// TF32 GEMMs instead (any head width, more memory); -attention cudnn takes
-// NVIDIA's fused attention of cuDNN 9, opened at run time (package
-// examples/gpt/cudnn; the run fails, naming the reason, without it).
+// Attention runs by default (-attention auto) in NVIDIA's fused attention of
+// cuDNN 9, opened at run time (package examples/gpt/cudnn), where the library
+// opens and takes the shape, and otherwise in the fused kernels of
+// examples/gpt/kernels/flash.cu (head widths 64 and 128); the first line
+// of the run says which, and why. -attention cudnn fails, naming the
+// reason, without cuDNN; -attention flash never tries it; -attention gemm
+// takes TF32 GEMMs (any head width, more memory).
 //
 // Its progress line adds MFU (against the BF16 dense peak of an H200), the
 // host times of the step's phases (waiting for the all-gathers, forward
@@ -105,6 +107,7 @@ type options struct {
 	lr, minLR, clip, wd                 float64
 	recipe                              fp8.Recipe
 	attention                           gpumodel.Attention
+	attentionAuto                       bool            // -attention auto: cuDNN where it opens and takes the shape, else flash
 	grads                               *fp8grad.Config // -grad-fp8: FP8 gradient reduce-scatters, or nil
 	moment1, moment2                    optimizer.MomentDType
 	momentBlock                         int
@@ -159,7 +162,7 @@ func defineFlags(o *options) (*flag.FlagSet, rawFlags) {
 	fs.IntVar(&o.stopAfter, "stop-after", 0, "stop (and save) after this step, as an interrupted run would (0: run to -steps)")
 	fs.BoolVar(&o.recompute, "recompute", false, "GPU: keep no FP8 copy of the LayerNorm and GELU outputs; recompute them in backward (same bits, less memory)")
 	r.head = fs.String("head-precision", "fp32", "precision of the tied output head: fp32 (float32 LayerNorm output, logits, cross-entropy and gradients; products with the bfloat16 embedding accumulated in float32) or bf16 (rounded where PyTorch's BF16 autocast rounds: the head's input, the logits and their gradient, the head's input and weight gradients; for comparisons with scripts/gpt/torch_gpt.py)")
-	r.attention = fs.String("attention", "flash", "GPU: attention kernels: flash (fused, head widths 64 and 128 only), gemm (TF32 GEMMs and softmax kernels, any head width, float32 probabilities kept) or cudnn (cuDNN 9's fused attention, opened at run time; CUDNN_LIBRARY names the library)")
+	r.attention = fs.String("attention", "auto", "GPU: attention kernels: auto (cudnn where cuDNN 9 opens and takes the shape, else flash; the choice and its reason are printed), flash (fused, head widths 64 and 128 only), gemm (TF32 GEMMs and softmax kernels, any head width, float32 probabilities kept) or cudnn (cuDNN 9's fused attention, opened at run time; CUDNN_LIBRARY names the library)")
 	r.gradType = fs.String("grad-type", "fp32", "GPU: type of the gradient buffers: fp32, or bf16 (2 bytes less per parameter; the biases', LayerNorms' and embeddings' gradients summed in float32 and rounded once per micro-batch). fp32 stays the default until a GPU run shows bf16's loss within 1% of fp32's (scripts/gpu/gpt_long.sh)")
 	fs.BoolVar(&o.epilogue, "epilogue", false, "GPU: add qkv's and fc's biases in the FP8 GEMMs' epilogue, writing bfloat16 directly (fused forward only; not with -recompute; off until a GPU run shows it correct and faster)")
 	r.actGrad = fs.String("act-grad", "fp32", "GPU: type of the activation gradients where PyTorch's autocast keeps them in bfloat16 (the linear layers' input gradients, GELU's gradient): fp32, or bf16 (fewer bytes moved; the residual stream's gradient stays float32; gpumodel.Options.ActGradBF16). fp32 stays the default until scripts/gpu/gpt_long.sh shows bf16's loss within 1% of fp32's")
@@ -223,7 +226,9 @@ func (o *options) finish(fs *flag.FlagSet, r rawFlags) error {
 	if o.recipe, err = fp8.ParseRecipe(*r.recipe); err != nil {
 		return fmt.Errorf("-recipe: %w", err)
 	}
-	if o.attention, err = gpumodel.ParseAttention(*r.attention); err != nil {
+	if o.attentionAuto = strings.EqualFold(*r.attention, "auto"); o.attentionAuto {
+		o.attention = gpumodel.AttentionCuDNN // tried first (openAttention)
+	} else if o.attention, err = gpumodel.ParseAttention(*r.attention); err != nil {
 		return fmt.Errorf("-attention: %w", err)
 	}
 	if o.head, err = gpumodel.ParseHeadPrecision(*r.head); err != nil {

@@ -3,16 +3,24 @@ package gpu
 import (
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/collective/nccl"
+	pcuda "github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/fp8"
-	"github.com/distopt/distopt/internal/cuda"
 	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // streamWaiter is collective work that a stream can wait for on the device
-// (collective/nccl's Work).
+// (collective/nccl's Work). It names the public stream, as nccl.Work does:
+// the assertions below fail to compile if the two drift apart, instead of
+// After silently falling back to host waits.
 type streamWaiter interface {
-	StreamWait(s *cuda.Stream) error
+	StreamWait(s *pcuda.Stream) error
 }
+
+var (
+	_ streamWaiter = (*nccl.Work)(nil)
+	_ precedent    = (*nccl.Work)(nil)
+)
 
 // precedent is a streamWaiter that knows whether a stream that waited for
 // another work has waited for it too (collective/nccl's Work.Precedes:
@@ -35,7 +43,7 @@ func (b *Backend) After(w collective.Work) (bool, error) {
 		return false, nil
 	}
 	if b.s.CaptureBegun() { // a wait inside the graph: not one of the stream's own
-		return true, sw.StreamWait(b.s)
+		return true, sw.StreamWait(b.Stream())
 	}
 	b.orderMu.Lock()
 	defer b.orderMu.Unlock()
@@ -43,7 +51,7 @@ func (b *Backend) After(w collective.Work) (bool, error) {
 		b.skippedWaits++
 		return true, nil
 	}
-	if err := sw.StreamWait(b.s); err != nil {
+	if err := sw.StreamWait(b.Stream()); err != nil {
 		return true, err
 	}
 	b.waited = w

@@ -85,7 +85,13 @@
 #     criteria and draws $OUT/gpt_actgrad.png and
 #     $OUT/gpt_actgrad_diff.png. If bf16 meets them, -act-grad's default
 #     may become bf16.
-# PARTS (default "loss resume bench tests") picks and orders parts 2-10.
+# 11. (not by default) levers: the default and each flag set of $LEVERS
+#     (default "-grad-type bf16|-act-grad bf16|-attention flash"), as part
+#     9 in one set of concurrent runs, each compared with the default.
+# Part 4 also runs distopt with each flag set of $BENCH_EXTRA ('|'-separated,
+# default "-attention flash|-epilogue -act-grad bf16") at both shapes, rows
+# of their own in the table.
+# PARTS (default "loss resume bench tests") picks and orders parts 2-11.
 #
 # Measured on one H200 (2026-12-01, scripts/gpu/NOTES.md): parts 1-2 about
 # 270 s (2000 steps of 32 x 256 tokens, five processes sharing the GPU;
@@ -117,6 +123,8 @@ HEAD_PRECISION=${HEAD_PRECISION:-bf16}
 PARTS=${PARTS:-loss resume bench tests}
 MOMENTS=${MOMENTS:-fp32 fp8,bf16 fp8}
 BENCH_LOWMEM=${BENCH_LOWMEM-"-moments fp8,bf16 -recompute"}
+BENCH_EXTRA=${BENCH_EXTRA-"-attention flash|-epilogue -act-grad bf16"}
+LEVERS=${LEVERS-"-grad-type bf16|-act-grad bf16|-attention flash"}
 WARMUP=$((STEPS / 20))
 
 build() {
@@ -184,7 +192,24 @@ bench() {
 		b=${shape#*:}
 		peakmem "bench_distopt_$p" $bin/gpt -backend gpu -data $bin/data -preset $p -batch $b -steps $BENCH_STEPS \
 			-eval-every 0 -eval-windows $b -sample 0 -curve "$OUT/bench_distopt_$p.json" >"$OUT/bench_distopt_$p.log" 2>&1 || status=1
+		grep '^attention:' "$OUT/bench_distopt_$p.log"
 		tail -n 3 "$OUT/bench_distopt_$p.log"
+		extra=""
+		old_ifs=$IFS
+		IFS='|'
+		for flags in $BENCH_EXTRA; do
+			IFS=$old_ifs
+			n=bench_distopt_${p}_$(echo "$flags" | tr -cs 'a-z0-9\n' '_' | sed 's/^_//; s/_$//')
+			# shellcheck disable=SC2086 # $flags holds several flags
+			peakmem "$n" $bin/gpt -backend gpu -data $bin/data -preset $p -batch $b -steps $BENCH_STEPS \
+				-eval-every 0 -eval-windows $b -sample 0 $flags -curve "$OUT/$n.json" >"$OUT/$n.log" 2>&1 || status=1
+			echo "== $n ($flags)"
+			grep '^attention:' "$OUT/$n.log"
+			tail -n 2 "$OUT/$n.log"
+			extra="$extra $OUT/$n.json"
+		done
+		IFS=$old_ifs
+		eval "extra_$(echo $p | tr . _)=\$extra"
 		refs=""
 		for a in $BENCH_SDPA; do
 			peakmem "bench_torch_${p}_$a" "$py" scripts/gpt/torch_gpt.py --data $bin/data --shape $p --batch $b --steps $BENCH_STEPS \
@@ -204,10 +229,17 @@ bench() {
 		tail -n 3 "$OUT/bench_distopt_1.3b_lowmem.log"
 		lowmem="$OUT/bench_distopt_1.3b_lowmem.json $refs_1_3b"
 	fi
+	pairs=""
+	for x in $extra_small; do
+		pairs="$pairs $x $refs_small"
+	done
+	for x in $extra_1_3b; do
+		pairs="$pairs $x $refs_1_3b"
+	done
 	# shellcheck disable=SC2086
 	$bin/curves -speed -json "$OUT/speed.json" -commit "$(cat $bin/commit 2>/dev/null)" \
 		-machine "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
-		"$OUT/bench_distopt_small.json" "$refs_small" "$OUT/bench_distopt_1.3b.json" "$refs_1_3b" $lowmem || status=1
+		"$OUT/bench_distopt_small.json" "$refs_small" "$OUT/bench_distopt_1.3b.json" "$refs_1_3b" $pairs $lowmem || status=1
 }
 
 # profile: where each step's GPU time goes, by kernel class (issue 37's
@@ -322,6 +354,42 @@ gradtype() {
 	against gradtype -grad-type fp32 "fp32 bf16" "examples/gpt 124M on one H200: BF16 gradients against FP32 gradients"
 }
 
+# levers: issue 37's options that wait on the loss criteria, in one set of
+# concurrent runs: the default and each of $LEVERS ('|'-separated flag
+# sets), 124M with -recipe current for $STEPS steps (the loss part's
+# batches and evaluations); `curves` compares each with the default (final
+# validation loss within 1%, every evaluation after warm-up within 2%)
+# and draws $OUT/gpt_levers.png and $OUT/gpt_levers_diff.png.
+levers() {
+	budget=$(($(left) - ${LOSS_RESERVE:-30}))
+	echo "lever runs: $STEPS steps of $BATCH x $SEQ (the default, and: $LEVERS), stopped after $budget s at the latest"
+	pids="" runs="" names="levers_default"
+	old_ifs=$IFS
+	IFS='|'
+	for flags in "" $LEVERS; do
+		IFS=$old_ifs
+		n=levers_$(echo "${flags:-default}" | tr -cs 'a-z0-9\n' '_' | sed 's/^_//; s/_$//')
+		# shellcheck disable=SC2086 # $flags holds several flags
+		timeout $budget $bin/gpt -backend gpu -data $bin/data -preset small -seq $SEQ -batch $BATCH -recipe current -lr $LR \
+			-steps $STEPS -eval-every $EVAL_EVERY -eval-windows $EVAL_WINDOWS -head-precision $HEAD_PRECISION -sample 0 \
+			$flags -curve "$OUT/$n.json" >"$OUT/$n.log" 2>&1 &
+		pids="$pids $!"
+		[ -n "$flags" ] && runs="$runs $OUT/$n.json" && names="$names $n"
+	done
+	IFS=$old_ifs
+	for p in $pids; do
+		wait $p || status=1
+	done
+	for n in $names; do
+		echo "== $n"
+		grep -v '^step ' "$OUT/$n.log" | tail -n 6
+		grep '^step ' "$OUT/$n.log" | tail -n 1
+	done
+	# shellcheck disable=SC2086
+	$bin/curves -ref "$OUT/levers_default.json" -steps $STEPS -warmup $WARMUP -png "$OUT/gpt_levers.png" -diff-png "$OUT/gpt_levers_diff.png" \
+		-title "examples/gpt 124M on one H200: issue 37's options against the default" $runs || status=1
+}
+
 actgrad() {
 	against actgrad -act-grad fp32 "fp32 bf16" "examples/gpt 124M on one H200: BF16 activation gradients against FP32"
 }
@@ -371,15 +439,16 @@ run() {
 			moments) moments ;;
 			gradtype) gradtype ;;
 			actgrad) actgrad ;;
+			levers) levers ;;
 			profile) profile ;;
-			*) echo "unknown part $part (want loss, resume, bench, tests, fp8grad, moments, gradtype, actgrad, profile)"; status=1 ;;
+			*) echo "unknown part $part (want loss, resume, bench, tests, fp8grad, moments, gradtype, actgrad, levers, profile)"; status=1 ;;
 			esac
 		done
 		echo "gpt long status: $status ($(left) s left)"
 	} 2>&1 | tee "$OUT/gpt_long.log"
 	grep -q "gpt long status: 0" "$OUT/gpt_long.log"
 	rc=$?
-	(cd "$OUT" && tar czf gpt_long_files.tgz *.json *_*.log $(ls profile_*.csv profile_*.err profile_*.log 2>/dev/null) && rm -f $(ls *.json | grep -vx speed.json) resume_*.log bench_*.log long_*.log fp8grad_*.log moments_*.log gradtype_*.log actgrad_*.log gpumodel_*.log profile_*)
+	(cd "$OUT" && tar czf gpt_long_files.tgz *.json *_*.log $(ls profile_*.csv profile_*.err profile_*.log 2>/dev/null) && rm -f $(ls *.json | grep -vx speed.json) resume_*.log bench_*.log long_*.log fp8grad_*.log moments_*.log gradtype_*.log actgrad_*.log levers_*.log gpumodel_*.log profile_*)
 	return $rc
 }
 

@@ -225,3 +225,52 @@ func check(t *testing.T, what string, head int, want, got ref, slack float64) {
 		}
 	}
 }
+
+// TestRepeatableGPU runs cuDNN's forward and backward passes twice on the
+// same inputs, at the GPT's 124M and 1.3B shapes, and requires the same
+// bits: examples/gpt takes cuDNN by default (-attention auto), and its
+// resumed runs must equal straight ones to the last bit, which a backward
+// that sums dQ in a varying order (atomics) would break.
+func TestRepeatableGPU(t *testing.T) {
+	d, lib, k := openGPU(t)
+	for i, s := range []Shape{{Batch: 16, Heads: 12, Seq: 1024, D: 64}, {Batch: 4, Heads: 16, Seq: 2048, D: 128}} {
+		t.Run(s.String(), func(t *testing.T) {
+			c := newGPUCase(t, d, lib, k, s, uint64(200+i))
+			n := s.Batch * s.Seq * s.Heads * s.D
+			var first [][]uint16
+			for run := range 3 {
+				for _, step := range []func() error{c.cudnnFwd, c.cudnnBwd, c.st.Synchronize} {
+					if err := step(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				var got [][]uint16
+				for _, b := range []struct {
+					p cuda.DevicePtr
+					n int
+				}{{c.o16, n}, {c.dqkv16, 3 * n}} {
+					h := make([]uint16, b.n)
+					if err := c.st.Download(cuda.Bytes(h), b.p); err != nil {
+						t.Fatal(err)
+					}
+					got = append(got, h)
+				}
+				if run == 0 {
+					first = got
+					continue
+				}
+				for j, name := range []string{"o", "dqkv"} {
+					diff := 0
+					for e := range got[j] {
+						if got[j][e] != first[j][e] {
+							diff++
+						}
+					}
+					if diff > 0 {
+						t.Errorf("run %d: %d of %d elements of %s differ from the first run's", run+1, diff, len(got[j]), name)
+					}
+				}
+			}
+		})
+	}
+}

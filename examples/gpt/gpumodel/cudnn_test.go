@@ -177,9 +177,13 @@ func trainLosses(t *testing.T, cfg model.Config, at Attention) []float64 {
 //     in each block (read back and widened): the layer reads that output
 //     and nothing else;
 //   - against the fused kernels' attention on the same weights, the losses
-//     within 2% and every gradient within 10% relative L2 (attention's
-//     own bfloat16 roundings differ here, in other orders); a gradient
-//     read in the wrong type would be off by orders of magnitude;
+//     within 2% and every gradient within 25% relative L2, the bound each
+//     path meets against float64 (modelMatchesCPU): the two attentions
+//     round differently in bfloat16, which moves amaxes and so the FP8
+//     roundings of every later layer; the paths differ by about the FP8
+//     error itself (0.111 at most per-tensor on an H200, 2026-12-05, each
+//     0.08-0.10 from float64). A gradient read in the wrong type would be
+//     off by orders of magnitude;
 //   - against the float64 model, modelMatchesCPU's bounds.
 //
 // The models have 128 positions: cuDNN before 9.16 needs sequences that
@@ -204,7 +208,7 @@ func TestCuDNNBF16Wiring(t *testing.T) {
 				}
 			}
 			for _, p := range cfg.Params() {
-				if rel := relL2(cuda.View[float32](got.grads[p.Name]), cuda.View[float32](base.grads[p.Name])); !(rel < 0.1) {
+				if rel := relL2(cuda.View[float32](got.grads[p.Name]), cuda.View[float32](base.grads[p.Name])); !(rel < 0.25) {
 					t.Errorf("%s: relative L2 difference %.3f from the fused kernels' attention", p.Name, rel)
 				}
 			}

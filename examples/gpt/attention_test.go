@@ -1,0 +1,64 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/distopt/distopt/examples/gpt/cudnn"
+	"github.com/distopt/distopt/examples/gpt/gpumodel"
+)
+
+// TestOpenAttention checks -attention auto's choice with a fake opener:
+// cuDNN when it opens; the fused flash kernels, with the reason in the
+// note, when cuDNN has no library, is too old or refuses the shape; an
+// error, never flash, for any other failure; and an explicit choice tried
+// alone, its error returned as is.
+func TestOpenAttention(t *testing.T) {
+	errOOM := errors.New("out of memory")
+	for _, c := range []struct {
+		flag      string
+		cudnnErr  error
+		want      gpumodel.Attention
+		note, err string
+	}{
+		{"auto", nil, gpumodel.AttentionCuDNN, "cuDNN opened", ""},
+		{"auto", fmt.Errorf("gpumodel: %w", cudnn.ErrNoLibrary), gpumodel.AttentionFlash, "cuDNN not used: gpumodel: cudnn: cuDNN library not available", ""},
+		{"auto", cudnn.ErrTooOld, gpumodel.AttentionFlash, "too old", ""},
+		{"auto", fmt.Errorf("plan: %w", cudnn.ErrNotSupported), gpumodel.AttentionFlash, "not supported", ""},
+		{"auto", errOOM, 0, "", "-attention auto: out of memory"},
+		{"cudnn", cudnn.ErrNoLibrary, 0, "", "not available"},
+		{"flash", nil, gpumodel.AttentionFlash, "flash", ""},
+	} {
+		o, err := parseFlags([]string{"-backend", "gpu", "-attention", c.flag})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tried []gpumodel.Attention
+		got, note, err := openAttention(o, func(a gpumodel.Attention) (gpumodel.Attention, error) {
+			tried = append(tried, a)
+			if a == gpumodel.AttentionCuDNN && c.cudnnErr != nil {
+				return 0, c.cudnnErr
+			}
+			return a, nil
+		})
+		switch {
+		case c.err != "":
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s with cuDNN's %v: error %v, want one containing %q (tried %v)", c.flag, c.cudnnErr, err, c.err, tried)
+			}
+			if len(tried) != 1 {
+				t.Errorf("%s with cuDNN's %v: tried %v, want cuDNN alone", c.flag, c.cudnnErr, tried)
+			}
+		case err != nil:
+			t.Errorf("%s with cuDNN's %v: %v", c.flag, c.cudnnErr, err)
+		case got != c.want || !strings.Contains(note, c.note) || !strings.HasPrefix(note, c.want.String()):
+			t.Errorf("%s with cuDNN's %v: %v, note %q; want %v and a note containing %q", c.flag, c.cudnnErr, got, note, c.want, c.note)
+		}
+	}
+	o, err := parseFlags(nil)
+	if err != nil || !o.attentionAuto {
+		t.Errorf("the default -attention is not auto (%v)", err)
+	}
+}
