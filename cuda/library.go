@@ -36,7 +36,14 @@ type Library struct {
 // error matches ErrUnsupported when d cannot run v, and holds the JIT's
 // log when the driver rejects the PTX. Unload releases the library.
 func (d *Device) LoadLibrary(fsys fs.FS, v Variant) (*Library, error) {
-	l, err := ptxgen.LoadLibrary(d.d, fsys, ptxgen.Variant(v))
+	return d.LoadModules(fsys, v, LibraryModules(fsys))
+}
+
+// LoadModules is LoadLibrary for the named modules of fsys alone (see
+// LibraryModules), so that a module whose JIT costs seconds can wait until
+// it is needed. A name that fsys lacks is an error.
+func (d *Device) LoadModules(fsys fs.FS, v Variant, names []string) (*Library, error) {
+	l, err := ptxgen.LoadModules(d.d, fsys, ptxgen.Variant(v), names)
 	if err != nil {
 		return nil, err
 	}

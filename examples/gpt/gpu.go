@@ -142,7 +142,9 @@ func newGPUModel(o options, be *gpu.Backend) (*gpumodel.Model, string, func(), e
 	if err != nil {
 		return nil, "", nil, err
 	}
-	k, err := kernels.Load(be.Device())
+	// The flash kernels' JIT costs a fresh machine seconds: loaded only if
+	// the model takes them (gpumodel calls LoadFlash).
+	k, err := kernels.LoadWithoutFlash(be.Device())
 	if err != nil {
 		e.Close()
 		return nil, "", nil, err

@@ -27,6 +27,9 @@ func newFlashAttention(k *kernels.Set, batch, seq, h, heads int) (*attention, er
 	if err := a.flashShape().Check(); err != nil {
 		return nil, fmt.Errorf("gpumodel: attention: %w", err)
 	}
+	if err := k.LoadFlash(); err != nil { // a Set made by kernels.LoadWithoutFlash
+		return nil, fmt.Errorf("gpumodel: attention: %w", err)
+	}
 	n := batch * seq * h
 	var err error
 	alloc := func(p *cuda.DevicePtr, bytes int) {

@@ -4,6 +4,10 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/distopt/distopt/cuda"
 )
@@ -15,14 +19,25 @@ import (
 //go:embed ptx/*.ptx cubin/*.cubin
 var ptxFiles embed.FS
 
-// Set is every module of this package loaded on one device, in one
-// variant. Its launchers are safe for concurrent use.
+// Set is the modules of this package loaded on one device, in one
+// variant: all of them (Load), or all but the flash attention kernels
+// until LoadFlash (LoadWithoutFlash). Its launchers are safe for
+// concurrent use.
 type Set struct {
-	d    *cuda.Device
-	lib  *cuda.Library
-	sms  int
-	pool scratchPool
+	d       *cuda.Device
+	lib     *cuda.Library
+	v       cuda.Variant
+	sms     int
+	pool    scratchPool
+	flashMu sync.Mutex
+	flash   atomic.Pointer[cuda.Library] // the flash module, when loaded apart
 }
+
+// flashModule is the module of the flash attention kernels: shipped as PTX
+// alone (file ptxonly), so that on a fresh machine the driver's JIT spends
+// seconds on it. A model whose attention runs elsewhere (cuDNN) never
+// needs it.
+const flashModule = "flash"
 
 // Load loads every module on d in the variant cuda.VariantFor picks.
 func Load(d *cuda.Device) (*Set, error) {
@@ -42,7 +57,57 @@ func LoadVariant(d *cuda.Device, v cuda.Variant) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Set{d: d, lib: lib, sms: d.Info().Multiprocessors}, nil
+	return &Set{d: d, lib: lib, v: v, sms: d.Info().Multiprocessors}, nil
+}
+
+// LoadWithoutFlash is Load without the flash attention kernels, which
+// LoadFlash adds when a model takes them: a model on cuDNN's attention
+// starts without their JIT.
+func LoadWithoutFlash(d *cuda.Device) (*Set, error) {
+	v, err := cuda.VariantFor(d.Info())
+	if err != nil {
+		return nil, err
+	}
+	lib, err := d.LoadModules(ptxFiles, v, modulesWithout(flashModule))
+	if err != nil {
+		return nil, err
+	}
+	return &Set{d: d, lib: lib, v: v, sms: d.Info().Multiprocessors}, nil
+}
+
+// modulesWithout lists the package's modules but skip.
+func modulesWithout(skip string) []string {
+	return slices.DeleteFunc(cuda.LibraryModules(ptxFiles), func(m string) bool { return m == skip })
+}
+
+// LoadFlash loads the flash attention kernels into a Set made by
+// LoadWithoutFlash; it does nothing when they are loaded. Call it before
+// the first Flash launch (gpumodel does, for AttentionFlash).
+func (k *Set) LoadFlash() error {
+	if _, ok := k.lib.Function(kernelFlashPrep); ok || k.flash.Load() != nil {
+		return nil
+	}
+	k.flashMu.Lock()
+	defer k.flashMu.Unlock()
+	if k.flash.Load() != nil {
+		return nil
+	}
+	lib, err := k.d.LoadModules(ptxFiles, k.v, []string{flashModule})
+	if err != nil {
+		return err
+	}
+	k.flash.Store(lib)
+	return nil
+}
+
+// Images says what each loaded module (by name) was loaded from, the
+// flash module's included once LoadFlash has loaded it.
+func (k *Set) Images() map[string]cuda.Image {
+	im := k.lib.Images()
+	if f := k.flash.Load(); f != nil {
+		maps.Copy(im, f.Images())
+	}
+	return im
 }
 
 // Library returns the loaded modules: their variant, and what each was
@@ -54,14 +119,25 @@ func (k *Set) Device() *cuda.Device { return k.d }
 
 // Close frees the scratch memory and unloads the modules, once the work
 // queued through the Set is done. The Set must not be used afterwards.
-func (k *Set) Close() error { return errors.Join(k.freeScratch(), k.lib.Unload()) }
+func (k *Set) Close() error {
+	err := errors.Join(k.freeScratch(), k.lib.Unload())
+	if f := k.flash.Load(); f != nil {
+		err = errors.Join(err, f.Unload())
+	}
+	return err
+}
 
 // function returns the kernel called name; a name that no module defines is
 // a programmer error and panics.
 func (k *Set) function(name string) *cuda.Function {
 	f, ok := k.lib.Function(name)
 	if !ok {
-		panic(fmt.Sprintf("kernels: no kernel %q in variant %v", name, k.lib.Variant()))
+		if fl := k.flash.Load(); fl != nil {
+			f, ok = fl.Function(name)
+		}
+	}
+	if !ok {
+		panic(fmt.Sprintf("kernels: no kernel %q in variant %v (the flash kernels of a Set made by LoadWithoutFlash need LoadFlash)", name, k.lib.Variant()))
 	}
 	return f
 }
