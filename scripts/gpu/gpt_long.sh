@@ -409,6 +409,8 @@ fp8grad() {
 run() {
 	set +e
 	export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+	. scripts/gpu/lib.sh
+	cudnn_env # -attention auto: PyTorch's cuDNN and NVRTC, as in speed37.sh's measurements
 	OUT=${OUT:-.}
 	if [ -e $bin/bins.tar.xz ]; then
 		xz -dc -T0 $bin/bins.tar.xz | tar x -C $bin && rm -f $bin/bins.tar.xz
