@@ -11,11 +11,11 @@ import (
 // openAttention opens the model with o's attention through open and says
 // which attention runs. With -attention auto it tries cuDNN first and
 // takes the fused flash kernels only where cuDNN cannot serve: no library
-// (cudnn.ErrNoLibrary), one too old (cudnn.ErrTooOld), or graphs it
-// refuses for this shape (cudnn.ErrNotSupported). The note names the
-// reason, and the run prints it: the choice is never silent. Any other
-// failure (memory, a broken driver) is returned, not hidden behind the
-// fallback.
+// (cudnn.ErrNoLibrary), one too old (cudnn.ErrTooOld), or any failed cuDNN
+// call (a *cudnn.Error: graphs refused for this shape, a library that does
+// not initialize on this driver). The note names the reason, and the run
+// prints it: the choice is never silent. Any other failure (device memory,
+// the CUDA driver) is returned, not hidden behind the fallback.
 func openAttention[M any](o options, open func(gpumodel.Attention) (M, error)) (M, string, error) {
 	m, err := open(o.attention)
 	if !o.attentionAuto {
@@ -24,7 +24,8 @@ func openAttention[M any](o options, open func(gpumodel.Attention) (M, error)) (
 	if err == nil {
 		return m, fmt.Sprintf("%v (-attention auto: cuDNN opened and took the shape)", o.attention), nil
 	}
-	if !errors.Is(err, cudnn.ErrNoLibrary) && !errors.Is(err, cudnn.ErrTooOld) && !errors.Is(err, cudnn.ErrNotSupported) {
+	var ce *cudnn.Error
+	if !errors.Is(err, cudnn.ErrNoLibrary) && !errors.Is(err, cudnn.ErrTooOld) && !errors.Is(err, cudnn.ErrNotSupported) && !errors.As(err, &ce) {
 		return m, "", fmt.Errorf("-attention auto: %w", err)
 	}
 	m, err2 := open(gpumodel.AttentionFlash)

@@ -12,8 +12,8 @@ import (
 
 // TestOpenAttention checks -attention auto's choice with a fake opener:
 // cuDNN when it opens; the fused flash kernels, with the reason in the
-// note, when cuDNN has no library, is too old or refuses the shape; an
-// error, never flash, for any other failure; and an explicit choice tried
+// note, when cuDNN has no library, is too old, refuses the shape or fails
+// a call; an error, never flash, for any other failure; and an explicit choice tried
 // alone, its error returned as is.
 func TestOpenAttention(t *testing.T) {
 	errOOM := errors.New("out of memory")
@@ -27,6 +27,7 @@ func TestOpenAttention(t *testing.T) {
 		{"auto", fmt.Errorf("gpumodel: %w", cudnn.ErrNoLibrary), gpumodel.AttentionFlash, "cuDNN not used: gpumodel: cudnn: cuDNN library not available", ""},
 		{"auto", cudnn.ErrTooOld, gpumodel.AttentionFlash, "too old", ""},
 		{"auto", fmt.Errorf("plan: %w", cudnn.ErrNotSupported), gpumodel.AttentionFlash, "not supported", ""},
+		{"auto", fmt.Errorf("gpumodel: %w", &cudnn.Error{Op: "cudnnCreate", Status: 1001, Name: "CUDNN_STATUS_NOT_INITIALIZED"}), gpumodel.AttentionFlash, "CUDNN_STATUS_NOT_INITIALIZED", ""},
 		{"auto", errOOM, 0, "", "-attention auto: out of memory"},
 		{"cudnn", cudnn.ErrNoLibrary, 0, "", "not available"},
 		{"flash", nil, gpumodel.AttentionFlash, "flash", ""},

@@ -93,6 +93,9 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 	}
 	defer closeModel()
 	fmt.Fprintf(out, "attention: %s\n", attention)
+	if comm.Rank() != 0 { // out is discarded there: a rank's own choice still shows
+		fmt.Fprintf(os.Stderr, "rank %d: attention: %s\n", comm.Rank(), attention)
+	}
 	if err := resume(ctx, o, out, opt, comm); err != nil {
 		return nil, err
 	}

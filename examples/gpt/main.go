@@ -30,8 +30,8 @@
 // Attention runs by default (-attention auto) in NVIDIA's fused attention of
 // cuDNN 9, opened at run time (package examples/gpt/cudnn), where the library
 // opens and takes the shape, and otherwise in the fused kernels of
-// examples/gpt/kernels/flash.cu (head widths 64 and 128); the first line
-// of the run says which, and why. -attention cudnn fails, naming the
+// examples/gpt/kernels/flash.cu (head widths 64 and 128); a line of the
+// run's start ("attention: ...") says which, and why. -attention cudnn fails, naming the
 // reason, without cuDNN; -attention flash never tries it; -attention gemm
 // takes TF32 GEMMs (any head width, more memory).
 //

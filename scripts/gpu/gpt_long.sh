@@ -95,9 +95,9 @@
 #
 # Measured on one H200 (2026-12-01, scripts/gpu/NOTES.md): parts 1-2 about
 # 270 s (2000 steps of 32 x 256 tokens, five processes sharing the GPU;
-# about 170 s at 8 x 256), 3 about 60 s, 4 about 90 s, 5 about 50 s on a
-# fresh machine: the default PARTS fit one call with TOTAL=580 at 8 x 256;
-# at 32 x 256 run PARTS=loss alone.
+# about 170 s at 8 x 256), 3 about 60 s, 4 about 90 s (before the
+# BENCH_EXTRA rows and three attention backends of PyTorch: run it alone),
+# 5 about 50 s on a fresh machine; at 32 x 256 run PARTS=loss alone.
 set -u
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -200,13 +200,18 @@ bench() {
 		for flags in $BENCH_EXTRA; do
 			IFS=$old_ifs
 			n=bench_distopt_${p}_$(echo "$flags" | tr -cs 'a-z0-9\n' '_' | sed 's/^_//; s/_$//')
+			if [ "$(left)" -lt "${BENCH_EXTRA_RESERVE:-150}" ]; then
+				echo "== $n skipped: $(left) s left"
+				continue
+			fi
 			# shellcheck disable=SC2086 # $flags holds several flags
 			peakmem "$n" $bin/gpt -backend gpu -data $bin/data -preset $p -batch $b -steps $BENCH_STEPS \
 				-eval-every 0 -eval-windows $b -sample 0 $flags -curve "$OUT/$n.json" >"$OUT/$n.log" 2>&1 || status=1
 			echo "== $n ($flags)"
 			grep '^attention:' "$OUT/$n.log"
 			tail -n 2 "$OUT/$n.log"
-			extra="$extra $OUT/$n.json"
+			# a failed option loses its row, not the table
+			[ -s "$OUT/$n.json" ] && extra="$extra $OUT/$n.json"
 		done
 		IFS=$old_ifs
 		eval "extra_$(echo $p | tr . _)=\$extra"
@@ -362,6 +367,11 @@ gradtype() {
 # and draws $OUT/gpt_levers.png and $OUT/gpt_levers_diff.png.
 levers() {
 	budget=$(($(left) - ${LOSS_RESERVE:-30}))
+	if [ $budget -lt 60 ] || [ -z "$LEVERS" ]; then
+		echo "lever runs skipped: $budget s left, LEVERS='$LEVERS'"
+		status=1
+		return
+	fi
 	echo "lever runs: $STEPS steps of $BATCH x $SEQ (the default, and: $LEVERS), stopped after $budget s at the latest"
 	pids="" runs="" names="levers_default"
 	old_ifs=$IFS
@@ -409,9 +419,9 @@ fp8grad() {
 run() {
 	set +e
 	export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-	. scripts/gpu/lib.sh
-	cudnn_env # -attention auto: PyTorch's cuDNN and NVRTC, as in speed37.sh's measurements
 	OUT=${OUT:-.}
+	. scripts/gpu/lib.sh
+	cudnn_env >"$OUT/cudnn_env.txt" # -attention auto: PyTorch's cuDNN and NVRTC, as in speed37.sh's measurements
 	if [ -e $bin/bins.tar.xz ]; then
 		xz -dc -T0 $bin/bins.tar.xz | tar x -C $bin && rm -f $bin/bins.tar.xz
 	fi
@@ -419,6 +429,7 @@ run() {
 	status=0
 	{
 		echo "== prepare ($(left) s left)"
+		cat "$OUT/cudnn_env.txt"
 		cat $bin/data/meta.json
 		$bin/gpt -data $bin/data -preset small -seq $SEQ -batch $BATCH -export-init $bin/init.safetensors -export-check=false || status=1
 		for part in $PARTS; do
@@ -450,7 +461,7 @@ run() {
 	} 2>&1 | tee "$OUT/gpt_long.log"
 	grep -q "gpt long status: 0" "$OUT/gpt_long.log"
 	rc=$?
-	(cd "$OUT" && tar czf gpt_long_files.tgz *.json *_*.log $(ls profile_*.csv profile_*.err profile_*.log 2>/dev/null) && rm -f $(ls *.json | grep -vx speed.json) resume_*.log bench_*.log long_*.log fp8grad_*.log moments_*.log gradtype_*.log actgrad_*.log levers_*.log gpumodel_*.log profile_*)
+	(cd "$OUT" && tar czf gpt_long_files.tgz *.json *_*.log cudnn_env.txt $(ls profile_*.csv profile_*.err profile_*.log 2>/dev/null) && rm -f $(ls *.json | grep -vx speed.json) resume_*.log bench_*.log long_*.log fp8grad_*.log moments_*.log gradtype_*.log actgrad_*.log levers_*.log gpumodel_*.log profile_*)
 	return $rc
 }
 

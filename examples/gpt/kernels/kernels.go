@@ -110,8 +110,9 @@ func (k *Set) Images() map[string]cuda.Image {
 	return im
 }
 
-// Library returns the loaded modules: their variant, and what each was
-// loaded from.
+// Library returns the modules loaded by Load or LoadWithoutFlash: their
+// variant, and what each was loaded from. Images also covers the flash
+// module that LoadFlash adds.
 func (k *Set) Library() *cuda.Library { return k.lib }
 
 // Device returns the device the set is loaded on.
