@@ -16,6 +16,11 @@ type Config struct {
 	// MaxWorkspace bounds the workspace of the plans in bytes; engines
 	// that need more are passed over. Zero means DefaultMaxWorkspace.
 	MaxWorkspace int
+	// Deterministic passes over engines that carry cuDNN's nondeterministic
+	// numerical note, so that the same inputs give the same bits every
+	// time (a resumed training run must equal a straight one). New fails
+	// with ErrNotSupported, naming the reason, when no engine is left.
+	Deterministic bool
 }
 
 // DefaultMaxWorkspace is the workspace bound of a zero Config.MaxWorkspace.
@@ -71,10 +76,10 @@ func New(l *Library, d *cuda.Device, c Config) (*Attention, error) {
 		a.h = h
 		var err error
 		mask := maskValue(l.version)
-		if a.fwd, err = newPlan(l, h, forwardGraph(c.Shape, c.Layout, c.Scale, mask), c.maxWorkspace()); err != nil {
+		if a.fwd, err = newPlan(l, h, forwardGraph(c.Shape, c.Layout, c.Scale, mask), c.maxWorkspace(), c.Deterministic); err != nil {
 			return fmt.Errorf("%w (%v, forward)", err, c.Shape)
 		}
-		if a.bwd, err = newPlan(l, h, backwardGraph(c.Shape, c.Layout, c.Scale, mask), c.maxWorkspace()); err != nil {
+		if a.bwd, err = newPlan(l, h, backwardGraph(c.Shape, c.Layout, c.Scale, mask), c.maxWorkspace(), c.Deterministic); err != nil {
 			return fmt.Errorf("%w (%v, backward)", err, c.Shape)
 		}
 		return nil

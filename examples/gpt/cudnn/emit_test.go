@@ -20,6 +20,10 @@ type fakeAPI struct {
 	planTries int
 	executed  map[attrName][]int64 // the last variant pack
 	streamSet uintptr
+	nondet    int             // the first nondet configurations are nondeterministic
+	cfgIndex  map[uintptr]int // each configuration's rank in the heuristics' results
+	engineOf  map[uintptr]int // the rank of the configuration each engine descriptor was read from
+	engines   int             // engine descriptors read
 }
 
 // attrTypes is the type every attribute must be set with (the backend
@@ -41,7 +45,7 @@ var attrTypes = map[attrName]attrType{
 
 func newFake(t *testing.T, configs, refuse int) *fakeAPI {
 	return &fakeAPI{t: t, finalized: map[uintptr]bool{}, attrs: map[uintptr]map[attrName][]int64{},
-		configs: configs, refuse: refuse}
+		configs: configs, refuse: refuse, cfgIndex: map[uintptr]int{}, engineOf: map[uintptr]int{}}
 }
 
 const fakeNotSupported Status = 3000
@@ -99,8 +103,34 @@ func (f *fakeAPI) get(d uintptr, name attrName, typ attrType, want int, v unsafe
 		for i := range min(want, f.configs) {
 			c := *(*uintptr)(unsafe.Add(v, 8*i))
 			f.finalized[c] = true
+			f.cfgIndex[c] = i
 		}
 		return f.configs, 0
+	case attrEngineCfgEngine:
+		i, ok := f.cfgIndex[d]
+		eng := *(*uintptr)(v)
+		if !ok || typ != typeDescriptor || want != 1 || f.kinds[eng-1] != descEngine {
+			f.t.Errorf("engine of descriptor %d (a config: %v) read with type %d into a %v", d, ok, typ, f.kinds[eng-1])
+			return 0, 2000
+		}
+		f.engineOf[eng] = i
+		f.finalized[eng] = true
+		f.engines++
+		return 1, 0
+	case attrEngineNotes:
+		i, ok := f.engineOf[d]
+		if !ok || typ != typeNumericalNote || want < 2 {
+			f.t.Errorf("numerical notes of descriptor %d (an engine: %v) read with type %d, room for %d", d, ok, typ, want)
+			return 0, 2000
+		}
+		notes := []int32{0} // tensor cores
+		if i < f.nondet {
+			notes = append(notes, noteNondeterministic)
+		}
+		for j, n := range notes {
+			*(*int32)(unsafe.Add(v, 4*j)) = n
+		}
+		return len(notes), 0
 	case attrPlanWorkspace:
 		*(*int64)(v) = 4096
 		return 1, 0
@@ -138,7 +168,7 @@ func TestPlanEmission(t *testing.T) {
 	for _, g := range []*graph{forwardGraph(s, RowLayout(s), 0.125, maskValue(91900)), backwardGraph(s, RowLayout(s), 0.125, maskValue(91900))} {
 		f := newFake(t, 3, 2)
 		l := &Library{fns: f, version: f.version()}
-		p, err := newPlan(l, 0xabc, g, 1<<20)
+		p, err := newPlan(l, 0xabc, g, 1<<20, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,13 +207,48 @@ func TestPlanEmission(t *testing.T) {
 func TestPlanRefused(t *testing.T) {
 	s := Shape{Batch: 1, Heads: 1, Seq: 128, D: 64}
 	f := newFake(t, 2, 2)
-	_, err := newPlan(&Library{fns: f, version: 91900}, 0xabc, forwardGraph(s, PackedLayout(s), 0.125, maskValue(91900)), 1<<20)
+	_, err := newPlan(&Library{fns: f, version: 91900}, 0xabc, forwardGraph(s, PackedLayout(s), 0.125, maskValue(91900)), 1<<20, false)
 	if !errors.Is(err, ErrNotSupported) {
 		t.Fatalf("error %v, want one matching ErrNotSupported", err)
 	}
 	for _, want := range []string{"engine refused the graph", "CUDNN_STATUS_NOT_SUPPORTED", "CUDNN_LOGLEVEL_DBG=2", "bmm2"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
+
+// TestPlanDeterministic checks Config.Deterministic's engine choice on the
+// fake library: the engines the heuristics rank first carry the
+// nondeterministic note, and a deterministic plan takes the first engine
+// without it (reading every engine's notes with the types the backend
+// API names), a plain plan takes the first engine; and with no engine
+// left, ErrNotSupported names the reason.
+func TestPlanDeterministic(t *testing.T) {
+	s := Shape{Batch: 1, Heads: 1, Seq: 128, D: 64}
+	g := func() *graph { return backwardGraph(s, PackedLayout(s), 0.125, maskValue(91900)) }
+	for _, c := range []struct {
+		deterministic bool
+		nondet, want  int // the configuration the plan must take (-1: none)
+	}{{false, 2, 0}, {true, 2, 2}, {true, 0, 0}, {true, 3, -1}} {
+		f := newFake(t, 3, 0)
+		f.nondet = c.nondet
+		p, err := newPlan(&Library{fns: f, version: 91900}, 0xabc, g(), 1<<20, c.deterministic)
+		if c.want < 0 {
+			if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "nondeterministic") {
+				t.Errorf("deterministic with every engine nondeterministic: error %v, want ErrNotSupported naming the note", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("deterministic %v, %d nondeterministic engines: %v", c.deterministic, c.nondet, err)
+		}
+		cfg := uintptr(f.attrs[p.exec][attrPlanEngineCfg][0])
+		if got := f.cfgIndex[cfg]; got != c.want {
+			t.Errorf("deterministic %v, %d nondeterministic engines: took configuration %d, want %d", c.deterministic, c.nondet, got, c.want)
+		}
+		if wantRead := map[bool]int{false: 0, true: c.want + 1}[c.deterministic]; f.engines != wantRead {
+			t.Errorf("deterministic %v: read %d engines' notes, want %d", c.deterministic, f.engines, wantRead)
 		}
 	}
 }

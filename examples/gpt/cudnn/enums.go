@@ -13,6 +13,7 @@ type descType int32
 
 const (
 	descPointwise   descType = 0  // CUDNN_BACKEND_POINTWISE_DESCRIPTOR
+	descEngine      descType = 2  // CUDNN_BACKEND_ENGINE_DESCRIPTOR
 	descEngineCfg   descType = 3  // CUDNN_BACKEND_ENGINECFG_DESCRIPTOR
 	descEngineHeur  descType = 4  // CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR
 	descPlan        descType = 5  // CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR
@@ -37,9 +38,11 @@ const (
 	attrHeurMode          attrName = 200  // CUDNN_ATTR_ENGINEHEUR_MODE
 	attrHeurGraph         attrName = 201  // CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH
 	attrHeurResults       attrName = 202  // CUDNN_ATTR_ENGINEHEUR_RESULTS
+	attrEngineCfgEngine   attrName = 300  // CUDNN_ATTR_ENGINECFG_ENGINE
 	attrPlanHandle        attrName = 400  // CUDNN_ATTR_EXECUTION_PLAN_HANDLE
 	attrPlanEngineCfg     attrName = 401  // CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG
 	attrPlanWorkspace     attrName = 402  // CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE
+	attrEngineNotes       attrName = 1303 // CUDNN_ATTR_ENGINE_NUMERICAL_NOTE
 	attrOpPointwiseDesc   attrName = 750  // CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR
 	attrOpPointwiseX      attrName = 751  // CUDNN_ATTR_OPERATION_POINTWISE_XDESC
 	attrOpPointwiseB      attrName = 752  // CUDNN_ATTR_OPERATION_POINTWISE_BDESC
@@ -81,6 +84,7 @@ const (
 	typeInt64         attrType = 3  // CUDNN_TYPE_INT64
 	typeVoidPtr       attrType = 6  // CUDNN_TYPE_VOID_PTR
 	typeHeurMode      attrType = 8  // CUDNN_TYPE_HEUR_MODE
+	typeNumericalNote attrType = 11 // CUDNN_TYPE_NUMERICAL_NOTE
 	typePointwiseMode attrType = 14 // CUDNN_TYPE_POINTWISE_MODE
 	typeDescriptor    attrType = 15 // CUDNN_TYPE_BACKEND_DESCRIPTOR
 	typeReductionOp   attrType = 18 // CUDNN_TYPE_REDUCTION_OPERATOR_TYPE
@@ -89,3 +93,12 @@ const (
 // heurModeA is CUDNN_HEUR_MODE_A (cudnnBackendHeurMode_t), the heuristic
 // the fused-attention engines are ranked by.
 const heurModeA int32 = 3
+
+// noteNondeterministic is CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC
+// (cudnnBackendNumericalNote_t): the engine may give other bits for the
+// same inputs from run to run. maxNotes bounds the notes read of one
+// engine (cuDNN 9 defines fewer kinds).
+const (
+	noteNondeterministic int32 = 4
+	maxNotes                   = 16
+)

@@ -27,7 +27,7 @@ const debugAdvice = "run with CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr for 
 // configurations and keeps the first whose execution plan finalizes with a
 // workspace of at most maxWorkspace bytes. It runs on the device's worker
 // thread. The error matches ErrNotSupported when no configuration does.
-func newPlan(l *Library, h uintptr, g *graph, maxWorkspace int) (*plan, error) {
+func newPlan(l *Library, h uintptr, g *graph, maxWorkspace int, deterministic bool) (*plan, error) {
 	e := newEmitter(l)
 	opGraph := e.graph(g, h)
 	cfgs := e.engineConfigs(opGraph, g.name)
@@ -38,6 +38,13 @@ func newPlan(l *Library, h uintptr, g *graph, maxWorkspace int) (*plan, error) {
 	p := &plan{e: e, g: g, h: h, scalars: map[int64]hostScalar{}}
 	var why []string
 	for i, c := range cfgs {
+		if deterministic {
+			nd, err := e.nondeterministic(c)
+			if err != nil || nd {
+				why = append(why, fmt.Sprintf("engine config %d: %s", i, nondeterministicWhy(nd, err)))
+				continue
+			}
+		}
 		exec, ws, err := p.tryConfig(c)
 		switch {
 		case err != nil:
@@ -83,6 +90,35 @@ func (e *emitter) engineConfigs(opGraph uintptr, name string) []uintptr {
 	got, s := e.l.fns.get(heur, attrHeurResults, typeDescriptor, n, unsafe.Pointer(&cfgs[0]))
 	e.fail("get "+step, s)
 	return cfgs[:min(got, n)]
+}
+
+// nondeterministic reports whether the engine of configuration c carries
+// cuDNN's nondeterministic numerical note (its results may differ in bits
+// from run to run, as sums in a varying order do).
+func (e *emitter) nondeterministic(c uintptr) (bool, error) {
+	l := e.l
+	eng, s := l.fns.createDesc(descEngine)
+	if err := l.check("create engine descriptor", s); err != nil {
+		return false, err
+	}
+	defer l.fns.destroyDesc(eng)
+	if _, s = l.fns.get(c, attrEngineCfgEngine, typeDescriptor, 1, unsafe.Pointer(&eng)); s != StatusSuccess {
+		return false, l.check("engine of an engine config", s)
+	}
+	var notes [maxNotes]int32
+	n, s := l.fns.get(eng, attrEngineNotes, typeNumericalNote, len(notes), unsafe.Pointer(&notes[0]))
+	if err := l.check("numerical notes of an engine", s); err != nil {
+		return false, err
+	}
+	return slices.Contains(notes[:min(max(n, 0), len(notes))], noteNondeterministic), nil
+}
+
+// nondeterministicWhy says why a deterministic plan passed over an engine.
+func nondeterministicWhy(nd bool, err error) string {
+	if err != nil {
+		return fmt.Sprintf("numerical notes unreadable (%v)", err)
+	}
+	return "nondeterministic (Config.Deterministic)"
 }
 
 // tryConfig builds the execution plan of engine configuration c and

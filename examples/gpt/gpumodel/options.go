@@ -105,7 +105,9 @@ const (
 	// AttentionCuDNN runs NVIDIA's fused flash attention of cuDNN 9
 	// (package examples/gpt/cudnn, opened at run time): bfloat16 q, k, v
 	// read in place, kept like AttentionFlash's. Head widths that are
-	// multiples of 8. New fails, with the reason, where cuDNN cannot be
+	// multiples of 8. Only engines without cuDNN's nondeterministic note
+	// (cudnn.Config.Deterministic), so that a resumed run equals a
+	// straight one. New fails, with the reason, where cuDNN cannot be
 	// opened or refuses the shapes (no fallback to the fused kernels).
 	AttentionCuDNN
 )
