@@ -151,6 +151,9 @@ build() {
 	du -sh $bin
 }
 
+# slug FLAGS: a file-name part of a flag set ("-act-grad bf16" -> act_grad_bf16).
+slug() { echo "$1" | tr -cs 'a-z0-9\n' '_' | sed 's/^_//; s/_$//'; }
+
 start=$(date +%s)
 left() { echo $((start + TOTAL - $(date +%s))); }
 
@@ -199,7 +202,7 @@ bench() {
 		IFS='|'
 		for flags in $BENCH_EXTRA; do
 			IFS=$old_ifs
-			n=bench_distopt_${p}_$(echo "$flags" | tr -cs 'a-z0-9\n' '_' | sed 's/^_//; s/_$//')
+			n=bench_distopt_${p}_$(slug "$flags")
 			if [ "$(left)" -lt "${BENCH_EXTRA_RESERVE:-150}" ]; then
 				echo "== $n skipped: $(left) s left"
 				continue
@@ -378,7 +381,7 @@ levers() {
 	IFS='|'
 	for flags in "" $LEVERS; do
 		IFS=$old_ifs
-		n=levers_$(echo "${flags:-default}" | tr -cs 'a-z0-9\n' '_' | sed 's/^_//; s/_$//')
+		n=levers_$(slug "${flags:-default}")
 		# shellcheck disable=SC2086 # $flags holds several flags
 		timeout $budget $bin/gpt -backend gpu -data $bin/data -preset small -seq $SEQ -batch $BATCH -recipe current -lr $LR \
 			-steps $STEPS -eval-every $EVAL_EVERY -eval-windows $EVAL_WINDOWS -head-precision $HEAD_PRECISION -sample 0 \

@@ -40,8 +40,12 @@ func newPlan(l *Library, h uintptr, g *graph, maxWorkspace int, deterministic bo
 	for i, c := range cfgs {
 		if deterministic {
 			nd, err := e.nondeterministic(c)
-			if err != nil || nd {
-				why = append(why, fmt.Sprintf("engine config %d: %s", i, nondeterministicWhy(nd, err)))
+			switch {
+			case err != nil:
+				why = append(why, fmt.Sprintf("engine config %d: numerical notes unreadable (%v)", i, err))
+				continue
+			case nd:
+				why = append(why, fmt.Sprintf("engine config %d: nondeterministic (Config.Deterministic)", i))
 				continue
 			}
 		}
@@ -111,14 +115,6 @@ func (e *emitter) nondeterministic(c uintptr) (bool, error) {
 		return false, err
 	}
 	return slices.Contains(notes[:min(max(n, 0), len(notes))], noteNondeterministic), nil
-}
-
-// nondeterministicWhy says why a deterministic plan passed over an engine.
-func nondeterministicWhy(nd bool, err error) string {
-	if err != nil {
-		return fmt.Sprintf("numerical notes unreadable (%v)", err)
-	}
-	return "nondeterministic (Config.Deterministic)"
 }
 
 // tryConfig builds the execution plan of engine configuration c and

@@ -53,7 +53,12 @@ func Load(d *cuda.Device) (*Set, error) {
 // PTX). It fails with an error matching cuda.ErrUnsupported when d cannot
 // run v.
 func LoadVariant(d *cuda.Device, v cuda.Variant) (*Set, error) {
-	lib, err := d.LoadLibrary(ptxFiles, v)
+	return loadModules(d, v, cuda.LibraryModules(ptxFiles))
+}
+
+// loadModules makes the Set of the named modules on d in variant v.
+func loadModules(d *cuda.Device, v cuda.Variant, names []string) (*Set, error) {
+	lib, err := d.LoadModules(ptxFiles, v, names)
 	if err != nil {
 		return nil, err
 	}
@@ -68,11 +73,7 @@ func LoadWithoutFlash(d *cuda.Device) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	lib, err := d.LoadModules(ptxFiles, v, modulesWithout(flashModule))
-	if err != nil {
-		return nil, err
-	}
-	return &Set{d: d, lib: lib, v: v, sms: d.Info().Multiprocessors}, nil
+	return loadModules(d, v, modulesWithout(flashModule))
 }
 
 // modulesWithout lists the package's modules but skip.
