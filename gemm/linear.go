@@ -41,6 +41,16 @@ type LinearConfig struct {
 	// function of x alone, so the bits are those of a kept input when the
 	// recomputed x equals Forward's. Not with KeepTransposed.
 	Recompute bool
+	// CallerCastsDY has the caller cast the output gradient (BackwardCast):
+	// a kernel of the caller's writes dy's FP8 codes row-major and
+	// transposed in one pass, and may fold its own work on dy into that
+	// pass (the bias gradient's column sums, say), where Backward casts dy
+	// and the weight gradient transposes the codes, each reading again.
+	// The transposed codes take tokens*Out bytes of the engine's
+	// activation buffer, which the weight gradient's transpose no longer
+	// takes from its product scratch. Per-tensor current scaling only;
+	// Backward and BackwardAmax are refused.
+	CallerCastsDY bool
 }
 
 // input returns the element type of x and dy.
@@ -86,6 +96,9 @@ func (c LinearConfig) validate() error {
 	}
 	if c.Recompute && c.KeepTransposed {
 		return fmt.Errorf("%w: linear: Recompute keeps no input and KeepTransposed two copies: choose one", ErrLayout)
+	}
+	if c.CallerCastsDY && c.DY.Scaling != fp8.TensorCurrent {
+		return fmt.Errorf("%w: linear CallerCastsDY with output gradients of %v: the caller's cast takes per-tensor current scaling only", ErrLayout, c.DY)
 	}
 	if c.X.Scaling != c.DY.Scaling {
 		return fmt.Errorf("%w: linear input %v and output gradient %v scale differently", ErrLayout, c.X, c.DY)
@@ -206,7 +219,7 @@ func (l *Linear) forward(y Output, tokens int, w Operand, fill func(x Operand) e
 // first quantized again into the engine's shared buffer. It returns the
 // results of the two products.
 func (l *Linear) Backward(dx, dw Output, dy cuda.DevicePtr, w Operand) (dgrad, wgrad Result, err error) {
-	return l.backward(dx, dw, dy, 0, w)
+	return l.backward(dx, dw, dy, 0, w, nil)
 }
 
 // BackwardAmax is Backward for a dy whose amax the caller knows: amax is
@@ -222,11 +235,38 @@ func (l *Linear) BackwardAmax(dx, dw Output, dy, amax cuda.DevicePtr, w Operand)
 	if amax != 0 && l.c.DY.Scaling != fp8.TensorCurrent {
 		return Result{}, Result{}, fmt.Errorf("%w: linear BackwardAmax with output gradients of %v: a caller's amax serves per-tensor current scaling only", ErrLayout, l.c.DY)
 	}
-	return l.backward(dx, dw, dy, icuda.DevicePtr(amax), w)
+	return l.backward(dx, dw, dy, icuda.DevicePtr(amax), w, nil)
+}
+
+// DYCast writes the FP8 codes of a linear layer's output gradient for
+// BackwardCast: the code of dy[r, c] * scale (fp8.CastScaled's rule, the
+// scale the float32 at scale on the device) at dy8's [r, c], row-major,
+// and at dyT8's, stored transposed ([Out, tokens]). Both operands share
+// one scale_inv, which gemm writes. It is called on the engine's device
+// worker and must queue its work on the engine's stream (Engine.Stream).
+type DYCast func(dy8, dyT8 Operand, scale cuda.DevicePtr) error
+
+// BackwardCast is BackwardAmax for a CallerCastsDY layer: gemm derives
+// dy's scale (from the amax key at amax, or, when amax is 0, from an amax
+// pass over dy [tokens, Out] of the GradInput type), writes scale_inv,
+// and cast writes the codes; then the two products run as in Backward,
+// the weight gradient reading dyT8 as it is. The bits are Backward's when
+// cast writes the codes Backward's cast would.
+func (l *Linear) BackwardCast(dx, dw Output, dy, amax cuda.DevicePtr, w Operand, cast DYCast) (dgrad, wgrad Result, err error) {
+	if !l.c.CallerCastsDY {
+		return Result{}, Result{}, fmt.Errorf("%w: linear BackwardCast without CallerCastsDY: use Backward", ErrLayout)
+	}
+	if cast == nil {
+		return Result{}, Result{}, errors.New("gemm: linear BackwardCast with a nil cast")
+	}
+	return l.backward(dx, dw, dy, icuda.DevicePtr(amax), w, cast)
 }
 
 // backward runs Backward, taking dy's amax key from amax unless it is 0.
-func (l *Linear) backward(dx, dw Output, dy cuda.DevicePtr, amax icuda.DevicePtr, w Operand) (dgrad, wgrad Result, err error) {
+func (l *Linear) backward(dx, dw Output, dy cuda.DevicePtr, amax icuda.DevicePtr, w Operand, cast DYCast) (dgrad, wgrad Result, err error) {
+	if l.c.CallerCastsDY && cast == nil {
+		return Result{}, Result{}, fmt.Errorf("%w: linear Backward of a CallerCastsDY layer: use BackwardCast", ErrLayout)
+	}
 	if !l.ready {
 		return Result{}, Result{}, errors.New("gemm: linear Backward without a Forward since the last Backward")
 	}
@@ -258,11 +298,16 @@ func (l *Linear) backward(dx, dw Output, dy cuda.DevicePtr, amax icuda.DevicePtr
 				return err
 			}
 		}
-		if err := l.quantizeDY(t.dy, icuda.DevicePtr(dy), amax); err != nil {
+		dyT := t.dy
+		if cast != nil {
+			dyT = t.dyT
+			if err := l.castDY(t.dy, dyT, icuda.DevicePtr(dy), amax, cast); err != nil {
+				return err
+			}
+		} else if err := l.quantizeDY(t.dy, icuda.DevicePtr(dy), amax); err != nil {
 			return err
 		}
-		dyT := t.dy
-		if t.dyT.Data != 0 { // 1x128 blocks: quantized again down the columns
+		if t.dyT.Data != 0 && cast == nil { // 1x128 blocks: quantized again down the columns
 			dyT = t.dyT
 			if err := l.e.quantize(dyT, icuda.DevicePtr(dy), l.c.gradInput(), l.c.DY, 0, 0); err != nil {
 				return err
@@ -294,6 +339,31 @@ func (l *Linear) quantizeDY(dst Operand, dy, amax icuda.DevicePtr) error {
 		return err
 	}
 	return l.e.k.QuantCast(l.e.s, icuda.DevicePtr(dst.Data), dy, dst.Rows*dst.Cols, el, r.Format, scale, 0)
+}
+
+// castDY derives dy's per-tensor scale as quantizeDY does (from the amax
+// key at amax, or from an amax pass over dy when amax is 0), writes
+// scale_inv to dst (which dstT shares) and has cast write the codes.
+func (l *Linear) castDY(dst, dstT Operand, dy, amax icuda.DevicePtr, cast DYCast) error {
+	el, err := elem(l.c.gradInput())
+	if err != nil {
+		return err
+	}
+	r := l.c.DY
+	if amax == 0 {
+		amax = l.e.aux
+		if err := l.e.s.Memset32(amax, 0, 1); err != nil {
+			return err
+		}
+		if err := l.e.k.QuantAmax(l.e.s, dy, dst.Rows*dst.Cols, el, amax); err != nil {
+			return err
+		}
+	}
+	scale := l.e.aux.Add(4)
+	if err := l.e.k.QuantScale(l.e.s, amax, scale, icuda.DevicePtr(dst.ScaleInv), r.Format, r.Margin, r.PowerOf2); err != nil {
+		return err
+	}
+	return cast(dst, dstT, cuda.DevicePtr(scale))
 }
 
 // Restore gives a Recompute layer its input again before Backward: x
@@ -392,7 +462,7 @@ func (l *Linear) Memory() (LinearMemory, error) {
 // engine's activation buffer; a zero Data marks one it does not make.
 type transients struct {
 	x           Operand         // with Recompute: the input, quantized (again)
-	dy, dyT, xT Operand         // the quantized output gradient, its column-quantized form, the remade input
+	dy, dyT, xT Operand         // the quantized output gradient, its transposed form, the remade input
 	tmp         icuda.DevicePtr // bfloat16 [tokens, in]: the input dequantized for its re-quantization
 }
 
@@ -431,7 +501,8 @@ func (c LinearConfig) forwardScratch(a *arena, tokens int) transients {
 
 // backwardScratch lays out Backward's transients: with Recompute first
 // the input quantized again (alive throughout); the quantized output
-// gradient; for 1x128 blocks also its column-quantized form and, without
+// gradient; with CallerCastsDY its transposed codes (sharing its
+// scale_inv); for 1x128 blocks its column-quantized form and, without
 // KeepTransposed, the re-quantized transposed input and its bfloat16
 // source, which the output gradient's operands overwrite once the input is
 // made (the stream orders them).
@@ -449,8 +520,12 @@ func (c LinearConfig) backwardScratch(a *arena, tokens int) transients {
 		a.off, end = start, a.off
 	}
 	t.dy = takeOperand(a, tokens, c.Out, c.DY.Format, lay, false)
-	if lay == Rows128 {
+	switch {
+	case lay == Rows128:
 		t.dyT = takeOperand(a, tokens, c.Out, c.DY.Format, lay, true)
+	case c.CallerCastsDY: // the caller's transposed codes, sharing dy's scale_inv
+		t.dyT = t.dy
+		t.dyT.Transposed, t.dyT.Data = true, cuda.DevicePtr(a.take(tokens*c.Out))
 	}
 	a.off = max(a.off, end)
 	return t

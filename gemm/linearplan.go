@@ -44,7 +44,7 @@ func PlanLinear(c LinearConfig, tokens int, w Layout) (LinearMemory, error) {
 	x := Operand{Rows: tokens, Cols: c.In, Format: c.X.Format, Scales: lay}
 	xT, dyT := x, t.dy
 	xT.Transposed = lay == Rows128 || c.KeepTransposed // per tensor and transient: WGrad transposes x
-	if lay == Rows128 {
+	if lay == Rows128 || c.CallerCastsDY {
 		dyT = t.dyT
 	}
 	m.Products = max(Scratch(ForwardProduct, x, wo), Scratch(DGradProduct, t.dy, wo), Scratch(WGradProduct, dyT, xT))

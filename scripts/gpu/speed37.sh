@@ -1,7 +1,7 @@
 #!/bin/sh
 # speed37.sh checks and times issue 37's speed levers for the GPT example
 # (fused FP8 producers by default, the backward's folded amaxes, -act-grad
-# bf16, -grad-type bf16, -epilogue, -attention cudnn) in one call on a
+# bf16, -grad-type bf16, -epilogue, -attention cudnn, -fuse-dy) in one call on a
 # one-GPU machine; none of them has run on a GPU before:
 #
 #   sh scripts/gpu/speed37.sh build   # here: the test binaries into $BIN
@@ -25,9 +25,11 @@
 # in all:
 #  1. correctness, -test.run filters only:
 #     kernels    (90 s) examples/gpt/kernels: the fused FP8 producers, the
-#                       backward's folded amaxes, bfloat16 accumulation,
+#                       backward's folded amaxes, the fused dy cast
+#                       (TestGPTDYCast), bfloat16 accumulation,
 #                       TestImages (cubins on sm_90, PTX for flash);
-#     gemm       (90 s) gemm: TestLinear, TestLinearBackwardAmax, TestLinearDGradBF16,
+#     gemm       (90 s) gemm: TestLinear, TestLinearBackwardAmax,
+#                       TestLinearBackwardCast, TestLinearDGradBF16,
 #                       TestBiasEpilogue;
 #     cublaslt   (40 s) internal/cublaslt: TestBiasEpilogue;
 #     gpumodel  (150 s) examples/gpt/gpumodel: every option against the
@@ -39,7 +41,7 @@
 #  2. speed, benchmarks only, each once:
 #     microbatch_small (60 s) BenchmarkMicroBatch at 124M (4 x 1024), 100
 #                       steps per case: flash (the default), unfused,
-#                       act-grad-bf16, epilogue, cudnn (gemm, recompute and
+#                       act-grad-bf16, epilogue, cudnn, fuse-dy (gemm, recompute and
 #                       keep-transposed are left out);
 #     microbatch_1.3b (150 s) the same at 1.3B (4 x 2048), 30 steps;
 #     fused      (45 s) examples/gpt/kernels BenchmarkFusedProducers, 1000x;
@@ -149,8 +151,8 @@ run() {
 
 	echo "==== 1. correctness ($(date +%T))"
 	step kernels examples/gpt/kernels 90 $cor examples_gpt_kernels.test -test.run \
-		'^(TestGPTLayerNormFP8|TestGPTBiasGELUFP8|TestGPTGELUFP8|TestGPTLayerNormGradXAmax|TestGPTGELUGradAmax|TestGPUAccumulateBF16|TestImages)$'
-	step gemm gemm 90 $cor gemm.test -test.run '^(TestLinear|TestLinearBackwardAmax|TestLinearDGradBF16|TestBiasEpilogue)$'
+		'^(TestGPTLayerNormFP8|TestGPTBiasGELUFP8|TestGPTGELUFP8|TestGPTLayerNormGradXAmax|TestGPTGELUGradAmax|TestGPTDYCast|TestGPUAccumulateBF16|TestImages)$'
+	step gemm gemm 90 $cor gemm.test -test.run '^(TestLinear|TestLinearBackwardAmax|TestLinearBackwardCast|TestLinearDGradBF16|TestBiasEpilogue)$'
 	grep -E 'differ' "$OUT/gemm.log" 2>/dev/null | head -8
 	step cublaslt internal/cublaslt 40 $cor internal_cublaslt.test -test.run '^TestBiasEpilogue$'
 	step gpumodel examples/gpt/gpumodel 150 $cor examples_gpt_gpumodel.test -test.run \
@@ -166,7 +168,7 @@ run() {
 	[ $dnn -eq 0 ] || cudnn_log_tail "$OUT"/cudnn_dbg*.log
 
 	echo "==== 2. speed ($(date +%T))"
-	cases='^(flash|unfused|act-grad-bf16|epilogue|cudnn)$'
+	cases='^(flash|unfused|act-grad-bf16|epilogue|cudnn|fuse-dy)$'
 	step microbatch_small examples/gpt/gpumodel 60 $spd examples_gpt_gpumodel.test -test.run '^$' \
 		-test.bench "^BenchmarkMicroBatch\$/^small\$/$cases" -test.benchtime 100x -gpt.presets small
 	step microbatch_1.3b examples/gpt/gpumodel 150 $spd examples_gpt_gpumodel.test -test.run '^$' \

@@ -1,6 +1,7 @@
 package gpumodel
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/distopt/distopt/examples/gpt/model"
@@ -45,6 +46,7 @@ func TestPredictMemory(t *testing.T) {
 		{"blocks keep", Options{Recipe: tiles, KeepTransposed: true}, 2*n*(3*h+f) + 3*blocks(h) + blocks(f) + 3*tileT(h) + tileT(f), true, false},
 		{"per-tensor bf16 gradients", Options{Recipe: cur, ActGradBF16: true}, n*(3*h+f) + 16, true, true},
 		{"blocks recompute bf16 gradients", Options{Recipe: tiles, Recompute: true, ActGradBF16: true}, n*h + blocks(h), false, true},
+		{"per-tensor fused dy", Options{Recipe: cur, FuseDY: true}, n*(3*h+f) + 16, true, false},
 	} {
 		c.o.Attention = AttentionGEMM // TestPredictMemoryFlash has the default's attention
 		m, err := PredictMemory(cfg, batch, seq, c.o)
@@ -84,6 +86,19 @@ func TestPredictMemory(t *testing.T) {
 	}
 	if _, err := PredictMemory(cfg, batch, seq, Options{Recipe: cur, Unfused: true, ActGradBF16: true}); err == nil {
 		t.Error("ActGradBF16 with Unfused: no error")
+	}
+	if _, err := PredictMemory(cfg, batch, seq, Options{Recipe: cur, Unfused: true, FuseDY: true}); err == nil {
+		t.Error("FuseDY with Unfused: no error")
+	}
+	if _, err := PredictMemory(cfg, batch, seq, Options{Recipe: tiles, FuseDY: true}); err == nil {
+		t.Error("FuseDY with 128x128 weights (1x128 activations): no error")
+	}
+	// FuseDY's transposed codes join the engine's activation buffer: the
+	// largest output gradient's (attn.qkv's or mlp.fc's) codes once more.
+	a, err1 := PredictMemory(cfg, batch, seq, Options{Recipe: cur})
+	b, err2 := PredictMemory(cfg, batch, seq, Options{Recipe: cur, FuseDY: true})
+	if err := errors.Join(err1, err2); err != nil || b.Engine-a.Engine != n*max(3*h, f) {
+		t.Errorf("engine activation buffer %d bytes with FuseDY, %d without (%v): want %d more", b.Engine, a.Engine, err, n*max(3*h, f))
 	}
 }
 

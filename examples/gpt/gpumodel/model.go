@@ -264,6 +264,12 @@ func linearConfig(cfg model.Config, o Options, i int) (gemm.LinearConfig, error)
 	if o.Attention == AttentionCuDNN {
 		cudnnLinear(&c, i)
 	}
+	if o.FuseDY {
+		if dy.Scaling != fp8.TensorCurrent {
+			return gemm.LinearConfig{}, fmt.Errorf("gpumodel: Options.FuseDY casts per-tensor output gradients only, not the %v activations of weights of recipe %v", dy.Scaling, o.Recipe)
+		}
+		c.CallerCastsDY = true
+	}
 	c.Recompute = o.Recompute && recomputed(i)
 	c.KeepTransposed = o.KeepTransposed && !c.Recompute
 	return c, nil

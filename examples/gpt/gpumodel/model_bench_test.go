@@ -36,7 +36,9 @@ func fastInit(name string, offset int, dst []float32) error {
 // forward), with KeepTransposed, with Epilogue (qkv's and fc's biases in
 // the GEMMs' epilogue: epilogue over flash tokens/s is its gain) and with
 // AttentionCuDNN (cudnn: cuDNN's fused attention in place of the fused
-// kernels; skipped, with the reason, where cuDNN cannot be loaded), each
+// kernels; skipped, with the reason, where cuDNN cannot be loaded), with
+// FuseDY (fuse-dy: the output gradients cast, transposed and summed in
+// one pass), each
 // with an engine of its own. backward.go counts the element-wise bytes of
 // backward per block: 265, 241 and 189 x tokens x hidden for unfused,
 // flash and act-grad-bf16, which the measured times can be set against.
@@ -62,7 +64,7 @@ func BenchmarkMicroBatch(b *testing.B) {
 			o    Options
 		}{{"flash", Options{}}, {"unfused", Options{Unfused: true}}, {"act-grad-bf16", Options{ActGradBF16: true}}, {"gemm", Options{Attention: AttentionGEMM}},
 			{"recompute", Options{Recompute: true}}, {"keep-transposed", Options{KeepTransposed: true}}, {"epilogue", Options{Epilogue: true}},
-			{"cudnn", Options{Attention: AttentionCuDNN}}} {
+			{"cudnn", Options{Attention: AttentionCuDNN}}, {"fuse-dy", Options{FuseDY: true}}} {
 			b.Run(preset+"/"+c.name, func(b *testing.B) {
 				e, err := gemm.New(r.be.Device(), r.be.Stream())
 				if err != nil {

@@ -332,11 +332,14 @@ func optionsBitIdentical(t *testing.T, rc fp8.Recipe, at Attention) {
 		t.Fatalf("the default run keeps %d FP8 inputs, want %d", len(base.kept), nLinear*testShape.Layers)
 	}
 	for _, o := range []Options{{Unfused: true}, {Unfused: true, KeepTransposed: true}, {Recompute: true}, {KeepTransposed: true},
-		{Recompute: true, KeepTransposed: true}, {Unfused: true, Recompute: true}} {
+		{Recompute: true, KeepTransposed: true}, {Unfused: true, Recompute: true}, {FuseDY: true}, {FuseDY: true, Recompute: true}} {
+		if o.FuseDY && rc.Scaling == fp8.Block128x128 {
+			continue // per-tensor output gradients only
+		}
 		o.Attention = at
 		m := r.model(t, testShape, batch, seq, o)
 		got := twoMicroBatches(t, r, m)
-		name := fmt.Sprintf("unfused=%v recompute=%v keep-transposed=%v", o.Unfused, o.Recompute, o.KeepTransposed)
+		name := fmt.Sprintf("unfused=%v recompute=%v keep-transposed=%v fuse-dy=%v", o.Unfused, o.Recompute, o.KeepTransposed, o.FuseDY)
 		if !bytes.Equal(got.losses, base.losses) || !bytes.Equal(got.logits, base.logits) {
 			t.Errorf("%s: losses or logits differ from the default run's", name)
 		}
@@ -402,8 +405,11 @@ func TestGPUMemory(t *testing.T) {
 	for _, at := range attentions {
 		for _, rc := range recipes[:3] {
 			for _, o := range []Options{{Attention: at}, {Unfused: true, Attention: at}, {Recompute: true, Attention: at}, {KeepTransposed: true, Attention: at}, {Head: HeadBF16, Attention: at},
-				{Epilogue: true, Attention: at}, {ActGradBF16: true, Attention: at}} {
-				t.Run(fmt.Sprintf("%s/%s/unfused=%v/recompute=%v/keep=%v/head=%v/epilogue=%v/act-grad-bf16=%v", at, rc.name, o.Unfused, o.Recompute, o.KeepTransposed, o.Head, o.Epilogue, o.ActGradBF16), func(t *testing.T) {
+				{Epilogue: true, Attention: at}, {ActGradBF16: true, Attention: at}, {FuseDY: true, ActGradBF16: true, Attention: at}} {
+				if o.FuseDY && rc.r.Scaling == fp8.Block128x128 {
+					continue // per-tensor output gradients only
+				}
+				t.Run(fmt.Sprintf("%s/%s/unfused=%v/recompute=%v/keep=%v/head=%v/epilogue=%v/act-grad-bf16=%v/fuse-dy=%v", at, rc.name, o.Unfused, o.Recompute, o.KeepTransposed, o.Head, o.Epilogue, o.ActGradBF16, o.FuseDY), func(t *testing.T) {
 					r := newRig(t, testShape, 1e-3, rc.r)
 					memoryMatches(t, r, r.model(t, testShape, 2, 32, o))
 				})

@@ -84,6 +84,19 @@ type Options struct {
 	// those gradients. Off by default until a GPU loss check (examples/gpt
 	// -act-grad bf16); not with Unfused.
 	ActGradBF16 bool
+	// FuseDY casts each linear layer's output gradient to FP8 in one pass
+	// of the model's own (kernels.GPTDYCast, gemm.LinearConfig.CallerCastsDY)
+	// that writes the codes row-major and transposed and sums the bias
+	// gradient, where the default casts (gemm), transposes (the weight
+	// gradient's product) and sums (kernels.GPTColumnSum), each reading dy
+	// again: per block 9nh elements of dy read once instead of three
+	// times (backward.go's table). The same bits as without it. The
+	// transposed codes move from the products' scratch to the engine's
+	// activation buffer (PredictMemory counts them). Per-tensor recipes
+	// only (the first Forward refuses 128x128 weights' 1x128 activations);
+	// not with Unfused. Off by default until a GPU run shows it correct
+	// and faster.
+	FuseDY bool
 }
 
 // Attention is the implementation of the model's attention.
@@ -147,6 +160,9 @@ func (o Options) check(cfg model.Config, batch, seq int) error {
 	}
 	if o.ActGradBF16 && o.Unfused {
 		return fmt.Errorf("gpumodel: Options.ActGradBF16 takes the fused backward pass, not Unfused")
+	}
+	if o.FuseDY && o.Unfused {
+		return fmt.Errorf("gpumodel: Options.FuseDY takes the fused backward pass, not Unfused")
 	}
 	if o.Head != HeadFP32 && o.Head != HeadBF16 {
 		return fmt.Errorf("gpumodel: Options.Head %v: want HeadFP32 or HeadBF16", o.Head)

@@ -15,12 +15,19 @@
 //     folding their amax (mlp.fc's output gradient); _bf16 reads dy and
 //     writes dx in bfloat16, the amax that of the rounded values;
 //   - gpt_column_sum_partial_bf16 and gpt_layernorm_grad_wb_partial_bf16:
-//     gptcols.cu's first passes over a bfloat16 dy.
+//     gptcols.cu's first passes over a bfloat16 dy;
+//   - gpt_dy_cast_{e4m3,e5m2}_{f32,bf16} (gpumodel's Options.FuseDY): a
+//     linear layer's output gradient cast to FP8 in one pass that writes
+//     the codes row-major (the input gradient's operand) and transposed
+//     (the weight gradient's), and sums its columns (the bias gradient)
+//     as gpt_column_sum_partial does, where package gemm would cast, then
+//     transpose, and gptcols.cu sum, each reading dy again.
 //
 // The values are computed by the very device functions of the separate
 // kernels (gptbwd.cuh, gpt.cuh), so a float32 dy gives their bits. amax
 // may be null (1x128 blocks have no tensor amax): nothing is folded.
 #include "gptbwd.cuh"
+#include "fp8.cuh"
 
 using namespace distopt;
 
@@ -127,3 +134,124 @@ extern "C" __global__ void __launch_bounds__(32 * COL_GROUPS)
     __shared__ float s[COL_GROUPS][32];
     ln_grad_wb_partial(part, dy, x, mean, rstd, rows, n, s);
 }
+
+// DY_COLS columns of dy per block of gpt_dy_cast (four per lane), over
+// COL_CHUNK rows; DY_STRIDE bytes per column of its transposed tile (a
+// word more than the rows, so that a warp's column reads span the banks).
+#define DY_COLS 128
+#define DY_STRIDE (COL_CHUNK + 4)
+
+namespace {
+
+// dy_quad loads dy[r, c..c+cnt) (zeros past cnt), as one vector when vec.
+__device__ __forceinline__ void dy_quad(float v[4], const float *dy, u64 i, int cnt, bool vec) {
+    if (vec) {
+        const float4 q = *reinterpret_cast<const float4 *>(dy + i);
+        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++) v[j] = j < cnt ? dy[i + j] : 0.0f;
+}
+__device__ __forceinline__ void dy_quad(float v[4], const u16 *dy, u64 i, int cnt, bool vec) {
+    if (vec) {
+        const float4 q = bf16x4(dy + i);
+        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++) v[j] = j < cnt ? bf16_to_f32(dy[i + j]) : 0.0f;
+}
+
+// dy_cast: block (x, c) takes rows [c*COL_CHUNK, (c+1)*COL_CHUNK) and
+// columns [DY_COLS*x, DY_COLS*(x+1)) of dy [rows, n]; lane l of warp g
+// the four columns 4l.. of that range in rows g, g+COL_GROUPS, ... of the
+// chunk, in order. For each value v it writes encode(v * scale) (the
+// product rounded to float32, as quant_cast casts) to dst[r, i] and, through
+// the shared tile, to dstT[i, r]; and it sums v per column in the order
+// of column_sum_partial (each warp's rows in order from zero, then the
+// COL_GROUPS warp sums in order from zero), the chunk's sums going to
+// part[c, i]: gpt_column_sum_final then gives GPTColumnSum's bits.
+//
+// The tile holds the codes of column j of the block at tile[j*DY_STRIDE
+// + (row ^ 4*((j >> 5) & 3))]: the XOR spreads a warp's byte stores (one
+// row, 128 columns) over the 32 banks and keeps each aligned group of
+// four rows in one word for the transposed stores.
+template <Fp8 F, class T>
+__device__ __forceinline__ void dy_cast(u8 *dst, u8 *dstT, float *part, const T *dy, const float *scale, u64 rows,
+                                        u64 n) {
+    __shared__ u32 tile32[DY_COLS * DY_STRIDE / 4];
+    __shared__ float4 sums[COL_GROUPS][DY_COLS / 4];
+    u8 *tile = reinterpret_cast<u8 *>(tile32);
+    const u32 lane = threadIdx.x & 31, g = threadIdx.x >> 5;
+    const u64 x0 = (u64)blockIdx.x * DY_COLS, r0 = (u64)blockIdx.y * COL_CHUNK, r1 = min(rows, r0 + COL_CHUNK);
+    const u64 c = x0 + 4 * lane;
+    const int cnt = c < n ? (int)min((u64)4, n - c) : 0;
+    // Every row start is aligned when n is a multiple of 4 and the bases are.
+    const bool nvec = (n & 3) == 0, vin = nvec && cnt == 4 && aligned(dy, 4 * sizeof(T)),
+               vout = nvec && cnt == 4 && aligned(dst, 4);
+    const u32 swz = 4 * ((lane >> 3) & 3); // the XOR of the lane's columns 4l.. (j >> 5 = l >> 3)
+    const float s = *scale;
+    float acc[4] = {0, 0, 0, 0};
+#pragma unroll 4
+    for (u64 r = r0 + g; r < r1; r += COL_GROUPS) {
+        float v[4];
+        dy_quad(v, dy, r * n + c, cnt, vin);
+        u32 w = 0;
+#pragma unroll
+        for (int j = 0; j < 4; j++) acc[j] += v[j];
+        if (cnt == 4) {
+            w = encode4<F>(make_float4(__fmul_rn(v[0], s), __fmul_rn(v[1], s), __fmul_rn(v[2], s), __fmul_rn(v[3], s)));
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                if (j < cnt) w |= encode<F>(__fmul_rn(v[j], s)) << (8 * j);
+        }
+        if (vout) {
+            *reinterpret_cast<u32 *>(dst + r * n + c) = w;
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                if (j < cnt) dst[r * n + c + j] = (u8)(w >> (8 * j));
+        }
+        const u32 rl = (u32)(r - r0) ^ swz;
+#pragma unroll
+        for (int j = 0; j < 4; j++) tile[(4 * lane + j) * DY_STRIDE + rl] = (u8)(w >> (8 * j));
+    }
+    sums[g][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    __syncthreads();
+    if (threadIdx.x < DY_COLS && x0 + threadIdx.x < n) {
+        const float *col = reinterpret_cast<const float *>(sums) + threadIdx.x;
+        float t = 0;
+        for (int k = 0; k < COL_GROUPS; k++) t += col[k * DY_COLS];
+        part[(u64)blockIdx.y * n + x0 + threadIdx.x] = t;
+    }
+    // The transposed tile: column j of the block is row x0 + j of dstT,
+    // its rows r0..r1 contiguous there; a word (four rows) per thread.
+    const u64 len = r1 - r0, words = DY_COLS * (COL_CHUNK / 4);
+    const bool wvec = (rows & 3) == 0 && aligned(dstT, 4);
+    for (u64 k = threadIdx.x; k < words; k += blockDim.x) {
+        const u64 j = k / (COL_CHUNK / 4), q = 4 * (k % (COL_CHUNK / 4));
+        if (x0 + j >= n || q >= len) continue;
+        const u8 *src = tile + j * DY_STRIDE;
+        const u32 sw = 4 * ((j >> 5) & 3);
+        u8 *out = dstT + (x0 + j) * rows + r0 + q;
+        if (wvec) {
+            *reinterpret_cast<u32 *>(out) = *reinterpret_cast<const u32 *>(src + (q ^ sw));
+        } else {
+            for (u64 e = q; e < min(q + 4, len); e++) out[e - q] = src[e ^ sw];
+        }
+    }
+}
+
+} // namespace
+
+#define GPT_DY_CAST(fmt, F, tn, T)                                                                                \
+    extern "C" __global__ void __launch_bounds__(32 * COL_GROUPS)                                                  \
+        gpt_dy_cast_##fmt##_##tn(u8 *dst, u8 *dstT, float *part, const T *dy, const float *scale, u64 rows, u64 n) { \
+        dy_cast<F>(dst, dstT, part, dy, scale, rows, n);                                                           \
+    }
+GPT_DY_CAST(e4m3, E4M3, f32, float)
+GPT_DY_CAST(e4m3, E4M3, bf16, u16)
+GPT_DY_CAST(e5m2, E5M2, f32, float)
+GPT_DY_CAST(e5m2, E5M2, bf16, u16)

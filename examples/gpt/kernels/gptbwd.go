@@ -1,6 +1,11 @@
 package kernels
 
-import "github.com/distopt/distopt/cuda"
+import (
+	"fmt"
+
+	"github.com/distopt/distopt/cuda"
+	"github.com/distopt/distopt/fp8"
+)
 
 // The kernels of gptbwd.cu: the backward producers of the linear layers'
 // output gradients, folding the amax that package gemm would otherwise
@@ -13,12 +18,16 @@ const (
 	kernelGPTGELUGradAmaxBF  = "gpt_gelu_grad_amax_bf16"
 	kernelGPTColumnSumBF16   = "gpt_column_sum_partial_bf16"
 	kernelGPTLNGradWBBF16    = "gpt_layernorm_grad_wb_partial_bf16"
+	kernelGPTDYCast          = "gpt_dy_cast_"
 )
 
 // bwdKernels lists the kernels of gptbwd.cu.
 func bwdKernels() []string {
 	names := []string{kernelGPTLNGradXAmax, kernelGPTLNGradXBF16Amax, kernelGPTGELUGradAmaxF32, kernelGPTGELUGradAmaxBF,
 		kernelGPTColumnSumBF16, kernelGPTLNGradWBBF16}
+	for _, f := range fusedFormats {
+		names = append(names, kernelGPTDYCast+f+"_f32", kernelGPTDYCast+f+"_bf16")
+	}
 	for _, v := range rowVariants {
 		names = append(names, kernelGPTLNGradXAmax+v.suffix, kernelGPTLNGradXBF16Amax+v.suffix)
 	}
@@ -82,5 +91,31 @@ func (k *Set) GPTColumnSumBF16(s *cuda.Stream, db, dy cuda.DevicePtr, rows, n in
 func (k *Set) GPTLayerNormGradWBBF16(s *cuda.Stream, dw, db, dy, x, mean, rstd cuda.DevicePtr, rows, n int) error {
 	return k.columnSums(s, kernelGPTLNGradWBBF16, dw, db, rows, n, func(part cuda.DevicePtr) *cuda.Args {
 		return new(cuda.Args).Ptr(part).Ptr(dy).Ptr(x).Ptr(mean).Ptr(rstd).U64(uint64(rows)).U64(uint64(n))
+	})
+}
+
+// GPTDYCast queues, for a linear layer's output gradient dy [rows, n]
+// (float32, or bfloat16 with bf16, widened exactly), in one pass over dy:
+//
+//   - dst[r, i] = the code of format f of dy[r, i] * scale, the product
+//     rounded to float32 (fp8.CastScaled's rule; gemm.Engine.Quantize's
+//     codes at the same scale), scale the float32 at scale on the device;
+//   - dstT[i, r] = the same code: the transposed operand [n, rows] the
+//     weight gradient reads (gemm.LinearConfig.CallerCastsDY);
+//   - db[i] += Σ_r dy[r, i] (the bias gradient), GPTColumnSum's bits (or
+//     GPTColumnSumBF16's): the same sums in the same order.
+//
+// dst, dstT and dy must not overlap.
+func (k *Set) GPTDYCast(s *cuda.Stream, dst, dstT, db, dy, scale cuda.DevicePtr, rows, n int, f fp8.Format, bf16 bool) error {
+	suffix, ok := fusedFormats[f]
+	if !ok {
+		return fmt.Errorf("kernels: GPTDYCast to %v: want E4M3 or E5M2", f)
+	}
+	name := kernelGPTDYCast + suffix + "_f32"
+	if bf16 {
+		name = kernelGPTDYCast + suffix + "_bf16"
+	}
+	return k.columnSumsBy(s, name, dyCols, db, 0, rows, n, func(part cuda.DevicePtr) *cuda.Args {
+		return new(cuda.Args).Ptr(dst).Ptr(dstT).Ptr(part).Ptr(dy).Ptr(scale).U64(uint64(rows)).U64(uint64(n))
 	})
 }

@@ -151,3 +151,62 @@ func TestGPTGELUGradAmax(t *testing.T) {
 		}
 	}
 }
+
+// TestGPTDYCast checks GPTDYCast in every variant the device loads, for
+// float32 and bfloat16 dy, both formats and shapes that cover a full tile
+// (256 rows x 128 columns), partial chunks and column tiles, a width that
+// is not a multiple of 4 (the scalar path), an odd row count (the byte
+// stores of the transpose) and a dy off the vector alignment: the codes
+// against the fp8 package's CastScaled of the (widened) values at the
+// same scale, the transpose against those codes transposed, and the bias
+// sums against GPTColumnSum (or GPTColumnSumBF16) of the same dy onto the
+// same prior values, bit for bit.
+func TestGPTDYCast(t *testing.T) {
+	d, sets := loadAll(t)
+	e := bwdEnv{&fusedEnv{t: t, d: d, s: cudatest.Stream(t, d), r: rand.New(rand.NewPCG(7, 17))}}
+	const sc = 1024 // the scale: dy of standard deviation 1e-3 spans E5M2's and E4M3's normal range
+	scale := cudatest.Alloc(t, d, 4)
+	must(t, e.s.Upload(scale, cuda.Bytes([]float32{sc})))
+	shapes := [][3]int{{512, 256, 0}, {300, 200, 0}, {64, 130, 0}, {257, 768, 0}, {33, 36, 1}}
+	for _, k := range sets {
+		for _, sh := range shapes {
+			rows, n, off := sh[0], sh[1], sh[2]
+			for _, f := range []fp8.Format{fp8.E4M3, fp8.E5M2} {
+				for _, half := range []bool{false, true} {
+					name := fmt.Sprintf("%v/%dx%d+%d/%v/bf16=%v", k.Library().Variant(), rows, n, off, f, half)
+					m := rows * n
+					dy := e.f32(m+off, 0, 1e-3) + cuda.DevicePtr(4*off)
+					if half {
+						dy = e.bf(m+off, 0, 1e-3) + cuda.DevicePtr(2*off)
+					}
+					var vals []float32
+					if half {
+						vals = widened(e.halves(dy, m))
+					} else {
+						vals = e.floats(dy, m)
+					}
+					codes, codesT := cudatest.Alloc(t, d, m), cudatest.Alloc(t, d, m)
+					db, ref := e.f32(n, 0, 1), cudatest.Alloc(t, d, 4*n)
+					must(t, e.s.CopyDtoD(ref, db, 4*n))
+					must(t, k.GPTDYCast(e.s, codes, codesT, db, dy, scale, rows, n, f, half))
+					sum := k.GPTColumnSum
+					if half {
+						sum = k.GPTColumnSumBF16
+					}
+					must(t, sum(e.s, ref, dy, rows, n))
+					want := make([]byte, m)
+					fp8.CastScaled(want, vals, sc, f)
+					wantT := make([]byte, m)
+					for r := range rows {
+						for i := range n {
+							wantT[i*rows+r] = want[r*n+i]
+						}
+					}
+					e.same(name+" codes", e.bytes(codes, m), want)
+					e.same(name+" transposed codes", e.bytes(codesT, m), wantT)
+					e.same(name+" bias sums", e.bytes(db, 4*n), e.bytes(ref, 4*n))
+				}
+			}
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 const (
 	colChunk  = 256 // COL_CHUNK: rows per block of the column reductions
 	colGroups = 8   // COL_GROUPS: warps per block of the column reductions
+	dyCols    = 128 // DY_COLS: columns per block of gpt_dy_cast
 	embCols   = 128 // EMB_COLS: columns per block of gpt_embed_grad_tokens
 	embWarps  = 32  // EMB_WARPS: warps per block of gpt_embed_grad_tokens
 	headTile  = 64  // HT: output tile side of the head GEMMs
@@ -72,6 +73,13 @@ func (k *Set) launchGrid(s *cuda.Stream, name string, grid cuda.Dim3, threads in
 // half of the partials, unless 0).
 func (k *Set) columnSums(s *cuda.Stream, name string, dst, dst2 cuda.DevicePtr, rows, n int,
 	args func(part cuda.DevicePtr) *cuda.Args) error {
+	return k.columnSumsBy(s, name, 32, dst, dst2, rows, n, args)
+}
+
+// columnSums is columnSums with blocks of cols columns (gpt_dy_cast's
+// DY_COLS).
+func (k *Set) columnSumsBy(s *cuda.Stream, name string, cols int, dst, dst2 cuda.DevicePtr, rows, n int,
+	args func(part cuda.DevicePtr) *cuda.Args) error {
 	if !checkLen(name, rows) || !checkLen(name, n) {
 		return nil
 	}
@@ -79,7 +87,7 @@ func (k *Set) columnSums(s *cuda.Stream, name string, dst, dst2 cuda.DevicePtr, 
 	if dst2 != 0 {
 		halves = 2
 	}
-	grid := cuda.Dim3{X: uint32(ceilDiv(n, 32)), Y: uint32(chunks)}
+	grid := cuda.Dim3{X: uint32(ceilDiv(n, cols)), Y: uint32(chunks)}
 	if err := gridFits(name, grid); err != nil {
 		return err
 	}
