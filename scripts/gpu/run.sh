@@ -8,6 +8,10 @@
 # tests.log, bench.log. Extra arguments are passed to every test binary
 # (e.g. -test.run Exhaustive). Environment:
 #   ONLY=substring   run only the binaries whose name contains it
+#   PART=k/m         run only the k-th of m parts of the manifest (its
+#                    lines i with i % m == k-1, counted from 0), so that a
+#                    suite split over m device calls loses one part at
+#                    most when a machine stops answering
 #   BENCH=0          skip the benchmarks; BENCHTIME (default 10x)
 #   TIMEOUT          per binary (default 20m)
 #   GPUS=1           a one-GPU machine: tests that need two GPUs skip
@@ -17,6 +21,12 @@
 set -u
 cd "$(dirname "$0")/../.."
 root=$(pwd)
+part=${PART:-1/1}
+pk=${part%/*} pm=${part#*/}
+case "$pk/$pm" in
+*[!0-9/]* | /* | */) echo "run.sh: PART=$part: want k/m" >&2; exit 2 ;;
+esac
+[ "$pk" -ge 1 ] && [ "$pk" -le "$pm" ] || { echo "run.sh: PART=$part: want 1 <= k <= m" >&2; exit 2; }
 out=${OUT:-$root/.gpu/out}
 mkdir -p "$out"
 export LD_LIBRARY_PATH="/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -37,7 +47,10 @@ chmod +x .gpu/*.test .gpu/bin/* 2>/dev/null
 cat "$out/env.txt"
 
 status=0
+line=-1
 while read -r bin dir; do
+	line=$((line + 1))
+	[ $((line % pm)) -eq $((pk - 1)) ] || continue
 	case "$bin" in *"${ONLY:-}"*) ;; *) continue ;; esac
 	echo "=== $bin ($dir)" | tee -a "$out/tests.log"
 	start=$(date +%s)

@@ -17,7 +17,9 @@
 # remote (on the GPU machine) unpacks the archive and runs scripts/gpu/run.sh
 # with GPUS=1 BENCH=0 (one GPU; benchmarks are separate calls), cuDNN on the
 # loader's path as lib.sh's cudnn_env puts it, under
-# `timeout ${LIMIT:-560}`, logs in $OUT.
+# `timeout ${LIMIT:-560}`, logs in $OUT. PART=1/2 and PART=2/2 (run.sh)
+# split the suite over two calls, so that a machine that stops answering
+# (nothing under $OUT comes back) costs half of it.
 set -eu
 cd "$(dirname "$0")/../.."
 HOLD=${HOLD:-/tmp/distopt-gpu-hold}
