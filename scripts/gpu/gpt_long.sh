@@ -54,8 +54,9 @@
 #     tokens/s, MFU and peak memory (allocated by the process, and NVML's
 #     device memory in use minus the idle figure, sampled by nvidia-smi);
 #     then distopt at 1.3B again with $BENCH_LOWMEM (default: 8-bit first
-#     moment, BF16 second moment, recomputed LayerNorm/GELU inputs; empty:
-#     none), the configuration that trades nothing but bits for memory.
+#     moment, BF16 second moment, predicted at 0.886x of PyTorch's memory
+#     with cuDNN's attention, docs/BENCHMARKS.md; empty: none), the
+#     configuration that trades nothing but bits for memory.
 #     `curves -speed` prints the table and writes $OUT/speed.json (copy it
 #     to examples/gpt/results/speed.json), with the date, the commit built
 #     ($bin/commit) and the GPU's name.
@@ -122,7 +123,7 @@ TORCH_OTHER=${TORCH_OTHER-bf16}
 HEAD_PRECISION=${HEAD_PRECISION:-bf16}
 PARTS=${PARTS:-loss resume bench tests}
 MOMENTS=${MOMENTS:-fp32 fp8,bf16 fp8}
-BENCH_LOWMEM=${BENCH_LOWMEM-"-moments fp8,bf16 -recompute"}
+BENCH_LOWMEM=${BENCH_LOWMEM-"-moments fp8,bf16"}
 BENCH_EXTRA=${BENCH_EXTRA-"-attention flash|-fuse-dy|-epilogue -act-grad bf16"}
 LEVERS=${LEVERS-"-grad-type bf16|-act-grad bf16|-attention flash"}
 WARMUP=$((STEPS / 20))

@@ -2,6 +2,7 @@ package gpumodel
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/distopt/distopt/examples/gpt/model"
@@ -20,7 +21,16 @@ import (
 // included); with ActGradBF16, GELU's bfloat16 gradients in the bytes of
 // the float32 dfc alone.
 func TestPredictMemory(t *testing.T) {
-	cfg := model.Config{Layers: 3, Hidden: 256, Heads: 4, FFN: 640, Vocab: 256, Seq: 64}
+	for _, ffn := range []int{640, 1024} {
+		t.Run(fmt.Sprint("ffn=", ffn), func(t *testing.T) { predictMemory(t, ffn) })
+	}
+}
+
+// predictMemory is TestPredictMemory with FFN ffn: at 640 dqkv (float32,
+// 3 x 256 wide) has a buffer of its own, at 1024 it lives in dfc's
+// (dqkvInDFC).
+func predictMemory(t *testing.T, ffn int) {
+	cfg := model.Config{Layers: 3, Hidden: 256, Heads: 4, FFN: ffn, Vocab: 256, Seq: 64}
 	const batch, seq = 3, 48
 	n, h, f, v := batch*seq, cfg.Hidden, cfg.FFN, cfg.Vocab
 	blocks := func(cols int) int { return 4 * n * ((cols + 127) / 128) }
@@ -62,9 +72,12 @@ func TestPredictMemory(t *testing.T) {
 			Final: 4 * (n*h + n*h + n + n + n*v + n*v + n),
 			Scratch: 4*(n*h+ // att
 				n+n+n+v+1+ // tok, tgt, order, start
-				n*h+n*h+n*h+n*3*h+pn+n*f+n*f) + // dx, dln, dtmp, dqkv, ds, dfc, dg
+				n*h+n*h+n*h+pn+n*f+n*f) + // dx, dln, dtmp, ds, dfc, dg
 				attnWorkspace + 4*4*n*h, // attention (TF32, packed): cuBLASLt workspace, q, k, v, output heads
 			Engine: m.Engine}
+		if 3*h > f {
+			want.Scratch += 4 * n * 3 * h // dqkv, too large to share dfc's buffer
+		}
 		if !c.o.Unfused {
 			want.Scratch += 4 // the amax of the fused producers
 		}

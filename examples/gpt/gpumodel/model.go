@@ -180,7 +180,11 @@ func (m *Model) allocate() error {
 	}
 	m.tok, m.tgt, m.order, m.start = buf(sc, 4*n), buf(sc, 4*n), buf(sc, 4*n), buf(sc, 4*(v+1))
 	m.dx, m.dln, m.dtmp = buf(sc, 4*n*h), buf(sc, 4*n*h), buf(sc, dtmp)
-	m.dqkv, m.dfc = buf(sc, dqkv), buf(sc, 4*n*f)
+	m.dfc = buf(sc, 4*n*f)
+	m.dqkv = m.dfc
+	if !dqkvInDFC(n, f, dqkv) {
+		m.dqkv = buf(sc, dqkv)
+	}
 	if m.opts.ActGradBF16 { // bfloat16 dfc and dg share what Forward uses in float32
 		m.dg = m.dfc.Add(2 * n * f)
 	} else {

@@ -88,9 +88,9 @@ type Options struct {
 	// of the model's own (kernels.GPTDYCast, gemm.LinearConfig.CallerCastsDY)
 	// that writes the codes row-major and transposed and sums the bias
 	// gradient, where the default casts (gemm), transposes (the weight
-	// gradient's product) and sums (kernels.GPTColumnSum), each reading dy
-	// again: per block 9nh elements of dy read once instead of three
-	// times (backward.go's table). The same bits as without it. The
+	// gradient's product, from the codes) and sums (kernels.GPTColumnSum),
+	// reading dy again: per block the bias sums' 36nh bytes and the
+	// transposes' 9nh less (backward.go's table). The same bits. The
 	// transposed codes move from the products' scratch to the engine's
 	// activation buffer (PredictMemory counts them). Per-tensor recipes
 	// only (the first Forward refuses 128x128 weights' 1x128 activations);

@@ -137,7 +137,8 @@ extern "C" __global__ void __launch_bounds__(32 * COL_GROUPS)
 
 // DY_COLS columns of dy per block of gpt_dy_cast (four per lane), over
 // COL_CHUNK rows; DY_STRIDE bytes per column of its transposed tile (a
-// word more than the rows, so that a warp's column reads span the banks).
+// word more than the rows: with the XOR below it spreads a warp's byte
+// stores of one row over the 32 banks).
 #define DY_COLS 128
 #define DY_STRIDE (COL_CHUNK + 4)
 

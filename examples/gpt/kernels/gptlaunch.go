@@ -76,7 +76,7 @@ func (k *Set) columnSums(s *cuda.Stream, name string, dst, dst2 cuda.DevicePtr, 
 	return k.columnSumsBy(s, name, 32, dst, dst2, rows, n, args)
 }
 
-// columnSums is columnSums with blocks of cols columns (gpt_dy_cast's
+// columnSumsBy is columnSums with blocks of cols columns (gpt_dy_cast's
 // DY_COLS).
 func (k *Set) columnSumsBy(s *cuda.Stream, name string, cols int, dst, dst2 cuda.DevicePtr, rows, n int,
 	args func(part cuda.DevicePtr) *cuda.Args) error {
