@@ -142,7 +142,10 @@ extern "C" __global__ void __launch_bounds__(32 * COL_GROUPS)
 #define DY_COLS 128
 #define DY_STRIDE (COL_CHUNK + 4)
 
-namespace {
+// A named namespace, not an anonymous one: nvcc names the shared arrays of
+// functions in an anonymous namespace after a hash of the source's path,
+// which would make the generated PTX depend on where it was generated.
+namespace gptdy {
 
 // dy_quad loads dy[r, c..c+cnt) (zeros past cnt), as one vector when vec.
 __device__ __forceinline__ void dy_quad(float v[4], const float *dy, u64 i, int cnt, bool vec) {
@@ -245,12 +248,12 @@ __device__ __forceinline__ void dy_cast(u8 *dst, u8 *dstT, float *part, const T 
     }
 }
 
-} // namespace
+} // namespace gptdy
 
-#define GPT_DY_CAST(fmt, F, tn, T)                                                                                \
-    extern "C" __global__ void __launch_bounds__(32 * COL_GROUPS)                                                  \
+#define GPT_DY_CAST(fmt, F, tn, T)                                                                                   \
+    extern "C" __global__ void __launch_bounds__(32 * COL_GROUPS)                                                    \
         gpt_dy_cast_##fmt##_##tn(u8 *dst, u8 *dstT, float *part, const T *dy, const float *scale, u64 rows, u64 n) { \
-        dy_cast<F>(dst, dstT, part, dy, scale, rows, n);                                                           \
+        gptdy::dy_cast<F>(dst, dstT, part, dy, scale, rows, n);                                                      \
     }
 GPT_DY_CAST(e4m3, E4M3, f32, float)
 GPT_DY_CAST(e4m3, E4M3, bf16, u16)
