@@ -156,7 +156,9 @@ func TestGPTGELUGradAmax(t *testing.T) {
 // float32 and bfloat16 dy, both formats and shapes that cover a full tile
 // (256 rows x 128 columns), partial chunks and column tiles, a width that
 // is not a multiple of 4 (the scalar path), an odd row count (the byte
-// stores of the transpose) and a dy off the vector alignment: the codes
+// stores of the transpose), a dy off the vector alignment and codes
+// written one byte off the word alignment (the byte stores of both
+// outputs): the codes
 // against the fp8 package's CastScaled of the (widened) values at the
 // same scale, the transpose against those codes transposed, and the bias
 // sums against GPTColumnSum (or GPTColumnSumBF16) of the same dy onto the
@@ -167,13 +169,14 @@ func TestGPTDYCast(t *testing.T) {
 	const sc = 1024 // the scale: dy of standard deviation 1e-3 spans E5M2's and E4M3's normal range
 	scale := cudatest.Alloc(t, d, 4)
 	must(t, e.s.Upload(scale, cuda.Bytes([]float32{sc})))
-	shapes := [][3]int{{512, 256, 0}, {300, 200, 0}, {64, 130, 0}, {257, 768, 0}, {33, 36, 1}}
+	// rows, n, dy's offset in elements, the codes' offset in bytes
+	shapes := [][4]int{{512, 256, 0, 0}, {300, 200, 0, 0}, {64, 130, 0, 0}, {257, 768, 0, 0}, {33, 36, 1, 0}, {260, 132, 0, 1}}
 	for _, k := range sets {
 		for _, sh := range shapes {
-			rows, n, off := sh[0], sh[1], sh[2]
+			rows, n, off, coff := sh[0], sh[1], sh[2], sh[3]
 			for _, f := range []fp8.Format{fp8.E4M3, fp8.E5M2} {
 				for _, half := range []bool{false, true} {
-					name := fmt.Sprintf("%v/%dx%d+%d/%v/bf16=%v", k.Library().Variant(), rows, n, off, f, half)
+					name := fmt.Sprintf("%v/%dx%d+%d+%d/%v/bf16=%v", k.Library().Variant(), rows, n, off, coff, f, half)
 					m := rows * n
 					dy := e.f32(m+off, 0, 1e-3) + cuda.DevicePtr(4*off)
 					if half {
@@ -185,7 +188,8 @@ func TestGPTDYCast(t *testing.T) {
 					} else {
 						vals = e.floats(dy, m)
 					}
-					codes, codesT := cudatest.Alloc(t, d, m), cudatest.Alloc(t, d, m)
+					codes := cudatest.Alloc(t, d, m+coff) + cuda.DevicePtr(coff)
+					codesT := cudatest.Alloc(t, d, m+coff) + cuda.DevicePtr(coff)
 					db, ref := e.f32(n, 0, 1), cudatest.Alloc(t, d, 4*n)
 					must(t, e.s.CopyDtoD(ref, db, 4*n))
 					must(t, k.GPTDYCast(e.s, codes, codesT, db, dy, scale, rows, n, f, half))
