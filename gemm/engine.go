@@ -38,6 +38,7 @@ type Engine struct {
 	plans   map[cublaslt.Spec]*cublaslt.Plan
 	tune    int                    // candidates timed per new plan (SetAutotune)
 	tuned   map[cublaslt.Spec]bool // plans whose candidates were timed
+	trace   func(Stage)            // SetTrace's hook, or nil
 }
 
 // New starts an engine on d whose work is queued on s. Without a GPU or

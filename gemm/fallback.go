@@ -15,6 +15,7 @@ import (
 // accumulation. Scratch: 2 bytes per element of both operands, one product
 // at a time, never more than one layer's weight.
 func (e *Engine) fallback(out Output, lo Operand, lCols bool, ro Operand, rCols bool) (Result, error) {
+	e.mark(StageGEMM)
 	need := scratchNeed(lo, lCols, ro, rCols)
 	if err := e.reserve(need); err != nil {
 		return Result{}, err

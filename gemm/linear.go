@@ -327,6 +327,7 @@ func (l *Linear) backward(dx, dw Output, dy cuda.DevicePtr, amax icuda.DevicePtr
 // 0, with the scale derived from the amax key there (per-tensor current
 // scaling): the same scale, and the same codes, without the amax pass.
 func (l *Linear) quantizeDY(dst Operand, dy, amax icuda.DevicePtr) error {
+	l.e.mark(StageQuantize)
 	if amax == 0 {
 		return l.e.quantize(dst, dy, l.c.gradInput(), l.c.DY, 0, 0)
 	}
@@ -345,6 +346,7 @@ func (l *Linear) quantizeDY(dst Operand, dy, amax icuda.DevicePtr) error {
 // key at amax, or from an amax pass over dy when amax is 0), writes
 // scale_inv to dst (which dstT shares) and has cast write the codes.
 func (l *Linear) castDY(dst, dstT Operand, dy, amax icuda.DevicePtr, cast DYCast) error {
+	l.e.mark(StageQuantize)
 	el, err := elem(l.c.gradInput())
 	if err != nil {
 		return err

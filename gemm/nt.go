@@ -32,6 +32,7 @@ func fp8Type(f fp8.Format) cublaslt.DataType {
 // with A = r and B = l. FP8 inputs are read TN (both K-major), the only
 // form Hopper's FP8 kernels take.
 func (e *Engine) nt(out Output, l, r side) error {
+	e.mark(StageGEMM)
 	ot, err := outType(out.Type)
 	if err != nil {
 		return err
@@ -158,11 +159,16 @@ func (e *Engine) kmajor(a *arena, o Operand, kIsCols bool) (side, error) {
 			return side{}, fmt.Errorf("%w: operand %v would need a transpose, which 1x128 blocks do not survive: quantize it into an operand stored Transposed", ErrLayout, o)
 		}
 		sd.data, sd.outer, sd.k = a.take(rows*cols), cols, rows
+		e.mark(StageTranspose)
 		if err := e.k.TransposeFP8(e.s, sd.data, icuda.DevicePtr(o.Data), rows, cols); err != nil {
 			return side{}, err
 		}
 	}
-	switch regrid, copy := scaleCopy(o, direct, sd.k); {
+	regrid, copy := scaleCopy(o, direct, sd.k)
+	if regrid || copy {
+		e.mark(StageTranspose)
+	}
+	switch {
 	case regrid:
 		ld := gridLD(sd.k)
 		sd.scale = a.take(4 * ceilDiv(sd.outer, 128) * ld)

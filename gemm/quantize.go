@@ -83,6 +83,7 @@ func (e *Engine) Quantize(dst Operand, src cuda.DevicePtr, t buffer.DType, r fp8
 
 // quantize is Quantize on the worker thread.
 func (e *Engine) quantize(dst Operand, src icuda.DevicePtr, t buffer.DType, r fp8.Recipe, scale float32, amax icuda.DevicePtr) error {
+	e.mark(StageQuantize)
 	el, err := elem(t)
 	if err != nil {
 		return err
@@ -138,6 +139,7 @@ func (e *Engine) Transpose(dst, src Operand) error {
 
 // transpose is Transpose on the worker thread.
 func (e *Engine) transpose(dst, src Operand) error {
+	e.mark(StageTranspose)
 	rows, cols := src.stored()
 	switch src.Scales {
 	case PerTensor:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"math"
 	"strings"
@@ -36,38 +37,52 @@ func TestFuseDYFlag(t *testing.T) {
 	}
 }
 
+// gpuSmall trains the tests' small model (2 layers 128 wide, FFN 512:
+// attention's gradient shares mlp.fc's buffer) steps steps on GPU 0 with
+// the extra flags, writing the run's output to out, and returns its
+// losses. It skips the test without a GPU.
+func gpuSmall(t *testing.T, dir string, steps int, out io.Writer, extra ...string) []float64 {
+	t.Helper()
+	be, err := gpu.New(0)
+	cudatest.Unavailable(t, err, gpu.ErrUnavailable)
+	be.Close()
+	args := append([]string{"-backend", "gpu", "-data", dir, "-layers", "2", "-hidden", "128", "-heads", "2", "-ffn", "512",
+		"-seq", "64", "-batch", "4", "-micro", "2", "-steps", fmt.Sprint(steps), "-lr", "1e-2", "-eval-every", "0", "-eval-windows", "4",
+		"-sample", "0"}, extra...)
+	o, err := parseFlags(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	losses, err := gpuRun(o, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(losses) != steps {
+		t.Fatalf("%v: %d losses, want %d", extra, len(losses), steps)
+	}
+	return losses
+}
+
+// sameLosses reports each step whose loss differs in its bits.
+func sameLosses(t *testing.T, what string, got, want []float64) {
+	t.Helper()
+	for i := range want {
+		if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+			t.Errorf("%s, step %d: loss %v, %v without", what, i+1, got[i], want[i])
+		}
+	}
+}
+
 // TestGPUFuseDY trains the small model 10 steps with and without
 // -fuse-dy, with float32 and with bfloat16 activation gradients: the
 // losses must be the same bits (the fused cast writes the codes and bias
 // sums of the separate passes, so every step sees the same gradients).
 func TestGPUFuseDY(t *testing.T) {
-	be, err := gpu.New(0)
-	cudatest.Unavailable(t, err, gpu.ErrUnavailable)
-	be.Close()
 	dir := writeData(t)
 	for _, actGrad := range []string{"fp32", "bf16"} {
-		var losses [2][]float64
-		for i, extra := range [][]string{nil, {"-fuse-dy"}} {
-			args := append([]string{"-backend", "gpu", "-data", dir, "-layers", "2", "-hidden", "128", "-heads", "2", "-ffn", "256",
-				"-seq", "64", "-batch", "4", "-micro", "2", "-steps", "10", "-lr", "1e-2", "-eval-every", "0", "-eval-windows", "4",
-				"-sample", "0", "-act-grad", actGrad}, extra...)
-			o, err := parseFlags(args)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if losses[i], err = gpuRun(o, io.Discard); err != nil {
-				t.Fatal(err)
-			}
-		}
-		a, b := losses[0], losses[1]
-		if len(a) != 10 || len(b) != 10 {
-			t.Fatalf("-act-grad %s: %d and %d losses, want 10", actGrad, len(a), len(b))
-		}
-		for i := range a {
-			if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
-				t.Errorf("-act-grad %s, step %d: loss %v with -fuse-dy, %v without", actGrad, i+1, b[i], a[i])
-			}
-		}
+		a := gpuSmall(t, dir, 10, io.Discard, "-act-grad", actGrad)
+		b := gpuSmall(t, dir, 10, io.Discard, "-act-grad", actGrad, "-fuse-dy")
+		sameLosses(t, "-act-grad "+actGrad+" -fuse-dy", b, a)
 		t.Logf("-act-grad %s: losses%s", actGrad, fmtLosses(a))
 	}
 }

@@ -43,6 +43,7 @@ type gpuTrainer struct {
 	valid  []uint16
 	rec    *recorder
 	out    io.Writer
+	prof   *gpumodel.Profiler // -profile, or nil
 }
 
 // gpuRun trains on GPUs: one process per GPU under `distopt run` (the
@@ -108,6 +109,10 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 		rec.path = ""
 	}
 	t := &gpuTrainer{o: o, opt: opt, comm: comm, be: be, m: m, loader: loader, valid: c.valid, rec: rec, out: out}
+	if o.profile {
+		t.prof = gpumodel.NewProfiler(be.Device(), be.Stream())
+		defer t.prof.Close()
+	}
 	losses, err := t.loop(ctx)
 	if err != nil {
 		return losses, err
@@ -237,6 +242,7 @@ func (t *gpuTrainer) loop(ctx context.Context) ([]float64, error) {
 			100*tokens*o.shape.FlopsPerToken()/dt/peakBF16/float64(t.comm.Size()), 1000*dt,
 			ms(ph.wait), ms(ph.fwdBwd), ms(ph.step), t.memory())
 		if step == t.first {
+			t.prof.Reset() // the first step autotunes the GEMMs and allocates
 			t.activations()
 		}
 		last := step+1 == o.steps || step+1 == o.stopAfter
@@ -265,6 +271,10 @@ func (t *gpuTrainer) loop(ctx context.Context) ([]float64, error) {
 			break
 		}
 		prev = time.Now() // evaluations and checkpoints are not the next step's time
+	}
+	if t.prof != nil {
+		fmt.Fprintf(t.out, "profile: device time per step by phase (CUDA events on the compute stream, the first step left out)\n")
+		return losses, t.prof.WriteTable(t.out)
 	}
 	return losses, nil
 }
@@ -301,6 +311,10 @@ func (t *gpuTrainer) activations() {
 // loss is averaged over micro-batches and ranks.
 func (t *gpuTrainer) step(ctx context.Context, step int) (float64, optimizer.StepResult, stepTimes, error) {
 	var ph stepTimes
+	if t.prof != nil { // the steps' work only, not the evaluations'
+		t.m.SetProfiler(t.prof)
+		defer t.m.SetProfiler(nil)
+	}
 	start := time.Now()
 	if err := t.opt.WaitGathers(ctx); err != nil {
 		return 0, optimizer.StepResult{}, ph, err
@@ -328,6 +342,7 @@ func (t *gpuTrainer) step(ctx context.Context, step int) (float64, optimizer.Ste
 		pend = append(pend, p)
 	}
 	queued := time.Now()
+	t.prof.Mark(gpumodel.PhaseOptimizer)
 	res, err := t.opt.StepAsync(ctx)
 	if err != nil {
 		return 0, res, ph, err
@@ -349,6 +364,9 @@ func (t *gpuTrainer) step(ctx context.Context, step int) (float64, optimizer.Ste
 		tm := res.Timings
 		res, err = t.opt.LastResult()
 		res.Timings = tm
+	}
+	if err == nil && t.prof != nil {
+		err = t.prof.Collect()
 	}
 	return loss, res, ph, err
 }

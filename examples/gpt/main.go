@@ -115,6 +115,7 @@ type options struct {
 	evalSpread                          bool
 	epilogue                            bool // -epilogue: qkv's and fc's biases in the GEMMs' epilogue
 	fuseDY                              bool // -fuse-dy: output gradients cast, transposed and summed in one pass
+	profile                             bool // -profile: device time per step by phase
 	head                                gpumodel.HeadPrecision
 	gradType                            buffer.DType // -grad-type: the GPU model's gradient views
 	actGradBF16                         bool         // -act-grad bf16: the GPU model's activation gradients
@@ -168,6 +169,7 @@ func defineFlags(o *options) (*flag.FlagSet, rawFlags) {
 	fs.BoolVar(&o.epilogue, "epilogue", false, "GPU: add qkv's and fc's biases in the FP8 GEMMs' epilogue, writing bfloat16 directly (fused forward only; not with -recompute; off until a GPU run shows it correct and faster)")
 	r.actGrad = fs.String("act-grad", "fp32", "GPU: type of the activation gradients where PyTorch's autocast keeps them in bfloat16 (the linear layers' input gradients, GELU's gradient): fp32, or bf16 (fewer bytes moved; the residual stream's gradient stays float32; gpumodel.Options.ActGradBF16). fp32 stays the default until scripts/gpu/gpt_long.sh shows bf16's loss within 1% of fp32's")
 	fs.BoolVar(&o.fuseDY, "fuse-dy", false, "GPU: cast each linear layer's output gradient to FP8, transposed and not, and sum its bias gradient in one pass (same bits; per-tensor recipes; off until a GPU run shows it faster)")
+	fs.BoolVar(&o.profile, "profile", false, "GPU: print where each step's device time goes, by phase (LayerNorm, FP8 GEMMs, attention, ...), measured with CUDA events; the first step is left out")
 	fs.BoolVar(&o.keepTransposed, "keep-transposed", false, "GPU: keep the transposed FP8 linear inputs for backward instead of making them there (same bits, more memory)")
 	fs.BoolVar(&o.resume, "resume", false, "continue from the latest checkpoint under -ckpt")
 	fs.BoolVar(&o.verbose, "v", false, "debug output: the optimizer's log (log/slog) on stderr")
@@ -270,6 +272,8 @@ func (o *options) finish(fs *flag.FlagSet, r rawFlags) error {
 		return fmt.Errorf("-ranks %d with -backend gpu: GPU runs have one process per GPU; start them with distopt run --nproc-per-node", o.ranks)
 	case o.backend == "cpu" && (o.recompute || o.keepTransposed || o.epilogue || o.fuseDY || attentionSet) && o.exportPath == "":
 		return fmt.Errorf("-recompute, -keep-transposed, -epilogue, -fuse-dy and -attention are options of the GPU model (-backend gpu); the CPU reference keeps float64 activations and computes attention exactly")
+	case o.profile && (o.backend != "gpu" || o.steps < 2):
+		return fmt.Errorf("-profile measures GPU steps after the first: it needs -backend gpu and -steps 2 or more")
 	case o.fuseDY && o.recipe.Scaling == fp8.Block128x128:
 		return fmt.Errorf("-fuse-dy casts per-tensor output gradients; -recipe %s has 1x128 blocks of them", *r.recipe)
 	case o.backend == "cpu" && gradTypeSet && o.exportPath == "":

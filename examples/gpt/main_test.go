@@ -168,7 +168,7 @@ func TestSampleContext(t *testing.T) {
 func TestFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-preset", "huge"}, {"-backend", "tpu"}, {"-export-check", "maybe"}, {"-heads", "5"}, {"-ranks", "0"}, {"-resume"}, {"-recipe", "nope"}, {"extra"},
-		{"-backend", "gpu", "-ranks", "2"}, {"-recompute"}, {"-keep-transposed"}, {"-epilogue"}, {"-fuse-dy"}, {"-backend", "gpu", "-fuse-dy", "-recipe", "tile"}, {"-backend", "gpu", "-recompute", "-keep-transposed"},
+		{"-backend", "gpu", "-ranks", "2"}, {"-recompute"}, {"-keep-transposed"}, {"-epilogue"}, {"-fuse-dy"}, {"-profile"}, {"-backend", "gpu", "-profile", "-steps", "1"}, {"-backend", "gpu", "-fuse-dy", "-recipe", "tile"}, {"-backend", "gpu", "-recompute", "-keep-transposed"},
 		{"-backend", "gpu", "-attention", "fused"}, {"-attention", "gemm"}, {"-attention", "flash"},
 		{"-head-precision", "fp16"}, {"-head-precision", ""}, {"-eval-spread", "maybe"},
 	} {

@@ -72,7 +72,8 @@
 #     gradients reduce-scattered in BF16, in FP8 (E4M3), and in FP8 with
 #     error feedback; the last lines of each side by side.
 #  8. (not by default) profile: the GPU time of one step by kernel class,
-#     distopt under ncu and compiled PyTorch ($PROFILE_SDPA attention,
+#     distopt's own -profile (CUDA events by phase; under ncu too with
+#     PROFILE_NCU=1) and compiled PyTorch ($PROFILE_SDPA attention,
 #     default cudnn) under torch.profiler, tabled by
 #     scripts/gpt/profile_classes.py.
 #  9. (not by default) gradtype: issue 37's gradients in BF16, as part 7
@@ -252,20 +253,28 @@ bench() {
 }
 
 # profile: where each step's GPU time goes, by kernel class (issue 37's
-# first lever). distopt under ncu (gpu__time_duration of every launch of
-# PROFILE_STEPS steps; the step between the last two forward passes is
-# taken), PyTorch compiled with its $PROFILE_SDPA attention under
+# first lever). distopt's own `-profile` (CUDA events by phase over
+# PROFILE_STEPS steps, the first left out: seconds per shape); with
+# PROFILE_NCU=1 also distopt under ncu (gpu__time_duration of every
+# launch; the step between the last two forward passes is taken, minutes
+# per shape); PyTorch compiled with its $PROFILE_SDPA attention under
 # torch.profiler (its last two steps); scripts/gpt/profile_classes.py
-# prints both tables.
+# prints the ncu and PyTorch tables.
 profile() {
 	ncu=${NCU:-/usr/local/cuda/bin/ncu}
 	for shape in small:$BENCH_BATCH_SMALL 1.3b:$BENCH_BATCH_XL; do
 		p=${shape%%:*}
 		b=${shape#*:}
-		timeout 240 $ncu --csv --metrics gpu__time_duration.sum --print-units base $bin/gpt -backend gpu -data $bin/data \
-			-preset $p -batch $b -steps ${PROFILE_STEPS:-4} -eval-every 0 -eval-windows $b -sample 0 \
-			>"$OUT/profile_distopt_$p.csv" 2>"$OUT/profile_distopt_$p.err" || status=1
-		"$py" scripts/gpt/profile_classes.py "$OUT/profile_distopt_$p.csv" || status=1
+		# the example's own profile: CUDA events by phase, seconds per shape
+		timeout 120 $bin/gpt -backend gpu -data $bin/data -preset $p -batch $b -steps ${PROFILE_STEPS:-4} -eval-every 0 \
+			-eval-windows $b -sample 0 -profile >"$OUT/profile_events_$p.log" 2>&1 || status=1
+		sed -n '/^profile:/,$p' "$OUT/profile_events_$p.log"
+		if [ "${PROFILE_NCU:-0}" = 1 ]; then
+			timeout 240 $ncu --csv --metrics gpu__time_duration.sum --print-units base $bin/gpt -backend gpu -data $bin/data \
+				-preset $p -batch $b -steps ${PROFILE_STEPS:-4} -eval-every 0 -eval-windows $b -sample 0 \
+				>"$OUT/profile_distopt_$p.csv" 2>"$OUT/profile_distopt_$p.err" || status=1
+			"$py" scripts/gpt/profile_classes.py "$OUT/profile_distopt_$p.csv" || status=1
+		fi
 		timeout 240 "$py" scripts/gpt/torch_gpt.py --data $bin/data --shape $p --batch $b --steps 8 --eval-every 0 \
 			--eval-windows $b --sdpa ${PROFILE_SDPA:-cudnn} --compile --profile "$OUT/profile_torch_$p.json" \
 			>"$OUT/profile_torch_$p.log" 2>&1 || status=1

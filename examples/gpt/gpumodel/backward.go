@@ -68,6 +68,7 @@ func (m *Model) Backward(params Params, grads Grads, ready func(name string) err
 // backwardHead queues the gradients of the loss, the tied head and the
 // final LayerNorm.
 func (m *Model) backwardHead(params Params, grads Grads, ready func(string) error) error {
+	m.mark(PhaseHead)
 	h, n := m.cfg.Hidden, m.rows
 	wte, err := hp(params, "embed.tokens")
 	if err != nil {
@@ -106,6 +107,7 @@ func (m *Model) backwardLayer(params Params, grads Grads, l int, ready func(stri
 		},
 		func() error { return m.linearGrad(params, grads, l, outL, m.dg, m.dx, m.dyAmax(), ready) },
 		func() error {
+			m.mark(PhaseGELUBwd)
 			if !m.opts.fusedBackward() {
 				return m.k.GPTGELUGradBF16(m.s, m.dfc, m.dg, a.fc, n*f)
 			}
@@ -121,6 +123,7 @@ func (m *Model) backwardLayer(params Params, grads Grads, l int, ready func(stri
 		// m.dx: gradient of x2 = x + Attn(LN1(x)).
 		func() error { return m.linearGrad(params, grads, l, projL, m.dtmp, m.dx, m.dyAmax(), ready) },
 		func() error {
+			m.mark(PhaseAttentionBwd)
 			return m.attn.backward(m.s, m.dqkv, m.ds, m.dtmp, a.p, a.qkv)
 		},
 		func() error {
@@ -135,6 +138,7 @@ func (m *Model) backwardLayer(params Params, grads Grads, l int, ready func(stri
 // backwardEmbed queues the gradients of the token and position
 // embeddings from m.dx.
 func (m *Model) backwardEmbed(grads Grads, ready func(string) error) error {
+	m.mark(PhaseEmbed)
 	h, v := m.cfg.Hidden, m.cfg.Vocab
 	gwte, err := m.gradSum(grads, "embed.tokens")
 	if err != nil {
@@ -167,6 +171,11 @@ func (m *Model) restore(l, i int, recompute func() error, x cuda.DevicePtr) erro
 	lin := m.layers[l].lin[i]
 	if !lin.Config().Recompute {
 		return nil
+	}
+	if i == outL {
+		m.mark(PhaseGELU)
+	} else {
+		m.mark(PhaseLayerNorm)
 	}
 	if err := recompute(); err != nil {
 		return err
@@ -218,6 +227,7 @@ func (m *Model) linearGrad(params Params, grads Grads, l, i int, dx, dy, amax cu
 		if _, _, err := lin.BackwardAmax(dxo, gw, cuda.DevicePtr(dy), cuda.DevicePtr(amax), w); err != nil {
 			return fmt.Errorf("gpumodel: %s backward: %w", name, err)
 		}
+		m.mark(PhaseBiasGrad)
 		sum := m.k.GPTColumnSum
 		if bf {
 			sum = m.k.GPTColumnSumBF16
@@ -250,6 +260,7 @@ func (m *Model) layerNormGrad(params Params, grads Grads, name string, x, mean, 
 		return err
 	}
 	h := m.cfg.Hidden
+	m.mark(PhaseLayerNormBwd)
 	if m.opts.fusedBackward() {
 		err = m.k.GPTLayerNormGradXAmax(m.s, m.dx, m.dln, x, mean, rstd, w, m.dyAmax(), m.rows, h, dln16)
 	} else {

@@ -27,6 +27,7 @@ func (m *Model) Forward(params Params, tokens, targets []int32, dloss float64) e
 func (m *Model) onWorker(fn func() error) error { return m.d.Do(fn) }
 
 func (m *Model) forward(params Params, tokens, targets []int32, dloss float64) error {
+	m.mark(PhaseEmbed)
 	if err := m.upload(tokens, targets); err != nil {
 		return err
 	}
@@ -58,6 +59,7 @@ func (m *Model) forward(params Params, tokens, targets []int32, dloss float64) e
 	if err := m.finalResidual(params); err != nil {
 		return err
 	}
+	m.mark(PhaseHead)
 	if err := m.layerNorm(params, "final_ln", m.lnf, m.meanf, m.rstdf, m.xf); err != nil {
 		return err
 	}
@@ -84,13 +86,25 @@ func (m *Model) forwardLayer(params Params, l int) error {
 		next = m.layers[l+1].x
 	}
 	steps := []func() error{
-		func() error { return m.layerNorm(params, lname(l, "ln1"), m.ln, a.mean1, a.rstd1, a.x) },
+		func() error {
+			m.mark(PhaseLayerNorm)
+			return m.layerNorm(params, lname(l, "ln1"), m.ln, a.mean1, a.rstd1, a.x)
+		},
 		func() error { return m.linear(params, l, qkvL, m.dqkv, a.qkv, 0, m.ln) },
-		func() error { return m.attn.forward(m.s, m.att, a.p, a.qkv) },
+		func() error {
+			m.mark(PhaseAttention)
+			return m.attn.forward(m.s, m.att, a.p, a.qkv)
+		},
 		func() error { return m.linear(params, l, projL, a.x2, 0, a.x, m.attnOut(a)) },
-		func() error { return m.layerNorm(params, lname(l, "ln2"), m.ln, a.mean2, a.rstd2, a.x2) },
+		func() error {
+			m.mark(PhaseLayerNorm)
+			return m.layerNorm(params, lname(l, "ln2"), m.ln, a.mean2, a.rstd2, a.x2)
+		},
 		func() error { return m.linear(params, l, fcL, m.dfc, a.fc, 0, m.ln) },
-		func() error { return m.k.GPTGELUBF16(m.s, m.gelu, a.fc, n*f) },
+		func() error {
+			m.mark(PhaseGELU)
+			return m.k.GPTGELUBF16(m.s, m.gelu, a.fc, n*f)
+		},
 		func() error { return m.linear(params, l, outL, next, 0, a.x2, m.gelu) },
 	}
 	return runSteps(steps)
@@ -123,6 +137,7 @@ func (m *Model) linear(params Params, l, i int, y, y16, res, x cuda.DevicePtr) e
 // into y16 (GPTBiasAddBF16) or, when y16 is 0, in place with the residual
 // connection from res (GPTBiasResidual).
 func (m *Model) bias(params Params, l, i int, y, y16, res cuda.DevicePtr) error {
+	m.mark(PhaseBias)
 	b, err := hp(params, lname(l, linearNames[i])+".bias")
 	if err != nil {
 		return err

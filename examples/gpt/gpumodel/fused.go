@@ -64,6 +64,7 @@ func (m *Model) forwardFused(params Params, l int) error {
 	steps := []func() error{
 		func() error {
 			return m.product(params, l, qkvL, qkv, 0, func(x gemm.Operand) error {
+				m.mark(PhaseLayerNorm)
 				return m.layerNormFP8(params, lname(l, "ln1"), before, m.fp8Out(l, qkvL, x), a.mean1, a.rstd1, a.x, res)
 			})
 		},
@@ -73,10 +74,14 @@ func (m *Model) forwardFused(params Params, l int) error {
 			}
 			return m.bias(params, l, qkvL, m.dqkv, a.qkv, 0)
 		},
-		func() error { return m.attn.forward(m.s, m.att, a.p, a.qkv) },
+		func() error {
+			m.mark(PhaseAttention)
+			return m.attn.forward(m.s, m.att, a.p, a.qkv)
+		},
 		func() error { return m.product(params, l, projL, f32Out(a.x2), m.attnOut(a), nil) },
 		func() error {
 			return m.product(params, l, fcL, fc, 0, func(x gemm.Operand) error {
+				m.mark(PhaseLayerNorm)
 				return m.layerNormFP8(params, lname(l, "ln2"), lname(l, linearNames[projL]), m.fp8Out(l, fcL, x), a.mean2, a.rstd2, a.x2, a.x)
 			})
 		},
@@ -127,6 +132,7 @@ func (m *Model) layerNormFP8(params Params, name, before string, q kernels.FP8Ou
 // product in m.dfc) and the FP8 input q of mlp.proj, GELU(fc). With
 // Epilogue the product wrote fc with its bias: GELU reads it as it is.
 func (m *Model) geluFP8(params Params, l int, q gemm.Operand) error {
+	m.mark(PhaseGELU)
 	if m.opts.Epilogue {
 		return m.k.GPTGELUFP8(m.s, m.fp8Out(l, outL, q), m.amax, m.layers[l].fc, m.rows, m.cfg.FFN)
 	}

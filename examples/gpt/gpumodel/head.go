@@ -41,6 +41,7 @@ func ParseHeadPrecision(s string) (HeadPrecision, error) {
 // output) and the embedding wte, the losses and, unless dloss is 0, the
 // logits' gradient, with the roundings of m.opts.Head.
 func (m *Model) headForward(wte cuda.DevicePtr, dloss float64) error {
+	m.mark(PhaseHead)
 	n, h, v := m.rows, m.cfg.Hidden, m.cfg.Vocab
 	bf := m.opts.Head == HeadBF16
 	if err := m.roundIf(bf, m.lnf, n*h); err != nil {

@@ -58,6 +58,7 @@ type Model struct {
 	s                *cuda.Stream
 	k                *kernels.Set
 	e                *gemm.Engine
+	prof             *Profiler // SetProfiler's, or nil
 	layers           []layer
 	// kept outside the blocks (Final)
 	xf, lnf, meanf, rstdf, logits, dlogits, losses cuda.DevicePtr
@@ -349,6 +350,7 @@ func (m *Model) ZeroGrads(grads Grads) error {
 }
 
 func (m *Model) zeroGrads(grads Grads) error {
+	m.mark(PhaseOptimizer)
 	t := m.opts.gradType()
 	for _, p := range m.cfg.Params() {
 		g, err := viewPtr(grads, p.Name, t)
