@@ -258,7 +258,8 @@ bench() {
 # PROFILE_NCU=1 also distopt under ncu (gpu__time_duration of every
 # launch; the step between the last two forward passes is taken, minutes
 # per shape); PyTorch compiled with its $PROFILE_SDPA attention under
-# torch.profiler (its last two steps); scripts/gpt/profile_classes.py
+# torch.profiler (its last two steps; PROFILE_TORCH=0 skips it, about two
+# minutes a shape with the compilation); scripts/gpt/profile_classes.py
 # prints the ncu and PyTorch tables.
 profile() {
 	ncu=${NCU:-/usr/local/cuda/bin/ncu}
@@ -275,6 +276,7 @@ profile() {
 				>"$OUT/profile_distopt_$p.csv" 2>"$OUT/profile_distopt_$p.err" || status=1
 			"$py" scripts/gpt/profile_classes.py "$OUT/profile_distopt_$p.csv" || status=1
 		fi
+		[ "${PROFILE_TORCH:-1}" = 1 ] || continue
 		timeout 240 "$py" scripts/gpt/torch_gpt.py --data $bin/data --shape $p --batch $b --steps 8 --eval-every 0 \
 			--eval-windows $b --sdpa ${PROFILE_SDPA:-cudnn} --compile --profile "$OUT/profile_torch_$p.json" \
 			>"$OUT/profile_torch_$p.log" 2>&1 || status=1
