@@ -272,11 +272,15 @@ func (t *gpuTrainer) loop(ctx context.Context) ([]float64, error) {
 		}
 		prev = time.Now() // evaluations and checkpoints are not the next step's time
 	}
-	if t.prof != nil {
-		fmt.Fprintf(t.out, "profile: device time per step by phase (CUDA events on the compute stream, the first step left out)\n")
-		return losses, t.prof.WriteTable(t.out)
+	if t.prof == nil {
+		return losses, nil
 	}
-	return losses, nil
+	if _, n := t.prof.Totals(); n == 0 { // a resumed run of one step
+		fmt.Fprintf(t.out, "profile: no step after this run's first\n")
+		return losses, nil
+	}
+	fmt.Fprintf(t.out, "profile: device time per step by phase (CUDA events on the compute stream, the first step left out)\n")
+	return losses, t.prof.WriteTable(t.out)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
