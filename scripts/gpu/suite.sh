@@ -3,8 +3,12 @@
 #
 #   sh scripts/gpu/suite.sh pack     (here) build.sh, then every binary of .gpu
 #                                    in one solid archive, .gpu-pack/gpu.tar.xz
-#   sh scripts/gpu/suite.sh hold     (here) move the generated PTX and cubins
-#                                    out of the tree to $HOLD, for the call
+#   sh scripts/gpu/suite.sh fresh    (here) check that every carry built
+#                                    (.gpu, .gpu-gptlong, .gpu-speed37) was built
+#                                    from HEAD with no modified file; STALE_OK=1
+#                                    lets hold go on anyway
+#   sh scripts/gpu/suite.sh hold     (here) fresh, then move the generated PTX
+#                                    and cubins out of the tree to $HOLD
 #   ... the device call: carry [".gpu-pack"], command
 #       sh scripts/gpu/suite.sh remote
 #   sh scripts/gpu/suite.sh restore  (here) put them back, at once
@@ -34,8 +38,33 @@ pack)
 		xz -T2 --lzma2=preset=6,dict=192MiB >.gpu-pack/gpu.tar.xz
 	ls -l .gpu-pack/gpu.tar.xz
 	;;
+fresh)
+	# Each carry built here names the commit it was built from on the first
+	# line of its commit file (build.sh, lib.sh's stamp). A carry built at
+	# another commit, or from modified tracked files, runs other code than
+	# the tree: device time spent on stale binaries is lost.
+	# Notes, docs and scripts do not go into the binaries.
+	head=$(git rev-parse HEAD)
+	dirty=$(git status --porcelain --untracked-files=no -- . ':!*.md' ':!scripts' ':!docs' | head -1)
+	stale=0
+	for f in .gpu/commit .gpu-gptlong/commit .gpu-speed37/commit; do
+		[ -e "$f" ] || continue
+		built=$(head -1 "$f")
+		case "$head" in
+		"$built"*) if grep '^modified: ' "$f" | grep -qv -e '\.md$' -e ' scripts/' -e ' docs/' || [ -n "$dirty" ]; then
+			echo "suite.sh: $f: built at HEAD, but the tree or the build had modified files: rebuild after committing" >&2
+			stale=1
+		else
+			echo "$f: built at HEAD ($built)"
+		fi ;;
+		*) echo "suite.sh: $f: built at $built, HEAD is $head: stale, rebuild it (or remove it if no call carries it)" >&2; stale=1 ;;
+		esac
+	done
+	[ $stale = 0 ] || [ "${STALE_OK:-0}" = 1 ] || exit 1
+	;;
 hold)
 	[ ! -e "$HOLD" ] || { echo "suite.sh: $HOLD exists: restore first" >&2; exit 1; }
+	sh "$0" fresh
 	for d in $dirs; do
 		mkdir -p "$HOLD/$(dirname "$d")"
 		mv "$d" "$HOLD/$d"
@@ -58,7 +87,7 @@ remote)
 	GPUS=1 BENCH=0 timeout "${LIMIT:-560}" sh scripts/gpu/run.sh
 	;;
 *)
-	echo "usage: sh scripts/gpu/suite.sh pack|hold|remote|restore" >&2
+	echo "usage: sh scripts/gpu/suite.sh pack|fresh|hold|remote|restore" >&2
 	exit 2
 	;;
 esac
