@@ -242,7 +242,7 @@ func (t *gpuTrainer) loop(ctx context.Context) ([]float64, error) {
 			100*tokens*o.shape.FlopsPerToken()/dt/peakBF16/float64(t.comm.Size()), 1000*dt,
 			ms(ph.wait), ms(ph.fwdBwd), ms(ph.step), t.memory())
 		if step == t.first {
-			t.prof.Reset() // the first step autotunes the GEMMs and allocates
+			t.prof.Reset() // the first step makes the GEMMs' plans and allocates
 			t.activations()
 		}
 		last := step+1 == o.steps || step+1 == o.stopAfter
@@ -310,8 +310,9 @@ func (t *gpuTrainer) activations() {
 }
 
 // step runs one optimizer step (0-based): forward and backward passes of
-// every micro-batch, gradients accumulated in the optimizer's views and
-// handed over as the backward pass finishes each, then StepAsync. The
+// every micro-batch, gradients written into the optimizer's views by the
+// first (gpumodel.Model.BackwardInto) and added by the others, handed
+// over as the backward pass finishes each, then StepAsync. The
 // loss is averaged over micro-batches and ranks.
 func (t *gpuTrainer) step(ctx context.Context, step int) (float64, optimizer.StepResult, stepTimes, error) {
 	var ph stepTimes
@@ -325,9 +326,6 @@ func (t *gpuTrainer) step(ctx context.Context, step int) (float64, optimizer.Ste
 	}
 	ph.wait = time.Since(start)
 	start = time.Now()
-	if err := t.m.ZeroGrads(t.opt.Grad); err != nil {
-		return 0, optimizer.StepResult{}, ph, err
-	}
 	n := t.loader.Batch * t.loader.Seq
 	in, tg := make([]int32, n), make([]int32, n)
 	pend := make([]*gpumodel.PendingLoss, 0, t.o.micro)
@@ -336,7 +334,11 @@ func (t *gpuTrainer) step(ctx context.Context, step int) (float64, optimizer.Ste
 		if err := t.m.Forward(t.opt.Param, in, tg, 1/float64(t.o.micro)); err != nil {
 			return 0, optimizer.StepResult{}, ph, err
 		}
-		if err := t.m.Backward(t.opt.Param, t.opt.Grad, t.opt.GradReady); err != nil {
+		backward := t.m.Backward
+		if micro == 0 { // the step's first: its gradients are written, not added (no ZeroGrads)
+			backward = t.m.BackwardInto
+		}
+		if err := backward(t.opt.Param, t.opt.Grad, t.opt.GradReady); err != nil {
 			return 0, optimizer.StepResult{}, ph, err
 		}
 		p, err := t.m.LossLater() // no wait: the next micro-batch is queued behind this one

@@ -18,10 +18,35 @@ import (
 // and GELU outputs are recomputed here, into the shared buffers, before
 // the layers that read them.
 func (m *Model) Backward(params Params, grads Grads, ready func(name string) error) error {
+	return m.backward(params, grads, ready, false)
+}
+
+// BackwardInto is Backward for a step's first micro-batch, in place of
+// ZeroGrads and Backward: the linear layers' weight gradients are written
+// by their GEMMs instead of added to their views, and only the other
+// gradients' views (biases, LayerNorms, embeddings) are zeroed first. At
+// 1.3B the linear weights hold 98% of the gradient bytes ZeroGrads
+// writes (5.2 GB of float32, about 1.5 ms of an H200's bandwidth per
+// step). The gradients are those of ZeroGrads and Backward, but for the
+// sign of an exactly zero sum (0 + -0 is +0), which no update tells
+// apart.
+func (m *Model) BackwardInto(params Params, grads Grads, ready func(name string) error) error {
+	return m.backward(params, grads, ready, true)
+}
+
+// backward runs Backward; into says BackwardInto.
+func (m *Model) backward(params Params, grads Grads, ready func(name string) error, into bool) error {
 	if !m.grad {
 		return errors.New("gpumodel: Backward without a Forward with a non-zero dloss since the last Backward")
 	}
 	m.grad = false
+	if into {
+		if err := m.onWorker(func() error { return m.zeroGrads(grads, isLinearWeight) }); err != nil {
+			return err
+		}
+		m.into = true
+		defer func() { m.into = false }()
+	}
 	// The launches are queued in a few calls to the device's worker (one
 	// per block, see onWorker); the names whose gradients are complete are
 	// handed to ready between those calls, never from the worker, so ready
@@ -202,7 +227,7 @@ func (m *Model) linearGrad(params Params, grads Grads, l, i int, dx, dy, amax cu
 	if gv.DType != m.opts.gradType() {
 		return fmt.Errorf("gpumodel: the gradient of %s is %v, the model was made for %v (Options.GradType)", gv.Name, gv.DType, m.opts.gradType())
 	}
-	gw, err := gemm.Gradient(gv.Data, gv.DType, true)
+	gw, err := gemm.Gradient(gv.Data, gv.DType, !m.into) // BackwardInto: written, not added
 	if err != nil {
 		return fmt.Errorf("gpumodel: %s: %w", gv.Name, err)
 	}

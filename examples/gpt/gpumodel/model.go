@@ -3,6 +3,8 @@ package gpumodel
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/cuda"
@@ -59,6 +61,7 @@ type Model struct {
 	k                *kernels.Set
 	e                *gemm.Engine
 	prof             *Profiler // SetProfiler's, or nil
+	into             bool      // in BackwardInto: the linear weights' gradients are written
 	layers           []layer
 	// kept outside the blocks (Final)
 	xf, lnf, meanf, rstdf, logits, dlogits, losses cuda.DevicePtr
@@ -344,15 +347,29 @@ func weight(params Params, name string) (gemm.Operand, error) {
 }
 
 // ZeroGrads clears every gradient view; call it before a step's first
-// micro-batch (every gradient is accumulated).
+// micro-batch (Backward accumulates every gradient), or run that
+// micro-batch's backward pass with BackwardInto instead.
 func (m *Model) ZeroGrads(grads Grads) error {
-	return m.onWorker(func() error { return m.zeroGrads(grads) })
+	return m.onWorker(func() error { return m.zeroGrads(grads, nil) })
 }
 
-func (m *Model) zeroGrads(grads Grads) error {
+// isLinearWeight reports whether the parameter named name is a linear
+// layer's weight, whose gradient a GEMM writes whole.
+func isLinearWeight(name string) bool {
+	return strings.HasPrefix(name, "layer") && slices.ContainsFunc(linearNames[:], func(l string) bool {
+		return strings.HasSuffix(name, "."+l+".weight")
+	})
+}
+
+// zeroGrads clears the gradient view of every parameter but those skip
+// reports (nil: none).
+func (m *Model) zeroGrads(grads Grads, skip func(name string) bool) error {
 	m.mark(PhaseOptimizer)
 	t := m.opts.gradType()
 	for _, p := range m.cfg.Params() {
+		if skip != nil && skip(p.Name) {
+			continue
+		}
 		g, err := viewPtr(grads, p.Name, t)
 		if err != nil {
 			return err
