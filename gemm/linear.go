@@ -298,20 +298,9 @@ func (l *Linear) backward(dx, dw Output, dy cuda.DevicePtr, amax icuda.DevicePtr
 				return err
 			}
 		}
-		dyT := t.dy
-		if cast != nil {
-			dyT = t.dyT
-			if err := l.castDY(t.dy, dyT, icuda.DevicePtr(dy), amax, cast); err != nil {
-				return err
-			}
-		} else if err := l.quantizeDY(t.dy, icuda.DevicePtr(dy), amax); err != nil {
+		dyT, err := l.quantizeDY(t, icuda.DevicePtr(dy), amax, cast)
+		if err != nil {
 			return err
-		}
-		if t.dyT.Data != 0 && cast == nil { // 1x128 blocks: quantized again down the columns
-			dyT = t.dyT
-			if err := l.e.quantize(dyT, icuda.DevicePtr(dy), l.c.gradInput(), l.c.DY, 0, 0); err != nil {
-				return err
-			}
 		}
 		if dgrad, err = l.e.queue(dx, t.dy, true, w, false); err != nil {
 			return err
@@ -323,49 +312,35 @@ func (l *Linear) backward(dx, dw Output, dy cuda.DevicePtr, amax icuda.DevicePtr
 	return dgrad, wgrad, err
 }
 
-// quantizeDY quantizes dy into dst as Quantize does, or, when amax is not
-// 0, with the scale derived from the amax key there (per-tensor current
-// scaling): the same scale, and the same codes, without the amax pass.
-func (l *Linear) quantizeDY(dst Operand, dy, amax icuda.DevicePtr) error {
+// quantizeDY queues dy's FP8 operands for the two products and returns
+// the one the weight gradient reads: for 1x128 blocks, dy quantized along
+// the rows into t.dy and down the columns into t.dyT, as Quantize does;
+// per tensor, with the scale from the amax key at amax (when it is not 0,
+// without an amax pass: the same scale), the codes written into t.dy by
+// quant_cast, whose transpose the weight gradient makes, or with cast
+// into t.dy and t.dyT by the caller (CallerCastsDY).
+func (l *Linear) quantizeDY(t transients, dy, amax icuda.DevicePtr, cast DYCast) (Operand, error) {
 	l.e.mark(StageQuantize)
-	if amax == 0 {
-		return l.e.quantize(dst, dy, l.c.gradInput(), l.c.DY, 0, 0)
-	}
-	el, err := elem(l.c.gradInput())
-	if err != nil {
-		return err
-	}
-	r, scale := l.c.DY, l.e.aux.Add(4)
-	if err := l.e.k.QuantScale(l.e.s, amax, scale, icuda.DevicePtr(dst.ScaleInv), r.Format, r.Margin, r.PowerOf2); err != nil {
-		return err
-	}
-	return l.e.k.QuantCast(l.e.s, icuda.DevicePtr(dst.Data), dy, dst.Rows*dst.Cols, el, r.Format, scale, 0)
-}
-
-// castDY derives dy's per-tensor scale as quantizeDY does (from the amax
-// key at amax, or from an amax pass over dy when amax is 0), writes
-// scale_inv to dst (which dstT shares) and has cast write the codes.
-func (l *Linear) castDY(dst, dstT Operand, dy, amax icuda.DevicePtr, cast DYCast) error {
-	l.e.mark(StageQuantize)
-	el, err := elem(l.c.gradInput())
-	if err != nil {
-		return err
-	}
-	r := l.c.DY
-	if amax == 0 {
-		amax = l.e.aux
-		if err := l.e.s.Memset32(amax, 0, 1); err != nil {
-			return err
+	r, in := l.c.DY, l.c.gradInput()
+	if l.c.layout() == Rows128 {
+		if err := l.e.quantize(t.dy, dy, in, r, 0, 0); err != nil {
+			return Operand{}, err
 		}
-		if err := l.e.k.QuantAmax(l.e.s, dy, dst.Rows*dst.Cols, el, amax); err != nil {
-			return err
-		}
+		return t.dyT, l.e.quantize(t.dyT, dy, in, r, 0, 0)
 	}
-	scale := l.e.aux.Add(4)
-	if err := l.e.k.QuantScale(l.e.s, amax, scale, icuda.DevicePtr(dst.ScaleInv), r.Format, r.Margin, r.PowerOf2); err != nil {
-		return err
+	el, err := elem(in)
+	if err != nil {
+		return Operand{}, err
 	}
-	return cast(dst, dstT, cuda.DevicePtr(scale))
+	n := t.dy.Rows * t.dy.Cols
+	scale, err := l.e.currentScale(dy, n, el, amax, r, icuda.DevicePtr(t.dy.ScaleInv))
+	if err != nil {
+		return Operand{}, err
+	}
+	if cast != nil {
+		return t.dyT, cast(t.dy, t.dyT, cuda.DevicePtr(scale))
+	}
+	return t.dy, l.e.k.QuantCast(l.e.s, icuda.DevicePtr(t.dy.Data), dy, n, el, r.Format, scale, 0)
 }
 
 // Restore gives a Recompute layer its input again before Backward: x

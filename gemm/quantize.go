@@ -97,17 +97,11 @@ func (e *Engine) quantize(dst Operand, src icuda.DevicePtr, t buffer.DType, r fp
 	n := dst.Rows * dst.Cols
 	switch {
 	case dst.Scales == PerTensor && !dst.Transposed && r.Scaling == fp8.TensorCurrent:
-		tmp := e.aux
-		if err := e.s.Memset32(tmp, 0, 1); err != nil {
+		scale, err := e.currentScale(src, n, el, 0, r, icuda.DevicePtr(dst.ScaleInv))
+		if err != nil {
 			return err
 		}
-		if err := e.k.QuantAmax(e.s, src, n, el, tmp); err != nil {
-			return err
-		}
-		if err := e.k.QuantScale(e.s, tmp, tmp.Add(4), icuda.DevicePtr(dst.ScaleInv), r.Format, r.Margin, r.PowerOf2); err != nil {
-			return err
-		}
-		return e.k.QuantCast(e.s, icuda.DevicePtr(dst.Data), src, n, el, r.Format, tmp.Add(4), amax)
+		return e.k.QuantCast(e.s, icuda.DevicePtr(dst.Data), src, n, el, r.Format, scale, amax)
 	case dst.Scales == PerTensor && !dst.Transposed && r.Scaling == fp8.TensorDelayed:
 		if err := e.s.Memset32(e.aux.Add(4), math.Float32bits(scale), 1); err != nil {
 			return err
@@ -123,6 +117,25 @@ func (e *Engine) quantize(dst Operand, src icuda.DevicePtr, t buffer.DType, r fp
 		return e.k.QuantRows128(e.s, icuda.DevicePtr(dst.Data), icuda.DevicePtr(dst.ScaleInv), dst.Rows, src, dst.Rows, dst.Cols, el, r.Format, r.Margin, r.PowerOf2, amax)
 	}
 	return fmt.Errorf("%w: cannot quantize %v with %v (per tensor: TensorCurrent or TensorDelayed, not transposed; Rows128: Block1x128)", ErrLayout, dst, r)
+}
+
+// currentScale queues the scale of per-tensor current scaling for the n
+// elements at src: their amax key folded into the engine's aux word, or,
+// when amax is not 0, the key the caller holds there; fp8.ScaleFromAmax
+// of it into the next word, whose address it returns; its inverse to
+// scaleInv.
+func (e *Engine) currentScale(src icuda.DevicePtr, n int, el kernels.Elem, amax icuda.DevicePtr, r fp8.Recipe, scaleInv icuda.DevicePtr) (icuda.DevicePtr, error) {
+	if amax == 0 {
+		amax = e.aux
+		if err := e.s.Memset32(amax, 0, 1); err != nil {
+			return 0, err
+		}
+		if err := e.k.QuantAmax(e.s, src, n, el, amax); err != nil {
+			return 0, err
+		}
+	}
+	scale := e.aux.Add(4)
+	return scale, e.k.QuantScale(e.s, amax, scale, scaleInv, r.Format, r.Margin, r.PowerOf2)
 }
 
 // Transpose queues the exact transpose of a PerTensor or Tiles128 operand
