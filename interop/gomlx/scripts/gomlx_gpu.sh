@@ -5,6 +5,7 @@
 #   interop/gomlx/scripts/gomlx_gpu.sh tests            # there, from the repository root: the GPU tests
 #   interop/gomlx/scripts/gomlx_gpu.sh lm distopt 1000  # there: the byte-level LM with distopt (E4M3, current)
 #   interop/gomlx/scripts/gomlx_gpu.sh lm adam 1000     # there: the same with GoMLX's own Adam
+#   interop/gomlx/scripts/gomlx_gpu.sh compare 1000 540 # there: both lm runs at once (loss only), each stopped after 540 s
 #   interop/gomlx/scripts/gomlx_gpu.sh d2 1000          # there, on two GPUs: distopt run --nproc-per-node 2
 #
 # d2 is the d > 1 path (NCCL, one process, GPU and XLA client per rank); it
@@ -77,6 +78,53 @@ lm)
 	kill $smi
 	echo "NVML peak (MiB, all processes): $(sort -n "$out/nvml_$opt.txt" | tail -1)" | tee -a "$out/$opt.log"
 	;;
+compare)
+	# Both lm runs side by side on the one GPU, for the loss comparison only
+	# (their speed is measured by lm, alone). XLA_FLAGS adds
+	# --xla_gpu_enable_triton_gemm=false (cuBLAS's products need no
+	# autotuning); a plugin that does not know the flag is run again without.
+	there
+	steps=${2:-1000}
+	limit=${3:-540}
+	unxz_to $dir/example.xz $dir/example && chmod +x $dir/example
+	for f in train valid; do [ -f $dir/data/$f.tok ] || unxz_to $dir/data/$f.tok.xz $dir/data/$f.tok; done
+	base=$XLA_FLAGS
+	export XLA_FLAGS="$base --xla_gpu_enable_triton_gemm=false"
+	nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 >"$out/nvml_compare.txt" &
+	smi=$!
+	pids=""
+	for opt in distopt adam; do
+		# shellcheck disable=SC2086
+		(timeout "$limit" $dir/example -backend gpu -model lm -data $dir/data ${LM_ARGS:--layers 12 -dim 768 -heads 12 -seq 256 -batch 16 -lr 6e-4} \
+			-steps "$steps" -optimizer $opt -out "$out/cmp_$opt.csv" >"$out/cmp_$opt.log" 2>&1
+		echo "exit $?" >>"$out/cmp_$opt.log") &
+		pids="$pids $!"
+	done
+	sleep 45
+	if grep -qi 'unknown flag' "$out/cmp_distopt.log" "$out/cmp_adam.log"; then
+		echo "XLA rejected --xla_gpu_enable_triton_gemm=false; again with $base"
+		wait $pids
+		export XLA_FLAGS=$base
+		pids=""
+		for opt in distopt adam; do
+			# shellcheck disable=SC2086
+			(timeout $((limit - 40)) $dir/example -backend gpu -model lm -data $dir/data ${LM_ARGS:--layers 12 -dim 768 -heads 12 -seq 256 -batch 16 -lr 6e-4} \
+				-steps "$steps" -optimizer $opt -out "$out/cmp_$opt.csv" >"$out/cmp_$opt.log" 2>&1
+			echo "exit $?" >>"$out/cmp_$opt.log") &
+			pids="$pids $!"
+		done
+	fi
+	wait $pids
+	kill $smi
+	echo "XLA_FLAGS=$XLA_FLAGS"
+	echo "$XLA_FLAGS" >"$out/xla_flags.txt"
+	for opt in distopt adam; do
+		echo "== $opt"
+		grep -v '^step ' "$out/cmp_$opt.log" | tail -n 8
+		grep '^step ' "$out/cmp_$opt.log" | tail -n 3
+		tail -n 1 "$out/cmp_$opt.csv"
+	done
+	;;
 d2)
 	there
 	steps=${2:-1000}
@@ -92,7 +140,7 @@ d2)
 	echo "NVML peak per GPU (index, MiB): $(sort -t, -k2 -n "$out/nvml_d2.txt" | awk -F, '{m[$1]=$2} END {for (i in m) printf "%s:%s ", i, m[i]}')" | tee -a "$out/d2.log"
 	;;
 *)
-	sed -n '2,22p' "$0"
+	sed -n '2,23p' "$0"
 	exit 2
 	;;
 esac
