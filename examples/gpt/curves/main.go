@@ -11,7 +11,8 @@
 // and exits 1 unless every run is within -final (1%) of the reference at
 // the last evaluation and within -every (2%) at every evaluation after
 // -warmup steps. Files ending in .log are read as progress logs (the
-// printed 4-decimal losses), others as JSON curves (package
+// printed 4-decimal losses), files ending in .csv as interop/gomlx's
+// example's curves (-out), others as JSON curves (package
 // examples/gpt/curve).
 //
 //	curves -resume full.json stopped.json resumed.json
@@ -82,9 +83,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// load reads a JSON curve, or a progress log when the name ends in .log.
+// load reads a JSON curve, a progress log when the name ends in .log, or
+// interop/gomlx's example's CSV when it ends in .csv.
 func load(path string) (curve.Curve, error) {
-	if !strings.HasSuffix(path, ".log") {
+	parse := curve.ParseLog
+	switch {
+	case strings.HasSuffix(path, ".csv"):
+		parse = curve.ParseCSV
+	case !strings.HasSuffix(path, ".log"):
 		return curve.Read(path)
 	}
 	f, err := os.Open(path)
@@ -92,7 +98,8 @@ func load(path string) (curve.Curve, error) {
 		return curve.Curve{}, err
 	}
 	defer f.Close()
-	return curve.ParseLog(f, strings.TrimSuffix(path[strings.LastIndex(path, "/")+1:], ".log"))
+	base := path[strings.LastIndex(path, "/")+1:]
+	return parse(f, strings.TrimSuffix(base, base[strings.LastIndex(base, "."):]))
 }
 
 // images are compare's optional pictures: the curves, and the runs'
