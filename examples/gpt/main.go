@@ -27,12 +27,16 @@
 //	go build -o bin/ ./cmd/distopt ./examples/gpt
 //	bin/distopt run --nproc-per-node 2 -- bin/gpt -backend gpu -preset small -data data/gpt
 //
-// Attention runs by default (-attention auto) in NVIDIA's fused attention of
-// cuDNN 9, opened at run time (package examples/gpt/cudnn), where the library
-// opens and takes the shape, and otherwise in the fused kernels of
-// examples/gpt/kernels/flash.cu (head widths 64 and 128); a line of the
-// run's start ("attention: ...") says which, and why. -attention cudnn fails, naming the
-// reason, without cuDNN; -attention flash never tries it; -attention gemm
+// Attention runs by default (-attention flash) in the fused kernels of
+// examples/gpt/kernels/flash.cu (head widths 64 and 128), whose backward
+// gives the same bits on every run, so that a resumed run equals a
+// straight one. -attention cudnn takes NVIDIA's fused attention of cuDNN 9,
+// opened at run time (package examples/gpt/cudnn): about 2x faster per
+// call, but its backward was measured not repeatable (cuDNN 9.14 on an
+// H100, 2026-12-05: a few dq elements differ between runs), so resumed runs
+// then differ from straight ones in the last bits. -attention auto takes
+// cuDNN where it opens and takes the shape, otherwise flash; a line of the
+// run's start ("attention: ...") says which, and why. -attention gemm
 // takes TF32 GEMMs (any head width, more memory).
 //
 // Its progress line adds MFU (against the BF16 dense peak of an H200), the
@@ -164,7 +168,7 @@ func defineFlags(o *options) (*flag.FlagSet, rawFlags) {
 	fs.IntVar(&o.stopAfter, "stop-after", 0, "stop (and save) after this step, as an interrupted run would (0: run to -steps)")
 	fs.BoolVar(&o.recompute, "recompute", false, "GPU: keep no FP8 copy of the LayerNorm and GELU outputs; recompute them in backward (same bits, less memory)")
 	r.head = fs.String("head-precision", "fp32", "precision of the tied output head: fp32 (float32 LayerNorm output, logits, cross-entropy and gradients; products with the bfloat16 embedding accumulated in float32) or bf16 (rounded where PyTorch's BF16 autocast rounds: the head's input, the logits and their gradient, the head's input and weight gradients; for comparisons with scripts/gpt/torch_gpt.py)")
-	r.attention = fs.String("attention", "auto", "GPU: attention kernels: auto (cudnn where cuDNN 9 opens and takes the shape, else flash; the choice and its reason are printed), flash (fused, head widths 64 and 128 only), gemm (TF32 GEMMs and softmax kernels, any head width, float32 probabilities kept) or cudnn (cuDNN 9's fused attention, opened at run time; CUDNN_LIBRARY names the library)")
+	r.attention = fs.String("attention", "flash", "GPU: attention kernels: flash (fused, head widths 64 and 128 only; a repeatable backward), auto (cudnn where cuDNN 9 opens and takes the shape, else flash; the choice and its reason are printed), gemm (TF32 GEMMs and softmax kernels, any head width, float32 probabilities kept) or cudnn (cuDNN 9's fused attention, opened at run time, about 2x faster, its backward not repeatable to the bit: resumed runs differ from straight ones; CUDNN_LIBRARY names the library)")
 	r.gradType = fs.String("grad-type", "fp32", "GPU: type of the gradient buffers: fp32, or bf16 (2 bytes less per parameter; the biases', LayerNorms' and embeddings' gradients summed in float32 and rounded once per micro-batch). fp32 stays the default until a GPU run shows bf16's loss within 1% of fp32's (scripts/gpu/gpt_long.sh)")
 	fs.BoolVar(&o.epilogue, "epilogue", false, "GPU: add qkv's and fc's biases in the FP8 GEMMs' epilogue, writing bfloat16 directly (fused forward only; not with -recompute; off until a GPU run shows it correct and faster)")
 	r.actGrad = fs.String("act-grad", "fp32", "GPU: type of the activation gradients where PyTorch's autocast keeps them in bfloat16 (the linear layers' input gradients, GELU's gradient): fp32, or bf16 (fewer bytes moved; the residual stream's gradient stays float32; gpumodel.Options.ActGradBF16). fp32 stays the default until scripts/gpu/gpt_long.sh shows bf16's loss within 1% of fp32's")

@@ -88,10 +88,10 @@
 #     $OUT/gpt_actgrad_diff.png. If bf16 meets them, -act-grad's default
 #     may become bf16.
 # 11. (not by default) levers: the default and each flag set of $LEVERS
-#     (default "-grad-type bf16|-act-grad bf16|-attention flash"), as part
+#     (default "-grad-type bf16|-act-grad bf16|-attention cudnn"), as part
 #     9 in one set of concurrent runs, each compared with the default.
 # Part 4 also runs distopt with each flag set of $BENCH_EXTRA ('|'-separated,
-# default "-attention flash|-fuse-dy|-fuse-dy -epilogue -act-grad bf16") at both shapes, rows
+# default "-attention cudnn|-fuse-dy|-fuse-dy -epilogue -act-grad bf16") at both shapes, rows
 # of their own in the table.
 # PARTS (default "loss resume bench tests") picks and orders parts 2-11.
 #
@@ -125,8 +125,8 @@ HEAD_PRECISION=${HEAD_PRECISION:-bf16}
 PARTS=${PARTS:-loss resume bench tests}
 MOMENTS=${MOMENTS:-fp32 fp8,bf16 fp8}
 BENCH_LOWMEM=${BENCH_LOWMEM-"-moments fp8,bf16"}
-BENCH_EXTRA=${BENCH_EXTRA-"-attention flash|-fuse-dy|-fuse-dy -epilogue -act-grad bf16"}
-LEVERS=${LEVERS-"-grad-type bf16|-act-grad bf16|-attention flash"}
+BENCH_EXTRA=${BENCH_EXTRA-"-attention cudnn|-fuse-dy|-fuse-dy -epilogue -act-grad bf16"}
+LEVERS=${LEVERS-"-grad-type bf16|-act-grad bf16|-attention cudnn"}
 WARMUP=$((STEPS / 20))
 
 build() {

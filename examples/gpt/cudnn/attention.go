@@ -17,9 +17,10 @@ type Config struct {
 	// that need more are passed over. Zero means DefaultMaxWorkspace.
 	MaxWorkspace int
 	// Deterministic passes over engines that carry cuDNN's nondeterministic
-	// numerical note, so that the same inputs give the same bits every
-	// time (a resumed training run must equal a straight one). New fails
-	// with ErrNotSupported, naming the reason, when no engine is left.
+	// numerical note. New fails with ErrNotSupported, naming the reason,
+	// when no engine is left. It is not enough for repeatable bits: with
+	// cuDNN 9.14 on an H100 the engine left still gave a backward whose
+	// dq differed between runs in a few elements (TestRepeatableGPU).
 	Deterministic bool
 }
 

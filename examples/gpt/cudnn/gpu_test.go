@@ -229,12 +229,14 @@ func check(t *testing.T, what string, head int, want, got ref, slack float64) {
 
 // TestRepeatableGPU runs cuDNN's forward and backward passes three times
 // on the same inputs, at the GPT's 124M and 1.3B shapes, with
-// Config.Deterministic as gpumodel asks for it, and requires the same
-// bits: examples/gpt takes cuDNN by default (-attention auto), and its
-// resumed runs must equal straight ones to the last bit, which a backward
-// that sums dQ in a varying order (atomics) would break. Where cuDNN has
-// no engine without the nondeterministic note, the model takes the flash
-// kernels instead, and the test logs it and skips.
+// Config.Deterministic as gpumodel asks for it. The forward must give the
+// same bits every time. The backward did not on an H100 with cuDNN 9.14
+// (2026-12-05: 11 to 53 elements of dqkv differed between runs, though
+// no engine left carried the nondeterministic note), which is why
+// examples/gpt's default attention is flash, whose resumed runs equal
+// straight ones to the bit. The test logs how many elements differ and
+// requires each difference to be a rounding of the float32 sums: at most
+// 2^-8 of dqkv's largest value.
 func TestRepeatableGPU(t *testing.T) {
 	d, lib, k := openGPU(t)
 	for i, s := range []Shape{{Batch: 16, Heads: 12, Seq: 1024, D: 64}, {Batch: 4, Heads: 16, Seq: 2048, D: 128}} {
@@ -250,40 +252,38 @@ func TestRepeatableGPU(t *testing.T) {
 			t.Cleanup(func() { a.Close() })
 			c.a = a
 			n := s.Batch * s.Seq * s.Heads * s.D
-			var first [][]uint16
+			var o0, dqkv0 []float64
 			for run := range 3 {
 				for _, step := range []func() error{c.cudnnFwd, c.cudnnBwd, c.st.Synchronize} {
 					if err := step(); err != nil {
 						t.Fatal(err)
 					}
 				}
-				var got [][]uint16
-				for _, b := range []struct {
-					p cuda.DevicePtr
-					n int
-				}{{c.o16, n}, {c.dqkv16, 3 * n}} {
-					h := make([]uint16, b.n)
-					if err := c.st.Download(cuda.Bytes(h), b.p); err != nil {
-						t.Fatal(err)
-					}
-					got = append(got, h)
-				}
+				o, dqkv := c.download16(t, c.o16, n), c.download16(t, c.dqkv16, 3*n)
 				if run == 0 {
-					first = got
+					o0, dqkv0 = o, dqkv
 					continue
 				}
-				for j, name := range []string{"o", "dqkv"} {
-					diff := 0
-					for e := range got[j] {
-						if got[j][e] != first[j][e] {
-							diff++
-						}
-					}
-					if diff > 0 {
-						t.Errorf("run %d: %d of %d elements of %s differ from the first run's", run+1, diff, len(got[j]), name)
-					}
+				if diff := differing(o, o0); diff > 0 {
+					t.Errorf("run %d: %d of %d elements of o differ from the first run's", run+1, diff, n)
+				}
+				diff, e := differing(dqkv, dqkv0), maxErr(dqkv, dqkv0)
+				t.Logf("%v, run %d: %d of %d elements of dqkv differ from the first run's, by at most %.3g of its largest value", lib, run+1, diff, 3*n, e)
+				if !(e <= 1.0/256) {
+					t.Errorf("run %d: dqkv differs from the first run's by %.3g of its largest value, more than a rounding (2^-8)", run+1, e)
 				}
 			}
 		})
 	}
+}
+
+// differing counts the elements of a and b that differ.
+func differing(a, b []float64) int {
+	n := 0
+	for i := range a {
+		if a[i] != b[i] {
+			n++
+		}
+	}
+	return n
 }

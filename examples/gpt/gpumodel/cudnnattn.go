@@ -27,7 +27,8 @@ const cudnnWorkspace = 64 << 20
 // cudnnConfig is the cudnn.Config of the model's attention.
 func cudnnConfig(batch, seq, h, heads int) cudnn.Config {
 	sh := cudnn.Shape{Batch: batch, Heads: heads, Seq: seq, D: h / heads}
-	// Deterministic: resumed runs must equal straight ones to the bit.
+	// Deterministic: no engine that cuDNN marks nondeterministic (still not
+	// repeatable to the bit with cuDNN 9.14: Options.Attention's doc).
 	return cudnn.Config{Shape: sh, Layout: cudnn.RowLayout(sh), Scale: attnScaleFor(h / heads), MaxWorkspace: cudnnWorkspace, Deterministic: true}
 }
 

@@ -119,9 +119,11 @@ const (
 	// (package examples/gpt/cudnn, opened at run time): bfloat16 q, k, v
 	// read in place, kept like AttentionFlash's. Head widths that are
 	// multiples of 8. Only engines without cuDNN's nondeterministic note
-	// (cudnn.Config.Deterministic), so that a resumed run equals a
-	// straight one. New fails, with the reason, where cuDNN cannot be
-	// opened or refuses the shapes (no fallback to the fused kernels).
+	// (cudnn.Config.Deterministic); even so, cuDNN 9.14's backward was
+	// measured not repeatable to the bit, so a resumed run may differ from
+	// a straight one in the last bits. New fails, with the reason, where
+	// cuDNN cannot be opened or refuses the shapes (no fallback to the
+	// fused kernels).
 	AttentionCuDNN
 )
 
