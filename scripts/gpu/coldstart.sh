@@ -40,8 +40,10 @@ gptflags="-backend gpu -preset small -batch 4 -steps 2 -sample 0 -eval-every 0 -
 # (internal/kernels, and examples/gpt/kernels where it exists).
 sizes() {
 	d=$1/internal/kernels
-	ptx=$(ls "$d"/ptx/*.ptx "$1"/examples/gpt/kernels/ptx/*.ptx 2>/dev/null)
-	cubin=$(ls "$d"/cubin/*.cubin "$1"/examples/gpt/kernels/cubin/*.cubin 2>/dev/null)
+	# ls fails on the folders an older tree lacks: under set -e that
+	# would end build's size report, and with it the binaries' build
+	ptx=$(ls "$d"/ptx/*.ptx "$1"/examples/gpt/kernels/ptx/*.ptx 2>/dev/null || true)
+	cubin=$(ls "$d"/cubin/*.cubin "$1"/examples/gpt/kernels/cubin/*.cubin 2>/dev/null || true)
 	printf '%s: ptx/ %s bytes, %s lines' "$2" "$(cat $ptx | wc -c)" "$(cat $ptx | wc -l)"
 	if [ -n "$cubin" ]; then
 		printf ', cubin/ %s bytes' "$(cat $cubin | wc -c)"
@@ -77,6 +79,7 @@ build() {
 		binsizes . new
 	} | tee "$abs/sizes.txt"
 	rm -rf "$old"
+	[ -x "$abs/new/gpt" ] || { echo "coldstart.sh: $abs/new/gpt was not built (see above)" >&2; exit 1; }
 	rm -f "$abs/old/distopt-bench-update"
 	go test -c -ldflags="-s -w" -o "$abs/new/internal_kernels.test" ./internal/kernels
 	go test -c -ldflags="-s -w" -o "$abs/new/gpt_kernels.test" ./examples/gpt/kernels
