@@ -54,7 +54,7 @@
 #     tokens/s, MFU and peak memory (allocated by the process, and NVML's
 #     device memory in use minus the idle figure, sampled by nvidia-smi);
 #     then distopt at 1.3B again with $BENCH_LOWMEM (default: 8-bit first
-#     moment, BF16 second moment, predicted at 0.886x of PyTorch's memory
+#     moment, BF16 second moment, predicted at 0.889x of PyTorch's memory
 #     with cuDNN's attention, docs/BENCHMARKS.md; empty: none), the
 #     configuration that trades nothing but bits for memory.
 #     `curves -speed` prints the table and writes $OUT/speed.json (copy it
