@@ -55,7 +55,7 @@
 #     device memory in use minus the idle figure, sampled by nvidia-smi);
 #     then distopt at 1.3B again with $BENCH_LOWMEM (default: 8-bit first
 #     moment, BF16 second moment, predicted at 0.889x of PyTorch's memory
-#     with cuDNN's attention, docs/BENCHMARKS.md; empty: none), the
+#     with the default flash attention, docs/BENCHMARKS.md; empty: none), the
 #     configuration that trades nothing but bits for memory.
 #     `curves -speed` prints the table and writes $OUT/speed.json (copy it
 #     to examples/gpt/results/speed.json), with the date, the commit built
