@@ -98,7 +98,8 @@
 //
 // Every kernel sums in a fixed order. gemm takes cuBLASLt's first heuristic
 // choice for each product shape. So the same inputs give the same bits in
-// every process on the same GPU model, driver and cuBLASLt. Only
-// gemm.Engine.SetAutotune breaks this: it times candidates, and may pick
-// differently from run to run.
+// every process on the same GPU model, driver and cuBLASLt. Two options
+// break this: gemm.Engine.SetAutotune times candidates and may pick
+// differently from run to run, and AttentionCuDNN's backward (cuDNN 9.14)
+// gave a few different dq elements from run to run.
 package gpumodel
