@@ -436,7 +436,7 @@ run() {
 	export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 	OUT=${OUT:-.}
 	. scripts/gpu/lib.sh
-	cudnn_env >"$OUT/cudnn_env.txt" # -attention auto: PyTorch's cuDNN and NVRTC, as in speed37.sh's measurements
+	cudnn_env >"$OUT/cudnn_env.txt" # the -attention cudnn rows: PyTorch's cuDNN and NVRTC, as in speed37.sh's measurements
 	if [ -e $bin/bins.tar.xz ]; then
 		xz -dc -T0 $bin/bins.tar.xz | tar x -C $bin && rm -f $bin/bins.tar.xz
 	fi
