@@ -29,6 +29,19 @@ unxz_to() { # file.xz -> file, with xz or Python's lzma
 	xz -dkc "$1" >"$2" 2>/dev/null || python3 -c "import lzma,shutil,sys;shutil.copyfileobj(lzma.open(sys.argv[1]),open(sys.argv[2],'wb'))" "$1" "$2"
 }
 
+# cmp_start LIMIT: compare's two lm runs in the background, each stopped
+# after LIMIT seconds; their pids in $pids.
+cmp_start() {
+	pids=""
+	for opt in distopt adam; do
+		# shellcheck disable=SC2086
+		(timeout "$1" $dir/example -backend gpu -model lm -data $dir/data ${LM_ARGS:--layers 12 -dim 768 -heads 12 -seq 256 -batch 16 -lr 6e-4} \
+			-steps "$steps" -optimizer $opt -out "$out/cmp_$opt.csv" >"$out/cmp_$opt.log" 2>&1
+		echo "exit $?" >>"$out/cmp_$opt.log") &
+		pids="$pids $!"
+	done
+}
+
 there() {
 	export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 	export GOMLX_NO_AUTO_INSTALL=1 GOPJRT_CUDA_CHECKS=0
@@ -92,29 +105,15 @@ compare)
 	export XLA_FLAGS="$base --xla_gpu_enable_triton_gemm=false"
 	nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 >"$out/nvml_compare.txt" &
 	smi=$!
-	pids=""
-	for opt in distopt adam; do
-		# shellcheck disable=SC2086
-		(timeout "$limit" $dir/example -backend gpu -model lm -data $dir/data ${LM_ARGS:--layers 12 -dim 768 -heads 12 -seq 256 -batch 16 -lr 6e-4} \
-			-steps "$steps" -optimizer $opt -out "$out/cmp_$opt.csv" >"$out/cmp_$opt.log" 2>&1
-		echo "exit $?" >>"$out/cmp_$opt.log") &
-		pids="$pids $!"
-	done
+	cmp_start "$limit"
 	sleep 45
 	if grep -qi 'unknown flag' "$out/cmp_distopt.log" "$out/cmp_adam.log"; then
 		echo "XLA rejected --xla_gpu_enable_triton_gemm=false; again with $base"
-		wait $pids
+		wait $pids || true # the runs end early on a rejected flag; their status is in the logs
 		export XLA_FLAGS=$base
-		pids=""
-		for opt in distopt adam; do
-			# shellcheck disable=SC2086
-			(timeout $((limit - 40)) $dir/example -backend gpu -model lm -data $dir/data ${LM_ARGS:--layers 12 -dim 768 -heads 12 -seq 256 -batch 16 -lr 6e-4} \
-				-steps "$steps" -optimizer $opt -out "$out/cmp_$opt.csv" >"$out/cmp_$opt.log" 2>&1
-			echo "exit $?" >>"$out/cmp_$opt.log") &
-			pids="$pids $!"
-		done
+		cmp_start $((limit - 40))
 	fi
-	wait $pids
+	wait $pids || true # each run writes its exit status to its log
 	kill $smi
 	echo "XLA_FLAGS=$XLA_FLAGS"
 	echo "$XLA_FLAGS" >"$out/xla_flags.txt"
