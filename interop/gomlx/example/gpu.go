@@ -202,6 +202,7 @@ func (r *gpuRun) loop(step func(s int) (float32, error), eval func() (float32, e
 	}
 	var val float32
 	var evalTime time.Duration
+	last, lastStep := time.Now(), 0 // the previous evaluation's end, for the ms/step between evaluations
 	for s := range r.o.steps {
 		if s == r.o.warmup {
 			r.start, evalTime = time.Now(), 0
@@ -218,12 +219,17 @@ func (r *gpuRun) loop(step func(s int) (float32, error), eval func() (float32, e
 		line := fmt.Sprintf("%d,%g,", s, l)
 		if s%r.o.evalEvery == 0 || s == r.o.steps-1 {
 			t0 := time.Now()
+			per := ""
+			if s > lastStep {
+				per = fmt.Sprintf("  %.1f ms/step since step %d", float64(t0.Sub(last).Microseconds())/1000/float64(s-lastStep), lastStep)
+			}
 			if val, err = eval(); err != nil {
 				return err
 			}
 			evalTime += time.Since(t0)
+			last, lastStep = time.Now(), s
 			line += fmt.Sprint(val)
-			fmt.Printf("step %5d  loss %.4f  validation %.4f\n", s, l, val)
+			fmt.Printf("step %5d  loss %.4f  validation %.4f%s\n", s, l, val, per)
 		}
 		if csv != nil {
 			fmt.Fprintln(csv, line)
