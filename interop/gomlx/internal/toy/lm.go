@@ -33,7 +33,15 @@ const Vocab = 256
 func (m *LM) Model() train.ModelFn {
 	return func(ctx *mlctx.Context, _ any, in []*graph.Node) []*graph.Node {
 		g := in[0].Graph()
-		x := layers.Embedding(ctx.In("tokens"), in[0], dtypes.Float32, Vocab, m.Dim)
+		// The token embedding as a product with the one-hot bytes, not
+		// layers.Embedding's gather: the gather's gradient is a scatter-add
+		// with many repeated rows (a byte vocabulary), which XLA's GPU
+		// compiler of jaxlib 0.10.2 to 0.11 emits as a compare-and-swap loop
+		// (openxla/xla issue 46225), hundreds of milliseconds a step. The
+		// product gives the same rows (one term per row is not zero) and its
+		// gradient is a matrix product.
+		table := ctx.In("tokens").VariableWithShape("embeddings", shapes.Make(dtypes.Float32, Vocab, m.Dim)).ValueGraph(g)
+		x := graph.Einsum("btv,vd->btd", graph.OneHot(in[0], Vocab, dtypes.Float32), table)
 		pos := ctx.In("positions").VariableWithShape("embeddings", shapes.Make(dtypes.Float32, m.Len, m.Dim)).ValueGraph(g)
 		x = graph.Add(x, graph.InsertAxes(pos, 0))
 		for l := range m.Layers {
