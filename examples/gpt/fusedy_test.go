@@ -11,15 +11,19 @@ import (
 	"github.com/distopt/distopt/optimizer/gpu"
 )
 
-// TestFuseDYFlag checks -fuse-dy: off by default, on when given and
-// threaded to the GPU model's options; refused on the CPU path and with
-// 128x128 weights (whose activations take 1x128 blocks), naming the flag.
+// TestFuseDYFlag checks -fuse-dy: on by default on the GPU with
+// per-tensor recipes, off by default on the CPU path and with 128x128
+// weights (whose activations take 1x128 blocks), off when -fuse-dy=false,
+// and threaded to the GPU model's options; asked for where it cannot run,
+// it is refused, naming the flag.
 func TestFuseDYFlag(t *testing.T) {
 	for _, c := range []struct {
 		args []string
 		want bool
-	}{{[]string{"-backend", "gpu"}, false}, {[]string{"-backend", "gpu", "-fuse-dy"}, true},
-		{[]string{"-backend", "gpu", "-fuse-dy", "-recipe", "delayed"}, true}} {
+	}{{[]string{"-backend", "gpu"}, true}, {[]string{"-backend", "gpu", "-fuse-dy"}, true},
+		{[]string{"-backend", "gpu", "-fuse-dy=false"}, false}, {[]string{"-backend", "gpu", "-recipe", "delayed"}, true},
+		{[]string{"-backend", "gpu", "-recipe", "tile"}, false}, {[]string{"-backend", "cpu"}, false},
+		{[]string{"-backend", "cpu", "-fuse-dy=false"}, false}} {
 		o, err := parseFlags(c.args)
 		if err != nil {
 			t.Errorf("%v refused: %v", c.args, err)
@@ -73,14 +77,14 @@ func sameLosses(t *testing.T, what string, got, want []float64) {
 	}
 }
 
-// TestGPUFuseDY trains the small model 10 steps with and without
-// -fuse-dy, with float32 and with bfloat16 activation gradients: the
+// TestGPUFuseDY trains the small model 10 steps with -fuse-dy and with
+// -fuse-dy=false, with float32 and with bfloat16 activation gradients: the
 // losses must be the same bits (the fused cast writes the codes and bias
 // sums of the separate passes, so every step sees the same gradients).
 func TestGPUFuseDY(t *testing.T) {
 	dir := writeData(t)
 	for _, actGrad := range []string{"fp32", "bf16"} {
-		a := gpuSmall(t, dir, 10, io.Discard, "-act-grad", actGrad)
+		a := gpuSmall(t, dir, 10, io.Discard, "-act-grad", actGrad, "-fuse-dy=false")
 		b := gpuSmall(t, dir, 10, io.Discard, "-act-grad", actGrad, "-fuse-dy")
 		sameLosses(t, "-act-grad "+actGrad+" -fuse-dy", b, a)
 		t.Logf("-act-grad %s: losses%s", actGrad, fmtLosses(a))

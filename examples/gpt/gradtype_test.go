@@ -66,8 +66,8 @@ func predictedPeak(o options) (opt, act int64, err error) {
 }
 
 // TestPredictedPeak logs the predicted memory of the 1.3B preset at 4 x
-// 2048 (recipe current) for -grad-type fp32 and bf16, alone and with
-// -moments fp8,bf16 and -recompute (the table of docs/BENCHMARKS.md), and
+// 2048 (recipe current) for -grad-type fp32 and bf16, with -moments fp32
+// and fp8,bf16 (the default), alone and with -recompute (the table of docs/BENCHMARKS.md), and
 // checks each bf16 prediction against its fp32 one: the optimizer's
 // gradients halved exactly (2 of 4 bytes per gradient element, padding
 // included), and 4 bytes of float32 sums more per element of the small
@@ -76,7 +76,7 @@ func predictedPeak(o options) (opt, act int64, err error) {
 func TestPredictedPeak(t *testing.T) {
 	const gib = 1 << 30
 	t.Logf("%-40s %9s %9s %9s %8s", "flags", "optimizer", "activ.", "total", "/ 29.61")
-	for _, extra := range [][]string{nil, {"-moments", "fp8,bf16"}, {"-recompute"}, {"-moments", "fp8,bf16", "-recompute"}} {
+	for _, extra := range [][]string{{"-moments", "fp32"}, {"-moments", "fp8,bf16"}, {"-moments", "fp32", "-recompute"}, {"-moments", "fp8,bf16", "-recompute"}} {
 		var fp32 [2]int64
 		for _, gt := range []string{"fp32", "bf16"} {
 			args := append([]string{"-backend", "gpu", "-preset", "1.3b", "-recipe", "current", "-grad-type", gt}, extra...)

@@ -172,7 +172,7 @@ func defineFlags(o *options) (*flag.FlagSet, rawFlags) {
 	r.gradType = fs.String("grad-type", "fp32", "GPU: type of the gradient buffers: fp32, or bf16 (2 bytes less per parameter; the biases', LayerNorms' and embeddings' gradients summed in float32 and rounded once per micro-batch). fp32 stays the default until a GPU run shows bf16's loss within 1% of fp32's (scripts/gpu/gpt_long.sh)")
 	fs.BoolVar(&o.epilogue, "epilogue", false, "GPU: add qkv's and fc's biases in the FP8 GEMMs' epilogue, writing bfloat16 directly (fused forward only; not with -recompute; off until a GPU run shows it correct and faster)")
 	r.actGrad = fs.String("act-grad", "fp32", "GPU: type of the activation gradients where PyTorch's autocast keeps them in bfloat16 (the linear layers' input gradients, GELU's gradient): fp32, or bf16 (fewer bytes moved; the residual stream's gradient stays float32; gpumodel.Options.ActGradBF16). fp32 stays the default until scripts/gpu/gpt_long.sh shows bf16's loss within 1% of fp32's")
-	fs.BoolVar(&o.fuseDY, "fuse-dy", false, "GPU: cast each linear layer's output gradient to FP8, transposed and not, and sum its bias gradient in one pass (same bits; per-tensor recipes; off until a GPU run shows it faster)")
+	fs.BoolVar(&o.fuseDY, "fuse-dy", false, "GPU: cast each linear layer's output gradient to FP8, transposed and not, and sum its bias gradient in one pass (the same bits as separate passes, and faster: on by default on the GPU with per-tensor recipes; -fuse-dy=false turns it off; -recipe tile takes separate passes)")
 	fs.BoolVar(&o.profile, "profile", false, "GPU: print where each step's device time goes, by phase (LayerNorm, FP8 GEMMs, attention, ...), measured with CUDA events; the first step is left out")
 	fs.BoolVar(&o.keepTransposed, "keep-transposed", false, "GPU: keep the transposed FP8 linear inputs for backward instead of making them there (same bits, more memory)")
 	fs.BoolVar(&o.resume, "resume", false, "continue from the latest checkpoint under -ckpt")
@@ -182,7 +182,7 @@ func defineFlags(o *options) (*flag.FlagSet, rawFlags) {
 	fs.StringVar(&o.exportPath, "export-init", "", "write the initial weights and the reference loss of the first batch to this safetensors file, and exit")
 	fs.BoolVar(&o.exportCheck, "export-check", true, "with -export-init: compute the reference loss (a float64 forward pass on the CPU; false skips it for large shapes)")
 	fs.StringVar(&o.curvePath, "curve", "", "write the loss curve and the speed as JSON to this file (examples/gpt/curve), after every evaluation and at the end")
-	r.moments = fs.String("moments", "fp32", "Adam moment types: fp32, bf16 or fp8 for both, or M,V (e.g. fp8,bf16); FP8 moments have a scale per -moment-block elements")
+	r.moments = fs.String("moments", "fp8,bf16", "Adam moment types: fp32, bf16 or fp8 for both, or M,V (the default fp8,bf16: an E4M3 first moment and a bfloat16 second, 3 bytes per parameter where fp32 takes 8; its loss within 1% of fp32's, its update faster); FP8 moments have a scale per -moment-block elements")
 	fs.IntVar(&o.momentBlock, "moment-block", 128, "block of FP8 moments in elements (32, 64, 128)")
 	r.gradFP8 = fs.String("grad-fp8", "", "e4m3 or e5m2: reduce-scatter the gradients in FP8 with FP32 accumulation (collective/fp8grad); empty: in the gradient type")
 	r.gradBlock = fs.Int("grad-block", fp8grad.DefaultBlock, "with -grad-fp8: elements per FP8 scale")
@@ -248,11 +248,15 @@ func (o *options) finish(fs *flag.FlagSet, r rawFlags) error {
 	if o.actGradBF16, err = parseActGrad(*r.actGrad); err != nil {
 		return err
 	}
-	attentionSet, gradTypeSet := false, false
+	attentionSet, gradTypeSet, fuseDYSet := false, false, false
 	fs.Visit(func(f *flag.Flag) {
 		attentionSet = attentionSet || f.Name == "attention"
 		gradTypeSet = gradTypeSet || f.Name == "grad-type" || f.Name == "act-grad"
+		fuseDYSet = fuseDYSet || f.Name == "fuse-dy"
 	})
+	if !fuseDYSet { // the default: on where the GPU model can take it
+		o.fuseDY = o.backend == "gpu" && o.recipe.Scaling != fp8.Block128x128
+	}
 	if o.moment1, o.moment2, err = optimizer.ParseMomentTypes(*r.moments, optimizer.RuleAdamW); err != nil {
 		return fmt.Errorf("-moments: %w", err)
 	}
