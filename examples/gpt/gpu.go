@@ -167,6 +167,9 @@ func newGPUModel(o options, be *gpu.Backend) (*gpumodel.Model, string, func(), e
 		e.Close()
 		return nil, "", nil, err
 	}
+	if n := m.AttentionNote(); n != "" {
+		note += " (" + n + ")"
+	}
 	return m, note, func() { m.Close(); k.Close(); e.Close() }, nil
 }
 

@@ -32,9 +32,11 @@
 // gives the same bits on every run, so that a resumed run equals a
 // straight one. -attention cudnn takes NVIDIA's fused attention of cuDNN 9,
 // opened at run time (package examples/gpt/cudnn): about 2x faster per
-// call, but its backward was measured not repeatable (cuDNN 9.14 on an
-// H100, 2026-12-05: a few dq elements differ between runs), so resumed runs
-// then differ from straight ones in the last bits. -attention auto takes
+// call. Its backward in the form measured (dq accumulated across key
+// blocks) was not repeatable (cuDNN 9.14, 2026-12-05: a few dq elements
+// differ between runs); the model now builds the form cuDNN's frontend
+// takes for deterministic attention (dq one product, from a workspace of
+// the score gradient), not yet checked on a GPU. -attention auto takes
 // cuDNN where it opens and takes the shape, otherwise flash; a line of the
 // run's start ("attention: ...") says which, and why. -attention gemm
 // takes TF32 GEMMs (any head width, more memory).
@@ -168,7 +170,7 @@ func defineFlags(o *options) (*flag.FlagSet, rawFlags) {
 	fs.IntVar(&o.stopAfter, "stop-after", 0, "stop (and save) after this step, as an interrupted run would (0: run to -steps)")
 	fs.BoolVar(&o.recompute, "recompute", false, "GPU: keep no FP8 copy of the LayerNorm and GELU outputs; recompute them in backward (same bits, less memory)")
 	r.head = fs.String("head-precision", "fp32", "precision of the tied output head: fp32 (float32 LayerNorm output, logits, cross-entropy and gradients; products with the bfloat16 embedding accumulated in float32) or bf16 (rounded where PyTorch's BF16 autocast rounds: the head's input, the logits and their gradient, the head's input and weight gradients; for comparisons with scripts/gpt/torch_gpt.py)")
-	r.attention = fs.String("attention", "flash", "GPU: attention kernels: flash (fused, head widths 64 and 128 only; a repeatable backward), auto (cudnn where cuDNN 9 opens and takes the shape, else flash; the choice and its reason are printed), gemm (TF32 GEMMs and softmax kernels, any head width, float32 probabilities kept) or cudnn (cuDNN 9's fused attention, opened at run time, about 2x faster, its backward not repeatable to the bit: resumed runs differ from straight ones; CUDNN_LIBRARY names the library)")
+	r.attention = fs.String("attention", "flash", "GPU: attention kernels: flash (fused, head widths 64 and 128 only; a repeatable backward), auto (cudnn where cuDNN 9 opens and takes the shape, else flash; the choice and its reason are printed), gemm (TF32 GEMMs and softmax kernels, any head width, float32 probabilities kept) or cudnn (cuDNN 9's fused attention, opened at run time, about 2x faster per call; its backward in the form built to repeat its bits, dq one product from a score-gradient workspace of batch x heads x seq^2 x 2 bytes, not yet checked on a GPU: until then resumed runs may differ from straight ones; CUDNN_LIBRARY names the library)")
 	r.gradType = fs.String("grad-type", "fp32", "GPU: type of the gradient buffers: fp32, or bf16 (2 bytes less per parameter; the biases', LayerNorms' and embeddings' gradients summed in float32 and rounded once per micro-batch). fp32 stays the default until a GPU run shows bf16's loss within 1% of fp32's (scripts/gpu/gpt_long.sh)")
 	fs.BoolVar(&o.epilogue, "epilogue", false, "GPU: add qkv's and fc's biases in the FP8 GEMMs' epilogue, writing bfloat16 directly (fused forward only; not with -recompute; off until a GPU run shows it correct and faster)")
 	r.actGrad = fs.String("act-grad", "fp32", "GPU: type of the activation gradients where PyTorch's autocast keeps them in bfloat16 (the linear layers' input gradients, GELU's gradient): fp32, or bf16 (fewer bytes moved; the residual stream's gradient stays float32; gpumodel.Options.ActGradBF16). fp32 stays the default until scripts/gpu/gpt_long.sh shows bf16's loss within 1% of fp32's")

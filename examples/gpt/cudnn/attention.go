@@ -19,9 +19,17 @@ type Config struct {
 	// Deterministic passes over engines that carry cuDNN's nondeterministic
 	// numerical note. New fails with ErrNotSupported, naming the reason,
 	// when no engine is left. It is not enough for repeatable bits: with
-	// cuDNN 9.14 on an H100 the engine left still gave a backward whose
-	// dq differed between runs in a few elements (TestRepeatableGPU).
+	// cuDNN 9.14 on an H100 and an H200 the engine left still gave a
+	// backward whose dq differed between runs in a few elements
+	// (TestRepeatableGPU), because dq is accumulated across key blocks.
 	Deterministic bool
+	// Repeatable builds the backward pass in the form whose dq is written
+	// by one product from the score gradient kept in the workspace
+	// (backwardGraph), as cudnn-frontend does for deterministic attention,
+	// instead of accumulated in float32 across key blocks. The workspace
+	// grows by the score gradient (scoreGradBytes: 512 MiB at 4 x 16 heads
+	// x 2048) and loses dq's accumulator.
+	Repeatable bool
 }
 
 // DefaultMaxWorkspace is the workspace bound of a zero Config.MaxWorkspace.
@@ -34,13 +42,26 @@ func (c Config) maxWorkspace() int {
 	return DefaultMaxWorkspace
 }
 
-// WorkspaceBytes is the device memory New allocates for c: the workspace
-// bound, the float32 row sums of do∘o [batch, head, seq] and the float32
-// accumulator of dq [batch, head, seq, d] of the backward pass. It
-// depends on the shapes only, not on the engine cuDNN picks.
+// planWorkspace bounds the workspace of c's plans: MaxWorkspace, and
+// with Repeatable the score gradient besides.
+func (c Config) planWorkspace() int {
+	if c.Repeatable {
+		return c.maxWorkspace() + scoreGradBytes(c.Shape)
+	}
+	return c.maxWorkspace()
+}
+
+// WorkspaceBytes is the device memory New allocates for c: the plans'
+// workspace bound (with Repeatable, the score gradient's included), the
+// float32 row sums of do∘o [batch, head, seq] and, without Repeatable,
+// the float32 accumulator of dq [batch, head, seq, d] of the backward
+// pass. It depends on the shapes only, not on the engine cuDNN picks.
 func WorkspaceBytes(c Config) int {
 	rows := c.Batch * c.Heads * c.Seq
-	return c.maxWorkspace() + 4*rows + 4*rows*c.D
+	if c.Repeatable {
+		return c.planWorkspace() + 4*rows
+	}
+	return c.planWorkspace() + 4*rows + 4*rows*c.D
 }
 
 // StatsBytes is the size of the float32 statistics Forward writes and
@@ -80,7 +101,7 @@ func New(l *Library, d *cuda.Device, c Config) (*Attention, error) {
 		if a.fwd, err = newPlan(l, h, forwardGraph(c.Shape, c.Layout, c.Scale, mask), c.maxWorkspace(), c.Deterministic); err != nil {
 			return fmt.Errorf("%w (%v, forward)", err, c.Shape)
 		}
-		if a.bwd, err = newPlan(l, h, backwardGraph(c.Shape, c.Layout, c.Scale, mask), c.maxWorkspace(), c.Deterministic); err != nil {
+		if a.bwd, err = newPlan(l, h, backwardGraph(c.Shape, c.Layout, c.Scale, mask, c.Repeatable), c.planWorkspace(), c.Deterministic); err != nil {
 			return fmt.Errorf("%w (%v, backward)", err, c.Shape)
 		}
 		return nil
@@ -139,9 +160,14 @@ func (a *Attention) Forward(s *cuda.Stream, t ForwardArgs) error {
 // on s.
 func (a *Attention) Backward(s *cuda.Stream, t BackwardArgs) error {
 	rows := a.c.Batch * a.c.Heads * a.c.Seq
-	sum, acc := a.ws.Add(a.c.maxWorkspace()), a.ws.Add(a.c.maxWorkspace()+4*rows)
+	sum := a.ws.Add(a.c.planWorkspace())
 	ptrs := map[int64]cuda.DevicePtr{uidQ: t.Q, uidK: t.K, uidV: t.V, uidO: t.O, uidDO: t.DO, uidStats: t.Stats,
-		uidDQ: t.DQ, uidDK: t.DK, uidDV: t.DV, uidSoftmaxSum: sum, uidDQAccum: acc}
+		uidDQ: t.DQ, uidDK: t.DK, uidDV: t.DV, uidSoftmaxSum: sum}
+	if a.c.Repeatable { // no accumulator: dq is one product
+		return a.run(s, a.bwd, ptrs)
+	}
+	acc := a.ws.Add(a.c.planWorkspace() + 4*rows)
+	ptrs[uidDQAccum] = acc
 	if a.lib.version < 90600 { // before 9.6 the accumulator starts from what it holds
 		if err := s.Memset32(acc, 0, rows*a.c.D); err != nil {
 			return err

@@ -10,7 +10,9 @@ import (
 // (batch 8, 12 heads of 64, seq 1024) and 1.3B shape (batch 4, 16 heads of
 // 128, seq 2048): forward and backward of each, cuDNN reading the model's
 // qkv in place, the kernels their packed heads (the copies the model's
-// flash path makes first are timed apart, as flash/split). causal-TFLOP/s
+// flash path makes first are timed apart, as flash/split), and cuDNN's
+// backward in its repeatable form (Config.Repeatable, deterministic
+// engines: what gpumodel builds) as cudnn/bwd-repeatable. causal-TFLOP/s
 // counts the causal FLOPs of the products as BenchmarkFlashKernels does:
 // forward 2·B·H·T²·D, backward 5·B·H·T²·D.
 func BenchmarkAttention(b *testing.B) {
@@ -28,13 +30,18 @@ func BenchmarkAttention(b *testing.B) {
 		}
 		fwd, bwd := c.a.Workspace()
 		b.Logf("%s: %v, plan workspaces %d and %d bytes", s.name, lib, fwd, bwd)
+		acc := c.a
+		rep := c.attention(b, lib, Config{Deterministic: true, Repeatable: true})
+		_, rbwd := rep.Workspace()
+		b.Logf("%s: the repeatable backward's plan workspace %d bytes", s.name, rbwd)
+		repBwd := func() error { c.a = rep; err := c.cudnnBwd(); c.a = acc; return err }
 		unit := float64(s.shape.Batch*s.shape.Heads) * float64(s.shape.Seq) * float64(s.shape.Seq) * float64(s.shape.D)
 		for _, p := range []struct {
 			name  string
 			run   func() error
 			flops float64
 		}{
-			{"cudnn/fwd", c.cudnnFwd, 2 * unit}, {"cudnn/bwd", c.cudnnBwd, 5 * unit},
+			{"cudnn/fwd", c.cudnnFwd, 2 * unit}, {"cudnn/bwd", c.cudnnBwd, 5 * unit}, {"cudnn/bwd-repeatable", repBwd, 5 * unit},
 			{"flash/split", c.flashSplit, 0}, {"flash/fwd", c.flashFwd, 2 * unit}, {"flash/bwd", c.flashBwd, 5 * unit},
 		} {
 			b.Run(s.name+"/"+p.name, func(b *testing.B) {

@@ -34,6 +34,17 @@
 // allocates a workspace of a fixed bound (WorkspaceBytes). Every call runs
 // on the device's worker thread (cuda.Device.Do), on the caller's stream.
 //
+// # Repeatable bits
+//
+// The backward graph has two forms. In the first, dq is accumulated in
+// float32 across the key blocks: with cuDNN 9.14 on Hopper its bits
+// differed between runs in a few elements, even on engines without the
+// nondeterministic note. In the second (Config.Repeatable), dq is written
+// by its product alone, so the engine keeps the score gradient of every
+// head in the workspace (2 bytes per score) and reduces dq in a fixed
+// order: the form cudnn-frontend builds when deterministic attention is
+// asked for. TestRepeatableGPU checks both.
+//
 // # Layouts
 //
 // Layout gives every tensor's strides. RowLayout is the GPT's: q, k and v

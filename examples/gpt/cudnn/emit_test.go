@@ -165,7 +165,7 @@ func (f *fakeAPI) execute(h, plan, pack uintptr) Status {
 // with the buffers given.
 func TestPlanEmission(t *testing.T) {
 	s := Shape{Batch: 2, Heads: 3, Seq: 128, D: 64}
-	for _, g := range []*graph{forwardGraph(s, RowLayout(s), 0.125, maskValue(91900)), backwardGraph(s, RowLayout(s), 0.125, maskValue(91900))} {
+	for _, g := range []*graph{forwardGraph(s, RowLayout(s), 0.125, maskValue(91900)), backwardGraph(s, RowLayout(s), 0.125, maskValue(91900), false), backwardGraph(s, RowLayout(s), 0.125, maskValue(91900), true)} {
 		f := newFake(t, 3, 2)
 		l := &Library{fns: f, version: f.version()}
 		p, err := newPlan(l, 0xabc, g, 1<<20, false)
@@ -226,7 +226,7 @@ func TestPlanRefused(t *testing.T) {
 // left, ErrNotSupported names the reason.
 func TestPlanDeterministic(t *testing.T) {
 	s := Shape{Batch: 1, Heads: 1, Seq: 128, D: 64}
-	g := func() *graph { return backwardGraph(s, PackedLayout(s), 0.125, maskValue(91900)) }
+	g := func() *graph { return backwardGraph(s, PackedLayout(s), 0.125, maskValue(91900), false) }
 	for _, c := range []struct {
 		deterministic bool
 		nondet, want  int // the configuration the plan must take (-1: none)

@@ -129,10 +129,14 @@ func forwardGraph(s Shape, l Layout, scale, mask float32) *graph {
 // backwardGraph is the gradient of forwardGraph: dq, dk, dv from q, k, v,
 // o, do and the statistics, in the pattern of cuDNN's fused flash
 // attention backward. The row sums of do∘o go to a float32 buffer
-// (softmax_sum), dq is accumulated in float32 (dq_accum, then IDENTITY to
-// bfloat16); the probabilities are recomputed as exp(scale·q·kᵀ - stats)
-// under the mask.
-func backwardGraph(s Shape, l Layout, scale, mask float32) *graph {
+// (softmax_sum); the probabilities are recomputed as exp(scale·q·kᵀ -
+// stats) under the mask. dq takes one of the two forms cudnn-frontend
+// emits: accumulated in float32 over the key blocks (dq_accum, then
+// IDENTITY to bfloat16), or, repeatable, written by its product alone
+// (matmul_dS_K into dQ), which makes the engine keep the score gradient
+// in its workspace and reduce dq in a fixed order: the form the frontend
+// takes for deterministic attention ("dP workspace").
+func backwardGraph(s Shape, l Layout, scale, mask float32, repeatable bool) *graph {
 	b := newBuilder("sdpa_bwd")
 	B, H, T, D := int64(s.Batch), int64(s.Heads), int64(s.Seq), int64(s.D)
 	q, kt, stats, sc, negInf := sdpaTensors(b, s, l, scale, mask)
@@ -144,7 +148,6 @@ func backwardGraph(s Shape, l Layout, scale, mask float32) *graph {
 	dv := b.io(uidDV, "dV", dtBF16, s.dims(), l.Grad)
 	rows, ss := [4]int64{B, H, T, 1}, [4]int64{B, H, T, T}
 	sum := b.io(uidSoftmaxSum, "softmax_sum", dtFloat, rows, [4]int64{H * T, T, 1, 1})
-	dqAcc := b.io(uidDQAccum, "dQ_accum", dtFloat, s.dims(), packed(s.dims()))
 	one := b.scalar(uidOne, "one", 1)
 	transposed := [4]int64{H * T * T, T * T, 1, T}
 
@@ -168,7 +171,21 @@ func backwardGraph(s Shape, l Layout, scale, mask float32) *graph {
 	b.matmul("matmul_dST_Q", dk, dst, q)
 
 	k := b.reshape("reshape_k", b.virtStrided("k", dtBF16, s.dims(), l.QKV), kt)
+	if repeatable {
+		b.matmul("matmul_dS_K", dq, ds, k)
+		return b.g
+	}
+	dqAcc := b.io(uidDQAccum, "dQ_accum", dtFloat, s.dims(), packed(s.dims()))
 	b.matmul("matmul_dS_K", dqAcc, ds, k)
 	b.pointwise("identity_dQ", pwIdentity, dtFloat, dq, dqAcc)
 	return b.g
+}
+
+// scoreGradBytes is the workspace the repeatable backward form needs
+// beyond an engine's own for the bfloat16 score gradient of every head:
+// batch·heads·seq·seq two-byte values, each sequence padded to 128 (the
+// frontend sizes it so, padding the queries to 64 and the keys to 128).
+func scoreGradBytes(s Shape) int {
+	t := (s.Seq + 127) / 128 * 128
+	return 2 * s.Batch * s.Heads * t * t
 }

@@ -91,8 +91,10 @@ type attention struct {
 	// linear output, setQKVBF16) instead of float32.
 	qkv16 bool
 	// attnCuDNN: cuDNN's plans (the output gradient and dqkv are the
-	// model's bfloat16 buffers).
-	dnn *cudnn.Attention
+	// model's bfloat16 buffers), and why they are not the repeatable form
+	// if cuDNN refused it (empty otherwise).
+	dnn     *cudnn.Attention
+	dnnNote string
 }
 
 // attnPrecision is the number format of attention's GEMMs (see attention).

@@ -19,8 +19,9 @@ import (
 // TestCuDNNOption checks AttentionCuDNN's name, its refusal of head widths
 // that are not multiples of 8, and that PredictMemory counts what it
 // allocates: the kept output and statistics of the fused kernels, and for
-// scratch cuDNN's workspace bound, the row sums and dq's float32
-// accumulator, without the fused kernels' packed heads and row sums, the
+// scratch cuDNN's workspace bound, the bfloat16 score gradient of every
+// head (the repeatable backward: sequences padded to 128) and the row sums,
+// without the fused kernels' packed heads and row sums, the
 // float32 attention output and half of the float32 output gradient
 // (bfloat16: cudnnScratch), and with Epilogue dqkv too, whose bfloat16
 // half then fits in dfc's buffer and shares it (closed forms written out
@@ -36,7 +37,7 @@ func TestCuDNNOption(t *testing.T) {
 	}
 	cfg := model.Config{Layers: 3, Hidden: 256, Heads: 4, FFN: 640, Vocab: 256, Seq: 256}
 	const batch, seq = 2, 256
-	n, rows, d := batch*seq*cfg.Hidden, batch*cfg.Heads*seq, cfg.HeadDim()
+	n, rows := batch*seq*cfg.Hidden, batch*cfg.Heads*seq
 	for _, o := range []Options{{Recipe: cur}, {Recipe: cur, Epilogue: true}, {Recipe: cur, Unfused: true}, {Recipe: cur, ActGradBF16: true}} {
 		flash, err := PredictMemory(cfg, batch, seq, o)
 		if err != nil {
@@ -48,7 +49,7 @@ func TestCuDNNOption(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantScratch := flash.Scratch - 4*2*n - 4*rows + // the fused kernels' packed heads and row sums
-			64<<20 + 4*rows + 4*rows*d - // cuDNN's workspace
+			64<<20 + 2*rows*seq + 4*rows - // cuDNN's workspace (seq is a multiple of 128)
 			4*n - 2*n // no float32 attention output; a bfloat16 output gradient
 		if o.Epilogue {
 			// dqkv in bfloat16 only, which fits in dfc (FFN 640 x 4 bytes

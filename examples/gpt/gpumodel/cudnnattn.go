@@ -1,6 +1,7 @@
 package gpumodel
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/distopt/distopt/buffer"
@@ -24,16 +25,20 @@ import (
 // MaxWorkspace), so that the model's memory is a function of the shapes.
 const cudnnWorkspace = 64 << 20
 
-// cudnnConfig is the cudnn.Config of the model's attention.
+// cudnnConfig is the cudnn.Config of the model's attention: no engine
+// that cuDNN marks nondeterministic (Deterministic), and the backward's
+// repeatable form (Repeatable: dq written by one product from the score
+// gradient kept in the workspace, not accumulated across key blocks, whose
+// order made cuDNN 9.14's backward differ between runs).
 func cudnnConfig(batch, seq, h, heads int) cudnn.Config {
 	sh := cudnn.Shape{Batch: batch, Heads: heads, Seq: seq, D: h / heads}
-	// Deterministic: no engine that cuDNN marks nondeterministic (still not
-	// repeatable to the bit with cuDNN 9.14: Options.Attention's doc).
-	return cudnn.Config{Shape: sh, Layout: cudnn.RowLayout(sh), Scale: attnScaleFor(h / heads), MaxWorkspace: cudnnWorkspace, Deterministic: true}
+	return cudnn.Config{Shape: sh, Layout: cudnn.RowLayout(sh), Scale: attnScaleFor(h / heads), MaxWorkspace: cudnnWorkspace,
+		Deterministic: true, Repeatable: true}
 }
 
 // cudnnScratchBytes is what newCuDNNAttention allocates: cuDNN's
-// workspace (cudnn.WorkspaceBytes). The output gradient and dqkv live in
+// workspace (cudnn.WorkspaceBytes, the score gradient of every head
+// included: 512 MiB at 1.3B x 4). The output gradient and dqkv live in
 // the model's buffers.
 func cudnnScratchBytes(batch, seq, h, heads int) int {
 	return cudnn.WorkspaceBytes(cudnnConfig(batch, seq, h, heads))
@@ -48,10 +53,28 @@ func newCuDNNAttention(k *kernels.Set, batch, seq, h, heads int) (*attention, er
 	if err != nil {
 		return nil, fmt.Errorf("gpumodel: attention cudnn: %w", err)
 	}
-	if a.dnn, err = cudnn.New(lib, k.Device(), cudnnConfig(batch, seq, h, heads)); err != nil {
+	c := cudnnConfig(batch, seq, h, heads)
+	a.dnn, err = cudnn.New(lib, k.Device(), c)
+	if errors.Is(err, cudnn.ErrNotSupported) { // the accumulating form, said so (Model.AttentionNote)
+		a.dnnNote = fmt.Sprintf("the repeatable backward was refused (%v): dq accumulated across key blocks, whose bits may differ between runs", err)
+		c.Repeatable = false
+		a.dnn, err = cudnn.New(lib, k.Device(), c)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("gpumodel: attention cudnn (%v): %w", lib, err)
 	}
 	return a, nil
+}
+
+// AttentionNote says how the model's attention departs from its Options:
+// with AttentionCuDNN, that cuDNN refused the repeatable form of the
+// backward pass and the model took the accumulating one (and its
+// workspace, smaller than PredictMemory counts). Empty otherwise.
+func (m *Model) AttentionNote() string {
+	if m.attn == nil {
+		return ""
+	}
+	return m.attn.dnnNote
 }
 
 // qkvParts returns where q, k and v of the bfloat16 qkv start.

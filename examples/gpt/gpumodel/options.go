@@ -119,9 +119,12 @@ const (
 	// (package examples/gpt/cudnn, opened at run time): bfloat16 q, k, v
 	// read in place, kept like AttentionFlash's. Head widths that are
 	// multiples of 8. Only engines without cuDNN's nondeterministic note
-	// (cudnn.Config.Deterministic); even so, cuDNN 9.14's backward was
-	// measured not repeatable to the bit, so a resumed run may differ from
-	// a straight one in the last bits. New fails, with the reason, where
+	// (cudnn.Config.Deterministic), and the backward in its repeatable
+	// form (cudnn.Config.Repeatable: dq is one product from the score
+	// gradient kept in a workspace, 512 MiB at the 1.3B shape, instead of a
+	// float32 accumulation across key blocks, which made cuDNN 9.14's
+	// backward differ between runs in a few elements). That form has not
+	// yet run on a GPU (2026-12-05). New fails, with the reason, where
 	// cuDNN cannot be opened or refuses the shapes (no fallback to the
 	// fused kernels).
 	AttentionCuDNN
