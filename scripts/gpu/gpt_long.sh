@@ -43,7 +43,8 @@
 #     then show how far they came.
 #  3. resume check on the GPU: $RESUME_STEPS steps straight, then the same run
 #     stopped at half and resumed from its checkpoint, for each recipe of
-#     $RESUME_RECIPES; `curves -resume` must find every training and
+#     $RESUME_RECIPES, with the flags of $RESUME_EXTRA (default none; e.g.
+#     "-attention cudnn"); `curves -resume` must find every training and
 #     validation loss equal to the last bit. The straight run prints a text
 #     sample generated on the GPU.
 #  4. speed and memory, each run alone on the GPU: 124M and 1.3B shapes,
@@ -53,10 +54,10 @@
 #     fastest is the reference, issue 37):
 #     tokens/s, MFU and peak memory (allocated by the process, and NVML's
 #     device memory in use minus the idle figure, sampled by nvidia-smi);
-#     then distopt at 1.3B again with $BENCH_LOWMEM (default: 8-bit first
-#     moment, BF16 second moment, predicted at 0.889x of PyTorch's memory
-#     with the default flash attention, docs/BENCHMARKS.md; empty: none), the
-#     configuration that trades nothing but bits for memory.
+#     then distopt at 1.3B again with $BENCH_LOWMEM (default -recompute:
+#     LayerNorm and GELU inputs recomputed in backward, predicted at 0.824x
+#     of PyTorch's memory with the default 8-bit moments, docs/BENCHMARKS.md;
+#     empty: none).
 #     `curves -speed` prints the table and writes $OUT/speed.json (copy it
 #     to examples/gpt/results/speed.json), with the date, the commit built
 #     ($bin/commit) and the GPU's name.
@@ -91,8 +92,9 @@
 #     (default "-grad-type bf16|-act-grad bf16|-attention cudnn"), as part
 #     9 in one set of concurrent runs, each compared with the default.
 # Part 4 also runs distopt with each flag set of $BENCH_EXTRA ('|'-separated,
-# default "-attention cudnn|-fuse-dy|-fuse-dy -epilogue -act-grad bf16") at both shapes, rows
-# of their own in the table.
+# default "-attention cudnn|-epilogue -act-grad bf16|-fuse-dy=false -moments fp32": the
+# fastest attention, the speed levers not yet default, and the defaults before 2026-12-05)
+# at both shapes, rows of their own in the table.
 # PARTS (default "loss resume bench tests") picks and orders parts 2-11.
 #
 # Measured on one H200 (2026-12-01, scripts/gpu/NOTES.md): parts 1-2 about
@@ -124,8 +126,8 @@ TORCH_OTHER=${TORCH_OTHER-bf16}
 HEAD_PRECISION=${HEAD_PRECISION:-bf16}
 PARTS=${PARTS:-loss resume bench tests}
 MOMENTS=${MOMENTS:-fp32 fp8,bf16 fp8}
-BENCH_LOWMEM=${BENCH_LOWMEM-"-moments fp8,bf16"}
-BENCH_EXTRA=${BENCH_EXTRA-"-attention cudnn|-fuse-dy|-fuse-dy -epilogue -act-grad bf16"}
+BENCH_LOWMEM=${BENCH_LOWMEM-"-recompute"}
+BENCH_EXTRA=${BENCH_EXTRA-"-attention cudnn|-epilogue -act-grad bf16|-fuse-dy=false -moments fp32"}
 LEVERS=${LEVERS-"-grad-type bf16|-act-grad bf16|-attention cudnn"}
 WARMUP=$((STEPS / 20))
 
@@ -177,7 +179,7 @@ peakmem() {
 
 resume_check() {
 	for r in $RESUME_RECIPES; do
-		common="-backend gpu -data $bin/data -preset small -seq $SEQ -batch $BATCH -recipe $r -lr $LR -steps $RESUME_STEPS -eval-every 20 -eval-windows $BATCH -head-precision $HEAD_PRECISION"
+		common="-backend gpu -data $bin/data -preset small -seq $SEQ -batch $BATCH -recipe $r -lr $LR -steps $RESUME_STEPS -eval-every 20 -eval-windows $BATCH -head-precision $HEAD_PRECISION ${RESUME_EXTRA:-}"
 		half=$((RESUME_STEPS / 2))
 		rm -rf "$bin/ck_$r"
 		$bin/gpt $common -curve "$OUT/resume_${r}_full.json" -sample 200 >"$OUT/resume_${r}_full.log" 2>&1 || status=1
