@@ -90,4 +90,14 @@
 // device in place of the GPU. They check it bit for bit against one Trainer
 // fed the ranks' batches as micro-batches. What only a GPU runs has run on
 // one GPU, but not yet on two.
+//
+// # Gradients of products
+//
+// GoMLX v0.26.0 differentiates DotGeneral (Dense, Einsum, attention) by
+// broadcasting the output gradient against the other operand and reducing,
+// not by a matrix product; on a GPU that made a 12-layer model's steps about
+// ten times slower than its FLOPs. UseDotGeneralGradient replaces that
+// gradient, process-wide, by matrix products, the same up to the order of
+// the float sums. It is a choice of the program (the example makes it), not
+// of this package's trainers.
 package gomlxinterop

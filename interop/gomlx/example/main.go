@@ -85,7 +85,11 @@ func main() {
 	lmDim := flag.Int("dim", 768, "-model lm: width")
 	lmHeads := flag.Int("heads", 12, "-model lm: attention heads")
 	lmSeq := flag.Int("seq", 256, "-model lm: context length in bytes")
+	dotGrad := flag.Bool("dot-grad", true, "differentiate GoMLX's matrix products with matrix products (gomlxinterop.UseDotGeneralGradient); false: GoMLX v0.26's own broadcast-and-reduce gradient, about ten times slower on a GPU")
 	flag.Parse()
+	if *dotGrad {
+		gomlxinterop.UseDotGeneralGradient()
+	}
 	recipe, ok := map[string]fp8.Recipe{
 		"current": {Format: fp8.E4M3, Scaling: fp8.TensorCurrent},
 		"delayed": {Format: fp8.E4M3, Scaling: fp8.TensorDelayed, HistoryLen: 16},

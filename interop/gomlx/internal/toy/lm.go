@@ -36,10 +36,11 @@ func (m *LM) Model() train.ModelFn {
 		// The token embedding as a product with the one-hot bytes, not
 		// layers.Embedding's gather: the gather's gradient is a scatter-add
 		// with many repeated rows (a byte vocabulary), which XLA's GPU
-		// compiler of jaxlib 0.10.2 to 0.11 emits as a compare-and-swap loop
-		// (openxla/xla issue 46225), hundreds of milliseconds a step. The
-		// product gives the same rows (one term per row is not zero) and its
-		// gradient is a matrix product.
+		// compiler of jaxlib 0.10.2 to 0.11.0 emits as a compare-and-swap
+		// loop (openxla/xla issue 46225). The product gives the same rows
+		// (one term per row is not zero) and its gradient is a matrix
+		// product (with gomlxinterop.UseDotGeneralGradient; GoMLX's own
+		// gradient of products is what made the example's steps slow).
 		table := ctx.In("tokens").VariableWithShape("embeddings", shapes.Make(dtypes.Float32, Vocab, m.Dim)).ValueGraph(g)
 		x := graph.Einsum("btv,vd->btd", graph.OneHot(in[0], Vocab, dtypes.Float32), table)
 		pos := ctx.In("positions").VariableWithShape("embeddings", shapes.Make(dtypes.Float32, m.Len, m.Dim)).ValueGraph(g)
