@@ -23,7 +23,6 @@ import (
 	"github.com/distopt/distopt/cuda"
 	gomlxinterop "github.com/distopt/distopt/interop/gomlx"
 	"github.com/distopt/distopt/interop/gomlx/internal/toy"
-	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/gpu"
 )
 
@@ -113,7 +112,7 @@ func (r *gpuRun) batch(s int) gomlxinterop.Batch {
 
 // distopt trains with distopt's AdamW (no weight decay: GoMLX's Adam).
 func (r *gpuRun) distopt(ctx context.Context, comm collective.Communicator) error {
-	cfg := optimizer.Config{LR: optimizer.Constant(r.o.lr), Eps: r.o.eps, Recipe: r.o.recipe, Store: r.o.store}
+	cfg := r.o.optimizerConfig()
 	t0 := time.Now()
 	tr, err := gomlxinterop.NewGPUTrainer(ctx, r.be, comm, r.xb, toy.Context(seed), r.o.task.Model(), r.o.task.Loss, r.batch(0), gomlxinterop.GPUConfig{Optimizer: cfg})
 	if err != nil {

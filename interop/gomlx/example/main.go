@@ -56,12 +56,20 @@ import (
 const seed = 7
 
 type options struct {
-	steps, batch int
-	lr, eps      float64
-	recipe       fp8.Recipe
-	task         toy.Task
-	store        optimizer.Agreer // under the launcher: where ranks compare configurations first
-	report       io.Writer        // where rank 0 prints
+	steps, batch     int
+	lr, eps          float64
+	recipe           fp8.Recipe
+	moment1, moment2 optimizer.MomentDType
+	task             toy.Task
+	store            optimizer.Agreer // under the launcher: where ranks compare configurations first
+	report           io.Writer        // where rank 0 prints
+}
+
+// optimizerConfig is distopt's configuration of o: AdamW without weight
+// decay (GoMLX's Adam), a constant learning rate.
+func (o options) optimizerConfig() optimizer.Config {
+	return optimizer.Config{LR: optimizer.Constant(o.lr), Eps: o.eps, Recipe: o.recipe, Store: o.store,
+		FirstMomentType: o.moment1, SecondMomentType: o.moment2}
 }
 
 func main() {
@@ -70,6 +78,7 @@ func main() {
 	batch := flag.Int("batch", 16, "examples per rank per step")
 	lr := flag.Float64("lr", 3e-3, "learning rate (both optimizers)")
 	recipeName := flag.String("recipe", "current", "FP8 recipe: current, delayed, block, tile, mx")
+	moments := flag.String("moments", "fp32", "distopt's Adam moments: fp32, bf16 or fp8 for both, or M,V (e.g. fp8,bf16: 3 bytes per parameter instead of 8)")
 	model := flag.String("model", "mlp", "model: mlp (32-64-64-8, regression), transformer (one block, reverses 8 tokens) or lm (byte-level language model on -data)")
 	g := gpuOptions{}
 	backend := flag.String("backend", "cpu", "cpu (simplego, in-process ranks, GoMLX Adam alongside) or gpu (XLA through the PJRT CUDA plugin; distopt's CUDA backend)")
@@ -119,6 +128,10 @@ func main() {
 		os.Exit(2)
 	}
 	o := options{steps: *steps, batch: *batch, lr: *lr, eps: 1e-7, recipe: recipe, task: task, report: os.Stdout}
+	if o.moment1, o.moment2, err = optimizer.ParseMomentTypes(*moments, optimizer.RuleAdamW); err != nil {
+		fmt.Fprintf(os.Stderr, "-moments: %v\n", err)
+		os.Exit(2)
+	}
 	g.options = o
 	switch {
 	case *backend == "gpu" && g.task == nil:
@@ -217,7 +230,7 @@ func grpcRank(ctx context.Context, store *rendezvous.Store, o options) error {
 // same training flags: ranks that took different numbers of steps would
 // wait for each other's collectives until the deadline.
 func agreeOnFlags(ctx context.Context, store optimizer.Agreer, o options) error {
-	flags := fmt.Sprintf("-steps %d -batch %d -lr %g -recipe %v, model %T", o.steps, o.batch, o.lr, o.recipe, o.task)
+	flags := fmt.Sprintf("-steps %d -batch %d -lr %g -recipe %v -moments %v,%v, model %T", o.steps, o.batch, o.lr, o.recipe, o.moment1, o.moment2, o.task)
 	if err := store.CheckAgreement(ctx, "gomlx-example/flags", flags); err != nil {
 		return fmt.Errorf("the ranks were started with different flags (start them with the same): %w", err)
 	}
@@ -258,7 +271,7 @@ func rank(ctx context.Context, comm collective.Communicator, o options, ref *ada
 		x, y := o.task.Batch(s, comm.Rank(), o.batch)
 		return gomlxinterop.Batch{Inputs: []*tensors.Tensor{x}, Labels: []*tensors.Tensor{y}}
 	}
-	cfg := gomlxinterop.Config{Optimizer: optimizer.Config{LR: optimizer.Constant(o.lr), Eps: o.eps, Recipe: o.recipe, Store: o.store}}
+	cfg := gomlxinterop.Config{Optimizer: o.optimizerConfig()}
 	tr, err := gomlxinterop.NewTrainer(ctx, comm, be, toy.Context(seed), o.task.Model(), o.task.Loss, batch(0), cfg)
 	if err != nil {
 		return err
