@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,6 +18,7 @@ import (
 	"github.com/distopt/distopt/examples/gpt/gpumodel"
 	"github.com/distopt/distopt/examples/gpt/model"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/optimizer/checkpoint"
 	"github.com/distopt/distopt/safetensors"
 )
 
@@ -304,6 +307,25 @@ func TestSkipped(t *testing.T) {
 	err := skipped(optimizer.StepResult{Step: 3, Skipped: true, Reason: "2 non-finite gradient values"})
 	if err == nil || !strings.Contains(err.Error(), "2 non-finite gradient values") {
 		t.Errorf("a skipped step: %v", err)
+	}
+}
+
+// TestResumeOtherMoments resumes a checkpoint written with -moments fp32
+// (the default before 2026-12-05) with the default moments: the run must
+// stop with checkpoint.ErrMomentType and name -moments; with -moments fp32
+// it resumes.
+func TestResumeOtherMoments(t *testing.T) {
+	dir, ck := writeData(t), t.TempDir()
+	common := []string{"-data", dir, "-steps", "4", "-sample", "0", "-ckpt", ck}
+	trainFlags(t, append(common, "-moments", "fp32", "-stop-after", "2")...)
+	o, err := parseFlags(append(append([]string{}, tinyFlags...), append(common, "-resume")...))
+	must(t, err)
+	_, err = train(o, io.Discard)
+	if !errors.Is(err, checkpoint.ErrMomentType) || !strings.Contains(err.Error(), "-moments") {
+		t.Fatalf("resuming fp32 moments with the default: %v; want checkpoint.ErrMomentType naming -moments", err)
+	}
+	if got := trainFlags(t, append(common, "-moments", "fp32", "-resume")...); len(got) != 2 {
+		t.Fatalf("resumed with -moments fp32: %d losses, want 2", len(got))
 	}
 }
 

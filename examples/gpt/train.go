@@ -300,6 +300,9 @@ func resume(ctx context.Context, o options, out io.Writer, opt *optimizer.Optimi
 		return nil
 	}
 	info, err := checkpoint.Load(ctx, opt, comm, o.ckpt, checkpoint.LoadOptions{})
+	if errors.Is(err, checkpoint.ErrMomentType) {
+		return fmt.Errorf("%w; resume with the -moments the checkpoint was written with (the default is fp8,bf16 since 2026-12-05, fp32 before)", err)
+	}
 	if err != nil {
 		return err
 	}
