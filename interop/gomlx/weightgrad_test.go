@@ -70,20 +70,27 @@ func floats(b []byte) []float32 {
 // the gradients, in distopt's layout and gradient type, bit for bit as the
 // CPU path computes them (the variables holding the decoded weights, the
 // gradients transposed by HandOver) — for per-tensor, 1x128, 128x128 and
-// MXFP8 scaling. FP32 gradients only: simplego converts to bfloat16 by
-// truncation, HandOver (and XLA) round to nearest even.
+// MXFP8 scaling, and per-tensor again with both graphs differentiated by
+// UseDotGeneralGradient (as the example builds them). FP32 gradients only:
+// simplego converts to bfloat16 by truncation, HandOver (and XLA) round to
+// nearest even.
 func TestWeightGradExec(t *testing.T) {
 	for _, c := range []struct {
-		name string
-		r    fp8.Recipe
-		gt   buffer.DType
+		name    string
+		r       fp8.Recipe
+		gt      buffer.DType
+		dotGrad bool
 	}{
-		{"current", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, buffer.Float32},
-		{"1x128 fp32", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block1x128}, buffer.Float32},
-		{"128x128 e5m2", fp8.Recipe{Format: fp8.E5M2, Scaling: fp8.Block128x128}, buffer.Float32},
-		{"mxfp8", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.MXFP8}, buffer.Float32},
+		{"current", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, buffer.Float32, false},
+		{"1x128 fp32", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block1x128}, buffer.Float32, false},
+		{"128x128 e5m2", fp8.Recipe{Format: fp8.E5M2, Scaling: fp8.Block128x128}, buffer.Float32, false},
+		{"mxfp8", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.MXFP8}, buffer.Float32, false},
+		{"current, UseDotGeneralGradient", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, buffer.Float32, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			if c.dotGrad {
+				defer gomlxinterop.UseDotGeneralGradient()()
+			}
 			ctx := context.Background()
 			cfg := adamConfig()
 			cfg.Optimizer.Recipe, cfg.Optimizer.GradType = c.r, c.gt
