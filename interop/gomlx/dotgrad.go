@@ -20,8 +20,10 @@ import (
 // same gradients as two DotGenerals (and a transpose each).
 
 var (
-	dotGradMu   sync.Mutex
-	dotGradOrig = graph.VJPRegistration[graph.NodeTypeDotGeneral]
+	dotGradMu sync.Mutex
+	// dotGradPrev is the gradient dotGrad replaced, which it falls back to
+	// for a node whose axes it cannot read.
+	dotGradPrev graph.VJP
 )
 
 // UseDotGeneralGradient makes GoMLX differentiate DotGeneral (and so
@@ -29,14 +31,19 @@ var (
 // broadcast-and-reduce form, for every graph built after the call in this
 // process: GoMLX keeps the gradients of its operations in one global
 // registry (graph.VJPRegistration). It returns a function that puts the
-// previous gradient back. Call both before building graphs, not while
+// gradient found at the call back; calls and restores nest (restore in the
+// reverse order of the calls). Call both before building graphs, not while
 // graphs are being built. The gradients are the same up to the order of
 // the float sums (TestDotGeneralGradient). A node whose axes cannot be
-// read (another GoMLX version) gets GoMLX's own gradient.
+// read (another GoMLX version) gets the gradient found at the first call,
+// GoMLX's own unless another package had replaced it.
 func UseDotGeneralGradient() (restore func()) {
 	dotGradMu.Lock()
 	defer dotGradMu.Unlock()
 	prev := graph.VJPRegistration[graph.NodeTypeDotGeneral]
+	if dotGradPrev == nil {
+		dotGradPrev = prev
+	}
 	graph.VJPRegistration[graph.NodeTypeDotGeneral] = dotGrad
 	return func() {
 		dotGradMu.Lock()
@@ -115,7 +122,7 @@ func transposeTo(x *graph.Node, inv []int) *graph.Node {
 func dotGrad(node *graph.Node, vjps []*graph.Node, out shapes.Shape) []*graph.Node {
 	lc, lb, rc, rb, ok := dotAxes(node)
 	if !ok || len(vjps) != 1 || len(node.Inputs()) != 2 {
-		return dotGradOrig(node, vjps, out)
+		return dotGradPrev(node, vjps, out)
 	}
 	v := vjps[0]
 	lhs, rhs := node.Inputs()[0], node.Inputs()[1]

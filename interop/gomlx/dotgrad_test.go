@@ -30,6 +30,9 @@ var dotCases = []dotCase{
 	{"attention scores (bqhd,bkhd->bhqk)", []int{2, 5, 3, 4}, []int{3}, []int{0, 2}, []int{2, 6, 3, 4}, []int{3}, []int{0, 2}, []int{2, 3, 5, 6}},
 	{"two contracting axes, out of order", []int{3, 4, 5}, []int{2, 0}, nil, []int{4, 5, 3, 2}, []int{1, 2}, nil, []int{4, 4, 2}},
 	{"outer product", []int{3, 1}, nil, nil, []int{2}, nil, nil, []int{3, 1, 2}},
+	{"batch axes in another order", []int{2, 4, 3}, nil, []int{0, 2}, []int{3, 5, 2}, nil, []int{2, 0}, []int{2, 3, 4, 5}},
+	{"contracting axes decreasing on rhs", []int{3, 4, 2}, []int{0, 1}, nil, []int{4, 2, 3}, []int{2, 0}, nil, []int{2, 2}},
+	{"scalars", []int{}, nil, nil, []int{}, nil, nil, []int{}},
 }
 
 // randFloats returns n float64 values in [-1, 1) from seed.

@@ -78,7 +78,7 @@ type Attention struct {
 	c        Config
 	h        uintptr // the cudnnHandle_t
 	fwd, bwd *plan
-	ws       cuda.DevicePtr // the plans' workspace, then the row sums, then dq's accumulator
+	ws       cuda.DevicePtr // the plans' workspace, then the row sums, then dq's accumulator (accumulating form only)
 }
 
 // New builds the forward and backward plans of c on device d and

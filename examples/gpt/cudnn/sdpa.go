@@ -183,8 +183,10 @@ func backwardGraph(s Shape, l Layout, scale, mask float32, repeatable bool) *gra
 
 // scoreGradBytes is the workspace the repeatable backward form needs
 // beyond an engine's own for the bfloat16 score gradient of every head:
-// batch·heads·seq·seq two-byte values, each sequence padded to 128 (the
-// frontend sizes it so, padding the queries to 64 and the keys to 128).
+// batch·heads·seq·seq two-byte values, each sequence padded to 128: a
+// bound at least as large as cudnn-frontend's own estimate of it (which
+// pads to 64, or the keys to 128). The plan's actual workspace, at most
+// this bound, is what the engine reports.
 func scoreGradBytes(s Shape) int {
 	t := (s.Seq + 127) / 128 * 128
 	return 2 * s.Batch * s.Heads * t * t

@@ -68,8 +68,9 @@ func newCuDNNAttention(k *kernels.Set, batch, seq, h, heads int) (*attention, er
 
 // AttentionNote says how the model's attention departs from its Options:
 // with AttentionCuDNN, that cuDNN refused the repeatable form of the
-// backward pass and the model took the accumulating one (and its
-// workspace, smaller than PredictMemory counts). Empty otherwise.
+// backward pass and the model took the accumulating one (whose workspace
+// differs from what PredictMemory counts: a float32 dq accumulator in
+// place of the score gradient). Empty otherwise.
 func (m *Model) AttentionNote() string {
 	if m.attn == nil {
 		return ""

@@ -94,8 +94,9 @@ type Options struct {
 	// transposed codes move from the products' scratch to the engine's
 	// activation buffer (PredictMemory counts them). Per-tensor recipes
 	// only (the first Forward refuses 128x128 weights' 1x128 activations);
-	// not with Unfused. Off by default until a GPU run shows it correct
-	// and faster.
+	// not with Unfused. Off in a zero Options; examples/gpt turns it on
+	// by default (1.021x against 1.003x of compiled PyTorch's step at 1.3B,
+	// an H200, 2026-12-05).
 	FuseDY bool
 }
 

@@ -60,6 +60,7 @@ type options struct {
 	lr, eps          float64
 	recipe           fp8.Recipe
 	moment1, moment2 optimizer.MomentDType
+	dotGrad          bool // -dot-grad: gomlxinterop.UseDotGeneralGradient
 	task             toy.Task
 	store            optimizer.Agreer // under the launcher: where ranks compare configurations first
 	report           io.Writer        // where rank 0 prints
@@ -127,7 +128,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "example:", err)
 		os.Exit(2)
 	}
-	o := options{steps: *steps, batch: *batch, lr: *lr, eps: 1e-7, recipe: recipe, task: task, report: os.Stdout}
+	o := options{steps: *steps, batch: *batch, lr: *lr, eps: 1e-7, recipe: recipe, task: task, report: os.Stdout, dotGrad: *dotGrad}
 	if o.moment1, o.moment2, err = optimizer.ParseMomentTypes(*moments, optimizer.RuleAdamW); err != nil {
 		fmt.Fprintf(os.Stderr, "-moments: %v\n", err)
 		os.Exit(2)
@@ -230,7 +231,7 @@ func grpcRank(ctx context.Context, store *rendezvous.Store, o options) error {
 // same training flags: ranks that took different numbers of steps would
 // wait for each other's collectives until the deadline.
 func agreeOnFlags(ctx context.Context, store optimizer.Agreer, o options) error {
-	flags := fmt.Sprintf("-steps %d -batch %d -lr %g -recipe %v -moments %v,%v, model %T", o.steps, o.batch, o.lr, o.recipe, o.moment1, o.moment2, o.task)
+	flags := fmt.Sprintf("-steps %d -batch %d -lr %g -recipe %v -moments %v,%v -dot-grad %v, model %T", o.steps, o.batch, o.lr, o.recipe, o.moment1, o.moment2, o.dotGrad, o.task)
 	if err := store.CheckAgreement(ctx, "gomlx-example/flags", flags); err != nil {
 		return fmt.Errorf("the ranks were started with different flags (start them with the same): %w", err)
 	}
