@@ -47,7 +47,7 @@ fresh)
 	head=$(git rev-parse HEAD)
 	dirty=$(git status --porcelain --untracked-files=no -- . ':!*.md' ':!scripts' ':!docs' | head -1)
 	stale=0
-	for f in .gpu/commit .gpu-gptlong/commit .gpu-speed37/commit; do
+	for f in .gpu/commit .gpu-gptlong/commit .gpu-speed37/commit .gpu-mini/commit; do
 		[ -e "$f" ] || continue
 		built=$(head -1 "$f")
 		case "$head" in
