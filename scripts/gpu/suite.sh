@@ -4,7 +4,7 @@
 #   sh scripts/gpu/suite.sh pack     (here) build.sh, then every binary of .gpu
 #                                    in one solid archive, .gpu-pack/gpu.tar.xz
 #   sh scripts/gpu/suite.sh fresh    (here) check that every carry built
-#                                    (.gpu, .gpu-gptlong, .gpu-speed37) was built
+#                                    (.gpu, .gpu-gptlong, .gpu-speed37, .gpu-mini) was built
 #                                    from HEAD with no modified file; STALE_OK=1
 #                                    lets hold go on anyway
 #   sh scripts/gpu/suite.sh hold     (here) fresh, then move the generated PTX
