@@ -6,6 +6,7 @@
 #   interop/gomlx/scripts/gomlx_gpu.sh lm distopt 1000  # there: the byte-level LM with distopt (E4M3, current)
 #   interop/gomlx/scripts/gomlx_gpu.sh lm adam 1000     # there: the same with GoMLX's own Adam
 #   interop/gomlx/scripts/gomlx_gpu.sh compare 1000 540 # there: both lm runs at once (loss only), each stopped after 540 s
+#   interop/gomlx/scripts/gomlx_gpu.sh issue36 580      # there: issue 36's runs in one call (below)
 #   interop/gomlx/scripts/gomlx_gpu.sh d2 1000          # there, on two GPUs: distopt run --nproc-per-node 2
 #
 # d2 is the d > 1 path (NCCL, one process, GPU and XLA client per rank); it
@@ -13,8 +14,14 @@
 # batch of LM_ARGS, rank 0 writes the curve (d2.csv), every rank's log goes
 # to d2.log with the launcher's [rank N] prefixes.
 #
+# issue36 LIMIT runs, within LIMIT seconds: lm adam 100, lm distopt 100
+# and lm distopt 100 with -moments fp8,bf16 (files tagged distopt8), each
+# alone (tokens/s, the hand-over, NVML peaks), then compare 1000 in the
+# time left (the loss comparison); ALONE sets the alone runs' steps.
+#
 # Results go to $OUT (or .gpu/gomlx/out): logs, loss curves (CSV), NVML
-# memory samples. Each lm run is one process, alone on the GPU. Binaries
+# memory samples. Each lm run is one process, alone on the GPU; TAG names
+# its files (default: the optimizer). Binaries
 # and data travel compressed (xz) to stay under the device's 64 MiB limit.
 # Environment there: DISTOPT_XLA_PLUGIN (default: JAX's plugin in
 # /opt/torch/.venv), XLA_FLAGS (default --xla_gpu_autotune_level=0: XLA's
@@ -81,15 +88,37 @@ lm)
 	there
 	opt=${2:?distopt or adam}
 	steps=${3:-1000}
+	tag=${TAG:-$opt}
 	unxz_to $dir/example.xz $dir/example && chmod +x $dir/example
 	for f in train valid; do [ -f $dir/data/$f.tok ] || unxz_to $dir/data/$f.tok.xz $dir/data/$f.tok; done
-	nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$out/nvml_$opt.txt" &
+	nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$out/nvml_$tag.txt" &
 	smi=$!
 	# shellcheck disable=SC2086
 	$dir/example -backend gpu -model lm -data $dir/data ${LM_ARGS:--layers 12 -dim 768 -heads 12 -seq 256 -batch 16 -lr 6e-4} \
-		-steps "$steps" -optimizer "$opt" -out "$out/$opt.csv" 2>&1 | tee "$out/$opt.log" || true
+		-steps "$steps" -optimizer "$opt" -out "$out/$tag.csv" 2>&1 | tee "$out/$tag.log" || true
 	kill $smi
-	echo "NVML peak (MiB, all processes): $(sort -n "$out/nvml_$opt.txt" | tail -1)" | tee -a "$out/$opt.log"
+	echo "NVML peak (MiB, all processes): $(sort -n "$out/nvml_$tag.txt" | tail -1)" | tee -a "$out/$tag.log"
+	;;
+issue36)
+	limit=${2:-580}
+	t0=$(date +%s)
+	left() { echo $((limit - ($(date +%s) - t0))); }
+	lm="${LM_ARGS:--layers 12 -dim 768 -heads 12 -seq 256 -batch 16 -lr 6e-4}"
+	for run in "adam" "distopt" "distopt -moments fp8,bf16"; do
+		opt=${run%% *} tag=$opt extra=""
+		[ "$run" = "$opt" ] || { tag=distopt8 extra=${run#* }; }
+		[ "$(left)" -gt 120 ] || { echo "== $tag skipped: $(left) s left"; continue; }
+		# XLA's flags as compare's (accepted by jax-cuda13-pjrt 0.11.2)
+		XLA_FLAGS="${XLA_FLAGS:---xla_gpu_autotune_level=0} --xla_gpu_enable_triton_gemm=false" TAG=$tag LM_ARGS="$lm $extra" \
+			timeout 150 sh "$0" lm "$opt" "${ALONE:-100}" >/dev/null 2>&1 || true
+		echo "== $tag alone ($(left) s left)"
+		grep -E '^(summary|hand-over|NVML|first step|distopt)' "${OUT:-$dir/out}/$tag.log" || tail -n 5 "${OUT:-$dir/out}/$tag.log"
+	done
+	if [ "$(left)" -gt 150 ]; then
+		LM_ARGS="$lm" sh "$0" compare 1000 $(($(left) - 10))
+	else
+		echo "== compare skipped: $(left) s left"
+	fi
 	;;
 compare)
 	# Both lm runs side by side on the one GPU, for the loss comparison only
@@ -139,7 +168,7 @@ d2)
 	echo "NVML peak per GPU (index, MiB): $(sort -t, -k2 -n "$out/nvml_d2.txt" | awk -F, '{m[$1]=$2} END {for (i in m) printf "%s:%s ", i, m[i]}')" | tee -a "$out/d2.log"
 	;;
 *)
-	sed -n '2,23p' "$0"
+	sed -n '2,30p' "$0"
 	exit 2
 	;;
 esac
