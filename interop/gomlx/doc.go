@@ -97,7 +97,8 @@
 // broadcasting the output gradient against the other operand and reducing,
 // not by a matrix product; on a GPU that made a 12-layer model's steps about
 // ten times slower than its FLOPs. UseDotGeneralGradient replaces that
-// gradient, process-wide, by matrix products, the same up to the order of
+// gradient (and the matrix-matrix Dot's), process-wide, by matrix
+// products, the same up to the order of
 // the float sums. It is a choice of the program (the example makes it), not
 // of this package's trainers.
 package gomlxinterop

@@ -21,35 +21,51 @@ import (
 
 var (
 	dotGradMu sync.Mutex
-	// dotGradPrev is the gradient dotGrad replaced, which it falls back to
-	// for a node whose axes it cannot read.
-	dotGradPrev graph.VJP
+	// dotGradPrev and matGradPrev are the gradients of DotGeneral and Dot
+	// that dotGrad and matGrad replaced, which they fall back to for a
+	// node they do not take.
+	dotGradPrev, matGradPrev graph.VJP
 )
 
 // UseDotGeneralGradient makes GoMLX differentiate DotGeneral (and so
-// Dense, Einsum, attention) with matrix products instead of its own
-// broadcast-and-reduce form, for every graph built after the call in this
-// process: GoMLX keeps the gradients of its operations in one global
-// registry (graph.VJPRegistration). It returns a function that puts the
-// gradient found at the call back; calls and restores nest (restore in the
-// reverse order of the calls). Call both before building graphs, not while
-// graphs are being built. The gradients are the same up to the order of
-// the float sums (TestDotGeneralGradient). A node whose axes cannot be
-// read (another GoMLX version) gets the gradient found at the first call,
-// GoMLX's own unless another package had replaced it.
+// Dense, Einsum, attention) and the matrix-matrix Dot with matrix products
+// instead of its own broadcast-and-reduce form, for every graph built
+// after the call in this process: GoMLX keeps the gradients of its
+// operations in one global registry (graph.VJPRegistration). It returns a
+// function that puts the gradients found at the call back; calls and
+// restores nest (restore in the reverse order of the calls). Call both
+// before building graphs, not while graphs are being built. The gradients
+// are the same up to the order of the float sums (TestDotGeneralGradient,
+// TestDotGradient). A DotGeneral whose axes cannot be read (another GoMLX
+// version), and a Dot of a vector, get the gradient found at the first
+// call, GoMLX's own unless another package had replaced it.
 func UseDotGeneralGradient() (restore func()) {
 	dotGradMu.Lock()
 	defer dotGradMu.Unlock()
-	prev := graph.VJPRegistration[graph.NodeTypeDotGeneral]
+	prevDot, prevMat := graph.VJPRegistration[graph.NodeTypeDotGeneral], graph.VJPRegistration[graph.NodeTypeDot]
 	if dotGradPrev == nil {
-		dotGradPrev = prev
+		dotGradPrev, matGradPrev = prevDot, prevMat
 	}
 	graph.VJPRegistration[graph.NodeTypeDotGeneral] = dotGrad
+	graph.VJPRegistration[graph.NodeTypeDot] = matGrad
 	return func() {
 		dotGradMu.Lock()
 		defer dotGradMu.Unlock()
-		graph.VJPRegistration[graph.NodeTypeDotGeneral] = prev
+		graph.VJPRegistration[graph.NodeTypeDotGeneral] = prevDot
+		graph.VJPRegistration[graph.NodeTypeDot] = prevMat
 	}
+}
+
+// matGrad is the gradient of out = Dot(lhs [i, j], rhs [j, k]) = [i, k]:
+// d lhs = v·rhsᵀ [i, j], d rhs = lhsᵀ·v [j, k]. Dots of vectors keep
+// GoMLX's gradient (it broadcasts nothing larger than an operand there).
+func matGrad(node *graph.Node, vjps []*graph.Node, out shapes.Shape) []*graph.Node {
+	in := node.Inputs()
+	if len(vjps) != 1 || len(in) != 2 || in[0].Rank() != 2 || in[1].Rank() != 2 {
+		return matGradPrev(node, vjps, out)
+	}
+	v := vjps[0]
+	return []*graph.Node{graph.DotGeneral(v, []int{1}, nil, in[1], []int{1}, nil), graph.DotGeneral(in[0], []int{0}, nil, v, []int{0}, nil)}
 }
 
 // dotAxes returns the contracting and batch axes of a DotGeneral node.

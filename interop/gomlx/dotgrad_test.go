@@ -137,3 +137,55 @@ func relMax(got, want []float64) float64 {
 	}
 	return e / m
 }
+
+// TestDotGradient checks UseDotGeneralGradient's gradient of Dot against
+// GoMLX's own, for a matrix times a matrix (replaced) and a matrix times a
+// vector (GoMLX's kept), as TestDotGeneralGradient does.
+func TestDotGradient(t *testing.T) {
+	be, err := simplego.New("ops_sequential")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Finalize()
+	for i, c := range []struct {
+		name         string
+		ldims, rdims []int
+		out          []int
+	}{{"matrix x matrix", []int{5, 7}, []int{7, 3}, []int{5, 3}}, {"matrix x vector", []int{4, 6}, []int{6}, []int{4}}} {
+		t.Run(c.name, func(t *testing.T) {
+			l := tensors.FromFlatDataAndDimensions(randFloats(prod(c.ldims), uint64(50+3*i)), c.ldims...)
+			r := tensors.FromFlatDataAndDimensions(randFloats(prod(c.rdims), uint64(51+3*i)), c.rdims...)
+			w := tensors.FromFlatDataAndDimensions(randFloats(prod(c.out), uint64(52+3*i)), c.out...)
+			grads := func() [][]float64 {
+				exec, err := graph.NewExec(be, func(l, r, w *graph.Node) []*graph.Node {
+					return graph.Gradient(graph.ReduceAllSum(graph.Mul(graph.Dot(l, r), w)), l, r)
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := exec.Exec(l, r, w)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out [][]float64
+				for _, x := range res {
+					f, err := tensors.CopyFlatData[float64](x)
+					if err != nil {
+						t.Fatal(err)
+					}
+					out = append(out, f)
+				}
+				return out
+			}
+			want := grads()
+			restore := UseDotGeneralGradient()
+			got := grads()
+			restore()
+			for k, name := range []string{"d lhs", "d rhs"} {
+				if e := relMax(got[k], want[k]); !(e <= 1e-12) {
+					t.Errorf("%s: differs from GoMLX's gradient by %.3g of its largest value", name, e)
+				}
+			}
+		})
+	}
+}
