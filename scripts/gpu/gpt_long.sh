@@ -92,8 +92,9 @@
 #     (default "-grad-type bf16|-act-grad bf16|-attention cudnn"), as part
 #     9 in one set of concurrent runs, each compared with the default.
 # Part 4 also runs distopt with each flag set of $BENCH_EXTRA ('|'-separated,
-# default "-attention cudnn|-epilogue -act-grad bf16|-fuse-dy=false -moments fp32": the
-# fastest attention, the speed levers not yet default, and the defaults before 2026-12-05)
+# default "-attention cudnn|-epilogue|-epilogue -act-grad bf16|-fuse-dy=false -moments
+# fp32": the fastest attention, the speed levers not yet default, alone and together, and
+# the defaults before 2026-12-05)
 # at both shapes, rows of their own in the table.
 # PARTS (default "loss resume bench tests") picks and orders parts 2-11.
 #
@@ -127,7 +128,7 @@ HEAD_PRECISION=${HEAD_PRECISION:-bf16}
 PARTS=${PARTS:-loss resume bench tests}
 MOMENTS=${MOMENTS:-fp32 fp8,bf16 fp8}
 BENCH_LOWMEM=${BENCH_LOWMEM-"-recompute"}
-BENCH_EXTRA=${BENCH_EXTRA-"-attention cudnn|-epilogue -act-grad bf16|-fuse-dy=false -moments fp32"}
+BENCH_EXTRA=${BENCH_EXTRA-"-attention cudnn|-epilogue|-epilogue -act-grad bf16|-fuse-dy=false -moments fp32"}
 LEVERS=${LEVERS-"-grad-type bf16|-act-grad bf16|-attention cudnn"}
 WARMUP=$((STEPS / 20))
 
