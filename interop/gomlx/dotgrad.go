@@ -132,9 +132,8 @@ func transposeTo(x *graph.Node, inv []int) *graph.Node {
 }
 
 // dotGrad is the gradient of out = DotGeneral(lhs, rhs): out's axes are
-// [batch, lhsCross, rhsCross]. d lhs contracts v with rhs over rhs's
-// cross axes, giving [batch, lhsCross, rhs's contracting axes in rhs's
-// order], then is transposed to lhs's axis order; d rhs likewise.
+// [batch, lhsCross, rhsCross], v's too. Each operand's gradient contracts v
+// with the other operand over the other's cross axes (operandGrad).
 func dotGrad(node *graph.Node, vjps []*graph.Node, out shapes.Shape) []*graph.Node {
 	lc, lb, rc, rb, ok := dotAxes(node)
 	if !ok || len(vjps) != 1 || len(node.Inputs()) != 2 {
@@ -145,35 +144,31 @@ func dotGrad(node *graph.Node, vjps []*graph.Node, out shapes.Shape) []*graph.No
 	nb := len(lb)
 	lCross, rCross := crossAxes(lhs.Rank(), lc, lb), crossAxes(rhs.Rank(), rc, rb)
 	vBatch, vL, vR := span(0, nb), span(nb, len(lCross)), span(nb+len(lCross), len(rCross))
+	return []*graph.Node{
+		operandGrad(v, vR, vBatch, rhs, rCross, rb, rc, lhs.Rank(), lb, lCross, lc),
+		operandGrad(v, vL, vBatch, lhs, lCross, lb, lc, rhs.Rank(), rb, rCross, rc),
+	}
+}
 
-	// d lhs: [batch, lhsCross, rhs's contracting axes in increasing order].
-	gl := graph.DotGeneral(v, vR, vBatch, rhs, rCross, rb)
-	sorted := slices.Sorted(slices.Values(rc))
-	inv := make([]int, lhs.Rank()) // inv[a]: the axis of gl holding lhs's axis a
-	for i, a := range lb {
+// operandGrad is the gradient of one operand of a DotGeneral (rank rank,
+// axes batch, cross and contracting, contracting[k] paired with the other
+// operand's otherContracting[k]) from the output gradient v: v contracted
+// with the other operand over the other's cross axes (v's axes vOther)
+// gives [batch, cross, the other's contracting axes in increasing order],
+// then transposed to the operand's axis order.
+func operandGrad(v *graph.Node, vOther, vBatch []int, other *graph.Node, otherCross, otherBatch, otherContracting []int,
+	rank int, batch, cross, contracting []int) *graph.Node {
+	g := graph.DotGeneral(v, vOther, vBatch, other, otherCross, otherBatch)
+	sorted := slices.Sorted(slices.Values(otherContracting))
+	inv := make([]int, rank) // inv[a]: the axis of g holding the operand's axis a
+	for i, a := range batch {
 		inv[a] = i
 	}
-	for j, a := range lCross {
-		inv[a] = nb + j
+	for j, a := range cross {
+		inv[a] = len(batch) + j
 	}
-	for k, a := range lc { // lhs's k-th contracting axis pairs with rhs's rc[k]
-		inv[a] = nb + len(lCross) + slices.Index(sorted, rc[k])
+	for k, a := range contracting {
+		inv[a] = len(batch) + len(cross) + slices.Index(sorted, otherContracting[k])
 	}
-	gl = transposeTo(gl, inv)
-
-	// d rhs: [batch, lhs's contracting axes in increasing order, rhsCross].
-	gr := graph.DotGeneral(lhs, lCross, lb, v, vL, vBatch)
-	sorted = slices.Sorted(slices.Values(lc))
-	inv = make([]int, rhs.Rank())
-	for i, a := range rb {
-		inv[a] = i
-	}
-	for k, a := range rc {
-		inv[a] = nb + slices.Index(sorted, lc[k])
-	}
-	for j, a := range rCross {
-		inv[a] = nb + len(lc) + j
-	}
-	gr = transposeTo(gr, inv)
-	return []*graph.Node{gl, gr}
+	return transposeTo(g, inv)
 }

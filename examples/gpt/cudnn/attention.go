@@ -58,10 +58,11 @@ func (c Config) planWorkspace() int {
 // pass. It depends on the shapes only, not on the engine cuDNN picks.
 func WorkspaceBytes(c Config) int {
 	rows := c.Batch * c.Heads * c.Seq
-	if c.Repeatable {
-		return c.planWorkspace() + 4*rows
+	n := c.planWorkspace() + 4*rows
+	if !c.Repeatable {
+		n += 4 * rows * c.D
 	}
-	return c.planWorkspace() + 4*rows + 4*rows*c.D
+	return n
 }
 
 // StatsBytes is the size of the float32 statistics Forward writes and
