@@ -23,24 +23,22 @@ case ${1:-} in
 build)
 	shift
 	[ $# -gt 0 ] || { echo "mini.sh build: name the packages (e.g. examples/gpt/cudnn)" >&2; exit 2; }
-	tmp=$(mktemp -d)
-	trap 'rm -rf "$tmp"' EXIT
+	bin=$(mktemp -d)
+	trap 'rm -rf "$bin"' EXIT
+	# shellcheck source=lib.sh
+	. "$root/scripts/gpu/lib.sh"
 	for p; do
 		p=${p#./}
 		name=$(echo "$p" | tr / _).test
 		echo "build: $p -> $name"
-		go test -c -ldflags="-s -w" -o "$tmp/$name" "./$p"
-		[ -e "$tmp/$name" ] || { echo "mini.sh: $p has no tests" >&2; exit 1; }
-		echo "$name $p" >>"$tmp/manifest"
+		tests "$p"
+		[ -e "$bin/$name" ] || { echo "mini.sh: $p has no tests" >&2; exit 1; }
+		echo "$name $p" >>"$bin/manifest"
 	done
-	{
-		git rev-parse HEAD
-		git status --porcelain --untracked-files=no | sed 's/^/modified: /'
-		date -u +%Y-%m-%dT%H:%M:%SZ
-	} >"$tmp/commit"
+	stamp "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 	mkdir -p .gpu-mini
-	cp "$tmp/commit" .gpu-mini/commit
-	(cd "$tmp" && tar cf - .) | xz -T2 -6 >.gpu-mini/t.tar.xz
+	cp "$bin/commit" .gpu-mini/commit
+	(cd "$bin" && tar cf - .) | xz -T2 -6 >.gpu-mini/t.tar.xz
 	ls -l .gpu-mini/t.tar.xz
 	;;
 run)
