@@ -5,16 +5,19 @@ import (
 	"testing"
 )
 
-// TestActGradFlag checks -act-grad: fp32 (ActGradBF16 off) by default,
-// bf16 (any case) on the GPU path threaded to the model's options; an
+// TestActGradFlag checks -act-grad: bf16 by default on the GPU with
+// per-tensor recipes and without -recompute (the fused backward), fp32
+// otherwise and when asked; bf16 (any case) threaded to the model's
+// options; an
 // unknown type refused naming the flag, and the flag refused on the CPU
 // path, which computes in float64.
 func TestActGradFlag(t *testing.T) {
 	for _, c := range []struct {
 		args []string
 		want bool
-	}{{nil, false}, {[]string{"-backend", "gpu"}, false}, {[]string{"-backend", "gpu", "-act-grad", "BF16"}, true},
-		{[]string{"-backend", "gpu", "-act-grad", "fp32"}, false}} {
+	}{{nil, false}, {[]string{"-backend", "gpu"}, true}, {[]string{"-backend", "gpu", "-act-grad", "BF16"}, true},
+		{[]string{"-backend", "gpu", "-act-grad", "fp32"}, false}, {[]string{"-backend", "gpu", "-recompute"}, false},
+		{[]string{"-backend", "gpu", "-recipe", "tile"}, false}, {[]string{"-backend", "gpu", "-recipe", "delayed"}, true}} {
 		o, err := parseFlags(c.args)
 		if err != nil {
 			t.Errorf("%v refused: %v", c.args, err)

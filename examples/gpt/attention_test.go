@@ -59,7 +59,50 @@ func TestOpenAttention(t *testing.T) {
 		}
 	}
 	o, err := parseFlags([]string{"-backend", "gpu"})
-	if err != nil || o.attentionAuto || o.attention != gpumodel.AttentionFlash {
-		t.Errorf("the default -attention is %v (auto %v, error %v), want flash: cuDNN's backward is not repeatable", o.attention, o.attentionAuto, err)
+	if err != nil || !o.attentionAuto || o.attention != gpumodel.AttentionCuDNN {
+		t.Errorf("the default -attention is %v (auto %v, error %v), want auto, cuDNN tried first", o.attention, o.attentionAuto, err)
+	}
+}
+
+// fakeModel stands for a gpumodel.Model in TestOpenAttentionAccumulating:
+// its attention note and whether it was closed.
+type fakeModel struct {
+	a      gpumodel.Attention
+	note   string
+	closed *int
+}
+
+func (f fakeModel) AttentionNote() string { return f.note }
+func (f fakeModel) Close() error          { *f.closed++; return nil }
+
+// TestOpenAttentionAccumulating checks that -attention auto does not keep
+// a model whose cuDNN attention took the accumulating backward (its bits
+// differ between runs): that model is closed and flash opened, the note
+// saying why; -attention cudnn keeps it (the run prints the note).
+func TestOpenAttentionAccumulating(t *testing.T) {
+	const why = "the repeatable backward was refused"
+	for _, c := range []struct {
+		flag   string
+		want   gpumodel.Attention
+		closed int
+	}{{"auto", gpumodel.AttentionFlash, 1}, {"cudnn", gpumodel.AttentionCuDNN, 0}} {
+		o, err := parseFlags([]string{"-backend", "gpu", "-attention", c.flag})
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed := 0
+		m, note, err := openAttention(o, func(a gpumodel.Attention) (fakeModel, error) {
+			f := fakeModel{a: a, closed: &closed}
+			if a == gpumodel.AttentionCuDNN {
+				f.note = why
+			}
+			return f, nil
+		})
+		if err != nil || m.a != c.want || closed != c.closed {
+			t.Errorf("-attention %s, cuDNN accumulating: %v closed %d times (error %v); want %v closed %d times", c.flag, m.a, closed, err, c.want, c.closed)
+		}
+		if c.flag == "auto" && !strings.Contains(note, why) {
+			t.Errorf("-attention auto, cuDNN accumulating: note %q does not say why flash runs", note)
+		}
 	}
 }

@@ -170,10 +170,10 @@ func defineFlags(o *options) (*flag.FlagSet, rawFlags) {
 	fs.IntVar(&o.stopAfter, "stop-after", 0, "stop (and save) after this step, as an interrupted run would (0: run to -steps)")
 	fs.BoolVar(&o.recompute, "recompute", false, "GPU: keep no FP8 copy of the LayerNorm and GELU outputs; recompute them in backward (same bits, less memory)")
 	r.head = fs.String("head-precision", "fp32", "precision of the tied output head: fp32 (float32 LayerNorm output, logits, cross-entropy and gradients; products with the bfloat16 embedding accumulated in float32) or bf16 (rounded where PyTorch's BF16 autocast rounds: the head's input, the logits and their gradient, the head's input and weight gradients; for comparisons with scripts/gpt/torch_gpt.py)")
-	r.attention = fs.String("attention", "flash", "GPU: attention kernels: flash (fused, head widths 64 and 128 only; a repeatable backward), auto (cudnn where cuDNN 9 opens and takes the shape, else flash; the choice and its reason are printed), gemm (TF32 GEMMs and softmax kernels, any head width, float32 probabilities kept) or cudnn (cuDNN 9's fused attention, opened at run time, about 2x faster per call; its backward in the form built to repeat its bits, dq one product from a score-gradient workspace of batch x heads x seq^2 x 2 bytes, not yet checked on a GPU: until then resumed runs may differ from straight ones; CUDNN_LIBRARY names the library)")
+	r.attention = fs.String("attention", "auto", "GPU: attention kernels: auto (the default: cudnn where cuDNN 9 opens, takes the shape and builds its repeatable backward, else flash; the choice and its reason are printed), cudnn (cuDNN 9's fused attention, opened at run time, about 2x faster per call than flash; its backward in the form that repeats its bits, dq one product from a score-gradient workspace of batch x heads x seq^2 x 2 bytes; CUDNN_LIBRARY names the library), flash (our fused kernels, head widths 64 and 128 only; a repeatable backward) or gemm (TF32 GEMMs and softmax kernels, any head width, float32 probabilities kept)")
 	r.gradType = fs.String("grad-type", "fp32", "GPU: type of the gradient buffers: fp32, or bf16 (2 bytes less per parameter; the biases', LayerNorms' and embeddings' gradients summed in float32 and rounded once per micro-batch). fp32 stays the default until a GPU run shows bf16's loss within 1% of fp32's (scripts/gpu/gpt_long.sh)")
-	fs.BoolVar(&o.epilogue, "epilogue", false, "GPU: add qkv's and fc's biases in the FP8 GEMMs' epilogue, writing bfloat16 directly (fused forward only; not with -recompute; off until a GPU run shows it correct and faster)")
-	r.actGrad = fs.String("act-grad", "fp32", "GPU: type of the activation gradients where PyTorch's autocast keeps them in bfloat16 (the linear layers' input gradients, GELU's gradient): fp32, or bf16 (fewer bytes moved; the residual stream's gradient stays float32; gpumodel.Options.ActGradBF16). fp32 stays the default until scripts/gpu/gpt_long.sh shows bf16's loss within 1% of fp32's")
+	fs.BoolVar(&o.epilogue, "epilogue", false, "GPU: add qkv's and fc's biases in the FP8 GEMMs' epilogue, writing bfloat16 directly (fused forward only; on by default on the GPU with per-tensor recipes and without -recompute; -epilogue=false turns it off)")
+	r.actGrad = fs.String("act-grad", "bf16", "GPU: type of the activation gradients where PyTorch's autocast keeps them in bfloat16 (the linear layers' input gradients, GELU's gradient): bf16 (fewer bytes moved; the residual stream's gradient stays float32; gpumodel.Options.ActGradBF16; the default on the GPU with per-tensor recipes and without -recompute, where the fused backward runs) or fp32")
 	fs.BoolVar(&o.fuseDY, "fuse-dy", false, "GPU: cast each linear layer's output gradient to FP8, transposed and not, and sum its bias gradient in one pass (the same bits as separate passes, and faster: on by default on the GPU with per-tensor recipes; -fuse-dy=false turns it off; -recipe tile takes separate passes)")
 	fs.BoolVar(&o.profile, "profile", false, "GPU: print where each step's device time goes, by phase (LayerNorm, FP8 GEMMs, attention, ...), measured with CUDA events; the first step is left out")
 	fs.BoolVar(&o.keepTransposed, "keep-transposed", false, "GPU: keep the transposed FP8 linear inputs for backward instead of making them there (same bits, more memory)")
@@ -250,15 +250,10 @@ func (o *options) finish(fs *flag.FlagSet, r rawFlags) error {
 	if o.actGradBF16, err = parseActGrad(*r.actGrad); err != nil {
 		return err
 	}
-	attentionSet, gradTypeSet, fuseDYSet := false, false, false
-	fs.Visit(func(f *flag.Flag) {
-		attentionSet = attentionSet || f.Name == "attention"
-		gradTypeSet = gradTypeSet || f.Name == "grad-type" || f.Name == "act-grad"
-		fuseDYSet = fuseDYSet || f.Name == "fuse-dy"
-	})
-	if !fuseDYSet { // the default: on where the GPU model can take it
-		o.fuseDY = o.backend == "gpu" && o.recipe.Scaling != fp8.Block128x128
-	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	attentionSet, gradTypeSet := set["attention"], set["grad-type"] || set["act-grad"]
+	fusedDefaults(o, set)
 	if o.moment1, o.moment2, err = optimizer.ParseMomentTypes(*r.moments, optimizer.RuleAdamW); err != nil {
 		return fmt.Errorf("-moments: %w", err)
 	}
@@ -319,6 +314,23 @@ func parseGradType(s string) (buffer.DType, error) {
 		return buffer.BFloat16, nil
 	}
 	return 0, fmt.Errorf("-grad-type=%q: want fp32 or bf16", s)
+}
+
+// fusedDefaults sets -fuse-dy, -epilogue and -act-grad bf16 where the
+// command line (set: the flags given) leaves them: on where the GPU model
+// takes them and they were measured, per-tensor recipes; -epilogue and
+// -act-grad need the fused passes, not -recompute's.
+func fusedDefaults(o *options, set map[string]bool) {
+	perTensorGPU := o.backend == "gpu" && o.recipe.Scaling != fp8.Block128x128
+	if !set["fuse-dy"] {
+		o.fuseDY = perTensorGPU
+	}
+	if !set["epilogue"] {
+		o.epilogue = perTensorGPU && !o.recompute
+	}
+	if !set["act-grad"] {
+		o.actGradBF16 = perTensorGPU && !o.recompute
+	}
 }
 
 // parseActGrad returns whether -act-grad asks for bfloat16 activation

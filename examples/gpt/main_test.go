@@ -182,8 +182,8 @@ func TestFlags(t *testing.T) {
 	for _, c := range []struct {
 		args []string
 		want gpumodel.Attention
-	}{{[]string{"-backend", "gpu", "-ranks", "2", "-export-init", "x"}, gpumodel.AttentionFlash}, {[]string{"-backend", "gpu", "-recompute"}, gpumodel.AttentionFlash}, // the default: flash
-		{[]string{"-backend", "gpu", "-attention", "cudnn"}, gpumodel.AttentionCuDNN}, // -attention auto tries cuDNN first:
+	}{{[]string{"-backend", "gpu", "-ranks", "2", "-export-init", "x"}, gpumodel.AttentionCuDNN}, {[]string{"-backend", "gpu", "-recompute"}, gpumodel.AttentionCuDNN}, // the default, auto, tries cuDNN first
+		{[]string{"-backend", "gpu", "-attention", "cudnn"}, gpumodel.AttentionCuDNN},
 		{[]string{"-backend", "gpu", "-attention", "AUTO"}, gpumodel.AttentionCuDNN},
 		{[]string{"-backend", "gpu", "-attention", "gemm"}, gpumodel.AttentionGEMM}, {[]string{"-backend", "gpu", "-attention", "flash"}, gpumodel.AttentionFlash}} {
 		o, err := parseFlags(c.args)

@@ -44,7 +44,7 @@
 #  3. resume check on the GPU: $RESUME_STEPS steps straight, then the same run
 #     stopped at half and resumed from its checkpoint, for each recipe of
 #     $RESUME_RECIPES, with the flags of $RESUME_EXTRA (default none; e.g.
-#     "-attention cudnn"); `curves -resume` must find every training and
+#     "-attention flash"); `curves -resume` must find every training and
 #     validation loss equal to the last bit. The straight run prints a text
 #     sample generated on the GPU.
 #  4. speed and memory, each run alone on the GPU: 124M and 1.3B shapes,
@@ -89,12 +89,13 @@
 #     $OUT/gpt_actgrad_diff.png. If bf16 meets them, -act-grad's default
 #     may become bf16.
 # 11. (not by default) levers: the default and each flag set of $LEVERS
-#     (default "-grad-type bf16|-act-grad bf16|-attention cudnn"), as part
+#     (default "-grad-type bf16|-act-grad fp32|-attention flash"), as part
 #     9 in one set of concurrent runs, each compared with the default.
 # Part 4 also runs distopt with each flag set of $BENCH_EXTRA ('|'-separated,
-# default "-attention cudnn|-epilogue|-epilogue -act-grad bf16|-fuse-dy=false -moments
-# fp32": the fastest attention, the speed levers not yet default, alone and together, and
-# the defaults before 2026-12-05)
+# default "-attention flash|-epilogue=false -act-grad fp32|-attention flash -epilogue=false
+# -act-grad fp32 -fuse-dy=false -moments fp32": the defaults of the nineteenth session
+# without cuDNN's attention, without the epilogue and BF16 activation gradients, and the
+# defaults before 2026-12-05)
 # at both shapes, rows of their own in the table.
 # PARTS (default "loss resume bench tests") picks and orders parts 2-11.
 #
@@ -128,8 +129,8 @@ HEAD_PRECISION=${HEAD_PRECISION:-bf16}
 PARTS=${PARTS:-loss resume bench tests}
 MOMENTS=${MOMENTS:-fp32 fp8,bf16 fp8}
 BENCH_LOWMEM=${BENCH_LOWMEM-"-recompute"}
-BENCH_EXTRA=${BENCH_EXTRA-"-attention cudnn|-epilogue|-epilogue -act-grad bf16|-fuse-dy=false -moments fp32"}
-LEVERS=${LEVERS-"-grad-type bf16|-act-grad bf16|-attention cudnn"}
+BENCH_EXTRA=${BENCH_EXTRA-"-attention flash|-epilogue=false -act-grad fp32|-attention flash -epilogue=false -act-grad fp32 -fuse-dy=false -moments fp32"}
+LEVERS=${LEVERS-"-grad-type bf16|-act-grad fp32|-attention flash"}
 WARMUP=$((STEPS / 20))
 
 build() {
