@@ -119,6 +119,7 @@ RECIPES=${RECIPES:-current delayed tile}
 RESUME_STEPS=${RESUME_STEPS:-60}
 RESUME_RECIPES=${RESUME_RECIPES:-current delayed tile}
 BENCH_STEPS=${BENCH_STEPS:-10}
+# BENCH_SHAPES: the bench's shapes as preset:batch (default "small:16 1.3b:4").
 BENCH_COMPILE=${BENCH_COMPILE:-1}
 BENCH_SDPA=${BENCH_SDPA:-flash cudnn auto}
 BENCH_BATCH_SMALL=${BENCH_BATCH_SMALL:-16}
@@ -196,7 +197,8 @@ resume_check() {
 bench() {
 	compile=""
 	[ "$BENCH_COMPILE" = 1 ] && compile=--compile
-	for shape in small:$BENCH_BATCH_SMALL 1.3b:$BENCH_BATCH_XL; do
+	refs_small="" refs_1_3b="" extra_small="" extra_1_3b="" main=""
+	for shape in ${BENCH_SHAPES:-small:$BENCH_BATCH_SMALL 1.3b:$BENCH_BATCH_XL}; do
 		p=${shape%%:*}
 		b=${shape#*:}
 		peakmem "bench_distopt_$p" $bin/gpt -backend gpu -data $bin/data -preset $p -batch $b -steps $BENCH_STEPS \
@@ -233,6 +235,7 @@ bench() {
 			refs="$refs${refs:+,}$OUT/bench_torch_${p}_$a.json"
 		done
 		eval "refs_$(echo $p | tr . _)=\$refs"
+		main="$main $OUT/bench_distopt_$p.json $refs"
 	done
 	lowmem=""
 	if [ -n "$BENCH_LOWMEM" ]; then
@@ -253,7 +256,7 @@ bench() {
 	# shellcheck disable=SC2086
 	$bin/curves -speed -json "$OUT/speed.json" -commit "$(cat $bin/commit 2>/dev/null)" \
 		-machine "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
-		"$OUT/bench_distopt_small.json" "$refs_small" "$OUT/bench_distopt_1.3b.json" "$refs_1_3b" $pairs $lowmem || status=1
+		$main $pairs $lowmem || status=1
 }
 
 # profile: where each step's GPU time goes, by kernel class (issue 37's
@@ -267,7 +270,8 @@ bench() {
 # prints the ncu and PyTorch tables.
 profile() {
 	ncu=${NCU:-/usr/local/cuda/bin/ncu}
-	for shape in small:$BENCH_BATCH_SMALL 1.3b:$BENCH_BATCH_XL; do
+	refs_small="" refs_1_3b="" extra_small="" extra_1_3b="" main=""
+	for shape in ${BENCH_SHAPES:-small:$BENCH_BATCH_SMALL 1.3b:$BENCH_BATCH_XL}; do
 		p=${shape%%:*}
 		b=${shape#*:}
 		# the example's own profile: CUDA events by phase, seconds per shape
