@@ -89,6 +89,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -118,6 +119,7 @@ type options struct {
 	moment1, moment2                    optimizer.MomentDType
 	momentBlock                         int
 	resume, recompute, keepTransposed   bool
+	keepLayers                          []string // -keep-transposed-layers
 	evalSpread                          bool
 	epilogue                            bool // -epilogue: qkv's and fc's biases in the GEMMs' epilogue
 	fuseDY                              bool // -fuse-dy: output gradients cast, transposed and summed in one pass
@@ -134,7 +136,7 @@ type options struct {
 type rawFlags struct {
 	layers, hidden, heads, ffn, seq, gradBlock *int
 	recipe, head, attention, moments, gradFP8  *string
-	gradType, actGrad                          *string
+	gradType, actGrad, keepLayers              *string
 	gradEF                                     *bool
 }
 
@@ -177,6 +179,7 @@ func defineFlags(o *options) (*flag.FlagSet, rawFlags) {
 	fs.BoolVar(&o.fuseDY, "fuse-dy", false, "GPU: cast each linear layer's output gradient to FP8, transposed and not, and sum its bias gradient in one pass (the same bits as separate passes, and faster: on by default on the GPU with per-tensor recipes; -fuse-dy=false turns it off; -recipe tile takes separate passes)")
 	fs.BoolVar(&o.profile, "profile", false, "GPU: print where each step's device time goes, by phase (LayerNorm, FP8 GEMMs, attention, ...), measured with CUDA events; the first step is left out")
 	fs.BoolVar(&o.keepTransposed, "keep-transposed", false, "GPU: keep the transposed FP8 linear inputs for backward instead of making them there (same bits, more memory)")
+	r.keepLayers = fs.String("keep-transposed-layers", "", "GPU: -keep-transposed for these linear layers of each block only, comma-separated: attn.qkv, attn.proj, mlp.fc, mlp.proj (mlp.proj's input is the widest)")
 	fs.BoolVar(&o.resume, "resume", false, "continue from the latest checkpoint under -ckpt")
 	fs.BoolVar(&o.verbose, "v", false, "debug output: the optimizer's log (log/slog) on stderr")
 	fs.IntVar(&o.sampleLen, "sample", 200, "bytes of text to generate at the end (0: none)")
@@ -250,6 +253,9 @@ func (o *options) finish(fs *flag.FlagSet, r rawFlags) error {
 	if o.actGradBF16, err = parseActGrad(*r.actGrad); err != nil {
 		return err
 	}
+	if o.keepLayers, err = parseKeepLayers(*r.keepLayers); err != nil {
+		return err
+	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	attentionSet, gradTypeSet := set["attention"], set["grad-type"] || set["act-grad"]
@@ -275,16 +281,16 @@ func (o *options) finish(fs *flag.FlagSet, r rawFlags) error {
 		return atLeastOne(o)
 	case o.backend == "gpu" && o.ranks > 1 && o.exportPath == "":
 		return fmt.Errorf("-ranks %d with -backend gpu: GPU runs have one process per GPU; start them with distopt run --nproc-per-node", o.ranks)
-	case o.backend == "cpu" && (o.recompute || o.keepTransposed || o.epilogue || o.fuseDY || attentionSet) && o.exportPath == "":
-		return fmt.Errorf("-recompute, -keep-transposed, -epilogue, -fuse-dy and -attention are options of the GPU model (-backend gpu); the CPU reference keeps float64 activations and computes attention exactly")
+	case o.backend == "cpu" && (o.recompute || o.keepTransposed || len(o.keepLayers) > 0 || o.epilogue || o.fuseDY || attentionSet) && o.exportPath == "":
+		return fmt.Errorf("-recompute, -keep-transposed(-layers), -epilogue, -fuse-dy and -attention are options of the GPU model (-backend gpu); the CPU reference keeps float64 activations and computes attention exactly")
 	case o.profile && (o.backend != "gpu" || o.steps < 2):
 		return fmt.Errorf("-profile measures GPU steps after the first: it needs -backend gpu and -steps 2 or more")
 	case o.fuseDY && o.recipe.Scaling == fp8.Block128x128:
 		return fmt.Errorf("-fuse-dy casts per-tensor output gradients; -recipe %s has 1x128 blocks of them", *r.recipe)
 	case o.backend == "cpu" && gradTypeSet && o.exportPath == "":
 		return fmt.Errorf("-grad-type and -act-grad are options of the GPU model (-backend gpu); the CPU path computes in float64 and hands the optimizer its gradients in the optimizer's default, bfloat16")
-	case o.recompute && o.keepTransposed:
-		return fmt.Errorf("-recompute keeps no linear input for backward and -keep-transposed keeps two copies: choose one")
+	case o.recompute && (o.keepTransposed || len(o.keepLayers) > 0):
+		return fmt.Errorf("-recompute keeps no linear input for backward and -keep-transposed(-layers) keeps two copies: choose one")
 	case o.resume && o.ckpt == "":
 		return fmt.Errorf("-ckpt is required with -resume: the root to resume from")
 	}
@@ -331,6 +337,21 @@ func fusedDefaults(o *options, set map[string]bool) {
 	if !set["act-grad"] {
 		o.actGradBF16 = perTensorGPU && !o.recompute
 	}
+}
+
+// parseKeepLayers returns the linear layers -keep-transposed-layers
+// names (comma-separated), refusing a name that is none of a block's.
+func parseKeepLayers(s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	layers := strings.Split(s, ",")
+	for _, l := range layers {
+		if !slices.Contains(gpumodel.LinearNames(), l) {
+			return nil, fmt.Errorf("-keep-transposed-layers: no linear layer %q in a block; want some of %s", l, strings.Join(gpumodel.LinearNames(), ", "))
+		}
+	}
+	return layers, nil
 }
 
 // parseActGrad returns whether -act-grad asks for bfloat16 activation

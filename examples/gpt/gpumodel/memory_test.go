@@ -13,7 +13,8 @@ import (
 // closed forms written out here (per tensor: tokens x (3h + f) bytes plus
 // 4 bytes of scale per layer input; 1x128 blocks: plus 4 bytes per block
 // of 128 along each row; the attention output's alone under Recompute;
-// doubled, with the transposes' scales, under KeepTransposed) and the
+// doubled, with the transposes' scales, under KeepTransposed, and for the
+// layers of KeepTransposedLayers alone) and the
 // other categories against the model's buffers counted by hand: the
 // float32 LayerNorm and GELU outputs in the scratch with Unfused or
 // Recompute only, a word for the fused kernels' amax unless Unfused (the
@@ -57,6 +58,9 @@ func predictMemory(t *testing.T, ffn int) {
 		{"per-tensor bf16 gradients", Options{Recipe: cur, ActGradBF16: true}, n*(3*h+f) + 16, true, true},
 		{"blocks recompute bf16 gradients", Options{Recipe: tiles, Recompute: true, ActGradBF16: true}, n*h + blocks(h), false, true},
 		{"per-tensor fused dy", Options{Recipe: cur, FuseDY: true}, n*(3*h+f) + 16, true, false},
+		{"per-tensor keep mlp.proj", Options{Recipe: cur, KeepTransposedLayers: []string{"mlp.proj"}}, n*(3*h+f) + 16 + n*f + 4, true, false},
+		{"per-tensor keep attn", Options{Recipe: cur, KeepTransposedLayers: []string{"attn.qkv", "attn.proj"}}, n*(3*h+f) + 16 + 2*(n*h+4), true, false},
+		{"blocks keep mlp.proj", Options{Recipe: tiles, KeepTransposedLayers: []string{"mlp.proj"}}, n*(3*h+f) + 3*blocks(h) + blocks(f) + n*f + tileT(f), true, false},
 	} {
 		c.o.Attention = AttentionGEMM // TestPredictMemoryFlash has the default's attention
 		m, err := PredictMemory(cfg, batch, seq, c.o)

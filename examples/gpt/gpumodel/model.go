@@ -32,6 +32,10 @@ const (
 
 var linearNames = [nLinear]string{"attn.qkv", "attn.proj", "mlp.fc", "mlp.proj"}
 
+// LinearNames returns the names of a block's linear layers in forward
+// order, as Options.KeepTransposedLayers takes them.
+func LinearNames() []string { return slices.Clone(linearNames[:]) }
+
 // linearShape returns the input and output sizes of linear layer i.
 func linearShape(cfg model.Config, i int) (in, out int) {
 	h, f := cfg.Hidden, cfg.FFN
@@ -279,7 +283,7 @@ func linearConfig(cfg model.Config, o Options, i int) (gemm.LinearConfig, error)
 		c.CallerCastsDY = true
 	}
 	c.Recompute = o.Recompute && recomputed(i)
-	c.KeepTransposed = o.KeepTransposed && !c.Recompute
+	c.KeepTransposed = (o.KeepTransposed || slices.Contains(o.KeepTransposedLayers, linearNames[i])) && !c.Recompute
 	return c, nil
 }
 

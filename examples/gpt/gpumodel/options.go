@@ -2,6 +2,7 @@ package gpumodel
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/examples/gpt/kernels"
@@ -28,6 +29,12 @@ type Options struct {
 	// the transposed FP8 copy too (gemm.LinearConfig.KeepTransposed): twice
 	// the bytes, no transpose in backward, same bits.
 	KeepTransposed bool
+	// KeepTransposedLayers keeps the transposed FP8 copy of the named
+	// linear layers' inputs only ("attn.qkv", "attn.proj", "mlp.fc",
+	// "mlp.proj"), as KeepTransposed does for all four: mlp.proj's input,
+	// FFN wide, is 4/7 of a block's FP8 inputs at FFN = 4h, and its
+	// transpose the largest. Unknown names are refused.
+	KeepTransposedLayers []string
 	// Attention picks the kernels of attention: AttentionFlash (the zero
 	// value), AttentionGEMM or AttentionCuDNN.
 	Attention Attention
@@ -159,6 +166,11 @@ func (o Options) attnPrecision() attnPrecision {
 // HeadPrecision or GradType, or flash attention on heads of a width its
 // kernels do not take (no silent fallback to the GEMMs).
 func (o Options) check(cfg model.Config, batch, seq int) error {
+	for _, name := range o.KeepTransposedLayers {
+		if !slices.Contains(linearNames[:], name) {
+			return fmt.Errorf("gpumodel: Options.KeepTransposedLayers: no linear layer %q in a block (want some of %q)", name, linearNames)
+		}
+	}
 	if o.Epilogue && !o.fused() {
 		return fmt.Errorf("gpumodel: Options.Epilogue runs on the fused forward only, not with Unfused (%v) or Recompute (%v)", o.Unfused, o.Recompute)
 	}

@@ -106,3 +106,33 @@ func TestParseHeadPrecision(t *testing.T) {
 		t.Errorf("HeadBF16: %+v, want %+v", bf16, want)
 	}
 }
+
+// TestKeepTransposedLayers checks that KeepTransposedLayers takes the four
+// linear layers' names and refuses any other, naming it, before any
+// memory is counted; and that it keeps only the named layers' transposes:
+// all four named predict KeepTransposed's bytes.
+func TestKeepTransposedLayers(t *testing.T) {
+	cfg := model.Config{Layers: 2, Hidden: 128, Heads: 2, FFN: 512, Vocab: 256, Seq: 64}
+	cur := fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}
+	for _, bad := range [][]string{{"mlp.fc2"}, {"attn.qkv", ""}, {"MLP.PROJ"}} {
+		_, err := PredictMemory(cfg, 2, 64, Options{Recipe: cur, KeepTransposedLayers: bad})
+		if err == nil || !strings.Contains(err.Error(), "KeepTransposedLayers") {
+			t.Errorf("KeepTransposedLayers %q: error %v, want one naming KeepTransposedLayers", bad, err)
+		}
+	}
+	all, err := PredictMemory(cfg, 2, 64, Options{Recipe: cur, KeepTransposed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named, err := PredictMemory(cfg, 2, 64, Options{Recipe: cur, KeepTransposedLayers: linearNames[:]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	none, err := PredictMemory(cfg, 2, 64, Options{Recipe: cur})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if named != all || none.LinearInputs >= all.LinearInputs {
+		t.Errorf("all four named: %+v; KeepTransposed: %+v; none: %+v", named, all, none)
+	}
+}
