@@ -332,14 +332,15 @@ func optionsBitIdentical(t *testing.T, rc fp8.Recipe, at Attention) {
 		t.Fatalf("the default run keeps %d FP8 inputs, want %d", len(base.kept), nLinear*testShape.Layers)
 	}
 	for _, o := range []Options{{Unfused: true}, {Unfused: true, KeepTransposed: true}, {Recompute: true}, {KeepTransposed: true},
-		{Recompute: true, KeepTransposed: true}, {Unfused: true, Recompute: true}, {FuseDY: true}, {FuseDY: true, Recompute: true}} {
+		{Recompute: true, KeepTransposed: true}, {Unfused: true, Recompute: true}, {FuseDY: true}, {FuseDY: true, Recompute: true},
+		{KeepTransposedLayers: []string{"mlp.proj"}}, {FuseDY: true, KeepTransposedLayers: []string{"attn.qkv", "mlp.proj"}}} {
 		if o.FuseDY && rc.Scaling == fp8.Block128x128 {
 			continue // per-tensor output gradients only
 		}
 		o.Attention = at
 		m := r.model(t, testShape, batch, seq, o)
 		got := twoMicroBatches(t, r, m)
-		name := fmt.Sprintf("unfused=%v recompute=%v keep-transposed=%v fuse-dy=%v", o.Unfused, o.Recompute, o.KeepTransposed, o.FuseDY)
+		name := fmt.Sprintf("unfused=%v recompute=%v keep-transposed=%v%q fuse-dy=%v", o.Unfused, o.Recompute, o.KeepTransposed, o.KeepTransposedLayers, o.FuseDY)
 		if !bytes.Equal(got.losses, base.losses) || !bytes.Equal(got.logits, base.logits) {
 			t.Errorf("%s: losses or logits differ from the default run's", name)
 		}
