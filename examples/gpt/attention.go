@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/examples/gpt/cudnn"
 	"github.com/distopt/distopt/examples/gpt/gpumodel"
 )
@@ -13,12 +14,13 @@ import (
 // takes the fused flash kernels only where cuDNN cannot serve: no library
 // (cudnn.ErrNoLibrary), one too old (cudnn.ErrTooOld), or any failed cuDNN
 // call (a *cudnn.Error: graphs refused for this shape, a library that does
-// not initialize on this driver), and where cuDNN refused the repeatable
-// form of its backward (gpumodel.Model.AttentionNote: the accumulating
-// one would make a resumed run differ from a straight one). The note
+// not initialize on this driver), no device memory for cuDNN's workspace
+// (cuda.ErrOutOfMemory: flash needs none), and where cuDNN refused the
+// repeatable form of its backward (gpumodel.Model.AttentionNote: the
+// accumulating one would make a resumed run differ from a straight one). The note
 // names the reason, and the run prints it: the choice is never silent.
-// Any other failure (device memory, the CUDA driver) is returned, not
-// hidden behind the fallback.
+// Any other failure (the CUDA driver, the model's options) is returned as
+// it is, not hidden behind the fallback.
 func openAttention[M any](o options, open func(gpumodel.Attention) (M, error)) (M, string, error) {
 	m, err := open(o.attention)
 	if !o.attentionAuto {
@@ -38,11 +40,15 @@ func openAttention[M any](o options, open func(gpumodel.Attention) (M, error)) (
 		return openFlash(open, err)
 	}
 	var ce *cudnn.Error
-	if !errors.Is(err, cudnn.ErrNoLibrary) && !errors.Is(err, cudnn.ErrTooOld) && !errors.Is(err, cudnn.ErrNotSupported) && !errors.As(err, &ce) {
-		return m, "", fmt.Errorf("-attention auto: %w", err)
+	if !errors.Is(err, cudnn.ErrNoLibrary) && !errors.Is(err, cudnn.ErrTooOld) && !errors.Is(err, cudnn.ErrNotSupported) &&
+		!errors.As(err, &ce) && !errors.Is(err, cuda.ErrOutOfMemory) {
+		return m, "", err // not attention's: flash would fail alike
 	}
 	return openFlash(open, err)
 }
+
+// A gpumodel.Model is what openAttention asks attentionNoter of.
+var _ attentionNoter = (*gpumodel.Model)(nil)
 
 // attentionNoter is what openAttention asks of a model cuDNN opened
 // (gpumodel.Model): whether its attention departs from the repeatable

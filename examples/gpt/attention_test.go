@@ -6,17 +6,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/examples/gpt/cudnn"
 	"github.com/distopt/distopt/examples/gpt/gpumodel"
 )
 
 // TestOpenAttention checks -attention auto's choice with a fake opener:
 // cuDNN when it opens; the fused flash kernels, with the reason in the
-// note, when cuDNN has no library, is too old, refuses the shape or fails
-// a call; an error, never flash, for any other failure; and an explicit choice tried
-// alone, its error returned as is.
+// note, when cuDNN has no library, is too old, refuses the shape, fails
+// a call or finds no device memory; any other failure returned as it is,
+// never flash; and an explicit choice tried alone, its error returned as
+// is.
 func TestOpenAttention(t *testing.T) {
-	errOOM := errors.New("out of memory")
+	errLost := errors.New("device lost")
 	for _, c := range []struct {
 		flag      string
 		cudnnErr  error
@@ -28,7 +30,8 @@ func TestOpenAttention(t *testing.T) {
 		{"auto", cudnn.ErrTooOld, gpumodel.AttentionFlash, "too old", ""},
 		{"auto", fmt.Errorf("plan: %w", cudnn.ErrNotSupported), gpumodel.AttentionFlash, "not supported", ""},
 		{"auto", fmt.Errorf("gpumodel: %w", &cudnn.Error{Op: "cudnnCreate", Status: 1001, Name: "CUDNN_STATUS_NOT_INITIALIZED"}), gpumodel.AttentionFlash, "CUDNN_STATUS_NOT_INITIALIZED", ""},
-		{"auto", errOOM, 0, "", "-attention auto: out of memory"},
+		{"auto", fmt.Errorf("cudnn workspace: %w", cuda.ErrOutOfMemory), gpumodel.AttentionFlash, "out of memory", ""},
+		{"auto", errLost, 0, "", "device lost"},
 		{"cudnn", cudnn.ErrNoLibrary, 0, "", "not available"},
 		{"flash", nil, gpumodel.AttentionFlash, "flash", ""},
 	} {

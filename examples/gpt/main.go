@@ -27,19 +27,17 @@
 //	go build -o bin/ ./cmd/distopt ./examples/gpt
 //	bin/distopt run --nproc-per-node 2 -- bin/gpt -backend gpu -preset small -data data/gpt
 //
-// Attention runs by default (-attention flash) in the fused kernels of
-// examples/gpt/kernels/flash.cu (head widths 64 and 128), whose backward
-// gives the same bits on every run, so that a resumed run equals a
-// straight one. -attention cudnn takes NVIDIA's fused attention of cuDNN 9,
-// opened at run time (package examples/gpt/cudnn): about 2x faster per
-// call. Its backward in the form measured (dq accumulated across key
-// blocks) was not repeatable (cuDNN 9.14, 2026-12-05: a few dq elements
-// differ between runs); the model now builds the form cuDNN's frontend
-// takes for deterministic attention (dq one product, from a workspace of
-// the score gradient), not yet checked on a GPU. -attention auto takes
-// cuDNN where it opens and takes the shape, otherwise flash; a line of the
-// run's start ("attention: ...") says which, and why. -attention gemm
-// takes TF32 GEMMs (any head width, more memory).
+// Attention runs by default (-attention auto) in NVIDIA's fused attention
+// of cuDNN 9, opened at run time (package examples/gpt/cudnn; about 2x
+// faster per call than our kernels), with its backward in the form that
+// repeats its bits (dq one product, from a workspace of the score
+// gradient: checked on an H100, 2026-12-05), so that a resumed run equals
+// a straight one. Where cuDNN cannot be opened, refuses the shape, builds
+// only the accumulating backward or finds no memory for its workspace,
+// auto takes the fused flash kernels of examples/gpt/kernels/flash.cu
+// (head widths 64 and 128); a line of the run's start ("attention: ...")
+// says which, and why. -attention cudnn and -attention flash choose one;
+// -attention gemm takes TF32 GEMMs (any head width, more memory).
 //
 // Its progress line adds MFU (against the BF16 dense peak of an H200), the
 // host times of the step's phases (waiting for the all-gathers, forward
@@ -68,8 +66,10 @@
 //
 // -act-grad bf16 (GPU) keeps the activation gradients in bfloat16 where
 // PyTorch's autocast does (gpumodel.Options.ActGradBF16); the residual
-// stream's gradient stays float32. fp32 stays the default until the
-// actgrad part of scripts/gpu/gpt_long.sh shows bf16's loss within 1%.
+// stream's gradient stays float32. It is the default, with -epilogue, on
+// the GPU with per-tensor activations (every recipe but tile) and without
+// -recompute, where both were measured (2000 steps within 0.54% of fp32's
+// loss; 1.245x compiled PyTorch at 1.3B with cuDNN's attention).
 //
 // Every -eval-every steps (and at the end) the validation loss is the mean
 // over -eval-windows sequences of the validation split (on the GPU rounded
@@ -172,10 +172,10 @@ func defineFlags(o *options) (*flag.FlagSet, rawFlags) {
 	fs.IntVar(&o.stopAfter, "stop-after", 0, "stop (and save) after this step, as an interrupted run would (0: run to -steps)")
 	fs.BoolVar(&o.recompute, "recompute", false, "GPU: keep no FP8 copy of the LayerNorm and GELU outputs; recompute them in backward (same bits, less memory)")
 	r.head = fs.String("head-precision", "fp32", "precision of the tied output head: fp32 (float32 LayerNorm output, logits, cross-entropy and gradients; products with the bfloat16 embedding accumulated in float32) or bf16 (rounded where PyTorch's BF16 autocast rounds: the head's input, the logits and their gradient, the head's input and weight gradients; for comparisons with scripts/gpt/torch_gpt.py)")
-	r.attention = fs.String("attention", "auto", "GPU: attention kernels: auto (the default: cudnn where cuDNN 9 opens, takes the shape and builds its repeatable backward, else flash; the choice and its reason are printed), cudnn (cuDNN 9's fused attention, opened at run time, about 2x faster per call than flash; its backward in the form that repeats its bits, dq one product from a score-gradient workspace of batch x heads x seq^2 x 2 bytes; CUDNN_LIBRARY names the library), flash (our fused kernels, head widths 64 and 128 only; a repeatable backward) or gemm (TF32 GEMMs and softmax kernels, any head width, float32 probabilities kept)")
+	r.attention = fs.String("attention", "auto", "GPU: attention kernels: auto (the default: cudnn where cuDNN 9 opens, takes the shape, builds its repeatable backward and finds memory for its workspace, else flash; the choice and its reason are printed), cudnn (cuDNN 9's fused attention, opened at run time, about 2x faster per call than flash; its backward in the form that repeats its bits, dq one product from a score-gradient workspace of batch x heads x seq^2 x 2 bytes; CUDNN_LIBRARY names the library), flash (our fused kernels, head widths 64 and 128 only; a repeatable backward) or gemm (TF32 GEMMs and softmax kernels, any head width, float32 probabilities kept)")
 	r.gradType = fs.String("grad-type", "fp32", "GPU: type of the gradient buffers: fp32, or bf16 (2 bytes less per parameter; the biases', LayerNorms' and embeddings' gradients summed in float32 and rounded once per micro-batch). fp32 stays the default until a GPU run shows bf16's loss within 1% of fp32's (scripts/gpu/gpt_long.sh)")
-	fs.BoolVar(&o.epilogue, "epilogue", false, "GPU: add qkv's and fc's biases in the FP8 GEMMs' epilogue, writing bfloat16 directly (fused forward only; on by default on the GPU with per-tensor recipes and without -recompute; -epilogue=false turns it off)")
-	r.actGrad = fs.String("act-grad", "bf16", "GPU: type of the activation gradients where PyTorch's autocast keeps them in bfloat16 (the linear layers' input gradients, GELU's gradient): bf16 (fewer bytes moved; the residual stream's gradient stays float32; gpumodel.Options.ActGradBF16; the default on the GPU with per-tensor recipes and without -recompute, where the fused backward runs) or fp32")
+	fs.BoolVar(&o.epilogue, "epilogue", false, "GPU: add qkv's and fc's biases in the FP8 GEMMs' epilogue, writing bfloat16 directly (fused forward only, so not with -recompute; on by default on the GPU with per-tensor activations, every recipe but tile; -epilogue=false turns it off)")
+	r.actGrad = fs.String("act-grad", "bf16", "GPU: type of the activation gradients where PyTorch's autocast keeps them in bfloat16 (the linear layers' input gradients, GELU's gradient): bf16 (fewer bytes moved; the residual stream's gradient stays float32; gpumodel.Options.ActGradBF16; the default on the GPU with per-tensor activations, every recipe but tile, except with -recompute, where it was not measured) or fp32")
 	fs.BoolVar(&o.fuseDY, "fuse-dy", false, "GPU: cast each linear layer's output gradient to FP8, transposed and not, and sum its bias gradient in one pass (the same bits as separate passes, and faster: on by default on the GPU with per-tensor recipes; -fuse-dy=false turns it off; -recipe tile takes separate passes)")
 	fs.BoolVar(&o.profile, "profile", false, "GPU: print where each step's device time goes, by phase (LayerNorm, FP8 GEMMs, attention, ...), measured with CUDA events; the first step is left out")
 	fs.BoolVar(&o.keepTransposed, "keep-transposed", false, "GPU: keep the transposed FP8 linear inputs for backward instead of making them there (same bits, more memory)")
@@ -289,6 +289,8 @@ func (o *options) finish(fs *flag.FlagSet, r rawFlags) error {
 		return fmt.Errorf("-fuse-dy casts per-tensor output gradients; -recipe %s has 1x128 blocks of them", *r.recipe)
 	case o.backend == "cpu" && gradTypeSet && o.exportPath == "":
 		return fmt.Errorf("-grad-type and -act-grad are options of the GPU model (-backend gpu); the CPU path computes in float64 and hands the optimizer its gradients in the optimizer's default, bfloat16")
+	case o.recompute && o.epilogue:
+		return fmt.Errorf("-epilogue writes the fused forward's outputs and -recompute runs the unfused forward: choose one")
 	case o.recompute && (o.keepTransposed || len(o.keepLayers) > 0):
 		return fmt.Errorf("-recompute keeps no linear input for backward and -keep-transposed(-layers) keeps two copies: choose one")
 	case o.resume && o.ckpt == "":
@@ -323,9 +325,10 @@ func parseGradType(s string) (buffer.DType, error) {
 }
 
 // fusedDefaults sets -fuse-dy, -epilogue and -act-grad bf16 where the
-// command line (set: the flags given) leaves them: on where the GPU model
-// takes them and they were measured, per-tensor recipes; -epilogue and
-// -act-grad need the fused passes, not -recompute's.
+// command line (set: the flags given) leaves them: on the GPU with
+// per-tensor activations (every recipe but tile, whose activations take
+// 1x128 blocks); -epilogue needs the fused forward, which -recompute does
+// not run, and -act-grad bf16 was not measured with -recompute.
 func fusedDefaults(o *options, set map[string]bool) {
 	perTensorGPU := o.backend == "gpu" && o.recipe.Scaling != fp8.Block128x128
 	if !set["fuse-dy"] {

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/examples/gpt/cudnn"
 	"github.com/distopt/distopt/examples/gpt/kernels"
 	"github.com/distopt/distopt/examples/gpt/model"
 	"github.com/distopt/distopt/fp8"
@@ -191,7 +192,7 @@ func (o Options) check(cfg model.Config, batch, seq int) error {
 		return nil
 	case AttentionCuDNN:
 		if d := cfg.HeadDim(); d%8 != 0 {
-			return fmt.Errorf("gpumodel: head width %d: cuDNN's fused attention takes multiples of 8", d)
+			return fmt.Errorf("gpumodel: head width %d: %w: cuDNN's fused attention takes multiples of 8 (-attention gemm takes any width)", d, cudnn.ErrNotSupported)
 		}
 		return nil
 	case AttentionFlash:

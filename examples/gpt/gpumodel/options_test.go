@@ -1,10 +1,12 @@
 package gpumodel
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/distopt/distopt/examples/gpt/cudnn"
 	"github.com/distopt/distopt/examples/gpt/model"
 	"github.com/distopt/distopt/fp8"
 )
@@ -134,5 +136,22 @@ func TestKeepTransposedLayers(t *testing.T) {
 	}
 	if named != all || none.LinearInputs >= all.LinearInputs {
 		t.Errorf("all four named: %+v; KeepTransposed: %+v; none: %+v", named, all, none)
+	}
+}
+
+// TestCuDNNHeadWidth checks that AttentionCuDNN refuses a head width that
+// is no multiple of 8 with an error matching cudnn.ErrNotSupported (so
+// that examples/gpt's -attention auto takes flash, whose own check then
+// names the widths it takes) and pointing to AttentionGEMM.
+func TestCuDNNHeadWidth(t *testing.T) {
+	cfg := model.Config{Layers: 1, Hidden: 80, Heads: 4, FFN: 320, Vocab: 256, Seq: 64}
+	o := Options{Recipe: fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, Attention: AttentionCuDNN}
+	_, err := PredictMemory(cfg, 2, 64, o)
+	if !errors.Is(err, cudnn.ErrNotSupported) || !strings.Contains(err.Error(), "-attention gemm") {
+		t.Errorf("head width 20 with cuDNN: %v, want an error matching cudnn.ErrNotSupported that names -attention gemm", err)
+	}
+	cfg.Hidden, cfg.FFN = 64, 256 // width 16
+	if _, err := PredictMemory(cfg, 2, 64, o); err != nil {
+		t.Errorf("head width 16 with cuDNN: %v", err)
 	}
 }
