@@ -78,6 +78,6 @@ if [ "${BENCH:-1}" != 0 ] && [ -x .gpu/bin/distopt-bench-update ]; then
 	cat "$out/bench-torch.md"
 fi
 grep -E -- '--- SKIP' "$out/tests.log" | sort | uniq -c | head -30
-grep -E '^(ok|PASS|FAIL|--- FAIL|Benchmark)' "$out/tests.log" "$out/bench.log" 2>/dev/null | tail -60
+grep -hE '^(ok|PASS|FAIL|--- FAIL|Benchmark)' "$out/tests.log" "$out/bench.log" 2>/dev/null | tail -60
 echo "== run.sh: $( [ $status -eq 0 ] && echo all passed || echo FAILURES )"
 exit $status
