@@ -200,7 +200,7 @@ func (o Options) check(cfg model.Config, batch, seq int) error {
 		return fmt.Errorf("gpumodel: Options.Attention %v: want AttentionFlash, AttentionGEMM or AttentionCuDNN", o.Attention)
 	}
 	if d := cfg.HeadDim(); d != 64 && d != 128 {
-		return fmt.Errorf("gpumodel: head width %d (hidden %d in %d heads): flash attention, the default, takes head widths 64 and 128 only; "+
+		return fmt.Errorf("gpumodel: head width %d (hidden %d in %d heads): flash attention (the zero Options.Attention) takes head widths 64 and 128 only; "+
 			"choose the heads accordingly or set Options.Attention to AttentionGEMM (examples/gpt: -attention gemm)", d, cfg.Hidden, cfg.Heads)
 	}
 	sh := kernels.FlashShape{Batch: batch, Heads: cfg.Heads, Seq: seq, D: cfg.HeadDim()}
