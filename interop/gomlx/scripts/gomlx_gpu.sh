@@ -14,6 +14,10 @@
 # batch of LM_ARGS, rank 0 writes the curve (d2.csv), every rank's log goes
 # to d2.log with the launcher's [rank N] prefixes.
 #
+# xlamem prints what XLA's buffer assignment gives each step graph of lm
+# adam, lm distopt -moments fp8,bf16 and lm distopt (5 steps each, about
+# 4 minutes with compilation), for issue 36's memory criterion.
+#
 # issue36 LIMIT runs, within LIMIT seconds: lm adam 100, lm distopt 100
 # and lm distopt 100 with -moments fp8,bf16 (files tagged distopt8), each
 # alone (tokens/s, the hand-over, NVML peaks), then compare 1000 in the
@@ -152,6 +156,31 @@ compare)
 		grep '^step ' "$out/cmp_$opt.log" | tail -n 3
 		tail -n 1 "$out/cmp_$opt.csv"
 	done
+	;;
+xlamem)
+	# What XLA itself holds (issue 36's memory criterion): lm adam, lm distopt
+	# with -moments fp8,bf16, and lm distopt, 5 steps each with XLA's dumps
+	# on; each step graph's buffer assignment says its temporary bytes (a
+	# decoded float32 model kept from forward to backward would show there).
+	# Prints each module's totals; the assignments go to $out/xla_dumps.tar.xz.
+	there
+	lm="${LM_ARGS:--layers 12 -dim 768 -heads 12 -seq 256 -batch 16 -lr 6e-4}"
+	dumps=$(mktemp -d)
+	for run in "adam" "distopt -moments fp8,bf16" "distopt"; do
+		opt=${run%% *} tag=xla_$opt extra=""
+		[ "$run" = "$opt" ] || { tag=xla_distopt8 extra=${run#* }; }
+		XLA_FLAGS="${XLA_FLAGS} --xla_gpu_enable_triton_gemm=false --xla_dump_to=$dumps/$tag --xla_dump_hlo_as_text" \
+			TAG=$tag LM_ARGS="$lm $extra" timeout 200 sh "$0" lm "$opt" 5 >/dev/null 2>&1 || true
+		echo "== $tag: $(grep -E '^(summary|NVML)' "$out/$tag.log" | tr '\n' ' ')"
+		for f in "$dumps/$tag"/*buffer-assignment.txt; do
+			[ -f "$f" ] || { echo "no buffer assignment dumped in $dumps/$tag"; break; }
+			echo "$(basename "$f"): $(grep -m1 -i 'total bytes used' "$f")"
+			awk '/^allocation [0-9]+: size [0-9]+/ {s = $4; sub(",", "", s); print s " " $0}' "$f" | sort -n | tail -n 3 | cut -d' ' -f2- | cut -c1-160
+		done
+		rm -f "$out/nvml_$tag.txt" "$out/$tag.csv"
+	done
+	(cd "$dumps" && find . -name '*buffer-assignment.txt' -o -name '*memory-usage-report.txt' | tar cf - -T - | xz -6 >"$out/xla_dumps.tar.xz")
+	rm -rf "$dumps"
 	;;
 d2)
 	there
