@@ -158,6 +158,9 @@ build() {
 	du -sh $bin
 }
 
+# card: the GPU's name for the charts' titles (nvidia-smi's, else "GPU").
+card() { nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep . || echo GPU; }
+
 # slug FLAGS: a file-name part of a flag set ("-act-grad bf16" -> act_grad_bf16).
 slug() { echo "$1" | tr -cs 'a-z0-9\n' '_' | sed 's/^_//; s/_$//'; }
 
@@ -333,7 +336,7 @@ long() {
 		runs="$runs $OUT/long_$r.json"
 	done
 	$bin/curves -ref "$OUT/long_torch.json" -steps $STEPS -warmup $WARMUP -png "$OUT/gpt_curves.png" -diff-png "$OUT/gpt_curves_diff.png" \
-		-title "examples/gpt 124M shape on one H200: validation loss" $runs || status=1
+		-title "examples/gpt 124M shape on one $(card): validation loss" $runs || status=1
 	if [ -n "$TORCH_OTHER" ]; then
 		echo "== PyTorch $TORCH_OTHER against PyTorch BF16 (bf16: the reference's run-to-run spread; otherwise a precision change's effect; not a criterion)"
 		$bin/curves -ref "$OUT/long_torch.json" -steps $STEPS -warmup $WARMUP "$OUT/long_torch_other.json"
@@ -375,11 +378,11 @@ against() {
 }
 
 moments() {
-	against moments -moments fp32 "$MOMENTS" "examples/gpt 124M on one H200: 8-bit moments against FP32 moments"
+	against moments -moments fp32 "$MOMENTS" "examples/gpt 124M on one $(card): 8-bit moments against FP32 moments"
 }
 
 gradtype() {
-	against gradtype -grad-type fp32 "fp32 bf16" "examples/gpt 124M on one H200: BF16 gradients against FP32 gradients"
+	against gradtype -grad-type fp32 "fp32 bf16" "examples/gpt 124M on one $(card): BF16 gradients against FP32 gradients"
 }
 
 # levers: issue 37's options that wait on the loss criteria, in one set of
@@ -420,11 +423,11 @@ levers() {
 	done
 	# shellcheck disable=SC2086
 	$bin/curves -ref "$OUT/levers_default.json" -steps $STEPS -warmup $WARMUP -png "$OUT/gpt_levers.png" -diff-png "$OUT/gpt_levers_diff.png" \
-		-title "examples/gpt 124M on one H200: issue 37's options against the default" $runs || status=1
+		-title "examples/gpt 124M on one $(card): issue 37's options against the default" $runs || status=1
 }
 
 actgrad() {
-	against actgrad -act-grad fp32 "fp32 bf16" "examples/gpt 124M on one H200: BF16 activation gradients against FP32"
+	against actgrad -act-grad fp32 "fp32 bf16" "examples/gpt 124M on one $(card): BF16 activation gradients against FP32"
 }
 
 fp8grad() {
