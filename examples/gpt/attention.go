@@ -17,10 +17,10 @@ import (
 // not initialize on this driver), no device memory for cuDNN's workspace
 // (cuda.ErrOutOfMemory: flash needs none), and where cuDNN refused the
 // repeatable form of its backward (gpumodel.Model.AttentionNote: the
-// accumulating one would make a resumed run differ from a straight one). The note
-// names the reason, and the run prints it: the choice is never silent.
-// Any other failure (the CUDA driver, the model's options) is returned as
-// it is, not hidden behind the fallback.
+// accumulating one would make a resumed run differ from a straight one).
+// The note names the reason, and the run prints it: the choice is never
+// silent. Any other failure (the CUDA driver, the model's options) is
+// returned as it is, not hidden behind the fallback.
 func openAttention[M any](o options, open func(gpumodel.Attention) (M, error)) (M, string, error) {
 	m, err := open(o.attention)
 	if !o.attentionAuto {

@@ -89,7 +89,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -253,8 +252,8 @@ func (o *options) finish(fs *flag.FlagSet, r rawFlags) error {
 	if o.actGradBF16, err = parseActGrad(*r.actGrad); err != nil {
 		return err
 	}
-	if o.keepLayers, err = parseKeepLayers(*r.keepLayers); err != nil {
-		return err
+	if o.keepLayers, err = gpumodel.ParseLinearLayers(*r.keepLayers); err != nil {
+		return fmt.Errorf("-keep-transposed-layers: %w", err)
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -340,21 +339,6 @@ func fusedDefaults(o *options, set map[string]bool) {
 	if !set["act-grad"] {
 		o.actGradBF16 = perTensorGPU && !o.recompute
 	}
-}
-
-// parseKeepLayers returns the linear layers -keep-transposed-layers
-// names (comma-separated), refusing a name that is none of a block's.
-func parseKeepLayers(s string) ([]string, error) {
-	if s == "" {
-		return nil, nil
-	}
-	layers := strings.Split(s, ",")
-	for _, l := range layers {
-		if !slices.Contains(gpumodel.LinearNames(), l) {
-			return nil, fmt.Errorf("-keep-transposed-layers: no linear layer %q in a block; want some of %s", l, strings.Join(gpumodel.LinearNames(), ", "))
-		}
-	}
-	return layers, nil
 }
 
 // parseActGrad returns whether -act-grad asks for bfloat16 activation

@@ -32,9 +32,30 @@ const (
 
 var linearNames = [nLinear]string{"attn.qkv", "attn.proj", "mlp.fc", "mlp.proj"}
 
-// LinearNames returns the names of a block's linear layers in forward
-// order, as Options.KeepTransposedLayers takes them.
-func LinearNames() []string { return slices.Clone(linearNames[:]) }
+// ParseLinearLayers returns the linear layers a comma-separated list
+// names ("attn.qkv", "attn.proj", "mlp.fc", "mlp.proj"), as
+// Options.KeepTransposedLayers takes them; nil for "". A name that is no
+// linear layer of a block is refused.
+func ParseLinearLayers(s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	names := strings.Split(s, ",")
+	if err := checkLinearLayers(names); err != nil {
+		return nil, fmt.Errorf("gpumodel: %w", err)
+	}
+	return names, nil
+}
+
+// checkLinearLayers refuses a name that is none of linearNames.
+func checkLinearLayers(names []string) error {
+	for _, name := range names {
+		if !slices.Contains(linearNames[:], name) {
+			return fmt.Errorf("no linear layer %q in a block (want some of %q)", name, linearNames)
+		}
+	}
+	return nil
+}
 
 // linearShape returns the input and output sizes of linear layer i.
 func linearShape(cfg model.Config, i int) (in, out int) {

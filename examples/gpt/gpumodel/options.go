@@ -2,7 +2,6 @@ package gpumodel
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/examples/gpt/cudnn"
@@ -74,9 +73,9 @@ type Options struct {
 	// sums may round otherwise: qkv and fc may differ from the default's by
 	// one bfloat16 ulp. Memory is the same: the float32 products went into
 	// dqkv and dfc, backward's gradient buffers. Off in a zero Options;
-	// examples/gpt turns it on by default with per-tensor recipes (faster at
-	// both shapes on an H100, 2026-12-05, scripts/gpu/NOTES.md). cuBLASLt 13 (measured
-	// 2026-12-05 on an H200) refuses a bias that is only 2-byte aligned:
+	// examples/gpt turns it on by default with per-tensor recipes (faster
+	// at both shapes on an H100, 2026-12-05, scripts/gpu/NOTES.md).
+	// cuBLASLt 13 (measured 2026-12-05 on an H200) refuses a bias that is only 2-byte aligned:
 	// the model's biases must then sit at 16-byte aligned addresses. The
 	// fused forward only: New and PredictMemory refuse it with Unfused or
 	// Recompute.
@@ -133,8 +132,8 @@ const (
 	// form (cudnn.Config.Repeatable: dq is one product from the score
 	// gradient kept in a workspace, 512 MiB at the 1.3B shape, instead of a
 	// float32 accumulation across key blocks, which made cuDNN 9.14's
-	// backward differ between runs in a few elements). That form has not
-	// yet run on a GPU (2026-12-05). New fails, with the reason, where
+	// backward differ between runs in a few elements); that form repeated
+	// its bits on an H100 (2026-12-05). New fails, with the reason, where
 	// cuDNN cannot be opened or refuses the shapes (no fallback to the
 	// fused kernels).
 	AttentionCuDNN
@@ -167,10 +166,8 @@ func (o Options) attnPrecision() attnPrecision {
 // HeadPrecision or GradType, or flash attention on heads of a width its
 // kernels do not take (no silent fallback to the GEMMs).
 func (o Options) check(cfg model.Config, batch, seq int) error {
-	for _, name := range o.KeepTransposedLayers {
-		if !slices.Contains(linearNames[:], name) {
-			return fmt.Errorf("gpumodel: Options.KeepTransposedLayers: no linear layer %q in a block (want some of %q)", name, linearNames)
-		}
+	if err := checkLinearLayers(o.KeepTransposedLayers); err != nil {
+		return fmt.Errorf("gpumodel: Options.KeepTransposedLayers: %w", err)
 	}
 	if o.Epilogue && !o.fused() {
 		return fmt.Errorf("gpumodel: Options.Epilogue runs on the fused forward only, not with Unfused (%v) or Recompute (%v)", o.Unfused, o.Recompute)
