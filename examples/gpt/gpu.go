@@ -214,8 +214,10 @@ type stepTimes struct {
 	// so it covers their device time) less the StepAsync queued before
 	// that read, step in StepAsync (the optimizer's host work). The mean
 	// over ranks and LastResult after it wait for the update and cast on
-	// the device: that wait is in none of the three.
-	wait, fwdBwd, step time.Duration
+	// the device: that wait is in none of the three. queue is the host
+	// time spent queueing the forward and backward passes (within fwdBwd):
+	// near fwdBwd, the host, not the device, sets the step's pace.
+	wait, fwdBwd, step, queue time.Duration
 }
 
 // loop runs the steps from the optimizer's step count to o.steps (or
@@ -240,10 +242,10 @@ func (t *gpuTrainer) loop(ctx context.Context) ([]float64, error) {
 		dt := now.Sub(prev).Seconds()
 		tokens := float64(t.loader.Global() * t.loader.Seq)
 		t.rec.step(step+1, loss, dt, tokens)
-		fmt.Fprintf(t.out, "step %5d/%d  loss %.4f  lr %.2e  grad norm %.3f  %8.0f tokens/s  MFU %.1f%%  %.1f ms (wait %.1f, fwd+bwd %.1f, step %.1f)  %s\n",
+		fmt.Fprintf(t.out, "step %5d/%d  loss %.4f  lr %.2e  grad norm %.3f  %8.0f tokens/s  MFU %.1f%%  %.1f ms (wait %.1f, fwd+bwd %.1f of which queueing %.1f, step %.1f)  %s\n",
 			step+1, o.steps, loss, o.config().LR.LR(step+1), res.GradNorm, tokens/dt,
 			100*tokens*o.shape.FlopsPerToken()/dt/peakBF16/float64(t.comm.Size()), 1000*dt,
-			ms(ph.wait), ms(ph.fwdBwd), ms(ph.step), t.memory())
+			ms(ph.wait), ms(ph.fwdBwd), ms(ph.queue), ms(ph.step), t.memory())
 		if step == t.first {
 			t.prof.Reset() // the first step makes the GEMMs' plans and allocates
 			t.activations()
@@ -351,6 +353,7 @@ func (t *gpuTrainer) step(ctx context.Context, step int) (float64, optimizer.Ste
 		pend = append(pend, p)
 	}
 	queued := time.Now()
+	ph.queue = queued.Sub(start)
 	t.prof.Mark(gpumodel.PhaseOptimizer)
 	res, err := t.opt.StepAsync(ctx)
 	if err != nil {

@@ -14,8 +14,9 @@ import (
 	"github.com/distopt/distopt/optimizer/gpu"
 )
 
-// TestGradTypeFlag checks -grad-type: fp32 by default on both paths, bf16
-// (any case) on the GPU path threaded to the optimizer's and the model's
+// TestGradTypeFlag checks -grad-type: bf16 by default on both paths (the
+// CPU path's gradients are bfloat16 whatever the flag), bf16 or fp32 (any
+// case) on the GPU path threaded to the optimizer's and the model's
 // configurations; unknown types refused naming the flag, and the flag
 // refused on the CPU path (whose gradients stay in the optimizer's
 // default, bfloat16) but with -export-init.
@@ -23,7 +24,7 @@ func TestGradTypeFlag(t *testing.T) {
 	for _, c := range []struct {
 		args []string
 		want buffer.DType
-	}{{nil, buffer.Float32}, {[]string{"-backend", "gpu"}, buffer.Float32}, {[]string{"-backend", "gpu", "-grad-type", "BF16"}, buffer.BFloat16},
+	}{{nil, buffer.BFloat16}, {[]string{"-backend", "gpu"}, buffer.BFloat16}, {[]string{"-backend", "gpu", "-grad-type", "BF16"}, buffer.BFloat16},
 		{[]string{"-backend", "gpu", "-grad-type", "fp32"}, buffer.Float32}, {[]string{"-grad-type", "bf16", "-export-init", "x"}, buffer.BFloat16}} {
 		o, err := parseFlags(c.args)
 		if err != nil {

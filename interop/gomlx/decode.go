@@ -26,6 +26,15 @@ import (
 // The table exists because the StableHLO writer of go-xla cannot emit FP8
 // element types, so the bytes enter the graph as uint8.
 func DecodeFP8(data, scaleInv *graph.Node, shape []int, r fp8.Recipe) (*graph.Node, error) {
+	return decodeFP8(data, scaleInv, shape, r, nil)
+}
+
+// decodeFP8 is DecodeFP8 whose codes, where after is not nil, are read as
+// max(code, min(code, after)): the same codes, but a computation that
+// needs after (a scalar of any type) first, so that XLA can neither merge
+// it with the plain decode nor run it before after exists (see
+// redecode.go).
+func decodeFP8(data, scaleInv *graph.Node, shape []int, r fp8.Recipe, after *graph.Node) (*graph.Node, error) {
 	if err := r.Validate(); err != nil {
 		return nil, fmt.Errorf("gomlxinterop: decoding FP8: %w", err)
 	}
@@ -42,7 +51,11 @@ func DecodeFP8(data, scaleInv *graph.Node, shape []int, r fp8.Recipe) (*graph.No
 	g := data.Graph()
 	rows, cols := fp8.Matrix(shape)
 	n := rows * cols
-	values := lookup(graph.Const(g, formatTable(r.Format)), graph.Reshape(data, n))
+	codes := graph.ConvertDType(graph.Reshape(data, n), dtypes.Int32)
+	if after != nil {
+		codes = graph.Max(codes, graph.Min(codes, graph.ConvertDType(after, dtypes.Int32)))
+	}
+	values := graph.Gather(graph.Const(g, formatTable(r.Format)), graph.ExpandAxes(codes, -1))
 	inv := graph.Reshape(scaleInv, want)
 	if r.Scaling == fp8.MXFP8 {
 		inv = lookup(graph.Const(g, e8m0Table()), inv)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/cpu"
 )
 
@@ -96,3 +97,12 @@ func (h *hostDevice) copyGrads(dst []buffer.Buffer, grads []*tensors.Tensor) err
 }
 
 func (h *hostDevice) close() error { return nil }
+
+// Redecoded returns how many fresh decodes the DotGeneral gradients made.
+func Redecoded() int64 { return redecoded.Load() }
+
+// NewWeightGradExecKeepDecoded is NewWeightGradExec with
+// GPUConfig.KeepDecoded's choice.
+func NewWeightGradExecKeepDecoded(backend backends.Backend, ctx *mlctx.Context, model train.ModelFn, loss train.LossFn, params []Param, views []optimizer.ParamView, gradType buffer.DType, keep bool) (*WeightGradExec, error) {
+	return newWeightGradExec(backend, ctx, model, loss, params, views, gradType, keep)
+}

@@ -35,12 +35,22 @@ type WeightGradExec struct {
 	views     []optimizer.ParamView
 	gradType  buffer.DType
 	numInputs int
+	// keepDecoded leaves the decoded weights to XLA, which keeps them from
+	// forward to backward; false (the default) has the DotGeneral gradient
+	// decode them again (see redecode).
+	keepDecoded bool
 }
 
 // NewWeightGradExec returns the executor of model and loss on backend for
 // params (in gradient order) read from views (opt.Param of each, same
 // order); gradType is the optimizer's Config.GradType.
 func NewWeightGradExec(backend backends.Backend, ctx *mlctx.Context, model train.ModelFn, loss train.LossFn, params []Param, views []optimizer.ParamView, gradType buffer.DType) (*WeightGradExec, error) {
+	return newWeightGradExec(backend, ctx, model, loss, params, views, gradType, false)
+}
+
+// newWeightGradExec is NewWeightGradExec with the choice of keeping the
+// decoded weights (GPUConfig.KeepDecoded).
+func newWeightGradExec(backend backends.Backend, ctx *mlctx.Context, model train.ModelFn, loss train.LossFn, params []Param, views []optimizer.ParamView, gradType buffer.DType, keepDecoded bool) (*WeightGradExec, error) {
 	if len(views) != len(params) {
 		return nil, fmt.Errorf("%w: %d views for %d parameters", ErrHandOver, len(views), len(params))
 	}
@@ -52,7 +62,7 @@ func NewWeightGradExec(backend backends.Backend, ctx *mlctx.Context, model train
 	if gradType != buffer.Float32 && gradType != buffer.BFloat16 {
 		return nil, fmt.Errorf("%w: gradient type %v", ErrHandOver, gradType)
 	}
-	e := &WeightGradExec{params: params, views: views, gradType: gradType}
+	e := &WeightGradExec{params: params, views: views, gradType: gradType, keepDecoded: keepDecoded}
 	exec, err := mlctx.NewExec(backend, ctx.Reuse(), func(ctx *mlctx.Context, in []*graph.Node) []*graph.Node {
 		return e.graph(ctx, model, loss, in)
 	})
@@ -87,15 +97,10 @@ func (e *WeightGradExec) graph(ctx *mlctx.Context, model train.ModelFn, lossFn t
 	g := in[0].Graph()
 	ctx.SetTraining(g, true)
 	batch, weights := in[:len(in)-e.NumWeightInputs()], in[len(in)-e.NumWeightInputs():]
-	ws := make([]*graph.Node, len(e.params))
+	ws, forget := e.decodeAll(weights)
+	defer forget()
 	orig := make([]*graph.Node, len(e.params))
 	for i, p := range e.params {
-		w, err := decodeView(weights, e.views[i])
-		if err != nil {
-			panic(err)
-		}
-		weights = weights[weightInputs(e.views[i]):]
-		ws[i] = fromLayout(w, p.Layout)
 		orig[i] = p.Var.ValueGraph(g)
 		p.Var.SetValueGraph(ws[i])
 	}
@@ -129,6 +134,38 @@ func (e *WeightGradExec) graph(ctx *mlctx.Context, model train.ModelFn, lossFn t
 		out = append(out, gr)
 	}
 	return out
+}
+
+// decodeAll decodes every parameter's weights from the graph's weight
+// inputs into the variables' layouts. Unless keepDecoded, each FP8 one is
+// marked for the DotGeneral gradient to decode again (redecode.go); forget
+// drops the marks once the graph is built.
+func (e *WeightGradExec) decodeAll(weights []*graph.Node) (ws []*graph.Node, forget func()) {
+	ws = make([]*graph.Node, len(e.params))
+	for i, p := range e.params {
+		v := e.views[i]
+		w, err := decodeView(weights, v)
+		if err != nil {
+			panic(err)
+		}
+		ws[i] = fromLayout(w, p.Layout)
+		if !v.HighPrecision && !e.keepDecoded {
+			codes, inv, layout := weights[0], weights[1], p.Layout
+			markRedecode(ws[i], func(after *graph.Node) *graph.Node {
+				again, err := decodeFP8(codes, inv, v.Shape, v.Recipe, after)
+				if err != nil {
+					panic(err) // decodeView decoded the same inputs
+				}
+				return fromLayout(again, layout)
+			})
+		}
+		weights = weights[weightInputs(v):]
+	}
+	return ws, func() {
+		for _, w := range ws {
+			forgetRedecode(w)
+		}
+	}
 }
 
 // decodeView returns the float32 values of view v from the first weight

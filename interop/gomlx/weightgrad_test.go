@@ -91,17 +91,7 @@ func TestWeightGradExec(t *testing.T) {
 			if c.dotGrad {
 				defer gomlxinterop.UseDotGeneralGradient()()
 			}
-			ctx := context.Background()
-			cfg := adamConfig()
-			cfg.Optimizer.Recipe, cfg.Optimizer.GradType = c.r, c.gt
-			task := toy.Tiny
-			x, y := task.Batch(1, 0, perRank)
-			b := gomlxinterop.Batch{Inputs: []*tensors.Tensor{x}, Labels: []*tensors.Tensor{y}}
-			be := newBackend(t)
-			tr, err := gomlxinterop.NewTrainer(ctx, inproc.Communicators(1)[0], be, toy.Context(seed), task.Model(), task.Loss, b, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			task, b, be, tr := tinyTrainer(t, c.r, c.gt)
 			defer tr.Close()
 			opt := tr.Optimizer()
 			views, ws := weightTensors(t, opt, tr.Params())
@@ -138,6 +128,24 @@ func TestWeightGradExec(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tinyTrainer returns the toy transformer, its first batch, a simplego
+// backend and a one-rank CPU Trainer of it with recipe r and gradient type
+// gt; the caller closes the Trainer.
+func tinyTrainer(t *testing.T, r fp8.Recipe, gt buffer.DType) (toy.Transformer, gomlxinterop.Batch, backends.Backend, *gomlxinterop.Trainer) {
+	t.Helper()
+	cfg := adamConfig()
+	cfg.Optimizer.Recipe, cfg.Optimizer.GradType = r, gt
+	task := toy.Tiny
+	x, y := task.Batch(1, 0, perRank)
+	b := gomlxinterop.Batch{Inputs: []*tensors.Tensor{x}, Labels: []*tensors.Tensor{y}}
+	be := newBackend(t)
+	tr, err := gomlxinterop.NewTrainer(context.Background(), inproc.Communicators(1)[0], be, toy.Context(seed), task.Model(), task.Loss, b, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task, b, be, tr
 }
 
 // tensorBytes returns the little-endian bytes of a float32 or bfloat16

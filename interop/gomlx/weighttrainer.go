@@ -26,6 +26,13 @@ type GPUConfig struct {
 	Optimizer optimizer.Config
 	// Rules map the variables to parameters; nil fields take the defaults.
 	Rules Rules
+	// KeepDecoded lets XLA keep each decoded FP8 weight from forward to
+	// backward, as it does with any value backward reads: the whole model
+	// in float32 at the end of the forward pass. False (the default): the
+	// DotGeneral gradient of UseDotGeneralGradient decodes the weights
+	// again, so a decode lives only around the product that reads it. For
+	// measuring what the default saves.
+	KeepDecoded bool
 }
 
 // Timing accumulates where a GPUTrainer's steps spent their time.
@@ -72,6 +79,8 @@ type weightTrainer struct {
 	weights []*tensors.Tensor // the graph's weight inputs, in order
 	grads   []*tensors.Tensor // the last forward pass's gradients, until Update
 	timing  Timing
+	// keepDecoded is GPUConfig.KeepDecoded.
+	keepDecoded bool
 }
 
 // newWeightTrainer makes the rank of model and loss on distopt's backend be
@@ -96,7 +105,7 @@ func newWeightTrainer(ctx context.Context, be backend.Backend, comm collective.C
 	if err != nil {
 		return nil, err
 	}
-	t := &weightTrainer{dev: dev, opt: opt, params: params}
+	t := &weightTrainer{dev: dev, opt: opt, params: params, keepDecoded: cfg.KeepDecoded}
 	if err := t.setup(gb, gctx, model, loss); err != nil {
 		return nil, errors.Join(err, t.Close())
 	}
@@ -113,7 +122,7 @@ func (t *weightTrainer) setup(gb backends.Backend, gctx *mlctx.Context, model tr
 	if err != nil {
 		return err
 	}
-	t.exec, err = NewWeightGradExec(gb, gctx, model, loss, t.params, views, t.opt.Config().GradType)
+	t.exec, err = newWeightGradExec(gb, gctx, model, loss, t.params, views, t.opt.Config().GradType, t.keepDecoded)
 	if err != nil {
 		return err
 	}

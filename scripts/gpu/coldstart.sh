@@ -113,8 +113,8 @@ startup() {
 	) | while IFS= read -r line; do
 		echo "$((($(date +%s%N) - t0) / 1000000)) $line"
 	done >"$log"
-	awk -v n="$name" -v m="$mode" '/ step +1\// && !f { f = $1 } { last = $1 }
-		END { printf "%s %s first-step %s s, total %.2f s, %s\n", n, m, f ? sprintf("%.2f", f / 1000) : "none", last / 1000, $2 " " $3 }' "$log" |
+	awk -v n="$name" -v m="$mode" '/ step +1\// && !f { f = $1 } / attention: / && !a { a = $0; sub(/^[0-9]+ /, "", a) } { last = $1 }
+		END { printf "%s %s first-step %s s, total %.2f s, %s; %s\n", n, m, f ? sprintf("%.2f", f / 1000) : "none", last / 1000, $2 " " $3, a }' "$log" |
 		tee -a "$OUT/startup.txt"
 	{
 		echo "== $name $mode"
@@ -144,6 +144,10 @@ run() {
 	deadline=$(($(date +%s) + ${BUDGET:-280}))
 	. scripts/gpu/lib.sh
 	unpack
+	# cuDNN on the loader's path, as in the bench: -attention auto (the
+	# default) opens its attention, whose plans are built at the first step
+	LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+	cudnn_env >"$OUT/cudnn_env.txt"
 	tmp=$(mktemp -d)
 	cp "$bin/sizes.txt" "$OUT/"
 	xz -d -f -T0 "$bin"/data/*.xz

@@ -86,6 +86,7 @@ func main() {
 	flag.StringVar(&g.plugin, "plugin", "", "PJRT CUDA plugin (default $"+gomlxinterop.PluginEnv+", then "+gomlxinterop.DefaultCUDAPlugin+")")
 	flag.StringVar(&g.optimizer, "optimizer", "distopt", "-backend gpu: distopt or adam (GoMLX's own, for comparison; run each in its own process)")
 	flag.BoolVar(&g.tf32, "tf32", false, "-backend gpu: float32 matrix products in TF32 on tensor cores")
+	flag.BoolVar(&g.keepDecoded, "keep-decoded", false, "-backend gpu: let XLA keep the decoded FP8 weights from forward to backward (gomlxinterop.GPUConfig.KeepDecoded; the model in float32), to measure what the default saves")
 	flag.StringVar(&g.out, "out", "", "-backend gpu: write the loss curve to this CSV file")
 	flag.IntVar(&g.warmup, "warmup", 10, "-backend gpu: steps not timed (compilation)")
 	flag.IntVar(&g.evalEvery, "eval-every", 100, "-backend gpu: steps between validation losses")
@@ -322,5 +323,5 @@ type gpuOptions struct {
 	task                   *toy.LM
 	warmup, evalEvery      int
 	evalBatches            int
-	tf32                   bool
+	tf32, keepDecoded      bool
 }

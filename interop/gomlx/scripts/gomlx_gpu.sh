@@ -15,8 +15,9 @@
 # to d2.log with the launcher's [rank N] prefixes.
 #
 # xlamem prints what XLA's buffer assignment gives each step graph of lm
-# adam, lm distopt -moments fp8,bf16 and lm distopt (5 steps each, about
-# 4 minutes with compilation), for issue 36's memory criterion.
+# adam, lm distopt -moments fp8,bf16 and the same with -keep-decoded (30
+# steps each, about 4 minutes with compilation), and their NVML peaks and
+# speed, for issue 36's memory criterion.
 #
 # issue36 LIMIT runs, within LIMIT seconds: lm adam 100, lm distopt 100
 # and lm distopt 100 with -moments fp8,bf16 (files tagged distopt8), each
@@ -158,20 +159,27 @@ compare)
 	done
 	;;
 xlamem)
-	# What XLA itself holds (issue 36's memory criterion): lm adam, lm distopt
-	# with -moments fp8,bf16, and lm distopt, 5 steps each with XLA's dumps
-	# on; each step graph's buffer assignment says its temporary bytes (a
-	# decoded float32 model kept from forward to backward would show there).
-	# Prints each module's totals; the assignments go to $out/xla_dumps.tar.xz.
+	# What XLA itself holds (issue 36's memory criterion): each run of
+	# XLAMEM_RUNS ('|' between runs; default lm adam, lm distopt -moments
+	# fp8,bf16, and the same with -keep-decoded), XLAMEM_STEPS steps (30:
+	# the last 20 timed) with XLA's dumps on; each step graph's buffer
+	# assignment says its temporary bytes (a decoded float32 model kept
+	# from forward to backward shows there, with -keep-decoded). Prints
+	# each module's totals; the assignments go to $out/xla_dumps.tar.xz.
 	there
 	lm="${LM_ARGS:--layers 12 -dim 768 -heads 12 -seq 256 -batch 16 -lr 6e-4}"
 	dumps=$(mktemp -d)
-	for run in "adam" "distopt -moments fp8,bf16" "distopt"; do
-		opt=${run%% *} tag=xla_$opt extra=""
-		[ "$run" = "$opt" ] || { tag=xla_distopt8 extra=${run#* }; }
+	old_ifs=$IFS
+	IFS='|'
+	set -- ${XLAMEM_RUNS:-adam|distopt -moments fp8,bf16|distopt -moments fp8,bf16 -keep-decoded}
+	IFS=$old_ifs
+	for run in "$@"; do
+		opt=${run%% *} extra=""
+		[ "$run" = "$opt" ] || extra=${run#* }
+		tag=xla_$(echo "$run" | tr -cs 'a-z0-9\n' '_' | sed 's/^_//; s/_$//')
 		XLA_FLAGS="${XLA_FLAGS} --xla_gpu_enable_triton_gemm=false --xla_dump_to=$dumps/$tag --xla_dump_hlo_as_text" \
-			TAG=$tag LM_ARGS="$lm $extra" timeout 200 sh "$0" lm "$opt" 5 >/dev/null 2>&1 || true
-		echo "== $tag: $(grep -E '^(summary|NVML)' "$out/$tag.log" | tr '\n' ' ')"
+			TAG=$tag LM_ARGS="$lm $extra" timeout 200 sh "$0" lm "$opt" "${XLAMEM_STEPS:-30}" >/dev/null 2>&1 || true
+		echo "== $tag: $(grep -E '^(summary|hand-over|NVML)' "$out/$tag.log" | tr '\n' ' ')"
 		for f in "$dumps/$tag"/*buffer-assignment.txt; do
 			[ -f "$f" ] || { echo "no buffer assignment dumped in $dumps/$tag"; break; }
 			echo "$(basename "$f"): $(grep -m1 -i 'total bytes used' "$f")"
