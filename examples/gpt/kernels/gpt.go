@@ -42,7 +42,7 @@ func gptKernels() []string {
 		kernelGPTLayerNormGradX, kernelGPTLayerNormGradW, kernelGPTBiasAdd, kernelGPTColumnSum, kernelGPTColumnFinal,
 		kernelGPTAdd, kernelGPTGELU, kernelGPTGELUGrad, kernelGPTCrossEntropy,
 		kernelGPTBiasAddBF16, kernelGPTBiasResidual, kernelGPTGELUBF16, kernelGPTGELUGradBF16,
-		kernelGPTLinear, kernelGPTLinearGradX, kernelGPTLinearGradW, kernelGPTRoundBF16, kernelGPTLayerNormGradW + "_v4"}
+		kernelGPTLinear, kernelGPTLinearGradX, kernelGPTLinearGradW, kernelGPTRoundBF16}
 	for _, v := range rowVariants {
 		for _, base := range []string{kernelGPTLayerNorm, kernelGPTLayerNormGradX, kernelGPTCrossEntropy} {
 			names = append(names, base+v.suffix)
@@ -143,11 +143,11 @@ func (k *Set) GPTLayerNormGradX(s *cuda.Stream, dx, dy, x, mean, rstd, w cuda.De
 
 // GPTLayerNormGradWB queues the dw and db part of model.LayerNormBackward
 // (float32, accumulated): dw += Σ_r dy·xhat, db += Σ_r dy, summed in the
-// fixed two-pass order of gptcols.cu through the stream's scratch (four
-// columns a thread where n is a multiple of 4 and dy and x are 16-byte
-// aligned: the same bits).
+// fixed two-pass order of gptcols.cu through the stream's scratch.
 func (k *Set) GPTLayerNormGradWB(s *cuda.Stream, dw, db, dy, x, mean, rstd cuda.DevicePtr, rows, n int) error {
-	return k.lnGradWB(s, kernelGPTLayerNormGradW, false, dw, db, dy, x, mean, rstd, rows, n)
+	return k.columnSums(s, kernelGPTLayerNormGradW, dw, db, rows, n, func(part cuda.DevicePtr) *cuda.Args {
+		return new(cuda.Args).Ptr(part).Ptr(dy).Ptr(x).Ptr(mean).Ptr(rstd).U64(uint64(rows)).U64(uint64(n))
+	})
 }
 
 // GPTBiasAdd queues y[r, i] += b[i] (float32 y [rows, n], bfloat16 b).

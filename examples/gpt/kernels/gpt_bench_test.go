@@ -122,15 +122,6 @@ func gptOps() []gptOp {
 		{"layernorm_grad_wb", 2 * act, 0, func(g *gptBench) error {
 			return g.k.GPTLayerNormGradWB(g.s, g.dw, g.db, g.e, g.a, g.mean, g.rstd, gbRows, gbH)
 		}},
-		{"layernorm_grad_wb_1col", 2 * act, 0, func(g *gptBench) error { // x 4 bytes off: the one-column-a-lane kernel
-			return g.k.GPTLayerNormGradWB(g.s, g.dw, g.db, g.e, g.a+4, g.mean, g.rstd, gbRows, gbH)
-		}},
-		{"layernorm_grad_wb_bf16", 3 * act / 2, 0, func(g *gptBench) error {
-			return g.k.GPTLayerNormGradWBBF16(g.s, g.dw, g.db, g.e, g.a, g.mean, g.rstd, gbRows, gbH)
-		}},
-		{"layernorm_grad_wb_bf16_1col", 3 * act / 2, 0, func(g *gptBench) error {
-			return g.k.GPTLayerNormGradWBBF16(g.s, g.dw, g.db, g.e, g.a+4, g.mean, g.rstd, gbRows, gbH)
-		}},
 		{"bias_add_768", 2 * act, 0, biasAdd(gbH)},
 		{"bias_add_2304", 6 * act, 0, biasAdd(3 * gbH)},
 		{"bias_add_3072", 2 * ffn, 0, biasAdd(gbF)},

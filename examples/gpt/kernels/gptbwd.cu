@@ -14,9 +14,8 @@
 //   - gpt_gelu_grad_amax_f32: gpt_gelu_grad_bf16's values (bfloat16 fc),
 //     folding their amax (mlp.fc's output gradient); _bf16 reads dy and
 //     writes dx in bfloat16, the amax that of the rounded values;
-//   - gpt_column_sum_partial_bf16 and gpt_layernorm_grad_wb_partial_bf16
-//     (and its _v4, four columns a lane): gptcols.cu's first passes over a
-//     bfloat16 dy;
+//   - gpt_column_sum_partial_bf16 and gpt_layernorm_grad_wb_partial_bf16:
+//     gptcols.cu's first passes over a bfloat16 dy;
 //   - gpt_dy_cast_{e4m3,e5m2}_{f32,bf16} (gpumodel's Options.FuseDY): a
 //     linear layer's output gradient cast to FP8 in one pass that writes
 //     the codes row-major (the input gradient's operand) and transposed
@@ -134,15 +133,6 @@ extern "C" __global__ void __launch_bounds__(32 * COL_GROUPS)
                                        const float *rstd, u64 rows, u64 n) {
     __shared__ float s[COL_GROUPS][32];
     ln_grad_wb_partial(part, dy, x, mean, rstd, rows, n, s);
-}
-
-// gpt_layernorm_grad_wb_partial_bf16_v4: gpt_layernorm_grad_wb_partial_bf16's
-// bits with four columns a lane (ln_grad_wb_partial4).
-extern "C" __global__ void __launch_bounds__(32 * COL_GROUPS)
-    gpt_layernorm_grad_wb_partial_bf16_v4(float *part, const u16 *dy, const float *x, const float *mean,
-                                          const float *rstd, u64 rows, u64 n) {
-    __shared__ float4 s[COL_GROUPS][32];
-    ln_grad_wb_partial4(part, dy, x, mean, rstd, rows, n, s);
 }
 
 // DY_COLS columns of dy per block of gpt_dy_cast (four per lane), over

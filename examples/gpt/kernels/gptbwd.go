@@ -24,7 +24,7 @@ const (
 // bwdKernels lists the kernels of gptbwd.cu.
 func bwdKernels() []string {
 	names := []string{kernelGPTLNGradXAmax, kernelGPTLNGradXBF16Amax, kernelGPTGELUGradAmaxF32, kernelGPTGELUGradAmaxBF,
-		kernelGPTColumnSumBF16, kernelGPTLNGradWBBF16, kernelGPTLNGradWBBF16 + "_v4"}
+		kernelGPTColumnSumBF16, kernelGPTLNGradWBBF16}
 	for _, f := range fusedFormats {
 		names = append(names, kernelGPTDYCast+f+"_f32", kernelGPTDYCast+f+"_bf16")
 	}
@@ -87,10 +87,11 @@ func (k *Set) GPTColumnSumBF16(s *cuda.Stream, db, dy cuda.DevicePtr, rows, n in
 }
 
 // GPTLayerNormGradWBBF16 is GPTLayerNormGradWB of a bfloat16 dy, widened
-// exactly (four columns a thread where n is a multiple of 4, dy 8-byte
-// and x 16-byte aligned: the same bits).
+// exactly.
 func (k *Set) GPTLayerNormGradWBBF16(s *cuda.Stream, dw, db, dy, x, mean, rstd cuda.DevicePtr, rows, n int) error {
-	return k.lnGradWB(s, kernelGPTLNGradWBBF16, true, dw, db, dy, x, mean, rstd, rows, n)
+	return k.columnSums(s, kernelGPTLNGradWBBF16, dw, db, rows, n, func(part cuda.DevicePtr) *cuda.Args {
+		return new(cuda.Args).Ptr(part).Ptr(dy).Ptr(x).Ptr(mean).Ptr(rstd).U64(uint64(rows)).U64(uint64(n))
+	})
 }
 
 // GPTDYCast queues, for a linear layer's output gradient dy [rows, n]

@@ -93,48 +93,6 @@ func TestGPTLayerNormGradXAmax(t *testing.T) {
 	}
 }
 
-// TestGPTLayerNormGradWBVec checks the four-columns-a-lane forms of the
-// LayerNorm weight and bias sums (gpt_layernorm_grad_wb_partial_v4 and
-// _bf16_v4, chosen for widths a multiple of 4 with aligned rows) against
-// the one-column kernels, which a copy of dy and x 4 bytes (2 for a
-// bfloat16 dy) off the vector alignment makes the launcher take: dw and
-// db, accumulated onto the same prior values, must be the same bits, in
-// every variant the device loads, for float32 and bfloat16 dy, rows within
-// one chunk of the column sums and across several.
-func TestGPTLayerNormGradWBVec(t *testing.T) {
-	d, sets := loadAll(t)
-	e := bwdEnv{&fusedEnv{t: t, d: d, s: cudatest.Stream(t, d), r: rand.New(rand.NewPCG(7, 13))}}
-	// off returns a copy of the size bytes at p, off bytes past an aligned
-	// allocation.
-	off := func(p cuda.DevicePtr, size, off int) cuda.DevicePtr {
-		q := cudatest.Alloc(t, d, size+16) + cuda.DevicePtr(off)
-		must(t, e.s.CopyDtoD(q, p, size))
-		return q
-	}
-	for _, k := range sets {
-		for _, sh := range [][2]int{{37, 128}, {21, 768}, {9, 2048}, {5, 2560}, {600, 768}, {300, 2048}} {
-			rows, n := sh[0], sh[1]
-			for _, half := range []bool{false, true} {
-				name := fmt.Sprintf("%v/%dx%d/bf16=%v", k.Library().Variant(), rows, n, half)
-				x, mean, rstd := e.f32(rows*n, 0.3, 2), e.f32(rows, 0.3, 0.01), e.f32(rows, 0.5, 0.1)
-				wb, esize, shift := k.GPTLayerNormGradWB, 4, 4
-				dy := e.f32(rows*n, 0, 1e-3)
-				if half {
-					wb, esize, shift = k.GPTLayerNormGradWBBF16, 2, 2
-					dy = e.bf(rows*n, 0, 1e-3)
-				}
-				vw, vb, sw, sb := e.f32(n, 0, 1), e.f32(n, 0, 1), cudatest.Alloc(t, d, 4*n), cudatest.Alloc(t, d, 4*n)
-				must(t, e.s.CopyDtoD(sw, vw, 4*n))
-				must(t, e.s.CopyDtoD(sb, vb, 4*n))
-				must(t, wb(e.s, vw, vb, dy, x, mean, rstd, rows, n))
-				must(t, wb(e.s, sw, sb, off(dy, esize*rows*n, shift), off(x, 4*rows*n, 4), mean, rstd, rows, n))
-				e.same(name+" dw", e.bytes(vw, 4*n), e.bytes(sw, 4*n))
-				e.same(name+" db", e.bytes(vb, 4*n), e.bytes(sb, 4*n))
-			}
-		}
-	}
-}
-
 // TestGPTGELUGradAmax checks GPTGELUGradAmax against today's
 // GPTGELUGradBF16 in every variant the device loads, lengths a multiple
 // of 4 and not (the scalar path), and a pointer off the vector alignment:

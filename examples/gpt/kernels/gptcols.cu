@@ -35,16 +35,6 @@ extern "C" __global__ void __launch_bounds__(32 * COL_GROUPS)
     ln_grad_wb_partial(part, dy, x, mean, rstd, rows, n, s);
 }
 
-// gpt_layernorm_grad_wb_partial_v4: gpt_layernorm_grad_wb_partial's bits
-// with four columns a lane (ln_grad_wb_partial4). Grid (ceil(n/128),
-// chunks).
-extern "C" __global__ void __launch_bounds__(32 * COL_GROUPS)
-    gpt_layernorm_grad_wb_partial_v4(float *part, const float *dy, const float *x, const float *mean,
-                                     const float *rstd, u64 rows, u64 n) {
-    __shared__ float4 s[COL_GROUPS][32];
-    ln_grad_wb_partial4(part, dy, x, mean, rstd, rows, n, s);
-}
-
 // gpt_column_sum_final: dst[i] += part[0, i] + part[1, i] + ... +
 // part[chunks-1, i] (added in that order) for i < n; and, when dst2 is not
 // null, dst2[i] += the same of part[chunks + c, i].

@@ -51,22 +51,6 @@ func rowVariant(n int, f32, bf []cuda.DevicePtr) string {
 	return ""
 }
 
-// lnGradWB queues the LayerNorm weight and bias sums of kernel name (a
-// float32 or, with bf16, a bfloat16 dy): its _v4 form, four columns a
-// lane and the same bits, where vec4 allows.
-func (k *Set) lnGradWB(s *cuda.Stream, name string, bf16 bool, dw, db, dy, x, mean, rstd cuda.DevicePtr, rows, n int) error {
-	cols, dyAlign := 32, 16
-	if bf16 {
-		dyAlign = 8
-	}
-	if vec4(n, 16, x) && vec4(n, dyAlign, dy) {
-		name, cols = name+"_v4", 4*32
-	}
-	return k.columnSumsBy(s, name, cols, dw, db, rows, n, func(part cuda.DevicePtr) *cuda.Args {
-		return new(cuda.Args).Ptr(part).Ptr(dy).Ptr(x).Ptr(mean).Ptr(rstd).U64(uint64(rows)).U64(uint64(n))
-	})
-}
-
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
 // gridFits reports an error when grid exceeds the device's limits (x below
