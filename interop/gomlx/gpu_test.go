@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/backends/xla"
@@ -251,12 +252,17 @@ func samePieces(t *testing.T, step int, params []gomlxinterop.Param, a, b *optim
 	}
 }
 
-// TestGPUErrors checks the errors of a plugin that is not there (also
-// without a GPU) and of a GoMLX backend on another GPU than distopt's.
+// TestGPUErrors checks the errors of a plugin that is not there and of an
+// allocator XLA does not have (both also without a GPU), and of a GoMLX
+// backend on another GPU than distopt's.
 func TestGPUErrors(t *testing.T) {
 	_, err := gomlxinterop.NewXLABackend(gomlxinterop.XLAConfig{PluginPath: "/nonexistent/xla_cuda_plugin.so"})
 	if !errors.Is(err, gomlxinterop.ErrNoPlugin) {
 		t.Errorf("missing plugin: %v, want ErrNoPlugin", err)
+	}
+	_, err = gomlxinterop.NewXLABackend(gomlxinterop.XLAConfig{Allocator: "arena"})
+	if err == nil || !strings.Contains(err.Error(), `allocator "arena"`) {
+		t.Errorf("unknown allocator: %v, want an error naming it", err)
 	}
 	be, xb := openGPU(t)
 	if _, _, err := gomlxinterop.XLADevice(xb, be.Ordinal()); err != nil {

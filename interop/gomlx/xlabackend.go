@@ -41,6 +41,13 @@ type XLAConfig struct {
 	// plugin's "preallocate"). Off by default, so that XLA's pool grows
 	// only as the graphs need and never takes the memory distopt holds.
 	Preallocate bool
+	// Allocator is XLA's device allocator (the plugin's "allocator"):
+	// "bfc" (a pool that grows in regions of its own sizes and keeps
+	// them), "platform" (cuMemAlloc and free per buffer: what the graphs
+	// hold at a time is what the driver sees, slower), "cuda_async"
+	// (CUDA's stream-ordered pool) or "default". Empty: the plugin's
+	// default (BFC).
+	Allocator string
 	// TF32 lets XLA multiply float32 matrices in TF32 on tensor cores
 	// (GoMLX's "tf32" backend option). Off: exact float32 products.
 	TF32 bool
@@ -77,6 +84,11 @@ func (cfg XLAConfig) pluginPath() (string, error) {
 // downloads a plugin. Errors: ErrNoPlugin, ErrPluginVersion, and those of
 // the plugin.
 func NewXLABackend(cfg XLAConfig) (*xla.Backend, error) {
+	switch cfg.Allocator {
+	case "", "default", "bfc", "platform", "cuda_async":
+	default:
+		return nil, fmt.Errorf("gomlxinterop: XLA allocator %q: want bfc, platform, cuda_async or default", cfg.Allocator)
+	}
 	path, err := cfg.pluginPath()
 	if err != nil {
 		return nil, err
@@ -101,6 +113,9 @@ func NewXLABackend(cfg XLAConfig) (*xla.Backend, error) {
 		config += ",tf32"
 	}
 	opts := pjrt.NamedValuesMap{"preallocate": cfg.Preallocate, "memory_fraction": frac}
+	if cfg.Allocator != "" {
+		opts["allocator"] = cfg.Allocator
+	}
 	if len(cfg.Devices) > 0 {
 		ids := make([]int64, len(cfg.Devices))
 		for i, d := range cfg.Devices {

@@ -72,7 +72,7 @@ func runGPU(o gpuOptions) error {
 		})
 	}
 	r.base = r.used()
-	xcfg := gomlxinterop.XLAConfig{PluginPath: o.plugin, TF32: o.tf32}
+	xcfg := gomlxinterop.XLAConfig{PluginPath: o.plugin, TF32: o.tf32, Allocator: o.allocator}
 	if r.world > 1 {
 		xcfg.Devices = []int{r.be.Ordinal()}
 	}

@@ -86,6 +86,7 @@ func main() {
 	flag.StringVar(&g.plugin, "plugin", "", "PJRT CUDA plugin (default $"+gomlxinterop.PluginEnv+", then "+gomlxinterop.DefaultCUDAPlugin+")")
 	flag.StringVar(&g.optimizer, "optimizer", "distopt", "-backend gpu: distopt or adam (GoMLX's own, for comparison; run each in its own process)")
 	flag.BoolVar(&g.tf32, "tf32", false, "-backend gpu: float32 matrix products in TF32 on tensor cores")
+	flag.StringVar(&g.allocator, "xla-allocator", "", "-backend gpu: XLA's device allocator: bfc (the plugin's default: a pool that keeps what it took), platform (memory allocated and freed per buffer, so the driver's figure is what the graphs hold; slower) or cuda_async")
 	flag.BoolVar(&g.keepDecoded, "keep-decoded", false, "-backend gpu: let XLA keep the decoded FP8 weights from forward to backward (gomlxinterop.GPUConfig.KeepDecoded; the model in float32), to measure what the default saves")
 	flag.StringVar(&g.out, "out", "", "-backend gpu: write the loss curve to this CSV file")
 	flag.IntVar(&g.warmup, "warmup", 10, "-backend gpu: steps not timed (compilation)")
@@ -320,6 +321,7 @@ func rank(ctx context.Context, comm collective.Communicator, o options, ref *ada
 type gpuOptions struct {
 	options
 	plugin, optimizer, out string
+	allocator              string
 	task                   *toy.LM
 	warmup, evalEvery      int
 	evalBatches            int
