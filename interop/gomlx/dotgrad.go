@@ -65,7 +65,9 @@ func matGrad(node *graph.Node, vjps []*graph.Node, out shapes.Shape) []*graph.No
 		return matGradPrev(node, vjps, out)
 	}
 	v := vjps[0]
-	return []*graph.Node{graph.DotGeneral(v, []int{1}, nil, fresh(in[1], v), []int{1}, nil), graph.DotGeneral(fresh(in[0], v), []int{0}, nil, v, []int{0}, nil)}
+	gl := graph.DotGeneral(v, []int{1}, nil, fresh(in[1], v), []int{1}, nil)
+	gr := graph.DotGeneral(fresh(in[0], v), []int{0}, nil, v, []int{0}, nil)
+	return []*graph.Node{earlyGradient(in[0], gl), earlyGradient(in[1], gr)}
 }
 
 // dotAxes returns the contracting and batch axes of a DotGeneral node.
@@ -134,7 +136,8 @@ func transposeTo(x *graph.Node, inv []int) *graph.Node {
 // dotGrad is the gradient of out = DotGeneral(lhs, rhs): out's axes are
 // [batch, lhsCross, rhsCross], v's too. Each operand's gradient contracts v
 // with the other operand over the other's cross axes (operandGrad); an
-// operand that is a decoded FP8 weight is decoded again there (fresh).
+// operand that is a decoded FP8 weight is decoded again there (fresh), and
+// a weight's gradient may be rounded to bfloat16 at once (earlyGradient).
 func dotGrad(node *graph.Node, vjps []*graph.Node, out shapes.Shape) []*graph.Node {
 	lc, lb, rc, rb, ok := dotAxes(node)
 	if !ok || len(vjps) != 1 || len(node.Inputs()) != 2 {
@@ -145,10 +148,9 @@ func dotGrad(node *graph.Node, vjps []*graph.Node, out shapes.Shape) []*graph.No
 	nb := len(lb)
 	lCross, rCross := crossAxes(lhs.Rank(), lc, lb), crossAxes(rhs.Rank(), rc, rb)
 	vBatch, vL, vR := span(0, nb), span(nb, len(lCross)), span(nb+len(lCross), len(rCross))
-	return []*graph.Node{
-		operandGrad(v, vR, vBatch, fresh(rhs, v), rCross, rb, rc, lhs.Rank(), lb, lCross, lc),
-		operandGrad(v, vL, vBatch, fresh(lhs, v), lCross, lb, lc, rhs.Rank(), rb, rCross, rc),
-	}
+	gl := operandGrad(v, vR, vBatch, fresh(rhs, v), rCross, rb, rc, lhs.Rank(), lb, lCross, lc)
+	gr := operandGrad(v, vL, vBatch, fresh(lhs, v), lCross, lb, lc, rhs.Rank(), rb, rCross, rc)
+	return []*graph.Node{earlyGradient(lhs, gl), earlyGradient(rhs, gr)}
 }
 
 // operandGrad is the gradient of one operand of a DotGeneral (rank rank,

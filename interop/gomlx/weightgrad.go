@@ -35,22 +35,29 @@ type WeightGradExec struct {
 	views     []optimizer.ParamView
 	gradType  buffer.DType
 	numInputs int
+	opts      weightGradOptions
+}
+
+// weightGradOptions are GPUConfig's choices for the weight gradient graph.
+type weightGradOptions struct {
 	// keepDecoded leaves the decoded weights to XLA, which keeps them from
 	// forward to backward; false (the default) has the DotGeneral gradient
-	// decode them again (see redecode).
+	// decode them again (see redecode.go).
 	keepDecoded bool
+	// earlyBF16 rounds each weight gradient to bfloat16 in backward, where
+	// that gives the same bits (GPUConfig.EarlyBF16Gradients).
+	earlyBF16 bool
 }
 
 // NewWeightGradExec returns the executor of model and loss on backend for
 // params (in gradient order) read from views (opt.Param of each, same
 // order); gradType is the optimizer's Config.GradType.
 func NewWeightGradExec(backend backends.Backend, ctx *mlctx.Context, model train.ModelFn, loss train.LossFn, params []Param, views []optimizer.ParamView, gradType buffer.DType) (*WeightGradExec, error) {
-	return newWeightGradExec(backend, ctx, model, loss, params, views, gradType, false)
+	return newWeightGradExec(backend, ctx, model, loss, params, views, gradType, weightGradOptions{})
 }
 
-// newWeightGradExec is NewWeightGradExec with the choice of keeping the
-// decoded weights (GPUConfig.KeepDecoded).
-func newWeightGradExec(backend backends.Backend, ctx *mlctx.Context, model train.ModelFn, loss train.LossFn, params []Param, views []optimizer.ParamView, gradType buffer.DType, keepDecoded bool) (*WeightGradExec, error) {
+// newWeightGradExec is NewWeightGradExec with GPUConfig's choices.
+func newWeightGradExec(backend backends.Backend, ctx *mlctx.Context, model train.ModelFn, loss train.LossFn, params []Param, views []optimizer.ParamView, gradType buffer.DType, opts weightGradOptions) (*WeightGradExec, error) {
 	if len(views) != len(params) {
 		return nil, fmt.Errorf("%w: %d views for %d parameters", ErrHandOver, len(views), len(params))
 	}
@@ -62,7 +69,7 @@ func newWeightGradExec(backend backends.Backend, ctx *mlctx.Context, model train
 	if gradType != buffer.Float32 && gradType != buffer.BFloat16 {
 		return nil, fmt.Errorf("%w: gradient type %v", ErrHandOver, gradType)
 	}
-	e := &WeightGradExec{params: params, views: views, gradType: gradType, keepDecoded: keepDecoded}
+	e := &WeightGradExec{params: params, views: views, gradType: gradType, opts: opts}
 	exec, err := mlctx.NewExec(backend, ctx.Reuse(), func(ctx *mlctx.Context, in []*graph.Node) []*graph.Node {
 		return e.graph(ctx, model, loss, in)
 	})
@@ -97,7 +104,7 @@ func (e *WeightGradExec) graph(ctx *mlctx.Context, model train.ModelFn, lossFn t
 	g := in[0].Graph()
 	ctx.SetTraining(g, true)
 	batch, weights := in[:len(in)-e.NumWeightInputs()], in[len(in)-e.NumWeightInputs():]
-	ws, forget := e.decodeAll(weights)
+	ws, marks, forget := e.decodeAll(weights)
 	defer forget()
 	orig := make([]*graph.Node, len(e.params))
 	for i, p := range e.params {
@@ -116,14 +123,9 @@ func (e *WeightGradExec) graph(ctx *mlctx.Context, model train.ModelFn, lossFn t
 	for i, p := range e.params {
 		p.Var.SetValueGraph(orig[i]) // unchanged: not an output, not donated
 	}
-	known := map[*mlctx.Variable]bool{}
-	for _, p := range e.params {
-		known[p.Var] = true
-	}
-	for v := range ctx.IterVariables() {
-		if v.Trainable && v.InUseByGraph(g) && !known[v] {
-			panic(fmt.Errorf("%w: the graph uses trainable variable %q, which is not a parameter", ErrGraph, v.ScopeAndName()))
-		}
+	e.checkVariables(ctx, g)
+	if e.opts.earlyBF16 && e.gradType == buffer.BFloat16 {
+		e.markEarly(g, ws, marks)
 	}
 	out := []*graph.Node{loss}
 	for i, gr := range graph.Gradient(loss, ws...) {
@@ -136,12 +138,48 @@ func (e *WeightGradExec) graph(ctx *mlctx.Context, model train.ModelFn, lossFn t
 	return out
 }
 
+// checkVariables panics (GoMLX turns the panic into the error of Exec) if
+// graph g uses a trainable variable that is not a parameter.
+func (e *WeightGradExec) checkVariables(ctx *mlctx.Context, g *graph.Graph) {
+	known := map[*mlctx.Variable]bool{}
+	for _, p := range e.params {
+		known[p.Var] = true
+	}
+	for v := range ctx.IterVariables() {
+		if v.Trainable && v.InUseByGraph(g) && !known[v] {
+			panic(fmt.Errorf("%w: the graph uses trainable variable %q, which is not a parameter", ErrGraph, v.ScopeAndName()))
+		}
+	}
+}
+
+// markEarly lets backward round the gradient of each marked weight that
+// one matrix product alone reads (so that its gradient is that product's
+// alone, and rounding it at once gives the bits of rounding it at the end)
+// to bfloat16 in distopt's layout (redecode.go, earlyGradient).
+func (e *WeightGradExec) markEarly(g *graph.Graph, ws []*graph.Node, marks []*mark) {
+	users := map[*graph.Node][]*graph.Node{}
+	for _, n := range g.Nodes() {
+		for _, in := range n.Inputs() {
+			users[in] = append(users[in], n)
+		}
+	}
+	for i, m := range marks {
+		u := users[ws[i]]
+		if m == nil || len(u) != 1 || (u[0].Type() != graph.NodeTypeDotGeneral && u[0].Type() != graph.NodeTypeDot) {
+			continue
+		}
+		layout := e.params[i].Layout
+		m.early = func(gr *graph.Node) *graph.Node { return graph.ConvertDType(toLayout(gr, layout), dtypes.BFloat16) }
+		m.undo = func(b *graph.Node) *graph.Node { return fromLayout(graph.ConvertDType(b, dtypes.Float32), layout) }
+	}
+}
+
 // decodeAll decodes every parameter's weights from the graph's weight
 // inputs into the variables' layouts. Unless keepDecoded, each FP8 one is
-// marked for the DotGeneral gradient to decode again (redecode.go); forget
-// drops the marks once the graph is built.
-func (e *WeightGradExec) decodeAll(weights []*graph.Node) (ws []*graph.Node, forget func()) {
-	ws = make([]*graph.Node, len(e.params))
+// marked (marks[i]) for the DotGeneral gradient to decode again
+// (redecode.go); forget drops the marks once the graph is built.
+func (e *WeightGradExec) decodeAll(weights []*graph.Node) (ws []*graph.Node, marks []*mark, forget func()) {
+	ws, marks = make([]*graph.Node, len(e.params)), make([]*mark, len(e.params))
 	for i, p := range e.params {
 		v := e.views[i]
 		w, err := decodeView(weights, v)
@@ -149,21 +187,25 @@ func (e *WeightGradExec) decodeAll(weights []*graph.Node) (ws []*graph.Node, for
 			panic(err)
 		}
 		ws[i] = fromLayout(w, p.Layout)
-		if !v.HighPrecision && !e.keepDecoded {
+		if !v.HighPrecision && !e.opts.keepDecoded {
 			codes, inv, layout := weights[0], weights[1], p.Layout
-			markRedecode(ws[i], func(after *graph.Node) *graph.Node {
+			marks[i] = &mark{again: func(after *graph.Node) *graph.Node {
 				again, err := decodeFP8(codes, inv, v.Shape, v.Recipe, after)
 				if err != nil {
 					panic(err) // decodeView decoded the same inputs
 				}
 				return fromLayout(again, layout)
-			})
+			}}
+			markRedecode(ws[i], marks[i])
 		}
 		weights = weights[weightInputs(v):]
 	}
-	return ws, func() {
+	return ws, marks, func() {
 		for _, w := range ws {
 			forgetRedecode(w)
+		}
+		if len(ws) > 0 {
+			lastEarly.Delete(ws[0].Graph())
 		}
 	}
 }

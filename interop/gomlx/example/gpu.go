@@ -114,7 +114,7 @@ func (r *gpuRun) batch(s int) gomlxinterop.Batch {
 func (r *gpuRun) distopt(ctx context.Context, comm collective.Communicator) error {
 	cfg := r.o.optimizerConfig()
 	t0 := time.Now()
-	tr, err := gomlxinterop.NewGPUTrainer(ctx, r.be, comm, r.xb, toy.Context(seed), r.o.task.Model(), r.o.task.Loss, r.batch(0), gomlxinterop.GPUConfig{Optimizer: cfg, KeepDecoded: r.o.keepDecoded})
+	tr, err := gomlxinterop.NewGPUTrainer(ctx, r.be, comm, r.xb, toy.Context(seed), r.o.task.Model(), r.o.task.Loss, r.batch(0), gomlxinterop.GPUConfig{Optimizer: cfg, KeepDecoded: r.o.keepDecoded, EarlyBF16Gradients: r.o.earlyBF16})
 	if err != nil {
 		return err
 	}

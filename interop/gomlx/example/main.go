@@ -83,15 +83,7 @@ func main() {
 	model := flag.String("model", "mlp", "model: mlp (32-64-64-8, regression), transformer (one block, reverses 8 tokens) or lm (byte-level language model on -data)")
 	g := gpuOptions{}
 	backend := flag.String("backend", "cpu", "cpu (simplego, in-process ranks, GoMLX Adam alongside) or gpu (XLA through the PJRT CUDA plugin; distopt's CUDA backend)")
-	flag.StringVar(&g.plugin, "plugin", "", "PJRT CUDA plugin (default $"+gomlxinterop.PluginEnv+", then "+gomlxinterop.DefaultCUDAPlugin+")")
-	flag.StringVar(&g.optimizer, "optimizer", "distopt", "-backend gpu: distopt or adam (GoMLX's own, for comparison; run each in its own process)")
-	flag.BoolVar(&g.tf32, "tf32", false, "-backend gpu: float32 matrix products in TF32 on tensor cores")
-	flag.StringVar(&g.allocator, "xla-allocator", "", "-backend gpu: XLA's device allocator: bfc (the plugin's default: a pool that keeps what it took), platform (memory allocated and freed per buffer, so the driver's figure is what the graphs hold; slower) or cuda_async")
-	flag.BoolVar(&g.keepDecoded, "keep-decoded", false, "-backend gpu: let XLA keep the decoded FP8 weights from forward to backward (gomlxinterop.GPUConfig.KeepDecoded; the model in float32), to measure what the default saves")
-	flag.StringVar(&g.out, "out", "", "-backend gpu: write the loss curve to this CSV file")
-	flag.IntVar(&g.warmup, "warmup", 10, "-backend gpu: steps not timed (compilation)")
-	flag.IntVar(&g.evalEvery, "eval-every", 100, "-backend gpu: steps between validation losses")
-	flag.IntVar(&g.evalBatches, "eval-batches", 8, "-backend gpu: validation batches per evaluation")
+	g.flags()
 	dataDir := flag.String("data", "data/gpt", "-model lm: directory of train.tok and valid.tok (examples/gpt/prepare)")
 	lmLayers := flag.Int("layers", 12, "-model lm: transformer blocks")
 	lmDim := flag.Int("dim", 768, "-model lm: width")
@@ -326,4 +318,19 @@ type gpuOptions struct {
 	warmup, evalEvery      int
 	evalBatches            int
 	tf32, keepDecoded      bool
+	earlyBF16              bool
+}
+
+// flags defines the -backend gpu flags of g.
+func (g *gpuOptions) flags() {
+	flag.StringVar(&g.plugin, "plugin", "", "PJRT CUDA plugin (default $"+gomlxinterop.PluginEnv+", then "+gomlxinterop.DefaultCUDAPlugin+")")
+	flag.StringVar(&g.optimizer, "optimizer", "distopt", "-backend gpu: distopt or adam (GoMLX's own, for comparison; run each in its own process)")
+	flag.BoolVar(&g.tf32, "tf32", false, "-backend gpu: float32 matrix products in TF32 on tensor cores")
+	flag.StringVar(&g.allocator, "xla-allocator", "", "-backend gpu: XLA's device allocator: bfc (the plugin's default: a pool that keeps what it took), platform (memory allocated and freed per buffer, so the driver's figure is what the graphs hold; slower) or cuda_async")
+	flag.BoolVar(&g.earlyBF16, "early-bf16-grads", false, "-backend gpu: round each FP8 weight's gradient to bfloat16 as soon as its product's backward is done (gomlxinterop.GPUConfig.EarlyBF16Gradients; the same bits; not yet measured on a GPU)")
+	flag.BoolVar(&g.keepDecoded, "keep-decoded", false, "-backend gpu: let XLA keep the decoded FP8 weights from forward to backward (gomlxinterop.GPUConfig.KeepDecoded; the model in float32), to measure what the default saves")
+	flag.StringVar(&g.out, "out", "", "-backend gpu: write the loss curve to this CSV file")
+	flag.IntVar(&g.warmup, "warmup", 10, "-backend gpu: steps not timed (compilation)")
+	flag.IntVar(&g.evalEvery, "eval-every", 100, "-backend gpu: steps between validation losses")
+	flag.IntVar(&g.evalBatches, "eval-batches", 8, "-backend gpu: validation batches per evaluation")
 }

@@ -15,9 +15,9 @@
 # to d2.log with the launcher's [rank N] prefixes.
 #
 # xlamem prints what XLA's buffer assignment gives each step graph of lm
-# adam, lm distopt -moments fp8,bf16 and the same with -keep-decoded (30
-# steps each, about 4 minutes with compilation), and their NVML peaks and
-# speed, for issue 36's memory criterion.
+# adam, lm distopt -moments fp8,bf16, the same with -early-bf16-grads and
+# with -keep-decoded (30 steps each, about 95 s each with compilation), and
+# their NVML peaks and speed, for issue 36's memory criterion.
 #
 # issue36 LIMIT runs, within LIMIT seconds: lm adam 100, lm distopt 100
 # and lm distopt 100 with -moments fp8,bf16 (files tagged distopt8), each
@@ -161,7 +161,8 @@ compare)
 xlamem)
 	# What XLA itself holds (issue 36's memory criterion): each run of
 	# XLAMEM_RUNS ('|' between runs; default lm adam, lm distopt -moments
-	# fp8,bf16, and the same with -keep-decoded), XLAMEM_STEPS steps (30:
+	# fp8,bf16, and the same with -early-bf16-grads and with -keep-decoded),
+	# XLAMEM_STEPS steps (30:
 	# the last 20 timed) with XLA's dumps on; each step graph's buffer
 	# assignment says its temporary bytes (a decoded float32 model kept
 	# from forward to backward shows there, with -keep-decoded). Prints
@@ -171,7 +172,7 @@ xlamem)
 	dumps=$(mktemp -d)
 	old_ifs=$IFS
 	IFS='|'
-	set -- ${XLAMEM_RUNS:-adam|distopt -moments fp8,bf16|distopt -moments fp8,bf16 -keep-decoded}
+	set -- ${XLAMEM_RUNS:-adam|distopt -moments fp8,bf16|distopt -moments fp8,bf16 -early-bf16-grads|distopt -moments fp8,bf16 -keep-decoded}
 	IFS=$old_ifs
 	for run in "$@"; do
 		opt=${run%% *} extra=""
