@@ -25,6 +25,9 @@ var (
 	// that dotGrad and matGrad replaced, which they fall back to for a
 	// node they do not take.
 	dotGradPrev, matGradPrev graph.VJP
+	// dotGradOn counts the calls of UseDotGeneralGradient not yet
+	// restored.
+	dotGradOn int
 )
 
 // UseDotGeneralGradient makes GoMLX differentiate DotGeneral (and so
@@ -48,12 +51,25 @@ func UseDotGeneralGradient() (restore func()) {
 	}
 	graph.VJPRegistration[graph.NodeTypeDotGeneral] = dotGrad
 	graph.VJPRegistration[graph.NodeTypeDot] = matGrad
+	dotGradOn++
+	var once sync.Once
 	return func() {
-		dotGradMu.Lock()
-		defer dotGradMu.Unlock()
-		graph.VJPRegistration[graph.NodeTypeDotGeneral] = prevDot
-		graph.VJPRegistration[graph.NodeTypeDot] = prevMat
+		once.Do(func() {
+			dotGradMu.Lock()
+			defer dotGradMu.Unlock()
+			graph.VJPRegistration[graph.NodeTypeDotGeneral] = prevDot
+			graph.VJPRegistration[graph.NodeTypeDot] = prevMat
+			dotGradOn--
+		})
 	}
+}
+
+// dotGradActive reports whether UseDotGeneralGradient is in effect (a
+// call not yet restored).
+func dotGradActive() bool {
+	dotGradMu.Lock()
+	defer dotGradMu.Unlock()
+	return dotGradOn > 0
 }
 
 // matGrad is the gradient of out = Dot(lhs [i, j], rhs [j, k]) = [i, k]:

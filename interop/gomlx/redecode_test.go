@@ -2,6 +2,8 @@ package gomlxinterop_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -9,8 +11,11 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 
 	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/collective/inproc"
 	"github.com/distopt/distopt/fp8"
 	gomlxinterop "github.com/distopt/distopt/interop/gomlx"
+	"github.com/distopt/distopt/interop/gomlx/internal/toy"
+	"github.com/distopt/distopt/optimizer"
 )
 
 // gradRun is one run of a weight gradient graph: its loss and gradient
@@ -102,5 +107,21 @@ func TestEarlyBF16Gradients(t *testing.T) {
 	early.same(t, "rounded early against the decoded weights kept", kept)
 	if f32 := runWeightGrad(t, buffer.Float32, false, true); f32.bf != 0 {
 		t.Errorf("FP32 gradients: %d rounded early, want 0", f32.bf)
+	}
+}
+
+// TestEarlyBF16NeedsBF16 checks that GPUConfig.EarlyBF16Gradients with
+// FP32 gradients is refused (optimizer.ErrConfig): there is nothing to
+// round, and the option would silently do nothing.
+func TestEarlyBF16NeedsBF16(t *testing.T) {
+	defer gomlxinterop.UseDotGeneralGradient()()
+	task := toy.Tiny
+	x, y := task.Batch(1, 0, perRank)
+	cfg := adamConfig().Optimizer
+	cfg.GradType = buffer.Float32
+	_, err := gomlxinterop.NewHostGPUPath(context.Background(), inproc.Communicators(1)[0], newBackend(t), toy.Context(seed), task.Model(), task.Loss,
+		gomlxinterop.Batch{Inputs: []*tensors.Tensor{x}, Labels: []*tensors.Tensor{y}}, gomlxinterop.GPUConfig{Optimizer: cfg, EarlyBF16Gradients: true})
+	if !errors.Is(err, optimizer.ErrConfig) || !strings.Contains(err.Error(), "needs BF16 gradients") {
+		t.Errorf("EarlyBF16Gradients with FP32 gradients: %v, want ErrConfig naming BF16 gradients", err)
 	}
 }

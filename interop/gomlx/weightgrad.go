@@ -180,6 +180,20 @@ func (e *WeightGradExec) markEarly(g *graph.Graph, ws []*graph.Node, marks []*ma
 // (redecode.go); forget drops the marks once the graph is built.
 func (e *WeightGradExec) decodeAll(weights []*graph.Node) (ws []*graph.Node, marks []*mark, forget func()) {
 	ws, marks = make([]*graph.Node, len(e.params)), make([]*mark, len(e.params))
+	forget = func() {
+		for _, w := range ws {
+			if w != nil {
+				forgetRedecode(w)
+				lastEarly.Delete(w.Graph())
+			}
+		}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			forget() // the marks made before a parameter that does not decode
+			panic(r)
+		}
+	}()
 	for i, p := range e.params {
 		v := e.views[i]
 		w, err := decodeView(weights, v)
@@ -200,14 +214,7 @@ func (e *WeightGradExec) decodeAll(weights []*graph.Node) (ws []*graph.Node, mar
 		}
 		weights = weights[weightInputs(v):]
 	}
-	return ws, marks, func() {
-		for _, w := range ws {
-			forgetRedecode(w)
-		}
-		if len(ws) > 0 {
-			lastEarly.Delete(ws[0].Graph())
-		}
-	}
+	return ws, marks, forget
 }
 
 // decodeView returns the float32 values of view v from the first weight

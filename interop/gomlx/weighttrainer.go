@@ -98,6 +98,9 @@ func newWeightTrainer(ctx context.Context, be backend.Backend, comm collective.C
 	if cfg.Optimizer.LossScaler != nil {
 		return nil, fmt.Errorf("gomlxinterop: loss scaling is not supported by GPUTrainer: %w", optimizer.ErrConfig)
 	}
+	if cfg.EarlyBF16Gradients && (cfg.KeepDecoded || !dotGradActive()) {
+		return nil, fmt.Errorf("gomlxinterop: EarlyBF16Gradients needs the second decode of UseDotGeneralGradient (called before, and KeepDecoded false): %w", optimizer.ErrConfig)
+	}
 	rules := cfg.Rules.withDefaults()
 	vars, err := discover(gb, gctx, model, loss, first, rules.Trainable)
 	if err != nil {
@@ -130,6 +133,9 @@ func (t *weightTrainer) setup(gb backends.Backend, gctx *mlctx.Context, model tr
 	views, err := t.bind()
 	if err != nil {
 		return err
+	}
+	if gt := t.opt.Config().GradType; t.gopts.earlyBF16 && gt != buffer.BFloat16 {
+		return fmt.Errorf("gomlxinterop: EarlyBF16Gradients needs BF16 gradients, the optimizer's are %v: %w", gt, optimizer.ErrConfig)
 	}
 	t.exec, err = newWeightGradExec(gb, gctx, model, loss, t.params, views, t.opt.Config().GradType, t.gopts)
 	if err != nil {

@@ -91,6 +91,9 @@ func runGPU(o gpuOptions) error {
 		if r.world > 1 {
 			return errors.New("-optimizer adam trains one process: GoMLX's Adam is not data-parallel here")
 		}
+		if o.keepDecoded || o.earlyBF16 {
+			return errors.New("-keep-decoded and -early-bf16-grads are options of distopt's graph, not of -optimizer adam")
+		}
 		return r.adam()
 	}
 	return fmt.Errorf("unknown optimizer %q (distopt or adam)", o.optimizer)
