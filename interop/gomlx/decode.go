@@ -55,7 +55,7 @@ func decodeFP8(data, scaleInv *graph.Node, shape []int, r fp8.Recipe, after *gra
 	if after != nil {
 		codes = graph.Max(codes, graph.Min(codes, graph.ConvertDType(after, dtypes.Int32)))
 	}
-	values := graph.Gather(graph.Const(g, formatTable(r.Format)), graph.ExpandAxes(codes, -1))
+	values := index(graph.Const(g, formatTable(r.Format)), codes)
 	inv := graph.Reshape(scaleInv, want)
 	if r.Scaling == fp8.MXFP8 {
 		inv = lookup(graph.Const(g, e8m0Table()), inv)
@@ -81,7 +81,12 @@ func decodeFP8(data, scaleInv *graph.Node, shape []int, r fp8.Recipe, after *gra
 // the table (over a vector: simplego's Gather takes index vectors of rank
 // at most the table's).
 func lookup(table, codes *graph.Node) *graph.Node {
-	return graph.Gather(table, graph.ExpandAxes(graph.ConvertDType(codes, dtypes.Int32), -1))
+	return index(table, graph.ConvertDType(codes, dtypes.Int32))
+}
+
+// index returns table[idx] for a vector of int32 indices.
+func index(table, idx *graph.Node) *graph.Node {
+	return graph.Gather(table, graph.ExpandAxes(idx, -1))
 }
 
 // formatTable returns the 256 values of format f, code by code.

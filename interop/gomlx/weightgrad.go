@@ -180,12 +180,18 @@ func (e *WeightGradExec) markEarly(g *graph.Graph, ws []*graph.Node, marks []*ma
 // (redecode.go); forget drops the marks once the graph is built.
 func (e *WeightGradExec) decodeAll(weights []*graph.Node) (ws []*graph.Node, marks []*mark, forget func()) {
 	ws, marks = make([]*graph.Node, len(e.params)), make([]*mark, len(e.params))
+	var g *graph.Graph // the graph being built, whose early-gradient chain forget drops
+	if len(weights) > 0 {
+		g = weights[0].Graph()
+	}
 	forget = func() {
 		for _, w := range ws {
 			if w != nil {
 				forgetRedecode(w)
-				lastEarly.Delete(w.Graph())
 			}
+		}
+		if g != nil {
+			lastEarly.Delete(g)
 		}
 	}
 	defer func() {
