@@ -48,7 +48,7 @@
 #     validation loss equal to the last bit. The straight run prints a text
 #     sample generated on the GPU.
 #  4. speed and memory, each run alone on the GPU: 124M and 1.3B shapes,
-#     $BENCH_STEPS steps, distopt (current scaling) and PyTorch (BF16
+#     $BENCH_STEPS steps, distopt (its defaults) and PyTorch (BF16
 #     autocast; torch.compile unless BENCH_COMPILE=0), once with each
 #     attention backend of $BENCH_SDPA (default "flash cudnn auto"; the
 #     fastest is the reference, issue 37):
