@@ -25,9 +25,6 @@ var (
 	// that dotGrad and matGrad replaced, which they fall back to for a
 	// node they do not take.
 	dotGradPrev, matGradPrev graph.VJP
-	// dotGradOn counts the calls of UseDotGeneralGradient not yet
-	// restored.
-	dotGradOn int
 )
 
 // UseDotGeneralGradient makes GoMLX differentiate DotGeneral (and so
@@ -51,7 +48,6 @@ func UseDotGeneralGradient() (restore func()) {
 	}
 	graph.VJPRegistration[graph.NodeTypeDotGeneral] = dotGrad
 	graph.VJPRegistration[graph.NodeTypeDot] = matGrad
-	dotGradOn++
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -59,17 +55,8 @@ func UseDotGeneralGradient() (restore func()) {
 			defer dotGradMu.Unlock()
 			graph.VJPRegistration[graph.NodeTypeDotGeneral] = prevDot
 			graph.VJPRegistration[graph.NodeTypeDot] = prevMat
-			dotGradOn--
 		})
 	}
-}
-
-// dotGradActive reports whether UseDotGeneralGradient is in effect (a
-// call not yet restored).
-func dotGradActive() bool {
-	dotGradMu.Lock()
-	defer dotGradMu.Unlock()
-	return dotGradOn > 0
 }
 
 // matGrad is the gradient of out = Dot(lhs [i, j], rhs [j, k]) = [i, k]:
@@ -83,7 +70,7 @@ func matGrad(node *graph.Node, vjps []*graph.Node, out shapes.Shape) []*graph.No
 	v := vjps[0]
 	gl := graph.DotGeneral(v, []int{1}, nil, fresh(in[1], v), []int{1}, nil)
 	gr := graph.DotGeneral(fresh(in[0], v), []int{0}, nil, v, []int{0}, nil)
-	return []*graph.Node{earlyGradient(in[0], gl), earlyGradient(in[1], gr)}
+	return []*graph.Node{gl, gr}
 }
 
 // dotAxes returns the contracting and batch axes of a DotGeneral node.
@@ -152,8 +139,7 @@ func transposeTo(x *graph.Node, inv []int) *graph.Node {
 // dotGrad is the gradient of out = DotGeneral(lhs, rhs): out's axes are
 // [batch, lhsCross, rhsCross], v's too. Each operand's gradient contracts v
 // with the other operand over the other's cross axes (operandGrad); an
-// operand that is a decoded FP8 weight is decoded again there (fresh), and
-// a weight's gradient may be rounded to bfloat16 at once (earlyGradient).
+// operand that is a decoded FP8 weight is decoded again there (fresh).
 func dotGrad(node *graph.Node, vjps []*graph.Node, out shapes.Shape) []*graph.Node {
 	lc, lb, rc, rb, ok := dotAxes(node)
 	if !ok || len(vjps) != 1 || len(node.Inputs()) != 2 {
@@ -166,7 +152,7 @@ func dotGrad(node *graph.Node, vjps []*graph.Node, out shapes.Shape) []*graph.No
 	vBatch, vL, vR := span(0, nb), span(nb, len(lCross)), span(nb+len(lCross), len(rCross))
 	gl := operandGrad(v, vR, vBatch, fresh(rhs, v), rCross, rb, rc, lhs.Rank(), lb, lCross, lc)
 	gr := operandGrad(v, vL, vBatch, fresh(lhs, v), lCross, lb, lc, rhs.Rank(), rb, rCross, rc)
-	return []*graph.Node{earlyGradient(lhs, gl), earlyGradient(rhs, gr)}
+	return []*graph.Node{gl, gr}
 }
 
 // operandGrad is the gradient of one operand of a DotGeneral (rank rank,

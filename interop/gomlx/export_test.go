@@ -98,13 +98,10 @@ func (h *hostDevice) copyGrads(dst []buffer.Buffer, grads []*tensors.Tensor) err
 
 func (h *hostDevice) close() error { return nil }
 
-// Redecoded returns how many fresh decodes the DotGeneral gradients made,
-// and EarlyGrads how many gradients they rounded early.
-func Redecoded() int64  { return redecoded.Load() }
-func EarlyGrads() int64 { return earlyGrads.Load() }
+// Redecoded returns how many fresh decodes the DotGeneral gradients made.
+func Redecoded() int64 { return redecoded.Load() }
 
-// NewWeightGradExecWith is NewWeightGradExec with GPUConfig's KeepDecoded
-// and EarlyBF16Gradients.
-func NewWeightGradExecWith(backend backends.Backend, ctx *mlctx.Context, model train.ModelFn, loss train.LossFn, params []Param, views []optimizer.ParamView, gradType buffer.DType, keep, early bool) (*WeightGradExec, error) {
-	return newWeightGradExec(backend, ctx, model, loss, params, views, gradType, weightGradOptions{keepDecoded: keep, earlyBF16: early})
+// NewWeightGradExecWith is NewWeightGradExec with GPUConfig's KeepDecoded.
+func NewWeightGradExecWith(backend backends.Backend, ctx *mlctx.Context, model train.ModelFn, loss train.LossFn, params []Param, views []optimizer.ParamView, gradType buffer.DType, keep bool) (*WeightGradExec, error) {
+	return newWeightGradExec(backend, ctx, model, loss, params, views, gradType, weightGradOptions{keepDecoded: keep})
 }

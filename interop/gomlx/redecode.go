@@ -24,32 +24,21 @@ import (
 // dependence at the start of the graph, which kept all of them alive as
 // long: measured on an H100, scripts/gpu/NOTES.md, twentieth session).
 
-// redecodes maps a decoded weight node to its mark, while its graph is
-// being built.
+// redecodes maps a decoded weight node to the function that decodes it
+// again (markRedecode), while its graph is being built.
 var redecodes sync.Map
 
-// redecoded counts the fresh decodes made, and earlyGrads the gradients
-// converted to bfloat16 in backward, for the tests.
-var redecoded, earlyGrads atomic.Int64
+// redecoded counts the fresh decodes made, for the tests.
+var redecoded atomic.Int64
 
-// mark is what backward may do with a decoded weight: decode it again
-// (again(after), after the scalar after exists), and, where early is set,
-// round its gradient to bfloat16 at once (early(g) returns the rounded
-// gradient in distopt's layout, undo(b) the gradient backward goes on with).
-type mark struct {
-	again       func(after *graph.Node) *graph.Node
-	early, undo func(*graph.Node) *graph.Node
+// markRedecode records that again(after) decodes the same values as n,
+// after the scalar after exists.
+func markRedecode(n *graph.Node, again func(after *graph.Node) *graph.Node) {
+	redecodes.Store(n, again)
 }
 
-// markRedecode records n's mark.
-func markRedecode(n *graph.Node, m *mark) { redecodes.Store(n, m) }
-
-// forgetRedecode drops n's mark once its graph is built.
+// forgetRedecode drops n's record once its graph is built.
 func forgetRedecode(n *graph.Node) { redecodes.Delete(n) }
-
-// lastEarly maps a graph to the bfloat16 gradient its backward rounded
-// last (earlyGradient), which the next fresh decode waits for.
-var lastEarly sync.Map
 
 // first returns element 0 of x as an int32 scalar: a value any later
 // computation can be made to wait for (see decodeFP8).
@@ -59,17 +48,12 @@ func first(x *graph.Node) *graph.Node {
 }
 
 // fresh returns a new decode of n's values, made once v (the output
-// gradient of the product that reads n) exists, and once the last early
-// bfloat16 gradient of the graph exists, where n is a marked decoded
-// weight or a reshape or conversion of one; otherwise n itself.
+// gradient of the product that reads n) exists, where n is a marked
+// decoded weight or a reshape or conversion of one; otherwise n itself.
 func fresh(n, v *graph.Node) *graph.Node {
-	if m, ok := redecodes.Load(n); ok {
+	if again, ok := redecodes.Load(n); ok {
 		redecoded.Add(1)
-		after := first(v)
-		if prev, ok := lastEarly.Load(n.Graph()); ok {
-			after = graph.Min(after, first(prev.(*graph.Node)))
-		}
-		return m.(*mark).again(after)
+		return again.(func(*graph.Node) *graph.Node)(first(v))
 	}
 	in := n.Inputs()
 	if len(in) != 1 {
@@ -86,22 +70,4 @@ func fresh(n, v *graph.Node) *graph.Node {
 		}
 	}
 	return n
-}
-
-// earlyGradient returns the gradient g of operand n of a product as
-// backward goes on with it: where n is a marked weight whose gradient may
-// be rounded early (GPUConfig.EarlyBF16Gradients), g rounded to bfloat16
-// in distopt's layout right away and widened back (the graph's output is
-// then the rounded value itself: the same bits as rounding at the end,
-// without holding the float32 gradient until then), recorded so that the
-// next fresh decode waits for it; otherwise g.
-func earlyGradient(n, g *graph.Node) *graph.Node {
-	m, ok := redecodes.Load(n)
-	if !ok || m.(*mark).early == nil {
-		return g
-	}
-	earlyGrads.Add(1)
-	b := m.(*mark).early(g)
-	lastEarly.Store(n.Graph(), b)
-	return m.(*mark).undo(b)
 }

@@ -1,10 +1,8 @@
 package gomlxinterop
 
 import (
-	"errors"
 	"math"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -14,7 +12,6 @@ import (
 
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/interop/gomlx/internal/toy"
-	"github.com/distopt/distopt/optimizer"
 )
 
 // TestDecodeAfterAnyScalar checks that decodeFP8 reads the same codes
@@ -83,9 +80,9 @@ func reaches(from, node *graph.Node) bool {
 }
 
 // TestFreshWaits checks the structure that keeps XLA from running the
-// second decode early: the fresh decode of a marked weight depends on the
-// product's output gradient v and, once the graph has rounded a gradient
-// early, on that gradient too; an unmarked node is returned as it is.
+// second decode before backward reaches the product: the fresh decode of a
+// marked weight, or of a reshape of one, depends on the product's output
+// gradient v and reads the codes; an unmarked node is returned as it is.
 func TestFreshWaits(t *testing.T) {
 	be, err := toy.Backend()
 	if err != nil {
@@ -95,85 +92,26 @@ func TestFreshWaits(t *testing.T) {
 	codes := graph.Parameter(g, "codes", shapes.Make(dtypes.Uint8, 4, 8))
 	inv := graph.Parameter(g, "inv", shapes.Make(dtypes.Float32, 1))
 	v := graph.Parameter(g, "v", shapes.Make(dtypes.Float32, 2, 8))
-	prev := graph.Parameter(g, "prev", shapes.Make(dtypes.BFloat16, 8, 4))
 	r := fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}
 	w, err := DecodeFP8(codes, inv, []int{4, 8}, r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	markRedecode(w, &mark{again: func(after *graph.Node) *graph.Node {
+	markRedecode(w, func(after *graph.Node) *graph.Node {
 		again, err := decodeFP8(codes, inv, []int{4, 8}, r, after)
 		if err != nil {
 			panic(err)
 		}
 		return again
-	}})
+	})
 	defer forgetRedecode(w)
-	f := fresh(w, v)
-	if f == w || !reaches(f, v) || !reaches(f, codes) || reaches(f, prev) {
-		t.Errorf("fresh decode: new %v, waits for v %v, reads the codes %v, waits for prev %v; want true, true, true, false",
-			f != w, reaches(f, v), reaches(f, codes), reaches(f, prev))
+	if f := fresh(w, v); f == w || !reaches(f, v) || !reaches(f, codes) {
+		t.Errorf("fresh decode: new %v, waits for v %v, reads the codes %v; want true, true, true", f != w, reaches(f, v), reaches(f, codes))
 	}
-	lastEarly.Store(g, prev)
-	defer lastEarly.Delete(g)
-	if f := fresh(graph.Reshape(w, 8, 4), v); f.Type() != graph.NodeTypeReshape || !reaches(f, v) || !reaches(f, prev) {
-		t.Errorf("fresh decode of a reshape after an early gradient: a reshape %v, waits for v %v and prev %v", f.Type() == graph.NodeTypeReshape, reaches(f, v), reaches(f, prev))
+	if f := fresh(graph.Reshape(w, 8, 4), v); f.Type() != graph.NodeTypeReshape || !reaches(f, v) || !reaches(f, codes) {
+		t.Errorf("fresh decode of a reshape: a reshape %v, waits for v %v, reads the codes %v", f.Type() == graph.NodeTypeReshape, reaches(f, v), reaches(f, codes))
 	}
 	if f := fresh(v, v); f != v {
 		t.Error("fresh of an unmarked node made a new node")
-	}
-}
-
-// TestMarkEarlyOneProduct checks markEarly's rule: a marked weight read by
-// one matrix product gets an early rounding; one read by two products (its
-// gradient a sum, which rounding each part would change) and one read by
-// something else do not.
-func TestMarkEarlyOneProduct(t *testing.T) {
-	be, err := toy.Backend()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := graph.NewGraph(be, "early")
-	x := graph.Parameter(g, "x", shapes.Make(dtypes.Float32, 2, 4))
-	var ws []*graph.Node
-	for _, name := range []string{"once", "twice", "added"} {
-		ws = append(ws, graph.Parameter(g, name, shapes.Make(dtypes.Float32, 4, 4)))
-	}
-	_ = graph.Dot(x, ws[0])
-	_ = graph.Dot(graph.Dot(x, ws[1]), ws[1])
-	_ = graph.Add(x, graph.Slice(ws[2], graph.AxisRange(0, 2)))
-	marks := []*mark{{}, {}, {}}
-	e := &WeightGradExec{params: make([]Param, 3)}
-	e.markEarly(g, ws, marks)
-	for i, want := range []bool{true, false, false} {
-		if got := marks[i].early != nil; got != want {
-			t.Errorf("weight %d: early rounding %v, want %v", i, got, want)
-		}
-	}
-}
-
-// TestEarlyBF16Refusals checks that GPUConfig.EarlyBF16Gradients is
-// refused, with optimizer.ErrConfig, where it could not act: with
-// KeepDecoded and without UseDotGeneralGradient (FP32 gradients:
-// TestEarlyBF16NeedsBF16).
-func TestEarlyBF16Refusals(t *testing.T) {
-	cases := []struct {
-		name    string
-		dotGrad bool
-		cfg     GPUConfig
-	}{
-		{"KeepDecoded", true, GPUConfig{KeepDecoded: true, EarlyBF16Gradients: true}},
-		{"no UseDotGeneralGradient", false, GPUConfig{EarlyBF16Gradients: true}},
-	}
-	for _, c := range cases {
-		func() {
-			if c.dotGrad {
-				defer UseDotGeneralGradient()()
-			}
-			_, err := newWeightTrainer(t.Context(), nil, nil, nil, nil, nil, nil, nil, Batch{}, c.cfg)
-			if !errors.Is(err, optimizer.ErrConfig) || !strings.Contains(err.Error(), "EarlyBF16Gradients") {
-				t.Errorf("%s: %v, want ErrConfig naming EarlyBF16Gradients", c.name, err)
-			}
-		}()
 	}
 }

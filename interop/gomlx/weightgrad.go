@@ -44,9 +44,6 @@ type weightGradOptions struct {
 	// forward to backward; false (the default) has the DotGeneral gradient
 	// decode them again (see redecode.go).
 	keepDecoded bool
-	// earlyBF16 rounds each weight gradient to bfloat16 in backward, where
-	// that gives the same bits (GPUConfig.EarlyBF16Gradients).
-	earlyBF16 bool
 }
 
 // NewWeightGradExec returns the executor of model and loss on backend for
@@ -104,7 +101,7 @@ func (e *WeightGradExec) graph(ctx *mlctx.Context, model train.ModelFn, lossFn t
 	g := in[0].Graph()
 	ctx.SetTraining(g, true)
 	batch, weights := in[:len(in)-e.NumWeightInputs()], in[len(in)-e.NumWeightInputs():]
-	ws, marks, forget := e.decodeAll(weights)
+	ws, forget := e.decodeAll(weights)
 	defer forget()
 	orig := make([]*graph.Node, len(e.params))
 	for i, p := range e.params {
@@ -124,9 +121,6 @@ func (e *WeightGradExec) graph(ctx *mlctx.Context, model train.ModelFn, lossFn t
 		p.Var.SetValueGraph(orig[i]) // unchanged: not an output, not donated
 	}
 	e.checkVariables(ctx, g)
-	if e.opts.earlyBF16 && e.gradType == buffer.BFloat16 {
-		e.markEarly(g, ws, marks)
-	}
 	out := []*graph.Node{loss}
 	for i, gr := range graph.Gradient(loss, ws...) {
 		gr = toLayout(gr, e.params[i].Layout)
@@ -152,46 +146,17 @@ func (e *WeightGradExec) checkVariables(ctx *mlctx.Context, g *graph.Graph) {
 	}
 }
 
-// markEarly lets backward round the gradient of each marked weight that
-// one matrix product alone reads (so that its gradient is that product's
-// alone, and rounding it at once gives the bits of rounding it at the end)
-// to bfloat16 in distopt's layout (redecode.go, earlyGradient).
-func (e *WeightGradExec) markEarly(g *graph.Graph, ws []*graph.Node, marks []*mark) {
-	users := map[*graph.Node][]*graph.Node{}
-	for _, n := range g.Nodes() {
-		for _, in := range n.Inputs() {
-			users[in] = append(users[in], n)
-		}
-	}
-	for i, m := range marks {
-		u := users[ws[i]]
-		if m == nil || len(u) != 1 || (u[0].Type() != graph.NodeTypeDotGeneral && u[0].Type() != graph.NodeTypeDot) {
-			continue
-		}
-		layout := e.params[i].Layout
-		m.early = func(gr *graph.Node) *graph.Node { return graph.ConvertDType(toLayout(gr, layout), dtypes.BFloat16) }
-		m.undo = func(b *graph.Node) *graph.Node { return fromLayout(graph.ConvertDType(b, dtypes.Float32), layout) }
-	}
-}
-
 // decodeAll decodes every parameter's weights from the graph's weight
 // inputs into the variables' layouts. Unless keepDecoded, each FP8 one is
-// marked (marks[i]) for the DotGeneral gradient to decode again
-// (redecode.go); forget drops the marks once the graph is built.
-func (e *WeightGradExec) decodeAll(weights []*graph.Node) (ws []*graph.Node, marks []*mark, forget func()) {
-	ws, marks = make([]*graph.Node, len(e.params)), make([]*mark, len(e.params))
-	var g *graph.Graph // the graph being built, whose early-gradient chain forget drops
-	if len(weights) > 0 {
-		g = weights[0].Graph()
-	}
+// marked for the DotGeneral gradient to decode again (redecode.go); forget
+// drops the marks once the graph is built.
+func (e *WeightGradExec) decodeAll(weights []*graph.Node) (ws []*graph.Node, forget func()) {
+	ws = make([]*graph.Node, len(e.params))
 	forget = func() {
 		for _, w := range ws {
 			if w != nil {
 				forgetRedecode(w)
 			}
-		}
-		if g != nil {
-			lastEarly.Delete(g)
 		}
 	}
 	defer func() {
@@ -209,18 +174,17 @@ func (e *WeightGradExec) decodeAll(weights []*graph.Node) (ws []*graph.Node, mar
 		ws[i] = fromLayout(w, p.Layout)
 		if !v.HighPrecision && !e.opts.keepDecoded {
 			codes, inv, layout := weights[0], weights[1], p.Layout
-			marks[i] = &mark{again: func(after *graph.Node) *graph.Node {
+			markRedecode(ws[i], func(after *graph.Node) *graph.Node {
 				again, err := decodeFP8(codes, inv, v.Shape, v.Recipe, after)
 				if err != nil {
 					panic(err) // decodeView decoded the same inputs
 				}
 				return fromLayout(again, layout)
-			}}
-			markRedecode(ws[i], marks[i])
+			})
 		}
 		weights = weights[weightInputs(v):]
 	}
-	return ws, marks, forget
+	return ws, forget
 }
 
 // decodeView returns the float32 values of view v from the first weight

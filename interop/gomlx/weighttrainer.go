@@ -33,15 +33,6 @@ type GPUConfig struct {
 	// again, so a decode lives only around the product that reads it. For
 	// measuring what the default saves.
 	KeepDecoded bool
-	// EarlyBF16Gradients, with BF16 gradients (Optimizer.GradType) and
-	// without KeepDecoded, rounds the gradient of each FP8 weight that one
-	// matrix product alone reads to bfloat16 as soon as that product's
-	// backward is done, and makes the next weight's second decode wait for
-	// it, so that XLA need not hold the float32 weight gradients until the
-	// graph's end (where it would round them otherwise: the same bits,
-	// TestEarlyBF16Gradients). Not yet measured on a GPU, hence not the
-	// default.
-	EarlyBF16Gradients bool
 }
 
 // Timing accumulates where a GPUTrainer's steps spent their time.
@@ -98,9 +89,6 @@ func newWeightTrainer(ctx context.Context, be backend.Backend, comm collective.C
 	if cfg.Optimizer.LossScaler != nil {
 		return nil, fmt.Errorf("gomlxinterop: loss scaling is not supported by GPUTrainer: %w", optimizer.ErrConfig)
 	}
-	if cfg.EarlyBF16Gradients && (cfg.KeepDecoded || !dotGradActive()) {
-		return nil, fmt.Errorf("gomlxinterop: EarlyBF16Gradients needs the second decode of UseDotGeneralGradient (called before, and KeepDecoded false): %w", optimizer.ErrConfig)
-	}
 	rules := cfg.Rules.withDefaults()
 	vars, err := discover(gb, gctx, model, loss, first, rules.Trainable)
 	if err != nil {
@@ -117,7 +105,7 @@ func newWeightTrainer(ctx context.Context, be backend.Backend, comm collective.C
 	if err != nil {
 		return nil, err
 	}
-	t := &weightTrainer{dev: dev, opt: opt, params: params, gopts: weightGradOptions{keepDecoded: cfg.KeepDecoded, earlyBF16: cfg.EarlyBF16Gradients}}
+	t := &weightTrainer{dev: dev, opt: opt, params: params, gopts: weightGradOptions{keepDecoded: cfg.KeepDecoded}}
 	if err := t.setup(gb, gctx, model, loss); err != nil {
 		return nil, errors.Join(err, t.Close())
 	}
@@ -133,9 +121,6 @@ func (t *weightTrainer) setup(gb backends.Backend, gctx *mlctx.Context, model tr
 	views, err := t.bind()
 	if err != nil {
 		return err
-	}
-	if gt := t.opt.Config().GradType; t.gopts.earlyBF16 && gt != buffer.BFloat16 {
-		return fmt.Errorf("gomlxinterop: EarlyBF16Gradients needs BF16 gradients, the optimizer's are %v: %w", gt, optimizer.ErrConfig)
 	}
 	t.exec, err = newWeightGradExec(gb, gctx, model, loss, t.params, views, t.opt.Config().GradType, t.gopts)
 	if err != nil {

@@ -91,8 +91,8 @@ func runGPU(o gpuOptions) error {
 		if r.world > 1 {
 			return errors.New("-optimizer adam trains one process: GoMLX's Adam is not data-parallel here")
 		}
-		if o.keepDecoded || o.earlyBF16 {
-			return errors.New("-keep-decoded and -early-bf16-grads are options of distopt's graph, not of -optimizer adam")
+		if o.keepDecoded {
+			return errors.New("-keep-decoded is an option of distopt's graph, not of -optimizer adam")
 		}
 		return r.adam()
 	}
@@ -117,7 +117,7 @@ func (r *gpuRun) batch(s int) gomlxinterop.Batch {
 func (r *gpuRun) distopt(ctx context.Context, comm collective.Communicator) error {
 	cfg := r.o.optimizerConfig()
 	t0 := time.Now()
-	tr, err := gomlxinterop.NewGPUTrainer(ctx, r.be, comm, r.xb, toy.Context(seed), r.o.task.Model(), r.o.task.Loss, r.batch(0), gomlxinterop.GPUConfig{Optimizer: cfg, KeepDecoded: r.o.keepDecoded, EarlyBF16Gradients: r.o.earlyBF16})
+	tr, err := gomlxinterop.NewGPUTrainer(ctx, r.be, comm, r.xb, toy.Context(seed), r.o.task.Model(), r.o.task.Loss, r.batch(0), gomlxinterop.GPUConfig{Optimizer: cfg, KeepDecoded: r.o.keepDecoded})
 	if err != nil {
 		return err
 	}

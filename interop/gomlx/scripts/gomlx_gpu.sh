@@ -14,9 +14,9 @@
 # batch of LM_ARGS, rank 0 writes the curve (d2.csv), every rank's log goes
 # to d2.log with the launcher's [rank N] prefixes.
 #
-# xlamem prints what XLA's buffer assignment gives each step graph of lm
-# adam, lm distopt -moments fp8,bf16, the same with -early-bf16-grads and
-# with -keep-decoded (30 steps each, about 95 s each with compilation), and
+# xlamem prints what XLA's buffer assignment gives each step graph of three
+# runs, lm adam, lm distopt -moments fp8,bf16 and the same with
+# -keep-decoded (30 steps each, about 95 s each with compilation), and
 # their NVML peaks and speed, for issue 36's memory criterion.
 #
 # issue36 LIMIT runs, within LIMIT seconds: lm adam 100, lm distopt 100
@@ -160,19 +160,18 @@ compare)
 	;;
 xlamem)
 	# What XLA itself holds (issue 36's memory criterion): each run of
-	# XLAMEM_RUNS ('|' between runs; default lm adam, lm distopt -moments
-	# fp8,bf16, and the same with -early-bf16-grads and with -keep-decoded),
-	# XLAMEM_STEPS steps (30:
-	# the last 20 timed) with XLA's dumps on; each step graph's buffer
-	# assignment says its temporary bytes (a decoded float32 model kept
-	# from forward to backward shows there, with -keep-decoded). Prints
+	# XLAMEM_RUNS ('|' between runs; default three runs: lm adam, lm distopt
+	# -moments fp8,bf16, and the same with -keep-decoded), XLAMEM_STEPS
+	# steps (30: the last 20 timed) with XLA's dumps on; each step graph's
+	# buffer assignment says its temporary bytes (a decoded float32 model
+	# kept from forward to backward shows there, with -keep-decoded). Prints
 	# each module's totals; the assignments go to $out/xla_dumps.tar.xz.
 	there
 	lm="${LM_ARGS:--layers 12 -dim 768 -heads 12 -seq 256 -batch 16 -lr 6e-4}"
 	dumps=$(mktemp -d)
 	old_ifs=$IFS
 	IFS='|'
-	set -- ${XLAMEM_RUNS:-adam|distopt -moments fp8,bf16|distopt -moments fp8,bf16 -early-bf16-grads|distopt -moments fp8,bf16 -keep-decoded}
+	set -- ${XLAMEM_RUNS:-adam|distopt -moments fp8,bf16|distopt -moments fp8,bf16 -keep-decoded}
 	IFS=$old_ifs
 	for run in "$@"; do
 		opt=${run%% *} extra=""
