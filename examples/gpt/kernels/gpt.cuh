@@ -34,6 +34,19 @@ __device__ __forceinline__ float4 widen4(uint2 v) {
 // bf16x4 widens the four bfloat16 at p (8-byte aligned) to a float4.
 __device__ __forceinline__ float4 bf16x4(const u16 *p) { return widen4(*reinterpret_cast<const uint2 *>(p)); }
 
+// bf16x8 widens the eight bfloat16 at p (16-byte aligned, one 16-byte
+// load) to lo (the first four) and hi. The GELU kernels that read
+// bfloat16 load eight a thread: with four (8 bytes) too few bytes were in
+// flight. BenchmarkFusedProducers' gelu/current/epilogue (the two passes
+// of GPTGELUFP8 at 8192 x 8192) ran at 48% of copy with four (163.6 us,
+// H200), 85% with eight (136.5 us, H100; scripts/gpu/NOTES.md, twenty-first
+// session).
+__device__ __forceinline__ void bf16x8(const u16 *p, float4 &lo, float4 &hi) {
+    const uint4 q = *reinterpret_cast<const uint4 *>(p);
+    lo = widen4(make_uint2(q.x, q.y));
+    hi = widen4(make_uint2(q.z, q.w));
+}
+
 // bias_bf16x4 returns the four bfloat16 of v + w, each float32 sum rounded
 // to nearest even, packed as widen4 reads them: what gpt_bias_add_bf16
 // writes.

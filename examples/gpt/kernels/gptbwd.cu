@@ -76,6 +76,34 @@ template <class D, class T> __device__ __forceinline__ void gelu_grad_amax(D *dx
     fold_amax<true>(amax, k);
 }
 
+// grad4 is gelu_grad of four output gradients d at the values v.
+__device__ __forceinline__ float4 grad4(float4 d, float4 v) {
+    return make_float4(gelu_grad(d.x, v.x), gelu_grad(d.y, v.y), gelu_grad(d.z, v.z), gelu_grad(d.w, v.w));
+}
+
+// gelu_grad_amax8 is gelu_grad_amax of bfloat16 dx and dy, eight elements
+// a thread (16-byte loads and stores, see bf16x8) when every pointer is
+// 16-byte aligned and n is a multiple of 8; otherwise gelu_grad_amax's
+// four. The same values, stored and folded alike.
+__device__ __forceinline__ void gelu_grad_amax8(u16 *dx, const u16 *dy, const u16 *x, u64 n, u32 *amax) {
+    if ((n & 7) != 0 || !aligned(dx, 16) || !aligned(dy, 16) || !aligned(x, 16)) {
+        gelu_grad_amax(dx, dy, x, n, amax);
+        return;
+    }
+    u32 k = 0;
+    for (u64 c = thread_index(); c < n >> 3; c += grid_stride()) {
+        float4 d0, d1, v0, v1;
+        bf16x8(dy + 8 * c, d0, d1);
+        bf16x8(x + 8 * c, v0, v1);
+        const float4 g0 = grad4(d0, v0), g1 = grad4(d1, v1);
+        const uint4 h = make_uint4(bf16_rn(g0.x) | bf16_rn(g0.y) << 16, bf16_rn(g0.z) | bf16_rn(g0.w) << 16,
+                                   bf16_rn(g1.x) | bf16_rn(g1.y) << 16, bf16_rn(g1.z) | bf16_rn(g1.w) << 16);
+        reinterpret_cast<uint4 *>(dx)[c] = h;
+        k = max(k, max(amax4(widen4(make_uint2(h.x, h.y))), amax4(widen4(make_uint2(h.z, h.w)))));
+    }
+    fold_amax<true>(amax, k);
+}
+
 } // namespace
 
 // gpt_layernorm_grad_x_amax and _bf16: gpt_layernorm_grad_x of a float32
@@ -116,7 +144,7 @@ extern "C" __global__ void gpt_gelu_grad_amax_f32(float *dx, const float *dy, co
 // gpt_gelu_grad_amax_bf16: dx = bf16(dy*GELU'(x)), dx, dy and x bfloat16,
 // folding the amax of the rounded dx.
 extern "C" __global__ void gpt_gelu_grad_amax_bf16(u16 *dx, const u16 *dy, const u16 *x, u64 n, u32 *amax) {
-    gelu_grad_amax(dx, dy, x, n, amax);
+    gelu_grad_amax8(dx, dy, x, n, amax);
 }
 
 // gpt_column_sum_partial_bf16: gpt_column_sum_partial of a bfloat16 dy.

@@ -95,7 +95,8 @@ func TestGPTLayerNormGradXAmax(t *testing.T) {
 
 // TestGPTGELUGradAmax checks GPTGELUGradAmax against today's
 // GPTGELUGradBF16 in every variant the device loads, lengths a multiple
-// of 4 and not (the scalar path), and a pointer off the vector alignment:
+// of 8 (bfloat16's eight-wide path), of 4 only (the four-wide one) and
+// neither (the scalar path), and a pointer off the vector alignment:
 // float32, dx bit for bit and the amax key the CPU's fp8.Amax of it;
 // bfloat16, dx the nearest-even rounding (bf16.FromFloat32) of
 // GPTGELUGradBF16 on the widened dy, the key that of the rounded values.
@@ -106,7 +107,7 @@ func TestGPTGELUGradAmax(t *testing.T) {
 	e := bwdEnv{&fusedEnv{t: t, d: d, s: cudatest.Stream(t, d), r: rand.New(rand.NewPCG(6, 13))}}
 	amax := cudatest.Alloc(t, d, 4)
 	for _, k := range sets {
-		for _, sh := range [][2]int{{64, 512}, {37, 130}, {9, 2047}} {
+		for _, sh := range [][2]int{{64, 512}, {3, 1028}, {37, 130}, {9, 2047}} {
 			rows, n := sh[0], sh[1]
 			for _, half := range []bool{false, true} {
 				for _, off := range []int{0, 1} {

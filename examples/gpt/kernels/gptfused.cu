@@ -226,13 +226,16 @@ template <Fp8 F>
 __device__ __forceinline__ void gelu_cast(u8 *dst, float *si, const u32 *amax, const u16 *x, u64 n, float fmax,
                                           float mfac, u32 pow2) {
     const float s = tensor_scale(amax, si, fmax, mfac, pow2);
-    const u64 n4 = aligned(dst, 4) && aligned(x, 8) ? n / 4 : 0;
-    for (u64 i = thread_index(); i < n4; i += grid_stride()) {
-        const float4 g = gelu4(bf16x4(x + 4 * i));
-        const float y[4] = {__fmul_rn(g.x, s), __fmul_rn(g.y, s), __fmul_rn(g.z, s), __fmul_rn(g.w, s)};
-        cast_store<F>(dst, 4 * i, 4, true, y);
+    const u64 n8 = aligned(dst, 8) && aligned(x, 16) ? n / 8 : 0;
+    for (u64 i = thread_index(); i < n8; i += grid_stride()) {
+        float4 lo, hi;
+        bf16x8(x + 8 * i, lo, hi);
+        lo = gelu4(lo), hi = gelu4(hi);
+        const u32 a = encode4<F>(make_float4(__fmul_rn(lo.x, s), __fmul_rn(lo.y, s), __fmul_rn(lo.z, s), __fmul_rn(lo.w, s)));
+        const u32 b = encode4<F>(make_float4(__fmul_rn(hi.x, s), __fmul_rn(hi.y, s), __fmul_rn(hi.z, s), __fmul_rn(hi.w, s)));
+        reinterpret_cast<uint2 *>(dst)[i] = make_uint2(a, b);
     }
-    for (u64 i = 4 * n4 + thread_index(); i < n; i += grid_stride())
+    for (u64 i = 8 * n8 + thread_index(); i < n; i += grid_stride())
         dst[i] = (u8)encode<F>(__fmul_rn(gelu(bf16_to_f32(x[i])), s));
 }
 
@@ -329,9 +332,13 @@ extern "C" __global__ void gpt_bias_gelu_amax(u16 *y, const float *x, const u16 
 // then writes the codes.
 extern "C" __global__ void gpt_gelu_amax(const u16 *y, u32 *amax, u64 n) {
     u32 k = 0;
-    const u64 n4 = aligned(y, 8) ? n / 4 : 0;
-    for (u64 i = thread_index(); i < n4; i += grid_stride()) k = max(k, amax4(gelu4(bf16x4(y + 4 * i))));
-    for (u64 i = 4 * n4 + thread_index(); i < n; i += grid_stride()) k = max(k, amax_bits(gelu(bf16_to_f32(y[i]))));
+    const u64 n8 = aligned(y, 16) ? n / 8 : 0;
+    for (u64 i = thread_index(); i < n8; i += grid_stride()) {
+        float4 lo, hi;
+        bf16x8(y + 8 * i, lo, hi);
+        k = max(k, max(amax4(gelu4(lo)), amax4(gelu4(hi))));
+    }
+    for (u64 i = 8 * n8 + thread_index(); i < n; i += grid_stride()) k = max(k, amax_bits(gelu(bf16_to_f32(y[i]))));
     block_max_atomic(amax, k);
 }
 

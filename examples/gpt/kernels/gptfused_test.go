@@ -226,8 +226,9 @@ func TestGPTBiasGELUFP8(t *testing.T) {
 // the fp8 package, bit for bit, in every variant the device loads:
 // GPTGELUBF16 on the GPU, its float32 output quantized on the CPU by
 // quantizeHost. Codes and scale_inv must be the reference's and fc
-// unchanged; the widths of TestGPTBiasGELUFP8, and fc at a 2-byte offset
-// (the scalar paths).
+// unchanged; the widths of TestGPTBiasGELUFP8 (a length not a multiple
+// of 8 takes the scalar tail), and fc at a 2- and an 8-byte offset (off
+// the eight-wide path's 16-byte alignment: the scalar paths).
 func TestGPTGELUFP8(t *testing.T) {
 	d, sets := loadAll(t)
 	e := &fusedEnv{t: t, d: d, s: cudatest.Stream(t, d), r: rand.New(rand.NewPCG(5, 11))}
@@ -235,10 +236,10 @@ func TestGPTGELUFP8(t *testing.T) {
 	for _, k := range sets {
 		for _, sh := range [][2]int{{33, 512}, {17, 200}, {9, 130}, {64, 3072}} {
 			rows, n := sh[0], sh[1]
-			for _, off := range []int{0, 2} {
+			for _, off := range []int{0, 2, 8} {
 				for _, r := range fusedRecipes {
 					name := fmt.Sprintf("%v/%dx%d/+%d/%v", k.Library().Variant(), rows, n, off, r)
-					fc := e.bf(rows*n+1, 0, 2) + cuda.DevicePtr(off)
+					fc := e.bf(rows*n+4, 0, 2) + cuda.DevicePtr(off)
 					before := e.bytes(fc, 2*rows*n)
 					g := cudatest.Alloc(t, d, 4*rows*n)
 					must(t, k.GPTGELUBF16(e.s, g, fc, rows*n))
