@@ -38,9 +38,9 @@ __device__ __forceinline__ float4 bf16x4(const u16 *p) { return widen4(*reinterp
 // load) to lo (the first four) and hi. The GELU kernels that read
 // bfloat16 load eight a thread: with four (8 bytes) too few bytes were in
 // flight. BenchmarkFusedProducers' gelu/current/epilogue (the two passes
-// of GPTGELUFP8 at 8192 x 8192) ran at 48% of copy with four (163.6 us,
-// H200), 85% with eight (136.5 us, H100; scripts/gpu/NOTES.md, twenty-first
-// session).
+// of GPTGELUFP8 at 8192 x 8192, then on one constant) ran at 48% of copy
+// with four (163.6 us, H200), 85% with eight (136.5 us, H100); the 1.3B
+// step did not move (scripts/gpu/NOTES.md, twenty-first session, call 6).
 __device__ __forceinline__ void bf16x8(const u16 *p, float4 &lo, float4 &hi) {
     const uint4 q = *reinterpret_cast<const uint4 *>(p);
     lo = widen4(make_uint2(q.x, q.y));
