@@ -50,9 +50,14 @@ func (m *Model) backward(params Params, grads Grads, ready func(name string) err
 	// The launches are queued in a few calls to the device's worker (one
 	// per block, see onWorker); the names whose gradients are complete are
 	// handed to ready between those calls, never from the worker, so ready
-	// may wait for other users of the device.
+	// may wait for other users of the device. What ready queues on the
+	// model's stream is the optimizer's (PhaseOptimizer), not the phase
+	// the block ended with.
 	var pending []string
 	flush := func() error {
+		if len(pending) > 0 && ready != nil {
+			m.mark(PhaseOptimizer)
+		}
 		for _, name := range pending {
 			if ready != nil {
 				if err := ready(name); err != nil {

@@ -31,7 +31,7 @@ const (
 	PhaseGELUBwd                   // GELU's gradient
 	PhaseBiasGrad                  // bias gradients (column sums)
 	PhaseHead                      // final LayerNorm, tied head and loss, forward and backward
-	PhaseOptimizer                 // zeroing the gradients, the optimizer's step (marked by the caller)
+	PhaseOptimizer                 // zeroing the gradients, what GradReady queues during backward, the optimizer's step (marked by the caller)
 	numPhases
 )
 
