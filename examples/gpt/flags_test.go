@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/distopt/distopt/examples/maintest"
+	"github.com/distopt/distopt/fp8"
 )
 
 // TestHelpAndFlagErrors: -help and -h print the usage to stdout and exit
@@ -104,5 +105,36 @@ func TestVerboseLogger(t *testing.T) {
 	l := (options{verbose: true}).config().Logger
 	if l == nil || !l.Enabled(context.Background(), slog.LevelDebug) {
 		t.Errorf("with -v the optimizer's logger is %v, want one enabled at debug level", l)
+	}
+}
+
+// TestRecipeFlag checks -recipe against fp8.ParseRecipe, the independent
+// reference of the names: without the flag the weights' recipe is delayed
+// scaling (Transformer Engine's default on Hopper, what README.md and
+// docs/GPT.md call the default); -recipe current and tile still choose
+// theirs; an unknown name is refused naming the flag.
+func TestRecipeFlag(t *testing.T) {
+	for _, c := range []struct{ args []string }{{nil}, {[]string{"-recipe", "current"}}, {[]string{"-recipe", "tile"}}} {
+		o, err := parseFlags(c.args)
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		name := "delayed"
+		if c.args != nil {
+			name = c.args[1]
+		}
+		want, err := fp8.ParseRecipe(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.recipe != want {
+			t.Errorf("%v: recipe %v, want %v", c.args, o.recipe, want)
+		}
+	}
+	if o, _ := parseFlags(nil); o.recipe.Scaling != fp8.TensorDelayed {
+		t.Errorf("default recipe %v, want delayed scaling", o.recipe)
+	}
+	if _, err := parseFlags([]string{"-recipe", "bogus"}); err == nil || !strings.Contains(err.Error(), "-recipe") {
+		t.Errorf("-recipe bogus: %v, want an error naming -recipe", err)
 	}
 }
