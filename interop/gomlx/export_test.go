@@ -103,5 +103,5 @@ func Redecoded() int64 { return redecoded.Load() }
 
 // NewWeightGradExecWith is NewWeightGradExec with GPUConfig's KeepDecoded.
 func NewWeightGradExecWith(backend backends.Backend, ctx *mlctx.Context, model train.ModelFn, loss train.LossFn, params []Param, views []optimizer.ParamView, gradType buffer.DType, keep bool) (*WeightGradExec, error) {
-	return newWeightGradExec(backend, ctx, model, loss, params, views, gradType, weightGradOptions{keepDecoded: keep})
+	return newWeightGradExec(backend, ctx, model, loss, params, views, gradType, keep)
 }

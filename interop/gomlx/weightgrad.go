@@ -35,14 +35,9 @@ type WeightGradExec struct {
 	views     []optimizer.ParamView
 	gradType  buffer.DType
 	numInputs int
-	opts      weightGradOptions
-}
-
-// weightGradOptions are GPUConfig's choices for the weight gradient graph.
-type weightGradOptions struct {
 	// keepDecoded leaves the decoded weights to XLA, which keeps them from
-	// forward to backward; false (the default) has the DotGeneral gradient
-	// decode them again (see redecode.go).
+	// forward to backward (GPUConfig.KeepDecoded); false (the default) has
+	// the DotGeneral gradient decode them again (see redecode.go).
 	keepDecoded bool
 }
 
@@ -50,11 +45,11 @@ type weightGradOptions struct {
 // params (in gradient order) read from views (opt.Param of each, same
 // order); gradType is the optimizer's Config.GradType.
 func NewWeightGradExec(backend backends.Backend, ctx *mlctx.Context, model train.ModelFn, loss train.LossFn, params []Param, views []optimizer.ParamView, gradType buffer.DType) (*WeightGradExec, error) {
-	return newWeightGradExec(backend, ctx, model, loss, params, views, gradType, weightGradOptions{})
+	return newWeightGradExec(backend, ctx, model, loss, params, views, gradType, false)
 }
 
-// newWeightGradExec is NewWeightGradExec with GPUConfig's choices.
-func newWeightGradExec(backend backends.Backend, ctx *mlctx.Context, model train.ModelFn, loss train.LossFn, params []Param, views []optimizer.ParamView, gradType buffer.DType, opts weightGradOptions) (*WeightGradExec, error) {
+// newWeightGradExec is NewWeightGradExec with GPUConfig's KeepDecoded.
+func newWeightGradExec(backend backends.Backend, ctx *mlctx.Context, model train.ModelFn, loss train.LossFn, params []Param, views []optimizer.ParamView, gradType buffer.DType, keepDecoded bool) (*WeightGradExec, error) {
 	if len(views) != len(params) {
 		return nil, fmt.Errorf("%w: %d views for %d parameters", ErrHandOver, len(views), len(params))
 	}
@@ -66,7 +61,7 @@ func newWeightGradExec(backend backends.Backend, ctx *mlctx.Context, model train
 	if gradType != buffer.Float32 && gradType != buffer.BFloat16 {
 		return nil, fmt.Errorf("%w: gradient type %v", ErrHandOver, gradType)
 	}
-	e := &WeightGradExec{params: params, views: views, gradType: gradType, opts: opts}
+	e := &WeightGradExec{params: params, views: views, gradType: gradType, keepDecoded: keepDecoded}
 	exec, err := mlctx.NewExec(backend, ctx.Reuse(), func(ctx *mlctx.Context, in []*graph.Node) []*graph.Node {
 		return e.graph(ctx, model, loss, in)
 	})
@@ -172,7 +167,7 @@ func (e *WeightGradExec) decodeAll(weights []*graph.Node) (ws []*graph.Node, for
 			panic(err)
 		}
 		ws[i] = fromLayout(w, p.Layout)
-		if !v.HighPrecision && !e.opts.keepDecoded {
+		if !v.HighPrecision && !e.keepDecoded {
 			codes, inv, layout := weights[0], weights[1], p.Layout
 			markRedecode(ws[i], func(after *graph.Node) *graph.Node {
 				again, err := decodeFP8(codes, inv, v.Shape, v.Recipe, after)

@@ -79,8 +79,8 @@ type weightTrainer struct {
 	weights []*tensors.Tensor // the graph's weight inputs, in order
 	grads   []*tensors.Tensor // the last forward pass's gradients, until Update
 	timing  Timing
-	// gopts are GPUConfig's choices for the weight gradient graph.
-	gopts weightGradOptions
+	// keepDecoded is GPUConfig.KeepDecoded, for the weight gradient graph.
+	keepDecoded bool
 }
 
 // newWeightTrainer makes the rank of model and loss on distopt's backend be
@@ -105,7 +105,7 @@ func newWeightTrainer(ctx context.Context, be backend.Backend, comm collective.C
 	if err != nil {
 		return nil, err
 	}
-	t := &weightTrainer{dev: dev, opt: opt, params: params, gopts: weightGradOptions{keepDecoded: cfg.KeepDecoded}}
+	t := &weightTrainer{dev: dev, opt: opt, params: params, keepDecoded: cfg.KeepDecoded}
 	if err := t.setup(gb, gctx, model, loss); err != nil {
 		return nil, errors.Join(err, t.Close())
 	}
@@ -122,7 +122,7 @@ func (t *weightTrainer) setup(gb backends.Backend, gctx *mlctx.Context, model tr
 	if err != nil {
 		return err
 	}
-	t.exec, err = newWeightGradExec(gb, gctx, model, loss, t.params, views, t.opt.Config().GradType, t.gopts)
+	t.exec, err = newWeightGradExec(gb, gctx, model, loss, t.params, views, t.opt.Config().GradType, t.keepDecoded)
 	if err != nil {
 		return err
 	}

@@ -57,9 +57,7 @@ func (m *Model) backward(params Params, grads Grads, ready func(name string) err
 	flush := func() error {
 		if len(pending) > 0 && ready != nil {
 			m.mark(PhaseOptimizer)
-		}
-		for _, name := range pending {
-			if ready != nil {
+			for _, name := range pending {
 				if err := ready(name); err != nil {
 					return err
 				}

@@ -58,6 +58,11 @@ __device__ __forceinline__ u32 put4(u16 *p, u64 c, float4 v) {
     return amax4(widen4(h));
 }
 
+// grad4 is gelu_grad of four output gradients d at the values v.
+__device__ __forceinline__ float4 grad4(float4 d, float4 v) {
+    return make_float4(gelu_grad(d.x, v.x), gelu_grad(d.y, v.y), gelu_grad(d.z, v.z), gelu_grad(d.w, v.w));
+}
+
 // gelu_grad_amax sets dx[i] = gelu_grad(dy[i], x[i]) for i < n, x the
 // bfloat16 fc, and folds the amax of the values stored into *amax unless
 // it is null. Four elements a thread when every pointer is aligned for it
@@ -68,17 +73,11 @@ template <class D, class T> __device__ __forceinline__ void gelu_grad_amax(D *dx
     const u64 n4 = vec ? n >> 2 : 0;
     for (u64 c = thread_index(); c < n4; c += grid_stride()) {
         const float4 d = quad_at(dy, c), v = bf16x4(x + 4 * c);
-        k = max(k, put4(dx, c, make_float4(gelu_grad(d.x, v.x), gelu_grad(d.y, v.y), gelu_grad(d.z, v.z),
-                                           gelu_grad(d.w, v.w))));
+        k = max(k, put4(dx, c, grad4(d, v)));
     }
     for (u64 i = 4 * n4 + thread_index(); i < n; i += grid_stride())
         k = max(k, put1(dx, i, gelu_grad(elem_at(dy, i), bf16_to_f32(x[i]))));
     fold_amax<true>(amax, k);
-}
-
-// grad4 is gelu_grad of four output gradients d at the values v.
-__device__ __forceinline__ float4 grad4(float4 d, float4 v) {
-    return make_float4(gelu_grad(d.x, v.x), gelu_grad(d.y, v.y), gelu_grad(d.z, v.z), gelu_grad(d.w, v.w));
 }
 
 // gelu_grad_amax8 is gelu_grad_amax of bfloat16 dx and dy, eight elements

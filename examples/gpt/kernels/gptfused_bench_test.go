@@ -4,7 +4,6 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/distopt/distopt/bf16"
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/cuda/cudatest"
@@ -33,7 +32,7 @@ const (
 // GPTGELUFP8 from the bfloat16 fc the GEMM's epilogue wrote with its bias:
 // 2 then 2+1, or 2+1). fused over unfused gpu-us/op is the fusion's gain on
 // these kernels. GELU's inputs (fc's product, and the epilogue's fc) are
-// spread like the model's (spread): on one constant every lane would take
+// spread like the model's: on one constant every lane would take
 // the same branch of tanhf, which made the GELU cases look faster than
 // they run in training (scripts/gpu/NOTES.md, twenty-first session).
 func BenchmarkFusedProducers(b *testing.B) {
@@ -52,7 +51,10 @@ func BenchmarkFusedProducers(b *testing.B) {
 	}
 	const one, small = 0x3f800000, 0x3c003c00 // 1.0 in float32; 2^-7 in bfloat16 pairs
 	x, res, y := fill(4*fbRows*fbH, one), fill(4*fbRows*fbH, one), fill(4*fbRows*fbF, one)
-	prod, fc, fcIn := spread(b, g.s, fbRows*fbF, false), fill(2*fbRows*fbF, small), spread(b, g.s, fbRows*fbF, true)
+	// GELU's inputs spread like a model's fc (normal, standard deviation 2),
+	// both branches of tanhf taken within a warp.
+	spread := &fusedEnv{t: b, d: d, s: g.s, r: rand.New(rand.NewPCG(7, 3))}
+	prod, fc, fcIn := spread.f32(fbRows*fbF, 0, 2), fill(2*fbRows*fbF, small), spread.bf(fbRows*fbF, 0, 2)
 	w, bias, mean, rstd, amax := fill(2*fbF, small), fill(2*fbF, small), fill(4*fbRows, one), fill(4*fbRows, one), fill(4, 0)
 	ln := LayerNormRows{X: x, W: w, B: bias, Mean: mean, Rstd: rstd, Rows: fbRows, N: fbH, Eps: 1e-5, Residual: res, Bias: bias}
 	for _, r := range []fp8.Recipe{{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, {Format: fp8.E4M3, Scaling: fp8.Block1x128}} {
@@ -105,27 +107,4 @@ func BenchmarkFusedProducers(b *testing.B) {
 			})
 		})
 	}
-}
-
-// spread returns n normal values of standard deviation 2 on the device,
-// float32 or (bf16) bfloat16: GELU's inputs as a model's fc holds them,
-// both branches of tanhf taken within a warp.
-func spread(b *testing.B, s *cuda.Stream, n int, bf16Out bool) cuda.DevicePtr {
-	r := rand.New(rand.NewPCG(7, 3))
-	if bf16Out {
-		v := make([]uint16, n)
-		for i := range v {
-			v[i] = bf16.FromFloat32(float32(2 * r.NormFloat64()))
-		}
-		p := cudatest.Alloc(b, s.Device(), 2*n)
-		must(b, s.Upload(p, cuda.Bytes(v)))
-		return p
-	}
-	v := make([]float32, n)
-	for i := range v {
-		v[i] = float32(2 * r.NormFloat64())
-	}
-	p := cudatest.Alloc(b, s.Device(), 4*n)
-	must(b, s.Upload(p, cuda.Bytes(v)))
-	return p
 }

@@ -53,7 +53,7 @@ func quantizeHost(v []float32, rows, n int, r fp8.Recipe) (codes, scales []byte)
 
 // fusedEnv holds a stream and the helpers of the fused kernels' tests.
 type fusedEnv struct {
-	t *testing.T
+	t testing.TB
 	d *cuda.Device
 	s *cuda.Stream
 	r *rand.Rand
