@@ -94,6 +94,12 @@ type Config struct {
 	// GradBuffers is the number of buffers of the ShardedGradients pool
 	// (default 2). Each holds the largest bucket's gradient.
 	GradBuffers int
+	// ExternalGradients: the caller lends the gradient buffers for each
+	// step (BindGrads) and New allocates none. A framework whose backward
+	// pass can write every bucket's gradient in the layout's order saves
+	// the optimizer's copy (GradType bytes per parameter) and the copies
+	// into it. Not with ShardedGradients.
+	ExternalGradients bool
 	// Store, when set (a *rendezvous.Store is one), is where ranks first
 	// compare the fingerprint of their layout and configuration at start-up,
 	// before any collective runs. Whether or not it is set, New then
@@ -183,6 +189,9 @@ func (c *Config) validate(params []Param) error {
 	}
 	if c.GradBuffers < 0 || (c.GradBuffers > 0 && !c.ShardedGradients) {
 		return bad("GradBuffers %d needs ShardedGradients and must be positive", c.GradBuffers)
+	}
+	if c.ExternalGradients && c.ShardedGradients {
+		return bad("ExternalGradients and ShardedGradients exclude each other (the sharded gradients' pool is the optimizer's own)")
 	}
 	if c.Momentum < 0 || c.MaxGradNorm < 0 {
 		return bad("momentum %g and max gradient norm %g must not be negative", c.Momentum, c.MaxGradNorm)

@@ -18,12 +18,15 @@
 // fed the averaged gradients. GradReady and StepAsync overlap these
 // collectives with the model's compute (Example_overlap);
 // Config.ShardedGradients shards the gradients too (ZeRO-2,
-// Example_shardedGradients); Config.FirstMomentType and SecondMomentType
-// store the moments in bfloat16 or FP8.
+// Example_shardedGradients); Config.ExternalGradients lets a framework
+// that writes every bucket's gradient in the layout lend those buffers for
+// each step (BindGrads), so the optimizer holds no gradient copy;
+// Config.FirstMomentType and SecondMomentType store the moments in
+// bfloat16 or FP8.
 //
 // Errors wrap a sentinel: ErrConfig, ErrMismatch when ranks disagree,
 // ErrUnknownParam, ErrRemote, ErrGradReady, ErrNotGathered, ErrGradPool,
-// and ErrBroken after a step failed half-way (restore a checkpoint).
+// ErrUnbound, and ErrBroken after a step failed half-way (restore a checkpoint).
 //
 // docs/GUIDE.md describes the step's phases, its exactness, the FP8
 // moments, the overlapped pipeline and sharded gradients in full;

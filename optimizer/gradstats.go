@@ -11,7 +11,7 @@ import (
 // the backend is a GradStatsPlanner.
 func (o *Optimizer) planGradStats() error {
 	p, ok := o.backend.(backend.GradStatsPlanner)
-	if !ok {
+	if !ok || o.cfg.ExternalGradients { // a plan would hold buffers lent for one step
 		return nil
 	}
 	grads := make([]buffer.Buffer, len(o.buckets))

@@ -147,7 +147,7 @@ func (o *Optimizer) allocBucket(bi int, b shard.Bucket) (*bucket, error) {
 		n   int64
 		use bool
 	}{
-		{&bk.grad, sizes.grad, !o.cfg.ShardedGradients},
+		{&bk.grad, sizes.grad, !o.cfg.ShardedGradients && !o.cfg.ExternalGradients},
 		{&bk.acc, sizes.grad, o.cfg.ShardedGradients},
 		{&bk.master, sizes.master, true},
 		{&bk.m, sizes.moment[0], true},
@@ -232,6 +232,7 @@ func (o *Optimizer) Close() error {
 	if e := o.closePlans(); err == nil {
 		err = e
 	}
+	o.unbind() // the caller's
 	for _, bk := range o.buckets {
 		for _, b := range []buffer.Buffer{bk.grad, bk.acc, bk.master, bk.m, bk.v, bk.data, bk.blocks} {
 			free(b)

@@ -170,7 +170,10 @@ func memoryOf(l *shard.Layout, params []Param, cfg *Config) MemoryReport {
 		{Name: BufGrads, Bytes: sum.grad},
 		{Name: BufMaster, Bytes: sum.master},
 	}
-	if cfg.ShardedGradients {
+	switch {
+	case cfg.ExternalGradients: // lent by the caller each step
+		r.Buffers = slices.Delete(r.Buffers, 2, 3)
+	case cfg.ShardedGradients:
 		r.Buffers[2] = BufferBytes{Name: BufGradShard, Bytes: sum.grad}
 		r.Buffers = slices.Insert(r.Buffers, 3, BufferBytes{Name: BufGradPool, Bytes: int64(cfg.GradBuffers) * poolBufferBytes(l, cfg)})
 	}

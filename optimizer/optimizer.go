@@ -76,6 +76,7 @@ type Optimizer struct {
 	deviceHist *deviceHistories // delayed scaling's histories on the device (nil: host only)
 
 	gradWritten atomic.Bool // a gradient may have been written since the last Step (nograd.go)
+	bound       atomic.Bool // gradient buffers lent for the next step (external.go)
 }
 
 type bucket struct {
@@ -84,7 +85,7 @@ type bucket struct {
 	lo, hi int
 	pieces []shard.Piece
 	segs   []backend.Segment
-	grad   buffer.Buffer // GradType x Size (nil with sharded gradients)
+	grad   buffer.Buffer // GradType x Size (nil with sharded gradients; lent by BindGrads with external ones)
 	acc    buffer.Buffer // GradType x ShardSize: the reduced gradient shard (sharded gradients only)
 	master buffer.Buffer // float32 x ShardSize
 	m, v   buffer.Buffer
@@ -216,6 +217,9 @@ func (o *Optimizer) usable() error {
 // lent anyway).
 func (o *Optimizer) ZeroGrad() error {
 	if err := o.usable(); err != nil {
+		return err
+	}
+	if err := o.needGrads("ZeroGrad"); err != nil {
 		return err
 	}
 	o.markGrad()

@@ -68,6 +68,9 @@ func (o *Optimizer) GradReady(name string) error {
 	if !ok {
 		return fmt.Errorf("optimizer: GradReady(%q): %w", name, ErrUnknownParam)
 	}
+	if err := o.needGrads(fmt.Sprintf("GradReady(%q)", name)); err != nil {
+		return err
+	}
 	o.markGrad()
 	pipe.mu.Lock()
 	defer pipe.mu.Unlock()

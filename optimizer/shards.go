@@ -32,6 +32,9 @@ func (o *Optimizer) planSteps() error {
 	if !ok || len(o.buckets) == 0 {
 		return nil
 	}
+	if o.cfg.ExternalGradients { // the update reads buffers lent for one step
+		return o.planCast(pl)
+	}
 	a := &backend.UpdateArgs{Rule: o.cfg.Rule, Control: o.control.buf}
 	as := make([]*backend.UpdateArgs, len(o.buckets))
 	for i, bk := range o.buckets {
@@ -43,6 +46,11 @@ func (o *Optimizer) planSteps() error {
 		return fmt.Errorf("optimizer: planning the update: %w", err)
 	}
 	o.plans.update = up
+	return o.planCast(pl)
+}
+
+// planCast plans the step's cast of the shards the update does not cast.
+func (o *Optimizer) planCast(pl backend.UpdatePlanner) error {
 	if o.castInUpdate(castStep) {
 		return nil
 	}

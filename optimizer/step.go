@@ -69,6 +69,11 @@ func (o *Optimizer) stepWith(ctx context.Context, async bool) (StepResult, error
 	if err := o.cfg.checkLRs(o.step + 1); err != nil { // with the step count exact
 		return StepResult{}, err
 	}
+	if err := o.needGrads("Step"); err != nil {
+		return StepResult{}, err
+	}
+	// Lent gradients are lent for this step only, whatever its outcome.
+	defer o.unbind()
 	if err := o.waitAllGathers(ctx); err != nil { // StepAsync's, not waited for
 		return StepResult{}, err
 	}
@@ -131,10 +136,14 @@ func (o *Optimizer) stepPhases(ctx context.Context, async, deferred bool) (StepR
 }
 
 // gradShard returns this rank's shard of bk's gradient buffer (with sharded
-// gradients, the shard buffer).
+// gradients, the shard buffer; nil with external gradients none bound, as
+// in a refresh, whose update reads none).
 func (o *Optimizer) gradShard(bk *bucket) buffer.Buffer {
 	if bk.acc != nil {
 		return bk.acc
+	}
+	if bk.grad == nil {
+		return nil
 	}
 	gsz := o.cfg.GradType.Size()
 	return bk.grad.Slice(gsz*bk.lo, gsz*bk.hi)

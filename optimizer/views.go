@@ -62,6 +62,9 @@ func (o *Optimizer) Grad(name string) (GradView, error) {
 	if err != nil {
 		return GradView{}, err
 	}
+	if err := o.needGrads(fmt.Sprintf("Grad(%q)", name)); err != nil {
+		return GradView{}, err
+	}
 	o.markGrad()
 	if o.pool != nil {
 		if err := o.usable(); err != nil {
@@ -86,6 +89,9 @@ func (o *Optimizer) Grad(name string) (GradView, error) {
 // parameter's bucket (see Grad), under the lock GradReady takes, so that
 // the bucket's reduce-scatter cannot start during the write.
 func (o *Optimizer) SetGrad(name string, g []float32) error {
+	if err := o.needGrads(fmt.Sprintf("SetGrad(%q)", name)); err != nil {
+		return err
+	}
 	o.markGrad()
 	if o.pool != nil {
 		if _, err := o.place(name); err != nil {
