@@ -16,6 +16,7 @@ import (
 	"github.com/distopt/distopt/collective"
 	"github.com/distopt/distopt/optimizer"
 	"github.com/distopt/distopt/optimizer/cpu"
+	"github.com/distopt/distopt/shard"
 )
 
 // HostGPUPath is GPUTrainer's rank with the graph on a host backend.
@@ -96,6 +97,20 @@ func (h *hostDevice) copyGrads(dst []buffer.Buffer, grads []*tensors.Tensor) err
 	return nil
 }
 
+// lend copies every gradient output into host memory of its own, as the
+// weight inputs are copied: distopt's CPU backend reads host buffers.
+func (h *hostDevice) lend(grads []*tensors.Tensor) ([]buffer.Buffer, error) {
+	out := make([]buffer.Buffer, len(grads))
+	for i, g := range grads {
+		b := make(buffer.HostBuffer, g.Shape().Memory())
+		if err := g.ConstBytes(func(x []byte) { copy(b, x) }); err != nil {
+			return nil, err
+		}
+		out[i] = b
+	}
+	return out, nil
+}
+
 func (h *hostDevice) close() error { return nil }
 
 // Redecoded returns how many fresh decodes the DotGeneral gradients made.
@@ -103,5 +118,11 @@ func Redecoded() int64 { return redecoded.Load() }
 
 // NewWeightGradExecWith is NewWeightGradExec with GPUConfig's KeepDecoded.
 func NewWeightGradExecWith(backend backends.Backend, ctx *mlctx.Context, model train.ModelFn, loss train.LossFn, params []Param, views []optimizer.ParamView, gradType buffer.DType, keep bool) (*WeightGradExec, error) {
-	return newWeightGradExec(backend, ctx, model, loss, params, views, gradType, keep)
+	return newWeightGradExec(backend, ctx, model, loss, params, views, gradType, weightGradOptions{keepDecoded: keep})
+}
+
+// NewBucketWeightGradExec is NewWeightGradExec with one gradient output
+// per bucket of layout l, as GPUTrainer builds it to lend the gradients.
+func NewBucketWeightGradExec(backend backends.Backend, ctx *mlctx.Context, model train.ModelFn, loss train.LossFn, params []Param, views []optimizer.ParamView, gradType buffer.DType, l *shard.Layout) (*WeightGradExec, error) {
+	return newWeightGradExec(backend, ctx, model, loss, params, views, gradType, weightGradOptions{buckets: l})
 }

@@ -69,12 +69,18 @@ func deviceComm(be *gpu.Backend) collective.Communicator {
 
 func newGPUTrainer(t *testing.T, r fp8.Recipe, gt buffer.DType) *gomlxinterop.GPUTrainer {
 	t.Helper()
+	return newGPUTrainerCopying(t, r, gt, false)
+}
+
+// newGPUTrainerCopying is newGPUTrainer with GPUConfig.CopyGradients.
+func newGPUTrainerCopying(t *testing.T, r fp8.Recipe, gt buffer.DType, copyGrads bool) *gomlxinterop.GPUTrainer {
+	t.Helper()
 	be, xb := openGPU(t)
 	cfg := adamConfig()
 	cfg.Optimizer.Recipe, cfg.Optimizer.GradType = r, gt
 	x, y := toy.Tiny.Batch(0, 0, perRank)
 	tr, err := gomlxinterop.NewGPUTrainer(context.Background(), be, deviceComm(be), xb, toy.Context(seed), toy.Tiny.Model(), toy.Tiny.Loss,
-		gomlxinterop.Batch{Inputs: []*tensors.Tensor{x}, Labels: []*tensors.Tensor{y}}, gomlxinterop.GPUConfig{Optimizer: cfg.Optimizer})
+		gomlxinterop.Batch{Inputs: []*tensors.Tensor{x}, Labels: []*tensors.Tensor{y}}, gomlxinterop.GPUConfig{Optimizer: cfg.Optimizer, CopyGradients: copyGrads})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +126,8 @@ func TestGPUDecodedWeights(t *testing.T) {
 }
 
 // TestGPUMatchesCPU trains on the GPU path and feeds every step's
-// gradients, as they arrived in distopt's gradient views, to a CPU
+// gradients, as distopt's gradient views read them (views of the bucket
+// outputs XLA wrote, lent to the step), to a CPU
 // optimizer started from the same masters: the gradient views must hold
 // XLA's gradients byte for byte, and after every step the gathered
 // parameters, and at the end the masters and moments, must be equal bit
@@ -133,13 +140,16 @@ func TestGPUMatchesCPU(t *testing.T) {
 		r     fp8.Recipe
 		gt    buffer.DType
 		steps int
+		copy  bool // GPUConfig.CopyGradients
 	}{
-		{"current fp32", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, buffer.Float32, 6},
-		{"1x128 bf16", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block1x128}, buffer.BFloat16, 6},
-		{"stress", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, buffer.BFloat16, 300},
+		{"current fp32", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, buffer.Float32, 6, false},
+		{"current fp32 copied", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, buffer.Float32, 6, true},
+		{"1x128 bf16", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block1x128}, buffer.BFloat16, 6, false},
+		{"stress", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, buffer.BFloat16, 300, false},
+		{"stress copied", fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, buffer.BFloat16, 300, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tr := newGPUTrainer(t, c.r, c.gt)
+			tr := newGPUTrainerCopying(t, c.r, c.gt, c.copy)
 			cpu := cpuTwin(t, tr)
 			gopt := tr.Optimizer()
 			for s := range c.steps {
@@ -156,7 +166,7 @@ func TestGPUMatchesCPU(t *testing.T) {
 					if err := gopt.Backend().Read(got, v.Data, 0); err != nil {
 						t.Fatal(err)
 					}
-					if want := tensorBytes(t, tr.Grads()[i]); !bytes.Equal(got, want) {
+					if want := paramGrad(t, tr, i); !bytes.Equal(got, want) {
 						t.Fatalf("step %d: gradient view of %s differs from XLA's gradient", s, p.Name)
 					}
 					cv, err := cpu.Grad(p.Name)
@@ -181,8 +191,22 @@ func TestGPUMatchesCPU(t *testing.T) {
 	}
 }
 
+// paramGrad returns the bytes of parameter i's gradient among tr's graph
+// outputs: its place in its bucket's output when the gradients are lent,
+// else its own output.
+func paramGrad(t *testing.T, tr *gomlxinterop.GPUTrainer, i int) []byte {
+	t.Helper()
+	o := tr.Optimizer()
+	if !o.Config().ExternalGradients {
+		return tensorBytes(t, tr.Grads()[i])
+	}
+	l, sz := o.Layout(), o.Config().GradType.Size()
+	pl := l.Places[l.Index(tr.Params()[i].Name)]
+	return tensorBytes(t, tr.Grads()[pl.Bucket])[pl.Offset*sz : (pl.Offset+pl.Len)*sz]
+}
+
 // cpuTwin returns a one-rank CPU optimizer with tr's parameters and
-// configuration, started from tr's masters.
+// configuration, started from tr's masters, holding its own gradients.
 func cpuTwin(t *testing.T, tr *gomlxinterop.GPUTrainer) *optimizer.Optimizer {
 	t.Helper()
 	pieces, err := tr.Optimizer().ReadPieces()
@@ -194,8 +218,10 @@ func cpuTwin(t *testing.T, tr *gomlxinterop.GPUTrainer) *optimizer.Optimizer {
 		master[p.Param] = append(master[p.Param], p.Master...)
 	}
 	init := func(name string, off int, dst []float32) error { copy(dst, master[name][off:]); return nil }
+	cfg := tr.Optimizer().Config()
+	cfg.ExternalGradients = false
 	cpu, err := optimizer.New(context.Background(), single.New(buffer.Host, nil), cpu.New(2),
-		gomlxinterop.OptimizerParams(tr.Params()), init, tr.Optimizer().Config())
+		gomlxinterop.OptimizerParams(tr.Params()), init, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -158,3 +158,18 @@ func (d *gpuDevice) close() error {
 	d.holder = nil
 	return nil
 }
+
+// lend returns the device memory of every gradient output, for the step to
+// read in place (optimizer.BindGrads). The outputs stay XLA's: Update
+// finalises them once distopt's stream has passed the step.
+func (d *gpuDevice) lend(grads []*tensors.Tensor) ([]buffer.Buffer, error) {
+	out := make([]buffer.Buffer, len(grads))
+	for i, g := range grads {
+		addr, err := d.address(g)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = buffer.DeviceBuffer{Ptr: addr, Size: int(g.Shape().Memory()), Device: d.be.Ordinal()}
+	}
+	return out, nil
+}

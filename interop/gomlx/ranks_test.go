@@ -22,7 +22,7 @@ import (
 // trainGPUPath trains d ranks on GPUTrainer's path with the graph on the
 // host (each rank its own simplego backend), rank r fed part r of each
 // step's data.
-func trainGPUPath(t *testing.T, d, steps int, cfg gomlxinterop.Config, task toy.Task, connect ranks.Connect) []rankRun {
+func trainGPUPath(t *testing.T, d, steps int, cfg gomlxinterop.GPUConfig, task toy.Task, connect ranks.Connect) []rankRun {
 	t.Helper()
 	runs := make([]rankRun, d)
 	for r := range runs {
@@ -38,18 +38,21 @@ func trainGPUPath(t *testing.T, d, steps int, cfg gomlxinterop.Config, task toy.
 	return runs
 }
 
-func gpuPathRank(ctx context.Context, run *rankRun, c ranks.Comm, steps int, cfg gomlxinterop.Config, task toy.Task) error {
+func gpuPathRank(ctx context.Context, run *rankRun, c ranks.Comm, steps int, cfg gomlxinterop.GPUConfig, task toy.Task) error {
 	batch := func(s int) gomlxinterop.Batch {
 		x, y := task.Batch(s, c.Rank(), perRank)
 		return gomlxinterop.Batch{Inputs: []*tensors.Tensor{x}, Labels: []*tensors.Tensor{y}}
 	}
 	cfg.Optimizer.Store = c.Agreer()
-	tr, err := gomlxinterop.NewHostGPUPath(ctx, c.Communicator, run.backend, toy.Context(seed), task.Model(), task.Loss, batch(0),
-		gomlxinterop.GPUConfig{Optimizer: cfg.Optimizer, Rules: cfg.Rules})
+	tr, err := gomlxinterop.NewHostGPUPath(ctx, c.Communicator, run.backend, toy.Context(seed), task.Model(), task.Loss, batch(0), cfg)
 	if err != nil {
 		return err
 	}
 	defer tr.Close()
+	lent, held := tr.Optimizer().Config().ExternalGradients, tr.Optimizer().Report().Get(optimizer.BufGrads)
+	if lent == cfg.CopyGradients || (held == 0) != lent {
+		return fmt.Errorf("CopyGradients %v: the optimizer's ExternalGradients is %v and it holds %d gradient bytes", cfg.CopyGradients, lent, held)
+	}
 	err = runSteps(run, steps, func(s int) ([]float32, optimizer.StepResult, error) {
 		l, res, err := tr.Step(ctx, batch(s))
 		return []float32{l}, res, err
@@ -89,9 +92,11 @@ func asOneRank(runs []rankRun) rankRun {
 	return out
 }
 
-// TestGPUPathRanks runs GPUTrainer's d > 1 path on the CPU: the graph
-// reads distopt's gathered FP8 codes and scale_inv and hands its
-// gradients over byte for byte, as on the GPU, but each rank's graph runs
+// TestGPUPathRanks runs GPUTrainer's path on the CPU, on one rank and
+// several: the graph reads distopt's gathered FP8 codes and scale_inv and
+// lays its gradients out as distopt's buckets, which the step reads (one
+// case copies them into distopt's own buffers instead, CopyGradients), as
+// on the GPU, but each rank's graph runs
 // on its own simplego backend (own client) and its bytes are copied, not
 // viewed. d ranks over gRPC (store and communicator as under `distopt
 // run`) and d ranks in-process must end bit-identical to one CPU Trainer
@@ -108,18 +113,22 @@ func TestGPUPathRanks(t *testing.T) {
 		recipe fp8.Recipe
 		grads  buffer.DType
 		d      int
+		copy   bool // GPUConfig.CopyGradients
 	}{
-		{data, fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, buffer.Float32, 2},
-		{data, fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block1x128}, buffer.BFloat16, 2},
-		{data, fp8.Recipe{Format: fp8.E5M2, Scaling: fp8.MXFP8}, buffer.Float32, 3},
-		{toy.Tiny, fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block128x128}, buffer.Float32, 2},
+		{data, fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, buffer.Float32, 2, false},
+		{data, fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, buffer.Float32, 2, true},
+		{data, fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block1x128}, buffer.BFloat16, 2, false},
+		{data, fp8.Recipe{Format: fp8.E5M2, Scaling: fp8.MXFP8}, buffer.Float32, 3, false},
+		{toy.Tiny, fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.Block128x128}, buffer.Float32, 2, false},
+		{toy.Tiny, fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, buffer.Float32, 1, false},
 	} {
-		t.Run(fmt.Sprintf("%T/%v/%v grads/d=%d", c.task, c.recipe, c.grads, c.d), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%T/%v/%v grads/d=%d/copy=%v", c.task, c.recipe, c.grads, c.d, c.copy), func(t *testing.T) {
 			cfg := adamConfig()
 			cfg.Optimizer.Recipe, cfg.Optimizer.GradType = c.recipe, c.grads
 			cfg.Optimizer.WeightDecay, cfg.Optimizer.MaxGradNorm = 0.01, 1
-			overGRPC := trainGPUPath(t, c.d, steps, cfg, c.task, ranks.GRPC(t, c.d))
-			inProcess := trainGPUPath(t, c.d, steps, cfg, c.task, ranks.InProcess(c.d))
+			gcfg := gomlxinterop.GPUConfig{Optimizer: cfg.Optimizer, Rules: cfg.Rules, CopyGradients: c.copy}
+			overGRPC := trainGPUPath(t, c.d, steps, gcfg, c.task, ranks.GRPC(t, c.d))
+			inProcess := trainGPUPath(t, c.d, steps, gcfg, c.task, ranks.InProcess(c.d))
 			if c.grads == buffer.BFloat16 {
 				checkSame(t, overGRPC, asOneRank(inProcess), steps)
 				return

@@ -13,6 +13,7 @@ import (
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/fp8"
 	"github.com/distopt/distopt/optimizer"
+	"github.com/distopt/distopt/shard"
 )
 
 // WeightGradExec runs a GoMLX model's forward and backward pass on the
@@ -22,8 +23,9 @@ import (
 // the model in place of the variables' values. Its outputs are the loss and
 // every parameter's gradient already in distopt's layout and gradient type
 // (float32 or bfloat16; XLA converts to bfloat16 rounding to nearest even,
-// simplego truncates),
-// ready to be copied byte for byte into the gradient views.
+// simplego truncates), ready to be copied byte for byte into the gradient
+// views. GPUTrainer's graph instead lays them out as distopt's buckets, one
+// output each, which the step reads in place (GPUConfig.CopyGradients).
 //
 // The variables' own values are never read by the graph: GoMLX still feeds
 // them (every variable a graph uses is a parameter of it), so a caller that
@@ -35,21 +37,30 @@ type WeightGradExec struct {
 	views     []optimizer.ParamView
 	gradType  buffer.DType
 	numInputs int
+	opts      weightGradOptions
+}
+
+// weightGradOptions are a WeightGradExec's choices that GPUConfig makes.
+type weightGradOptions struct {
 	// keepDecoded leaves the decoded weights to XLA, which keeps them from
 	// forward to backward (GPUConfig.KeepDecoded); false (the default) has
 	// the DotGeneral gradient decode them again (see redecode.go).
 	keepDecoded bool
+	// buckets, when set, makes the outputs one gradient per bucket of this
+	// layout (bucketGradients) for optimizer.BindGrads, instead of one
+	// per parameter.
+	buckets *shard.Layout
 }
 
 // NewWeightGradExec returns the executor of model and loss on backend for
 // params (in gradient order) read from views (opt.Param of each, same
 // order); gradType is the optimizer's Config.GradType.
 func NewWeightGradExec(backend backends.Backend, ctx *mlctx.Context, model train.ModelFn, loss train.LossFn, params []Param, views []optimizer.ParamView, gradType buffer.DType) (*WeightGradExec, error) {
-	return newWeightGradExec(backend, ctx, model, loss, params, views, gradType, false)
+	return newWeightGradExec(backend, ctx, model, loss, params, views, gradType, weightGradOptions{})
 }
 
-// newWeightGradExec is NewWeightGradExec with GPUConfig's KeepDecoded.
-func newWeightGradExec(backend backends.Backend, ctx *mlctx.Context, model train.ModelFn, loss train.LossFn, params []Param, views []optimizer.ParamView, gradType buffer.DType, keepDecoded bool) (*WeightGradExec, error) {
+// newWeightGradExec is NewWeightGradExec with GPUConfig's choices.
+func newWeightGradExec(backend backends.Backend, ctx *mlctx.Context, model train.ModelFn, loss train.LossFn, params []Param, views []optimizer.ParamView, gradType buffer.DType, opts weightGradOptions) (*WeightGradExec, error) {
 	if len(views) != len(params) {
 		return nil, fmt.Errorf("%w: %d views for %d parameters", ErrHandOver, len(views), len(params))
 	}
@@ -61,7 +72,7 @@ func newWeightGradExec(backend backends.Backend, ctx *mlctx.Context, model train
 	if gradType != buffer.Float32 && gradType != buffer.BFloat16 {
 		return nil, fmt.Errorf("%w: gradient type %v", ErrHandOver, gradType)
 	}
-	e := &WeightGradExec{params: params, views: views, gradType: gradType, keepDecoded: keepDecoded}
+	e := &WeightGradExec{params: params, views: views, gradType: gradType, opts: opts}
 	exec, err := mlctx.NewExec(backend, ctx.Reuse(), func(ctx *mlctx.Context, in []*graph.Node) []*graph.Node {
 		return e.graph(ctx, model, loss, in)
 	})
@@ -116,15 +127,18 @@ func (e *WeightGradExec) graph(ctx *mlctx.Context, model train.ModelFn, lossFn t
 		p.Var.SetValueGraph(orig[i]) // unchanged: not an output, not donated
 	}
 	e.checkVariables(ctx, g)
-	out := []*graph.Node{loss}
-	for i, gr := range graph.Gradient(loss, ws...) {
+	grads := graph.Gradient(loss, ws...)
+	for i, gr := range grads {
 		gr = toLayout(gr, e.params[i].Layout)
 		if e.gradType == buffer.BFloat16 {
 			gr = graph.ConvertDType(gr, dtypes.BFloat16)
 		}
-		out = append(out, gr)
+		grads[i] = gr
 	}
-	return out
+	if e.opts.buckets != nil {
+		grads = bucketGradients(e.opts.buckets, e.params, grads)
+	}
+	return append([]*graph.Node{loss}, grads...)
 }
 
 // checkVariables panics (GoMLX turns the panic into the error of Exec) if
@@ -167,7 +181,7 @@ func (e *WeightGradExec) decodeAll(weights []*graph.Node) (ws []*graph.Node, for
 			panic(err)
 		}
 		ws[i] = fromLayout(w, p.Layout)
-		if !v.HighPrecision && !e.keepDecoded {
+		if !v.HighPrecision && !e.opts.keepDecoded {
 			codes, inv, layout := weights[0], weights[1], p.Layout
 			markRedecode(ws[i], func(after *graph.Node) *graph.Node {
 				again, err := decodeFP8(codes, inv, v.Shape, v.Recipe, after)
@@ -232,10 +246,22 @@ func elements(shape []int) int {
 	return rows * cols
 }
 
+// numGrads is the number of gradient outputs: one per bucket of the
+// layout when the gradients are lent (weightGradOptions.buckets), else one
+// per parameter.
+func (e *WeightGradExec) numGrads() int {
+	if e.opts.buckets != nil {
+		return len(e.opts.buckets.Buckets)
+	}
+	return len(e.params)
+}
+
 // Exec runs forward and backward on one batch with the given weights (in
 // the order of the parameters: codes then scale_inv for FP8, the copy for
 // high precision) and returns the loss and the gradients, in distopt's
-// layout and gradient type. The caller finalises the outputs.
+// layout and gradient type: one per parameter (NewWeightGradExec), or one
+// per bucket in a GPUTrainer that lends them to the step. The caller
+// finalises the outputs.
 func (e *WeightGradExec) Exec(inputs, labels, weights []*tensors.Tensor) (loss *tensors.Tensor, grads []*tensors.Tensor, err error) {
 	if len(inputs) == 0 {
 		return nil, nil, fmt.Errorf("%w: no inputs", ErrHandOver)
@@ -257,8 +283,8 @@ func (e *WeightGradExec) Exec(inputs, labels, weights []*tensors.Tensor) (loss *
 	if err != nil {
 		return nil, nil, fmt.Errorf("gomlxinterop: forward and backward: %w", err)
 	}
-	if len(out) != 1+len(e.params) {
-		return nil, nil, fmt.Errorf("%w: %d outputs for %d parameters", ErrGraph, len(out), len(e.params))
+	if want := 1 + e.numGrads(); len(out) != want {
+		return nil, nil, fmt.Errorf("%w: %d outputs, want %d (the loss and %d gradients)", ErrGraph, len(out), want, want-1)
 	}
 	return out[0], out[1:], nil
 }

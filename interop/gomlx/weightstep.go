@@ -12,8 +12,10 @@ import (
 	"github.com/distopt/distopt/optimizer"
 )
 
-// Forward runs forward and backward on one batch and copies the gradients
-// into distopt's gradient views (on a GPU device to device, on distopt's
+// Forward runs forward and backward on one batch and hands the gradients
+// to distopt: it lends the graph's bucket outputs to the step
+// (optimizer.BindGrads), or with GPUConfig.CopyGradients copies them into
+// distopt's gradient views (on a GPU device to device, on distopt's
 // stream). It returns the loss. Update must follow before the next Forward.
 func (t *weightTrainer) Forward(b Batch) (float32, error) {
 	if t.grads != nil {
@@ -31,12 +33,24 @@ func (t *weightTrainer) Forward(b Batch) (float32, error) {
 	err = t.dev.sync()
 	copied := time.Now()
 	if err == nil {
-		err = t.copyGrads()
+		err = t.handGrads()
 	}
 	t.timing.Compute += synced.Sub(start)
 	t.timing.Sync += copied.Sub(synced)
 	t.timing.Copy += time.Since(copied)
 	return l, err
+}
+
+// handGrads lends the gradient outputs to the step, or copies them.
+func (t *weightTrainer) handGrads() error {
+	if !t.opt.Config().ExternalGradients {
+		return t.copyGrads()
+	}
+	bufs, err := t.dev.lend(t.grads)
+	if err != nil {
+		return err
+	}
+	return t.opt.BindGrads(bufs)
 }
 
 // copyGrads copies every gradient into its view, after checking its size.
@@ -58,7 +72,8 @@ func (t *weightTrainer) copyGrads() error {
 
 // Update runs distopt's step (collective: all ranks together) on the
 // gradients of the last Forward, waits for its gathers and stream, and
-// releases the gradients.
+// releases the gradients: after the wait, since the step's kernels read
+// lent outputs in place.
 func (t *weightTrainer) Update(ctx context.Context) (optimizer.StepResult, error) {
 	if t.grads == nil {
 		return optimizer.StepResult{}, fmt.Errorf("%w: Update without Forward", ErrHandOver)
@@ -113,7 +128,8 @@ func (t *weightTrainer) Step(ctx context.Context, b Batch) (float32, optimizer.S
 }
 
 // Grads returns the gradients of the last Forward (the graph's outputs, in
-// distopt's layout and gradient type); valid until Update.
+// distopt's layout and gradient type: one per bucket when lent, else one
+// per parameter); valid until Update.
 func (t *weightTrainer) Grads() []*tensors.Tensor { return t.grads }
 
 // Timing returns the accumulated timings.

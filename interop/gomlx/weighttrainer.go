@@ -33,14 +33,26 @@ type GPUConfig struct {
 	// again, so a decode lives only around the product that reads it. For
 	// measuring what the default saves.
 	KeepDecoded bool
+	// CopyGradients copies every gradient from XLA's outputs into distopt's
+	// own gradient buffers. False (the default): the graph writes each
+	// bucket's gradients as one output, in distopt's layout, and the step
+	// reads them there (optimizer.Config.ExternalGradients): distopt holds
+	// no gradient buffer (GradType bytes per parameter less) and nothing is
+	// copied. Sharded gradients (Optimizer.ShardedGradients) always copy,
+	// into the pool's buffers. For measuring what lending saves.
+	CopyGradients bool
 }
+
+// lendsGradients reports whether the step reads the graph's gradient
+// outputs in place (GPUConfig.CopyGradients).
+func (c GPUConfig) lendsGradients() bool { return !c.CopyGradients && !c.Optimizer.ShardedGradients }
 
 // Timing accumulates where a GPUTrainer's steps spent their time.
 type Timing struct {
 	Steps   int
 	Compute time.Duration // forward and backward, until the loss is on the host
 	Sync    time.Duration // the context synchronisation after the execution
-	Copy    time.Duration // queueing the gradient copies
+	Copy    time.Duration // queueing the gradient copies, or lending the outputs (GPUConfig.CopyGradients)
 	Update  time.Duration // distopt's step, its gathers and the stream's wait
 	Views   int           // weight inputs read in place through PJRT views
 	Copies  int           // weight inputs copied (not 16-byte aligned for XLA)
@@ -64,6 +76,9 @@ type weightDevice interface {
 	sync() error
 	// copyGrads copies grads[i] into dst[i] (sizes already checked).
 	copyGrads(dst []buffer.Buffer, grads []*tensors.Tensor) error
+	// lend returns buffers of distopt's memory kind holding grads, for
+	// optimizer.BindGrads: the GPU's are the outputs' own memory.
+	lend(grads []*tensors.Tensor) ([]buffer.Buffer, error)
 	// close releases the device's own memory.
 	close() error
 }
@@ -101,7 +116,9 @@ func newWeightTrainer(ctx context.Context, be backend.Backend, comm collective.C
 	if err := checkParams(ctx, comm, be, params); err != nil {
 		return nil, err
 	}
-	opt, err := optimizer.New(ctx, comm, be, OptimizerParams(params), Initial(params), cfg.Optimizer)
+	oc := cfg.Optimizer
+	oc.ExternalGradients = oc.ExternalGradients || cfg.lendsGradients()
+	opt, err := optimizer.New(ctx, comm, be, OptimizerParams(params), Initial(params), oc)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +139,11 @@ func (t *weightTrainer) setup(gb backends.Backend, gctx *mlctx.Context, model tr
 	if err != nil {
 		return err
 	}
-	t.exec, err = newWeightGradExec(gb, gctx, model, loss, t.params, views, t.opt.Config().GradType, t.keepDecoded)
+	opts := weightGradOptions{keepDecoded: t.keepDecoded}
+	if t.opt.Config().ExternalGradients {
+		opts.buckets = t.opt.Layout()
+	}
+	t.exec, err = newWeightGradExec(gb, gctx, model, loss, t.params, views, t.opt.Config().GradType, opts)
 	if err != nil {
 		return err
 	}

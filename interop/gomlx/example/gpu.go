@@ -91,8 +91,8 @@ func runGPU(o gpuOptions) error {
 		if r.world > 1 {
 			return errors.New("-optimizer adam trains one process: GoMLX's Adam is not data-parallel here")
 		}
-		if o.keepDecoded {
-			return errors.New("-keep-decoded is an option of distopt's graph, not of -optimizer adam")
+		if o.keepDecoded || o.copyGrads {
+			return errors.New("-keep-decoded and -copy-grads are options of distopt's graph, not of -optimizer adam")
 		}
 		return r.adam()
 	}
@@ -117,7 +117,7 @@ func (r *gpuRun) batch(s int) gomlxinterop.Batch {
 func (r *gpuRun) distopt(ctx context.Context, comm collective.Communicator) error {
 	cfg := r.o.optimizerConfig()
 	t0 := time.Now()
-	tr, err := gomlxinterop.NewGPUTrainer(ctx, r.be, comm, r.xb, toy.Context(seed), r.o.task.Model(), r.o.task.Loss, r.batch(0), gomlxinterop.GPUConfig{Optimizer: cfg, KeepDecoded: r.o.keepDecoded})
+	tr, err := gomlxinterop.NewGPUTrainer(ctx, r.be, comm, r.xb, toy.Context(seed), r.o.task.Model(), r.o.task.Loss, r.batch(0), gomlxinterop.GPUConfig{Optimizer: cfg, KeepDecoded: r.o.keepDecoded, CopyGradients: r.o.copyGrads})
 	if err != nil {
 		return err
 	}
@@ -137,8 +137,12 @@ func (r *gpuRun) distopt(ctx context.Context, comm collective.Communicator) erro
 	}
 	tm := tr.Timing()
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(tm.Steps) / 1000 }
-	fmt.Printf("hand-over per step: sync %.3f ms, gradient copies %.3f ms, distopt step+wait %.3f ms (compute %.3f ms); weights: %d PJRT views, %d copied\n",
-		per(tm.Sync), per(tm.Copy), per(tm.Update), per(tm.Compute), tm.Views, tm.Copies)
+	grads := "gradients lent in place"
+	if !tr.Optimizer().Config().ExternalGradients {
+		grads = "gradient copies"
+	}
+	fmt.Printf("hand-over per step: sync %.3f ms, %s %.3f ms, distopt step+wait %.3f ms (compute %.3f ms); weights: %d PJRT views, %d copied\n",
+		per(tm.Sync), grads, per(tm.Copy), per(tm.Update), per(tm.Compute), tm.Views, tm.Copies)
 	return nil
 }
 

@@ -131,8 +131,8 @@ func main() {
 	switch {
 	case *backend == "gpu" && g.task == nil:
 		err = fmt.Errorf("-backend gpu trains -model lm")
-	case *backend != "gpu" && (g.keepDecoded || g.allocator != ""):
-		err = fmt.Errorf("-keep-decoded and -xla-allocator are options of -backend gpu")
+	case *backend != "gpu" && (g.keepDecoded || g.copyGrads || g.allocator != ""):
+		err = fmt.Errorf("-keep-decoded, -copy-grads and -xla-allocator are options of -backend gpu")
 	case *backend == "gpu":
 		err = runGPU(g)
 	case *backend != "cpu":
@@ -320,6 +320,7 @@ type gpuOptions struct {
 	warmup, evalEvery      int
 	evalBatches            int
 	tf32, keepDecoded      bool
+	copyGrads              bool
 }
 
 // flags defines the -backend gpu flags of g.
@@ -329,6 +330,7 @@ func (g *gpuOptions) flags() {
 	flag.BoolVar(&g.tf32, "tf32", false, "-backend gpu: float32 matrix products in TF32 on tensor cores")
 	flag.StringVar(&g.allocator, "xla-allocator", "", "-backend gpu: XLA's device allocator: bfc (the plugin's default: a pool that keeps what it took), platform (memory allocated and freed per buffer, so the driver's figure is what the graphs hold; slower), cuda_async or default")
 	flag.BoolVar(&g.keepDecoded, "keep-decoded", false, "-backend gpu: let XLA keep the decoded FP8 weights from forward to backward (gomlxinterop.GPUConfig.KeepDecoded; the model in float32), to measure what the default saves")
+	flag.BoolVar(&g.copyGrads, "copy-grads", false, "-backend gpu: copy the gradients into distopt's own buffers (gomlxinterop.GPUConfig.CopyGradients) instead of the step reading XLA's bucket outputs in place, to measure what the default saves")
 	flag.StringVar(&g.out, "out", "", "-backend gpu: write the loss curve to this CSV file")
 	flag.IntVar(&g.warmup, "warmup", 10, "-backend gpu: steps not timed (compilation)")
 	flag.IntVar(&g.evalEvery, "eval-every", 100, "-backend gpu: steps between validation losses")

@@ -16,7 +16,7 @@
 #
 # xlamem prints what XLA's buffer assignment gives each step graph of three
 # runs, lm adam, lm distopt -moments fp8,bf16 and the same with
-# -keep-decoded (30 steps each, about 95 s each with compilation), and
+# -copy-grads (30 steps each, about 95 s each with compilation), and
 # their NVML peaks and speed, for issue 36's memory criterion.
 #
 # issue36 LIMIT runs, within LIMIT seconds: lm adam 100, lm distopt 100
@@ -161,17 +161,19 @@ compare)
 xlamem)
 	# What XLA itself holds (issue 36's memory criterion): each run of
 	# XLAMEM_RUNS ('|' between runs; default three runs: lm adam, lm distopt
-	# -moments fp8,bf16, and the same with -keep-decoded), XLAMEM_STEPS
+	# -moments fp8,bf16, and the same with -copy-grads: the gradients
+	# copied into distopt's own buffers instead of lent), XLAMEM_STEPS
 	# steps (30: the last 20 timed) with XLA's dumps on; each step graph's
-	# buffer assignment says its temporary bytes (a decoded float32 model
-	# kept from forward to backward shows there, with -keep-decoded). Prints
+	# buffer assignment says its temporary and output bytes (a decoded
+	# float32 model kept from forward to backward shows there, with
+	# -keep-decoded). Prints
 	# each module's totals; the assignments go to $out/xla_dumps.tar.xz.
 	there
 	lm="${LM_ARGS:--layers 12 -dim 768 -heads 12 -seq 256 -batch 16 -lr 6e-4}"
 	dumps=$(mktemp -d)
 	old_ifs=$IFS
 	IFS='|'
-	set -- ${XLAMEM_RUNS:-adam|distopt -moments fp8,bf16|distopt -moments fp8,bf16 -keep-decoded}
+	set -- ${XLAMEM_RUNS:-adam|distopt -moments fp8,bf16|distopt -moments fp8,bf16 -copy-grads}
 	IFS=$old_ifs
 	for run in "$@"; do
 		opt=${run%% *} extra=""
