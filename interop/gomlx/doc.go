@@ -74,7 +74,10 @@
 // and gradient type.
 //
 // The inputs are PJRT views of distopt's gathered buffers, not copies. The
-// gradients go device to device into the gradient views. The host orders
+// graph writes the gradients as distopt's buckets, and the step reads XLA's
+// outputs in place (optimizer.Config.ExternalGradients), so distopt holds no
+// gradient buffer; GPUConfig.CopyGradients copies them into distopt's
+// gradient views instead. The host orders
 // the two sides with explicit waits. The variables keep only placeholder
 // values.
 //
