@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/distopt/distopt/buffer"
+	"github.com/distopt/distopt/optimizer/backend"
 )
 
 // This file holds gradients lent by the caller (Config.ExternalGradients):
@@ -28,13 +29,17 @@ var ErrUnbound = errors.New("no gradient buffers bound (BindGrads)")
 // there.
 //
 // The optimizer does not free the buffers. On a device backend the step's
-// kernels read them after Step returns: keep them until the backend's queue
-// has passed the step (WaitGathers, or a synchronisation of the stream).
-// Binding counts as a gradient write; Grad and SetGrad then view and write
-// the bound buffers. Not concurrent with other methods.
+// kernels may read them after StepAsync returns, and WaitGathers makes only
+// the device wait: keep them until a synchronous Step has returned or the
+// backend's Sync. A step captured in a CUDA graph keeps the addresses it
+// read, so a graph replays only with the same buffers lent again, and the
+// CUDA backend keeps one device table per set of addresses (up to 64
+// before it drops them all): lend the same buffers each step where the
+// framework can. Binding counts as a gradient write; Grad and SetGrad then
+// view and write the bound buffers. Not concurrent with other methods.
 //
 // Errors: ErrConfig without ExternalGradients, or when the number of
-// buffers, a size or a memory kind is wrong (nothing is bound then);
+// buffers, a size, a memory kind or a GPU is wrong (nothing is bound then);
 // ErrGradReady when a reduce-scatter of this step is already in flight.
 func (o *Optimizer) BindGrads(grads []buffer.Buffer) error {
 	if err := o.usable(); err != nil {
@@ -47,6 +52,7 @@ func (o *Optimizer) BindGrads(grads []buffer.Buffer) error {
 		return fmt.Errorf("optimizer: BindGrads: %d buffers for %d buckets: %w", len(grads), len(o.buckets), ErrConfig)
 	}
 	kind := o.backend.Memory()
+	dev, onDevice := o.backend.(backend.OnDevice)
 	for b, g := range grads {
 		want := o.buckets[b].b.Size * o.cfg.GradType.Size()
 		switch {
@@ -56,6 +62,9 @@ func (o *Optimizer) BindGrads(grads []buffer.Buffer) error {
 			return fmt.Errorf("optimizer: BindGrads: bucket %d's buffer holds %d bytes, want %d (%d elements of %s): %w", b, g.Len(), want, o.buckets[b].b.Size, o.cfg.GradType, ErrConfig)
 		case g.Memory() != kind:
 			return fmt.Errorf("optimizer: BindGrads: bucket %d's buffer is in %s memory, the backend's is %s: %w", b, g.Memory(), kind, ErrConfig)
+		}
+		if d, ok := g.(buffer.DeviceBuffer); ok && onDevice && d.Device != dev.Ordinal() {
+			return fmt.Errorf("optimizer: BindGrads: bucket %d's buffer is on GPU %d, the backend's is GPU %d: %w", b, d.Device, dev.Ordinal(), ErrConfig)
 		}
 		if err := o.inFlight(b, "BindGrads"); err != nil {
 			return err

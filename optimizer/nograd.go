@@ -22,6 +22,9 @@ func (o *Optimizer) zeroUnwritten() error {
 	}
 	o.cfg.logger().Info("optimizer: no gradient written since the last step: stepping with zeros", "rank", o.rank, "step", o.step+1)
 	for _, bk := range o.buckets {
+		if bk.grad == nil {
+			continue // lent gradients: BindGrads counts as a write, so none is unbound here
+		}
 		if err := o.backend.Zero(bk.grad, 0, bk.grad.Len()); err != nil {
 			return o.fail(err)
 		}

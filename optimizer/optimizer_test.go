@@ -46,7 +46,8 @@ func TestWarmupCosine(t *testing.T) {
 
 // TestMemoryReport checks the report against the buffers actually allocated
 // and the design's formula 1 + 2 + 12/d bytes per parameter; with FP8
-// moments (blocks of 128), 1 + 2 + (4 + 2 + 8/128)/d.
+// moments (blocks of 128), 1 + 2 + (4 + 2 + 8/128)/d; with gradients lent
+// by the caller (ExternalGradients), 1 + 12/d.
 func TestMemoryReport(t *testing.T) {
 	params := []Param{{Name: "a", Shape: []int{1024, 1024}}, {Name: "b", Shape: []int{512, 2048}}}
 	fp8m := Config{FirstMomentType: MomentFP8, SecondMomentType: MomentFP8}
@@ -57,6 +58,9 @@ func TestMemoryReport(t *testing.T) {
 		for _, d := range []int{1, 2, 4, 8} {
 			checkMemoryReport(t, params, d, c.cfg, 1+2+c.sharded/float64(d))
 		}
+	}
+	for _, d := range []int{1, 2, 4, 8} { // gradients lent by the caller: none held
+		checkMemoryReport(t, params, d, Config{ExternalGradients: true}, 1+12/float64(d))
 	}
 }
 

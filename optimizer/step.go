@@ -60,6 +60,7 @@ func (o *Optimizer) Step(ctx context.Context) (StepResult, error) {
 // stepWith is Step, or StepAsync when async: phase 6 then starts the
 // gathers and returns.
 func (o *Optimizer) stepWith(ctx context.Context, async bool) (StepResult, error) {
+	defer o.unbind() // lent gradients are lent for this step only, whatever its outcome
 	if err := o.usable(); err != nil {
 		return StepResult{}, err
 	}
@@ -72,8 +73,6 @@ func (o *Optimizer) stepWith(ctx context.Context, async bool) (StepResult, error
 	if err := o.needGrads("Step"); err != nil {
 		return StepResult{}, err
 	}
-	// Lent gradients are lent for this step only, whatever its outcome.
-	defer o.unbind()
 	if err := o.waitAllGathers(ctx); err != nil { // StepAsync's, not waited for
 		return StepResult{}, err
 	}

@@ -117,7 +117,10 @@ func newWeightTrainer(ctx context.Context, be backend.Backend, comm collective.C
 		return nil, err
 	}
 	oc := cfg.Optimizer
-	oc.ExternalGradients = oc.ExternalGradients || cfg.lendsGradients()
+	if oc.ExternalGradients && cfg.CopyGradients {
+		return nil, fmt.Errorf("gomlxinterop: GPUConfig.CopyGradients with Optimizer.ExternalGradients: the gradients are either copied or lent: %w", optimizer.ErrConfig)
+	}
+	oc.ExternalGradients = cfg.lendsGradients()
 	opt, err := optimizer.New(ctx, comm, be, OptimizerParams(params), Initial(params), oc)
 	if err != nil {
 		return nil, err
