@@ -13,6 +13,12 @@
 //     gpt_ln_rows128 and gpt_bias_gelu_rows128 cast each block as soon as
 //     the warp holds it.
 //
+//   - per tensor with delayed scaling (gpumodel's delayed activations),
+//     one pass: gpt_ln_delayed and gpt_(bias_)gelu_delayed cast with a
+//     scale derived from earlier amaxes (gpt_act_scales) and fold the
+//     output's amax for the next one, so no pass reads a tensor only for
+//     its amax.
+//
 // When the GEMM's epilogue wrote fc with its bias in bfloat16
 // (gpumodel's Options.Epilogue), gpt_gelu_amax and gpt_gelu_rows128 read
 // it as it is: the same GELU and cast, without the bias.
@@ -38,6 +44,20 @@ __device__ __forceinline__ float tensor_scale(const u32 *amax, float *scale_inv,
     scale_from_amax(*amax & 0x7fffffffu, fmax, mfac, pow2 != 0, s, inv);
     if (thread_index() == 0) *scale_inv = inv;
     return s;
+}
+
+// delayed_scale returns the scale at scale (delayed scaling: derived from
+// earlier amaxes by gpt_act_scales); thread 0 writes its inverse to
+// scale_inv, the bits tensor_scale writes for the same scale.
+__device__ __forceinline__ float delayed_scale(const float *scale, float *scale_inv) {
+    const float s = *scale;
+    if (thread_index() == 0) *scale_inv = __frcp_rn(s);
+    return s;
+}
+
+// scale4 returns the four values of o times s, each rounded once.
+__device__ __forceinline__ float4 scale4(float4 o, float s) {
+    return make_float4(__fmul_rn(o.x, s), __fmul_rn(o.y, s), __fmul_rn(o.z, s), __fmul_rn(o.w, s));
 }
 
 // cast_block casts one 1x128 block that the warp holds as quant_rows128
@@ -149,6 +169,20 @@ template <Fp8 F> struct Rows128Sink {
     }
 };
 
+// DelayedSink casts the rows of n it is handed with the per-tensor scale s
+// (delayed scaling) and folds their amax key into k.
+template <Fp8 F> struct DelayedSink {
+    u8 *dst;
+    u64 n;
+    float s;
+    u32 k;
+    __device__ __forceinline__ void operator()(u64 r, int, u64 c, float4 o, bool ok) {
+        if (!ok) return;
+        k = max(k, amax4(o));
+        *reinterpret_cast<u32 *>(dst + r * n + 4 * c) = encode4<F>(scale4(o, s));
+    }
+};
+
 // ln_amax_any is gpt_ln_amax_v*'s work (ln_each_row with AmaxSink) for
 // rows of any width: the statistics of each row (and the residual stream,
 // see ln_row), and the amax of the LayerNorm's output folded into *amax.
@@ -189,6 +223,30 @@ __device__ __forceinline__ void ln_rows128_any(u8 *dst, float *si, float *mean, 
         }
         if (lane == 0) mean[r] = m, rstd[r] = rs;
     }
+}
+
+// ln_delayed_any is gpt_ln_delayed_*_v*'s work (ln_each_row with
+// DelayedSink) for rows of any width: the statistics, the output's codes
+// cast with the scale at scale (delayed_scale), its amax folded into
+// *amax (not zeroed), in one pass.
+template <Fp8 F>
+__device__ __forceinline__ void ln_delayed_any(u8 *dst, float *si, const float *scale, u32 *amax, float *mean,
+                                               float *rstd, float *x, const float *xin, const u16 *bias, const u16 *w,
+                                               const u16 *b, u64 rows, u64 n, float eps) {
+    const float s = delayed_scale(scale, si);
+    const u32 lane = threadIdx.x & 31;
+    u32 k = 0;
+    for (u64 r = warp_index(); r < rows; r += warp_stride()) {
+        float m, rs;
+        ln_row_any(m, rs, x, xin, bias, r, lane, n, eps);
+        for (u64 i = lane; i < n; i += 32) {
+            const float o = ln_out(x[r * n + i], m, rs, bf16_to_f32(w[i]), bf16_to_f32(b[i]));
+            k = max(k, amax_bits(o));
+            dst[r * n + i] = (u8)encode<F>(__fmul_rn(o, s));
+        }
+        if (lane == 0) mean[r] = m, rstd[r] = rs;
+    }
+    block_max_atomic(amax, k);
 }
 
 // ln_cast writes the codes of the LayerNorm output of x [rows, n] from the
@@ -237,6 +295,60 @@ __device__ __forceinline__ void gelu_cast(u8 *dst, float *si, const u32 *amax, c
     }
     for (u64 i = 8 * n8 + thread_index(); i < n; i += grid_stride())
         dst[i] = (u8)encode<F>(__fmul_rn(gelu(bf16_to_f32(x[i])), s));
+}
+
+// gelu_delayed writes the codes of gelu(x) for the n bfloat16 x with the
+// scale at scale (delayed_scale) and folds their amax into *amax: one
+// pass, gpt_gelu_amax and gelu_cast together.
+template <Fp8 F>
+__device__ __forceinline__ void gelu_delayed(u8 *dst, float *si, const float *scale, u32 *amax, const u16 *x, u64 n) {
+    const float s = delayed_scale(scale, si);
+    u32 k = 0;
+    const u64 n8 = aligned(dst, 8) && aligned(x, 16) ? n / 8 : 0;
+    for (u64 i = thread_index(); i < n8; i += grid_stride()) {
+        float4 lo, hi;
+        bf16x8(x + 8 * i, lo, hi);
+        lo = gelu4(lo), hi = gelu4(hi);
+        k = max(k, max(amax4(lo), amax4(hi)));
+        reinterpret_cast<uint2 *>(dst)[i] = make_uint2(encode4<F>(scale4(lo, s)), encode4<F>(scale4(hi, s)));
+    }
+    for (u64 i = 8 * n8 + thread_index(); i < n; i += grid_stride()) {
+        const float g = gelu(bf16_to_f32(x[i]));
+        k = max(k, amax_bits(g));
+        dst[i] = (u8)encode<F>(__fmul_rn(g, s));
+    }
+    block_max_atomic(amax, k);
+}
+
+// bias_gelu_delayed is gpt_bias_gelu_amax with the cast in the same pass:
+// y = bf16(x + b) written (the kept fc), the codes of gelu(y) cast with
+// the scale at scale (delayed_scale), their amax folded into *amax.
+template <Fp8 F>
+__device__ __forceinline__ void bias_gelu_delayed(u8 *dst, float *si, const float *scale, u32 *amax, u16 *y,
+                                                  const float *x, const u16 *b, u64 rows, u64 n) {
+    const float s = delayed_scale(scale, si);
+    u32 k = 0;
+    if ((n & 3) == 0 && aligned(dst, 4) && aligned(y, 8) && aligned(x, 16) && aligned(b, 8) && rows * n < (1ull << 32)) {
+        const u32 n4 = (u32)(n >> 2);
+        const float4 *x4 = reinterpret_cast<const float4 *>(x);
+        uint2 *y4 = reinterpret_cast<uint2 *>(y);
+        for (u64 e = thread_index(); e < rows * n4; e += grid_stride()) {
+            const uint2 h = bias_bf16x4(x4[e], bf16x4(b + 4 * ((u32)e % n4)));
+            y4[e] = h;
+            const float4 g = gelu4(widen4(h));
+            k = max(k, amax4(g));
+            reinterpret_cast<u32 *>(dst)[e] = encode4<F>(scale4(g, s));
+        }
+    } else {
+        for (u64 e = thread_index(); e < rows * n; e += grid_stride()) {
+            const u32 h = bf16_rn(x[e] + bf16_to_f32(b[e % n]));
+            y[e] = (u16)h;
+            const float g = gelu(bf16_to_f32(h));
+            k = max(k, amax_bits(g));
+            dst[e] = (u8)encode<F>(__fmul_rn(g, s));
+        }
+    }
+    block_max_atomic(amax, k);
 }
 
 // BiasGELU is the source of gpt_bias_gelu_rows128: y = bf16(x + b) as
@@ -342,6 +454,31 @@ extern "C" __global__ void gpt_gelu_amax(const u16 *y, u32 *amax, u64 n) {
     block_max_atomic(amax, k);
 }
 
+// gpt_act_scales: the scales of delayed scaling of the activations, for
+// i < n, after a forward pass that folded its amaxes into amax: row i of
+// hist (l amax keys, oldest first) drops its oldest and appends amax[i],
+// amax[i] becomes 0 for the next pass, and scale[i] =
+// fp8.ScaleFromAmax(the row's largest key) (scale_from_amax: fmax,
+// mfac, pow2 as the recipe's).
+extern "C" __global__ void gpt_act_scales(float *scale, u32 *hist, u32 *amax, u64 n, u32 l, float fmax, float mfac,
+                                          u32 pow2) {
+    for (u64 i = thread_index(); i < n; i += grid_stride()) {
+        u32 *row = hist + i * l;
+        u32 m = 0;
+        for (u32 j = 0; j + 1 < l; j++) {
+            const u32 v = row[j + 1];
+            row[j] = v;
+            m = max(m, v);
+        }
+        const u32 a = amax[i] & 0x7fffffffu;
+        row[l - 1] = a;
+        amax[i] = 0;
+        float s, inv;
+        scale_from_amax(max(m, a), fmax, mfac, pow2 != 0, s, inv);
+        scale[i] = s;
+    }
+}
+
 // gpt_ln_amax (any width) and gpt_ln_amax_v4, _v8, _v16 (rows held in
 // registers, as gpt_layernorm_v*): the statistics of each row of x (made
 // the residual stream first when xin is not null: x = (x + bias) + xin),
@@ -362,7 +499,9 @@ extern "C" __global__ void gpt_ln_amax(float *mean, float *rstd, u32 *amax, floa
         block_max_atomic(amax, f.k);                                                                                   \
     }                                                                                                                  \
     GPT_FUSED_ROWS128(V, e4m3, E4M3)                                                                                   \
-    GPT_FUSED_ROWS128(V, e5m2, E5M2)
+    GPT_FUSED_ROWS128(V, e5m2, E5M2)                                                                                   \
+    GPT_FUSED_DELAYED(V, e4m3, E4M3)                                                                                   \
+    GPT_FUSED_DELAYED(V, e5m2, E5M2)
 
 #define GPT_FUSED_ROWS128(V, fmt, F)                                                                                   \
     extern "C" __global__ void gpt_ln_rows128_##fmt##_v##V(                                                            \
@@ -372,13 +511,23 @@ extern "C" __global__ void gpt_ln_amax(float *mean, float *rstd, u32 *amax, floa
         ln_each_row<V>(mean, rstd, x, xin, bias, w, b, rows, n, eps, f);                                               \
     }
 
+#define GPT_FUSED_DELAYED(V, fmt, F)                                                                                   \
+    extern "C" __global__ void gpt_ln_delayed_##fmt##_v##V(                                                            \
+        u8 *dst, float *si, const float *scale, u32 *amax, float *mean, float *rstd, float *x, const float *xin,       \
+        const u16 *bias, const u16 *w, const u16 *b, u64 rows, u64 n, float eps) {                                    \
+        DelayedSink<F> f = {dst, n, delayed_scale(scale, si), 0};                                                      \
+        ln_each_row<V>(mean, rstd, x, xin, bias, w, b, rows, n, eps, f);                                               \
+        block_max_atomic(amax, f.k);                                                                                   \
+    }
+
 GPT_FUSED_ROWS(4)
 GPT_FUSED_ROWS(8)
 GPT_FUSED_ROWS(16)
 
 // The kernels of each format: gpt_ln_rows128_e4m3 (any width), gpt_ln_cast_e4m3,
 // gpt_gelu_cast_e4m3, gpt_bias_gelu_rows128_e4m3, gpt_gelu_rows128_e4m3 (the
-// bfloat16 fc read as it is), and those of E5M2.
+// bfloat16 fc read as it is), gpt_ln_delayed_e4m3 (any width),
+// gpt_gelu_delayed_e4m3, gpt_bias_gelu_delayed_e4m3, and those of E5M2.
 #define GPT_FUSED_FORMAT(fmt, F)                                                                                       \
     extern "C" __global__ void gpt_ln_rows128_##fmt(u8 *dst, float *si, float *mean, float *rstd, float *x,           \
                                                     const float *xin, const u16 *bias, const u16 *w, const u16 *b,     \
@@ -401,6 +550,19 @@ GPT_FUSED_ROWS(16)
     extern "C" __global__ void gpt_gelu_rows128_##fmt(u8 *dst, float *si, const u16 *y, u64 rows, u64 cols,           \
                                                       float fmax, float mfac, u32 pow2) {                              \
         gelu_rows128<F>(dst, si, GELUOf{y}, rows, cols, fmax, mfac, pow2);                                             \
+    }                                                                                                                  \
+    extern "C" __global__ void gpt_ln_delayed_##fmt(u8 *dst, float *si, const float *scale, u32 *amax, float *mean,   \
+                                                    float *rstd, float *x, const float *xin, const u16 *bias,          \
+                                                    const u16 *w, const u16 *b, u64 rows, u64 n, float eps) {          \
+        ln_delayed_any<F>(dst, si, scale, amax, mean, rstd, x, xin, bias, w, b, rows, n, eps);                         \
+    }                                                                                                                  \
+    extern "C" __global__ void gpt_gelu_delayed_##fmt(u8 *dst, float *si, const float *scale, u32 *amax, const u16 *x, \
+                                                      u64 n) {                                                         \
+        gelu_delayed<F>(dst, si, scale, amax, x, n);                                                                   \
+    }                                                                                                                  \
+    extern "C" __global__ void gpt_bias_gelu_delayed_##fmt(u8 *dst, float *si, const float *scale, u32 *amax, u16 *y, \
+                                                           const float *x, const u16 *b, u64 rows, u64 n) {            \
+        bias_gelu_delayed<F>(dst, si, scale, amax, y, x, b, rows, n);                                                  \
     }
 
 GPT_FUSED_FORMAT(e4m3, E4M3)

@@ -20,6 +20,11 @@ const (
 	kernelGPTBiasGELURows = "gpt_bias_gelu_rows128_"
 	kernelGPTGELUAmax     = "gpt_gelu_amax"
 	kernelGPTGELURows     = "gpt_gelu_rows128_"
+	// delayed scaling (FP8Out.Scale): one pass each
+	kernelGPTLNDelayed       = "gpt_ln_delayed_"
+	kernelGPTGELUDelayed     = "gpt_gelu_delayed_"
+	kernelGPTBiasGELUDelayed = "gpt_bias_gelu_delayed_"
+	kernelGPTActScales       = "gpt_act_scales"
 )
 
 // fusedFormats are the kernel name suffixes of the FP8 formats.
@@ -27,11 +32,12 @@ var fusedFormats = map[fp8.Format]string{fp8.E4M3: "e4m3", fp8.E5M2: "e5m2"}
 
 // fusedKernels lists the kernels of gptfused.cu.
 func fusedKernels() []string {
-	names := []string{kernelGPTLNAmax, kernelGPTBiasGELUAmax, kernelGPTGELUAmax}
+	names := []string{kernelGPTLNAmax, kernelGPTBiasGELUAmax, kernelGPTGELUAmax, kernelGPTActScales}
 	for _, f := range fusedFormats {
-		names = append(names, kernelGPTLNCast+f, kernelGPTLNRows128+f, kernelGPTGELUCast+f, kernelGPTBiasGELURows+f, kernelGPTGELURows+f)
+		names = append(names, kernelGPTLNCast+f, kernelGPTLNRows128+f, kernelGPTGELUCast+f, kernelGPTBiasGELURows+f, kernelGPTGELURows+f,
+			kernelGPTLNDelayed+f, kernelGPTGELUDelayed+f, kernelGPTBiasGELUDelayed+f)
 		for _, v := range rowVariants {
-			names = append(names, kernelGPTLNRows128+f+v.suffix)
+			names = append(names, kernelGPTLNRows128+f+v.suffix, kernelGPTLNDelayed+f+v.suffix)
 		}
 	}
 	for _, v := range rowVariants {
@@ -46,9 +52,16 @@ func fusedKernels() []string {
 // one float32 for fp8.TensorCurrent (gemm.PerTensor), and for
 // fp8.Block1x128 (gemm.Rows128) one per run of 128 elements along a row,
 // the scale_inv of run j of row r at ScaleInv[j*rows + r].
+//
+// Scale, when set (fp8.TensorCurrent only), asks for delayed scaling: the
+// codes are cast in one pass with the float32 scale at Scale (derived from
+// earlier amaxes by GPTActScales), scale_inv its reciprocal, and the
+// output's amax is folded into the amax the launcher takes, which is not
+// zeroed (GPTActScales zeroes it once it has used it).
 type FP8Out struct {
 	Data, ScaleInv cuda.DevicePtr
 	Recipe         fp8.Recipe
+	Scale          cuda.DevicePtr
 }
 
 // constants returns what the kernels' scale rule (scale_from_amax) takes
@@ -76,6 +89,9 @@ func (o FP8Out) suffix() (string, error) {
 	}
 	if s := o.Recipe.Scaling; s != fp8.TensorCurrent && s != fp8.Block1x128 {
 		return "", fmt.Errorf("kernels: FP8 output of recipe %v: want fp8.TensorCurrent or fp8.Block1x128 scaling", o.Recipe)
+	}
+	if o.Scale != 0 && o.Recipe.Scaling != fp8.TensorCurrent {
+		return "", fmt.Errorf("kernels: FP8 output of recipe %v with a delayed scale: want per-tensor scaling (fp8.TensorCurrent)", o.Recipe)
 	}
 	return f, nil
 }
@@ -116,7 +132,9 @@ func (ln LayerNormRows) variant(words cuda.DevicePtr) string {
 //     the output folded into the uint32 at amax (zeroed here first), then
 //     the output recomputed and cast with fp8.ScaleFromAmax of that amax;
 //   - fp8.Block1x128: one pass, each 1x128 block cast as soon as it is
-//     computed (amax unused).
+//     computed (amax unused);
+//   - delayed scaling (dst.Scale set): one pass, the output cast with the
+//     scale at dst.Scale and its amax folded into amax (not zeroed).
 //
 // Per element it reads X once or twice and writes one byte, where
 // GPTLayerNorm then Quantize read 4 + 4 + 4 + 4 bytes and write 4 + 1
@@ -132,6 +150,10 @@ func (k *Set) GPTLayerNormFP8(s *cuda.Stream, dst FP8Out, amax cuda.DevicePtr, l
 	if dst.Recipe.Scaling == fp8.Block1x128 {
 		a := new(cuda.Args).Ptr(dst.Data).Ptr(dst.ScaleInv).Ptr(ln.Mean).Ptr(ln.Rstd)
 		return k.warpRows(s, kernelGPTLNRows128+f+ln.variant(dst.Data), ln.Rows, dst.args(tail(a)))
+	}
+	if dst.Scale != 0 {
+		a := new(cuda.Args).Ptr(dst.Data).Ptr(dst.ScaleInv).Ptr(dst.Scale).Ptr(amax).Ptr(ln.Mean).Ptr(ln.Rstd)
+		return k.warpRows(s, kernelGPTLNDelayed+f+ln.variant(dst.Data), ln.Rows, tail(a))
 	}
 	if err := s.Memset32(amax, 0, 1); err != nil {
 		return err
@@ -153,7 +175,9 @@ func (k *Set) GPTLayerNormFP8(s *cuda.Stream, dst FP8Out, amax cuda.DevicePtr, l
 //   - fp8.TensorCurrent: the first pass writes y and folds the amax of
 //     GELU(y) into the uint32 at amax (zeroed here first), the second
 //     reads y again and writes the codes;
-//   - fp8.Block1x128: one pass (amax unused).
+//   - fp8.Block1x128: one pass (amax unused);
+//   - delayed scaling (dst.Scale set): one pass writing y and the codes,
+//     the amax of GELU(y) folded into amax (not zeroed).
 func (k *Set) GPTBiasGELUFP8(s *cuda.Stream, dst FP8Out, amax, y, x, b cuda.DevicePtr, rows, n int) error {
 	f, err := dst.suffix()
 	if err != nil || !checkLen(kernelGPTBiasGELUAmax, rows) || !checkLen(kernelGPTBiasGELUAmax, n) {
@@ -162,6 +186,10 @@ func (k *Set) GPTBiasGELUFP8(s *cuda.Stream, dst FP8Out, amax, y, x, b cuda.Devi
 	if dst.Recipe.Scaling == fp8.Block1x128 {
 		a := new(cuda.Args).Ptr(dst.Data).Ptr(dst.ScaleInv).Ptr(y).Ptr(x).Ptr(b).U64(uint64(rows)).U64(uint64(n))
 		return k.warpRows(s, kernelGPTBiasGELURows+f, rows*ceilDiv(n, 128), dst.args(a))
+	}
+	if dst.Scale != 0 {
+		a := new(cuda.Args).Ptr(dst.Data).Ptr(dst.ScaleInv).Ptr(dst.Scale).Ptr(amax).Ptr(y).Ptr(x).Ptr(b).U64(uint64(rows)).U64(uint64(n))
+		return k.elementwise(s, kernelGPTBiasGELUDelayed+f, rows*n, a)
 	}
 	if err := s.Memset32(amax, 0, 1); err != nil {
 		return err
@@ -187,7 +215,9 @@ func (k *Set) geluCast(s *cuda.Stream, dst FP8Out, f string, amax, y cuda.Device
 //
 //   - fp8.TensorCurrent: the first pass folds the amax of GELU(y) into the
 //     uint32 at amax (zeroed here first), the second writes the codes;
-//   - fp8.Block1x128: one pass (amax unused).
+//   - fp8.Block1x128: one pass (amax unused);
+//   - delayed scaling (dst.Scale set): one pass, the amax of GELU(y)
+//     folded into amax (not zeroed).
 func (k *Set) GPTGELUFP8(s *cuda.Stream, dst FP8Out, amax, y cuda.DevicePtr, rows, n int) error {
 	f, err := dst.suffix()
 	if err != nil || !checkLen(kernelGPTGELUAmax, rows) || !checkLen(kernelGPTGELUAmax, n) {
@@ -197,6 +227,10 @@ func (k *Set) GPTGELUFP8(s *cuda.Stream, dst FP8Out, amax, y cuda.DevicePtr, row
 		a := new(cuda.Args).Ptr(dst.Data).Ptr(dst.ScaleInv).Ptr(y).U64(uint64(rows)).U64(uint64(n))
 		return k.warpRows(s, kernelGPTGELURows+f, rows*ceilDiv(n, 128), dst.args(a))
 	}
+	if dst.Scale != 0 {
+		a := new(cuda.Args).Ptr(dst.Data).Ptr(dst.ScaleInv).Ptr(dst.Scale).Ptr(amax).Ptr(y).U64(uint64(rows * n))
+		return k.elementwise(s, kernelGPTGELUDelayed+f, rows*n, a)
+	}
 	if err := s.Memset32(amax, 0, 1); err != nil {
 		return err
 	}
@@ -204,4 +238,21 @@ func (k *Set) GPTGELUFP8(s *cuda.Stream, dst FP8Out, amax, y cuda.DevicePtr, row
 		return err
 	}
 	return k.geluCast(s, dst, f, amax, y, rows*n)
+}
+
+// GPTActScales queues the scales of delayed scaling of the activations
+// after a forward pass that folded n amaxes into amax (uint32 amax keys):
+// row i of hist (l uint32 keys, oldest first) drops its oldest and
+// appends amax[i], amax[i] is zeroed for the next pass, and scale[i]
+// (float32) becomes fp8.ScaleFromAmax of the row's largest key with r's
+// format, margin and power-of-2 rule. It panics for l < 1.
+func (k *Set) GPTActScales(s *cuda.Stream, scale, hist, amax cuda.DevicePtr, n, l int, r fp8.Recipe) error {
+	if l < 1 {
+		panic(fmt.Sprintf("kernels: %s with histories of length %d", kernelGPTActScales, l))
+	}
+	if !checkLen(kernelGPTActScales, n) {
+		return nil
+	}
+	a := new(cuda.Args).Ptr(scale).Ptr(hist).Ptr(amax).U64(uint64(n)).U32(uint32(l))
+	return k.elementwise(s, kernelGPTActScales, n, FP8Out{Recipe: r}.args(a))
 }

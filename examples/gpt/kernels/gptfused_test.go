@@ -278,6 +278,10 @@ func TestFP8OutRecipes(t *testing.T) {
 		if _, err := (FP8Out{Recipe: r}).suffix(); err != nil {
 			t.Errorf("%v: %v", r, err)
 		}
+		_, err := (FP8Out{Recipe: r, Scale: 256}).suffix()
+		if (err == nil) != (r.Scaling == fp8.TensorCurrent) {
+			t.Errorf("%v with a delayed scale: %v", r, err)
+		}
 	}
 	fmax, mfac, pow2 := FP8Out{Recipe: fp8.Recipe{Format: fp8.E5M2, Scaling: fp8.TensorCurrent, Margin: 3, PowerOf2: true}}.constants()
 	if fmax != 57344 || mfac != 0.125 || pow2 != 1 {
