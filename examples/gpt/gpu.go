@@ -139,7 +139,8 @@ func (o options) gpuConfig() optimizer.Config {
 // modelOptions are the GPU model's options of o.
 func (o options) modelOptions() gpumodel.Options {
 	return gpumodel.Options{Recipe: o.recipe, Recompute: o.recompute, KeepTransposed: o.keepTransposed, KeepTransposedLayers: o.keepLayers,
-		Attention: o.attention, Head: o.head, GradType: o.gradType, Epilogue: o.epilogue, ActGradBF16: o.actGradBF16, FuseDY: o.fuseDY}
+		Attention: o.attention, Head: o.head, GradType: o.gradType, Epilogue: o.epilogue, ActGradBF16: o.actGradBF16, FuseDY: o.fuseDY,
+		DelayedActivations: o.actHistory}
 }
 
 // newGPUModel makes the model of o on be's device and stream: its GEMM

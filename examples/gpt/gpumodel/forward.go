@@ -34,6 +34,9 @@ func (m *Model) forward(params Params, tokens, targets []int32, dloss float64) e
 	if err := m.linears(params); err != nil {
 		return err
 	}
+	if err := m.startActScales(dloss); err != nil {
+		return err
+	}
 	m.grad = false
 	h, n := m.cfg.Hidden, m.rows
 	wte, err := hp(params, "embed.tokens")
@@ -66,6 +69,7 @@ func (m *Model) forward(params Params, tokens, targets []int32, dloss float64) e
 	if err := m.headForward(wte, dloss); err != nil {
 		return err
 	}
+	m.endActScales()
 	m.grad = dloss != 0
 	return nil
 }

@@ -65,7 +65,8 @@ func (m *Model) forwardFused(params Params, l int) error {
 		func() error {
 			return m.product(params, l, qkvL, qkv, 0, func(x gemm.Operand) error {
 				m.mark(PhaseLayerNorm)
-				return m.layerNormFP8(params, lname(l, "ln1"), before, m.fp8Out(l, qkvL, x), a.mean1, a.rstd1, a.x, res)
+				q, amax := m.actOut(l, qkvL, x)
+				return m.layerNormFP8(params, lname(l, "ln1"), before, q, amax, a.mean1, a.rstd1, a.x, res)
 			})
 		},
 		func() error {
@@ -82,7 +83,8 @@ func (m *Model) forwardFused(params Params, l int) error {
 		func() error {
 			return m.product(params, l, fcL, fc, 0, func(x gemm.Operand) error {
 				m.mark(PhaseLayerNorm)
-				return m.layerNormFP8(params, lname(l, "ln2"), lname(l, linearNames[projL]), m.fp8Out(l, fcL, x), a.mean2, a.rstd2, a.x2, a.x)
+				q, amax := m.actOut(l, fcL, x)
+				return m.layerNormFP8(params, lname(l, "ln2"), lname(l, linearNames[projL]), q, amax, a.mean2, a.rstd2, a.x2, a.x)
 			})
 		},
 		func() error {
@@ -108,10 +110,11 @@ func (m *Model) biasedOut(params Params, l, i int, y16, y32 cuda.DevicePtr) (gem
 }
 
 // layerNormFP8 queues the named LayerNorm of x, writing its mean and
-// rstd and the FP8 input q of the linear layer after it. Unless res is 0,
-// x holds the product of the linear layer named before, which becomes the
-// residual stream first: x = (x + its bias) + res.
-func (m *Model) layerNormFP8(params Params, name, before string, q kernels.FP8Out, mean, rstd, x, res cuda.DevicePtr) error {
+// rstd and the FP8 input q of the linear layer after it (its amax folded
+// into amax: actOut). Unless res is 0, x holds the product of the linear
+// layer named before, which becomes the residual stream first: x = (x +
+// its bias) + res.
+func (m *Model) layerNormFP8(params Params, name, before string, q kernels.FP8Out, amax, mean, rstd, x, res cuda.DevicePtr) error {
 	ln := kernels.LayerNormRows{X: x, Mean: mean, Rstd: rstd, Rows: m.rows, N: m.cfg.Hidden, Eps: model.LNEps, Residual: res}
 	var err error
 	if ln.W, err = hp(params, name+".weight"); err != nil {
@@ -125,28 +128,23 @@ func (m *Model) layerNormFP8(params Params, name, before string, q kernels.FP8Ou
 			return err
 		}
 	}
-	return m.k.GPTLayerNormFP8(m.s, q, m.amax, ln)
+	return m.k.GPTLayerNormFP8(m.s, q, amax, ln)
 }
 
 // geluFP8 queues fc's bias (into the kept bfloat16 fc of block l, from the
 // product in m.dfc) and the FP8 input q of mlp.proj, GELU(fc). With
 // Epilogue the product wrote fc with its bias: GELU reads it as it is.
-func (m *Model) geluFP8(params Params, l int, q gemm.Operand) error {
+func (m *Model) geluFP8(params Params, l int, x gemm.Operand) error {
 	m.mark(PhaseGELU)
+	q, amax := m.actOut(l, outL, x)
 	if m.opts.Epilogue {
-		return m.k.GPTGELUFP8(m.s, m.fp8Out(l, outL, q), m.amax, m.layers[l].fc, m.rows, m.cfg.FFN)
+		return m.k.GPTGELUFP8(m.s, q, amax, m.layers[l].fc, m.rows, m.cfg.FFN)
 	}
 	b, err := hp(params, lname(l, linearNames[fcL])+".bias")
 	if err != nil {
 		return err
 	}
-	return m.k.GPTBiasGELUFP8(m.s, m.fp8Out(l, outL, q), m.amax, m.layers[l].fc, m.dfc, b, m.rows, m.cfg.FFN)
-}
-
-// fp8Out returns the FP8 input q of linear layer i of block l as the
-// kernels write it, in the layer's recipe.
-func (m *Model) fp8Out(l, i int, q gemm.Operand) kernels.FP8Out {
-	return kernels.FP8Out{Data: q.Data, ScaleInv: q.ScaleInv, Recipe: m.layers[l].lin[i].Config().X}
+	return m.k.GPTBiasGELUFP8(m.s, q, amax, m.layers[l].fc, m.dfc, b, m.rows, m.cfg.FFN)
 }
 
 // finalResidual, on the fused path, makes m.xf, the product of the last

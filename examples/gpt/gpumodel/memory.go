@@ -33,7 +33,8 @@ type Memory struct {
 	// the probabilities [batch, heads, seq, seq] in float32.
 	Probs int
 	// Final: per step, kept outside the blocks: the final LayerNorm's
-	// input, output, mean and rstd, the logits, their gradient, the losses.
+	// input, output, mean and rstd, the logits, their gradient, the losses;
+	// with Options.DelayedActivations, the amax histories and scales.
 	Final int
 	// Scratch: per step, the model's buffers shared by all layers and
 	// dead between Forward and Backward: one block's attention output
@@ -110,7 +111,7 @@ func PredictMemory(cfg model.Config, batch, seq int, o Options) (Memory, error) 
 		LinearInputsBF16: 2 * n * (3*h + f),
 		Saved:            4*(n*h+n*h+4*n) + 2*(n*3*h+n*f),
 		Probs:            attnKeptBytes(batch, seq, h, cfg.Heads, prec),
-		Final:            4 * (2*n*h + 3*n + 2*n*v),
+		Final:            4*(2*n*h+3*n+2*n*v) + actScaleBytes(cfg, o),
 		Scratch: att + dtmp + dqkv + 4*(3*n+v+1+2*n*h+ds+dfc+dhead+gsum) + producerScratch(n, h, f, o) +
 			attnScratchBytes(batch, seq, h, cfg.Heads, prec, attnLayoutM),
 	}

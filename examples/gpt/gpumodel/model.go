@@ -112,6 +112,7 @@ type Model struct {
 	alloc               [nCat]int // bytes the model allocated, by category
 	device              int       // the device allocator's count of the same, and of the kept inputs
 	attn                *attention
+	act                 *actScales // Options.DelayedActivations's state (nil without it)
 	// pinned host memory (staging.go): the upload slots and the loss
 	// read-backs, all of them and those not in flight
 	up                [uploadSlots]*staging
@@ -204,6 +205,7 @@ func (m *Model) allocate() error {
 	if m.opts.fused() || m.opts.fusedBackward() {
 		m.amax = buf(sc, 4)
 	}
+	m.allocActScales(buf)
 	if !m.opts.fused() {
 		m.ln, m.gelu = buf(sc, 4*n*h), buf(sc, 4*n*f)
 	}

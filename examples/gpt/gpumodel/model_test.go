@@ -92,6 +92,21 @@ func (r *rig) model(t testing.TB, cfg model.Config, batch, seq int, opts Options
 	return m
 }
 
+// trainPass zeroes the gradients and runs one forward (dloss 1) and
+// backward pass of m on tokens and targets.
+func trainPass(t testing.TB, r *rig, m *Model, tokens, targets []int32) {
+	t.Helper()
+	if err := m.ZeroGrads(r.o.Grad); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Forward(r.o.Param, tokens, targets, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Backward(r.o.Param, r.o.Grad, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func randomTokens(n, vocab int, seed uint64) []int32 {
 	r := rand.New(rand.NewPCG(seed, 3))
 	out := make([]int32, n)
@@ -157,15 +172,7 @@ func modelMatchesCPU(t *testing.T, rc fp8.Recipe, o Options) {
 	r := newRig(t, cfg, 1e-3, rc)
 	m := r.model(t, cfg, batch, seq, o)
 	tokens, targets := randomTokens(batch*seq, cfg.Vocab, 1), randomTokens(batch*seq, cfg.Vocab, 2)
-	if err := m.ZeroGrads(r.o.Grad); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Forward(r.o.Param, tokens, targets, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Backward(r.o.Param, r.o.Grad, nil); err != nil {
-		t.Fatal(err)
-	}
+	trainPass(t, r, m, tokens, targets)
 	loss, err := m.Loss()
 	if err != nil {
 		t.Fatal(err)

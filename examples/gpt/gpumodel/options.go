@@ -106,6 +106,15 @@ type Options struct {
 	// by default (1.021x against 1.003x of compiled PyTorch's step at 1.3B,
 	// an H200, 2026-12-05).
 	FuseDY bool
+	// DelayedActivations, when positive, scales the FP8 inputs that the
+	// fused forward's LayerNorm and GELU kernels write (attn.qkv's, mlp.fc's,
+	// mlp.proj's) from the largest amax of the last DelayedActivations
+	// training forwards (Transformer Engine's delayed recipe; its default
+	// history is 1024), casting each in one pass instead of two
+	// (actscale.go). Per-tensor activation recipes on the fused forward
+	// only. The histories are not in checkpoints yet: a resumed run starts
+	// them afresh. Off (0) in a zero Options.
+	DelayedActivations int
 }
 
 // Attention is the implementation of the model's attention.
@@ -180,6 +189,9 @@ func (o Options) check(cfg model.Config, batch, seq int) error {
 	}
 	if o.FuseDY && o.Unfused {
 		return fmt.Errorf("gpumodel: Options.FuseDY takes the fused backward pass, not Unfused")
+	}
+	if o.DelayedActivations < 0 || (o.DelayedActivations > 0 && !o.fused()) {
+		return fmt.Errorf("gpumodel: Options.DelayedActivations %d: want a positive history length, on the fused forward (not Unfused %v or Recompute %v)", o.DelayedActivations, o.Unfused, o.Recompute)
 	}
 	if o.Head != HeadFP32 && o.Head != HeadBF16 {
 		return fmt.Errorf("gpumodel: Options.Head %v: want HeadFP32 or HeadBF16", o.Head)
