@@ -10,8 +10,12 @@ import (
 	"github.com/distopt/distopt/gemm"
 )
 
-// Delayed scaling of the activations (Options.DelayedActivations), as
-// Transformer Engine's delayed recipe scales them: the FP8 inputs that the
+// Delayed scaling of the activations (Options.DelayedActivations), after
+// Transformer Engine's delayed recipe, with two differences: each rank
+// keeps its own histories (TE reduces the amaxes over the ranks by
+// default; here every rank's activations were already scaled from its own
+// amax), and the first training forward scales from its own amax where TE
+// starts from a scale of 1. The FP8 inputs that the
 // fused forward's LayerNorm and GELU kernels write (attn.qkv's, mlp.fc's
 // and mlp.proj's) are cast in one pass with a scale derived from the
 // amaxes of earlier training forwards, and each pass folds its own amax
@@ -37,11 +41,12 @@ var actSlot = map[int]int{qkvL: 0, fcL: 1, outL: 2}
 // actScales is the state of delayed activation scaling on the device.
 type actScales struct {
 	l        int            // history length
-	hist     cuda.DevicePtr // uint32 [slots, l] amax keys, oldest first
+	hist     cuda.DevicePtr // uint32 [slots, l] amax keys, a ring per slot (zeroed at first)
 	amax     cuda.DevicePtr // uint32 [slots]: what training forwards fold
 	evalAmax cuda.DevicePtr // uint32 [slots]: what evaluation forwards fold (never read)
 	scale    cuda.DevicePtr // float32 [slots]: the scales of the next forward
 	passes   int            // training forwards so far
+	rolls    int            // rolls of the histories so far; the next writes position rolls mod l
 	rolled   bool           // scale holds scales (a training forward after the first rolled the histories)
 	training bool           // the forward running is a training one
 }
@@ -55,7 +60,7 @@ func actScaleBytes(cfg model.Config, o Options) int {
 }
 
 // allocActScales makes the state of delayed activation scaling with buf
-// (zeroed device memory; no state without Options.DelayedActivations).
+// (no state without Options.DelayedActivations); zeroActScales zeroes it.
 func (m *Model) allocActScales(buf func(cat, bytes int) cuda.DevicePtr) {
 	l := m.opts.DelayedActivations
 	if l <= 0 {
@@ -63,6 +68,26 @@ func (m *Model) allocActScales(buf func(cat, bytes int) cuda.DevicePtr) {
 	}
 	slots := len(actSlot) * m.cfg.Layers
 	m.act = &actScales{l: l, hist: buf(catFinal, 4*slots*l), amax: buf(catFinal, 4*slots), evalAmax: buf(catFinal, 4*slots), scale: buf(catFinal, 4*slots)}
+}
+
+// zeroActScales zeroes the histories and amaxes (device memory is not
+// cleared when allocated): a history starts as zeros, which no amax key
+// exceeds.
+func (m *Model) zeroActScales() error {
+	a := m.act
+	if a == nil {
+		return nil
+	}
+	slots := len(actSlot) * m.cfg.Layers
+	for _, z := range []struct {
+		p cuda.DevicePtr
+		n int
+	}{{a.hist, slots * a.l}, {a.amax, slots}, {a.evalAmax, slots}, {a.scale, slots}} {
+		if err := m.s.Memset32(z.p, 0, z.n); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // startActScales begins a forward pass for delayed activation scaling:
@@ -84,8 +109,12 @@ func (m *Model) startActScales(dloss float64) error {
 	if !a.training || a.passes == 0 {
 		return nil
 	}
+	if err := m.k.GPTActScales(m.s, a.scale, a.hist, a.amax, len(actSlot)*m.cfg.Layers, a.l, a.rolls%a.l, x); err != nil {
+		return err
+	}
+	a.rolls++
 	a.rolled = true
-	return m.k.GPTActScales(m.s, a.scale, a.hist, a.amax, len(actSlot)*m.cfg.Layers, a.l, x)
+	return nil
 }
 
 // endActScales counts a finished training forward.

@@ -31,7 +31,9 @@ import (
 //
 // Every byte the unfused pass writes that the fused one writes too (the
 // residual stream, the LayerNorm statistics, qkv and fc, the FP8 inputs
-// and their scales) is the same.
+// and their scales) is the same; with Options.DelayedActivations (not
+// the unfused pass's) the FP8 inputs that LayerNorm and GELU write take
+// other scales (actscale.go).
 
 // fused reports whether the model runs the fused forward pass: not with
 // Unfused, nor with Recompute, whose backward hands the linear layers

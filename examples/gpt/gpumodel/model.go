@@ -232,6 +232,9 @@ func (m *Model) allocate() error {
 		m.gsum = buf(sc, 4*m.gsumLen)
 	}
 	if err == nil {
+		err = m.zeroActScales()
+	}
+	if err == nil {
 		m.attn, err = newAttention(m.k, m.batch, m.seq, h, m.cfg.Heads, prec, attnLayoutM)
 	}
 	if err == nil {

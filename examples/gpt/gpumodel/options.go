@@ -109,9 +109,10 @@ type Options struct {
 	// DelayedActivations, when positive, scales the FP8 inputs that the
 	// fused forward's LayerNorm and GELU kernels write (attn.qkv's, mlp.fc's,
 	// mlp.proj's) from the largest amax of the last DelayedActivations
-	// training forwards (Transformer Engine's delayed recipe; its default
-	// history is 1024), casting each in one pass instead of two
-	// (actscale.go). Per-tensor activation recipes on the fused forward
+	// training forwards (after Transformer Engine's delayed recipe, whose
+	// default history is 1024), casting each in one pass instead of two
+	// (actscale.go). The first training forward, and evaluations before
+	// the second, scale from their own amax. Per-tensor activation recipes on the fused forward
 	// only. The histories are not in checkpoints yet: a resumed run starts
 	// them afresh. Off (0) in a zero Options.
 	DelayedActivations int
@@ -192,6 +193,9 @@ func (o Options) check(cfg model.Config, batch, seq int) error {
 	}
 	if o.DelayedActivations < 0 || (o.DelayedActivations > 0 && !o.fused()) {
 		return fmt.Errorf("gpumodel: Options.DelayedActivations %d: want a positive history length, on the fused forward (not Unfused %v or Recompute %v)", o.DelayedActivations, o.Unfused, o.Recompute)
+	}
+	if o.DelayedActivations > 0 && o.Recipe.Scaling == fp8.Block128x128 {
+		return fmt.Errorf("gpumodel: Options.DelayedActivations scales activations per tensor; weights of recipe %v have activations in 1x128 blocks", o.Recipe)
 	}
 	if o.Head != HeadFP32 && o.Head != HeadBF16 {
 		return fmt.Errorf("gpumodel: Options.Head %v: want HeadFP32 or HeadBF16", o.Head)

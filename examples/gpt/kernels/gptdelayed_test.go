@@ -24,9 +24,10 @@ var delayedRecipes = []fp8.Recipe{
 // output the launch quantizes (from the unfused kernels): with the scale
 // current scaling derives from v's amax, the codes and scale_inv must be
 // quantizeHost's, bit for bit, and the amax, folded into a zero, v's; with
-// a quarter of that scale, the codes must be the fp8 package's cast with
-// it, scale_inv four times the first, and an amax larger than v's left as
-// it was.
+// a quarter of that scale (and four times it: values past the format's
+// largest, which the cast saturates), the codes must be the fp8 package's
+// cast with it, scale_inv four times (a quarter of) the first, and an
+// amax larger than v's left as it was.
 func (e *fusedEnv) checkDelayed(name string, v []float32, rows, n int, r fp8.Recipe, run func(dst FP8Out, amax cuda.DevicePtr)) {
 	e.t.Helper()
 	codes, scales := quantizeHost(v, rows, n, r)
@@ -36,7 +37,7 @@ func (e *fusedEnv) checkDelayed(name string, v []float32, rows, n int, r fp8.Rec
 	for _, c := range []struct {
 		scale, inv float32
 		amax0      uint32
-	}{{s, inv, 0}, {s / 4, inv * 4, big}} {
+	}{{s, inv, 0}, {s / 4, inv * 4, big}, {s * 4, inv / 4, 0}} {
 		dst, _ := e.fp8Dst(rows, n, r)
 		dst.Scale = cudatest.Alloc(e.t, e.d, 4)
 		must(e.t, e.s.Upload(dst.Scale, cuda.Bytes([]float32{c.scale})))
@@ -67,13 +68,16 @@ func TestGPTLayerNormFP8Delayed(t *testing.T) {
 	for _, k := range sets {
 		for _, sh := range fusedShapes {
 			rows, n := sh[0], sh[1]
-			for _, residual := range []residualCase{noResidual, alignedResidual} {
+			for _, residual := range []residualCase{noResidual, alignedResidual, offsetResidual} {
 				for _, r := range delayedRecipes {
 					name := fmt.Sprintf("%v/%dx%d/residual=%d/%v", k.Library().Variant(), rows, n, residual, r)
 					x := e.f32(rows*n, 0.3, 2)
 					ref := LayerNormRows{X: e.copyOf(x, 4*rows*n), W: e.bf(n, 1, 0.2), B: e.bf(n, 0, 0.5), Mean: e.f32(rows, 0, 1), Rstd: e.f32(rows, 0, 1), Rows: rows, N: n, Eps: eps}
 					if residual != noResidual {
-						ref.Residual, ref.Bias = e.f32(rows*n, 0, 1), e.bf(n, 0, 1)
+						ref.Residual, ref.Bias = e.f32(rows*n+1, 0, 1), e.bf(n+1, 0, 1)
+						if residual == offsetResidual { // off alignment: the kernel must not change
+							ref.Residual, ref.Bias = ref.Residual+4, ref.Bias+2
+						}
 						must(t, k.GPTBiasResidual(e.s, ref.X, ref.Residual, ref.Bias, rows, n))
 					}
 					y := cudatest.Alloc(t, d, 4*rows*n)
@@ -129,39 +133,42 @@ func TestGPTGELUFP8Delayed(t *testing.T) {
 }
 
 // TestGPTActScales checks GPTActScales against the fp8 package over
-// three passes of histories of length 1 and 4: each row drops its oldest
-// key and appends the pass's amax, the amax is zeroed, and the scale is
+// l + 2 passes of histories of length 1, 4 and 40 (more than a warp's
+// lanes), the amaxes falling from pass to pass so that the key a pass
+// drops is the largest: each row is a ring whose position pass mod l takes
+// the pass's amax, the amax is zeroed, and the scale is
 // fp8.ScaleFromAmax of the row's largest value (1 while the row is all
-// zero), with a margin and power-of-2 scales too.
+// zero); with a margin and power-of-2 scales too, and keys with the sign
+// bit set (ignored).
 func TestGPTActScales(t *testing.T) {
 	d, sets := loadAll(t)
 	s := cudatest.Stream(t, d)
+	e := &fusedEnv{t: t, d: d, s: s}
 	rng := rand.New(rand.NewPCG(29, 31))
 	const n = 70
 	for _, k := range sets {
-		for _, l := range []int{1, 4} {
+		for _, l := range []int{1, 4, 40} {
 			for _, r := range delayedRecipes {
 				hist := make([]uint32, n*l)
 				dh, da, ds := cudatest.Alloc(t, d, 4*n*l), cudatest.Alloc(t, d, 4*n), cudatest.Alloc(t, d, 4*n)
 				must(t, s.Upload(dh, cuda.Bytes(hist)))
-				for pass := range 3 {
+				for pass := range l + 2 {
 					amax := make([]uint32, n)
 					for i := range amax {
-						amax[i] = math.Float32bits(float32(rng.ExpFloat64() * math.Pow(10, float64(rng.IntN(5)-2))))
+						amax[i] = math.Float32bits(float32(rng.Float64() * math.Pow(2, float64(20-pass))))
 						if i%9 == 0 {
 							amax[i] = 0
 						}
 						if i%7 == 0 {
-							amax[i] |= 0x80000000 // a key's sign bit is ignored
+							amax[i] |= 0x80000000
 						}
 					}
 					must(t, s.Upload(da, cuda.Bytes(amax)))
-					must(t, k.GPTActScales(s, ds, dh, da, n, l, r))
+					must(t, k.GPTActScales(s, ds, dh, da, n, l, pass%l, r))
 					want := make([]float32, n)
 					for i := range n {
 						row := hist[i*l : (i+1)*l]
-						copy(row, row[1:])
-						row[l-1] = amax[i] & 0x7fffffff
+						row[pass%l] = amax[i] & 0x7fffffff
 						var m float32
 						for _, v := range row {
 							m = max(m, math.Float32frombits(v))
@@ -169,7 +176,6 @@ func TestGPTActScales(t *testing.T) {
 						want[i], _ = fp8.ScaleFromAmax(m, r.Format, r.Margin, r.PowerOf2)
 					}
 					name := fmt.Sprintf("%v/l=%d/%v/pass %d", k.Library().Variant(), l, r, pass)
-					e := &fusedEnv{t: t, d: d, s: s}
 					e.same(name+" scales", e.bytes(ds, 4*n), cuda.Bytes(want))
 					e.same(name+" histories", e.bytes(dh, 4*n*l), cuda.Bytes(hist))
 					e.same(name+" amax zeroed", e.bytes(da, 4*n), make([]byte, 4*n))

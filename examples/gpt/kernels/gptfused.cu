@@ -170,16 +170,20 @@ template <Fp8 F> struct Rows128Sink {
 };
 
 // DelayedSink casts the rows of n it is handed with the per-tensor scale s
-// (delayed scaling) and folds their amax key into k.
+// (delayed scaling), a word at a time when vec (dst 4-byte aligned), and
+// folds their amax key into k.
 template <Fp8 F> struct DelayedSink {
     u8 *dst;
     u64 n;
     float s;
+    bool vec;
     u32 k;
     __device__ __forceinline__ void operator()(u64 r, int, u64 c, float4 o, bool ok) {
         if (!ok) return;
         k = max(k, amax4(o));
-        *reinterpret_cast<u32 *>(dst + r * n + 4 * c) = encode4<F>(scale4(o, s));
+        const float4 y4 = scale4(o, s);
+        const float y[4] = {y4.x, y4.y, y4.z, y4.w};
+        cast_store<F>(dst, r * n + 4 * c, 4, vec, y);
     }
 };
 
@@ -455,27 +459,29 @@ extern "C" __global__ void gpt_gelu_amax(const u16 *y, u32 *amax, u64 n) {
 }
 
 // gpt_act_scales: the scales of delayed scaling of the activations, for
-// i < n, after a forward pass that folded its amaxes into amax: row i of
-// hist (l amax keys, oldest first) drops its oldest and appends amax[i],
-// amax[i] becomes 0 for the next pass, and scale[i] =
-// fp8.ScaleFromAmax(the row's largest key) (scale_from_amax: fmax,
-// mfac, pow2 as the recipe's).
-extern "C" __global__ void gpt_act_scales(float *scale, u32 *hist, u32 *amax, u64 n, u32 l, float fmax, float mfac,
-                                          u32 pow2) {
-    for (u64 i = thread_index(); i < n; i += grid_stride()) {
+// each i < n, after a forward pass that folded its amaxes into amax: row i
+// of hist (a ring of l amax keys) takes amax[i] at position pos (the
+// oldest key), amax[i] becomes 0 for the next pass, and scale[i] =
+// fp8.ScaleFromAmax(the row's largest key) (scale_from_amax: fmax, mfac,
+// pow2 as the recipe's). One warp per row: its lanes read the row
+// together.
+extern "C" __global__ void gpt_act_scales(float *scale, u32 *hist, u32 *amax, u64 n, u32 l, u32 pos, float fmax,
+                                          float mfac, u32 pow2) {
+    const u32 lane = threadIdx.x & 31;
+    for (u64 i = warp_index(); i < n; i += warp_stride()) {
         u32 *row = hist + i * l;
-        u32 m = 0;
-        for (u32 j = 0; j + 1 < l; j++) {
-            const u32 v = row[j + 1];
-            row[j] = v;
-            m = max(m, v);
-        }
         const u32 a = amax[i] & 0x7fffffffu;
-        row[l - 1] = a;
-        amax[i] = 0;
-        float s, inv;
-        scale_from_amax(max(m, a), fmax, mfac, pow2 != 0, s, inv);
-        scale[i] = s;
+        u32 m = a;
+        for (u32 j = lane; j < l; j += 32)
+            if (j != pos) m = max(m, row[j] & 0x7fffffffu);
+        m = __reduce_max_sync(FULL, m);
+        if (lane == 0) {
+            row[pos] = a;
+            amax[i] = 0;
+            float s, inv;
+            scale_from_amax(m, fmax, mfac, pow2 != 0, s, inv);
+            scale[i] = s;
+        }
     }
 }
 
@@ -515,7 +521,7 @@ extern "C" __global__ void gpt_ln_amax(float *mean, float *rstd, u32 *amax, floa
     extern "C" __global__ void gpt_ln_delayed_##fmt##_v##V(                                                            \
         u8 *dst, float *si, const float *scale, u32 *amax, float *mean, float *rstd, float *x, const float *xin,       \
         const u16 *bias, const u16 *w, const u16 *b, u64 rows, u64 n, float eps) {                                    \
-        DelayedSink<F> f = {dst, n, delayed_scale(scale, si), 0};                                                      \
+        DelayedSink<F> f = {dst, n, delayed_scale(scale, si), aligned(dst, 4), 0};                                     \
         ln_each_row<V>(mean, rstd, x, xin, bias, w, b, rows, n, eps, f);                                               \
         block_max_atomic(amax, f.k);                                                                                   \
     }

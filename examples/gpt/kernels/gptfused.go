@@ -151,9 +151,9 @@ func (k *Set) GPTLayerNormFP8(s *cuda.Stream, dst FP8Out, amax cuda.DevicePtr, l
 		a := new(cuda.Args).Ptr(dst.Data).Ptr(dst.ScaleInv).Ptr(ln.Mean).Ptr(ln.Rstd)
 		return k.warpRows(s, kernelGPTLNRows128+f+ln.variant(dst.Data), ln.Rows, dst.args(tail(a)))
 	}
-	if dst.Scale != 0 {
+	if dst.Scale != 0 { // the kernel of the statistics pass of current scaling: the same statistics
 		a := new(cuda.Args).Ptr(dst.Data).Ptr(dst.ScaleInv).Ptr(dst.Scale).Ptr(amax).Ptr(ln.Mean).Ptr(ln.Rstd)
-		return k.warpRows(s, kernelGPTLNDelayed+f+ln.variant(dst.Data), ln.Rows, tail(a))
+		return k.warpRows(s, kernelGPTLNDelayed+f+ln.variant(0), ln.Rows, tail(a))
 	}
 	if err := s.Memset32(amax, 0, 1); err != nil {
 		return err
@@ -242,17 +242,18 @@ func (k *Set) GPTGELUFP8(s *cuda.Stream, dst FP8Out, amax, y cuda.DevicePtr, row
 
 // GPTActScales queues the scales of delayed scaling of the activations
 // after a forward pass that folded n amaxes into amax (uint32 amax keys):
-// row i of hist (l uint32 keys, oldest first) drops its oldest and
-// appends amax[i], amax[i] is zeroed for the next pass, and scale[i]
-// (float32) becomes fp8.ScaleFromAmax of the row's largest key with r's
-// format, margin and power-of-2 rule. It panics for l < 1.
-func (k *Set) GPTActScales(s *cuda.Stream, scale, hist, amax cuda.DevicePtr, n, l int, r fp8.Recipe) error {
-	if l < 1 {
-		panic(fmt.Sprintf("kernels: %s with histories of length %d", kernelGPTActScales, l))
+// row i of hist (a ring of l uint32 keys) takes amax[i] at position pos,
+// its oldest (pos = the rolls so far mod l), amax[i] is zeroed for the
+// next pass, and scale[i] (float32) becomes fp8.ScaleFromAmax of the
+// row's largest key with r's format, margin and power-of-2 rule. It
+// panics for l < 1 or pos outside [0, l).
+func (k *Set) GPTActScales(s *cuda.Stream, scale, hist, amax cuda.DevicePtr, n, l, pos int, r fp8.Recipe) error {
+	if l < 1 || pos < 0 || pos >= l {
+		panic(fmt.Sprintf("kernels: %s at position %d of histories of length %d", kernelGPTActScales, pos, l))
 	}
 	if !checkLen(kernelGPTActScales, n) {
 		return nil
 	}
-	a := new(cuda.Args).Ptr(scale).Ptr(hist).Ptr(amax).U64(uint64(n)).U32(uint32(l))
-	return k.elementwise(s, kernelGPTActScales, n, FP8Out{Recipe: r}.args(a))
+	a := new(cuda.Args).Ptr(scale).Ptr(hist).Ptr(amax).U64(uint64(n)).U32(uint32(l)).U32(uint32(pos))
+	return k.warpRows(s, kernelGPTActScales, n, FP8Out{Recipe: r}.args(a))
 }
