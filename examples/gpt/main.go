@@ -277,9 +277,6 @@ func (o *options) finish(fs *flag.FlagSet, r rawFlags) error {
 	if o.grads, err = gradFlags(*r.gradFP8, *r.gradBlock, *r.gradEF); err != nil {
 		return err
 	}
-	if err := checkActHistory(o); err != nil {
-		return err
-	}
 	if o.warmup == 0 {
 		o.warmup = max(1, o.steps/20)
 	}
@@ -310,7 +307,7 @@ func (o *options) finish(fs *flag.FlagSet, r rawFlags) error {
 	case o.resume && o.ckpt == "":
 		return fmt.Errorf("-ckpt is required with -resume: the root to resume from")
 	}
-	return o.shape.Validate()
+	return errors.Join(checkActHistory(o), o.shape.Validate())
 }
 
 // checkActHistory refuses an -act-history the run cannot take: negative,
