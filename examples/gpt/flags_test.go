@@ -141,8 +141,7 @@ func TestRecipeFlag(t *testing.T) {
 
 // TestActHistoryFlag checks -act-history: off by default, the history
 // length handed to the GPU model's options, and refused (naming the flag)
-// when negative, on the CPU, with -recompute, with -recipe tile and with
-// -resume.
+// when negative, on the CPU, with -recompute and with -recipe tile.
 func TestActHistoryFlag(t *testing.T) {
 	if o, err := parseFlags([]string{"-backend", "gpu"}); err != nil || o.modelOptions().DelayedActivations != 0 {
 		t.Errorf("default: %v, DelayedActivations %d, want 0", err, o.modelOptions().DelayedActivations)
@@ -156,7 +155,6 @@ func TestActHistoryFlag(t *testing.T) {
 		{"-act-history", "16"},
 		{"-backend", "gpu", "-act-history", "16", "-recompute"},
 		{"-backend", "gpu", "-act-history", "16", "-recipe", "tile"},
-		{"-backend", "gpu", "-act-history", "16", "-resume", "-ckpt", t.TempDir()},
 	} {
 		if _, err := parseFlags(args); err == nil || !strings.Contains(err.Error(), "-act-history") {
 			t.Errorf("%v: %v, want an error naming -act-history", args, err)

@@ -97,7 +97,7 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 	if comm.Rank() != 0 { // out is discarded there: a rank's own choice still shows
 		fmt.Fprintf(os.Stderr, "rank %d: attention: %s\n", comm.Rank(), attention)
 	}
-	if err := resume(ctx, o, out, opt, comm); err != nil {
+	if err := resume(ctx, o, out, opt, comm, func(state []byte) error { return setModelState(o, m, state) }); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(out, "gpt on %d GPU(s) (%s): %d parameters, %d x %d x %d sequences of %d per step, recipe %s, head %v, gradients %v; optimizer %.1f MiB per rank\n",
@@ -268,7 +268,11 @@ func (t *gpuTrainer) loop(ctx context.Context) ([]float64, error) {
 		}
 		if o.ckpt != "" && ((o.ckptEvery > 0 && (step+1)%o.ckptEvery == 0) || last) {
 			if err := within(ctx, o.timeout, func(ctx context.Context) error {
-				return saveCheckpoint(ctx, t.out, t.opt, t.comm, o.ckpt)
+				state, err := t.m.DelayedActivationState()
+				if err != nil {
+					return err
+				}
+				return saveCheckpoint(ctx, t.out, t.opt, t.comm, o.ckpt, state)
 			}); err != nil {
 				return losses, err
 			}
@@ -474,4 +478,21 @@ func (t *gpuTrainer) gpuNext() nextLogits {
 		}
 		return out, nil
 	}
+}
+
+// setModelState gives the GPU model the state its rank saved with the
+// checkpoint resumed: the delayed activation scaling's (-act-history),
+// which a resumed run needs to repeat the uninterrupted one. A checkpoint
+// without it (saved without -act-history, or at another number of ranks)
+// is refused under -act-history, and one with it without the flag.
+func setModelState(o options, m *gpumodel.Model, state []byte) error {
+	switch {
+	case o.actHistory > 0 && state == nil:
+		return fmt.Errorf("-act-history %d: the checkpoint holds no activation histories for this rank (saved without -act-history, or on another number of ranks), so the resumed run would not repeat the uninterrupted one", o.actHistory)
+	case o.actHistory == 0 && state != nil:
+		return fmt.Errorf("the checkpoint holds activation histories (saved with -act-history): resume with the same -act-history")
+	case state == nil:
+		return nil
+	}
+	return m.SetDelayedActivationState(state)
 }

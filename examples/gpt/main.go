@@ -187,7 +187,7 @@ func defineFlags(o *options) (*flag.FlagSet, rawFlags) {
 	fs.BoolVar(&o.epilogue, "epilogue", false, "GPU: add qkv's and fc's biases in the FP8 GEMMs' epilogue, writing bfloat16 directly (fused forward only, so not with -recompute; on by default on the GPU with per-tensor activations, every recipe but tile; -epilogue=false turns it off)")
 	r.actGrad = fs.String("act-grad", "bf16", "GPU: type of the activation gradients where PyTorch's autocast keeps them in bfloat16 (the linear layers' input gradients, GELU's gradient): bf16 (fewer bytes moved; the residual stream's gradient stays float32; gpumodel.Options.ActGradBF16; the default on the GPU with per-tensor activations, every recipe but tile, except with -recompute, where it was not measured) or fp32")
 	fs.BoolVar(&o.fuseDY, "fuse-dy", false, "GPU: cast each linear layer's output gradient to FP8, transposed and not, and sum its bias gradient in one pass (the same bits as separate passes, and faster: on by default on the GPU with per-tensor recipes; -fuse-dy=false turns it off; -recipe tile takes separate passes)")
-	fs.IntVar(&o.actHistory, "act-history", 0, "GPU: scale the FP8 inputs that LayerNorm and GELU write (attn.qkv's, mlp.fc's, mlp.proj's) from the largest amax of this many earlier training forwards, casting each in one pass (delayed scaling after Transformer Engine's default recipe, whose history is 1024, but per rank; the first training forward scales from its own amax; gpumodel.Options.DelayedActivations); 0, the default: from each tensor's own amax, in two passes. Per-tensor activations on the fused forward: not with -recipe tile or -recompute; not with -resume (the histories are not in checkpoints yet)")
+	fs.IntVar(&o.actHistory, "act-history", 0, "GPU: scale the FP8 inputs that LayerNorm and GELU write (attn.qkv's, mlp.fc's, mlp.proj's) from the largest amax of this many earlier training forwards, casting each in one pass (delayed scaling after Transformer Engine's default recipe, whose history is 1024, but per rank; the first training forward scales from its own amax; gpumodel.Options.DelayedActivations); 0, the default: from each tensor's own amax, in two passes. Per-tensor activations on the fused forward: not with -recipe tile or -recompute. The histories are saved with checkpoints (each rank its own), so -resume continues them at the same number of GPUs")
 	fs.BoolVar(&o.profile, "profile", false, "GPU: print where each step's device time goes, by phase (LayerNorm, FP8 GEMMs, attention, ...), measured with CUDA events; the first step is left out")
 	fs.BoolVar(&o.keepTransposed, "keep-transposed", false, "GPU: keep the transposed FP8 linear inputs for backward instead of making them there (same bits, more memory)")
 	r.keepLayers = fs.String("keep-transposed-layers", "", "GPU: -keep-transposed for these linear layers of each block only, comma-separated: attn.qkv, attn.proj, mlp.fc, mlp.proj (mlp.proj's input is the widest)")
@@ -311,8 +311,7 @@ func (o *options) finish(fs *flag.FlagSet, r rawFlags) error {
 }
 
 // checkActHistory refuses an -act-history the run cannot take: negative,
-// off the GPU's fused forward, with 1x128 activations, or resumed (the
-// histories are not in checkpoints).
+// off the GPU's fused forward, or with 1x128 activations.
 func checkActHistory(o *options) error {
 	switch h := o.actHistory; {
 	case h == 0:
@@ -323,8 +322,6 @@ func checkActHistory(o *options) error {
 		return fmt.Errorf("-act-history scales the GPU model's fused activations: it needs -backend gpu, and not -recompute")
 	case o.recipe.Scaling == fp8.Block128x128:
 		return fmt.Errorf("-act-history scales activations per tensor; -recipe tile has 1x128 blocks of them")
-	case o.resume:
-		return fmt.Errorf("-act-history with -resume: the activations' amax histories are not in checkpoints yet, so the resumed run would not repeat the uninterrupted one")
 	}
 	return nil
 }

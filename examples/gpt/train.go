@@ -115,7 +115,7 @@ func rank(o options, comm collective.Communicator, loader data.Loader, valid []u
 		return nil, err
 	}
 	defer opt.Close()
-	if err := resume(ctx, o, out, opt, comm); err != nil {
+	if err := resume(ctx, o, out, opt, comm, nil); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(out, "optimizer memory per rank: %.1f MiB\n", float64(opt.Report().Total())/(1<<20))
@@ -151,7 +151,7 @@ func rank(o options, comm collective.Communicator, loader data.Loader, valid []u
 			}
 		}
 		if o.ckpt != "" && ((o.ckptEvery > 0 && (step+1)%o.ckptEvery == 0) || last) {
-			if err := saveCheckpoint(ctx, out, opt, comm, o.ckpt); err != nil {
+			if err := saveCheckpoint(ctx, out, opt, comm, o.ckpt, nil); err != nil {
 				return losses, err
 			}
 		}
@@ -294,8 +294,10 @@ func validLoss(m *model.CPU, valid []uint16, windows int, spread bool) (float64,
 }
 
 // resume loads the latest checkpoint under -ckpt when -resume asks for it
-// (both training paths).
-func resume(ctx context.Context, o options, out io.Writer, opt *optimizer.Optimizer, comm collective.Communicator) error {
+// (both training paths), and hands the rank's own state saved with it
+// (checkpoint.Info.RankState) to setState; a nil setState (the CPU path)
+// takes none.
+func resume(ctx context.Context, o options, out io.Writer, opt *optimizer.Optimizer, comm collective.Communicator, setState func([]byte) error) error {
 	if !o.resume {
 		return nil
 	}
@@ -306,17 +308,23 @@ func resume(ctx context.Context, o options, out io.Writer, opt *optimizer.Optimi
 	if err != nil {
 		return err
 	}
+	if setState != nil {
+		if err := setState(info.RankState); err != nil {
+			return fmt.Errorf("resuming from %s: %w", info.Dir, err)
+		}
+	}
 	fmt.Fprintf(out, "resumed from %s (step %d, saved on %d ranks)\n", info.Dir, info.Step, info.World)
 	return nil
 }
 
 // saveCheckpoint waits for the parameter gathers in flight and saves the
-// optimizer's state under dir (both training paths).
-func saveCheckpoint(ctx context.Context, out io.Writer, opt *optimizer.Optimizer, comm collective.Communicator, dir string) error {
+// optimizer's state under dir, with the rank's own state (nil: none; the
+// GPU model's delayed activation scaling) (both training paths).
+func saveCheckpoint(ctx context.Context, out io.Writer, opt *optimizer.Optimizer, comm collective.Communicator, dir string, state []byte) error {
 	if err := opt.WaitGathers(ctx); err != nil {
 		return err
 	}
-	info, err := checkpoint.Save(ctx, opt, comm, dir, checkpoint.SaveOptions{})
+	info, err := checkpoint.Save(ctx, opt, comm, dir, checkpoint.SaveOptions{RankState: state})
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,8 @@ const (
 	stageDirRename    stage = "dir-rename"    // rank 0, before renaming the staging directory to its step name
 	stageLatestWrite  stage = "latest-write"  // rank 0, before writing the temporary "latest" pointer
 	stageLatestRename stage = "latest-rename" // rank 0, before renaming the pointer into place
+	stageStateWrite   stage = "state-write"   // every rank with a RankState, before writing its temporary state file
+	stageStateRename  stage = "state-rename"  // every rank with a RankState, before renaming it into place
 	stageExportWrite  stage = "export-write"  // every rank, before writing its part of an export
 	stageExportRename stage = "export-rename" // rank 0, before renaming the export into place
 )

@@ -25,6 +25,7 @@
 //	    rank-00000-of-00004.safetensors
 //	    ...
 //	    rank-00003-of-00004.safetensors
+//	    rank-00000-of-00004.state    SaveOptions.RankState, when a rank gave one
 //	  step-00002000.tmp/             a save in progress, or one that crashed
 //
 // Rank r's file holds the pieces of parameters that rank owned. For the

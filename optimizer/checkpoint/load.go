@@ -60,8 +60,10 @@ func Load(ctx context.Context, o *optimizer.Optimizer, comm collective.Communica
 	}
 	st, err := prepareLoad(o, comm.Rank(), path, opts)
 	value := ""
+	var state []byte
 	if err == nil {
 		value = st.bodySum
+		state, err = readRankState(st.dir, comm.Rank(), comm.Size(), st.idx.World)
 	}
 	sums, err := g.agree(ctx, err, value)
 	if err != nil {
@@ -72,7 +74,7 @@ func Load(ctx context.Context, o *optimizer.Optimizer, comm collective.Communica
 			return Info{}, fmt.Errorf("checkpoint: rank %d read index %s, rank 0 %s: %w", r, s, sums[0], ErrDiverged)
 		}
 	}
-	info := Info{Dir: st.dir, Step: st.idx.Step, World: st.idx.World}
+	info := Info{Dir: st.dir, Step: st.idx.Step, World: st.idx.World, RankState: state}
 	if st.reseed != nil {
 		if err := g.maxUint32(ctx, st.reseed); err != nil {
 			return info, fmt.Errorf("checkpoint: reducing the amax of the loaded masters: %w", err)

@@ -37,6 +37,12 @@ type SaveOptions struct {
 	// Progress, if not nil, receives the bytes of this rank's shard file
 	// as they are written (see TerminalProgress).
 	Progress Progress
+	// RankState, when not nil, is this rank's own state of the training
+	// program (a model's amax histories, say), saved with the checkpoint
+	// under the same atomicity and checksummed; Load returns it to the
+	// same rank at the same world size (Info.RankState). Ranks may differ
+	// in it.
+	RankState []byte
 	// Rewind allows a save of a step below the one root's "latest" names
 	// (a fresh run saving into an old run's root): latest then moves back
 	// to it. Without it such a save fails with ErrRewind and writes nothing.
@@ -58,6 +64,10 @@ type Info struct {
 	Dir   string // the checkpoint directory
 	Step  int    // steps the optimizer had taken when it was saved
 	World int    // the data-parallel size it was saved at
+	// RankState is what this rank saved as SaveOptions.RankState, returned
+	// by Load when it runs at the world size saved; nil when nothing was
+	// saved or the world size differs.
+	RankState []byte
 }
 
 // Save writes the state of o to a new checkpoint, root/step-NNNNNNNN with N
@@ -122,6 +132,9 @@ func Save(ctx context.Context, o *optimizer.Optimizer, comm collective.Communica
 
 	// 3. Every rank writes its shard.
 	rec, err := writeShard(staging, rank, world, step, opts.ChunkBytes, storedMomentType(o.Config()), o.Config().Rule.Moments(), pieces, opts.Progress)
+	if err == nil && opts.RankState != nil {
+		err = writeRankState(staging, rank, world, opts.RankState)
+	}
 	var recJSON []byte
 	if err == nil {
 		recJSON, err = json.Marshal(rec)

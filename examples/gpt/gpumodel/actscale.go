@@ -145,3 +145,83 @@ func (m *Model) actOut(l, i int, q gemm.Operand) (kernels.FP8Out, cuda.DevicePtr
 	}
 	return out, a.evalAmax + at
 }
+
+// actStateVersion heads DelayedActivationState's bytes.
+const actStateVersion = 1
+
+// DelayedActivationState returns the state of delayed activation scaling
+// (Options.DelayedActivations) as bytes, for a checkpoint: the counts of
+// training forwards and rolls, the histories, the amaxes the last
+// training forward folded and the scales. A model given them by
+// SetDelayedActivationState scales its next forwards as this one would.
+// Nil without delayed activation scaling. It waits for the device.
+func (m *Model) DelayedActivationState() ([]byte, error) {
+	a := m.act
+	if a == nil {
+		return nil, nil
+	}
+	slots := len(actSlot) * m.cfg.Layers
+	head := []uint64{actStateVersion, uint64(a.l), uint64(slots), uint64(a.passes), uint64(a.rolls), b2u64(a.rolled)}
+	out := append([]byte(nil), cuda.Bytes(head)...)
+	for _, b := range a.buffers(slots) {
+		raw := make([]byte, b.n)
+		if err := m.s.Download(raw, b.p); err != nil {
+			return nil, err
+		}
+		out = append(out, raw...)
+	}
+	return out, nil
+}
+
+// SetDelayedActivationState restores what DelayedActivationState returned,
+// from a model of the same shape and history length; other bytes are
+// refused, naming what differs, and change nothing.
+func (m *Model) SetDelayedActivationState(state []byte) error {
+	a := m.act
+	if a == nil {
+		return fmt.Errorf("gpumodel: a delayed activation state for a model without Options.DelayedActivations")
+	}
+	slots := len(actSlot) * m.cfg.Layers
+	bufs := a.buffers(slots)
+	want := 6 * 8
+	for _, b := range bufs {
+		want += b.n
+	}
+	if len(state) != want {
+		return fmt.Errorf("gpumodel: a delayed activation state of %d bytes, want %d (history %d, %d layers)", len(state), want, a.l, m.cfg.Layers)
+	}
+	head := cuda.View[uint64](state[:6*8])
+	if head[0] != actStateVersion || head[1] != uint64(a.l) || head[2] != uint64(slots) {
+		return fmt.Errorf("gpumodel: a delayed activation state of version %d, history %d, %d slots; want version %d, history %d, %d slots",
+			head[0], head[1], head[2], actStateVersion, a.l, slots)
+	}
+	at := 6 * 8
+	for _, b := range bufs {
+		if err := m.s.Upload(b.p, state[at:at+b.n]); err != nil {
+			return err
+		}
+		at += b.n
+	}
+	a.passes, a.rolls, a.rolled = int(head[3]), int(head[4]), head[5] != 0
+	return nil
+}
+
+// devBuf is a device buffer of n bytes.
+type devBuf struct {
+	p cuda.DevicePtr
+	n int
+}
+
+// buffers lists the state's device buffers of slots slots, in the order of
+// DelayedActivationState's bytes.
+func (a *actScales) buffers(slots int) []devBuf {
+	return []devBuf{{a.hist, 4 * slots * a.l}, {a.amax, 4 * slots}, {a.scale, 4 * slots}}
+}
+
+// b2u64 is 1 for true.
+func b2u64(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -54,6 +54,12 @@ func sameBatchTwice(t *testing.T, r *rig, m *Model, between func()) run {
 			between()
 		}
 	}
+	return collect(t, r, m)
+}
+
+// collect returns m's losses, logits, gradients and kept FP8 inputs.
+func collect(t *testing.T, r *rig, m *Model) run {
+	t.Helper()
 	out := run{losses: make([]byte, 4*m.rows), logits: make([]byte, 4*m.rows*m.cfg.Vocab), grads: r.grads(t, m.cfg), kept: keptInputs(t, m)}
 	if err := m.s.Download(out.losses, m.losses); err != nil {
 		t.Fatal(err)
@@ -172,3 +178,34 @@ func quadrupleAmax(t *testing.T, m *Model) {
 
 // leU32 is the little-endian uint32 of b's first four bytes.
 func leU32(b []byte) uint32 { return cuda.View[uint32](b)[0] }
+
+// TestGPUDelayedActivationState checks that a model given another's
+// delayed activation state (DelayedActivationState, then
+// SetDelayedActivationState, as a checkpoint carries it) scales as that
+// model does: after two training passes of the first, one more pass of
+// each on a new batch keeps the same inputs and gives the same losses and
+// gradients, bit for bit; a state of another history length is refused.
+func TestGPUDelayedActivationState(t *testing.T) {
+	r := newRig(t, testShape, 1e-3, recipes[0].r)
+	a := r.model(t, testShape, 2, 32, Options{DelayedActivations: 3})
+	sameBatchTwice(t, r, a, nil)
+	state, err := a.DelayedActivationState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := r.model(t, testShape, 2, 32, Options{DelayedActivations: 3})
+	if err := b.SetDelayedActivationState(state); err != nil {
+		t.Fatal(err)
+	}
+	other := r.model(t, testShape, 2, 32, Options{DelayedActivations: 4})
+	if err := other.SetDelayedActivationState(state); err == nil {
+		t.Error("a state of history 3 taken by a model of history 4")
+	}
+	tokens, targets := randomTokens(a.rows, a.cfg.Vocab, 40), randomTokens(a.rows, a.cfg.Vocab, 41)
+	runs := make([]run, 2)
+	for i, m := range []*Model{a, b} {
+		trainPass(t, r, m, tokens, targets)
+		runs[i] = collect(t, r, m)
+	}
+	sameRun(t, "restored state", runs[1], runs[0])
+}

@@ -112,9 +112,10 @@ type Options struct {
 	// training forwards (after Transformer Engine's delayed recipe, whose
 	// default history is 1024), casting each in one pass instead of two
 	// (actscale.go). The first training forward, and evaluations before
-	// the second, scale from their own amax. Per-tensor activation recipes on the fused forward
-	// only. The histories are not in checkpoints yet: a resumed run starts
-	// them afresh. Off (0) in a zero Options.
+	// the second, scale from their own amax. Per-tensor activation recipes
+	// on the fused forward only. DelayedActivationState and
+	// SetDelayedActivationState carry the histories through a checkpoint.
+	// Off (0) in a zero Options.
 	DelayedActivations int
 }
 

@@ -1,0 +1,135 @@
+package checkpoint
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/distopt/distopt/collective"
+	"github.com/distopt/distopt/optimizer"
+)
+
+// saveStates saves c with each rank's RankState states[r] and returns the
+// errors by rank.
+func saveStates(c *cluster, root string, states [][]byte) []error {
+	return c.run(func(r int, o *optimizer.Optimizer, comm collective.Communicator) error {
+		ctx, cancel := testCtx()
+		defer cancel()
+		_, err := Save(ctx, o, comm, root, SaveOptions{RankState: states[r]})
+		return err
+	})
+}
+
+// loadStates loads path into c and returns every rank's Info.RankState.
+func loadStates(c *cluster, path string) ([][]byte, []error) {
+	out := make([][]byte, len(c.opts))
+	errs := c.run(func(r int, o *optimizer.Optimizer, comm collective.Communicator) error {
+		ctx, cancel := testCtx()
+		defer cancel()
+		info, err := Load(ctx, o, comm, path, LoadOptions{})
+		out[r] = info.RankState
+		return err
+	})
+	return out, errs
+}
+
+// TestRankState checks SaveOptions.RankState: each rank gets back by Load
+// the bytes it saved (ranks differ in them, one saves an empty state), at
+// the world size saved; at another world size, and from a checkpoint saved
+// without states, Load returns none. A flipped byte fails the load with
+// ErrChecksum, a file that is no state file with ErrCorrupt, both before
+// the optimizer is touched; a save failing as it writes or renames a
+// state file leaves latest where it was.
+func TestRankState(t *testing.T) {
+	cfg := testConfigs()["E4M3 current"]
+	params := testParams()
+	init := optimizer.FromMap(weights(params, 1))
+	c := newCluster(t, 2, params, cfg, init)
+	c.train(0, 2)
+	root := t.TempDir()
+	states := [][]byte{[]byte("rank 0: amax histories"), {}}
+	c.must(saveStates(c, root, states))
+	dir, err := Latest(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	d2 := newCluster(t, 2, params, cfg, init)
+	got, errs := loadStates(d2, root)
+	d2.must(errs)
+	for r := range states {
+		if !bytes.Equal(got[r], states[r]) || got[r] == nil {
+			t.Errorf("rank %d: state %q, saved %q", r, got[r], states[r])
+		}
+	}
+	d3 := newCluster(t, 3, params, cfg, init)
+	got, errs = loadStates(d3, root)
+	d3.must(errs)
+	for r, s := range got {
+		if s != nil {
+			t.Errorf("3 ranks: rank %d got state %q of a 2-rank save", r, s)
+		}
+	}
+
+	for _, c := range []struct {
+		name string
+		edit func(b []byte) []byte
+		want error
+	}{
+		{"flipped byte", func(b []byte) []byte { b[len(b)-1] ^= 1; return b }, ErrChecksum},
+		{"not a state file", func([]byte) []byte { return []byte("DORSTAT") }, ErrCorrupt},
+	} {
+		path := filepath.Join(dir, rankStateName(0, 2))
+		orig, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, c.edit(bytes.Clone(orig)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		before := d2.snapshot()
+		_, errs := loadStates(d2, root)
+		if !errors.Is(errs[0], c.want) || errs[1] == nil {
+			t.Errorf("%s: errors %v, want %v on rank 0 and an error on rank 1", c.name, errs, c.want)
+		}
+		if d := diffState(before, d2.snapshot()); d != "" {
+			t.Errorf("%s: the failed load changed the state: %s", c.name, d)
+		}
+		if err := os.WriteFile(path, orig, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	c.train(2, 1)
+	for _, st := range []stage{stageStateWrite, stageStateRename} {
+		testHook = func(s stage, rank int) error {
+			if s == st && rank == 1 {
+				return errInjected
+			}
+			return nil
+		}
+		errs := saveStates(c, root, [][]byte{[]byte("a"), []byte("b")})
+		testHook = nil
+		if !errors.Is(errs[1], errInjected) || errs[0] == nil {
+			t.Errorf("failing at %s: errors %v", st, errs)
+		}
+		if got, _ := Latest(root); got != dir {
+			t.Errorf("failing at %s: latest is %s, want %s", st, got, dir)
+		}
+	}
+
+	plain := t.TempDir()
+	c.must(c.run(func(r int, o *optimizer.Optimizer, comm collective.Communicator) error {
+		ctx, cancel := testCtx()
+		defer cancel()
+		_, err := Save(ctx, o, comm, plain, SaveOptions{})
+		return err
+	}))
+	got, errs = loadStates(d2, plain)
+	d2.must(errs)
+	if got[0] != nil || got[1] != nil {
+		t.Errorf("a checkpoint saved without states gave %q", got)
+	}
+}
