@@ -161,3 +161,20 @@ func TestActHistoryFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestSetModelStateRefusals checks, without a GPU (the model is never
+// reached), that a resume refuses a checkpoint without activation
+// histories under -act-history and one with them without it, naming the
+// flag, and takes a checkpoint without them without it.
+func TestSetModelStateRefusals(t *testing.T) {
+	for _, c := range []struct {
+		history int
+		state   []byte
+		ok      bool
+	}{{16, nil, false}, {0, []byte{1}, false}, {0, nil, true}} {
+		err := setModelState(options{actHistory: c.history}, nil, c.state)
+		if c.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "-act-history")) {
+			t.Errorf("-act-history %d, state %v: %v", c.history, c.state, err)
+		}
+	}
+}

@@ -22,6 +22,8 @@ var crashPoints = []struct {
 	{stageShardHalf, 0},
 	{stageShardHalf, 2},
 	{stageShardRename, 2},
+	{stageStateWrite, 1},
+	{stageStateRename, 2},
 	{stageIndexWrite, 0},
 	{stageIndexRename, 0},
 	{stageDirRename, 0},
@@ -103,7 +105,7 @@ func TestSaveInterrupted(t *testing.T) {
 			errs := c.run(func(r int, o *optimizer.Optimizer, comm collective.Communicator) error {
 				ctx, cancel := testCtx()
 				defer cancel()
-				_, err := Save(ctx, o, comm, root, SaveOptions{ChunkBytes: 512})
+				_, err := Save(ctx, o, comm, root, SaveOptions{ChunkBytes: 512, RankState: []byte{byte(r)}})
 				return err
 			})
 			testHook = nil

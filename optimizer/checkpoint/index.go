@@ -121,6 +121,9 @@ type fileRecord struct {
 	Size         int64  `json:"size"`
 	SHA256       string `json:"sha256"`        // of the whole file
 	HeaderSHA256 string `json:"header_sha256"` // of the length prefix and header JSON
+	// State is the SHA-256 of the rank's SaveOptions.RankState, when it
+	// saved one (rank-RRRRR-of-WWWWW.state; empty: none).
+	State string `json:"state_sha256,omitempty"`
 }
 
 func numElements(shape []int) int {

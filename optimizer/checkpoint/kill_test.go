@@ -78,7 +78,7 @@ func TestKilledChild(t *testing.T) {
 	c.run(func(r int, o *optimizer.Optimizer, comm collective.Communicator) error {
 		ctx, cancel := testCtx()
 		defer cancel()
-		_, err := Save(ctx, o, comm, root, SaveOptions{ChunkBytes: 512})
+		_, err := Save(ctx, o, comm, root, SaveOptions{ChunkBytes: 512, RankState: []byte{byte(r)}})
 		return err
 	})
 	t.Fatal("the save finished: the stage was never reached")

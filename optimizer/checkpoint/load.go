@@ -63,7 +63,7 @@ func Load(ctx context.Context, o *optimizer.Optimizer, comm collective.Communica
 	var state []byte
 	if err == nil {
 		value = st.bodySum
-		state, err = readRankState(st.dir, comm.Rank(), comm.Size(), st.idx.World)
+		state, err = loadRankState(st.dir, st.idx, comm.Rank(), comm.Size())
 	}
 	sums, err := g.agree(ctx, err, value)
 	if err != nil {

@@ -38,10 +38,12 @@ func loadStates(c *cluster, path string) ([][]byte, []error) {
 // TestRankState checks SaveOptions.RankState: each rank gets back by Load
 // the bytes it saved (ranks differ in them, one saves an empty state), at
 // the world size saved; at another world size, and from a checkpoint saved
-// without states, Load returns none. A flipped byte fails the load with
-// ErrChecksum, a file that is no state file with ErrCorrupt, both before
-// the optimizer is touched; a save failing as it writes or renames a
-// state file leaves latest where it was.
+// without states or by a rank that gave none, Load returns none. A flipped
+// byte fails the load with ErrChecksum (and Verify too), a file that is no
+// state file or a directory in its place with ErrCorrupt, a missing file
+// with ErrMissingFile, each before the optimizer is touched; a save
+// failing as it writes or renames a state file leaves latest where it
+// was (TestSaveInterrupted and TestSaveKilled cover those stages too).
 func TestRankState(t *testing.T) {
 	cfg := testConfigs()["E4M3 current"]
 	params := testParams()
@@ -73,20 +75,25 @@ func TestRankState(t *testing.T) {
 		}
 	}
 
+	path := filepath.Join(dir, rankStateName(0, 2))
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(b []byte) func() error { return func() error { return os.WriteFile(path, b, 0o644) } }
+	flipped := bytes.Clone(orig)
+	flipped[len(flipped)-1] ^= 1
 	for _, c := range []struct {
-		name string
-		edit func(b []byte) []byte
-		want error
+		name  string
+		apply func() error
+		want  error
 	}{
-		{"flipped byte", func(b []byte) []byte { b[len(b)-1] ^= 1; return b }, ErrChecksum},
-		{"not a state file", func([]byte) []byte { return []byte("DORSTAT") }, ErrCorrupt},
+		{"flipped byte", write(flipped), ErrChecksum},
+		{"not a state file", write([]byte("DORSTAT")), ErrCorrupt},
+		{"missing", func() error { return os.Remove(path) }, ErrMissingFile},
+		{"a directory", func() error { return errors.Join(os.Remove(path), os.Mkdir(path, 0o755)) }, ErrCorrupt},
 	} {
-		path := filepath.Join(dir, rankStateName(0, 2))
-		orig, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, c.edit(bytes.Clone(orig)), 0o644); err != nil {
+		if err := c.apply(); err != nil {
 			t.Fatal(err)
 		}
 		before := d2.snapshot()
@@ -97,9 +104,15 @@ func TestRankState(t *testing.T) {
 		if d := diffState(before, d2.snapshot()); d != "" {
 			t.Errorf("%s: the failed load changed the state: %s", c.name, d)
 		}
-		if err := os.WriteFile(path, orig, 0o644); err != nil {
+		if _, err := Verify(root); !errors.Is(err, c.want) {
+			t.Errorf("%s: Verify: %v, want %v", c.name, err, c.want)
+		}
+		if err := errors.Join(os.RemoveAll(path), os.WriteFile(path, orig, 0o644)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if _, err := Verify(root); err != nil {
+		t.Errorf("Verify of the intact checkpoint: %v", err)
 	}
 
 	c.train(2, 1)

@@ -133,7 +133,7 @@ func Save(ctx context.Context, o *optimizer.Optimizer, comm collective.Communica
 	// 3. Every rank writes its shard.
 	rec, err := writeShard(staging, rank, world, step, opts.ChunkBytes, storedMomentType(o.Config()), o.Config().Rule.Moments(), pieces, opts.Progress)
 	if err == nil && opts.RankState != nil {
-		err = writeRankState(staging, rank, world, opts.RankState)
+		rec.State, err = writeRankState(staging, rank, world, opts.RankState)
 	}
 	var recJSON []byte
 	if err == nil {

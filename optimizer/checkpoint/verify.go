@@ -12,8 +12,9 @@ import (
 // pointer) without loading it: the index (with everything Load checks of
 // it: its step against its scalars and directory, its layout and pieces
 // against its parameters), that every shard file holds the tensors the
-// index places in it, and every byte of every shard file against the
-// file's SHA-256 and its chunks' CRC-32C. Load checks
+// index places in it, every byte of every shard file against the
+// file's SHA-256 and its chunks' CRC-32C, and every rank state file
+// (SaveOptions.RankState) against its recorded SHA-256. Load checks
 // only what it reads; Verify is the offline check of everything, for
 // example before deleting older checkpoints. Errors are those of Load
 // (ErrNotFound, ErrIncomplete, ErrVersion, ErrMissingFile, ErrTruncated,
@@ -30,6 +31,9 @@ func Verify(path string) (Info, error) {
 	info := Info{Dir: dir, Step: idx.Step, World: idx.World}
 	for _, rec := range idx.Files {
 		if err := verifyFile(dir, idx, rec); err != nil {
+			return info, err
+		}
+		if _, err := readRankState(dir, rec, idx.World); err != nil {
 			return info, err
 		}
 	}

@@ -1,6 +1,7 @@
 package gpumodel
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/distopt/distopt/cuda"
@@ -175,7 +176,8 @@ func (m *Model) DelayedActivationState() ([]byte, error) {
 
 // SetDelayedActivationState restores what DelayedActivationState returned,
 // from a model of the same shape and history length; other bytes are
-// refused, naming what differs, and change nothing.
+// refused, naming what differs, and change nothing (a device error while
+// uploading leaves the state undefined).
 func (m *Model) SetDelayedActivationState(state []byte) error {
 	a := m.act
 	if a == nil {
@@ -190,10 +192,18 @@ func (m *Model) SetDelayedActivationState(state []byte) error {
 	if len(state) != want {
 		return fmt.Errorf("gpumodel: a delayed activation state of %d bytes, want %d (history %d, %d layers)", len(state), want, a.l, m.cfg.Layers)
 	}
-	head := cuda.View[uint64](state[:6*8])
+	var head [6]uint64
+	for i := range head {
+		head[i] = binary.LittleEndian.Uint64(state[8*i:])
+	}
 	if head[0] != actStateVersion || head[1] != uint64(a.l) || head[2] != uint64(slots) {
 		return fmt.Errorf("gpumodel: a delayed activation state of version %d, history %d, %d slots; want version %d, history %d, %d slots",
 			head[0], head[1], head[2], actStateVersion, a.l, slots)
+	}
+	// every training forward after the first rolls the histories once
+	passes, rolls, rolled := head[3], head[4], head[5]
+	if rolled > 1 || (rolled == 1) != (rolls > 0) || (passes > 0 && rolls != passes-1) || (passes == 0 && rolls != 0) {
+		return fmt.Errorf("gpumodel: a delayed activation state of %d training forwards, %d rolls, rolled %d: inconsistent", passes, rolls, rolled)
 	}
 	at := 6 * 8
 	for _, b := range bufs {

@@ -2,6 +2,7 @@ package gpumodel
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -182,30 +183,39 @@ func leU32(b []byte) uint32 { return cuda.View[uint32](b)[0] }
 // TestGPUDelayedActivationState checks that a model given another's
 // delayed activation state (DelayedActivationState, then
 // SetDelayedActivationState, as a checkpoint carries it) scales as that
-// model does: after two training passes of the first, one more pass of
-// each on a new batch keeps the same inputs and gives the same losses and
-// gradients, bit for bit; a state of another history length is refused.
+// model does: after two training passes of the first, four more passes of
+// each on new batches (past a wrap of the histories' rings) keep the same
+// inputs and give the same losses and gradients, bit for bit; a state of
+// another history length, and one whose counts disagree, are refused.
 func TestGPUDelayedActivationState(t *testing.T) {
+	const l = 3
 	r := newRig(t, testShape, 1e-3, recipes[0].r)
-	a := r.model(t, testShape, 2, 32, Options{DelayedActivations: 3})
+	a := r.model(t, testShape, 2, 32, Options{DelayedActivations: l})
 	sameBatchTwice(t, r, a, nil)
 	state, err := a.DelayedActivationState()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := r.model(t, testShape, 2, 32, Options{DelayedActivations: 3})
+	b := r.model(t, testShape, 2, 32, Options{DelayedActivations: l})
 	if err := b.SetDelayedActivationState(state); err != nil {
 		t.Fatal(err)
 	}
-	other := r.model(t, testShape, 2, 32, Options{DelayedActivations: 4})
+	other := r.model(t, testShape, 2, 32, Options{DelayedActivations: l + 1})
 	if err := other.SetDelayedActivationState(state); err == nil {
 		t.Error("a state of history 3 taken by a model of history 4")
 	}
-	tokens, targets := randomTokens(a.rows, a.cfg.Vocab, 40), randomTokens(a.rows, a.cfg.Vocab, 41)
-	runs := make([]run, 2)
-	for i, m := range []*Model{a, b} {
-		trainPass(t, r, m, tokens, targets)
-		runs[i] = collect(t, r, m)
+	bad := bytes.Clone(state)
+	bad[4*8] ^= 1 // the rolls no longer follow the training forwards
+	if err := b.SetDelayedActivationState(bad); err == nil {
+		t.Error("a state whose counts disagree was taken")
 	}
-	sameRun(t, "restored state", runs[1], runs[0])
+	for pass := range l + 1 {
+		tokens, targets := randomTokens(a.rows, a.cfg.Vocab, uint64(40+pass)), randomTokens(a.rows, a.cfg.Vocab, uint64(50+pass))
+		runs := make([]run, 2)
+		for i, m := range []*Model{a, b} {
+			trainPass(t, r, m, tokens, targets)
+			runs[i] = collect(t, r, m)
+		}
+		sameRun(t, fmt.Sprintf("restored state, pass %d", pass), runs[1], runs[0])
+	}
 }
