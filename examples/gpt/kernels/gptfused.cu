@@ -324,15 +324,16 @@ __device__ __forceinline__ void gelu_delayed(u8 *dst, float *si, const float *sc
     block_max_atomic(amax, k);
 }
 
-// bias_gelu_delayed is gpt_bias_gelu_amax with the cast in the same pass:
-// y = bf16(x + b) written (the kept fc), the codes of gelu(y) cast with
-// the scale at scale (delayed_scale), their amax folded into *amax.
-template <Fp8 F>
-__device__ __forceinline__ void bias_gelu_delayed(u8 *dst, float *si, const float *scale, u32 *amax, u16 *y,
-                                                  const float *x, const u16 *b, u64 rows, u64 n) {
-    const float s = delayed_scale(scale, si);
+// bias_gelu_pass writes y = bf16(x + b) as gpt_bias_add_bf16 writes it
+// (the kept fc), folds the amax of gelu(y) into *amax and, when CAST
+// (delayed scaling), writes the codes of gelu(y) cast with the scale s in
+// the same pass: gpt_bias_gelu_amax's pass, and gpt_bias_gelu_delayed's.
+template <bool CAST, Fp8 F>
+__device__ __forceinline__ void bias_gelu_pass(u8 *dst, float s, u32 *amax, u16 *y, const float *x, const u16 *b,
+                                               u64 rows, u64 n) {
     u32 k = 0;
-    if ((n & 3) == 0 && aligned(dst, 4) && aligned(y, 8) && aligned(x, 16) && aligned(b, 8) && rows * n < (1ull << 32)) {
+    if ((n & 3) == 0 && (!CAST || aligned(dst, 4)) && aligned(y, 8) && aligned(x, 16) && aligned(b, 8) &&
+        rows * n < (1ull << 32)) {
         const u32 n4 = (u32)(n >> 2);
         const float4 *x4 = reinterpret_cast<const float4 *>(x);
         uint2 *y4 = reinterpret_cast<uint2 *>(y);
@@ -341,7 +342,7 @@ __device__ __forceinline__ void bias_gelu_delayed(u8 *dst, float *si, const floa
             y4[e] = h;
             const float4 g = gelu4(widen4(h));
             k = max(k, amax4(g));
-            reinterpret_cast<u32 *>(dst)[e] = encode4<F>(scale4(g, s));
+            if (CAST) reinterpret_cast<u32 *>(dst)[e] = encode4<F>(scale4(g, s));
         }
     } else {
         for (u64 e = thread_index(); e < rows * n; e += grid_stride()) {
@@ -349,7 +350,7 @@ __device__ __forceinline__ void bias_gelu_delayed(u8 *dst, float *si, const floa
             y[e] = (u16)h;
             const float g = gelu(bf16_to_f32(h));
             k = max(k, amax_bits(g));
-            dst[e] = (u8)encode<F>(__fmul_rn(g, s));
+            if (CAST) dst[e] = (u8)encode<F>(__fmul_rn(g, s));
         }
     }
     block_max_atomic(amax, k);
@@ -423,24 +424,7 @@ __device__ __forceinline__ void gelu_rows128(u8 *dst, float *si, const Src &src,
 // writes it (the kept fc), and *amax folds the amax of gelu(y) (the next
 // linear layer's input, not written).
 extern "C" __global__ void gpt_bias_gelu_amax(u16 *y, const float *x, const u16 *b, u32 *amax, u64 rows, u64 n) {
-    u32 k = 0;
-    if ((n & 3) == 0 && aligned(y, 8) && aligned(x, 16) && aligned(b, 8) && rows * n < (1ull << 32)) {
-        const u32 n4 = (u32)(n >> 2);
-        const float4 *x4 = reinterpret_cast<const float4 *>(x);
-        uint2 *y4 = reinterpret_cast<uint2 *>(y);
-        for (u64 e = thread_index(); e < rows * n4; e += grid_stride()) {
-            const uint2 h = bias_bf16x4(x4[e], bf16x4(b + 4 * ((u32)e % n4)));
-            y4[e] = h;
-            k = max(k, amax4(gelu4(widen4(h))));
-        }
-    } else {
-        for (u64 e = thread_index(); e < rows * n; e += grid_stride()) {
-            const u32 h = bf16_rn(x[e] + bf16_to_f32(b[e % n]));
-            y[e] = (u16)h;
-            k = max(k, amax_bits(gelu(bf16_to_f32(h))));
-        }
-    }
-    block_max_atomic(amax, k);
+    bias_gelu_pass<false, E4M3>(nullptr, 0.0f, amax, y, x, b, rows, n);
 }
 
 // gpt_gelu_amax: *amax folds the amax of gelu(y) for the n bfloat16 y (the
@@ -568,7 +552,7 @@ GPT_FUSED_ROWS(16)
     }                                                                                                                  \
     extern "C" __global__ void gpt_bias_gelu_delayed_##fmt(u8 *dst, float *si, const float *scale, u32 *amax, u16 *y, \
                                                            const float *x, const u16 *b, u64 rows, u64 n) {            \
-        bias_gelu_delayed<F>(dst, si, scale, amax, y, x, b, rows, n);                                                  \
+        bias_gelu_pass<true, F>(dst, delayed_scale(scale, si), amax, y, x, b, rows, n);                                \
     }
 
 GPT_FUSED_FORMAT(e4m3, E4M3)
