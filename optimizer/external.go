@@ -79,12 +79,17 @@ func (o *Optimizer) BindGrads(grads []buffer.Buffer) error {
 }
 
 // needGrads returns ErrUnbound when the gradients are lent by the caller
-// and none are bound; what names the call.
-func (o *Optimizer) needGrads(what string) error {
-	if o.cfg.ExternalGradients && !o.bound.Load() {
-		return fmt.Errorf("optimizer: %s: %w", what, ErrUnbound)
+// and none are bound; call names the method, and param, unless empty, the
+// parameter it was called for (the message is made only on error: SetGrad
+// and GradReady run once per parameter and micro-batch).
+func (o *Optimizer) needGrads(call, param string) error {
+	if !o.cfg.ExternalGradients || o.bound.Load() {
+		return nil
 	}
-	return nil
+	if param != "" {
+		call = fmt.Sprintf("%s(%q)", call, param)
+	}
+	return fmt.Errorf("optimizer: %s: %w", call, ErrUnbound)
 }
 
 // unbind forgets the lent gradient buffers at the end of a step.

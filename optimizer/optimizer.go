@@ -219,7 +219,7 @@ func (o *Optimizer) ZeroGrad() error {
 	if err := o.usable(); err != nil {
 		return err
 	}
-	if err := o.needGrads("ZeroGrad"); err != nil {
+	if err := o.needGrads("ZeroGrad", ""); err != nil {
 		return err
 	}
 	o.markGrad()

@@ -68,7 +68,7 @@ func (o *Optimizer) GradReady(name string) error {
 	if !ok {
 		return fmt.Errorf("optimizer: GradReady(%q): %w", name, ErrUnknownParam)
 	}
-	if err := o.needGrads(fmt.Sprintf("GradReady(%q)", name)); err != nil {
+	if err := o.needGrads("GradReady", name); err != nil {
 		return err
 	}
 	o.markGrad()

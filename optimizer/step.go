@@ -70,7 +70,7 @@ func (o *Optimizer) stepWith(ctx context.Context, async bool) (StepResult, error
 	if err := o.cfg.checkLRs(o.step + 1); err != nil { // with the step count exact
 		return StepResult{}, err
 	}
-	if err := o.needGrads("Step"); err != nil {
+	if err := o.needGrads("Step", ""); err != nil {
 		return StepResult{}, err
 	}
 	if err := o.waitAllGathers(ctx); err != nil { // StepAsync's, not waited for

@@ -62,7 +62,7 @@ func (o *Optimizer) Grad(name string) (GradView, error) {
 	if err != nil {
 		return GradView{}, err
 	}
-	if err := o.needGrads(fmt.Sprintf("Grad(%q)", name)); err != nil {
+	if err := o.needGrads("Grad", name); err != nil {
 		return GradView{}, err
 	}
 	o.markGrad()
@@ -89,7 +89,7 @@ func (o *Optimizer) Grad(name string) (GradView, error) {
 // parameter's bucket (see Grad), under the lock GradReady takes, so that
 // the bucket's reduce-scatter cannot start during the write.
 func (o *Optimizer) SetGrad(name string, g []float32) error {
-	if err := o.needGrads(fmt.Sprintf("SetGrad(%q)", name)); err != nil {
+	if err := o.needGrads("SetGrad", name); err != nil {
 		return err
 	}
 	o.markGrad()

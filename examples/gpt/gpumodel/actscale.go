@@ -80,11 +80,8 @@ func (m *Model) zeroActScales() error {
 		return nil
 	}
 	slots := len(actSlot) * m.cfg.Layers
-	for _, z := range []struct {
-		p cuda.DevicePtr
-		n int
-	}{{a.hist, slots * a.l}, {a.amax, slots}, {a.evalAmax, slots}, {a.scale, slots}} {
-		if err := m.s.Memset32(z.p, 0, z.n); err != nil {
+	for _, b := range append(a.buffers(slots), devBuf{a.evalAmax, 4 * slots}) {
+		if err := m.s.Memset32(b.p, 0, b.n/4); err != nil {
 			return err
 		}
 	}
