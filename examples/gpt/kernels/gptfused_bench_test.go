@@ -30,7 +30,8 @@ const (
 // or 12+8+5; gelu fused: 4+2 then 2+1, or 4+2+1; unfused: 6
 // (GPTBiasAddBF16) + 6 (GPTGELUBF16) + 4 + 5, or 6+6+5; gelu epilogue,
 // GPTGELUFP8 from the bfloat16 fc the GEMM's epilogue wrote with its bias:
-// 2 then 2+1, or 2+1). fused over unfused gpu-us/op is the fusion's gain on
+// 2 then 2+1, or 2+1; delayed: layernorm 13, the epilogue's GELU 3, the
+// scale given). fused over unfused gpu-us/op is the fusion's gain on
 // these kernels. GELU's inputs (fc's product, and the epilogue's fc) are
 // spread like the model's: on one constant every lane would take
 // the same branch of tanhf, which made the GELU cases look faster than
@@ -56,6 +57,7 @@ func BenchmarkFusedProducers(b *testing.B) {
 	spread := &fusedEnv{t: b, d: d, s: g.s, r: rand.New(rand.NewPCG(7, 3))}
 	prod, fc, fcIn := spread.f32(fbRows*fbF, 0, 2), fill(2*fbRows*fbF, small), spread.bf(fbRows*fbF, 0, 2)
 	w, bias, mean, rstd, amax := fill(2*fbF, small), fill(2*fbF, small), fill(4*fbRows, one), fill(4*fbRows, one), fill(4, 0)
+	scale := fill(4, one)
 	ln := LayerNormRows{X: x, W: w, B: bias, Mean: mean, Rstd: rstd, Rows: fbRows, N: fbH, Eps: 1e-5, Residual: res, Bias: bias}
 	for _, r := range []fp8.Recipe{{Format: fp8.E4M3, Scaling: fp8.TensorCurrent}, {Format: fp8.E4M3, Scaling: fp8.Block1x128}} {
 		lay, blocks := gemm.PerTensor, r.Scaling == fp8.Block1x128
@@ -85,6 +87,16 @@ func BenchmarkFusedProducers(b *testing.B) {
 				return e.Quantize(qh, y, buffer.Float32, r, 0, 0)
 			})
 		})
+		if !blocks { // delayed scaling of the activations (-act-history): one pass each, the scale given
+			del := FP8Out{Data: qh.Data, ScaleInv: qh.ScaleInv, Recipe: r, Scale: scale}
+			b.Run("layernorm/"+name+"/delayed", func(b *testing.B) {
+				gptTime(b, g, 13*fbRows*fbH, 0, func() error { return k.GPTLayerNormFP8(g.s, del, amax, ln) })
+			})
+			del.Data, del.ScaleInv = qf.Data, qf.ScaleInv
+			b.Run("gelu/"+name+"/epilogue-delayed", func(b *testing.B) {
+				gptTime(b, g, 3*fbRows*fbF, 0, func() error { return k.GPTGELUFP8(g.s, del, amax, fcIn, fbRows, fbF) })
+			})
+		}
 		b.Run("gelu/"+name+"/fused", func(b *testing.B) {
 			gptTime(b, g, per(9, 7)*fbRows*fbF, 0, func() error {
 				return k.GPTBiasGELUFP8(g.s, FP8Out{Data: qf.Data, ScaleInv: qf.ScaleInv, Recipe: r}, amax, fc, prod, bias, fbRows, fbF)
