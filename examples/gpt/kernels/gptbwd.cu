@@ -168,8 +168,6 @@ extern "C" __global__ void __launch_bounds__(32 * COL_GROUPS)
 // stores of one row over the 32 banks).
 #define DY_COLS 128
 #define DY_STRIDE (COL_CHUNK + 4)
-// DY_BATCH rows of each warp loaded at once by gpt_dy_cast.
-#define DY_BATCH 8
 
 // A named namespace, not an anonymous one: nvcc names the shared arrays of
 // functions in an anonymous namespace after a hash of the source's path,
@@ -194,33 +192,6 @@ __device__ __forceinline__ void dy_quad(float v[4], const u16 *dy, u64 i, int cn
     }
 #pragma unroll
     for (int j = 0; j < 4; j++) v[j] = j < cnt ? bf16_to_f32(dy[i + j]) : 0.0f;
-}
-
-// dy_row: dy_cast's work on row r (the chunk's row rl) of the lane's
-// values v: the column sums, the codes to dst and to the tile.
-template <Fp8 F>
-__device__ __forceinline__ void dy_row(u8 *dst, u8 *tile, float acc[4], const float v[4], float s, u64 r, u64 rl0,
-                                       u64 n, u64 c, int cnt, bool vout, u32 lane, u32 swz) {
-    u32 w = 0;
-#pragma unroll
-    for (int j = 0; j < 4; j++) acc[j] += v[j];
-    if (cnt == 4) {
-        w = encode4<F>(make_float4(__fmul_rn(v[0], s), __fmul_rn(v[1], s), __fmul_rn(v[2], s), __fmul_rn(v[3], s)));
-    } else {
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            if (j < cnt) w |= encode<F>(__fmul_rn(v[j], s)) << (8 * j);
-    }
-    if (vout) {
-        *reinterpret_cast<u32 *>(dst + r * n + c) = w;
-    } else {
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            if (j < cnt) dst[r * n + c + j] = (u8)(w >> (8 * j));
-    }
-    const u32 rl = (u32)rl0 ^ swz;
-#pragma unroll
-    for (int j = 0; j < 4; j++) tile[(4 * lane + j) * DY_STRIDE + rl] = (u8)(w >> (8 * j));
 }
 
 // dy_cast: block (x, c) takes rows [c*COL_CHUNK, (c+1)*COL_CHUNK) and
@@ -253,23 +224,30 @@ __device__ __forceinline__ void dy_cast(u8 *dst, u8 *dstT, float *part, const T 
     const u32 swz = 4 * ((lane >> 3) & 3); // the XOR of the lane's columns 4l.. (j >> 5 = l >> 3)
     const float s = *scale;
     float acc[4] = {0, 0, 0, 0};
-    // DY_BATCH rows a warp at a time, all loaded before any is stored: the
-    // compiler may not move a load above a store to dst or the tile (they
-    // could alias dy), so loads issued one row at a time would keep a
-    // single load of each warp in flight.
-    for (u64 rb = r0 + g; rb < r1; rb += DY_BATCH * COL_GROUPS) {
-        float v[DY_BATCH][4];
+#pragma unroll 4
+    for (u64 r = r0 + g; r < r1; r += COL_GROUPS) {
+        float v[4];
+        dy_quad(v, dy, r * n + c, cnt, vin);
+        u32 w = 0;
 #pragma unroll
-        for (int u = 0; u < DY_BATCH; u++) {
-            const u64 r = rb + (u64)u * COL_GROUPS;
-            if (r < r1) dy_quad(v[u], dy, r * n + c, cnt, vin);
-        }
+        for (int j = 0; j < 4; j++) acc[j] += v[j];
+        if (cnt == 4) {
+            w = encode4<F>(make_float4(__fmul_rn(v[0], s), __fmul_rn(v[1], s), __fmul_rn(v[2], s), __fmul_rn(v[3], s)));
+        } else {
 #pragma unroll
-        for (int u = 0; u < DY_BATCH; u++) {
-            const u64 r = rb + (u64)u * COL_GROUPS;
-            if (r >= r1) break;
-            dy_row<F>(dst, tile, acc, v[u], s, r, r - r0, n, c, cnt, vout, lane, swz);
+            for (int j = 0; j < 4; j++)
+                if (j < cnt) w |= encode<F>(__fmul_rn(v[j], s)) << (8 * j);
         }
+        if (vout) {
+            *reinterpret_cast<u32 *>(dst + r * n + c) = w;
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                if (j < cnt) dst[r * n + c + j] = (u8)(w >> (8 * j));
+        }
+        const u32 rl = (u32)(r - r0) ^ swz;
+#pragma unroll
+        for (int j = 0; j < 4; j++) tile[(4 * lane + j) * DY_STRIDE + rl] = (u8)(w >> (8 * j));
     }
     sums[g][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
     __syncthreads();
