@@ -184,7 +184,7 @@ xlamem)
 		echo "== $tag: $(grep -E '^(summary|hand-over|NVML)' "$out/$tag.log" | tr '\n' ' ')"
 		for f in "$dumps/$tag"/*buffer-assignment.txt; do
 			[ -f "$f" ] || { echo "no buffer assignment dumped in $dumps/$tag"; break; }
-			echo "$(basename "$f"): $(grep -m1 -i 'total bytes used' "$f")"
+			echo "$(basename "$f"): temp $(grep -m1 'preallocated-temp' "$f" | cut -d, -f1)"
 			awk '/^allocation [0-9]+: size [0-9]+/ {s = $4; sub(",", "", s); print s " " $0}' "$f" | sort -n | tail -n 3 | cut -d' ' -f2- | cut -c1-160
 		done
 		rm -f "$out/nvml_$tag.txt" "$out/$tag.csv"
