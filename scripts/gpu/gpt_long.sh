@@ -40,7 +40,8 @@
 #     with the BF16 reference by the same checker. The runs are stopped
 #     $LOSS_RESERVE seconds before the call's deadline ($TOTAL seconds after the start) to
 #     leave time for the rest; their curves, written after every evaluation,
-#     then show how far they came.
+#     then show how far they came. LOSS_EXTRA adds flags to the distopt
+#     runs (e.g. "-act-history 1024": a candidate default against PyTorch).
 #  3. resume check on the GPU: $RESUME_STEPS steps straight, then the same run
 #     stopped at half and resumed from its checkpoint, for each recipe of
 #     $RESUME_RECIPES, with the flags of $RESUME_EXTRA (default none; e.g.
@@ -311,7 +312,7 @@ long() {
 		# like outside the FP8 linear layers (issue 16).
 		timeout $budget $bin/gpt -backend gpu -data $bin/data -preset small -seq $SEQ -batch $BATCH -recipe $r -lr $LR \
 			-steps $STEPS -eval-every $EVAL_EVERY -eval-windows $EVAL_WINDOWS -head-precision $HEAD_PRECISION -sample 300 \
-			-curve "$OUT/long_$r.json" >"$OUT/long_$r.log" 2>&1 &
+			${LOSS_EXTRA:-} -curve "$OUT/long_$r.json" >"$OUT/long_$r.log" 2>&1 &
 		pids="$pids $!"
 	done
 	timeout $budget "$py" scripts/gpt/torch_gpt.py --data $bin/data --init $bin/init.safetensors --lr $LR --steps $STEPS \
