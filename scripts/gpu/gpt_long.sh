@@ -77,7 +77,8 @@
 #     distopt's own -profile (CUDA events by phase; under ncu too with
 #     PROFILE_NCU=1) and compiled PyTorch ($PROFILE_SDPA attention,
 #     default cudnn) under torch.profiler, tabled by
-#     scripts/gpt/profile_classes.py.
+#     scripts/gpt/profile_classes.py. PROFILE_EXTRA adds flags to
+#     distopt's -profile runs.
 #  9. (not by default) gradtype: issue 37's gradients in BF16, as part 7
 #     with -grad-type fp32 and bf16 (two processes): `curves` compares the
 #     bf16 run with the fp32 one by the same criteria and draws
@@ -280,7 +281,7 @@ profile() {
 		b=${shape#*:}
 		# the example's own profile: CUDA events by phase, seconds per shape
 		timeout 120 $bin/gpt -backend gpu -data $bin/data -preset $p -batch $b -steps ${PROFILE_STEPS:-4} -eval-every 0 \
-			-eval-windows $b -sample 0 -profile >"$OUT/profile_events_$p.log" 2>&1 || status=1
+			-eval-windows $b -sample 0 -profile ${PROFILE_EXTRA:-} >"$OUT/profile_events_$p.log" 2>&1 || status=1
 		sed -n '/^profile:/,$p' "$OUT/profile_events_$p.log"
 		if [ "${PROFILE_NCU:-0}" = 1 ]; then
 			timeout 240 $ncu --csv --metrics gpu__time_duration.sum --print-units base $bin/gpt -backend gpu -data $bin/data \
