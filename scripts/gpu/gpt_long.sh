@@ -121,7 +121,8 @@ RECIPES=${RECIPES:-current delayed tile}
 RESUME_STEPS=${RESUME_STEPS:-60}
 RESUME_RECIPES=${RESUME_RECIPES:-current delayed tile}
 BENCH_STEPS=${BENCH_STEPS:-10}
-# BENCH_SHAPES: the bench's shapes as preset:batch (default "small:16 1.3b:4").
+# BENCH_SHAPES: the bench's shapes as preset:batch (default "small:16 1.3b:4"), or
+# preset:batch:sdpa+sdpa for PyTorch attention backends of that shape's own (else BENCH_SDPA's).
 BENCH_COMPILE=${BENCH_COMPILE:-1}
 BENCH_SDPA=${BENCH_SDPA:-flash cudnn auto}
 BENCH_BATCH_SMALL=${BENCH_BATCH_SMALL:-16}
@@ -206,6 +207,8 @@ bench() {
 	for shape in ${BENCH_SHAPES:-small:$BENCH_BATCH_SMALL 1.3b:$BENCH_BATCH_XL}; do
 		p=${shape%%:*}
 		b=${shape#*:}
+		sdpa=$BENCH_SDPA
+		case $b in *:*) sdpa=$(echo "${b#*:}" | tr + ' ') b=${b%%:*} ;; esac
 		peakmem "bench_distopt_$p" $bin/gpt -backend gpu -data $bin/data -preset $p -batch $b -steps $BENCH_STEPS \
 			-eval-every 0 -eval-windows $b -sample 0 -curve "$OUT/bench_distopt_$p.json" >"$OUT/bench_distopt_$p.log" 2>&1 || status=1
 		grep '^attention:' "$OUT/bench_distopt_$p.log"
@@ -232,7 +235,7 @@ bench() {
 		IFS=$old_ifs
 		eval "extra_$(echo $p | tr . _)=\$extra"
 		refs=""
-		for a in $BENCH_SDPA; do
+		for a in $sdpa; do
 			peakmem "bench_torch_${p}_$a" "$py" scripts/gpt/torch_gpt.py --data $bin/data --shape $p --batch $b --steps $BENCH_STEPS \
 				--eval-every 0 --eval-windows $b --sdpa $a $compile --name "torch $p ($a)" --out "$OUT/bench_torch_${p}_$a.json" \
 				>"$OUT/bench_torch_${p}_$a.log" 2>&1 || status=1
