@@ -139,16 +139,28 @@ func TestRecipeFlag(t *testing.T) {
 	}
 }
 
-// TestActHistoryFlag checks -act-history: off by default, the history
-// length handed to the GPU model's options, and refused (naming the flag)
-// when negative, on the CPU, with -recompute and with -recipe tile.
+// TestActHistoryFlag checks -act-history: 1024 by default on the GPU's
+// fused forward with per-tensor activations and 0 where it does not apply
+// (the CPU, -recompute, -recipe tile), the length given handed to the GPU
+// model's options, and refused (naming the flag) when negative, on the
+// CPU, with -recompute and with -recipe tile.
 func TestActHistoryFlag(t *testing.T) {
-	if o, err := parseFlags([]string{"-backend", "gpu"}); err != nil || o.modelOptions().DelayedActivations != 0 {
-		t.Errorf("default: %v, DelayedActivations %d, want 0", err, o.modelOptions().DelayedActivations)
-	}
-	o, err := parseFlags([]string{"-backend", "gpu", "-act-history", "1024"})
-	if err != nil || o.modelOptions().DelayedActivations != 1024 {
-		t.Errorf("-act-history 1024: %v, DelayedActivations %d", err, o.modelOptions().DelayedActivations)
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"-backend", "gpu"}, 1024},
+		{[]string{"-backend", "gpu", "-recipe", "current"}, 1024},
+		{[]string{"-backend", "gpu", "-act-history", "16"}, 16},
+		{[]string{"-backend", "gpu", "-act-history", "0"}, 0},
+		{[]string{"-backend", "gpu", "-recompute"}, 0},
+		{[]string{"-backend", "gpu", "-recipe", "tile"}, 0},
+		{[]string{"-backend", "cpu"}, 0},
+	} {
+		o, err := parseFlags(c.args)
+		if err != nil || o.actHistory != c.want || (c.args[1] == "gpu" && o.modelOptions().DelayedActivations != c.want) {
+			t.Errorf("%v: %v, -act-history %d, want %d", c.args, err, o.actHistory, c.want)
+		}
 	}
 	for _, args := range [][]string{
 		{"-backend", "gpu", "-act-history", "-1"},

@@ -483,14 +483,14 @@ func (t *gpuTrainer) gpuNext() nextLogits {
 // setModelState gives the GPU model the state its rank saved with the
 // checkpoint resumed: the delayed activation scaling's (-act-history),
 // which a resumed run needs to repeat the uninterrupted one. A checkpoint
-// without it (saved without -act-history, or at another number of ranks)
-// is refused under -act-history, and one with it without the flag.
+// without it (saved with -act-history 0, or at another number of ranks)
+// is refused under -act-history, and one with it under -act-history 0.
 func setModelState(o options, m *gpumodel.Model, state []byte) error {
 	switch {
 	case o.actHistory > 0 && state == nil:
-		return fmt.Errorf("-act-history %d: the checkpoint holds no activation histories for this rank (saved without -act-history, or on another number of ranks), so the resumed run would not repeat the uninterrupted one", o.actHistory)
+		return fmt.Errorf("-act-history %d: the checkpoint holds no activation histories for this rank (saved with -act-history 0, before it became the default, or on another number of ranks), so the resumed run would not repeat the uninterrupted one: resume it with -act-history 0", o.actHistory)
 	case o.actHistory == 0 && state != nil:
-		return fmt.Errorf("the checkpoint holds activation histories (saved with -act-history): resume with the same -act-history")
+		return fmt.Errorf("the checkpoint holds activation histories (saved with -act-history, the GPU default): resume with the same -act-history")
 	case state == nil:
 		return nil
 	}

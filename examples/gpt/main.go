@@ -136,7 +136,7 @@ type options struct {
 	head                                gpumodel.HeadPrecision
 	gradType                            buffer.DType // -grad-type: the GPU model's gradient views
 	actGradBF16                         bool         // -act-grad bf16: the GPU model's activation gradients
-	actHistory                          int          // -act-history: delayed scaling of the fused activations (0: current)
+	actHistory                          int          // -act-history: delayed scaling of the fused activations (0: current; fusedDefaults)
 	seed                                uint64
 	timeout                             time.Duration
 }
@@ -187,7 +187,7 @@ func defineFlags(o *options) (*flag.FlagSet, rawFlags) {
 	fs.BoolVar(&o.epilogue, "epilogue", false, "GPU: add qkv's and fc's biases in the FP8 GEMMs' epilogue, writing bfloat16 directly (fused forward only, so not with -recompute; on by default on the GPU with per-tensor activations, every recipe but tile; -epilogue=false turns it off)")
 	r.actGrad = fs.String("act-grad", "bf16", "GPU: type of the activation gradients where PyTorch's autocast keeps them in bfloat16 (the linear layers' input gradients, GELU's gradient): bf16 (fewer bytes moved; the residual stream's gradient stays float32; gpumodel.Options.ActGradBF16; the default on the GPU with per-tensor activations, every recipe but tile, except with -recompute, where it was not measured) or fp32")
 	fs.BoolVar(&o.fuseDY, "fuse-dy", false, "GPU: cast each linear layer's output gradient to FP8, transposed and not, and sum its bias gradient in one pass (the same bits as separate passes, and faster: on by default on the GPU with per-tensor recipes; -fuse-dy=false turns it off; -recipe tile takes separate passes)")
-	fs.IntVar(&o.actHistory, "act-history", 0, "GPU: scale the FP8 inputs that LayerNorm and GELU write (attn.qkv's, mlp.fc's, mlp.proj's) from the largest amax of this many earlier training forwards, casting each in one pass (delayed scaling after Transformer Engine's default recipe, whose history is 1024, but per rank; the first training forward scales from its own amax; gpumodel.Options.DelayedActivations); 0, the default: from each tensor's own amax, in two passes. Per-tensor activations on the fused forward: not with -recipe tile or -recompute. The histories are saved with checkpoints (each rank its own), so -resume continues them (not yet run on a GPU) on the same number of GPUs; a checkpoint without them, or from another number of GPUs, is refused")
+	fs.IntVar(&o.actHistory, "act-history", defaultActHistory, "GPU: scale the FP8 inputs that LayerNorm and GELU write (attn.qkv's, mlp.fc's, mlp.proj's) from the largest amax of this many earlier training forwards, casting each in one pass (delayed scaling after Transformer Engine's default recipe, whose history is 1024, but per rank; the first training forward scales from its own amax; gpumodel.Options.DelayedActivations); 0: from each tensor's own amax, in two passes. The default is 1024 on the GPU's fused forward with per-tensor activations and 0 elsewhere (the CPU, -recompute, -recipe tile, where a value other than 0 is refused). The histories are saved with checkpoints (each rank its own), so -resume continues them on the same number of GPUs; a checkpoint without them, or from another number of GPUs, is refused (resume one with -act-history 0)")
 	fs.BoolVar(&o.profile, "profile", false, "GPU: print where each step's device time goes, by phase (LayerNorm, FP8 GEMMs, attention, ...), measured with CUDA events; the first step is left out")
 	fs.BoolVar(&o.keepTransposed, "keep-transposed", false, "GPU: keep the transposed FP8 linear inputs for backward instead of making them there (same bits, more memory)")
 	r.keepLayers = fs.String("keep-transposed-layers", "", "GPU: -keep-transposed for these linear layers of each block only, comma-separated: attn.qkv, attn.proj, mlp.fc, mlp.proj (mlp.proj's input is the widest)")
@@ -351,11 +351,16 @@ func parseGradType(s string) (buffer.DType, error) {
 	return 0, fmt.Errorf("-grad-type=%q: want fp32 or bf16", s)
 }
 
-// fusedDefaults sets -fuse-dy, -epilogue and -act-grad bf16 where the
-// command line (set: the flags given) leaves them: on the GPU with
-// per-tensor activations (every recipe but tile, whose activations take
-// 1x128 blocks); -epilogue needs the fused forward, which -recompute does
-// not run, and -act-grad bf16 was not measured with -recompute.
+// defaultActHistory is -act-history's length where fusedDefaults turns it
+// on: Transformer Engine's default history.
+const defaultActHistory = 1024
+
+// fusedDefaults sets -fuse-dy, -epilogue, -act-grad bf16 and -act-history
+// where the command line (set: the flags given) leaves them: on the GPU
+// with per-tensor activations (every recipe but tile, whose activations
+// take 1x128 blocks); -epilogue and -act-history need the fused forward,
+// which -recompute does not run, and -act-grad bf16 was not measured with
+// -recompute.
 func fusedDefaults(o *options, set map[string]bool) {
 	perTensorGPU := o.backend == "gpu" && o.recipe.Scaling != fp8.Block128x128
 	if !set["fuse-dy"] {
@@ -366,6 +371,12 @@ func fusedDefaults(o *options, set map[string]bool) {
 	}
 	if !set["act-grad"] {
 		o.actGradBF16 = perTensorGPU && !o.recompute
+	}
+	if !set["act-history"] {
+		o.actHistory = 0
+		if perTensorGPU && !o.recompute {
+			o.actHistory = defaultActHistory
+		}
 	}
 }
 
