@@ -144,7 +144,9 @@ part_b() {
 	done
 	$bin/curves -speed "$OUT/bench2_distopt_small.json" "$OUT/bench2_torch_small.json" "$OUT/bench2_distopt_1.3b.json" "$OUT/bench2_torch_1.3b.json" || status=1
 	echo "== b2. resume on another GPU count: 2 GPUs to step 20, then 1 GPU x 2 micro-batches ($(date +%T))"
-	common="-preset small -seq 256 -batch 8 -lr 1e-3 -steps 40 -eval-every 10 -eval-windows 64 -sample 0"
+	# -act-history 0: the default's activation histories are each rank's own,
+	# so a checkpoint with them resumes only on the same number of GPUs.
+	common="-preset small -seq 256 -batch 8 -lr 1e-3 -steps 40 -eval-every 10 -eval-windows 64 -sample 0 -act-history 0"
 	rm -rf $bin/ck
 	# shellcheck disable=SC2086
 	gpt2 resume2_full $common -curve "$OUT/resume2_full.json"
