@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
@@ -160,6 +161,9 @@ func TestActHistoryFlag(t *testing.T) {
 		o, err := parseFlags(c.args)
 		if err != nil || o.actHistory != c.want || (c.args[1] == "gpu" && o.modelOptions().DelayedActivations != c.want) {
 			t.Errorf("%v: %v, -act-history %d, want %d", c.args, err, o.actHistory, c.want)
+		}
+		if want := fmt.Sprintf("history %d)", c.want); (c.want > 0) != strings.HasSuffix(o.activationScaling(), want) {
+			t.Errorf("%v: the run's line says %q", c.args, o.activationScaling())
 		}
 	}
 	for _, args := range [][]string{

@@ -100,8 +100,8 @@ func gpuRun(o options, out io.Writer) ([]float64, error) {
 	if err := resume(ctx, o, out, opt, comm, func(state []byte) error { return setModelState(o, m, state) }); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(out, "gpt on %d GPU(s) (%s): %d parameters, %d x %d x %d sequences of %d per step, recipe %s, head %v, gradients %v; optimizer %.1f MiB per rank\n",
-		comm.Size(), be.Name(), o.shape.NumParams(), comm.Size(), o.micro, o.batch, o.shape.Seq, fp8.RecipeName(o.recipe.Scaling), o.head, o.gradType,
+	fmt.Fprintf(out, "gpt on %d GPU(s) (%s): %d parameters, %d x %d x %d sequences of %d per step, recipe %s, %s, head %v, gradients %v; optimizer %.1f MiB per rank\n",
+		comm.Size(), be.Name(), o.shape.NumParams(), comm.Size(), o.micro, o.batch, o.shape.Seq, fp8.RecipeName(o.recipe.Scaling), o.activationScaling(), o.head, o.gradType,
 		float64(opt.Report().Total())/(1<<20))
 	rec := &recorder{path: o.curvePath, flopsPerToken: o.shape.FlopsPerToken(), gpus: comm.Size()}
 	rec.config(o, o.evalWindows/o.batch*o.batch)
@@ -478,6 +478,15 @@ func (t *gpuTrainer) gpuNext() nextLogits {
 		}
 		return out, nil
 	}
+}
+
+// activationScaling names how the fused forward scales the FP8 inputs that
+// LayerNorm and GELU write (-act-history), for the run's first line.
+func (o options) activationScaling() string {
+	if o.actHistory > 0 {
+		return fmt.Sprintf("activations delayed (history %d)", o.actHistory)
+	}
+	return "activations current"
 }
 
 // setModelState gives the GPU model the state its rank saved with the
