@@ -374,20 +374,18 @@ const defaultActHistory = 1024
 // -recompute.
 func fusedDefaults(o *options, set map[string]bool) {
 	perTensorGPU := o.backend == "gpu" && o.recipe.Scaling != fp8.Block128x128
+	fusedForward := perTensorGPU && !o.recompute
 	if !set["fuse-dy"] {
 		o.fuseDY = perTensorGPU
 	}
 	if !set["epilogue"] {
-		o.epilogue = perTensorGPU && !o.recompute
+		o.epilogue = fusedForward
 	}
 	if !set["act-grad"] {
-		o.actGradBF16 = perTensorGPU && !o.recompute
+		o.actGradBF16 = fusedForward
 	}
-	if !set["act-history"] {
-		o.actHistory = 0
-		if perTensorGPU && !o.recompute {
-			o.actHistory = defaultActHistory
-		}
+	if !set["act-history"] && !fusedForward {
+		o.actHistory = 0 // the flag's default, defaultActHistory, applies only here
 	}
 }
 
