@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/distopt/distopt/cuda"
 )
@@ -118,4 +119,38 @@ func AllocHost(tb testing.TB, d *cuda.Device, n int) *cuda.HostBuffer {
 	}
 	tb.Cleanup(func() { h.Free() })
 	return h
+}
+
+// GPUTime runs queue once to warm up, then times b.N more calls by CUDA
+// events recorded on s around them, and returns the GPU's time per call.
+// The calls are queued from d's worker goroutine (cuda.Device.Do): a
+// launch from another goroutine costs a hand-off to it (about 20 us on an
+// H200's host, more than many kernels take), which would leave the GPU
+// idle between kernels. It resets b's timer after the warm-up.
+func GPUTime(b *testing.B, d *cuda.Device, s *cuda.Stream, queue func() error) time.Duration {
+	b.Helper()
+	start, end := Event(b, d, true), Event(b, d, true)
+	check := func(err error) {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	check(queue())
+	check(s.Synchronize())
+	b.ResetTimer()
+	check(d.Do(func() error {
+		if err := start.Record(s); err != nil {
+			return err
+		}
+		for range b.N {
+			if err := queue(); err != nil {
+				return err
+			}
+		}
+		return end.Record(s)
+	}))
+	check(end.Synchronize())
+	el, err := cuda.Elapsed(start, end)
+	check(err)
+	return el / time.Duration(b.N)
 }

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/distopt/distopt/fp8"
@@ -66,5 +67,25 @@ func BenchmarkCopyDtoD(b *testing.B) {
 	for b.Loop() {
 		must(b, s.CopyDtoD(dst, src, 4*benchN))
 		must(b, s.Synchronize())
+	}
+}
+
+// BenchmarkTransposeFP8 times the FP8 transpose at the GPT example's shapes
+// (tokens x width of its linear layers' inputs; 124M and 1.3B) by CUDA events
+// (gpu-us/op), with GB/s of the bytes read and written.
+func BenchmarkTransposeFP8(b *testing.B) {
+	d, sets := loadAll(b)
+	s := cudatest.Stream(b, d)
+	for _, sh := range [][2]int{{16384, 768}, {16384, 3072}, {8192, 2048}, {8192, 8192}} {
+		rows, cols := sh[0], sh[1]
+		src, dst := cudatest.Alloc(b, d, rows*cols), cudatest.Alloc(b, d, rows*cols)
+		must(b, sets[0].FillIota(s, src, 0x3c000000, rows*cols/4))
+		for _, k := range sets {
+			b.Run(fmt.Sprintf("%v/%dx%d", k.v, rows, cols), func(b *testing.B) {
+				per := cudatest.GPUTime(b, d, s, func() error { return k.TransposeFP8(s, dst, src, rows, cols) })
+				b.ReportMetric(float64(per.Nanoseconds())/1e3, "gpu-us/op")
+				b.ReportMetric(2*float64(rows*cols)/per.Seconds()/1e9, "GB/s")
+			})
+		}
 	}
 }

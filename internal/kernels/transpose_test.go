@@ -10,13 +10,14 @@ import (
 )
 
 // TestTransposeFP8 transposes every shape with both sides in a set of edge
-// sizes around the 64-byte tile and the 4-byte word (400 shapes), plus a few
-// large ones and misaligned pointers, with every byte value present, and
+// sizes around the 64-byte tile width, the 128-row tile height and the
+// 4-byte word (441 shapes), plus a few large ones (some ending in a tile of
+// 64 rows) and misaligned pointers, with every byte value present, and
 // compares with the transpose on the CPU, bit for bit, with guard bands.
 func TestTransposeFP8(t *testing.T) {
 	d, sets := loadAll(t)
 	s := cudatest.Stream(t, d)
-	sizes := []int{1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 200}
+	sizes := []int{1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 200, 256}
 	type shape struct{ rows, cols, off int }
 	var shapes []shape
 	for _, r := range sizes {
@@ -24,7 +25,7 @@ func TestTransposeFP8(t *testing.T) {
 			shapes = append(shapes, shape{r, c, 0})
 		}
 	}
-	shapes = append(shapes, shape{256, 512, 0}, shape{2048, 6144, 0}, shape{128, 128, 1}, shape{130, 68, 3})
+	shapes = append(shapes, shape{256, 512, 0}, shape{2048, 6144, 0}, shape{192, 256, 0}, shape{4160, 768, 0}, shape{128, 128, 1}, shape{130, 68, 3})
 	for _, k := range sets {
 		bad := 0
 		for _, sh := range shapes {

@@ -2,7 +2,6 @@ package kernels
 
 import (
 	"testing"
-	"time"
 
 	"github.com/distopt/distopt/cuda"
 	"github.com/distopt/distopt/cuda/cudatest"
@@ -202,29 +201,7 @@ func BenchmarkGPT(b *testing.B) {
 // reports gpu-us/op (gpu-ms/op when neither bytes nor flops are given),
 // GB/s of bytes or TFLOP/s of flops; it returns the GB/s.
 func gptTime(b *testing.B, g *gptBench, bytes, flops int, queue func() error) float64 {
-	d := g.k.Device()
-	start, end := cudatest.Event(b, d, true), cudatest.Event(b, d, true)
-	must(b, queue()) // warm up (and grow any scratch)
-	must(b, g.s.Synchronize())
-	b.ResetTimer()
-	// Queued from the device's worker: a launch from another goroutine
-	// costs a handoff to it (about 20 us on the H200's host, more than most
-	// of these kernels take), which would starve the GPU between kernels.
-	must(b, d.Do(func() error {
-		if err := start.Record(g.s); err != nil {
-			return err
-		}
-		for range b.N {
-			if err := queue(); err != nil {
-				return err
-			}
-		}
-		return end.Record(g.s)
-	}))
-	must(b, end.Synchronize())
-	el, err := cuda.Elapsed(start, end)
-	must(b, err)
-	per := el / time.Duration(b.N)
+	per := cudatest.GPUTime(b, g.k.Device(), g.s, queue)
 	switch {
 	case bytes > 0:
 		b.ReportMetric(float64(per.Nanoseconds())/1e3, "gpu-us/op")

@@ -168,6 +168,8 @@ extern "C" __global__ void __launch_bounds__(32 * COL_GROUPS)
 // stores of one row over the 32 banks).
 #define DY_COLS 128
 #define DY_STRIDE (COL_CHUNK + 4)
+// DY_BATCH rows of dy loaded per warp before the first is stored.
+#define DY_BATCH 8
 
 // A named namespace, not an anonymous one: nvcc names the shared arrays of
 // functions in an anonymous namespace after a hash of the source's path,
@@ -192,6 +194,36 @@ __device__ __forceinline__ void dy_quad(float v[4], const u16 *dy, u64 i, int cn
     }
 #pragma unroll
     for (int j = 0; j < 4; j++) v[j] = j < cnt ? bf16_to_f32(dy[i + j]) : 0.0f;
+}
+
+// Raw4<T>::type holds four elements of dy as loaded (a float4, or four
+// bfloat16 in two words); raw4 loads them (16-byte aligned for float32,
+// 8-byte for bfloat16) and widen makes them floats.
+template <class T> struct Raw4;
+template <> struct Raw4<float> { typedef float4 type; };
+template <> struct Raw4<u16> { typedef uint2 type; };
+__device__ __forceinline__ float4 raw4(const float *p) { return *reinterpret_cast<const float4 *>(p); }
+__device__ __forceinline__ uint2 raw4(const u16 *p) { return *reinterpret_cast<const uint2 *>(p); }
+__device__ __forceinline__ float4 widen(float4 v) { return v; }
+__device__ __forceinline__ float4 widen(uint2 v) { return widen4(v); }
+
+// dy_tile stores the four codes of w (columns 4*lane.. of the block) at
+// row rl (already swizzled) of the transposed tile.
+__device__ __forceinline__ void dy_tile(u8 *tile, u32 w, u32 rl, u32 lane) {
+#pragma unroll
+    for (int j = 0; j < 4; j++) tile[(4 * lane + j) * DY_STRIDE + rl] = (u8)(w >> (8 * j));
+}
+
+// dy_put is one row of dy_cast's common case (four columns a lane, every
+// store vectorized): it adds v to the column sums, and stores the codes of
+// v * s at dst[r, c..c+3] and in the transposed tile.
+template <Fp8 F>
+__device__ __forceinline__ void dy_put(u8 *dst, u8 *tile, float acc[4], float4 v, float s, u64 r, u64 r0, u64 n,
+                                       u64 c, u32 swz) {
+    acc[0] += v.x, acc[1] += v.y, acc[2] += v.z, acc[3] += v.w;
+    const u32 w = encode4<F>(make_float4(__fmul_rn(v.x, s), __fmul_rn(v.y, s), __fmul_rn(v.z, s), __fmul_rn(v.w, s)));
+    *reinterpret_cast<u32 *>(dst + r * n + c) = w;
+    dy_tile(tile, w, (u32)(r - r0) ^ swz, threadIdx.x & 31);
 }
 
 // dy_cast: block (x, c) takes rows [c*COL_CHUNK, (c+1)*COL_CHUNK) and
@@ -224,8 +256,23 @@ __device__ __forceinline__ void dy_cast(u8 *dst, u8 *dstT, float *part, const T 
     const u32 swz = 4 * ((lane >> 3) & 3); // the XOR of the lane's columns 4l.. (j >> 5 = l >> 3)
     const float s = *scale;
     float acc[4] = {0, 0, 0, 0};
+    u64 r = r0 + g;
+    if (vin && vout) {
+        // The common case: DY_BATCH rows loaded before any is processed, so
+        // that a warp has that many loads in flight (the compiler cannot move
+        // a row's load above the previous row's stores, which may alias dy).
+        for (; r + (DY_BATCH - 1) * COL_GROUPS < r1; r += DY_BATCH * COL_GROUPS) {
+            typename Raw4<T>::type q[DY_BATCH];
+#pragma unroll
+            for (int k = 0; k < DY_BATCH; k++) q[k] = raw4(dy + (r + k * COL_GROUPS) * n + c);
+#pragma unroll
+            for (int k = 0; k < DY_BATCH; k++)
+                dy_put<F>(dst, tile, acc, widen(q[k]), s, r + k * COL_GROUPS, r0, n, c, swz);
+        }
+        for (; r < r1; r += COL_GROUPS) dy_put<F>(dst, tile, acc, widen(raw4(dy + r * n + c)), s, r, r0, n, c, swz);
+    }
 #pragma unroll 4
-    for (u64 r = r0 + g; r < r1; r += COL_GROUPS) {
+    for (; r < r1; r += COL_GROUPS) {
         float v[4];
         dy_quad(v, dy, r * n + c, cnt, vin);
         u32 w = 0;
@@ -245,9 +292,7 @@ __device__ __forceinline__ void dy_cast(u8 *dst, u8 *dstT, float *part, const T 
             for (int j = 0; j < 4; j++)
                 if (j < cnt) dst[r * n + c + j] = (u8)(w >> (8 * j));
         }
-        const u32 rl = (u32)(r - r0) ^ swz;
-#pragma unroll
-        for (int j = 0; j < 4; j++) tile[(4 * lane + j) * DY_STRIDE + rl] = (u8)(w >> (8 * j));
+        dy_tile(tile, w, (u32)(r - r0) ^ swz, lane);
     }
     sums[g][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
     __syncthreads();

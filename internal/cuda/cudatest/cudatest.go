@@ -6,6 +6,7 @@ package cudatest
 
 import (
 	"testing"
+	"time"
 
 	pcudatest "github.com/distopt/distopt/cuda/cudatest"
 	"github.com/distopt/distopt/internal/cuda"
@@ -70,4 +71,11 @@ func Alloc(tb testing.TB, d *cuda.Device, n int) cuda.DevicePtr {
 func AllocHost(tb testing.TB, d *cuda.Device, n int) *cuda.HostBuffer {
 	tb.Helper()
 	return cudalink.HostBuffer(pcudatest.AllocHost(tb, cudalink.PublicDevice(d), n))
+}
+
+// GPUTime is cuda/cudatest.GPUTime on the handles of internal/cuda: the GPU's
+// time per call of queue over b.N calls, by CUDA events on s.
+func GPUTime(b *testing.B, d *cuda.Device, s *cuda.Stream, queue func() error) time.Duration {
+	b.Helper()
+	return pcudatest.GPUTime(b, cudalink.PublicDevice(d), cudalink.PublicStream(s), queue)
 }
