@@ -19,9 +19,35 @@
 using namespace distopt;
 
 // quant_amax: *amax = max(*amax, max over i < n of amax_bits(src[i])).
+// amax16 returns the largest amax key of the elements in the 16 bytes q
+// (four float32, or eight bfloat16, whose key is their widened float32's).
+__device__ __forceinline__ u32 amax16(uint4 q, const float *) {
+    return max(max(q.x & 0x7fffffffu, q.y & 0x7fffffffu), max(q.z & 0x7fffffffu, q.w & 0x7fffffffu));
+}
+__device__ __forceinline__ u32 amax16(uint4 q, const u16 *) {
+    const u32 hi = max(max(q.x & 0x7fff0000u, q.y & 0x7fff0000u), max(q.z & 0x7fff0000u, q.w & 0x7fff0000u));
+    const u32 lo = max(max(q.x & 0x7fffu, q.y & 0x7fffu), max(q.z & 0x7fffu, q.w & 0x7fffu));
+    return max(hi, lo << 16);
+}
+
+// AMAX_LOADS 16-byte loads a thread are issued before their keys are
+// compared: the pass is bound by how many bytes are in flight.
+#define AMAX_LOADS 4
+
 template <typename T> __device__ void amax_kernel(const T *src, u64 n, u32 *amax) {
     u32 m = 0;
-    for (u64 i = thread_index(); i < n; i += grid_stride()) m = max(m, amax_bits(ld1(src, i)));
+    const u64 e = 16 / sizeof(T), nv = aligned(src, 16) ? n / e : 0, st = grid_stride();
+    const uint4 *v = reinterpret_cast<const uint4 *>(src);
+    u64 i = thread_index();
+    for (; i + (AMAX_LOADS - 1) * st < nv; i += AMAX_LOADS * st) {
+        uint4 q[AMAX_LOADS];
+#pragma unroll
+        for (int k = 0; k < AMAX_LOADS; k++) q[k] = v[i + k * st];
+#pragma unroll
+        for (int k = 0; k < AMAX_LOADS; k++) m = max(m, amax16(q[k], src));
+    }
+    for (; i < nv; i += st) m = max(m, amax16(v[i], src));
+    for (u64 j = e * nv + thread_index(); j < n; j += st) m = max(m, amax_bits(ld1(src, j)));
     block_max_atomic(amax, m);
 }
 

@@ -7,8 +7,8 @@
 
 using namespace distopt;
 
-// TILE_R rows x TILE columns of bytes per block of 256 threads.
-static const u32 TILE = 64, TILE_R = 128;
+// TILE x TILE bytes per block of 256 threads.
+static const u32 TILE = 64;
 
 // transpose4x4 transposes the 4x4 bytes held as four rows a[0..3] (byte j
 // of a[i] is element (i, j)) into c[0..3] (byte i of c[j] is element (i,
@@ -20,62 +20,48 @@ __device__ __forceinline__ void transpose4x4(const u32 a[4], u32 c[4]) {
     c[2] = __byte_perm(t1, t3, 0x5410), c[3] = __byte_perm(t1, t3, 0x7632);
 }
 
-// full_tile moves one whole 128x64 tile whose rows are 4-byte aligned: each
-// thread reads two 4x4 blocks (rows 64 apart) as eight 32-bit words, all
-// loaded before the first is used (a warp covers 4 row groups x 32 bytes:
-// whole sectors), transposes them in registers, and stores their columns
-// as words in shared memory (row pitch 33 words: no bank conflicts); then
-// each row of dst (a column of the tile) is written as 32 words by one
-// warp, 128 contiguous bytes.
-__device__ __forceinline__ void full_tile(u32 (*sm)[TILE_R / 4 + 1], u8 *dst, const u8 *src, u64 rows, u64 cols,
-                                          u64 r0, u64 c0) {
+// full_tile moves one whole 64x64 tile whose rows are 4-byte aligned: each
+// thread reads a 4x4 block as four 32-bit words (a warp covers 4 row groups
+// x 32 bytes: whole sectors), transposes it in registers, and stores its
+// four columns as words in shared memory (row pitch 17 words: no bank
+// conflicts); then each row of dst (a column of the tile) is written as 16
+// words by 16 threads.
+__device__ __forceinline__ void full_tile(u8 *dst, const u8 *src, u64 rows, u64 cols, u64 r0, u64 c0) {
+    __shared__ u32 sm[TILE][TILE / 4 + 1];
     const u32 t = threadIdx.x, lane = t & 31, w = t >> 5;
     const u32 k = (w & 1) * 8 + (lane & 7), g = (w >> 1) * 4 + (lane >> 3); // word column, row group
-    u32 a[2][4];
-#pragma unroll
-    for (u32 h = 0; h < 2; h++)
-#pragma unroll
-        for (u32 i = 0; i < 4; i++)
-            a[h][i] = *reinterpret_cast<const u32 *>(src + (r0 + 64 * h + 4 * g + i) * cols + c0 + 4 * k);
-#pragma unroll
-    for (u32 h = 0; h < 2; h++) {
-        u32 c[4];
-        transpose4x4(a[h], c);
-#pragma unroll
-        for (u32 i = 0; i < 4; i++) sm[4 * k + i][16 * h + g] = c[i];
-    }
+    u32 a[4], c[4];
+    for (u32 i = 0; i < 4; i++)
+        a[i] = *reinterpret_cast<const u32 *>(src + (r0 + 4 * g + i) * cols + c0 + 4 * k);
+    transpose4x4(a, c);
+    for (u32 i = 0; i < 4; i++) sm[4 * k + i][g] = c[i];
     __syncthreads();
-#pragma unroll
-    for (u32 p = 0; p < TILE / 8; p++) {
-        const u32 col = p * 8 + w;
-        *reinterpret_cast<u32 *>(dst + (c0 + col) * rows + r0 + 4 * lane) = sm[col][lane];
+    for (u32 p = 0; p < 4; p++) {
+        const u32 col = p * 16 + (t >> 4), gw = t & 15;
+        *reinterpret_cast<u32 *>(dst + (c0 + col) * rows + r0 + 4 * gw) = sm[col][gw];
     }
 }
 
 // fp8_transpose: dst[c*rows + r] = src[r*cols + c] for r < rows, c < cols
 // (src row-major rows x cols, dst row-major cols x rows). Block (bx, by)
-// moves the tile of src rows by*128.. and columns bx*64... Whole tiles of
+// moves the tile of src rows by*64.. and columns bx*64... Whole tiles of
 // 4-byte aligned rows go through full_tile; edge tiles byte by byte.
-extern "C" __global__ void __launch_bounds__(256) fp8_transpose(u8 *dst, const u8 *src, u64 rows, u64 cols) {
-    // One buffer for both paths: the TILE x (TILE_R/4 + 1) words of
-    // full_tile, or the TILE_R x (TILE + 4) bytes of an edge tile (more).
-    __shared__ u32 buf[TILE_R * (TILE + 4) / 4];
-    static_assert(TILE * (TILE_R / 4 + 1) <= TILE_R * (TILE + 4) / 4, "full_tile does not fit");
-    const u64 r0 = (u64)blockIdx.y * TILE_R, c0 = (u64)blockIdx.x * TILE;
-    const bool full = r0 + TILE_R <= rows && c0 + TILE <= cols && (cols & 3) == 0 && (rows & 3) == 0 &&
+extern "C" __global__ void fp8_transpose(u8 *dst, const u8 *src, u64 rows, u64 cols) {
+    const u64 r0 = (u64)blockIdx.y * TILE, c0 = (u64)blockIdx.x * TILE;
+    const bool full = r0 + TILE <= rows && c0 + TILE <= cols && (cols & 3) == 0 && (rows & 3) == 0 &&
                       aligned(src, 4) && aligned(dst, 4);
     if (full) {
-        full_tile(reinterpret_cast<u32 (*)[TILE_R / 4 + 1]>(buf), dst, src, rows, cols, r0, c0);
+        full_tile(dst, src, rows, cols, r0, c0);
         return;
     }
-    u8 (*tile)[TILE + 4] = reinterpret_cast<u8 (*)[TILE + 4]>(buf);
-    for (u32 i = threadIdx.x; i < TILE_R * TILE; i += blockDim.x) {
+    __shared__ u8 tile[TILE][TILE + 4];
+    for (u32 i = threadIdx.x; i < TILE * TILE; i += blockDim.x) {
         const u32 r = i / TILE, c = i % TILE;
         if (r0 + r < rows && c0 + c < cols) tile[r][c] = src[(r0 + r) * cols + c0 + c];
     }
     __syncthreads();
-    for (u32 i = threadIdx.x; i < TILE_R * TILE; i += blockDim.x) {
-        const u32 c = i / TILE_R, r = i % TILE_R;
+    for (u32 i = threadIdx.x; i < TILE * TILE; i += blockDim.x) {
+        const u32 c = i / TILE, r = i % TILE;
         if (r0 + r < rows && c0 + c < cols) dst[(c0 + c) * rows + r0 + r] = tile[r][c];
     }
 }

@@ -11,9 +11,8 @@ const (
 	kernelScaleGrid = "scale_grid_copy"
 )
 
-// transposeRows x transposeCols is the tile of fp8_transpose (src rows x
-// columns per block).
-const transposeRows, transposeCols = 128, 64
+// transposeTile is the tile edge of fp8_transpose.
+const transposeTile = 64
 
 // TransposeFP8 queues on s the transpose of a row-major rows x cols matrix
 // of bytes: dst[c*rows + r] = src[r*cols + c]. It is exact for any byte
@@ -25,7 +24,7 @@ func (k *Set) TransposeFP8(s *cuda.Stream, dst, src cuda.DevicePtr, rows, cols i
 	if rows == 0 || cols == 0 {
 		return nil
 	}
-	grid := cuda.Dim3{X: uint32((cols + transposeCols - 1) / transposeCols), Y: uint32((rows + transposeRows - 1) / transposeRows)}
+	grid := cuda.Dim3{X: uint32((cols + transposeTile - 1) / transposeTile), Y: uint32((rows + transposeTile - 1) / transposeTile)}
 	return s.Launch(k.function(kernelTranspose), grid, cuda.Dim3{X: blockSize}, 0,
 		new(cuda.Args).Ptr(dst).Ptr(src).U64(uint64(rows)).U64(uint64(cols)))
 }

@@ -22,15 +22,15 @@ import sys
 
 # First match wins: the order puts specific names before general ones.
 CLASSES = [
-    ("attention backward", r"flash_bwd|fmha.*(bwd|dgrad)|attn.*grad|attention.*backward|cudnn.*bprop|_bwd_"),
+    ("attention backward", r"flash_bwd|fmha.*(bwd|dgrad)|attn.*grad|attention.*backward|cudnn.*bprop|_bwd_|cudnn::matmul_dq|compute_dot_do_o"),
     ("attention forward", r"flash|fmha|attn_|attention|sdpa|cudnn.*fprop"),
-    ("LayerNorm", r"layernorm|layer_norm"),
+    ("LayerNorm", r"layernorm|layer_norm|gpt_ln_"),
     ("optimizer", r"update|adam|segcast|step_control|grad_stats|scales_from|delayed_scales|multi_tensor|fp8_cast_scaled|gradq|gradsum|clip"),
     ("FP8 and BF16 GEMMs", r"gemm|nvjet|cutlass|xmma|sm90_|sm80_|cublas|matmul"),
     ("GELU", r"gelu"),
     ("quantize and transpose", r"quant|transpose|fp8|amax|cast|bf16_from|round_bf16|copy|dequant"),
     ("residual and bias", r"bias|residual|gpt_add|add|column_sum|accumulate"),
-    ("embedding and head", r"embed|cross_entropy|log_softmax|nll|head"),
+    ("embedding and head", r"embed|cross_entropy|log_softmax|nll|head|gpt_linear_bf16"),
     ("fused by torch.compile (triton)", r"triton"),
 ]
 
@@ -54,7 +54,7 @@ def ncu_step(path, marker):
         unit = r.get("Metric Unit", "nsecond")
         ns *= {"nsecond": 1, "ns": 1, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6, "second": 1e9, "s": 1e9}.get(unit, 1)
         rows.append((r["Kernel Name"], ns / 1e3))
-    marks = [i for i, (n, _) in enumerate(rows) if marker in n]
+    marks = [i for i, (n, _) in enumerate(rows) if n.split("(")[0].strip() == marker]
     if len(marks) < 2:
         sys.exit(f"profile_classes: {path}: fewer than two launches of {marker}")
     step = rows[marks[-2]:marks[-1]]
