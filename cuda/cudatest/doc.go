@@ -9,6 +9,8 @@
 //
 // Require opens a device for a test. At the test's end it checks that
 // nothing allocated through the device leaked. Stream, Event, Alloc and
-// AllocHost make resources that are released when the test ends.
-// CheckLibrary checks a package's generated kernel code without a GPU.
+// AllocHost make resources that are released when the test ends. GPUTime
+// times a benchmark's GPU work by CUDA events, queued from the device's
+// worker. CheckLibrary checks a package's generated kernel code without a
+// GPU.
 package cudatest
