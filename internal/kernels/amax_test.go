@@ -70,9 +70,7 @@ func BenchmarkQuantAmax(b *testing.B) {
 		must(b, sets[0].FillIota(s, src, 0x3c003c00, n/2))
 		for _, k := range sets {
 			b.Run(fmt.Sprintf("%v/bf16/%dx%d", k.v, sh[0], sh[1]), func(b *testing.B) {
-				per := cudatest.GPUTime(b, d, s, func() error { return k.QuantAmax(s, src, n, BF16, aux) })
-				b.ReportMetric(float64(per.Nanoseconds())/1e3, "gpu-us/op")
-				b.ReportMetric(2*float64(n)/per.Seconds()/1e9, "GB/s")
+				gpuBench(b, d, s, 2*n, func() error { return k.QuantAmax(s, src, n, BF16, aux) })
 			})
 		}
 	}

@@ -82,10 +82,16 @@ func BenchmarkTransposeFP8(b *testing.B) {
 		must(b, sets[0].FillIota(s, src, 0x3c000000, rows*cols/4))
 		for _, k := range sets {
 			b.Run(fmt.Sprintf("%v/%dx%d", k.v, rows, cols), func(b *testing.B) {
-				per := cudatest.GPUTime(b, d, s, func() error { return k.TransposeFP8(s, dst, src, rows, cols) })
-				b.ReportMetric(float64(per.Nanoseconds())/1e3, "gpu-us/op")
-				b.ReportMetric(2*float64(rows*cols)/per.Seconds()/1e9, "GB/s")
+				gpuBench(b, d, s, 2*rows*cols, func() error { return k.TransposeFP8(s, dst, src, rows, cols) })
 			})
 		}
 	}
+}
+
+// gpuBench times queue on s by CUDA events (cudatest.GPUTime) and reports
+// gpu-us/op and GB/s of the bytes it moves per call.
+func gpuBench(b *testing.B, d *cuda.Device, s *cuda.Stream, bytes int, queue func() error) {
+	per := cudatest.GPUTime(b, d, s, queue)
+	b.ReportMetric(float64(per.Nanoseconds())/1e3, "gpu-us/op")
+	b.ReportMetric(float64(bytes)/per.Seconds()/1e9, "GB/s")
 }

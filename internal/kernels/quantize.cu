@@ -18,7 +18,6 @@
 
 using namespace distopt;
 
-// quant_amax: *amax = max(*amax, max over i < n of amax_bits(src[i])).
 // amax16 returns the largest amax key of the elements in the 16 bytes q
 // (four float32, or eight bfloat16, whose key is their widened float32's).
 __device__ __forceinline__ u32 amax16(uint4 q, const float *) {
@@ -34,6 +33,7 @@ __device__ __forceinline__ u32 amax16(uint4 q, const u16 *) {
 // compared: the pass is bound by how many bytes are in flight.
 #define AMAX_LOADS 4
 
+// quant_amax: *amax = max(*amax, max over i < n of amax_bits(src[i])).
 template <typename T> __device__ void amax_kernel(const T *src, u64 n, u32 *amax) {
     u32 m = 0;
     const u64 e = 16 / sizeof(T), nv = aligned(src, 16) ? n / e : 0, st = grid_stride();

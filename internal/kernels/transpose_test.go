@@ -10,10 +10,9 @@ import (
 )
 
 // TestTransposeFP8 transposes every shape with both sides in a set of edge
-// sizes around the 64-byte tile width, the 128-row tile height and the
-// 4-byte word (441 shapes), plus a few large ones (some ending in a tile of
-// 64 rows) and misaligned pointers, with every byte value present, and
-// compares with the transpose on the CPU, bit for bit, with guard bands.
+// sizes around the 64-byte tile and the 4-byte word (441 shapes), plus a
+// few large ones and misaligned pointers, with every byte value present,
+// and compares with the transpose on the CPU, bit for bit, with guard bands.
 func TestTransposeFP8(t *testing.T) {
 	d, sets := loadAll(t)
 	s := cudatest.Stream(t, d)

@@ -219,11 +219,11 @@ __device__ __forceinline__ void dy_tile(u8 *tile, u32 w, u32 rl, u32 lane) {
 // v * s at dst[r, c..c+3] and in the transposed tile.
 template <Fp8 F>
 __device__ __forceinline__ void dy_put(u8 *dst, u8 *tile, float acc[4], float4 v, float s, u64 r, u64 r0, u64 n,
-                                       u64 c, u32 swz) {
+                                       u64 c, u32 swz, u32 lane) {
     acc[0] += v.x, acc[1] += v.y, acc[2] += v.z, acc[3] += v.w;
     const u32 w = encode4<F>(make_float4(__fmul_rn(v.x, s), __fmul_rn(v.y, s), __fmul_rn(v.z, s), __fmul_rn(v.w, s)));
     *reinterpret_cast<u32 *>(dst + r * n + c) = w;
-    dy_tile(tile, w, (u32)(r - r0) ^ swz, threadIdx.x & 31);
+    dy_tile(tile, w, (u32)(r - r0) ^ swz, lane);
 }
 
 // dy_cast: block (x, c) takes rows [c*COL_CHUNK, (c+1)*COL_CHUNK) and
@@ -267,9 +267,9 @@ __device__ __forceinline__ void dy_cast(u8 *dst, u8 *dstT, float *part, const T 
             for (int k = 0; k < DY_BATCH; k++) q[k] = raw4(dy + (r + k * COL_GROUPS) * n + c);
 #pragma unroll
             for (int k = 0; k < DY_BATCH; k++)
-                dy_put<F>(dst, tile, acc, widen(q[k]), s, r + k * COL_GROUPS, r0, n, c, swz);
+                dy_put<F>(dst, tile, acc, widen(q[k]), s, r + k * COL_GROUPS, r0, n, c, swz, lane);
         }
-        for (; r < r1; r += COL_GROUPS) dy_put<F>(dst, tile, acc, widen(raw4(dy + r * n + c)), s, r, r0, n, c, swz);
+        for (; r < r1; r += COL_GROUPS) dy_put<F>(dst, tile, acc, widen(raw4(dy + r * n + c)), s, r, r0, n, c, swz, lane);
     }
 #pragma unroll 4
     for (; r < r1; r += COL_GROUPS) {
