@@ -98,19 +98,36 @@ __device__ __forceinline__ void tile_gemm(float (&acc)[8][8], Mat<TA, AK> A, Mat
 }
 
 // store_tile writes (add: adds) acc to out [M, N] (row stride N), in
-// tile_gemm's layout.
+// tile_gemm's layout: each run of four columns as one float4 where it lies
+// inside out and N and out allow 16-byte accesses.
 __device__ __forceinline__ void store_tile(float *out, const float (&acc)[8][8], u64 M, u64 N, bool add) {
     const u64 m = (u64)blockIdx.y * HT + 4 * (threadIdx.x >> 4), n = (u64)blockIdx.x * HT + 4 * (threadIdx.x & 15);
+    const bool vec = (N & 3) == 0 && aligned(out, 16);
 #pragma unroll
-    for (int a = 0; a < 8; a++)
+    for (int a = 0; a < 8; a++) {
+        const u64 r = m + (a & 3) + 64 * (a >> 2);
+        if (r >= M) continue;
 #pragma unroll
-        for (int b = 0; b < 8; b++) {
-            const u64 r = m + (a & 3) + 64 * (a >> 2), c = n + (b & 3) + 64 * (b >> 2);
-            if (r < M && c < N) {
-                float *o = out + r * N + c;
-                *o = add ? *o + acc[a][b] : acc[a][b];
+        for (int h = 0; h < 2; h++) {
+            const u64 c = n + 64 * h;
+            if (vec && c + 3 < N) {
+                float4 *o = reinterpret_cast<float4 *>(out + r * N + c);
+                float4 v = make_float4(acc[a][4 * h], acc[a][4 * h + 1], acc[a][4 * h + 2], acc[a][4 * h + 3]);
+                if (add) {
+                    const float4 p = *o;
+                    v = make_float4(p.x + v.x, p.y + v.y, p.z + v.z, p.w + v.w);
+                }
+                *o = v;
+                continue;
             }
+#pragma unroll
+            for (int b = 0; b < 4; b++)
+                if (c + b < N) {
+                    float *o = out + r * N + c + b;
+                    *o = add ? *o + acc[a][4 * h + b] : acc[a][4 * h + b];
+                }
         }
+    }
 }
 
 } // namespace gpthead
