@@ -14,7 +14,7 @@ const (
 	dyCols    = 128 // DY_COLS: columns per block of gpt_dy_cast
 	embCols   = 128 // EMB_COLS: columns per block of gpt_embed_grad_tokens
 	embWarps  = 32  // EMB_WARPS: warps per block of gpt_embed_grad_tokens
-	headTile  = 64  // HT: output tile side of the head GEMMs
+	headTile  = 128 // HT: output tile side of the head GEMMs
 	headStep  = 16  // HK: summed-index step of the head GEMMs
 )
 
@@ -103,7 +103,7 @@ func (k *Set) columnSumsBy(s *cuda.Stream, name string, cols int, dst, dst2 cuda
 }
 
 // headGEMM queues a head kernel of gpthead.cu over an output of m x n
-// (tiles of 64 x 64) in slices slices of the summed index.
+// (tiles of headTile x headTile) in slices slices of the summed index.
 func (k *Set) headGEMM(s *cuda.Stream, name string, n, m, slices int, args *cuda.Args) error {
 	grid := cuda.Dim3{X: uint32(ceilDiv(n, headTile)), Y: uint32(ceilDiv(m, headTile)), Z: uint32(slices)}
 	if err := gridFits(name, grid); err != nil {

@@ -278,11 +278,12 @@ func TestGPUCrossEntropy(t *testing.T) {
 }
 
 // TestGPULinearBF16 covers the head's tiles (rows and widths not multiples
-// of 64), the weight gradient in one slice (77 rows) and in several, and
-// checks that the weight gradient repeats bit for bit.
+// of 128, and a width of several whole tiles), the weight gradient in one
+// slice (77 rows) and in several, against the float64 model, and checks
+// that the weight gradient repeats bit for bit.
 func TestGPULinearBF16(t *testing.T) {
 	g := newGPU(t)
-	for _, c := range []struct{ rows, in, out int }{{77, 96, 50}, {1000, 768, 256}, {300, 2048, 256}, {130, 70, 9}} {
+	for _, c := range []struct{ rows, in, out int }{{77, 96, 50}, {1000, 768, 256}, {300, 2048, 256}, {130, 70, 9}, {2304, 390, 300}} {
 		linearBF16(g, c.rows, c.in, c.out)
 	}
 }
