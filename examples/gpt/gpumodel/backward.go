@@ -67,27 +67,34 @@ func (m *Model) backward(params Params, grads Grads, ready func(name string) err
 		return nil
 	}
 	done := func(name string) error {
-		if err := m.gradDone(grads, name); err != nil {
-			return err
-		}
 		pending = append(pending, name)
 		return nil
 	}
-	if err := m.onWorker(func() error { return m.backwardHead(params, grads, done) }); err != nil {
+	// block queues one block's launches and then, in the same call to the
+	// worker, the bfloat16 views' sums of the gradients it completed.
+	block := func(f func() error) error {
+		return m.onWorker(func() error {
+			if err := f(); err != nil {
+				return err
+			}
+			return m.gradsDone(grads, pending)
+		})
+	}
+	if err := block(func() error { return m.backwardHead(params, grads, done) }); err != nil {
 		return err
 	}
 	if err := flush(); err != nil {
 		return err
 	}
 	for l := len(m.layers) - 1; l >= 0; l-- {
-		if err := m.onWorker(func() error { return m.backwardLayer(params, grads, l, done) }); err != nil {
+		if err := block(func() error { return m.backwardLayer(params, grads, l, done) }); err != nil {
 			return err
 		}
 		if err := flush(); err != nil {
 			return err
 		}
 	}
-	if err := m.onWorker(func() error { return m.backwardEmbed(grads, done) }); err != nil {
+	if err := block(func() error { return m.backwardEmbed(grads, done) }); err != nil {
 		return err
 	}
 	return flush()

@@ -25,9 +25,9 @@
 //   - the small parameters' gradients (biases, LayerNorms, embeddings) are
 //     summed in float32 first, by the same kernels in the same order, into
 //     a scratch the model owns (4 bytes per small parameter: 20.5 MiB at the
-//     1.3B shape). When the last write of one is queued, one kernel adds its
-//     sum into the view and rounds to nearest even
-//     (kernels.GPTAccumulateBF16).
+//     1.3B shape). Once a block of the backward (the head, a layer, the
+//     embeddings) has queued their last writes, one kernel adds each sum
+//     into its view and rounds to nearest even (kernels.GPTAccumulateBF16s).
 //
 // So one micro-batch from zeroed views gives bf16 of the float32 path's
 // gradient, for the small parameters bit for bit. Each micro-batch rounds:

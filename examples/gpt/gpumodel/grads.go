@@ -5,6 +5,7 @@ import (
 
 	"github.com/distopt/distopt/buffer"
 	"github.com/distopt/distopt/cuda"
+	"github.com/distopt/distopt/examples/gpt/kernels"
 	"github.com/distopt/distopt/examples/gpt/model"
 )
 
@@ -58,7 +59,7 @@ func viewPtr(grads Grads, name string, t buffer.DType) (cuda.DevicePtr, error) {
 
 // gradSum returns where the kernels accumulate the float32 gradient of
 // the small parameter name: its view with float32 views; with bfloat16
-// ones its sum in m.gsum, which gradDone adds into the view.
+// ones its sum in m.gsum, which gradsDone adds into the view.
 func (m *Model) gradSum(grads Grads, name string) (cuda.DevicePtr, error) {
 	p, err := viewPtr(grads, name, m.opts.gradType())
 	if err != nil || !m.opts.bf16Grads() {
@@ -80,18 +81,26 @@ func (m *Model) clearGradSums() error {
 	return m.s.Memset32(m.gsum, 0, m.gsumLen)
 }
 
-// gradDone, once the last write of name's gradient is queued, queues
-// view = bf16(view + sum) for a small parameter with bfloat16 views: the
-// micro-batch's float32 gradient added with one rounding to nearest even
-// (kernels.GPTAccumulateBF16). It does nothing otherwise.
-func (m *Model) gradDone(grads Grads, name string) error {
-	at, ok := m.gsumAt[name]
-	if !m.opts.bf16Grads() || !ok {
+// gradsDone, once the last writes of the named gradients are queued,
+// queues view = bf16(view + sum) for each small parameter among them with
+// bfloat16 views: the micro-batch's float32 gradient added with one
+// rounding to nearest even, a layer's in one launch
+// (kernels.GPTAccumulateBF16s). It does nothing otherwise.
+func (m *Model) gradsDone(grads Grads, names []string) error {
+	if !m.opts.bf16Grads() {
 		return nil
 	}
-	p, err := viewPtr(grads, name, buffer.BFloat16)
-	if err != nil {
-		return err
+	var sums []kernels.BF16Sum
+	for _, name := range names {
+		at, ok := m.gsumAt[name]
+		if !ok {
+			continue
+		}
+		p, err := viewPtr(grads, name, buffer.BFloat16)
+		if err != nil {
+			return err
+		}
+		sums = append(sums, kernels.BF16Sum{View: p, Sum: m.gsum.Add(4 * at[0]), N: at[1]})
 	}
-	return m.k.GPTAccumulateBF16(m.s, p, m.gsum.Add(4*at[0]), at[1])
+	return m.k.GPTAccumulateBF16s(m.s, sums)
 }

@@ -47,7 +47,8 @@ type Options struct {
 	// products into the views and round (gemm.Gradient); the small
 	// parameters' gradients (biases, LayerNorms, embeddings) are summed in
 	// float32 as with float32 views, into a scratch of the model, then
-	// added into their views with one rounding (kernels.GPTAccumulateBF16).
+	// added into their views with one rounding (kernels.GPTAccumulateBF16s,
+	// a layer's in one launch).
 	// So each micro-batch rounds the views, where float32 views round
 	// nothing. The doc of the package says more.
 	GradType buffer.DType

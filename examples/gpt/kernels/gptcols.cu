@@ -35,17 +35,37 @@ extern "C" __global__ void __launch_bounds__(32 * COL_GROUPS)
     ln_grad_wb_partial(part, dy, x, mean, rstd, rows, n, s);
 }
 
+// COL_FINAL_LOADS: the partial sums gpt_column_sum_final loads before it
+// adds any, so that a thread keeps that many loads in flight (its column
+// has a chunk count of partials, 64 for 16384 rows, read from L2).
+#define COL_FINAL_LOADS 16
+
+// col_total returns part[0, i] + part[1, i] + ... + part[chunks-1, i] of
+// the n columns of part, added in that order from 0.
+__device__ __forceinline__ float col_total(const float *part, u64 chunks, u64 n, u64 i) {
+    float s = 0;
+    u64 c = 0;
+    for (; c + COL_FINAL_LOADS <= chunks; c += COL_FINAL_LOADS) {
+        float v[COL_FINAL_LOADS];
+#pragma unroll
+        for (int j = 0; j < COL_FINAL_LOADS; j++) v[j] = part[(c + j) * n + i];
+#pragma unroll
+        for (int j = 0; j < COL_FINAL_LOADS; j++) s += v[j];
+    }
+    for (; c < chunks; c++) s += part[c * n + i];
+    return s;
+}
+
 // gpt_column_sum_final: dst[i] += part[0, i] + part[1, i] + ... +
 // part[chunks-1, i] (added in that order) for i < n; and, when dst2 is not
 // null, dst2[i] += the same of part[chunks + c, i].
 extern "C" __global__ void gpt_column_sum_final(float *dst, float *dst2, const float *part, u64 chunks, u64 n) {
     for (u64 i = thread_index(); i < n; i += grid_stride()) {
-        float s = 0;
-        for (u64 c = 0; c < chunks; c++) s += part[c * n + i];
-        dst[i] += s;
-        if (dst2 != nullptr) {
-            float s2 = 0;
-            for (u64 c = chunks; c < 2 * chunks; c++) s2 += part[c * n + i];
+        if (dst2 == nullptr) {
+            dst[i] += col_total(part, chunks, n, i);
+        } else {
+            const float s = col_total(part, chunks, n, i), s2 = col_total(part + chunks * n, chunks, n, i);
+            dst[i] += s;
             dst2[i] += s2;
         }
     }
