@@ -16,7 +16,7 @@ import (
 )
 
 // TestHeadPrecisionCPU trains the same run on the CPU path with
-// -head-precision fp32 and bf16: the training losses of the first step
+// -head-precision fp32 and bf16 (the default): the training losses of the first step
 // (the same weights, only the head's rounding differs) and every later
 // one differ, by less than 1% (bfloat16's rounding of the head, not a
 // different model), and the bf16 run repeats bit for bit. Its curve
@@ -24,9 +24,9 @@ import (
 func TestHeadPrecisionCPU(t *testing.T) {
 	dir := writeData(t)
 	common := []string{"-data", dir, "-steps", "4", "-sample", "0"}
-	fp32 := trainFlags(t, common...)
+	fp32 := trainFlags(t, append(common, "-head-precision", "fp32")...)
 	path := filepath.Join(t.TempDir(), "bf16.json")
-	bf16 := trainFlags(t, append(common, "-head-precision", "bf16", "-curve", path)...)
+	bf16 := trainFlags(t, append(common, "-curve", path)...) // the default
 	c, err := curve.Read(path)
 	must(t, err)
 	if c.Head != "bf16" || c.Eval == nil || *c.Eval != (curve.Eval{Windows: 2, Spread: true}) {

@@ -50,12 +50,14 @@
 // (collective/fp8grad: fp8grad.New over the in-process ranks, NewDevice
 // over NCCL on the GPU path).
 //
-// -head-precision bf16 (both paths) rounds the tied output head where the
-// PyTorch reference's BF16 autocast does: its input (the final LayerNorm's
-// output), the logits (the cross-entropy still computes in float32 from
-// them), the logits' gradient and the head's input and weight gradients,
-// to bfloat16; the default, fp32, keeps them in float32 (gpumodel.HeadBF16,
-// model.CPU.HeadBF16).
+// -head-precision bf16 (both paths; the default since 2026-12-06) rounds
+// the tied output head where the PyTorch reference's BF16 autocast does:
+// its input (the final LayerNorm's output), the logits (the cross-entropy
+// still computes in float32 from them), the logits' gradient and the
+// head's input and weight gradients, to bfloat16; on the GPU its three
+// products run on cuBLASLt's bfloat16 tensor cores, as autocast's do
+// (gpumodel.HeadBF16, model.CPU.HeadBF16). fp32 keeps them in float32,
+// the products in our in-order float32 sums.
 //
 // -recipe delayed (the default since 2026-12-05, Transformer Engine's
 // default recipe on Hopper) scales the FP8 weights from their amax history
@@ -192,7 +194,7 @@ func defineFlags(o *options) (*flag.FlagSet, rawFlags) {
 	fs.IntVar(&o.ckptEvery, "ckpt-every", 0, "steps between checkpoints (0: only at the end)")
 	fs.IntVar(&o.stopAfter, "stop-after", 0, "stop (and save) after this step, as an interrupted run would (0: run to -steps)")
 	fs.BoolVar(&o.recompute, "recompute", false, "GPU: keep no FP8 copy of the LayerNorm and GELU outputs; recompute them in backward (same bits, less memory)")
-	r.head = fs.String("head-precision", "fp32", "precision of the tied output head: fp32 (float32 LayerNorm output, logits, cross-entropy and gradients; products with the bfloat16 embedding accumulated in float32) or bf16 (rounded where PyTorch's BF16 autocast rounds: the head's input, the logits and their gradient, the head's input and weight gradients; for comparisons with scripts/gpt/torch_gpt.py)")
+	r.head = fs.String("head-precision", "bf16", "precision of the tied output head: bf16 (the default: rounded where PyTorch's BF16 autocast rounds: the head's input, the logits and their gradient, the head's input and weight gradients; on the GPU its products on cuBLASLt's bfloat16 tensor cores, as autocast's) or fp32 (float32 LayerNorm output, logits, cross-entropy and gradients; products with the bfloat16 embedding in our in-order float32 sums)")
 	r.attention = fs.String("attention", "auto", "GPU: attention kernels: auto (the default: cudnn where cuDNN 9 opens, takes the shape, builds its repeatable backward and finds memory for its workspace, else flash; the choice and its reason are printed), cudnn (cuDNN 9's fused attention, opened at run time, about 2x faster per call than flash; its backward in the form that repeats its bits, dq one product from a score-gradient workspace of batch x heads x seq^2 x 2 bytes; CUDNN_LIBRARY names the library), flash (our fused kernels, head widths 64 and 128 only; a repeatable backward) or gemm (TF32 GEMMs and softmax kernels, any head width, float32 probabilities kept)")
 	r.gradType = fs.String("grad-type", "bf16", "GPU: type of the gradient buffers: bf16 (2 bytes less per parameter than fp32; the biases', LayerNorms' and embeddings' gradients summed in float32 and rounded once per micro-batch; the default since 2026-12-05, its loss within 0.04% of fp32's at 124M) or fp32")
 	fs.BoolVar(&o.epilogue, "epilogue", false, "GPU: add qkv's and fc's biases in the FP8 GEMMs' epilogue, writing bfloat16 directly (fused forward only, so not with -recompute; on by default on the GPU with per-tensor activations, every recipe but tile; -epilogue=false turns it off)")

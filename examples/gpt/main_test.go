@@ -197,8 +197,8 @@ func TestFlags(t *testing.T) {
 		args   []string
 		head   gpumodel.HeadPrecision
 		spread bool
-	}{{nil, gpumodel.HeadFP32, true}, {[]string{"-head-precision", "BF16", "-eval-spread=false"}, gpumodel.HeadBF16, false},
-		{[]string{"-backend", "gpu", "-head-precision", "fp32"}, gpumodel.HeadFP32, true}} {
+	}{{nil, gpumodel.HeadBF16, true}, {[]string{"-head-precision", "BF16", "-eval-spread=false"}, gpumodel.HeadBF16, false},
+		{[]string{"-backend", "gpu", "-head-precision", "fp32"}, gpumodel.HeadFP32, true}, {[]string{"-head-precision", "FP32"}, gpumodel.HeadFP32, true}} {
 		o, err := parseFlags(c.args)
 		if err != nil || o.head != c.head || o.evalSpread != c.spread {
 			t.Errorf("%v: head %v, spread %v, error %v; want %v, %v", c.args, o.head, o.evalSpread, err, c.head, c.spread)

@@ -21,8 +21,10 @@ const (
 	// gradient to bfloat16 before the head's two backward products; their
 	// results, the LayerNorm output's gradient and the head's part of the
 	// embedding's gradient, to bfloat16 (the latter on its own, before it
-	// is added into the float32 gradient). Products accumulate in float32
-	// as with HeadFP32. Rounding is to nearest even (kernels.GPTRoundBF16).
+	// is added into the float32 gradient). The three products run on
+	// cuBLASLt's bfloat16 tensor cores with float32 sums, as autocast's
+	// do (HeadFP32's are kernels.GPTLinearBF16's in-order float32 sums).
+	// Rounding is to nearest even (kernels.GPTRoundBF16).
 	HeadBF16
 )
 
@@ -44,10 +46,17 @@ func (m *Model) headForward(wte cuda.DevicePtr, dloss float64) error {
 	m.mark(PhaseHead)
 	n, h, v := m.rows, m.cfg.Hidden, m.cfg.Vocab
 	bf := m.opts.Head == HeadBF16
-	if err := m.roundIf(bf, m.lnf, n*h); err != nil {
-		return err
-	}
-	if err := m.k.GPTLinearBF16(m.s, m.logits, m.lnf, wte, n, h, v); err != nil {
+	if bf {
+		if err := m.head.plan(wte); err != nil {
+			return err
+		}
+		if err := m.k.GPTRoundBF16Pack(m.s, m.lnf, m.head.lnf16, m.lnf, n*h); err != nil {
+			return err
+		}
+		if err := m.head.logits.Run(m.s, wte, m.head.lnf16, m.logits, 0, 0); err != nil {
+			return err
+		}
+	} else if err := m.k.GPTLinearBF16(m.s, m.logits, m.lnf, wte, n, h, v); err != nil {
 		return err
 	}
 	if err := m.roundIf(bf, m.logits, n*v); err != nil {
@@ -60,25 +69,31 @@ func (m *Model) headForward(wte cuda.DevicePtr, dloss float64) error {
 	if err := m.k.GPTCrossEntropy(m.s, m.losses, dlogits, m.logits, m.tgt, n, v, float32(dloss/float64(n))); err != nil {
 		return err
 	}
-	return m.roundIf(bf && dloss != 0, m.dlogits, n*v)
+	if !bf || dloss == 0 {
+		return nil
+	}
+	return m.k.GPTRoundBF16Pack(m.s, m.dlogits, m.head.dlogits16, m.dlogits, n*v)
 }
 
-// headBackward queues the head's gradients: m.dln (zeroed here) receives
-// the LayerNorm output's, gwte the head's part of the embedding's
-// (accumulated), with the roundings of m.opts.Head; under HeadBF16 that
-// part is made in m.dhead first, rounded, then added.
+// headBackward queues the head's gradients: m.dln receives the LayerNorm
+// output's, gwte the head's part of the embedding's (accumulated), with
+// the roundings of m.opts.Head; under HeadBF16 that part is made in
+// m.dhead first (headGEMMs), rounded, then added.
 func (m *Model) headBackward(gwte, wte cuda.DevicePtr) error {
 	n, h, v := m.rows, m.cfg.Hidden, m.cfg.Vocab
-	if err := m.s.Memset32(m.dln, 0, n*h); err != nil {
-		return err
-	}
 	if m.opts.Head != HeadBF16 {
+		if err := m.s.Memset32(m.dln, 0, n*h); err != nil {
+			return err
+		}
 		return m.k.GPTLinearBF16Grad(m.s, m.dln, gwte, m.dlogits, m.lnf, wte, n, h, v)
 	}
-	if err := m.s.Memset32(m.dhead, 0, v*h); err != nil {
+	if err := m.head.plan(wte); err != nil {
 		return err
 	}
-	if err := m.k.GPTLinearBF16Grad(m.s, m.dln, m.dhead, m.dlogits, m.lnf, wte, n, h, v); err != nil {
+	if err := m.head.dx.Run(m.s, wte, m.head.dlogits16, m.dln, 0, 0); err != nil {
+		return err
+	}
+	if err := m.head.dw.Run(m.s, m.head.lnf16, m.head.dlogits16, m.dhead, 0, 0); err != nil {
 		return err
 	}
 	if err := m.k.GPTRoundBF16(m.s, m.dln, m.dln, n*h, false); err != nil {

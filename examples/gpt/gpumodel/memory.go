@@ -34,7 +34,9 @@ type Memory struct {
 	Probs int
 	// Final: per step, kept outside the blocks: the final LayerNorm's
 	// input, output, mean and rstd, the logits, their gradient, the losses;
-	// with Options.DelayedActivations, the amax histories and scales.
+	// with HeadBF16, the head's input and the logits' gradient in
+	// bfloat16 too; with
+	// Options.DelayedActivations, the amax histories and scales.
 	Final int
 	// Scratch: per step, the model's buffers shared by all layers and
 	// dead between Forward and Backward: one block's attention output
@@ -90,9 +92,9 @@ func PredictMemory(cfg model.Config, batch, seq int, o Options) (Memory, error) 
 	if prec.fused() {
 		ds = 0
 	}
-	dhead := 0 // the head's weight gradient before rounding (headBackward)
+	dhead, head16 := 0, 0 // HeadBF16: the head's weight gradient before rounding; its bfloat16 input and logits' gradient (headGEMMs)
 	if o.Head == HeadBF16 {
-		dhead = v * h
+		dhead, head16 = v*h, 2*n*(h+v)
 	}
 	dfc := 2 * n * f // GELU's gradient in and out, float32 (the input shares Forward's float32 fc product with ActGradBF16)
 	if o.ActGradBF16 {
@@ -111,7 +113,7 @@ func PredictMemory(cfg model.Config, batch, seq int, o Options) (Memory, error) 
 		LinearInputsBF16: 2 * n * (3*h + f),
 		Saved:            4*(n*h+n*h+4*n) + 2*(n*3*h+n*f),
 		Probs:            attnKeptBytes(batch, seq, h, cfg.Heads, prec),
-		Final:            4*(2*n*h+3*n+2*n*v) + actScaleBytes(cfg, o),
+		Final:            4*(2*n*h+3*n+2*n*v) + head16 + actScaleBytes(cfg, o),
 		Scratch: att + dtmp + dqkv + 4*(3*n+v+1+2*n*h+ds+dfc+dhead+gsum) + producerScratch(n, h, f, o) +
 			attnScratchBytes(batch, seq, h, cfg.Heads, prec, attnLayoutM),
 	}

@@ -104,6 +104,7 @@ type Model struct {
 	dx, dln, dtmp       cuda.DevicePtr
 	dqkv, ds, dfc, dg   cuda.DevicePtr
 	dhead               cuda.DevicePtr // HeadBF16: the head's part of the embedding's gradient, before rounding
+	head                *headGEMMs     // HeadBF16: the head's products on the tensor cores
 	gsum                cuda.DevicePtr // bfloat16 gradient views: the small parameters' float32 sums (grads.go)
 	gsumAt              map[string][2]int
 	gsumLen             int
@@ -224,8 +225,11 @@ func (m *Model) allocate() error {
 	if ds > 0 {
 		m.ds = buf(sc, 4*ds)
 	}
-	if m.opts.Head == HeadBF16 {
+	if m.opts.Head == HeadBF16 && err == nil {
 		m.dhead = buf(sc, 4*v*h)
+		if e := m.allocHead(buf); e != nil { // buf's own failures are in err
+			err = e
+		}
 	}
 	if m.opts.bf16Grads() {
 		m.gsumAt, m.gsumLen = gradSumLayout(m.cfg)
@@ -264,8 +268,11 @@ func (m *Model) Close() error {
 	if m.attn != nil {
 		errs = append(errs, m.attn.close())
 	}
+	if m.head != nil {
+		errs = append(errs, m.head.close())
+	}
 	errs = append(errs, m.freeStaging())
-	m.ptrs, m.layers, m.attn = nil, nil, nil
+	m.ptrs, m.layers, m.attn, m.head = nil, nil, nil, nil
 	return errors.Join(errs...)
 }
 

@@ -103,7 +103,9 @@ func TestParseHeadPrecision(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := fp32
-	want.Scratch += 4 * cfg.Vocab * cfg.Hidden
+	n := 2 * 32
+	want.Scratch += 4 * cfg.Vocab * cfg.Hidden     // the weight gradient before rounding
+	want.Final += 2 * n * (cfg.Hidden + cfg.Vocab) // the bfloat16 head input and logits' gradient
 	if bf16 != want {
 		t.Errorf("HeadBF16: %+v, want %+v", bf16, want)
 	}

@@ -33,6 +33,7 @@ const (
 	kernelGPTLinearGradX    = "gpt_linear_bf16_grad_x"
 	kernelGPTLinearGradW    = "gpt_linear_bf16_grad_w"
 	kernelGPTRoundBF16      = "gpt_round_bf16"
+	kernelGPTRoundBF16Pack  = "gpt_round_bf16_pack"
 )
 
 // gptKernels lists the kernels of gpt.cu, gptrows.cu, gptcols.cu and
@@ -42,7 +43,7 @@ func gptKernels() []string {
 		kernelGPTLayerNormGradX, kernelGPTLayerNormGradW, kernelGPTBiasAdd, kernelGPTColumnSum, kernelGPTColumnFinal,
 		kernelGPTAdd, kernelGPTGELU, kernelGPTGELUGrad, kernelGPTCrossEntropy,
 		kernelGPTBiasAddBF16, kernelGPTBiasResidual, kernelGPTGELUBF16, kernelGPTGELUGradBF16,
-		kernelGPTLinear, kernelGPTLinearGradX, kernelGPTLinearGradW, kernelGPTRoundBF16}
+		kernelGPTLinear, kernelGPTLinearGradX, kernelGPTLinearGradW, kernelGPTRoundBF16, kernelGPTRoundBF16Pack}
 	for _, v := range rowVariants {
 		for _, base := range []string{kernelGPTLayerNorm, kernelGPTLayerNormGradX, kernelGPTCrossEntropy} {
 			names = append(names, base+v.suffix)
@@ -278,4 +279,11 @@ func (k *Set) GPTRoundBF16(s *cuda.Stream, y, x cuda.DevicePtr, n int, add bool)
 		a = 1
 	}
 	return k.elementwise(s, kernelGPTRoundBF16, n, new(cuda.Args).Ptr(y).Ptr(x).U64(uint64(n)).U32(a))
+}
+
+// GPTRoundBF16Pack queues GPTRoundBF16 of x into y (which may be x) and
+// also writes the bfloat16 codes to y16 (n 2-byte elements), the same
+// rounding: the input of a product on the tensor cores.
+func (k *Set) GPTRoundBF16Pack(s *cuda.Stream, y, y16, x cuda.DevicePtr, n int) error {
+	return k.elementwise(s, kernelGPTRoundBF16Pack, n, new(cuda.Args).Ptr(y).Ptr(y16).Ptr(x).U64(uint64(n)))
 }

@@ -180,3 +180,14 @@ extern "C" __global__ void gpt_round_bf16(float *y, const float *x, u64 n, u32 a
         y[e] = add ? y[e] + r : r;
     }
 }
+
+// gpt_round_bf16_pack: b = bf16(x[i]); y16[i] = b and y[i] = b widened back
+// to float32, for i < n (gpt_round_bf16's rounding): the bfloat16 copy
+// feeds the head's products on the tensor cores. y may be x.
+extern "C" __global__ void gpt_round_bf16_pack(float *y, u16 *y16, const float *x, u64 n) {
+    for (u64 e = thread_index(); e < n; e += grid_stride()) {
+        const u16 b = (u16)bf16_rn(x[e]);
+        y16[e] = b;
+        y[e] = bf16_to_f32(b);
+    }
+}

@@ -141,7 +141,9 @@ func (g *gpuEnv) upload32(v []float64) cuda.DevicePtr {
 // the largest float32 and a value just below bfloat16's overflow threshold
 // (both round to Inf, or not), infinities, NaN, signed zeros, subnormals;
 // in place, into another buffer, and with add (y + bf16(x), the float32
-// sum); for a short length and one longer than a grid stride.
+// sum); and GPTRoundBF16Pack's float32 output and bfloat16 codes (the
+// codes widened, and NaN a NaN code); for a short length and one longer
+// than a grid stride.
 func TestGPURoundBF16(t *testing.T) {
 	g := newGPU(t)
 	edge := []float32{1 + 0x1p-8, 1 + 3*0x1p-8, -(1 + 0x1p-8), 1 + 0x1p-8 + 0x1p-20, math.MaxFloat32, -math.MaxFloat32,
@@ -158,8 +160,12 @@ func TestGPURoundBF16(t *testing.T) {
 			y[i] = float32(g.r.NormFloat64())
 		}
 		xp, yp := g.upload(x), g.upload(y)
-		out := cudatest.Alloc(t, g.d, 4*n)
+		out, packed, codes := cudatest.Alloc(t, g.d, 4*n), cudatest.Alloc(t, g.d, 4*n), cudatest.Alloc(t, g.d, 2*n)
 		g.must(g.k.GPTRoundBF16(g.s, out, xp, n, false))
+		g.must(g.k.GPTRoundBF16Pack(g.s, packed, codes, xp, n))
+		c := make([]uint16, n)
+		g.must(g.s.Download(cuda.Bytes(c), codes))
+		widened := g.upload(widenedCodes(c))
 		g.must(g.k.GPTRoundBF16(g.s, yp, xp, n, true))
 		g.must(g.k.GPTRoundBF16(g.s, xp, xp, n, false))
 		ref := make([]float64, n)
@@ -167,7 +173,8 @@ func TestGPURoundBF16(t *testing.T) {
 			ref[i] = float64(v)
 		}
 		model.RoundBF16(ref)
-		for name, p := range map[string]cuda.DevicePtr{"rounded": out, "rounded in place": xp, "added": yp} {
+		for name, p := range map[string]cuda.DevicePtr{"rounded": out, "rounded in place": xp, "added": yp,
+			"packed": packed, "packed codes": widened} {
 			got := make([]float32, n)
 			g.must(g.s.Download(cuda.Bytes(got), p))
 			for i, v := range got {
@@ -189,4 +196,13 @@ func (g *gpuEnv) upload(v []float32) cuda.DevicePtr {
 	p := cudatest.Alloc(g.t, g.d, 4*max(len(v), 1))
 	g.must(g.s.Upload(p, cuda.Bytes(v)))
 	return p
+}
+
+// widenedCodes returns the bfloat16 codes c as float32 values.
+func widenedCodes(c []uint16) []float32 {
+	v := make([]float32, len(c))
+	for i, h := range c {
+		v[i] = bf16.ToFloat32(h)
+	}
+	return v
 }
