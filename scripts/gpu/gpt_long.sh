@@ -24,9 +24,12 @@
 #     sequences (rounded down to a multiple of $BATCH) evenly strided over
 #     the whole validation split, the same windows in both programs
 #     (data.EvalWindows); distopt's tied output head in $HEAD_PRECISION
-#     (default bf16: rounded where PyTorch's autocast rounds it, so that
-#     only the linear layers' FP8 differs from the BF16 reference; fp32:
-#     the example's default, a float32 head); then `curves` checks issue
+#     (default bf16, the example's default since 2026-12-06: rounded where
+#     PyTorch's autocast rounds it, so that only the linear layers' FP8
+#     differs from the BF16 reference; fp32: a float32 head); the batch
+#     order of seed $SEED (default 1; the exported initial weights carry it
+#     to PyTorch, so both programs read the same batches: a gate over
+#     several seeds runs the part once per SEED); then `curves` checks issue
 #     16's criteria (final validation loss within 1% of PyTorch's, every
 #     evaluation after warm-up within 2%) and draws $OUT/gpt_curves.png and $OUT/gpt_curves_diff.png (each run
 #     relative to PyTorch's, with the criteria's bands). With
@@ -115,6 +118,7 @@ STEPS=${STEPS:-2000}
 BATCH=${BATCH:-32}
 SEQ=${SEQ:-256}
 LR=${LR:-1e-3}
+SEED=${SEED:-1}
 EVAL_EVERY=${EVAL_EVERY:-100}
 EVAL_WINDOWS=${EVAL_WINDOWS:-200}
 RECIPES=${RECIPES:-current delayed tile}
@@ -314,7 +318,7 @@ long() {
 		# -head-precision bf16 (HEAD_PRECISION): the head rounded as autocast
 		# rounds it in the reference, so that the comparison is like for
 		# like outside the FP8 linear layers (issue 16).
-		timeout $budget $bin/gpt -backend gpu -data $bin/data -preset small -seq $SEQ -batch $BATCH -recipe $r -lr $LR \
+		timeout $budget $bin/gpt -backend gpu -data $bin/data -preset small -seq $SEQ -batch $BATCH -recipe $r -lr $LR -seed $SEED \
 			-steps $STEPS -eval-every $EVAL_EVERY -eval-windows $EVAL_WINDOWS -head-precision $HEAD_PRECISION -sample 300 \
 			${LOSS_EXTRA:-} -curve "$OUT/long_$r.json" >"$OUT/long_$r.log" 2>&1 &
 		pids="$pids $!"
@@ -462,7 +466,7 @@ run() {
 		echo "== prepare ($(left) s left)"
 		cat "$OUT/cudnn_env.txt"
 		cat $bin/data/meta.json
-		$bin/gpt -data $bin/data -preset small -seq $SEQ -batch $BATCH -export-init $bin/init.safetensors -export-check=false || status=1
+		$bin/gpt -data $bin/data -preset small -seq $SEQ -batch $BATCH -seed $SEED -export-init $bin/init.safetensors -export-check=false || status=1
 		for part in $PARTS; do
 			echo "== $part ($(left) s left)"
 			case $part in
