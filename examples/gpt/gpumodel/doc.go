@@ -55,7 +55,9 @@
 // The activations are scaled to suit the weights' recipe, as
 // ActivationRecipes says. The kernels of examples/gpt/kernels do the rest:
 // biases, embeddings, LayerNorms, GELU, attention, the tied output head and
-// the cross-entropy. Options.Head sets the precision of the head.
+// the cross-entropy. Options.Head sets the precision of the head; under
+// HeadBF16 its three products run on cuBLASLt's bfloat16 tensor cores
+// (gemm.Dense) instead of the head kernels.
 //
 // By default the LayerNorms before qkv and fc, and GELU before mlp.proj,
 // quantize those layers' inputs themselves (gemm.Linear.ForwardQuantized,

@@ -10,7 +10,7 @@ import (
 type HeadPrecision int
 
 const (
-	// HeadFP32, the default, multiplies the float32 LayerNorm output by
+	// HeadFP32, the zero value, multiplies the float32 LayerNorm output by
 	// the bfloat16 embedding with float32 accumulation and keeps the
 	// logits, the cross-entropy and every gradient of the head in float32.
 	HeadFP32 HeadPrecision = iota

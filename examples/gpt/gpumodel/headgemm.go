@@ -33,7 +33,10 @@ func (m *Model) allocHead(buf func(cat, bytes int) cuda.DevicePtr) error {
 		return fmt.Errorf("gpumodel: the bfloat16 head: %w", err)
 	}
 	g.lt, m.head = lt, g
-	return nil
+	// Shapes cuBLASLt refuses fail here, not at the first Forward: plans
+	// for an embedding at the allocator's alignment, remade at the first
+	// Forward if the embedding is less aligned.
+	return g.planFor(256)
 }
 
 // headSpecs returns the specs of the three products for n rows of width
@@ -64,8 +67,11 @@ func addrAlign(p cuda.DevicePtr) int {
 
 // plan makes the plans for an embedding at wte unless they exist for its
 // alignment.
-func (g *headGEMMs) plan(wte cuda.DevicePtr) error {
-	al := addrAlign(wte)
+func (g *headGEMMs) plan(wte cuda.DevicePtr) error { return g.planFor(addrAlign(wte)) }
+
+// planFor makes the plans for an embedding aligned to al bytes unless they
+// exist for al.
+func (g *headGEMMs) planFor(al int) error {
 	if al == g.align {
 		return nil
 	}
@@ -77,7 +83,7 @@ func (g *headGEMMs) plan(wte cuda.DevicePtr) error {
 	for i, dst := range []**gemm.DensePlan{&g.logits, &g.dx, &g.dw} {
 		p, err := g.lt.Plan(specs[i], 0)
 		if err != nil {
-			return fmt.Errorf("gpumodel: the bfloat16 head's products (rows %d, width %d, vocabulary %d): %w", g.n, g.h, g.v, err)
+			return fmt.Errorf("gpumodel: the bfloat16 head's products on cuBLASLt (rows %d, width %d, vocabulary %d; bfloat16 rows must be multiples of 8; HeadFP32 takes any): %w", g.n, g.h, g.v, err)
 		}
 		*dst = p
 	}

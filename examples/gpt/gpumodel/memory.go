@@ -35,8 +35,8 @@ type Memory struct {
 	// Final: per step, kept outside the blocks: the final LayerNorm's
 	// input, output, mean and rstd, the logits, their gradient, the losses;
 	// with HeadBF16, the head's input and the logits' gradient in
-	// bfloat16 too; with
-	// Options.DelayedActivations, the amax histories and scales.
+	// bfloat16 too; with Options.DelayedActivations, the amax histories
+	// and scales.
 	Final int
 	// Scratch: per step, the model's buffers shared by all layers and
 	// dead between Forward and Backward: one block's attention output

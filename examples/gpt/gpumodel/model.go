@@ -227,7 +227,7 @@ func (m *Model) allocate() error {
 	}
 	if m.opts.Head == HeadBF16 && err == nil {
 		m.dhead = buf(sc, 4*v*h)
-		if e := m.allocHead(buf); e != nil { // buf's own failures are in err
+		if e := m.allocHead(buf); e != nil && err == nil { // buf's own failures are in err already
 			err = e
 		}
 	}

@@ -69,7 +69,8 @@ func TestParseAttention(t *testing.T) {
 // ways (any case), that other names are refused, and that NewWith (before
 // touching the device) and PredictMemory refuse a HeadPrecision outside
 // the two; and that HeadBF16 adds the head's weight gradient (vocab x
-// hidden float32) to the predicted scratch, and nothing else.
+// hidden float32) to the predicted scratch and its bfloat16 input and
+// logits' gradient (2n(h+v) bytes) to Final, and nothing else.
 func TestParseHeadPrecision(t *testing.T) {
 	for _, p := range []HeadPrecision{HeadFP32, HeadBF16} {
 		for _, s := range []string{p.String(), strings.ToUpper(p.String())} {

@@ -12,7 +12,9 @@
 //     and cross-entropy;
 //   - gptcols.cu: the column reductions, the gradients of the biases, the
 //     LayerNorms and the embedding;
-//   - gpthead.cu: the products of the tied output head;
+//   - gpthead.cu: the products of the tied output head in float32
+//     (gpumodel.HeadFP32) and its roundings to bfloat16 (HeadBF16, whose
+//     products run on cuBLASLt);
 //   - gptfused.cu: LayerNorm and GELU writing the next linear layer's FP8
 //     input directly, with the codes and scales package gemm would make
 //     of their float32 outputs; gptnorm.cuh holds the LayerNorm pieces it

@@ -33,8 +33,14 @@ func (k *Set) GPTAccumulateBF16(s *cuda.Stream, dst, src cuda.DevicePtr, n int) 
 
 // GPTAccumulateBF16s queues GPTAccumulateBF16 of each sum, in one launch
 // for up to eight of them (a layer's small parameters): the same bits.
-// No sum may overlap another's view.
+// No sum may overlap another's view. A negative length is an error
+// before anything is queued.
 func (k *Set) GPTAccumulateBF16s(s *cuda.Stream, sums []BF16Sum) error {
+	for _, e := range sums {
+		if e.N < 0 {
+			return fmt.Errorf("kernels: %s of %d elements", kernelGPTGradAccBF16, e.N)
+		}
+	}
 	for len(sums) > 0 {
 		group := sums[:min(len(sums), accList)]
 		sums = sums[len(group):]
@@ -43,9 +49,6 @@ func (k *Set) GPTAccumulateBF16s(s *cuda.Stream, sums []BF16Sum) error {
 			var e BF16Sum
 			if j < len(group) {
 				e = group[j]
-			}
-			if e.N < 0 {
-				return fmt.Errorf("kernels: %s of %d elements", kernelGPTGradAccBF16, e.N)
 			}
 			args.Ptr(e.View).Ptr(e.Sum).U64(uint64(e.N))
 			most = max(most, e.N)
