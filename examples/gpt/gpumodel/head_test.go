@@ -67,7 +67,7 @@ func TestGPUHeadBF16(t *testing.T) {
 	lt, err := gemm.NewDense(dev)
 	must(err)
 	t.Cleanup(func() { lt.Close() })
-	sl, sx, sw := headSpecs(n, h, v, addrAlign(wte))
+	sl, sx, sw := headSpecs(n, h, v, alignOf(int(wte)))
 	plan := func(spec gemm.DenseSpec) *gemm.DensePlan {
 		p, err := lt.Plan(spec, 0)
 		must(err)

@@ -36,7 +36,7 @@ func (m *Model) allocHead(buf func(cat, bytes int) cuda.DevicePtr) error {
 	// Shapes cuBLASLt refuses fail here, not at the first Forward: plans
 	// for an embedding at the allocator's alignment, remade at the first
 	// Forward if the embedding is less aligned.
-	return g.planFor(256)
+	return g.planFor(attnBaseAlign)
 }
 
 // headSpecs returns the specs of the three products for n rows of width
@@ -56,18 +56,9 @@ func headSpecs(n, h, v, align int) (logits, dx, dw gemm.DenseSpec) {
 	return logits, dx, dw
 }
 
-// addrAlign returns the largest power of two up to 256 that divides p.
-func addrAlign(p cuda.DevicePtr) int {
-	al := 256
-	for uint64(p)%uint64(al) != 0 {
-		al /= 2
-	}
-	return al
-}
-
 // plan makes the plans for an embedding at wte unless they exist for its
-// alignment.
-func (g *headGEMMs) plan(wte cuda.DevicePtr) error { return g.planFor(addrAlign(wte)) }
+// alignment (alignOf, up to the 256 bytes of the allocator's).
+func (g *headGEMMs) plan(wte cuda.DevicePtr) error { return g.planFor(alignOf(int(wte))) }
 
 // planFor makes the plans for an embedding aligned to al bytes unless they
 // exist for al.
