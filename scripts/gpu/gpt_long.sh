@@ -28,8 +28,9 @@
 #     PyTorch's autocast rounds it, so that only the linear layers' FP8
 #     differs from the BF16 reference; fp32: a float32 head); the batch
 #     order of seed $SEED (default 1; the exported initial weights carry it
-#     to PyTorch, so both programs read the same batches: a gate over
-#     several seeds runs the part once per SEED); then `curves` checks issue
+#     to PyTorch, so both programs read the same batches; the gate over
+#     several seeds, scripts/gpu/loss_seeds.sh, runs this part once per
+#     seed and compares the recipes' mean differences); then `curves` checks issue
 #     16's criteria (final validation loss within 1% of PyTorch's, every
 #     evaluation after warm-up within 2%) and draws $OUT/gpt_curves.png and $OUT/gpt_curves_diff.png (each run
 #     relative to PyTorch's, with the criteria's bands). With

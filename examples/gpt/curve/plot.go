@@ -95,15 +95,66 @@ func Differences(ref, run Curve) []Point {
 // reference's, and whether that is more than what other runs (for example
 // the reference trained at another precision) show.
 func PlotDiff(path, title string, ref Curve, runs []Curve, c Criteria) error {
+	series := make([]diffSeries, len(runs))
+	for i, r := range runs {
+		series[i] = diffSeries{r.Name, Differences(ref, r)}
+	}
+	return plotDiffs(path, title, fmt.Sprintf("validation loss relative to %s (%%)", ref.Name), lastStep(ref), series, c)
+}
+
+// PlotSeedsDiff draws each configuration's mean difference over the seeds
+// (as CheckSeeds takes it: runs[i][k] against refs[k]), in percent, after
+// warmup steps, with the criteria's bands.
+func PlotSeedsDiff(path, title string, refs []Curve, runs [][]Curve, c Criteria) error {
+	if len(refs) == 0 {
+		return fmt.Errorf("curve: no reference runs")
+	}
+	series := make([]diffSeries, len(runs))
+	for i, rs := range runs {
+		if len(rs) != len(refs) {
+			return fmt.Errorf("curve: configuration %d has %d runs for %d seeds", i+1, len(rs), len(refs))
+		}
+		sum, count := map[int]float64{}, map[int]int{}
+		for k, r := range rs {
+			for _, d := range Differences(refs[k], r) {
+				sum[d.Step] += d.Loss
+				count[d.Step]++
+			}
+		}
+		series[i].name = fmt.Sprintf("%s (mean of %d seeds)", rs[0].Name, len(rs))
+		for _, q := range refs[0].Valid {
+			if count[q.Step] == len(rs) {
+				series[i].diffs = append(series[i].diffs, Point{Step: q.Step, Loss: sum[q.Step] / float64(len(rs))})
+			}
+		}
+	}
+	ylabel := fmt.Sprintf("validation loss relative to %s, same seed (%%)", refs[0].Name)
+	return plotDiffs(path, title, ylabel, lastStep(refs[0]), series, c)
+}
+
+// diffSeries is one line of a difference plot: relative differences by
+// step.
+type diffSeries struct {
+	name  string
+	diffs []Point
+}
+
+func lastStep(c Curve) int {
+	last := 0
+	for _, q := range c.Valid {
+		last = max(last, q.Step)
+	}
+	return last
+}
+
+// plotDiffs draws the series in percent after c.Warmup, with the bands
+// c.Final and c.Every either side of zero as thin grey lines up to last.
+func plotDiffs(path, title, ylabel string, last int, series []diffSeries, c Criteria) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "step"
-	p.Y.Label.Text = fmt.Sprintf("validation loss relative to %s (%%)", ref.Name)
+	p.Y.Label.Text = ylabel
 	p.Add(plotter.NewGrid())
-	last := 0
-	for _, q := range ref.Valid {
-		last = max(last, q.Step)
-	}
 	for _, band := range []float64{c.Final, -c.Final, c.Every, -c.Every} {
 		l, err := plotter.NewLine(plotter.XYs{{X: float64(c.Warmup), Y: 100 * band}, {X: float64(last), Y: 100 * band}})
 		if err != nil {
@@ -112,24 +163,24 @@ func PlotDiff(path, title string, ref Curve, runs []Curve, c Criteria) error {
 		l.Color, l.Width, l.Dashes = plotutil.Color(7), vg.Points(0.5), plotutil.Dashes(1)
 		p.Add(l)
 	}
-	for i, r := range runs {
+	for i, s := range series {
 		var xy plotter.XYs
-		for _, d := range Differences(ref, r) {
+		for _, d := range s.diffs {
 			if d.Step > c.Warmup {
 				xy = append(xy, plotter.XY{X: float64(d.Step), Y: 100 * d.Loss})
 			}
 		}
 		if len(xy) == 0 {
-			return fmt.Errorf("curve: %s has no validation loss at the steps %s evaluated after step %d", r.Name, ref.Name, c.Warmup)
+			return fmt.Errorf("curve: %s has no validation loss at the steps of the reference after step %d", s.name, c.Warmup)
 		}
-		l, s, err := plotter.NewLinePoints(xy)
+		l, pts, err := plotter.NewLinePoints(xy)
 		if err != nil {
-			return fmt.Errorf("curve: %s: %w", r.Name, err)
+			return fmt.Errorf("curve: %s: %w", s.name, err)
 		}
 		col := plotutil.Color(i + 1) // Plot draws the reference in colour 0
-		l.Color, s.Color, l.Width = col, col, vg.Points(1.5)
-		p.Add(l, s)
-		p.Legend.Add(r.Name, l, s)
+		l.Color, pts.Color, l.Width = col, col, vg.Points(1.5)
+		p.Add(l, pts)
+		p.Legend.Add(s.name, l, pts)
 	}
 	p.Legend.Top = true
 	if err := p.Save(8*vg.Inch, 5*vg.Inch, path); err != nil {

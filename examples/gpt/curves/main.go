@@ -15,6 +15,18 @@
 // example's curves (-out), others as JSON curves (package
 // examples/gpt/curve).
 //
+//	curves -seeds -ref torch1.json,torch2.json,torch3.json -steps 2000 -warmup 100 tile1.json,tile2.json,tile3.json ...
+//
+// is the gate over seeds: the reference and each configuration trained
+// with several seeds (batch orders), one comma-separated list per
+// configuration, the k-th run of each list trained with the k-th
+// reference's seed. The criteria apply to the mean over the seeds of each
+// run's signed difference from its own seed's reference, which keeps a
+// configuration's effect and shrinks the trajectories' spread that a
+// single run's difference mixes in. It prints each seed's final
+// difference, their mean and standard deviation, and the references' own
+// spread; -diff-png draws the means.
+//
 //	curves -resume full.json stopped.json resumed.json
 //
 // checks that a run stopped and resumed gives the uninterrupted run's
@@ -48,6 +60,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("curves", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	ref := fs.String("ref", "", "the reference's curve (JSON or .log)")
+	seeds := fs.Bool("seeds", false, "the gate over seeds: -ref and each run are comma-separated lists, one curve per seed in the same order; the criteria apply to the mean difference over the seeds")
 	resume := fs.Bool("resume", false, "check that the runs after the first (stopped, then resumed) give the first's losses bit for bit")
 	speed := fs.Bool("speed", false, "print the speed and memory of runs in pairs (a run, then its reference, or comma-separated references of which the fastest is taken) and their ratios")
 	var rep speedOut
@@ -73,6 +86,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = writeSpeed(fs.Args(), rep, stdout)
 	case *ref == "" || fs.NArg() == 0:
 		err = errors.New("want -ref FILE and at least one run's curve, or -resume FULL PART...")
+	case *seeds:
+		err = compareSeeds(*ref, fs.Args(), c, images{*png, *diffPNG, *title}, stdout)
 	default:
 		err = compare(*ref, fs.Args(), c, images{*png, *diffPNG, *title}, stdout)
 	}
@@ -133,19 +148,81 @@ func compare(refPath string, paths []string, c curve.Criteria, img images, out i
 	if err := curve.WriteTable(out, ref.Name, rows); err != nil {
 		return err
 	}
-	failed := 0
-	for _, r := range rows {
-		if !r.OK {
-			failed++
-		}
-	}
-	if failed > 0 {
+	if failed := misses(rows, func(r curve.Row) bool { return r.OK }); failed > 0 {
 		return fmt.Errorf("%d of %d runs miss the criteria (final within %.2f%%, every evaluation after step %d within %.2f%%)",
 			failed, len(rows), 100*c.Final, c.Warmup, 100*c.Every)
 	}
 	fmt.Fprintf(out, "all %d runs within %.2f%% of %s at the end and %.2f%% at every evaluation after step %d\n",
 		len(rows), 100*c.Final, ref.Name, 100*c.Every, c.Warmup)
 	return nil
+}
+
+// compareSeeds is the gate over seeds: refList and each of lists are
+// comma-separated curves, one per seed in the same order.
+func compareSeeds(refList string, lists []string, c curve.Criteria, img images, out io.Writer) error {
+	if img.curves != "" {
+		return errors.New("-png draws single runs; with -seeds use -diff-png (the mean differences), or draw each seed's runs without -seeds")
+	}
+	refs, err := loadList(refList)
+	if err != nil {
+		return err
+	}
+	runs := make([][]curve.Curve, len(lists))
+	for i, l := range lists {
+		if runs[i], err = loadList(l); err != nil {
+			return err
+		}
+	}
+	rows, err := curve.CheckSeeds(refs, runs, c)
+	if err != nil {
+		return err
+	}
+	if img.diff != "" {
+		if err := curve.PlotSeedsDiff(img.diff, img.title, refs, runs, c); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "wrote %s\n", img.diff)
+	}
+	step := rows[0].FinalStep
+	mean, sd, err := curve.SeedSpread(refs, step)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s over %d seeds at step %d: validation loss %.4f, sd %.4f (%.2f%%)\n", refs[0].Name, len(refs), step, mean, sd, 100*sd/mean)
+	if err := curve.WriteSeedTable(out, refs[0].Name, rows); err != nil {
+		return err
+	}
+	if failed := misses(rows, func(r curve.SeedRow) bool { return r.OK }); failed > 0 {
+		return fmt.Errorf("%d of %d configurations miss the criteria over %d seeds (mean final difference within %.2f%%, every mean after step %d within %.2f%%)",
+			failed, len(rows), len(refs), 100*c.Final, c.Warmup, 100*c.Every)
+	}
+	fmt.Fprintf(out, "all %d configurations within %.2f%% of %s at the end and %.2f%% at every evaluation after step %d, in the mean over %d seeds\n",
+		len(rows), 100*c.Final, refs[0].Name, 100*c.Every, c.Warmup, len(refs))
+	return nil
+}
+
+// misses counts the rows that are not ok.
+func misses[R any](rows []R, ok func(R) bool) int {
+	n := 0
+	for _, r := range rows {
+		if !ok(r) {
+			n++
+		}
+	}
+	return n
+}
+
+// loadList loads the comma-separated curves of list.
+func loadList(list string) ([]curve.Curve, error) {
+	var cs []curve.Curve
+	for _, p := range strings.Split(list, ",") {
+		c, err := load(p)
+		if err != nil {
+			return nil, err
+		}
+		cs = append(cs, c)
+	}
+	return cs, nil
 }
 
 func checkResume(paths []string, out io.Writer) error {

@@ -83,3 +83,45 @@ func TestSpeed(t *testing.T) {
 		t.Errorf("a run without reference: exit %d: %s", code, errOut.String())
 	}
 }
+
+// TestSeeds runs the gate over seeds: two seeds whose runs are 1.5% high
+// and 1.1% low (each alone would miss the final 1%) pass in the mean
+// (+0.2%); a configuration 1.5% high on both misses, and a list of the
+// wrong length is refused.
+func TestSeeds(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, loss float64) string {
+		p := filepath.Join(dir, name+".json")
+		c := curve.Curve{Name: name, Valid: []curve.Point{{Step: 100, Loss: 2 * loss}, {Step: 200, Loss: loss}}}
+		if err := curve.Write(p, c); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	refs := write("torch1", 1) + "," + write("torch2", 1.2)
+	mixed := write("mixed1", 1.015) + "," + write("mixed2", 1.2*0.989)
+	high := write("high1", 1.015) + "," + write("high2", 1.2*1.015)
+	diff := filepath.Join(dir, "d.png")
+	var out, errOut bytes.Buffer
+	if code := run([]string{"-seeds", "-ref", refs, "-diff-png", diff, mixed}, &out, &errOut); code != 0 {
+		t.Fatalf("mixed: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	if !strings.Contains(out.String(), "+1.50% -1.10%") || !strings.Contains(out.String(), "+0.20%") || !strings.Contains(out.String(), "over 2 seeds") {
+		t.Errorf("table:\n%s", out.String())
+	}
+	if _, err := os.Stat(diff); err != nil {
+		t.Error(err)
+	}
+	out.Reset()
+	if code := run([]string{"-seeds", "-ref", refs, mixed, high}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "1 of 2 configurations") {
+		t.Errorf("high: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	errOut.Reset()
+	if code := run([]string{"-seeds", "-ref", refs, write("one", 1)}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "1 runs for 2 seeds") {
+		t.Errorf("one run for two seeds: exit %d: %s", code, errOut.String())
+	}
+	errOut.Reset()
+	if code := run([]string{"-seeds", "-ref", refs, "-png", diff, mixed}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "-diff-png") {
+		t.Errorf("-png with -seeds: exit %d: %s", code, errOut.String())
+	}
+}
