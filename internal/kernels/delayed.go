@@ -16,8 +16,8 @@ const kernelDelayed = "delayed_scales"
 // hist (l float32 values, oldest first) drops its oldest value and appends
 // amax[i] (float32 bits of the reduced amax); scale[i] =
 // fp8.ScaleFromAmax of the row's reduction (its largest |value|, or the
-// value appended when recent), f, margin, pow2. It panics for a negative n
-// or l < 1.
+// value appended when recent), f, margin, pow2. One warp per row. It
+// panics for a negative n or l < 1.
 func (k *Set) DelayedScales(s *cuda.Stream, scale, scaleInv, cast, hist, amax, ctl cuda.DevicePtr, n, l int, f fp8.Format, margin int, pow2, recent bool) error {
 	const name = kernelDelayed
 	if l < 1 {
@@ -26,6 +26,6 @@ func (k *Set) DelayedScales(s *cuda.Stream, scale, scaleInv, cast, hist, amax, c
 	if !checkLen(name, n) {
 		return nil
 	}
-	return k.launch1D(s, name, n, 1, new(cuda.Args).Ptr(scale).Ptr(scaleInv).Ptr(cast).Ptr(hist).Ptr(amax).U64(uint64(n)).
+	return k.launch1D(s, name, 32*n, 1, new(cuda.Args).Ptr(scale).Ptr(scaleInv).Ptr(cast).Ptr(hist).Ptr(amax).U64(uint64(n)).
 		U32(uint32(l)).F32(f.Max()).F32(marginFactor(margin)).U32(b2u(pow2)).U32(b2u(recent)).Ptr(ctl))
 }

@@ -128,7 +128,7 @@ func Controlled(t *testing.T, be backend.Backend) {
 		}
 		if _, ok := be.(backend.DelayedScaler); ok {
 			for _, red := range []fp8.HistoryReduce{fp8.HistoryMax, fp8.HistoryMostRecent} {
-				for _, l := range []int{1, 4, 33} {
+				for _, l := range []int{1, 4, 33, 129, 300, 1024} { // 1024: Transformer Engine's default
 					t.Run(fmt.Sprintf("delayed/%v/l=%d/control=%d", red, l, c), func(t *testing.T) { delayedControlled(t, be, c, red, l) })
 				}
 			}
