@@ -129,8 +129,11 @@ func Controlled(t *testing.T, be backend.Backend) {
 		if _, ok := be.(backend.DelayedScaler); ok {
 			for _, red := range []fp8.HistoryReduce{fp8.HistoryMax, fp8.HistoryMostRecent} {
 				for _, l := range []int{1, 4, 33, 129, 300, 1024} { // 1024: Transformer Engine's default
-					t.Run(fmt.Sprintf("delayed/%v/l=%d/control=%d", red, l, c), func(t *testing.T) { delayedControlled(t, be, c, red, l) })
+					t.Run(fmt.Sprintf("delayed/%v/l=%d/control=%d", red, l, c), func(t *testing.T) { delayedControlled(t, be, c, red, l, 45) })
 				}
+				// more rows than a GPU's resident warps (8448 on an H100 in
+				// blocks of 256): the grid-stride loop over rows
+				t.Run(fmt.Sprintf("delayed/%v/l=4/n=20000/control=%d", red, c), func(t *testing.T) { delayedControlled(t, be, c, red, 4, 20000) })
 			}
 		}
 	}
@@ -210,10 +213,9 @@ func readRef(p *pair, b buf) []byte {
 // scales and scale_inv of the scales held, every history with the new
 // amax pushed, and the next scales; nothing when skipped. Amaxes and
 // histories hold zeros, subnormals, infinities and NaNs.
-func delayedControlled(t *testing.T, be backend.Backend, c controlCase, red fp8.HistoryReduce, l int) {
+func delayedControlled(t *testing.T, be backend.Backend, c controlCase, red fp8.HistoryReduce, l, n int) {
 	r := rand.New(rand.NewPCG(uint64(l), uint64(c)*2+uint64(red)))
 	rc := fp8.Recipe{Format: fp8.E4M3, Scaling: fp8.TensorDelayed, HistoryLen: l, HistoryReduce: red, Margin: r.IntN(2)}
-	const n = 45
 	special := []float32{0, float32(math.Inf(1)), float32(math.NaN()), 1e-40, 448, 3e38}
 	pick := func() float32 {
 		if r.IntN(6) == 0 {

@@ -12,18 +12,23 @@
 #       sh scripts/gpu/loss_seeds.sh run
 #     gpt_long.sh's loss part once per seed, concurrently on the one GPU
 #     (four processes a seed: the recipes of $RECIPES and PyTorch BF16; two
-#     seeds take about 350 s on an H100), each in its own copy of BIN
-#     (the initial weights are exported per seed) and into DIR/seedN/;
-#     then the gate below over every DIR/seedN/.
+#     seeds took about 350 s on an H100 as hand-written calls, 2026-12-06),
+#     each in its own copy of BIN (the initial weights are exported per
+#     seed) and into DIR/seedN/; then the gate below over every
+#     DIR/seedN/. What comes back from the call is DIR/seeds_diff.png and
+#     DIR/seeds.tgz (each seed's curves and gpt_long.log); the seed folders
+#     are removed.
 #   (anywhere) sh scripts/gpu/loss_seeds.sh gate DIR [CURVES]
 #     `curves -seeds` over DIR/seedN/long_{torch,RECIPE}.json (earlier
 #     calls' seeds copied in beside them count too): the table of each
 #     seed's final difference, the means, and DIR/seeds_diff.png. CURVES
-#     is the curves binary (default: go run ./examples/gpt/curves).
+#     is the curves binary (default: go run ./examples/gpt/curves). Relative
+#     paths are taken from the caller's directory.
 #
 # Environment: RECIPES (default "current delayed tile"), STEPS (2000),
 # WARMUP (STEPS/20), and gpt_long.sh's for the runs.
 set -u
+caller=$(pwd)
 cd "$(dirname "$0")/../.."
 RECIPES=${RECIPES:-current delayed tile}
 STEPS=${STEPS:-2000}
@@ -31,12 +36,19 @@ WARMUP=${WARMUP:-$((STEPS / 20))}
 
 # list DIR NAME: DIR/seedN/long_NAME.json, comma-separated, in the seeds' order.
 list() {
-	for d in "$1"/seed[0-9]*; do echo "${d##*seed} $d/long_$2.json"; done | sort -n | cut -d' ' -f2- | paste -sd, -
+	for d in "$1"/seed[0-9]*; do
+		case ${d##*/seed} in *[!0-9]*) continue ;; esac # seed3.bak is not seed 3
+		echo "${d##*/seed} $d/long_$2.json"
+	done | sort -n | cut -d' ' -f2- | paste -sd, -
 }
+
+# abs PATH: PATH from the caller's directory.
+abs() { case $1 in /*) echo "$1" ;; *) echo "$caller/$1" ;; esac; }
 
 gate() {
 	dir=$1
 	shift
+	[ $# -eq 0 ] || [ ! -e "$(abs "$1")" ] || set -- "$(abs "$1")" # a curves binary given as a path
 	[ -n "$(ls -d "$dir"/seed[0-9]* 2>/dev/null)" ] || { echo "loss_seeds.sh: no $dir/seed*/ to compare" >&2; return 2; }
 	runs=""
 	for r in $RECIPES; do
@@ -51,7 +63,7 @@ gate() {
 case "${1:-}" in
 run)
 	bin=${BIN:-.gpu-gptlong}
-	out=${OUT:?set OUT}
+	out=$(abs "${OUT:?set OUT}")
 	total=${TOTAL:-560}
 	if [ -e "$bin/bins.tar.xz" ]; then
 		xz -dc -T0 "$bin/bins.tar.xz" | tar x -C "$bin" && rm -f "$bin/bins.tar.xz"
@@ -65,18 +77,26 @@ run)
 	done
 	wait
 	for s in $SEEDS; do
-		(cd "$out/seed$s" && tar xzf gpt_long_files.tgz 'long_*.json')
+		names=long_torch.json
+		for r in $RECIPES; do names="$names long_$r.json"; done
+		# shellcheck disable=SC2086 # names holds several files
+		(cd "$out/seed$s" && tar xzf gpt_long_files.tgz $names) || { echo "== seed $s failed:"; tail -n 20 "$out/seed$s/run.log"; }
 		rm -rf "$bin.seed$s"
 	done
-	gate "$out" "$bin/curves"
+	gate "$out" "$(pwd)/$bin/curves"
+	rc=$?
+	(cd "$out" && tar czf seeds.tgz seed*/long_*.json seed*/gpt_long.log && rm -rf seed[0-9]*)
+	exit $rc
 	;;
 gate)
 	shift
 	[ $# -ge 1 ] || { echo "usage: $0 gate DIR [CURVES...]" >&2; exit 2; }
-	gate "$@"
+	d=$(abs "$1")
+	shift
+	gate "$d" "$@"
 	;;
 *)
-	sed -n '2,25p' "$0"
+	sed -n '2,30p' "$0"
 	exit 2
 	;;
 esac

@@ -99,7 +99,7 @@ func PlotDiff(path, title string, ref Curve, runs []Curve, c Criteria) error {
 	for i, r := range runs {
 		series[i] = diffSeries{r.Name, Differences(ref, r)}
 	}
-	return plotDiffs(path, title, fmt.Sprintf("validation loss relative to %s (%%)", ref.Name), lastStep(ref), series, c)
+	return plotDiffs(path, title, ref.Name, fmt.Sprintf("validation loss relative to %s (%%)", ref.Name), lastStep(ref), series, c)
 }
 
 // PlotSeedsDiff draws each configuration's mean difference over the seeds
@@ -129,7 +129,7 @@ func PlotSeedsDiff(path, title string, refs []Curve, runs [][]Curve, c Criteria)
 		}
 	}
 	ylabel := fmt.Sprintf("validation loss relative to %s, same seed (%%)", refs[0].Name)
-	return plotDiffs(path, title, ylabel, lastStep(refs[0]), series, c)
+	return plotDiffs(path, title, refs[0].Name, ylabel, lastStep(refs[0]), series, c)
 }
 
 // diffSeries is one line of a difference plot: relative differences by
@@ -148,8 +148,9 @@ func lastStep(c Curve) int {
 }
 
 // plotDiffs draws the series in percent after c.Warmup, with the bands
-// c.Final and c.Every either side of zero as thin grey lines up to last.
-func plotDiffs(path, title, ylabel string, last int, series []diffSeries, c Criteria) error {
+// c.Final and c.Every either side of zero as thin grey lines up to last;
+// ref names the reference in errors.
+func plotDiffs(path, title, ref, ylabel string, last int, series []diffSeries, c Criteria) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "step"
@@ -171,7 +172,7 @@ func plotDiffs(path, title, ylabel string, last int, series []diffSeries, c Crit
 			}
 		}
 		if len(xy) == 0 {
-			return fmt.Errorf("curve: %s has no validation loss at the steps of the reference after step %d", s.name, c.Warmup)
+			return fmt.Errorf("curve: %s has no validation loss at the steps %s evaluated after step %d", s.name, ref, c.Warmup)
 		}
 		l, pts, err := plotter.NewLinePoints(xy)
 		if err != nil {

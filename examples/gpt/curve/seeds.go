@@ -20,17 +20,24 @@ type SeedRow struct {
 	Seeds     int
 	FinalStep int
 	// Finals are each seed's signed relative difference (run - ref) / ref
-	// at FinalStep, in the order of the seeds; Mean their mean and SD
-	// their sample standard deviation (0 with one seed).
-	Finals   []float64
-	Mean, SD float64
+	// at FinalStep, in the order of the seeds; Mean their mean, SD their
+	// sample standard deviation and SE the mean's standard error SD/√n (0
+	// with one seed). Mean ± 2 SE is roughly where the configuration's
+	// own difference lies: the gate passes on the mean, and SE says how
+	// far that is known.
+	Finals       []float64
+	Mean, SD, SE float64
 	// WorstStep is the evaluation after Warmup whose mean difference over
 	// the seeds is largest in magnitude, WorstMean that mean (signed).
 	WorstStep int
 	WorstMean float64
 	Evals     int // evaluations after Warmup compared
 	OK        bool
-	Problem   string // why not OK
+	// Problem says why not OK. A row whose runs could not all be compared
+	// (Compared false) has no statistics: its Finals hold the seeds
+	// compared before the one that failed.
+	Problem  string
+	Compared bool
 }
 
 // CheckSeeds applies c to the mean over seeds of each configuration's
@@ -40,7 +47,8 @@ type SeedRow struct {
 // first reference's last) exceeds c.Final, or at any evaluation after
 // c.Warmup exceeds c.Every; and when one of its runs cannot be compared
 // with its reference (as Check finds: an evaluation missing, other
-// validation sequences, a loss that is not finite).
+// validation sequences; or a loss that is NaN). Seeds are named by their
+// position in the lists, from 1.
 func CheckSeeds(refs []Curve, runs [][]Curve, c Criteria) ([]SeedRow, error) {
 	if len(refs) == 0 {
 		return nil, fmt.Errorf("curve: no reference runs")
@@ -73,7 +81,10 @@ func checkSeeds(refs, runs []Curve, steps []int, c Criteria) SeedRow {
 	structural := Criteria{Final: math.Inf(1), Every: math.Inf(1), Warmup: c.Warmup, Steps: c.Steps}
 	for k, run := range runs {
 		if r := check(refs[k], run, structural); !r.OK {
-			row.Problem = fmt.Sprintf("seed %d (%s against %s): %s", k+1, run.Name, refs[k].Name, r.Problem)
+			if r.Evals > 0 && math.IsNaN(r.WorstRel) {
+				r.Problem = fmt.Sprintf("the validation loss at step %d is not a number (the run's or the reference's)", r.WorstStep)
+			}
+			row.Problem = fmt.Sprintf("seed %d of the lists (%s against %s): %s", k+1, run.Name, refs[k].Name, r.Problem)
 			return row
 		}
 		d := map[int]float64{}
@@ -83,13 +94,14 @@ func checkSeeds(refs, runs []Curve, steps []int, c Criteria) SeedRow {
 		for j, s := range steps {
 			v, ok := d[s]
 			if !ok {
-				row.Problem = fmt.Sprintf("seed %d: %s has no validation loss at step %d (the first reference has one)", k+1, refs[k].Name, s)
+				row.Problem = fmt.Sprintf("seed %d of the lists: its reference %s has no validation loss at step %d (the first reference has one)", k+1, refs[k].Name, s)
 				return row
 			}
 			sum[j] += v
 		}
 		row.Finals = append(row.Finals, d[c.Steps])
 	}
+	row.Compared = true
 	n := float64(len(runs))
 	for j, s := range steps {
 		m := sum[j] / n
@@ -104,6 +116,7 @@ func checkSeeds(refs, runs []Curve, steps []int, c Criteria) SeedRow {
 			ss += (f - row.Mean) * (f - row.Mean)
 		}
 		row.SD = math.Sqrt(ss / (n - 1))
+		row.SE = row.SD / math.Sqrt(n)
 	}
 	switch {
 	case !(math.Abs(row.Mean) <= c.Final):
@@ -146,10 +159,11 @@ func SeedSpread(refs []Curve, step int) (mean, sd float64, err error) {
 }
 
 // WriteSeedTable prints the rows: each configuration's per-seed final
-// differences, their mean and standard deviation, and the verdict.
+// differences, their mean, standard deviation and standard error, and the
+// verdict; "-" where a row has no statistics.
 func WriteSeedTable(w io.Writer, ref string, rows []SeedRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "run\tseeds\tstep\tdiff from %s per seed\tmean\tsd\tworst mean (step)\tverdict\n", ref)
+	fmt.Fprintf(tw, "run\tseeds\tstep\tdiff from %s per seed\tmean\tsd\tse\tworst mean (step)\tverdict\n", ref)
 	for _, r := range rows {
 		per := make([]string, len(r.Finals))
 		for k, f := range r.Finals {
@@ -159,8 +173,11 @@ func WriteSeedTable(w io.Writer, ref string, rows []SeedRow) error {
 		if !r.OK {
 			verdict = "FAIL: " + r.Problem
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%+.2f%%\t%.2f%%\t%+.2f%% (%d)\t%s\n",
-			r.Name, r.Seeds, r.FinalStep, strings.Join(per, " "), 100*r.Mean, 100*r.SD, 100*r.WorstMean, r.WorstStep, verdict)
+		stats := "-\t-\t-\t-"
+		if r.Compared {
+			stats = fmt.Sprintf("%+.2f%%\t%.2f%%\t%.2f%%\t%+.2f%% (%d)", 100*r.Mean, 100*r.SD, 100*r.SE, 100*r.WorstMean, r.WorstStep)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", r.Name, r.Seeds, r.FinalStep, strings.Join(per, " "), stats, verdict)
 	}
 	return tw.Flush()
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -68,8 +69,9 @@ func TestCheckSeeds(t *testing.T) {
 				t.Errorf("%s: seed %d's final difference %g, want %g", tc.name, k+1, f, tc.e[k])
 			}
 		}
-		if math.Abs(r.Mean-mean) > 1e-12 || math.Abs(r.SD-sd) > 1e-12 || math.Abs(r.WorstMean-mean) > 1e-12 {
-			t.Errorf("%s: mean %g, sd %g, worst mean %g; want %g, %g, %g", tc.name, r.Mean, r.SD, r.WorstMean, mean, sd, mean)
+		se := sd / math.Sqrt(float64(len(tc.e)))
+		if math.Abs(r.Mean-mean) > 1e-12 || math.Abs(r.SD-sd) > 1e-12 || math.Abs(r.SE-se) > 1e-12 || math.Abs(r.WorstMean-mean) > 1e-12 || !r.Compared {
+			t.Errorf("%s: mean %g, sd %g, se %g, worst mean %g, compared %v; want %g, %g, %g, %g, true", tc.name, r.Mean, r.SD, r.SE, r.WorstMean, r.Compared, mean, sd, se, mean)
 		}
 	}
 }
@@ -124,6 +126,17 @@ func TestCheckSeedsRefuses(t *testing.T) {
 	other[0].Eval = &Eval{Windows: 64, Spread: true}
 	otherRefs := append([]Curve(nil), refs...)
 	otherRefs[0].Eval = &Eval{Windows: 32, Spread: true}
+	// seed 2's reference (and its run) evaluated every 200 steps, the
+	// first every 100
+	sparse := append([]Curve(nil), refs...)
+	sparseRuns := append([]Curve(nil), runs...)
+	sparse[1].Valid, sparseRuns[1].Valid = nil, nil
+	for i, p := range refs[1].Valid {
+		if p.Step%200 == 0 {
+			sparse[1].Valid = append(sparse[1].Valid, p)
+			sparseRuns[1].Valid = append(sparseRuns[1].Valid, runs[1].Valid[i])
+		}
+	}
 	for _, tc := range []struct {
 		name    string
 		refs    []Curve
@@ -131,15 +144,23 @@ func TestCheckSeedsRefuses(t *testing.T) {
 		problem string
 	}{
 		{"short", refs, short, "seed 2"},
-		{"NaN", refs, nan, "seed 3"},
+		{"NaN", refs, nan, "seed 3 of the lists (x against torch): the validation loss at step 600 is not a number"},
 		{"other sequences", otherRefs, other, "not the same sequences"},
+		{"other steps", sparse, sparseRuns, "seed 2 of the lists: its reference torch has no validation loss at step 300"},
 	} {
 		rows, err := CheckSeeds(tc.refs, [][]Curve{tc.runs}, c)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if rows[0].OK || !strings.Contains(rows[0].Problem, tc.problem) {
-			t.Errorf("%s: ok %v, %q; want a problem naming %q", tc.name, rows[0].OK, rows[0].Problem, tc.problem)
+		if rows[0].OK || rows[0].Compared || !strings.Contains(rows[0].Problem, tc.problem) {
+			t.Errorf("%s: ok %v, compared %v, %q; want a problem naming %q", tc.name, rows[0].OK, rows[0].Compared, rows[0].Problem, tc.problem)
+		}
+		var b strings.Builder
+		if err := WriteSeedTable(&b, "torch", rows); err != nil {
+			t.Fatal(err)
+		}
+		if !regexp.MustCompile(`-\s+-\s+-\s+-\s+FAIL`).MatchString(b.String()) {
+			t.Errorf("%s: the table of a row without statistics:\n%s", tc.name, b.String())
 		}
 	}
 }
@@ -165,7 +186,8 @@ func TestSeedSpread(t *testing.T) {
 	if err := WriteSeedTable(&b, "torch", rows); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"+1.00% -2.00% +0.40%", "-0.20%", "pass"} {
+	// sd of {1, -2, 0.4}% is 1.587%, se 0.916%
+	for _, want := range []string{"+1.00% -2.00% +0.40%", "-0.20%", "1.59%", "0.92%", "pass"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}

@@ -59,7 +59,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("curves", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	ref := fs.String("ref", "", "the reference's curve (JSON or .log)")
+	ref := fs.String("ref", "", "the reference's curve (JSON or .log); with -seeds a comma-separated list, one per seed")
 	seeds := fs.Bool("seeds", false, "the gate over seeds: -ref and each run are comma-separated lists, one curve per seed in the same order; the criteria apply to the mean difference over the seeds")
 	resume := fs.Bool("resume", false, "check that the runs after the first (stopped, then resumed) give the first's losses bit for bit")
 	speed := fs.Bool("speed", false, "print the speed and memory of runs in pairs (a run, then its reference, or comma-separated references of which the fastest is taken) and their ratios")
@@ -183,14 +183,14 @@ func compareSeeds(refList string, lists []string, c curve.Criteria, img images, 
 		}
 		fmt.Fprintf(out, "wrote %s\n", img.diff)
 	}
-	step := rows[0].FinalStep
-	mean, sd, err := curve.SeedSpread(refs, step)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "%s over %d seeds at step %d: validation loss %.4f, sd %.4f (%.2f%%)\n", refs[0].Name, len(refs), step, mean, sd, 100*sd/mean)
 	if err := curve.WriteSeedTable(out, refs[0].Name, rows); err != nil {
 		return err
+	}
+	step := rows[0].FinalStep
+	if mean, sd, err := curve.SeedSpread(refs, step); err == nil {
+		fmt.Fprintf(out, "%s itself over the %d seeds at step %d: validation loss %.4f, sd %.4f (%.2f%%)\n", refs[0].Name, len(refs), step, mean, sd, 100*sd/mean)
+	} else {
+		fmt.Fprintf(out, "%s's spread over the seeds: %v\n", refs[0].Name, err)
 	}
 	if failed := misses(rows, func(r curve.SeedRow) bool { return r.OK }); failed > 0 {
 		return fmt.Errorf("%d of %d configurations miss the criteria over %d seeds (mean final difference within %.2f%%, every mean after step %d within %.2f%%)",
