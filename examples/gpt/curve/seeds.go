@@ -109,15 +109,8 @@ func checkSeeds(refs, runs []Curve, steps []int, c Criteria) SeedRow {
 			row.WorstMean, row.WorstStep = m, s
 		}
 	}
-	row.Mean = sum[len(sum)-1] / n
-	if len(runs) > 1 {
-		ss := 0.0
-		for _, f := range row.Finals {
-			ss += (f - row.Mean) * (f - row.Mean)
-		}
-		row.SD = math.Sqrt(ss / (n - 1))
-		row.SE = row.SD / math.Sqrt(n)
-	}
+	row.Mean, row.SD = meanSD(row.Finals)
+	row.SE = row.SD / math.Sqrt(n)
 	switch {
 	case !(math.Abs(row.Mean) <= c.Final):
 		row.Problem = fmt.Sprintf("mean final difference over %d seeds is %+.2f%% (at most %.2f%%)", len(runs), 100*row.Mean, 100*c.Final)
@@ -145,6 +138,13 @@ func SeedSpread(refs []Curve, step int) (mean, sd float64, err error) {
 			return 0, 0, fmt.Errorf("curve: the reference %s has no validation loss at step %d", r.Name, step)
 		}
 	}
+	mean, sd = meanSD(v)
+	return mean, sd, nil
+}
+
+// meanSD returns the mean of v (not empty) and its sample standard
+// deviation (0 for one value).
+func meanSD(v []float64) (mean, sd float64) {
 	for _, x := range v {
 		mean += x
 	}
@@ -155,7 +155,7 @@ func SeedSpread(refs []Curve, step int) (mean, sd float64, err error) {
 		}
 		sd = math.Sqrt(sd / float64(len(v)-1))
 	}
-	return mean, sd, nil
+	return mean, sd
 }
 
 // WriteSeedTable prints the rows: each configuration's per-seed final
